@@ -1,0 +1,44 @@
+"""The `ddlbench` command line: a thin click group; each subcommand lives in harness/commands/<name>.py
+and calls plain functions that the tests call too. UserError is caught once here: one line, exit 2."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from harness.errors import UserError
+
+# Subcommand modules in harness.commands; each exposes `command` (a click command or group).
+COMMANDS = [
+    "list", "run", "sweep", "show",
+]
+
+
+class _Group(click.Group):
+    """Turns a UserError raised anywhere below into one line on stderr and exit status 2."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except UserError as e:
+            click.echo(f"error: {e}", err=True)
+            ctx.exit(2)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ddlbench")
+def cli() -> None:
+    """Benchmark communication methods for data-parallel distributed deep learning."""
+
+
+for _name in COMMANDS:
+    cli.add_command(importlib.import_module(f"harness.commands.{_name.replace('-', '_')}").command)
+
+
+def main() -> None:
+    cli(prog_name="ddlbench")
+
+
+if __name__ == "__main__":
+    main()

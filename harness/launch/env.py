@@ -1,0 +1,59 @@
+"""Where a worker learns who it is: its rank, the world, and the rendezvous address.
+
+Three sources, checked in order: the variables our own local launcher and torchrun set
+(RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT), then Slurm's (SLURM_PROCID, SLURM_NTASKS, ...,
+see harness.launch.slurm_env), else a single process.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int
+    """Global rank of this process (workers first, then parameter servers)."""
+    world_size: int
+    """Number of processes in the job (workers + servers)."""
+    local_rank: int
+    """Rank among the processes on this node; selects the GPU."""
+    local_world_size: int
+    """Processes on this node."""
+    master_addr: str
+    """Rendezvous host (rank 0's node)."""
+    master_port: int
+    """Rendezvous TCP port."""
+    node_rank: int = 0
+    """Index of this node in the job's node list."""
+    nodes: int = 1
+    """Number of nodes in the job."""
+    source: str = "single"
+    """Which launcher set the variables: local | torchrun | slurm | single."""
+    extra: dict = field(default_factory=dict)
+    """Launcher facts recorded in the environment table (e.g. slurm_job_id, slurm_nodelist)."""
+
+
+def from_environ(environ: dict | None = None) -> DistEnv:
+    env = os.environ if environ is None else environ
+    if "RANK" in env and "WORLD_SIZE" in env:
+        world = int(env["WORLD_SIZE"])
+        local_world = int(env.get("LOCAL_WORLD_SIZE", world))
+        return DistEnv(
+            rank=int(env["RANK"]),
+            world_size=world,
+            local_rank=int(env.get("LOCAL_RANK", env["RANK"])),
+            local_world_size=local_world,
+            master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
+            master_port=int(env.get("MASTER_PORT", "29500")),
+            node_rank=int(env.get("GROUP_RANK", env.get("NODE_RANK", "0"))),
+            nodes=max(1, world // max(1, local_world)),
+            source="torchrun" if "TORCHELASTIC_RUN_ID" in env else env.get("DDLBENCH_LAUNCHER", "local"),
+        )
+    if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
+        from harness.launch.slurm_env import from_slurm
+
+        return from_slurm(env)
+    return DistEnv(rank=0, world_size=1, local_rank=0, local_world_size=1,
+                   master_addr="127.0.0.1", master_port=29500)

@@ -1,0 +1,297 @@
+"""Bring an emulated multi-host network up and down: network namespaces, veth, a bridge, tbf shaping.
+
+    ddlbench testbed up --hosts 4 --rate 1gbit     # or: netns.up(4, "1gbit")
+    ddlbench testbed status
+    nsenter --net=/run/netns/ddlb-h1 -- python ...   # netns.host_command(1, ["python", ...])
+    ddlbench testbed down
+
+The layout and the state file are described in harness/testbed/state.py. Needs root and Debian's
+iproute2 (ip, tc) and util-linux (nsenter). `netem` is absent from this kernel, so the testbed shapes
+bandwidth only; it adds no delay or loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+from harness.errors import UserError
+from harness.testbed import state as st
+from harness.testbed.state import TestbedState
+
+MAX_MEANINGFUL_RATE_MBIT = 2000.0
+"""Above ~2 Gbit/s the 2 cores of this machine, not the emulated link, limit a gloo all-reduce
+(measured: busbw tracks the tbf rate within a few percent up to ~2 Gbit/s; DESIGN section 5)."""
+MIN_RATE_MBIT = 1.0
+"""Below this gloo's default timeouts trip on ordinary message sizes."""
+CMD_TIMEOUT_S = 30.0
+"""Limit of one ip/tc call; they take milliseconds, so hitting it means the system is wedged."""
+KILL_GRACE_S = 3.0
+"""How long processes left in a namespace get between SIGTERM and SIGKILL on `down`."""
+
+_TOOLS = {"ip": "iproute2", "tc": "iproute2", "nsenter": "util-linux"}
+_RATE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)(?:/s)?\s*$")
+_RATE_UNITS_MBIT = {"": 1.0, "bit": 1e-6, "kbit": 1e-3, "mbit": 1.0, "gbit": 1e3, "tbit": 1e6}
+
+
+def parse_rate(rate: str | float | int) -> float:
+    """A link rate in Mbit/s (10^6 bit/s). Numbers are Mbit/s; strings take tc's bit units:
+    "500mbit" -> 500.0, "1gbit" -> 1000.0, "2.5Gbit/s" -> 2500.0, "800" -> 800.0. Pure."""
+    if isinstance(rate, bool):
+        raise UserError(f"rate {rate!r} is not a rate: give e.g. 500mbit, 1gbit, or a number of Mbit/s")
+    if isinstance(rate, (int, float)):
+        value = float(rate)
+    else:
+        m = _RATE_RE.match(str(rate).lower())
+        unit = m.group(2) if m else None
+        if unit in ("bps", "kbps", "mbps", "gbps", "tbps"):
+            raise UserError(
+                f"rate {rate!r} is ambiguous: tc reads '{unit}' as bytes per second, people mean bits; "
+                f"write {m.group(1)}{unit[:-3]}bit for bits (or multiply by 8)"
+            )
+        if not m or unit not in _RATE_UNITS_MBIT:
+            raise UserError(
+                f"cannot read rate {rate!r}: write a number with a unit (bit, kbit, mbit, gbit, tbit), "
+                f"e.g. 500mbit or 1gbit; a bare number means Mbit/s"
+            )
+        value = float(m.group(1)) * _RATE_UNITS_MBIT[unit]
+    if not value >= MIN_RATE_MBIT or value == float("inf"):
+        raise UserError(
+            f"rate {rate!r} is below {MIN_RATE_MBIT:g} Mbit/s (or not finite): gloo would time out on "
+            f"ordinary messages; give at least 1mbit"
+        )
+    return value
+
+
+def check_request(hosts: int, rate_mbit: float, force: bool = False) -> None:
+    """Refuse what would be impossible or meaningless, before touching the system. Pure."""
+    if not st.MIN_HOSTS <= hosts <= st.MAX_HOSTS:
+        raise UserError(
+            f"--hosts {hosts} is out of range: a testbed has {st.MIN_HOSTS}..{st.MAX_HOSTS} hosts "
+            f"(fewer is no network, more oversubscribes the 2 cores); pick a count in that range"
+        )
+    if rate_mbit > MAX_MEANINGFUL_RATE_MBIT and not force:
+        raise UserError(
+            f"rate {rate_mbit:g} Mbit/s is above {MAX_MEANINGFUL_RATE_MBIT:g} Mbit/s: beyond ~2 Gbit/s the "
+            f"2 CPU cores, not the emulated link, limit gloo, so the emulation would be meaningless; "
+            f"use a lower rate, or pass --force (force=True) to shape at it anyway"
+        )
+
+
+def check_system() -> None:
+    """Refuse when the testbed cannot be built here: not root, or a tool missing."""
+    if os.geteuid() != 0:
+        raise UserError(
+            "the testbed needs root: creating network namespaces and qdiscs requires CAP_NET_ADMIN "
+            "and CAP_SYS_ADMIN; run as root (e.g. sudo ddlbench testbed up ...)"
+        )
+    for tool, package in _TOOLS.items():
+        if shutil.which(tool) is None:
+            raise UserError(
+                f"`{tool}` is not installed: the testbed drives the kernel with it; "
+                f"install it with `apt-get install {package}`"
+            )
+
+
+class _CmdFailed(Exception):
+    pass
+
+
+def _run(argv: list[str], check: bool = True) -> str:
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=CMD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise _CmdFailed(f"`{' '.join(argv)}` did not finish within {CMD_TIMEOUT_S:g} s") from None
+    if check and p.returncode != 0:
+        why = (p.stderr.strip() or p.stdout.strip() or f"exit status {p.returncode}").splitlines()[0]
+        raise _CmdFailed(f"`{' '.join(argv)}` failed: {why}")  # first line only: errors are one line
+    return p.stdout
+
+
+def _json(argv: list[str]) -> list:
+    out = _run(argv, check=False).strip()
+    try:
+        return json.loads(out) if out else []
+    except ValueError:
+        return []
+
+
+@contextlib.contextmanager
+def _locked():
+    with open(st.LOCK_PATH, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _existing_netns() -> list[str]:
+    return [d["name"] for d in _json(["ip", "-j", "netns", "list"])]
+
+
+def _build(s: TestbedState) -> None:
+    rate = f"{round(s.rate_mbit * 1e6)}bit"
+    tbf = ["root", "tbf", "rate", rate, "burst", s.tbf_burst, "latency", f"{s.tbf_latency_ms:g}ms"]
+    sw = s.switch_netns
+    _run(["ip", "netns", "add", sw])
+    _run(["ip", "-n", sw, "link", "add", s.bridge, "type", "bridge"])
+    _run(["ip", "-n", sw, "link", "set", s.bridge, "up"])
+    for h in s.hosts:
+        _run(["ip", "netns", "add", h.netns])
+        _run(["ip", "-n", h.netns, "link", "set", "lo", "up"])
+        # Both ends are created directly in their namespaces: nothing ever appears in the root namespace.
+        _run(["ip", "-n", sw, "link", "add", h.bridge_port, "type", "veth",
+              "peer", "name", h.ifname, "netns", h.netns])
+        _run(["ip", "-n", sw, "link", "set", h.bridge_port, "master", s.bridge])
+        _run(["ip", "-n", h.netns, "addr", "add", f"{h.addr}/24", "dev", h.ifname])
+        _run(["tc", "-n", h.netns, "qdisc", "replace", "dev", h.ifname, *tbf])  # host -> switch
+        _run(["tc", "-n", sw, "qdisc", "replace", "dev", h.bridge_port, *tbf])  # switch -> host
+        _run(["ip", "-n", sw, "link", "set", h.bridge_port, "up"])
+        _run(["ip", "-n", h.netns, "link", "set", h.ifname, "up"])
+
+
+def _tbf_rate_bytes(netns: str, dev: str) -> int | None:
+    for q in _json(["tc", "-n", netns, "-j", "qdisc", "show", "dev", dev]):
+        if q.get("kind") == "tbf" and q.get("root"):
+            return q.get("options", {}).get("rate")
+    return None
+
+
+def _is_live(s: TestbedState) -> bool:
+    """True if every namespace exists and every link end carries its tbf at the recorded rate."""
+    if not set(s.netns_names) <= set(_existing_netns()):
+        return False
+    want = round(s.rate_mbit * 1e6 / 8)
+    for h in s.hosts:
+        addrs = [a.get("local") for d in _json(["ip", "-n", h.netns, "-j", "addr", "show", "dev", h.ifname])
+                 for a in d.get("addr_info", [])]
+        if h.addr not in addrs:
+            return False
+        for ns, dev in ((h.netns, h.ifname), (s.switch_netns, h.bridge_port)):
+            got = _tbf_rate_bytes(ns, dev)
+            if got is None or abs(got - want) > max(1, want // 1000):  # tc rounds the rate
+                return False
+    return True
+
+
+def up(hosts: int, rate_mbit: float | str, prefix: str = "ddlb", force: bool = False) -> TestbedState:
+    """Build the testbed (or keep it, if the same one is already up); return its state.
+
+    A different configuration already up is torn down first (processes inside it are killed).
+    On any failure everything built so far is removed and a UserError says which step failed."""
+    rate = parse_rate(rate_mbit)
+    check_request(hosts, rate, force)
+    st.check_prefix(prefix)
+    check_system()
+    want = st.plan(hosts, rate, prefix, forced=rate > MAX_MEANINGFUL_RATE_MBIT)
+    with _locked():
+        have = st.load()
+        if have is not None and have.same_config(want) and _is_live(have):
+            return have
+        _down_locked(prefix)
+        try:
+            _build(want)
+        except _CmdFailed as e:
+            _down_locked(prefix)
+            raise UserError(
+                f"testbed up failed and was rolled back: {e}; check that the kernel has veth, bridge and "
+                f"sch_tbf (modprobe veth bridge sch_tbf) and that nothing else uses the {prefix}-* names"
+            ) from None
+        st.save(want)
+    return want
+
+
+def status() -> TestbedState | None:
+    """The testbed that is up, or None (no state file, or its namespaces/shaping are gone)."""
+    s = st.load()
+    if s is None or shutil.which("ip") is None or shutil.which("tc") is None:
+        return None
+    if os.geteuid() != 0:  # `ip -n`/`tc -n` need root; the namespace list does not
+        return s if set(s.netns_names) <= set(_existing_netns()) else None
+    return s if _is_live(s) else None
+
+
+def down(prefix: str | None = None) -> list[str]:
+    """Remove the testbed: kill processes left in its namespaces, delete namespaces (which deletes
+    their links and the bridge), stray root-namespace links and the state file. Returns what it removed;
+    [] when nothing was up. Also cleans up after a crashed `up` or a lost state file."""
+    check_system()
+    with _locked():
+        return _down_locked(prefix)
+
+
+def _down_locked(prefix: str | None) -> list[str]:
+    s = st.load()
+    prefixes = {"ddlb"} | ({s.prefix} if s else set()) | ({prefix} if prefix else set())
+    names = [n for n in _existing_netns() if any(st.owned_netns(n, p) for p in prefixes)]
+    removed = _kill_inside(names)
+    for n in names:
+        _run(["ip", "netns", "del", n], check=False)
+        removed.append(f"netns {n}")
+    for link in _json(["ip", "-j", "link", "show"]):
+        name = link.get("ifname", "")
+        if any(name.startswith(f"{p}-") for p in prefixes):
+            _run(["ip", "link", "del", name], check=False)
+            removed.append(f"link {name}")
+    if os.path.exists(st.STATE_PATH):
+        os.remove(st.STATE_PATH)
+        removed.append(f"state {st.STATE_PATH}")
+    return removed
+
+
+def _pids_in(netns: str) -> list[int]:
+    return [int(p) for p in _run(["ip", "netns", "pids", netns], check=False).split() if p.isdigit()]
+
+
+def _kill_inside(names: list[str]) -> list[str]:
+    """SIGTERM every process in the namespaces, SIGKILL what is left after KILL_GRACE_S."""
+    pids = {p: n for n in names for p in _pids_in(n) if p != os.getpid()}
+    removed = []
+    for pid, n in pids.items():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+            removed.append(f"process {pid} in {n}")
+    deadline = time.monotonic() + KILL_GRACE_S
+    while pids and time.monotonic() < deadline:
+        time.sleep(0.05)
+        pids = {p: n for p, n in pids.items() if _alive(p)}
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is dead, just not reaped
+    except (OSError, IndexError):
+        return False
+
+
+def _current(state: TestbedState | None) -> TestbedState:
+    s = state or st.load()
+    if s is None:
+        raise UserError("no testbed is up: start one with `ddlbench testbed up --hosts 2 --rate 1gbit`")
+    return s
+
+
+def host_command(host_index: int, argv: list[str], state: TestbedState | None = None) -> list[str]:
+    """argv that runs `argv` inside host `host_index`'s network namespace (nsenter --net=...).
+
+    Only the network namespace changes: files, /sys and the environment stay the host's, so a
+    launcher passes env (MASTER_ADDR=host_addr(0), GLOO_SOCKET_IFNAME=state.hosts[i].ifname) as usual."""
+    return _current(state).nsenter(host_index) + list(argv)
+
+
+def host_addr(i: int, state: TestbedState | None = None) -> str:
+    """IPv4 address of host i inside the testbed."""
+    return _current(state).host(i).addr

@@ -52,6 +52,7 @@ SUMMARY_STATS = [
     # workload facts
     "params", "grad_bytes", "flops_per_sample", "comm_bytes_per_iter", "intensity_flops_per_byte",
     "wall_s",
+    "plan_json",                # the scheme's plan (buckets, groups, partitions, alpha/beta...), JSON
 ]
 
 SUMMARY_COLUMNS = SUMMARY_AXES + SUMMARY_STATS

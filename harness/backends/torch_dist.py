@@ -1,0 +1,121 @@
+"""Backend `torch`: torch.distributed (gloo on CPU, nccl for CUDA tensors) and a parameter server.
+
+Process layout: ranks 0..W-1 are workers, ranks W..W+S-1 parameter servers. All-reduce runs on the
+workers' group; push-pull is point-to-point over gloo (servers hold CPU memory, as BytePS servers do),
+a gradient partition travelling worker -> server (push) and the server's sum back (pull).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from harness.backends.base import BACKENDS, BackendEntry, Handle, Transport
+from harness.backends import ps
+
+
+class _WorkHandle(Handle):
+    __slots__ = ("works", "after")
+
+    def __init__(self, works, after=None):
+        self.works = works
+        self.after = after
+
+    def wait(self) -> None:
+        for w in self.works:
+            w.wait()
+        self.works = ()
+        if self.after is not None:
+            self.after()
+            self.after = None
+
+
+def init_process_group(cell, env, device: str) -> None:
+    """Join the job's process group. With CUDA, gloo serves CPU tensors (PS traffic) beside nccl."""
+    backend = "cpu:gloo,cuda:nccl" if device == "cuda" else "gloo"
+    dist.init_process_group(
+        backend=backend,
+        init_method=f"tcp://{env.master_addr}:{env.master_port}",
+        world_size=env.world_size,
+        rank=env.rank,
+        timeout=datetime.timedelta(seconds=max(30.0, float(cell.timeout_s))),
+    )
+
+
+class TorchTransport(Transport):
+    def __init__(self, cell, env, device: torch.device):
+        self.workers = cell.workers
+        self.rank = env.rank
+        self.device = device
+        self._servers = cell.servers
+        # Every rank (servers too) must take part in creating each group.
+        self.group = dist.new_group(list(range(cell.workers))) if cell.servers else dist.group.WORLD
+        self._ps: ps.PSClient | None = ps.PSClient(cell.workers, cell.servers, self.rank) if cell.servers else None
+
+    @property
+    def servers(self) -> int:
+        return self._servers
+
+    def allreduce_async(self, tensor, name, priority=0) -> Handle:
+        return _WorkHandle([dist.all_reduce(tensor, group=self.group, async_op=True)])
+
+    def declare_keys(self, keys):
+        return self._ps.declare(keys)
+
+    def push_pull_async(self, tensor, name, priority=0) -> Handle:
+        works, after = self._ps.push_pull(tensor, name)
+        return _WorkHandle(works, after)
+
+    def barrier(self) -> None:
+        dist.barrier(group=self.group)
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        box = [obj]
+        dist.broadcast_object_list(box, src=src, group=self.group)
+        return box[0]
+
+    def gather_object(self, obj: Any, dst: int = 0):
+        out = [None] * self.workers if self.rank == dst else None
+        dist.gather_object(obj, out, dst=dst, group=self.group)
+        return out
+
+    def allreduce_min_(self, tensor) -> None:
+        dist.all_reduce(tensor, op=dist.ReduceOp.MIN, group=self.group)
+
+    def shutdown(self) -> None:
+        if self._ps is not None:
+            self._ps.stop()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _start(cell, env, device):
+    init_process_group(cell, env, str(device))
+    return TorchTransport(cell, env, torch.device(device))
+
+
+def _serve(cell, env):
+    init_process_group(cell, env, "cpu")
+    if cell.servers:
+        dist.new_group(list(range(cell.workers)))  # collective: mirrors the workers' group creation
+    ps.serve(cell.workers, cell.servers, env.rank)
+    dist.destroy_process_group()
+
+
+def _versions() -> dict:
+    out = {"torch": torch.__version__, "cuda": torch.version.cuda or ""}
+    try:
+        out["nccl"] = ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else ""
+    except Exception:  # nccl not compiled in
+        out["nccl"] = ""
+    return out
+
+
+BACKENDS.register("torch", BackendEntry(
+    name="torch",
+    description="torch.distributed: gloo on CPU, nccl on GPU; parameter servers over gloo point-to-point",
+    start=_start, serve=_serve, versions=_versions,
+))

@@ -1,0 +1,127 @@
+"""One benchmark cell: every axis value and knob that defines a measurement (DESIGN section 1)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, replace
+
+from harness.errors import UserError
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    workload: str
+    """Registered workload name, e.g. `bert-base-tiny`."""
+    scheme: str
+    """Registered scheme name, e.g. `wfbp-a2a`; `local` is the 1-worker, no-communication baseline."""
+    backend: str = "torch"
+    """Transport the scheme runs on."""
+    workers: int = 1
+    """Worker processes (one per GPU; on CPU one per core)."""
+    servers: int = 0
+    """Parameter-server processes (PS schemes only)."""
+    nodes: int = 1
+    """Hosts the workers span (1 on a single box; Slurm/testbed set more)."""
+    batch: int | None = None
+    """Per-worker batch (samples); None = the workload's default. Weak scaling: fixed per worker."""
+    seq_len: int | None = None
+    """Sequence length (tokens) for text workloads; None = the workload's default."""
+    warmup: int = 10
+    """Iterations run and discarded before measuring."""
+    iters: int = 30
+    """Measured iterations."""
+    timeout_s: float = 600.0
+    """Wall-clock limit for the whole cell (start-up included); a hung rank fails the cell after it."""
+    device: str = "auto"
+    """cpu | cuda | auto (cuda when available)."""
+    dtype: str = "fp32"
+    """Parameter and gradient dtype (the study's: fp32)."""
+    threads: int = 1
+    """torch intra-op threads per worker on CPU (one core per worker)."""
+    network: str = "loopback"
+    """Network label recorded in the row (e.g. loopback, ib-rdma, ipoib, eth-10g, emulated-500mbit)."""
+    network_rate_mbit: float | None = None
+    """Link rate when known (emulated testbed), Mbit/s."""
+    knobs: dict = field(default_factory=dict)
+    """Scheme/backend knobs (e.g. bucket_cap_mb), resolved against the scheme's defaults."""
+    seed: int = 0
+    """Seed for model init (identical on every rank) and data (seed + 1000 + rank)."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "CellSpec":
+        return cls(**json.loads(text))
+
+    @property
+    def cell_id(self) -> str:
+        """Stable, readable id: the same spec always maps to the same id (resume relies on it)."""
+        key = {k: v for k, v in asdict(self).items() if k not in ("timeout_s",)}
+        digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
+        ps = f".s{self.servers}" if self.servers else ""
+        return f"{self.workload}.{self.scheme}.{self.backend}.w{self.workers}{ps}.{digest}"
+
+    def with_(self, **changes) -> "CellSpec":
+        return replace(self, **changes)
+
+
+def resolve(cell: CellSpec) -> CellSpec:
+    """Fill defaults from the registries and check every name and number; raises UserError."""
+    from harness.backends import BACKENDS
+    from harness.schemes import SCHEMES
+    from workloads import WORKLOADS
+
+    wl = WORKLOADS.get(cell.workload)
+    scheme = SCHEMES.get(cell.scheme)
+    BACKENDS.get(cell.backend)
+    if cell.backend not in scheme.backends:
+        raise UserError(
+            f"scheme {cell.scheme!r} does not run on backend {cell.backend!r}: it runs on "
+            f"{', '.join(scheme.backends)}; pick one of those with --backend"
+        )
+    for name, value, low in (("workers", cell.workers, 1), ("iters", cell.iters, 1),
+                             ("warmup", cell.warmup, 0), ("threads", cell.threads, 1),
+                             ("nodes", cell.nodes, 1), ("servers", cell.servers, 0)):
+        if not isinstance(value, int) or value < low:
+            raise UserError(f"{name} must be an integer >= {low}, got {value!r}; fix the option or sweep file")
+    if cell.timeout_s <= 0:
+        raise UserError(f"timeout must be > 0 seconds, got {cell.timeout_s}; fix --timeout")
+    batch = wl.batch if cell.batch is None else cell.batch
+    if batch < 1:
+        raise UserError(f"batch must be >= 1 per worker, got {batch}; fix --batch")
+    seq = cell.seq_len if cell.seq_len is not None else wl.seq_len
+    if wl.seq_len is None and cell.seq_len is not None:
+        raise UserError(f"workload {cell.workload!r} takes images, not a sequence length; drop --seq-len")
+    if cell.dtype != "fp32":
+        raise UserError(f"dtype {cell.dtype!r} is not supported yet: only fp32 (the study's); drop --dtype")
+    device = _resolve_device(cell.device, cell.workers, cell.nodes)
+    servers = cell.servers
+    if scheme.parameter_server and servers == 0:
+        servers = 1
+    if not scheme.parameter_server and servers:
+        raise UserError(f"scheme {cell.scheme!r} has no parameter servers; drop servers={servers} "
+                        f"or pick a -ps scheme")
+    knobs = scheme.resolve_knobs(cell.knobs)
+    return replace(cell, batch=batch, seq_len=seq, device=device, servers=servers, knobs=knobs)
+
+
+def _resolve_device(device: str, workers: int, nodes: int) -> str:
+    import torch
+
+    if device not in ("auto", "cpu", "cuda"):
+        raise UserError(f"unknown device {device!r}: use cpu, cuda or auto")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError("device cuda was selected but CUDA is not available here; use --device cpu")
+        per_node = -(-workers // nodes)
+        have = torch.cuda.device_count()
+        if per_node > have:
+            raise UserError(
+                f"{per_node} workers per node need {per_node} GPUs but this node has {have}: one worker "
+                f"runs per GPU; lower --workers or add nodes"
+            )
+    return device

@@ -1,0 +1,77 @@
+"""Run cells and sweeps into a run directory (plain functions; the CLI and the tests call these).
+
+A failed or hung cell is recorded with its reason and log tail and the sweep goes on; every finished
+cell is on disk before the next starts; `resume` skips cells already recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+from harness.cell import CellSpec
+from harness.errors import CellFailed
+from harness.launch.local import Placement, launch_cell
+from harness.results import environment, store
+from harness.results.summarize import failed_row, raw_rows, summary_row
+
+
+def _unit(cell: CellSpec) -> str:
+    from workloads import WORKLOADS
+
+    return WORKLOADS.get(cell.workload).sample_unit
+
+
+def record_result(run_dir: Path, run_id: str, cell: CellSpec, result: dict, wall_s: float) -> dict:
+    raw = raw_rows(run_id, cell.cell_id, result)
+    row = summary_row(run_id, cell, result, _unit(cell), wall_s)
+    store.save_cell(run_dir, cell.cell_id, raw, row)
+    return row
+
+
+def execute_cell(cell: CellSpec, run_dir: Path, run_id: str, placement: Placement | None = None,
+                 launcher: Callable | None = None) -> dict:
+    """Launch one cell and record it (ok or failed). Returns the summary row."""
+    d = store.cell_dir(run_dir, cell.cell_id)
+    t0 = time.monotonic()
+    try:
+        result_path = (launcher or launch_cell)(cell, d, placement)
+        result = json.loads(Path(result_path).read_text())
+    except CellFailed as e:
+        row = failed_row(run_id, cell, e.reason, e.log_tail, _unit(cell), time.monotonic() - t0)
+        store.save_cell(run_dir, cell.cell_id, None, row)
+        return row
+    return record_result(run_dir, run_id, cell, result, time.monotonic() - t0)
+
+
+def write_environment(run_dir: Path, run_id: str, device: str, extra: dict | None = None) -> None:
+    env = environment.collect(run_id, device=device, extra=extra)
+    store.write_parquet_atomic(environment.to_frame(env), run_dir / "environment.parquet")
+
+
+def run_cells(cells: list[CellSpec], run_dir: Path, run_id: str, *, resume: bool = False,
+              placement_for: Callable[[CellSpec], Placement | None] | None = None,
+              progress: bool = True, env_extra: dict | None = None) -> list[dict]:
+    """Run cells in order with a progress bar; skip those already recorded when resuming."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    done = store.finished_cells(run_dir) if resume else set()
+    if not (run_dir / "environment.parquet").exists() or not resume:
+        write_environment(run_dir, run_id, cells[0].device if cells else "cpu", env_extra)
+    todo = [c for c in cells if c.cell_id not in done]
+    rows = []
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, disable=not progress, transient=False) as bar:
+        task = bar.add_task("cells", total=len(cells), completed=len(cells) - len(todo))
+        for cell in todo:
+            bar.update(task, description=f"{cell.workload} {cell.scheme} w{cell.workers}")
+            placement = placement_for(cell) if placement_for else None
+            row = execute_cell(cell, run_dir, run_id, placement)
+            rows.append(row)
+            if row["status"] != "ok":
+                bar.console.print(f"[red]failed[/red] {cell.cell_id}: {row['reason']}")
+            bar.advance(task)
+    return rows

@@ -1,0 +1,1 @@
+"""Results: tidy tables on disk (Parquet), written atomically, rebuilt from per-cell parts."""

@@ -1,0 +1,118 @@
+"""Turn one cell's gathered samples into tidy rows (pure functions of the result dict).
+
+raw rows: one per (rank, iteration); summary row: the slowest rank per iteration, statistics,
+breakdown. Speed-up, scaling efficiency and exposed communication need the sweep's measured 1-worker
+baseline and are filled in by `add_scaling` over the whole summary table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from harness.measure.stats import describe, slowest_rank
+from harness.schema import RAW_COLUMNS, SCHEMA_VERSION, SUMMARY_COLUMNS
+
+PHASES = ("forward_s", "backward_s", "comm_wait_s", "optimizer_s")
+
+
+def raw_rows(run_id: str, cell_id: str, result: dict) -> pd.DataFrame:
+    rows = []
+    for rk in result["ranks"]:
+        for s in rk["samples"]:
+            rows.append({"schema_version": SCHEMA_VERSION, "run_id": run_id, "cell_id": cell_id,
+                         "rank": rk["rank"], **{k: s[k] for k in ("iteration", "iter_s", *PHASES)}})
+    return pd.DataFrame(rows, columns=RAW_COLUMNS)
+
+
+def axes(run_id: str, cell, status: str, reason: str = "", log_tail: str = "", sample_unit: str = "",
+         nodes: int | None = None) -> dict:
+    knobs = dict(cell.knobs)
+    row = {
+        "schema_version": SCHEMA_VERSION, "run_id": run_id, "cell_id": cell.cell_id, "source": "measured",
+        "status": status, "reason": reason, "log_tail": log_tail,
+        "workload": cell.workload, "sample_unit": sample_unit, "scheme": cell.scheme, "backend": cell.backend,
+        "workers": cell.workers, "nodes": nodes or cell.nodes,
+        "workers_per_node": -(-cell.workers // (nodes or cell.nodes)), "servers": cell.servers,
+        "batch_per_worker": cell.batch, "global_batch": (cell.batch or 0) * cell.workers,
+        "seq_len": cell.seq_len, "dtype": cell.dtype, "device": cell.device,
+        "network": cell.network, "network_rate_mbit": cell.network_rate_mbit,
+        "warmup": cell.warmup, "iters": cell.iters, "knobs_json": json.dumps(knobs, sort_keys=True),
+    }
+    for k, v in knobs.items():
+        row[f"knob_{k}"] = v
+    return row
+
+
+def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float) -> dict:
+    per_rank = {rk["rank"]: [s["iter_s"] for s in rk["samples"]] for rk in result["ranks"]}
+    iter_s, straggler = slowest_rank(per_rank)
+    d = describe(iter_s)
+    gb = cell.batch * cell.workers
+    tp = describe([gb / t for t in iter_s if t > 0])
+    # breakdown: phases of whichever rank was slowest in each iteration, then medians
+    ranks = sorted(per_rank)
+    m = np.array([per_rank[r] for r in ranks])
+    worst = m.argmax(axis=0)
+    by_rank = {rk["rank"]: rk["samples"] for rk in result["ranks"]}
+    phase = {p: float(np.median([by_rank[ranks[w]][i][p] for i, w in enumerate(worst)])) for p in PHASES}
+    rank_medians = {r: float(np.median(v)) for r, v in per_rank.items()}
+    facts = result["facts"]
+    comm_bytes = facts.get("comm_bytes_per_iter", 0)
+    flops_iter = facts.get("flops_per_sample", math.nan) * gb
+    row = axes(run_id, cell, "ok", sample_unit=sample_unit, nodes=result.get("dist", {}).get("nodes"))
+    row.update({
+        "iter_s_median": d["median"], "iter_s_q1": d["q1"], "iter_s_q3": d["q3"], "iter_s_iqr": d["iqr"],
+        "iter_s_mean": d["mean"], "iter_s_std": d["std"], "iter_s_ci95_low": d["ci95_low"],
+        "iter_s_ci95_high": d["ci95_high"], "iter_s_cv": d["cv"], "samples": d["n"],
+        "throughput_median": tp["median"], "throughput_mean": tp["mean"],
+        "throughput_ci95_low": tp["ci95_low"], "throughput_ci95_high": tp["ci95_high"],
+        "throughput_iqr": tp["iqr"],
+        **phase,
+        "comm_only_s": float(result["ranks"][0].get("comm_only_s", 0.0)),
+        "straggler_rank": straggler,
+        "rank_iter_s_min": min(rank_medians.values()), "rank_iter_s_max": max(rank_medians.values()),
+        "params": facts.get("params"), "grad_bytes": facts.get("grad_bytes"),
+        "flops_per_sample": facts.get("flops_per_sample"), "comm_bytes_per_iter": comm_bytes,
+        "intensity_flops_per_byte": flops_iter / comm_bytes if comm_bytes else math.nan,
+        "wall_s": wall_s, "plan_json": json.dumps(result.get("plan", {}), sort_keys=True, default=str),
+    })
+    return row
+
+
+def failed_row(run_id: str, cell, reason: str, log_tail: str, sample_unit: str, wall_s: float) -> dict:
+    row = axes(run_id, cell, "failed", reason=reason, log_tail=log_tail, sample_unit=sample_unit)
+    row["wall_s"] = wall_s
+    return row
+
+
+BASELINE_KEYS = ["workload", "batch_per_worker", "seq_len", "device", "dtype"]
+
+
+def add_scaling(summary: pd.DataFrame) -> pd.DataFrame:
+    """Speed-up, scaling efficiency, exposed communication and overlap against the sweep's own
+    measured 1-worker `local` baseline of the same workload, batch and sequence length."""
+    df = summary.copy()
+    for col in ("baseline_throughput", "speedup", "scaling_efficiency", "compute_only_iter_s",
+                "exposed_comm_s", "overlap_ratio"):
+        df[col] = np.nan
+    ok = df["status"] == "ok"
+    base = df[ok & (df["scheme"] == "local") & (df["workers"] == 1)]
+    for _, b in base.iterrows():
+        same = ok.copy()
+        for k in BASELINE_KEYS:
+            same &= (df[k] == b[k]) | (df[k].isna() & pd.isna(b[k]))
+        x1, t1 = b["throughput_median"], b["iter_s_median"]
+        df.loc[same, "baseline_throughput"] = x1
+        df.loc[same, "compute_only_iter_s"] = t1
+        df.loc[same, "speedup"] = df.loc[same, "throughput_median"] / x1
+        df.loc[same, "scaling_efficiency"] = df.loc[same, "throughput_median"] / (df.loc[same, "workers"] * x1)
+        exposed = (df.loc[same, "iter_s_median"] - t1).clip(lower=0.0)
+        df.loc[same, "exposed_comm_s"] = exposed
+        comm = df.loc[same, "comm_only_s"]
+        df.loc[same, "overlap_ratio"] = np.where(comm > 0, (1 - exposed / comm).clip(0.0, 1.0), np.nan)
+    cols = [c for c in SUMMARY_COLUMNS if c in df.columns] + [c for c in df.columns if c not in SUMMARY_COLUMNS]
+    return df[cols]

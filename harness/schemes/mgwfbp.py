@@ -1,0 +1,63 @@
+"""`mgwfbp` (merged-gradient WFBP, Shi, Chu, Li, INFOCOM 2019): consecutive gradients are merged into
+groups chosen by the all-reduce cost model t(m) = alpha + beta*m and the profiled backward times, then
+each group is all-reduced as one buffer as soon as its last gradient is ready.
+
+alpha and beta come from this cluster's own all-reduce sweep: measured at start-up on the workers'
+group (sizes 4 KB..16 MB), unless given as knobs (e.g. from `ddlbench commbench`)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from harness.schemes.base import Knob, register
+from harness.schemes.bucketed import BucketSync
+from harness.schemes.planning import fit_alpha_beta, merge_plan
+
+
+class MGWFBP(BucketSync):
+    overlap = True
+    profile_iters = 3
+
+    def setup(self, model):
+        model = super().setup(model)
+        alpha, beta = self.knobs["alpha_s"], self.knobs["beta_s_per_mb"]
+        if alpha is None or beta is None:
+            a, b = self._measure_alpha_beta()
+            alpha = a if alpha is None else alpha
+            beta = b * (1 << 20) if beta is None else beta
+        self.alpha, self.beta = self.ctx.transport.broadcast_object((alpha, beta / (1 << 20)), src=0)
+        self.plan.update(alpha_s=self.alpha, beta_s_per_mb=self.beta * (1 << 20))
+        return model
+
+    def _measure_alpha_beta(self, reps: int = 3) -> tuple[float, float]:
+        t = self.ctx.transport
+        sizes = [1 << k for k in range(12, 25, 2)]  # 4 KB .. 16 MB
+        times = []
+        for size in sizes:
+            buf = torch.zeros(size // 4, device=self.ctx.device)
+            samples = []
+            for _ in range(reps + 1):
+                t0 = time.perf_counter()
+                t.allreduce_async(buf, "alpha-beta").wait()
+                if buf.is_cuda:
+                    torch.cuda.synchronize()
+                samples.append(time.perf_counter() - t0)
+            times.append(statistics.median(samples[1:]))
+        return fit_alpha_beta([float(s) for s in sizes], times)
+
+    def plan_buckets(self, order, backward_s):
+        if not hasattr(self, "alpha"):  # before set-up finished: plain per-tensor order
+            return [[i] for i in order]
+        sizes = [self.params[i].numel() * self.params[i].element_size() for i in order]
+        groups = merge_plan(backward_s, sizes, self.alpha, self.beta)
+        self.plan["group_sizes"] = [len(g) for g in groups]
+        return [[order[j] for j in g] for g in groups]
+
+
+register("mgwfbp", MGWFBP, "merged-gradient WFBP: groups chosen by the alpha-beta model and profiled backward",
+         backends=("torch", "horovod"),
+         knobs={"alpha_s": Knob(None, "all-reduce start-up time, s (None = measure at start-up)"),
+                "beta_s_per_mb": Knob(None, "all-reduce time per MB, s (None = measure at start-up)")})

@@ -1,0 +1,14 @@
+"""`wfbp-a2a` (wait-free backprop): each tensor's all-reduce starts as soon as its gradient is ready,
+overlapping communication with the rest of backward; the optimizer waits for all of them."""
+
+from harness.schemes.bucketed import BucketSync
+from harness.schemes.base import register
+
+
+class WfbpA2A(BucketSync):
+    overlap = True
+    profile_iters = 1  # learn rank 0's ready order once, so every rank issues in the same order
+
+
+register("wfbp-a2a", WfbpA2A, "wait-free backprop: one all-reduce per tensor, started from gradient hooks",
+         backends=("torch", "horovod"))

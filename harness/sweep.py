@@ -1,0 +1,146 @@
+"""Sweep files: YAML mapped onto a frozen dataclass (unknown keys refused), expanded into cells.
+
+    name: quick
+    workloads: [bert-base-tiny, resnet50-tiny]
+    schemes: [ddp, bsp-a2a, wfbp-a2a]
+    workers: [1, 2]
+    warmup: 3
+    iters: 10
+    knobs: {ddp: {bucket_cap_mb: [1, 25]}}     # lists expand into the matrix
+
+Every sweep also measures, per workload, the 1-worker no-communication baseline (`local`), from which
+speed-up and scaling efficiency are computed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from harness.cell import CellSpec, resolve
+from harness.errors import UserError
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    name: str = "sweep"
+    """Run name; the run id is <UTC time>-<name>."""
+    workloads: tuple = ("bert-base-tiny",)
+    """Workload names."""
+    schemes: tuple = ("ddp",)
+    """Scheme names."""
+    backends: tuple = ("torch",)
+    """Backends; a scheme runs on each listed backend it supports."""
+    workers: tuple = (1, 2)
+    """Worker counts (weak scaling: per-worker batch fixed)."""
+    servers: tuple = (1,)
+    """Parameter-server counts, for -ps schemes only."""
+    batch: int | None = None
+    """Per-worker batch; None = each workload's default."""
+    seq_len: int | None = None
+    """Sequence length; None = each workload's default."""
+    warmup: int = 10
+    """Discarded iterations per cell."""
+    iters: int = 30
+    """Measured iterations per cell."""
+    timeout_s: float = 600.0
+    """Per-cell wall-clock limit, seconds."""
+    device: str = "auto"
+    """cpu | cuda | auto."""
+    threads: int = 1
+    """torch threads per worker on CPU."""
+    network: str = "loopback"
+    """Network label recorded in every row."""
+    knobs: dict = field(default_factory=dict)
+    """scheme -> {knob: value or list of values}; lists expand into the matrix."""
+    baseline: bool = True
+    """Measure the 1-worker `local` baseline of each workload (needed for scaling efficiency)."""
+    testbed: dict | None = None
+    """Run on the emulated multi-host testbed: {hosts: N, rate: 500mbit} (see `ddlbench testbed`)."""
+    networks: dict | None = None
+    """Named network profiles (name -> {rate: ..}) on the testbed; each cell runs on each profile."""
+
+
+_LISTS = ("workloads", "schemes", "backends", "workers", "servers")
+
+
+def load_sweep(path: str | Path) -> SweepConfig:
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"sweep file {p} does not exist; give the path of a YAML sweep file")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise UserError(f"sweep file {p} is not valid YAML{where}: fix its syntax") from None
+    return sweep_from_dict(data if data is not None else {}, source=str(p))
+
+
+def sweep_from_dict(data, source: str = "sweep") -> SweepConfig:
+    if not isinstance(data, dict):
+        raise UserError(f"{source} must be a mapping of settings (name:, workloads:, ...), not "
+                        f"{type(data).__name__}")
+    known = {f.name for f in dataclasses.fields(SweepConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise UserError(f"unknown key(s) {', '.join(unknown)} in {source}: known keys are "
+                        f"{', '.join(sorted(known))}")
+    clean = {}
+    for k, v in data.items():
+        if k in _LISTS:
+            v = tuple(v) if isinstance(v, (list, tuple)) else (v,)
+        clean[k] = v
+    if "knobs" in clean and not isinstance(clean["knobs"], dict):
+        raise UserError(f"`knobs` in {source} must map scheme names to {{knob: value}}")
+    return SweepConfig(**clean)
+
+
+def _knob_grid(knobs: dict) -> list[dict]:
+    names = sorted(knobs)
+    values = [v if isinstance(v, list) else [v] for v in (knobs[n] for n in names)]
+    return [dict(zip(names, combo)) for combo in itertools.product(*values)] or [{}]
+
+
+def expand(cfg: SweepConfig, network: str | None = None, rate_mbit: float | None = None,
+           nodes_for=None) -> list[CellSpec]:
+    """All cells of the sweep, resolved (names checked, defaults filled), baseline cells first."""
+    from harness.schemes import SCHEMES
+
+    for s in cfg.knobs:
+        SCHEMES.get(s)
+    common = dict(warmup=cfg.warmup, iters=cfg.iters, timeout_s=float(cfg.timeout_s), device=cfg.device,
+                  threads=cfg.threads, batch=cfg.batch, seq_len=cfg.seq_len,
+                  network=network or cfg.network, network_rate_mbit=rate_mbit)
+    for w in cfg.workers:
+        if not isinstance(w, int) or w < 1:
+            raise UserError(f"workers must be integers >= 1, got {w!r}; fix `workers:` in the sweep file")
+    cells: list[CellSpec] = []
+    for wl in cfg.workloads:
+        if cfg.baseline:
+            cells.append(resolve(CellSpec(workload=wl, scheme="local", workers=1, **common)))
+        for scheme in cfg.schemes:
+            entry = SCHEMES.get(scheme)
+            for backend in cfg.backends:
+                if backend not in entry.backends:
+                    continue
+                for workers in cfg.workers:
+                    for knobs in _knob_grid(cfg.knobs.get(scheme, {})):
+                        for servers in (cfg.servers if entry.parameter_server else (0,)):
+                            nodes = nodes_for(workers) if nodes_for else 1
+                            cells.append(resolve(CellSpec(
+                                workload=wl, scheme=scheme, backend=backend, workers=workers,
+                                servers=servers, knobs=knobs, nodes=nodes, **common)))
+    seen, out = set(), []
+    for c in cells:
+        if c.cell_id not in seen:
+            seen.add(c.cell_id)
+            out.append(c)
+    if not out:
+        raise UserError("the sweep expands to no cells: check that its schemes run on its backends "
+                        "(see `ddlbench list`)")
+    return out

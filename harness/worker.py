@@ -1,0 +1,141 @@
+"""Worker (and parameter-server) entry point: one process per rank.
+
+    python -m harness.worker --cell CELL.json --out CELL_DIR     # under our launcher, torchrun or srun
+
+Rank and rendezvous come from the environment (harness.launch.env). Workers build the same model
+(same seed), make their own synthetic batch once on the device, run the shared timing loop, and rank 0
+writes `result.json` (every rank's raw samples) atomically into CELL_DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from harness.cell import CellSpec
+from harness.launch.env import DistEnv, from_environ
+from harness.measure.loop import run_loop
+
+LR = 1e-3          # SGD learning rate: small enough that random-init models stay finite for 100s of steps
+MOMENTUM = 0.9
+
+
+def make_optimizer(params):
+    """The one optimizer every method uses (the study used different ones per method; we do not)."""
+    return torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
+
+
+def _fault(cell: CellSpec, rank: int):
+    """Fault injection for tests: DDLBENCH_FAULT=crash|hang:RANK:ITER (only for the matching rank)."""
+    spec = os.environ.get("DDLBENCH_FAULT", "")
+    if not spec:
+        return None
+    kind, r, it = spec.split(":")
+    if int(r) != rank:
+        return None
+
+    def fault(i: int) -> None:
+        if i == int(it):
+            print(f"injected fault: {kind} at iteration {i}", flush=True)
+            if kind == "crash":
+                os._exit(17)
+            time.sleep(10**6)
+    return fault
+
+
+def _device(cell: CellSpec, env: DistEnv) -> torch.device:
+    if cell.device == "cuda":
+        dev = torch.device("cuda", env.local_rank % max(1, torch.cuda.device_count()))
+        torch.cuda.set_device(dev)
+        return dev
+    return torch.device("cpu")
+
+
+def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
+    from harness.backends import BACKENDS
+    from harness.schemes import SCHEMES, SchemeContext
+    from workloads import WORKLOADS
+    from workloads.base import count_params, flops_per_sample, grad_bytes
+
+    entry = SCHEMES.get(cell.scheme)
+    backend = BACKENDS.get(cell.backend)
+    if env.rank >= cell.workers:  # a parameter server
+        backend.serve(cell, env)
+        return None
+    device = _device(cell, env)
+    transport = backend.start(cell, env, device) if entry.communicates else None
+    t_start = time.perf_counter()
+    spec = WORKLOADS.get(cell.workload)
+    torch.manual_seed(cell.seed)
+    model = spec.build().to(device)
+    model.train()
+    facts = {"params": count_params(model), "grad_bytes": grad_bytes(model)}
+    if env.rank == 0:
+        facts["flops_per_sample"] = flops_per_sample(spec, model, cell.seq_len, device)
+    batch = spec.make_batch(cell.batch, seq_len=cell.seq_len, device=device, seed=cell.seed + 1000 + env.rank)
+    log = lambda msg: print(f"[rank {env.rank}] {msg}", flush=True)  # noqa: E731
+    ctx = SchemeContext(transport=transport, rank=env.rank, workers=cell.workers, device=device,
+                        knobs=dict(cell.knobs), make_optimizer=make_optimizer, log=log)
+    scheme = entry.cls(ctx)
+    fwd = scheme.setup(model)
+    barrier = transport.barrier if transport is not None else (lambda: None)
+    steps = int(os.environ.get("DDLBENCH_STEPS", "0"))  # lossless tests: exact step count, no warm-up
+    warmup, iters = (0, steps) if steps else (cell.warmup, cell.iters)
+    samples = run_loop(fwd, scheme, spec.loss, batch, warmup, iters, device, barrier, _fault(cell, env.rank))
+    comm_only = scheme.probe_comm() if (transport is not None and cell.workers > 1) else 0.0
+    if os.environ.get("DDLBENCH_DUMP_PARAMS"):
+        torch.save({n: p.detach().cpu() for n, p in model.named_parameters()}, out / f"params.rank{env.rank}.pt")
+    mine = {"rank": env.rank, "host": socket.gethostname(), "samples": samples, "comm_only_s": comm_only,
+            "setup_s": time.perf_counter() - t_start}
+    gathered = transport.gather_object(mine) if transport is not None else [mine]
+    plan = scheme.describe()
+    if hasattr(scheme, "shutdown"):
+        scheme.shutdown()
+    if transport is not None:
+        transport.shutdown()
+    if env.rank != 0:
+        return None
+    result = {
+        "cell": json.loads(cell.to_json()),
+        "ranks": gathered,
+        "facts": {**facts, "comm_bytes_per_iter": scheme.comm_bytes_per_iter() if entry.communicates else 0},
+        "plan": plan,
+        "versions": backend.versions(),
+        "dist": {"source": env.source, "nodes": env.nodes, "local_world_size": env.local_world_size,
+                 **env.extra},
+        "effective": {"warmup": warmup, "iters": iters},
+    }
+    write_json_atomic(out / "result.json", result)
+    return result
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.worker")
+    ap.add_argument("--cell", required=True, help="cell spec JSON file")
+    ap.add_argument("--out", required=True, help="cell directory (result.json lands here)")
+    a = ap.parse_args(argv)
+    cell = CellSpec.from_json(Path(a.cell).read_text())
+    if cell.device == "cpu":
+        torch.set_num_threads(cell.threads)
+    env = from_environ()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    run_worker(cell, env, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,10 @@
+"""Workloads: models built from `transformers` configs with random init (never a download) and synthetic
+inputs made once on the device. One file per model family; each registers its names here.
+
+    from workloads import WORKLOADS
+    spec = WORKLOADS.get("bert-base-tiny")
+    model = spec.build(); batch = spec.make_batch(8, seq_len=64, device="cpu", seed=0)
+"""
+
+from workloads.base import WORKLOADS, WorkloadSpec, register  # noqa: F401
+from workloads import bert, gpt2, resnet  # noqa: F401,E402  (registration side effects)

@@ -24,6 +24,12 @@ class Handle(ABC):
     def wait(self) -> None:
         """Block until the tensor holds the sum over all workers."""
 
+    def wait_sent(self) -> None:
+        """Block until this worker's own data has left (a push-pull's push). Schedulers release credit
+        here: a pull also needs every other worker's push, so waiting for it under a credit window
+        could deadlock workers that chose different orders. All-reduce: the same as wait()."""
+        self.wait()
+
 
 class DoneHandle(Handle):
     def wait(self) -> None:

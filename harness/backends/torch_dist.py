@@ -18,11 +18,20 @@ from harness.backends import ps
 
 
 class _WorkHandle(Handle):
-    __slots__ = ("works", "after")
+    __slots__ = ("works", "after", "sent")
 
-    def __init__(self, works, after=None):
+    def __init__(self, works, after=None, sent: int | None = None):
         self.works = works
         self.after = after
+        self.sent = sent  # how many leading works are this rank's sends (push-pull); None = all
+
+    def wait_sent(self) -> None:
+        if self.sent is None:
+            return self.wait()
+        for w in self.works[:self.sent]:
+            w.wait()
+        # gloo's wait() on a finished send waits for a *further* send on its buffer: never wait twice
+        self.works, self.sent = self.works[self.sent:], 0
 
     def wait(self) -> None:
         for w in self.works:
@@ -67,7 +76,7 @@ class TorchTransport(Transport):
 
     def push_pull_async(self, tensor, name, priority=0) -> Handle:
         works, after = self._ps.push_pull(tensor, name)
-        return _WorkHandle(works, after)
+        return _WorkHandle(works, after, sent=len(works) - 1)
 
     def barrier(self) -> None:
         dist.barrier(group=self.group)

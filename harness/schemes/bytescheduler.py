@@ -2,7 +2,8 @@
 
 Gradients are cut into partitions (default 4 MB) with the priority of their layer (layers near the
 input first: the next forward needs them first). A scheduler thread sends the most urgent *ready*
-partitions while the bytes in flight stay under the credit window (default 16 MB). Nothing waits
+partitions while the bytes in flight stay under the credit window (default 16 MB; on PS the credit covers pushes in flight, since a pull
+also waits for the other workers' pushes). Nothing waits
 before the optimizer: each layer's update is applied in its forward pre-hook of the next iteration,
 after waiting for just that layer's partitions, so communication also overlaps the next forward.
 
@@ -163,6 +164,7 @@ class ByteSchedulerEngine(Scheme):
         pending = list(self.by_priority)
         agreed = [0] * len(self.parts)
         inflight: collections.deque = collections.deque()
+        pulling: list = []  # PS: pushed (credit returned), pull outstanding
         in_bytes = 0
         while pending:
             with self.cond:
@@ -190,12 +192,14 @@ class ByteSchedulerEngine(Scheme):
             pending = [k for k in pending if k not in sent_set]
             if pending and any(agreed[k] for k in pending) and inflight:
                 k, h = inflight.popleft()  # credit is exhausted: free the oldest
-                h.wait()
+                h.wait_sent()
                 in_bytes -= self.part_bytes[k]
-                r.done[k].set()
+                if self.use_ps:
+                    pulling.append((k, h))
+                else:
+                    r.done[k].set()
         r.dispatched_all.set()
-        while inflight:
-            k, h = inflight.popleft()
+        for k, h in list(pulling) + list(inflight):
             h.wait()
             r.done[k].set()
 

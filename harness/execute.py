@@ -53,8 +53,12 @@ def write_environment(run_dir: Path, run_id: str, device: str, extra: dict | Non
 
 def run_cells(cells: list[CellSpec], run_dir: Path, run_id: str, *, resume: bool = False,
               placement_for: Callable[[CellSpec], Placement | None] | None = None,
-              progress: bool = True, env_extra: dict | None = None) -> list[dict]:
-    """Run cells in order with a progress bar; skip those already recorded when resuming."""
+              progress: bool = True, env_extra: dict | None = None,
+              launcher: Callable | None = None) -> list[dict]:
+    """Run cells in order with a progress bar; skip those already recorded when resuming.
+
+    `launcher(cell, cell_dir, placement) -> result.json path` defaults to the local spawner
+    (harness.launch.local.launch_cell); Slurm and the testbed pass their own."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -69,7 +73,7 @@ def run_cells(cells: list[CellSpec], run_dir: Path, run_id: str, *, resume: bool
         for cell in todo:
             bar.update(task, description=f"{cell.workload} {cell.scheme} w{cell.workers}")
             placement = placement_for(cell) if placement_for else None
-            row = execute_cell(cell, run_dir, run_id, placement)
+            row = execute_cell(cell, run_dir, run_id, placement, launcher)
             rows.append(row)
             if row["status"] != "ok":
                 bar.console.print(f"[red]failed[/red] {cell.cell_id}: {row['reason']}")

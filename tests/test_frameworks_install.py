@@ -1,0 +1,304 @@
+"""The real frameworks, as installed by scripts/install_frameworks.sh, train losslessly on 2 CPU ranks.
+
+    bash scripts/install_frameworks.sh all                 # once: Horovod wheel (built or cached), DeepSpeed
+    pytest tests/test_frameworks_install.py -v -rs
+
+Each framework test launches 2 worker processes the way users launch them (`horovodrun --gloo`, the
+`deepspeed` launcher), trains a tiny MLP for a few SGD-with-momentum steps on a different shard per rank,
+starting from a different random init per rank, and checks what "lossless" means in the design notes:
+parameters bit-identical on every rank, and equal (fp32 tolerance) to one process training on the
+concatenated global batch from rank 0's init.
+
+A framework that does not import is skipped, with the install command in the reason. Under CI
+(CI=true) with DDLBENCH_REQUIRE_FRAMEWORKS=1, a missing framework fails instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTALLER = ROOT / "scripts" / "install_frameworks.sh"
+HOROVOD_VERSION = "0.28.1"  # the versions the installer pins
+DEEPSPEED_VERSION = "0.19.8"
+
+# Model, data and the single-process reference: shared, as source, by the workers and this test.
+COMMON = textwrap.dedent(
+    """
+    import torch
+
+    STEPS = 4        # optimizer steps
+    MICRO_BATCH = 4  # samples per rank per step
+    LR, MOMENTUM = 0.1, 0.9
+
+
+    def make_model(rank):
+        # a different init per rank: equal parameters afterwards prove the framework's broadcast
+        torch.manual_seed(100 + rank)
+        return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+
+
+    def global_batches(world):
+        g = torch.Generator().manual_seed(0)
+        return [(torch.randn(world * MICRO_BATCH, 8, generator=g), torch.randn(world * MICRO_BATCH, 4, generator=g))
+                for _ in range(STEPS)]
+
+
+    def shard(t, rank):
+        return t[rank * MICRO_BATCH:(rank + 1) * MICRO_BATCH]
+
+
+    def loss_fn(out, y):
+        # mean over the local batch: averaging it over equal shards equals the mean over the global batch
+        return torch.nn.functional.mse_loss(out, y)
+
+
+    def reference(world):
+        # one process, the concatenated global batch, rank 0's init
+        model = make_model(0)
+        opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+        for x, y in global_batches(world):
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+        return {n: p.detach().clone() for n, p in model.named_parameters()}
+    """
+)
+
+HOROVOD_WORKER = COMMON + textwrap.dedent(
+    """
+    import sys
+    import horovod.torch as hvd
+
+    hvd.init()
+    rank, world = hvd.rank(), hvd.size()
+    model = make_model(rank)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM),
+                                   named_parameters=model.named_parameters())
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    for x, y in global_batches(world):
+        opt.zero_grad()
+        loss_fn(model(shard(x, rank)), shard(y, rank)).backward()
+        opt.step()
+    params = {n: p.detach().clone() for n, p in model.named_parameters()}
+    torch.save({"world": world, "params": params}, f"{sys.argv[-1]}/rank{rank}.pt")
+    """
+)
+
+DEEPSPEED_WORKER = COMMON + textwrap.dedent(
+    """
+    import sys
+    import deepspeed
+    import torch.distributed as dist
+
+    deepspeed.init_distributed(dist_backend="gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    model = make_model(rank)
+    config = {
+        "train_micro_batch_size_per_gpu": MICRO_BATCH,
+        "gradient_accumulation_steps": 1,
+        "train_batch_size": MICRO_BATCH * world,
+        "zero_optimization": {"stage": 2},
+        # a client torch.optim.SGD under ZeRO is "untested" for DeepSpeed, which refuses it without this
+        "zero_allow_untested_optimizer": True,
+        # DeepSpeed clips the global gradient norm to 1.0 unless told otherwise (GRADIENT_CLIPPING_DEFAULT):
+        # the same optimizer as every other method means no clipping
+        "gradient_clipping": 0.0,
+    }
+    engine, _, _, _ = deepspeed.initialize(
+        model=model, optimizer=torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM), config=config)
+    assert engine.zero_optimization_stage() == 2
+    for x, y in global_batches(world):
+        loss = loss_fn(engine(shard(x, rank).to(engine.device)), shard(y, rank).to(engine.device))
+        engine.backward(loss)
+        engine.step()
+    params = {n: p.detach().cpu().clone() for n, p in engine.module.named_parameters()}
+    torch.save({"world": world, "params": params}, f"{sys.argv[-1]}/rank{rank}.pt")
+    """
+)
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def _must_have(what: str, how: str) -> None:
+    """Skip loudly, naming the install command; fail instead where CI requires the frameworks."""
+    msg = f"FRAMEWORK MISSING: {what}. Install it with: {how}"
+    if os.environ.get("CI") == "true" and os.environ.get("DDLBENCH_REQUIRE_FRAMEWORKS") == "1":
+        pytest.fail(f"{msg} (CI=true and DDLBENCH_REQUIRE_FRAMEWORKS=1 make this a failure)")
+    print(f"\n*** {msg}", file=sys.__stderr__)
+    pytest.skip(msg)
+
+
+def _require_framework(name: str, import_stmt: str, launcher: str) -> Path:
+    """The framework imports in a fresh interpreter (catches ABI breaks too) and its launcher exists."""
+    how = f"bash scripts/install_frameworks.sh {name}"
+    if importlib.util.find_spec(name) is None:
+        _must_have(f"`{name}` is not installed", how)
+    proc = subprocess.run([sys.executable, "-c", import_stmt], capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        _must_have(f"`{import_stmt}` fails: {last}", how)
+    # the console script installed next to this interpreter, so it runs the same python
+    exe = Path(sys.executable).parent / launcher
+    if not exe.exists():
+        _must_have(f"`{launcher}` is not next to {sys.executable}", how)
+    return exe
+
+
+def _extensions_dir() -> str:
+    """Where the installer pre-compiled DeepSpeed's ops (same default as scripts/install_frameworks.sh)."""
+    if os.environ.get("TORCH_EXTENSIONS_DIR"):
+        return os.environ["TORCH_EXTENSIONS_DIR"]
+    cache = Path(os.environ.get("DDLBENCH_CACHE", Path.home() / ".cache" / "ddlbench"))
+    base, _, flavour = torch.__version__.partition("+")
+    if not flavour:
+        flavour = "cu" + torch.version.cuda.replace(".", "") if torch.version.cuda else "cpu"
+    return str(cache / "torch_extensions" / f"torch{base}-py{sys.version_info[0]}{sys.version_info[1]}-{flavour}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(cmd: list[str], cwd: Path, timeout_s: float, env_extra: dict[str, str] | None = None) -> str:
+    """Run a launcher in its own process group; on timeout kill the whole group (workers included)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(env_extra or {}))
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"{cmd[0]} hung for {timeout_s} s; output tail:\n{out[-4000:]}")
+    assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}; output tail:\n{out[-4000:]}"
+    return out
+
+
+def _assert_lossless(out_dir: Path, world: int) -> None:
+    ranks = [torch.load(out_dir / f"rank{r}.pt") for r in range(world)]
+    assert [r["world"] for r in ranks] == [world] * world
+    ref_ns: dict = {}
+    exec(COMMON, ref_ns)  # noqa: S102 - our own source, shared with the workers
+    with torch.random.fork_rng():  # the reference seeds torch: leave this process's RNG as it was
+        expected = ref_ns["reference"](world)
+        init = {n: p.detach() for n, p in ref_ns["make_model"](0).named_parameters()}
+    first = ranks[0]["params"]
+    assert first.keys() == expected.keys()
+    for name in expected:
+        for r in range(1, world):
+            assert torch.equal(ranks[r]["params"][name], first[name]), f"{name}: rank {r} differs from rank 0"
+        torch.testing.assert_close(first[name], expected[name], msg=lambda m, n=name: f"{n} vs single process: {m}")
+        assert not torch.equal(first[name], init[name]), f"{name} never changed: no training happened"
+
+
+# ---------------------------------------------------------------------------------------------- frameworks
+@pytest.mark.slow
+def test_horovod_gloo_two_ranks_are_identical_and_lossless(tmp_path):
+    horovodrun = _require_framework("horovod", "import horovod.torch", "horovodrun")
+    (tmp_path / "worker.py").write_text(HOROVOD_WORKER)
+    out = tmp_path / "out"
+    out.mkdir()
+    _run([str(horovodrun), "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, "worker.py", str(out)],
+         cwd=tmp_path, timeout_s=300)
+    _assert_lossless(out, world=2)
+
+
+@pytest.mark.slow
+def test_deepspeed_zero2_gloo_cpu_two_ranks_are_identical_and_lossless(tmp_path):
+    launcher = _require_framework("deepspeed", "import deepspeed", "deepspeed")
+    (tmp_path / "worker.py").write_text(DEEPSPEED_WORKER)
+    out = tmp_path / "out"
+    out.mkdir()
+    # On CPU the deepspeed launcher takes --num_gpus as the number of local processes; it appends
+    # --local_rank=N to the worker's argv (the worker reads its out dir from argv[-1]).
+    # A free port, not 29500: other runs on this box may hold the default.
+    # First use JIT-compiles DeepSpeed's CPU comm op (the installer pre-compiles it), hence the timeout.
+    _run([str(launcher), "--num_gpus", "2", "--master_port", str(_free_port()), "worker.py", str(out)],
+         cwd=tmp_path, timeout_s=600, env_extra={"TORCH_EXTENSIONS_DIR": _extensions_dir()})
+    _assert_lossless(out, world=2)
+
+
+# ---------------------------------------------------------------------------------------------- the installer
+def _installer(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(INSTALLER), *args], capture_output=True, text=True, timeout=timeout_s,
+                          env=dict(os.environ, PYTHON=sys.executable))
+
+
+def test_installer_refuses_byteps_plainly():
+    proc = _installer("byteps")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "byteps: NOT INSTALLED" in proc.stderr
+    assert "CUDA and NCCL" in proc.stderr
+    assert "NOT SUPPORTED" in proc.stdout  # in the summary too
+
+
+def test_installer_rejects_unknown_target_and_no_target():
+    for args in (("tensorflow",), ()):
+        proc = _installer(*args)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "ERROR" in proc.stderr and "horovod" in proc.stderr  # says what is known
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "import_stmt", "launcher", "version"),
+    [("horovod", "import horovod.torch", "horovodrun", HOROVOD_VERSION),
+     ("deepspeed", "import deepspeed", "deepspeed", DEEPSPEED_VERSION)],
+)
+def test_installer_is_idempotent_and_keeps_torch(name, import_stmt, launcher, version):
+    _require_framework(name, import_stmt, launcher)
+    check = _installer("--check", name)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert f"{name}: {version}" in check.stdout
+    proc = _installer(name, timeout_s=900)  # deepspeed: may compile its comm op if the cache is new
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "already present" in proc.stdout
+    assert f"torch {torch.__version__} unchanged (verified)" in proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------- the C++17 patch
+def _patch_module():
+    spec = importlib.util.spec_from_file_location("horovod_cxx17", ROOT / "scripts" / "horovod_cxx17.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_cxx17_patch_raises_the_standard_once_and_refuses_unknown_cmake(tmp_path):
+    mod = _patch_module()
+    (tmp_path / "horovod" / "torch").mkdir(parents=True)
+    top = tmp_path / "CMakeLists.txt"
+    sub = tmp_path / "horovod" / "torch" / "CMakeLists.txt"
+    top.write_text("project(horovod)\nset(CMAKE_CXX_STANDARD 14)\nset(CMAKE_CXX_STANDARD_REQUIRED ON)\n")
+    sub.write_text('if(NOT Pytorch_VERSION VERSION_LESS "1.5.0")\n    set(CMAKE_CXX_STANDARD 14)\nendif()\n')
+    assert mod.main([str(tmp_path)]) == 0
+    assert "set(CMAKE_CXX_STANDARD 17)" in top.read_text() and "14" not in top.read_text()
+    assert "set(CMAKE_CXX_STANDARD 17)" in sub.read_text() and "14)" not in sub.read_text()
+    assert mod.patch_tree(tmp_path) == [f"{f}: already C++17" for f in mod.FILES]  # idempotent
+    sub.write_text("project(other)\n")
+    with pytest.raises(SystemExit, match="not the one the patch was written for"):
+        mod.patch_tree(tmp_path)
+
+
+def test_a_missing_framework_skips_loudly_but_fails_where_ci_requires_it(monkeypatch):
+    how = "bash scripts/install_frameworks.sh horovod"
+    monkeypatch.delenv("DDLBENCH_REQUIRE_FRAMEWORKS", raising=False)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.skip.Exception, match="FRAMEWORK MISSING.*install_frameworks.sh horovod"):
+        _must_have("`horovod` is not installed", how)
+    monkeypatch.setenv("DDLBENCH_REQUIRE_FRAMEWORKS", "1")
+    with pytest.raises(pytest.fail.Exception, match="DDLBENCH_REQUIRE_FRAMEWORKS=1 make this a failure"):
+        _must_have("`horovod` is not installed", how)

@@ -1,0 +1,46 @@
+"""`ddlbench baseline save NAME RUN` / `ddlbench baseline list`: named baselines for the gate.
+
+Stored under results/baselines/NAME/ (or --dir, or $DDLBENCH_BASELINES); see harness/baselines.py.
+"""
+
+from __future__ import annotations
+
+import click
+
+_DIR = click.option("--dir", "root", type=click.Path(file_okay=False), default=None,
+                    help="Baselines directory (default $DDLBENCH_BASELINES or results/baselines).")
+
+
+@click.group("baseline")
+def command() -> None:
+    """Save and list stored baselines for `ddlbench compare`."""
+
+
+@command.command("save")
+@click.argument("name")
+@click.argument("run")
+@click.option("--force", is_flag=True, help="Replace an existing baseline of that name.")
+@_DIR
+def save(name: str, run: str, force: bool, root: str | None) -> None:
+    """Store RUN (a run directory or run id) as baseline NAME (letters, digits, - and _)."""
+    from harness.baselines import save_baseline
+
+    dest = save_baseline(name, run, root, force)
+    click.echo(f"saved baseline {name} -> {dest}")
+
+
+@command.command("list")
+@_DIR
+def list_(root: str | None) -> None:
+    """Show stored baselines: name, date, environment fingerprint, cells."""
+    from harness.baselines import baselines_root, list_baselines
+
+    rows = list_baselines(root)
+    if not rows:
+        click.echo(f"no baselines in {baselines_root(root)} (save one with `ddlbench baseline save NAME RUN`)")
+        return
+    click.echo(f"{'name':<20} {'saved (UTC)':<26} {'fingerprint':<14} {'cells ok/all':<13} source run")
+    for m in rows:
+        cells = f"{m.get('cells_ok', '?')}/{m.get('cells', '?')}"
+        click.echo(f"{m['name']:<20} {m.get('created_utc', '?'):<26} {m.get('fingerprint', '?'):<14} "
+                   f"{cells:<13} {m.get('source_run', '?')}")

@@ -1,0 +1,59 @@
+"""`ddlbench report RUN [RUN ...] -o reports/NAME`: figures, report.md and a self-contained report.html.
+
+    ddlbench report results/<run-id> -o reports/quick
+    ddlbench report results/eth-10g results/ipoib results/ib -o reports/networks   # runs merge
+    ddlbench report results/<run-id> predicted.parquet comm.parquet -o reports/model
+
+Each RUN is a run directory, a run id under results/, a stored baseline name, or a loose Parquet file:
+summary-shaped rows (e.g. `ddlbench predict -o FILE`, source=predicted) or a commbench table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from harness.errors import UserError
+
+
+def load_input(ref: str):
+    """A run (directory, id, baseline name) or a loose summary/commbench Parquet file -> RunTables."""
+    import pandas as pd
+
+    from harness.baselines import resolve
+    from harness.results.store import RunTables, load_run
+
+    p = Path(ref)
+    if p.is_file():
+        if p.suffix != ".parquet":
+            raise UserError(f"{ref} is a file but not .parquet: give a run directory, or a summary or "
+                            f"commbench Parquet file")
+        df = pd.read_parquet(p)
+        empty = pd.DataFrame()
+        if "collective" in df and "busbw_gbit_s" in df:
+            return RunTables(path=p, raw=empty, summary=empty, environment=empty, commbench=df)
+        if {"workload", "scheme", "workers", "throughput_median"} <= set(df.columns):
+            if "status" not in df:
+                df = df.assign(status="ok")
+            return RunTables(path=p, raw=empty, summary=df, environment=empty, commbench=empty)
+        raise UserError(f"{ref} is neither summary-shaped (workload, scheme, workers, throughput_median) "
+                        f"nor a commbench table (collective, size_bytes, busbw_gbit_s)")
+    return load_run(resolve(ref))
+
+
+@click.command("report")
+@click.argument("runs", nargs=-1, required=True)
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Report directory, e.g. reports/NAME (created).")
+@click.option("--title", default=None, help="Page title (default: the run names).")
+@click.option("--dpi", type=click.IntRange(50, 300), default=100, show_default=True, help="PNG resolution.")
+def command(runs, output, title, dpi):
+    """Write figures, report.md and report.html for RUNS (merged; e.g. one run per network).
+
+    A RUN may also be a Parquet file of predicted rows or a commbench table."""
+    from harness.report.render import write_report
+
+    out = write_report([load_input(r) for r in runs], output, title=title, dpi=dpi)
+    pngs = sorted(k for k in out if k.endswith(".png"))
+    click.echo(f"wrote {out['md']} and {out['html']} ({len(pngs)} figures: {', '.join(pngs)})")

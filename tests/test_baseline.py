@@ -1,0 +1,108 @@
+"""Stored baselines: `ddlbench baseline save/list` and comparing against a baseline by name.
+
+    pytest -q tests/test_baseline.py         # ~2 s
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from harness.baselines import check_name, list_baselines, resolve, save_baseline
+from harness.cli import cli
+from harness.errors import UserError
+from harness.results.store import load_run
+
+
+def fake_run(d, seed: int = 0, fingerprint: str = "fp-a", slow: float = 1.0):
+    """A small run directory with the real table shapes (one ok cell, one failed cell)."""
+    rng = np.random.default_rng(seed)
+    d.mkdir(parents=True)
+    base = {"schema_version": 1, "run_id": d.name, "source": "measured", "reason": "", "sample_unit": "img",
+            "backend": "torch", "workers": 2, "servers": 0, "batch_per_worker": 8, "global_batch": 16,
+            "seq_len": None, "knobs_json": "{}", "network": "loopback", "workload": "resnet50-tiny"}
+    pd.DataFrame([{**base, "cell_id": "c-ddp", "scheme": "ddp", "status": "ok", "throughput_median": 100.0},
+                  {**base, "cell_id": "c-ps", "scheme": "bsp-ps", "status": "failed", "reason": "timeout"}]
+                 ).to_parquet(d / "summary.parquet")
+    pd.DataFrame([{"schema_version": 1, "run_id": d.name, "cell_id": "c-ddp", "rank": r, "iteration": i,
+                   "iter_s": slow * 0.16 * rng.lognormal(0, 0.05)} for i in range(10) for r in range(2)]
+                 ).to_parquet(d / "raw.parquet")
+    pd.DataFrame([{"schema_version": 1, "run_id": d.name, "fingerprint": fingerprint,
+                   "created_utc": "2026-01-01T00:00:00+00:00", "git_commit": "abc"}]
+                 ).to_parquet(d / "environment.parquet")
+    (d / "sweep.yaml").write_text("name: t\n")
+    return d
+
+
+def test_save_copies_tables_and_meta(tmp_path):
+    run = fake_run(tmp_path / "run1")
+    dest = save_baseline("cpu-tiny", run, root=tmp_path / "baselines")
+    assert sorted(p.name for p in dest.iterdir()) == ["environment.parquet", "meta.json", "raw.parquet",
+                                                      "summary.parquet", "sweep.yaml"]
+    meta = json.loads((dest / "meta.json").read_text())
+    assert meta["name"] == "cpu-tiny" and meta["fingerprint"] == "fp-a"
+    assert meta["cells"] == 2 and meta["cells_ok"] == 1 and meta["source_run"] == str(run)
+    assert meta["created_utc"].startswith("20")
+    t = load_run(dest)  # a baseline is a loadable run directory
+    assert len(t.summary) == 2 and len(t.raw) == 20
+    assert [m["name"] for m in list_baselines(tmp_path / "baselines")] == ["cpu-tiny"]
+
+
+@pytest.mark.parametrize("bad", ["", "a b", "../x", "x/y", "é", "a" * 65, "name.v2"])
+def test_bad_names_are_refused(bad):
+    with pytest.raises(UserError, match="letters, digits"):
+        check_name(bad)
+
+
+def test_overwrite_needs_force(tmp_path):
+    run = fake_run(tmp_path / "run1")
+    save_baseline("b", run, root=tmp_path)
+    with pytest.raises(UserError, match="already exists.*--force"):
+        save_baseline("b", run, root=tmp_path)
+    save_baseline("b", run, root=tmp_path, force=True)
+    assert not list(tmp_path.glob(".b.tmp*"))
+
+
+def test_resolve_prefers_paths_then_names(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DDLBENCH_BASELINES", raising=False)
+    run = fake_run(tmp_path / "run1")
+    save_baseline("cpu", run)  # default root: results/baselines under the working directory
+    assert resolve("cpu").resolve() == tmp_path / "results" / "baselines" / "cpu"
+    assert resolve(str(run)) == run
+    with pytest.raises(UserError, match="baselines in results/baselines: cpu"):
+        resolve("nope")
+
+
+def test_cli_save_list_and_compare_by_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DDLBENCH_BASELINES", raising=False)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    fake_run(tmp_path / "run1", seed=1)
+    fake_run(tmp_path / "run2", seed=2, slow=1.3)
+    fake_run(tmp_path / "run3", seed=3, fingerprint="fp-other")
+    runner = CliRunner()
+    r = runner.invoke(cli, ["baseline", "list"])
+    assert r.exit_code == 0 and "no baselines" in r.output
+    r = runner.invoke(cli, ["baseline", "save", "main-cpu", "run1"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(cli, ["baseline", "list"])
+    assert r.exit_code == 0
+    line = [ln for ln in r.output.splitlines() if ln.startswith("main-cpu")][0]
+    assert "fp-a" in line and "1/2" in line and "run1" in line
+    r = runner.invoke(cli, ["baseline", "save", "bad name", "run1"])
+    assert r.exit_code == 2 and r.output.startswith("error: baseline name 'bad name' is not allowed")
+    r = runner.invoke(cli, ["baseline", "save", "main-cpu", "run1"])
+    assert r.exit_code == 2 and "--force" in r.output
+    r = runner.invoke(cli, ["baseline", "save", "x", "no-such-run"])
+    assert r.exit_code == 2 and "no run at" in r.output
+    # the gate against the stored baseline: the ok cell got 30% slower, the failed cell still fails
+    r = runner.invoke(cli, ["compare", "main-cpu", "run2"])
+    assert r.exit_code == 1, r.output
+    assert "| worse |" in r.output and "| failed |" in r.output
+    r = runner.invoke(cli, ["compare", "main-cpu", "run3"])
+    assert r.exit_code == 2 and "fp-a" in r.output and "fp-other" in r.output

@@ -1,0 +1,265 @@
+"""`ddlbench report`: figures are pure functions whose matplotlib objects carry the expected panels and
+series; the report of a real (tiny) sweep is valid PNGs plus one self-contained HTML page.
+
+    pytest -q tests/test_report.py           # ~40-60 s: one real 2-cell sweep (local + ddp on 2 ranks)
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from matplotlib.collections import LineCollection
+
+from harness.cli import cli
+from harness.report import figures as F
+from harness.report import figures_model as FM
+from harness.report.data import merge
+from harness.report.render import write_report
+from harness.results.store import RunTables, load_run
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SCHEMES = ["ddp", "wfbp-a2a", "bsp-ps"]
+EFFICIENCY = {"ddp": 0.9, "wfbp-a2a": 0.75, "bsp-ps": 0.5}  # at N=2; decays with N
+
+
+def synth_summary(workloads=("resnet50-tiny", "bert-base-tiny"), workers=(1, 2, 4), network="loopback",
+                  failed=(), run_id="synth", source="measured") -> pd.DataFrame:
+    """Summary rows shaped like the harness's: local 1-worker baselines, schemes x workers, scaling."""
+    rows = []
+    for wl in workloads:
+        x1 = 200.0 if wl.startswith("resnet") else 90.0
+        unit = "img" if wl.startswith("resnet") else "seq"
+        cells = [("local", 1)] + [(s, n) for s in SCHEMES for n in workers]
+        for scheme, n in cells:
+            eff = 1.0 if scheme == "local" else EFFICIENCY[scheme] ** np.log2(max(n, 2))
+            x = x1 * n * eff
+            it = 8 * n / x
+            row = {"schema_version": 1, "run_id": run_id, "cell_id": f"{wl}.{scheme}.torch.w{n}",
+                   "source": source, "status": "ok", "reason": "", "log_tail": "", "workload": wl,
+                   "sample_unit": unit, "scheme": scheme, "backend": "torch", "workers": n, "nodes": 1,
+                   "servers": 1 if scheme.endswith("-ps") else 0, "batch_per_worker": 8, "global_batch": 8 * n,
+                   "seq_len": 64 if unit == "seq" else None, "knobs_json": "{}", "network": network,
+                   "iter_s_median": it, "iter_s_iqr": it * 0.05, "iter_s_cv": 0.05, "samples": 12,
+                   "throughput_median": x, "throughput_ci95_low": x * 0.96, "throughput_ci95_high": x * 1.05,
+                   "baseline_throughput": x1, "speedup": x / x1, "scaling_efficiency": x / (n * x1),
+                   "forward_s": 8 / x1 * 0.33, "backward_s": 8 / x1 * 0.6, "optimizer_s": 8 / x1 * 0.07,
+                   "comm_wait_s": max(it - 8 / x1, 0) * 0.8, "exposed_comm_s": max(it - 8 / x1, 0),
+                   "overlap_ratio": 0.3, "straggler_rank": n - 1, "params": 1e6, "grad_bytes": 4e6,
+                   "flops_per_sample": 1e9, "intensity_flops_per_byte": 2000.0}
+            if (wl, scheme, n) in failed:
+                row.update(status="failed", reason=f"rank 1 timed out after 600 s ({scheme})",
+                           log_tail="Traceback...\nTimeoutError")
+                for k in ("throughput_median", "scaling_efficiency", "iter_s_median"):
+                    row[k] = np.nan
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def synth_commbench(workers=2) -> pd.DataFrame:
+    alpha, beta = 200e-6, 8 / 1e9  # 200 us start-up, 1 Gbit/s
+    rows = []
+    for size in [2 ** k for k in range(12, 25, 2)]:
+        for rep in range(3):
+            t = (alpha + beta * size) * (1 + 0.02 * rep)
+            alg = size * 8 / t / 1e9
+            rows.append({"schema_version": 1, "run_id": "cb", "collective": "allreduce", "backend": "torch",
+                         "workers": workers, "size_bytes": size, "rep": rep, "time_s": t,
+                         "algbw_gbit_s": alg, "busbw_gbit_s": alg * 2 * (workers - 1) / workers,
+                         "network": "loopback"})
+    return pd.DataFrame(rows)
+
+
+def tables(summary, commbench=None, name="synth", tmp=None) -> RunTables:
+    env = pd.DataFrame([{"schema_version": 1, "run_id": name, "fingerprint": "f00", "torch": "2.13.0+cpu",
+                         "device": "cpu", "cpu_model": "test", "hosts": "vm"}])
+    return RunTables(path=Path(tmp or "/nonexistent") / name, raw=pd.DataFrame(), summary=summary,
+                     environment=env, commbench=commbench if commbench is not None else pd.DataFrame())
+
+
+# ---------------------------------------------------------------------------------------- figures
+
+def test_throughput_panels_lines_and_ideal():
+    fig = F.throughput_vs_workers(synth_summary())
+    assert len(fig.axes) == 2  # one panel per workload
+    for ax, wl, x1 in zip(fig.axes, ["bert-base-tiny", "resnet50-tiny"], [90.0, 200.0]):
+        assert ax.get_title() == wl
+        labels = [ln.get_label() for ln in ax.get_lines()]
+        assert labels[:3] == SCHEMES and labels[3].startswith("ideal")  # one per scheme + ideal
+        ideal = ax.get_lines()[3]
+        assert list(ideal.get_xdata()) == [1, 2, 3, 4]
+        assert list(ideal.get_ydata()) == pytest.approx([x1, 2 * x1, 3 * x1, 4 * x1])
+        assert list(ax.get_lines()[0].get_xdata()) == [1, 2, 4]
+        assert sum(isinstance(c, LineCollection) for c in ax.collections) == 3  # CI bars per scheme
+        assert "throughput" in ax.get_ylabel() and ax.get_xlabel() == "workers N"
+    assert "95% CI of the mean" in fig._suptitle.get_text() and "median" in fig._suptitle.get_text()
+
+
+def test_throughput_names_failed_cells_and_one_panel_per_network():
+    s = synth_summary(failed={("resnet50-tiny", "bsp-ps", 4)})
+    fig = F.throughput_vs_workers(s)
+    texts = [t.get_text() for t in fig.axes[1].texts]
+    assert any("failed: bsp-ps N=4" in t for t in texts)
+    merged, _ = merge([tables(synth_summary(network="eth-10g")), tables(synth_summary(network="ib-100g"))])
+    fig = F.throughput_vs_workers(merged["summary"])
+    assert len(fig.axes) == 4 and fig.axes[0].get_title() == "bert-base-tiny @ eth-10g"
+
+
+def test_efficiency_heatmap_cells_and_annotations():
+    s = synth_summary(failed={("bert-base-tiny", "wfbp-a2a", 4)})
+    fig = F.efficiency_heatmap(s)
+    ax = fig.axes[0]
+    img = ax.get_images()[0].get_array()
+    assert img.shape == (3, 2)  # scheme x workload
+    texts = [t.get_text() for t in ax.texts]
+    assert len(texts) == 6 and "failed" in texts
+    assert f"{0.75 ** 2:.2f}" in texts  # resnet wfbp-a2a at N=4
+    assert [t.get_text() for t in ax.get_yticklabels()] == SCHEMES
+    assert "N=4" in ax.get_xticklabels()[0].get_text()
+
+
+def test_grouped_bars_per_worker_count_then_per_network():
+    fig = F.grouped_bars(synth_summary())
+    ax = fig.axes[0]
+    assert len(ax.containers) == 3  # N=1, N=2, N=4
+    assert all(len(c.patches) == 3 for c in ax.containers)  # one bar per scheme
+    assert [t.get_text() for t in ax.get_xticklabels()] == SCHEMES
+    merged, _ = merge([tables(synth_summary(network="eth-10g")), tables(synth_summary(network="ib-100g")),
+                       tables(synth_summary(network="ipoib"))])
+    fig = F.grouped_bars(merged["summary"], metric="efficiency")
+    ax = fig.axes[0]
+    assert [c.get_label() for c in ax.containers] == ["ipoib", "eth-10g", "ib-100g"]
+    assert ax.containers[0].patches[0].get_height() == pytest.approx(0.9 ** 2)  # ddp at N=4
+    assert ax.get_legend().get_title().get_text() == "network"
+
+
+def test_breakdown_stacks_four_phases_per_cell():
+    fig = F.breakdown(synth_summary(workers=(2,)))
+    assert len(fig.axes) == 2
+    ax = fig.axes[0]
+    assert len(ax.containers) == 4 and all(len(c.patches) == 4 for c in ax.containers)  # local + 3 cells
+    assert any("exposed" in t.get_text() for t in ax.texts)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert "local N=1" in labels and "bsp-ps N=2" in labels
+
+
+def test_busbw_panel_with_fit():
+    fig = FM.busbw_vs_size(synth_commbench())
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log"
+    measured, fit = ax.get_lines()
+    assert fit.get_linestyle() == "--" and "α=" in fit.get_label()
+    fits = FM.commbench_fits(synth_commbench())
+    assert fits["alpha_s"][0] == pytest.approx(200e-6, rel=0.05)
+    assert fits["inv_beta_gbit_s"][0] == pytest.approx(1.0, rel=0.05)
+    # at 16 MiB the fit's busbw is close to the link's 1 Gbit/s (x 2(N-1)/N = 1 for N=2)
+    assert fit.get_ydata()[-1] == pytest.approx(measured.get_ydata()[-1], rel=0.05)
+
+
+def test_predicted_overlaid_on_measured():
+    m = synth_summary(workloads=("resnet50-tiny",), workers=(1, 2))
+    p = synth_summary(workloads=("resnet50-tiny",), workers=(2, 4, 16), source="predicted")
+    p = p[p["scheme"] != "local"]
+    p["throughput_median"] *= 1.1
+    s = pd.concat([m, p], ignore_index=True)
+    fig = FM.predicted_vs_measured(s)
+    ax = fig.axes[0]
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    assert set(lines) == {f"{sc} {kind}" for sc in SCHEMES for kind in ("measured", "predicted")}
+    assert lines["ddp predicted"].get_linestyle() == "--" and ax.get_xscale() == "log"
+    errs = FM.prediction_errors(s)
+    assert len(errs) == 3 and errs["error_pct"].to_numpy() == pytest.approx([10.0] * 3)
+
+
+def test_full_report_from_frames_lists_failures_and_optional_panels(tmp_path):
+    s = synth_summary(failed={("resnet50-tiny", "bsp-ps", 4)})
+    out = write_report([tables(s, synth_commbench(), tmp=tmp_path)], tmp_path / "rep", dpi=40)
+    assert {"busbw.png", "throughput.png", "efficiency.png", "bars.png", "breakdown.png"} <= set(out)
+    assert "predicted.png" not in out
+    md = out["md"].read_text()
+    assert "rank 1 timed out after 600 s (bsp-ps)" in md and "1 cell(s) failed" in md
+    assert "No predicted rows" in md  # (and "No commbench table": see the real run's report)
+
+
+def test_checks_call_out_impossible_and_noisy_numbers():
+    from harness.report.tables import sanity_checks
+
+    s = synth_summary()
+    assert sanity_checks(s) == []
+    hit = (s["scheme"] == "ddp") & (s["workers"] == 2) & (s["workload"] == "resnet50-tiny")
+    s.loc[hit, "scaling_efficiency"] = 1.4
+    s.loc[hit, "iter_s_cv"] = 0.3
+    warnings = sanity_checks(s)
+    assert len(warnings) == 2
+    assert "resnet50-tiny ddp N=2 (1.40)" in warnings[0] and "1 of 20 cells" in warnings[1]
+
+
+# ------------------------------------------------------------------------------ a real tiny sweep
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("real")
+    sweep = d / "tiny.yaml"
+    sweep.write_text("name: tiny\nworkloads: [resnet50-tiny]\nschemes: [ddp]\nworkers: [2]\n"
+                     "warmup: 1\niters: 4\ndevice: cpu\n")
+    r = CliRunner().invoke(cli, ["sweep", str(sweep), "--output", str(d / "run"), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    return d / "run"
+
+
+def test_report_of_a_real_run(real_run, tmp_path):
+    t = load_run(real_run)
+    assert set(t.summary["status"]) == {"ok"} and len(t.summary) == 2  # local + ddp on 2 ranks
+    out_dir = tmp_path / "reports" / "tiny"
+    r = CliRunner().invoke(cli, ["report", str(real_run), "-o", str(out_dir), "--dpi", "60"])
+    assert r.exit_code == 0, r.output
+    pngs = sorted(p.name for p in out_dir.glob("*.png"))
+    assert pngs == ["bars.png", "breakdown.png", "efficiency.png", "throughput.png"]
+    for p in out_dir.glob("*.png"):
+        assert p.read_bytes()[:8] == PNG_MAGIC
+    page = (out_dir / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') == 4
+    assert not re.search(r'src="(?!data:)', page) and "<link" not in page  # nothing external
+    assert "<table>" in page and t.environment["fingerprint"][0] in page
+    md = (out_dir / "report.md").read_text()
+    assert "![" in md and "(throughput.png)" in md and "| resnet50-tiny | ddp | torch | 2 | ok |" in md
+    assert "No commbench table" in md and "None: every cell finished." in md
+    fig = F.throughput_vs_workers(t.summary)
+    assert len(fig.axes) == 1 and [ln.get_label() for ln in fig.axes[0].get_lines()][0] == "ddp"
+    assert len(fig.axes[0].get_lines()) == 2  # ddp + ideal
+
+
+def test_report_merges_runs_and_flags_same_network(real_run, tmp_path):
+    r = CliRunner().invoke(cli, ["report", str(real_run), str(real_run), "-o", str(tmp_path / "m"),
+                                 "--dpi", "50"])
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "m" / "report.md").read_text()
+    assert "hold the same cells on the same network label" in md
+
+
+def test_report_takes_predicted_and_commbench_parquet_files(real_run, tmp_path):
+    pred = synth_summary(workloads=("resnet50-tiny",), workers=(2, 4, 8), source="predicted")
+    pred[pred["scheme"] != "local"].to_parquet(tmp_path / "predicted.parquet")
+    synth_commbench().to_parquet(tmp_path / "comm.parquet")
+    out = tmp_path / "model"
+    r = CliRunner().invoke(cli, ["report", str(real_run), str(tmp_path / "predicted.parquet"),
+                                 str(tmp_path / "comm.parquet"), "-o", str(out), "--dpi", "50"])
+    assert r.exit_code == 0, r.output
+    assert (out / "predicted.png").read_bytes()[:8] == PNG_MAGIC
+    assert (out / "busbw.png").read_bytes()[:8] == PNG_MAGIC
+    md = (out / "report.md").read_text()
+    assert "| resnet50-tiny | ddp | 2 | loopback |" in md  # predicted vs measured ddp at N=2
+    assert (out / "report.html").read_text().count("data:image/png;base64,") == 6
+    pd.DataFrame({"a": [1]}).to_parquet(tmp_path / "x.parquet")
+    r = CliRunner().invoke(cli, ["report", str(tmp_path / "x.parquet"), "-o", str(out)])
+    assert r.exit_code == 2 and "neither summary-shaped" in r.output
+
+
+def test_report_of_a_missing_run_is_a_one_line_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cli, ["report", "nope", "-o", "out"])
+    assert r.exit_code == 2 and r.output.startswith("error:")

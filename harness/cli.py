@@ -12,6 +12,7 @@ from harness.errors import UserError
 # Subcommand modules in harness.commands; each exposes `command` (a click command or group).
 COMMANDS = [
     "list", "run", "sweep", "show",
+    "report", "compare", "baseline",
 ]
 
 

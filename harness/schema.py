@@ -66,5 +66,9 @@ ENV_COLUMNS = [
 
 COMMBENCH_COLUMNS = [
     "schema_version", "run_id", "collective", "backend", "workers", "size_bytes", "rep",
-    "time_s", "algbw_gbit_s", "busbw_gbit_s", "network",
+    "time_s",           # slowest rank's time of this repetition
+    "algbw_gbit_s",     # size / time
+    "busbw_gbit_s",     # algbw * 2(n-1)/n for all-reduce (nccl-tests' convention); = algbw for push-pull
+    "network",
+    "fit_alpha_s", "fit_beta_s_per_byte",  # least-squares t = alpha + beta*size over per-size medians
 ]

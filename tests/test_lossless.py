@@ -18,8 +18,8 @@ from harness.launch.local import launch_cell
 from harness.worker import make_optimizer
 from workloads import WORKLOADS
 
-STEPS = 5  # > every scheme's profiling iterations, so planned schedules (groups, orders) are exercised
-SMALL = {"bert-base-tiny": dict(batch=2, seq_len=16), "resnet50-tiny": dict(batch=2),
+STEPS = int(__import__("os").environ.get("LOSSLESS_STEPS", "5"))  # > every scheme's profiling iterations, so planned schedules (groups, orders) are exercised
+SMALL = {"bert-base-tiny": dict(batch=2, seq_len=16), "resnet50-tiny": dict(batch=4),
          "gpt2-small-tiny": dict(batch=2, seq_len=16)}
 
 
@@ -52,16 +52,30 @@ def run_and_load(tmp_path, monkeypatch, cell: CellSpec) -> list[dict]:
     return [torch.load(d / f"params.rank{r}.pt") for r in range(cell.workers)]
 
 
-def check(params: list[dict], ref: dict) -> None:
+def initial(workload: str) -> dict[str, torch.Tensor]:
+    torch.manual_seed(0)
+    return {n: p.detach().clone() for n, p in WORKLOADS.get(workload).build().named_parameters()}
+
+
+def check(params: list[dict], ref: dict, workload: str) -> None:
     first = params[0]
     for r, other in enumerate(params[1:], start=1):
         for name, t in first.items():
             assert torch.equal(t, other[name]), f"rank {r} differs from rank 0 in {name}"
-    moved = 0
+    assert set(first) == set(ref)
+    if WORKLOADS.get(workload).per_sample_norm:
+        for name, t in first.items():
+            torch.testing.assert_close(t, ref[name], rtol=1e-4, atol=1e-6, msg=lambda m: f"{name}: {m}")
+        return
+    # BatchNorm over 2-sample shards amplifies float rounding (3 ranks sum in another order than one
+    # process) step after step; the measure that tells lossless from lossy is then the discrepancy
+    # relative to how far training moved each tensor: a dropped or stale gradient is of that order.
+    init = initial(workload)
     for name, t in first.items():
-        torch.testing.assert_close(t, ref[name], rtol=2e-4, atol=2e-6, msg=lambda m: f"{name}: {m}")
-        moved += int(not torch.equal(t, ref[name]) or True)
-    assert moved == len(ref)
+        moved = (ref[name] - init[name]).norm()
+        off = (t - ref[name]).norm()
+        assert moved > 0, f"{name} did not train"
+        assert off <= 1e-2 * moved, f"{name}: off by {off:.3g}, training moved it {moved:.3g}"
 
 
 SCHEMES_2W = ["ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps",
@@ -77,7 +91,7 @@ def test_lossless_two_workers_bert(scheme, tmp_path, monkeypatch):
     cell = CellSpec(workload="bert-base-tiny", scheme=scheme, workers=2, device="cpu", knobs=knobs,
                     timeout_s=240, **SMALL["bert-base-tiny"])
     params = run_and_load(tmp_path, monkeypatch, cell)
-    check(params, reference("bert-base-tiny", 2, 2, 16, STEPS))
+    check(params, reference("bert-base-tiny", 2, 2, 16, STEPS), "bert-base-tiny")
 
 
 @pytest.mark.slow
@@ -90,12 +104,12 @@ def test_lossless_three_workers_resnet(scheme, tmp_path, monkeypatch):
     cell = CellSpec(workload="resnet50-tiny", scheme=scheme, workers=3, servers=servers, device="cpu",
                     knobs=knobs, timeout_s=240, **SMALL["resnet50-tiny"])
     params = run_and_load(tmp_path, monkeypatch, cell)
-    check(params, reference("resnet50-tiny", 3, 2, None, STEPS))
+    check(params, reference("resnet50-tiny", 3, 4, None, STEPS), "resnet50-tiny")
 
 
 @pytest.mark.slow
-def test_lossless_ddp_gpt2(tmp_path, monkeypatch):
+def test_lossless_wfbp_gpt2(tmp_path, monkeypatch):
     cell = CellSpec(workload="gpt2-small-tiny", scheme="wfbp-a2a", workers=2, device="cpu", timeout_s=240,
                     **SMALL["gpt2-small-tiny"])
     params = run_and_load(tmp_path, monkeypatch, cell)
-    check(params, reference("gpt2-small-tiny", 2, 2, 16, STEPS))
+    check(params, reference("gpt2-small-tiny", 2, 2, 16, STEPS), "gpt2-small-tiny")

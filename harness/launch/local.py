@@ -42,8 +42,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch_cell(cell: CellSpec, cell_dir: Path, placement: Placement | None = None) -> Path:
-    """Run every rank of `cell`; return the path of rank 0's result.json, or raise CellFailed."""
+def launch_cell(cell: CellSpec, cell_dir: Path, placement: Placement | None = None,
+                module: str = "harness.worker") -> Path:
+    """Run every rank of `cell` (`python -m MODULE --cell cell.json --out cell_dir`); return the path of
+    rank 0's result.json, or raise CellFailed."""
     placement = placement or Placement()
     cell_dir = cell_dir.resolve()
     cell_dir.mkdir(parents=True, exist_ok=True)
@@ -72,7 +74,7 @@ def launch_cell(cell: CellSpec, cell_dir: Path, placement: Placement | None = No
             if r < len(placement.envs):
                 env.update(placement.envs[r])
             prefix = list(placement.prefixes[r]) if r < len(placement.prefixes) else []
-            argv = prefix + [sys.executable, "-m", "harness.worker", "--cell", str(spec_path),
+            argv = prefix + [sys.executable, "-m", module, "--cell", str(spec_path),
                              "--out", str(cell_dir)]
             log = open(cell_dir / f"rank{r}.log", "w")
             logs.append(log)

@@ -2,8 +2,9 @@
 groups chosen by the all-reduce cost model t(m) = alpha + beta*m and the profiled backward times, then
 each group is all-reduced as one buffer as soon as its last gradient is ready.
 
-alpha and beta come from this cluster's own all-reduce sweep: measured at start-up on the workers'
-group (sizes 4 KB..16 MB), unless given as knobs (e.g. from `ddlbench commbench`)."""
+alpha and beta come from this cluster's own all-reduce sweep: given as knobs, read from a stored
+`ddlbench commbench` run (knob commbench_run), or else measured at start-up on the workers' group
+(sizes 4 KB..16 MB)."""
 
 from __future__ import annotations
 
@@ -24,12 +25,21 @@ class MGWFBP(BucketSync):
     def setup(self, model):
         model = super().setup(model)
         alpha, beta = self.knobs["alpha_s"], self.knobs["beta_s_per_mb"]
+        source = "knobs"
+        if (alpha is None or beta is None) and self.knobs.get("commbench_run"):
+            from harness.commbench import fit_from_run
+
+            a, b = fit_from_run(self.knobs["commbench_run"], "allreduce", self.ctx.workers)
+            alpha = a if alpha is None else alpha
+            beta = b * (1 << 20) if beta is None else beta
+            source = f"commbench {self.knobs['commbench_run']}"
         if alpha is None or beta is None:
+            source = "measured at start-up"
             a, b = self._measure_alpha_beta()
             alpha = a if alpha is None else alpha
             beta = b * (1 << 20) if beta is None else beta
         self.alpha, self.beta = self.ctx.transport.broadcast_object((alpha, beta / (1 << 20)), src=0)
-        self.plan.update(alpha_s=self.alpha, beta_s_per_mb=self.beta * (1 << 20))
+        self.plan.update(alpha_s=self.alpha, beta_s_per_mb=self.beta * (1 << 20), alpha_beta_source=source)
         return model
 
     def _measure_alpha_beta(self, reps: int = 3) -> tuple[float, float]:
@@ -60,4 +70,5 @@ class MGWFBP(BucketSync):
 register("mgwfbp", MGWFBP, "merged-gradient WFBP: groups chosen by the alpha-beta model and profiled backward",
          backends=("torch", "horovod"),
          knobs={"alpha_s": Knob(None, "all-reduce start-up time, s (None = measure at start-up)"),
-                "beta_s_per_mb": Knob(None, "all-reduce time per MB, s (None = measure at start-up)")})
+                "beta_s_per_mb": Knob(None, "all-reduce time per MB, s (None = measure at start-up)"),
+                "commbench_run": Knob(None, "run directory of `ddlbench commbench` whose fit to use", str)})

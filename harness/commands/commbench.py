@@ -1,0 +1,86 @@
+"""`ddlbench commbench`: all-reduce / push-pull time, algbw and busbw over message sizes, with an
+alpha-beta fit, as tidy rows in <run>/commbench.parquet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from harness.errors import UserError
+
+
+def run_commbench(workers: int, collective: str, min_size: str, max_size: str, reps: int, warmup: int,
+                  servers: int, output: Path | None, timeout_s: float, device: str = "cpu",
+                  network: str = "loopback", placement=None) -> Path:
+    import pandas as pd
+
+    from harness.cell import CellSpec
+    from harness.commbench import parse_size, rows, sizes_between
+    from harness.errors import CellFailed
+    from harness.execute import write_environment
+    from harness.launch.local import launch_cell
+    from harness.results.store import new_run_id, write_parquet_atomic
+
+    if collective not in ("allreduce", "pushpull"):
+        raise UserError(f"unknown collective {collective!r}: use allreduce or pushpull")
+    if workers < 1 or reps < 1 or warmup < 0:
+        raise UserError("--workers and --reps must be >= 1 and --warmup >= 0")
+    sizes = sizes_between(parse_size(min_size), parse_size(max_size))
+    servers = max(1, servers) if collective == "pushpull" else 0
+    cell = CellSpec(workload="-", scheme="commbench", workers=workers, servers=servers, device=device,
+                    timeout_s=timeout_s, network=network,
+                    knobs={"sizes": sizes, "reps": reps, "warmup": warmup, "collective": collective})
+    run_dir = output or Path("results") / new_run_id(f"commbench-{collective}")
+    d = run_dir / "commbench" / f"{collective}.w{workers}.s{servers}"
+    try:
+        result_path = launch_cell(cell, d, placement, module="harness.commbench")
+    except CellFailed as e:
+        raise UserError(f"commbench failed: {e.reason}; see logs in {d}") from None
+    df = rows(run_dir.name, cell, json.loads(result_path.read_text()))
+    target = run_dir / "commbench.parquet"
+    if target.exists():
+        old = pd.read_parquet(target)
+        old = old[~((old["collective"] == collective) & (old["workers"] == workers))]
+        df = pd.concat([old, df], ignore_index=True)
+    write_parquet_atomic(df, target)
+    if not (run_dir / "environment.parquet").exists():
+        write_environment(run_dir, run_dir.name, device)
+    return run_dir
+
+
+def format_table(df) -> str:
+    g = df.groupby(["collective", "workers", "size_bytes"]).agg(
+        time_s=("time_s", "median"), algbw=("algbw_gbit_s", "median"), busbw=("busbw_gbit_s", "median"),
+        alpha=("fit_alpha_s", "first"), beta=("fit_beta_s_per_byte", "first")).reset_index()
+    lines = [f"{'collective':<10} {'N':>2} {'size':>10} {'median ms':>10} {'algbw Gb/s':>11} {'busbw Gb/s':>11}"]
+    for _, r in g.iterrows():
+        lines.append(f"{r.collective:<10} {r.workers:>2} {int(r.size_bytes):>10} {r.time_s * 1e3:>10.3f} "
+                     f"{r.algbw:>11.3f} {r.busbw:>11.3f}")
+    for (coll, n), sub in g.groupby(["collective", "workers"]):
+        a, b = sub["alpha"].iloc[0], sub["beta"].iloc[0]
+        lines.append(f"fit {coll} N={n}: alpha = {a * 1e6:.1f} us, beta = {b * 1e9:.3f} ns/byte "
+                     f"(= {8 / b / 1e9 if b else float('inf'):.2f} Gbit/s asymptotic)")
+    return "\n".join(lines)
+
+
+@click.command("commbench")
+@click.option("--workers", default=2, show_default=True, type=int, help="Ranks taking part.")
+@click.option("--collective", default="allreduce", show_default=True, help="allreduce | pushpull.")
+@click.option("--min-size", default="4K", show_default=True, help="Smallest message (e.g. 4K).")
+@click.option("--max-size", default="256M", show_default=True, help="Largest message (e.g. 256M).")
+@click.option("--reps", default=5, show_default=True, type=int, help="Timed repetitions per size.")
+@click.option("--warmup", default=2, show_default=True, type=int, help="Untimed repetitions per size.")
+@click.option("--servers", default=1, show_default=True, type=int, help="Parameter servers (pushpull).")
+@click.option("--timeout", "timeout_s", default=900.0, show_default=True, type=float, help="Seconds.")
+@click.option("--device", default="cpu", show_default=True, help="cpu | cuda.")
+@click.option("--output", type=click.Path(file_okay=False, path_type=Path), help="Run directory.")
+def command(workers, collective, min_size, max_size, reps, warmup, servers, timeout_s, device, output):
+    """Measure all-reduce or push-pull over message sizes; fit alpha and beta."""
+    from harness.results.store import load_run
+
+    run_dir = run_commbench(workers, collective, min_size, max_size, reps, warmup, servers, output,
+                            timeout_s, device)
+    click.echo(format_table(load_run(run_dir).commbench))
+    click.echo(f"results: {run_dir}")

@@ -1,0 +1,139 @@
+"""`ddlbench predict`: iteration time, throughput and scaling efficiency of every method at any scale,
+from a per-layer profile (or FLOP counts and a device preset) and a network model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from harness.errors import UserError
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        out = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"{what} must be comma-separated integers like 1,2,4,8, got {text!r}") from None
+    if not out or min(out) < 1:
+        raise UserError(f"{what} must be integers >= 1, got {text!r}")
+    return out
+
+
+def parse_method_knobs(pairs) -> dict:
+    import yaml
+
+    out: dict = {}
+    for pair in pairs:
+        if "=" not in pair or "." not in pair.split("=", 1)[0]:
+            raise UserError(f"--knob {pair!r} is not METHOD.NAME=VALUE; write e.g. --knob ddp.bucket_cap_mb=50")
+        key, value = pair.split("=", 1)
+        method, name = key.split(".", 1)
+        out.setdefault(method.strip(), {})[name.strip()] = yaml.safe_load(value)
+    return out
+
+
+def load_models(profiles, workloads, device_preset, throughput, batch, compute):
+    import pandas as pd
+
+    from harness.predict.compute import compute_model
+    from harness.predict.profiler import counted_profile
+
+    if not profiles and not workloads:
+        raise UserError("nothing to predict: give --profile FILE.parquet (from `ddlbench profile`) or "
+                        "--workload NAME with --device-preset")
+    tables = []
+    for p in profiles:
+        if not Path(p).exists():
+            raise UserError(f"profile {p} does not exist: make it with `ddlbench profile WORKLOAD -o {p}`")
+        tables.append(pd.read_parquet(p))
+    for w in workloads:
+        if device_preset is None and throughput is None:
+            raise UserError(f"--workload {w} predicts from FLOP counts, which need --device-preset (and its "
+                            f"measured throughput) or --throughput; or give --profile")
+        tables.append(counted_profile(w, batch if device_preset is None else None))
+    return [compute_model(t, device_preset, throughput, batch, compute) for t in tables]
+
+
+def load_networks(names, commbench, intra, label):
+    from harness.predict.network import get_link, links_from_commbench
+    from harness.predict.predictor import Network
+
+    intra_link = get_link(intra)
+    nets = [Network(n, get_link(n), intra_link) for n in names]
+    if commbench:
+        link, p2p, measured = links_from_commbench(commbench)
+        nets.append(Network(label or "commbench", link, link, measured, p2p))
+    return nets
+
+
+def run_predict(profiles=(), workloads=(), device_preset=None, throughput=None, batch=None, compute="auto",
+                networks=("ib-100g",), commbench=None, intra="pcie3-x16", label=None, nodes="1,2,4,8",
+                gpus_per_node=4, servers=0, schemes="all", allreduce="ring", knobs=None, output=None):
+    from harness.predict.predictor import predict_rows, resolve_methods
+
+    models = load_models(profiles, workloads, device_preset, throughput, batch, compute)
+    nets = load_networks([] if (commbench and tuple(networks) == ("ib-100g",)) else networks,
+                         commbench, intra, label)
+    df = predict_rows(models, nets, _ints(nodes, "--nodes"), _ints(gpus_per_node, "--gpus-per-node"),
+                      resolve_methods(schemes), servers, allreduce, knobs)
+    if output:
+        from harness.results.store import write_parquet_atomic
+
+        write_parquet_atomic(df, Path(output))
+    return df
+
+
+@click.command("predict")
+@click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
+              help="Profile table from `ddlbench profile` (repeatable).")
+@click.option("--workload", "workloads", multiple=True,
+              help="Workload to predict from FLOP counts (needs --device-preset; repeatable).")
+@click.option("--device-preset", help="Device preset for calibration (e.g. study-gpu).")
+@click.option("--throughput", type=float, help="Measured one-device throughput, samples/s (calibration).")
+@click.option("--batch", type=int, help="Per-worker batch (default: the preset's or the profile's).")
+@click.option("--compute", type=click.Choice(["auto", "profile", "flops"]), default="auto", show_default=True,
+              help="Per-layer times from the measured profile or from FLOP/byte counts (roofline).")
+@click.option("--network", "networks", multiple=True, default=("ib-100g",), show_default=True,
+              help="Network preset between nodes (repeatable): eth-10g, eth-25g, ib-100g, ipoib-100g, ...")
+@click.option("--commbench", multiple=True, type=click.Path(),
+              help="Measured communication (a commbench run directory or Parquet; repeatable): all-reduce "
+                   "rows fit alpha/beta, point-to-point rows the parameter-server link.")
+@click.option("--label", help="Network label for --commbench rows (default commbench).")
+@click.option("--intra", default="pcie3-x16", show_default=True, help="Link inside a node (pcie3-x16, nvlink2).")
+@click.option("--nodes", default="1,2,4,8", show_default=True, help="Node counts, comma-separated.")
+@click.option("--gpus-per-node", "--workers-per-node", "gpus_per_node", default="4", show_default=True,
+              help="Workers per node, comma-separated.")
+@click.option("--servers", default=0, show_default=True, type=int,
+              help="Parameter servers, each on its own host (0 = one per worker node).")
+@click.option("--schemes", default="all", show_default=True,
+              help="Methods, comma-separated; `all`, or `study` for the study's seven.")
+@click.option("--allreduce", type=click.Choice(["ring", "hierarchical"]), default="ring", show_default=True,
+              help="All-reduce model across nodes.")
+@click.option("--knob", "knob_pairs", multiple=True, help="METHOD.NAME=VALUE, e.g. ddp.bucket_cap_mb=50.")
+@click.option("--validate", "against", type=click.Path(file_okay=False),
+              help="A run directory: compare the predictions with its measured summary.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the rows as Parquet.")
+def command(profiles, workloads, device_preset, throughput, batch, compute, networks, commbench, label, intra,
+            nodes, gpus_per_node, servers, schemes, allreduce, knob_pairs, against, output):
+    """Predict iteration time, throughput and scaling efficiency of each method at any scale."""
+    import time
+
+    if servers < 0:
+        raise UserError(f"--servers must be >= 0 (0 = one per worker node), got {servers}")
+    t0, c0 = time.perf_counter(), time.process_time()
+    df = run_predict(profiles, workloads, device_preset, throughput, batch, compute, networks, commbench, intra,
+                     label, nodes, gpus_per_node, servers, schemes, allreduce, parse_method_knobs(knob_pairs),
+                     output)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    cols = ["workload", "network", "nodes", "workers", "scheme", "iter_s_median", "throughput_median",
+            "scaling_efficiency", "exposed_comm_s"]
+    click.echo(df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    click.echo(f"{len(df)} predictions in {wall:.2f} s ({cpu:.2f} s CPU)")
+    if against:
+        from harness.predict.validate import format_validation, validate
+        from harness.results.store import load_run
+
+        click.echo(format_validation(validate(df, load_run(against).summary)))
+    if output:
+        click.echo(f"wrote {output}")

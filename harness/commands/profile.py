@@ -1,0 +1,67 @@
+"""`ddlbench profile WORKLOAD`: one worker's per-layer profile on this device (forward/backward time
+per parameter tensor, gradient bytes, FLOPs), a tidy Parquet table for `ddlbench predict`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from harness.errors import UserError
+
+
+def run_profile(workload: str, batch: int | None, seq_len: int | None, iters: int, warmup: int, threads: int,
+                device: str, output: Path | None, counted_only: bool = False):
+    from harness.predict.profiler import counted_profile, measure_profile
+    from harness.results.store import write_parquet_atomic
+
+    if iters < 1 or warmup < 0 or threads < 1:
+        raise UserError("--iters and --threads must be >= 1 and --warmup >= 0; fix the option")
+    if device not in ("cpu", "cuda"):
+        raise UserError(f"unknown device {device!r}: use cpu or cuda")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("device cuda was selected but CUDA is not available here; use --device cpu")
+    if counted_only:
+        df = counted_profile(workload, batch, seq_len)
+    else:
+        df = measure_profile(workload, batch, seq_len, iters, warmup, threads, device)
+    out = output or Path(f"profile-{workload}.parquet")
+    write_parquet_atomic(df, out)
+    return df, out
+
+
+def describe(df) -> str:
+    first = df.iloc[0]
+    lines = [f"{first['workload']}: batch {first['batch']}, {len(df)} tensors in {df['layer'].nunique()} layers, "
+             f"{df['grad_bytes'].sum() / 2**20:.1f} MiB of gradients, "
+             f"{df['flops'].sum() / first['batch'] / 1e9:.2f} GFLOP per sample (forward + backward)"]
+    if first["source"] == "measured":
+        fwd, bwd, opt = df["forward_s"].sum(), first["backward_total_s"], df["optimizer_s"].sum()
+        lines.append(f"forward {fwd * 1000:.1f} ms, backward {bwd * 1000:.1f} ms, optimizer {opt * 1000:.1f} ms "
+                     f"(medians of {first['iters']} iterations, {first['threads']} thread(s) on {first['device']})")
+        top = df.groupby("layer")[["forward_s", "backward_s"]].sum().sum(axis=1).nlargest(5)
+        lines.append("slowest layers (forward + backward): " +
+                     ", ".join(f"{name} {t * 1000:.1f} ms" for name, t in top.items()))
+    return "\n".join(lines)
+
+
+@click.command("profile")
+@click.argument("workload")
+@click.option("--batch", type=int, help="Per-worker batch (default: the workload's).")
+@click.option("--seq-len", type=int, help="Sequence length (default: the workload's).")
+@click.option("--iters", default=5, show_default=True, type=int, help="Measured iterations (medians).")
+@click.option("--warmup", default=2, show_default=True, type=int, help="Discarded iterations first.")
+@click.option("--threads", default=1, show_default=True, type=int,
+              help="torch threads on CPU (1 = one worker's share of a core).")
+@click.option("--device", default="cpu", show_default=True, help="cpu | cuda.")
+@click.option("--counted-only", is_flag=True, help="Only count FLOPs and bytes (no timing; instant).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Parquet file (default profile-WORKLOAD.parquet).")
+def command(workload, batch, seq_len, iters, warmup, threads, device, counted_only, output):
+    """Measure WORKLOAD's per-layer forward/backward times, gradient bytes and FLOPs on this device."""
+    df, out = run_profile(workload, batch, seq_len, iters, warmup, threads, device, output, counted_only)
+    click.echo(describe(df))
+    click.echo(f"wrote {out}")

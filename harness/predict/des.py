@@ -1,0 +1,140 @@
+"""A small discrete-event kernel: an event queue of timed callbacks, generator processes, and FIFO
+resources (links, collective channels) whose job completions are events.
+
+    sim = Sim()
+    link = Fifo(sim)
+    def worker():
+        yield 0.010                      # compute for 10 ms
+        yield link.submit(0.002)         # wait until a 2 ms transfer is served (FIFO)
+    sim.process(worker()); sim.run()     # sim.now == 0.012
+
+A process yields a number (a delay in seconds), an Event (resume once it has fired) or a list of
+Events (resume once all have fired). Pure Python, no I/O: the predictor runs thousands of these.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Callable, Iterable
+
+
+class Event:
+    """Fires once, at a simulated time; processes waiting on it then resume."""
+
+    __slots__ = ("sim", "time", "_waiters")
+
+    def __init__(self, sim: "Sim"):
+        self.sim = sim
+        self.time: float | None = None
+        self._waiters: list[Callable[[], None]] = []
+
+    @property
+    def fired(self) -> bool:
+        return self.time is not None
+
+    def fire(self) -> None:
+        if self.time is not None:
+            return
+        self.time = self.sim.now
+        waiters, self._waiters = self._waiters, []
+        for w in waiters:
+            w()
+
+    def on_fire(self, fn: Callable[[], None]) -> None:
+        if self.time is not None:
+            fn()
+        else:
+            self._waiters.append(fn)
+
+
+class Sim:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._queue: list = []
+        self._seq = 0  # FIFO among events due at the same time (deterministic)
+
+    def at(self, delay: float, fn: Callable, *args) -> None:
+        """Run fn(*args) `delay` seconds from now."""
+        self._seq += 1
+        heapq.heappush(self._queue, (self.now + max(0.0, delay), self._seq, fn, args))
+
+    def timeout(self, delay: float) -> Event:
+        ev = Event(self)
+        self.at(delay, ev.fire)
+        return ev
+
+    def all_of(self, events: Iterable[Event]) -> Event:
+        events = [e for e in events if not e.fired]
+        done = Event(self)
+        if not events:
+            self.at(0.0, done.fire)
+            return done
+        left = [len(events)]
+
+        def one() -> None:
+            left[0] -= 1
+            if left[0] == 0:
+                done.fire()
+        for e in events:
+            e.on_fire(one)
+        return done
+
+    def process(self, gen) -> Event:
+        """Start a generator process now; the returned event fires when it returns."""
+        finished = Event(self)
+
+        def step() -> None:
+            try:
+                y = next(gen)
+            except StopIteration:
+                finished.fire()
+                return
+            if isinstance(y, Event):
+                y.on_fire(lambda: self.at(0.0, step))
+            elif isinstance(y, list):
+                self.all_of(y).on_fire(lambda: self.at(0.0, step))
+            else:
+                self.at(float(y), step)
+        self.at(0.0, step)
+        return finished
+
+    def run(self) -> float:
+        while self._queue:
+            t, _, fn, args = heapq.heappop(self._queue)
+            self.now = t
+            fn(*args)
+        return self.now
+
+
+class Fifo:
+    """One resource serving jobs one at a time in arrival order (a link direction, a NIC, the stream a
+    communicator's collectives run on). Jobs arrive in simulated-time order, so a job's finish is
+    known when it arrives: max(now, when the previous job finishes) + its duration."""
+
+    __slots__ = ("sim", "name", "free_at", "busy_s")
+
+    def __init__(self, sim: Sim, name: str = ""):
+        self.sim = sim
+        self.name = name
+        self.free_at = 0.0
+        self.busy_s = 0.0  # utilisation: total service time
+
+    def reserve(self, duration_s: float) -> float:
+        """Queue a job now; returns the simulated time it finishes."""
+        d = max(0.0, duration_s)
+        self.free_at = max(self.sim.now, self.free_at) + d
+        self.busy_s += d
+        return self.free_at
+
+    def submit(self, duration_s: float) -> Event:
+        """Queue a job now; the event fires when it finishes."""
+        return self.sim.timeout(self.reserve(duration_s) - self.sim.now)
+
+
+def transfer(sim: Sim, stages: list[tuple[Fifo, float]], latency_s: float = 0.0) -> Event:
+    """A message crossing several resources at once (e.g. the sender's NIC and the receiver's NIC):
+    each resource serves its share in its own FIFO order; the message has arrived when every
+    resource has served it, plus the one-way latency (a fluid, cut-through approximation: the
+    slowest resource sets the pace, as in BytePS's analysis of PS traffic)."""
+    end = max(res.reserve(d) for res, d in stages) + latency_s
+    return sim.timeout(end - sim.now)

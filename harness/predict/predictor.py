@@ -1,0 +1,166 @@
+"""Predictions over a grid (workloads x networks x placements x methods) as summary-shaped rows with
+source=predicted: the same columns as a measured summary (harness.schema.SUMMARY_COLUMNS), statistics
+that a single prediction cannot have left NaN.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from harness.errors import UserError
+from harness.predict import methods as m
+from harness.predict.bytescheduler_sim import bytescheduler
+from harness.predict.compute import ComputeModel
+from harness.predict.network import Cluster, Link
+from harness.schema import SCHEMA_VERSION, SUMMARY_COLUMNS
+
+SERVER_GBYTE_S = 10.0  # a server's summing rate (bytes of pushes read per second), see _PS
+
+
+def _scheme_knobs(name: str) -> dict:
+    from harness.schemes import SCHEMES
+
+    return {k: knob.default for k, knob in SCHEMES.get(name).knobs.items()}
+
+
+def _methods() -> dict[str, m.Method]:
+    ps_extra = {"server_gbyte_s": SERVER_GBYTE_S}
+    entries = [
+        m.Method("local", "1 worker, no communication", m.local, {}),
+        m.Method("bsp-a2a", "one fused all-reduce after backward", m.bsp_a2a, {}),
+        m.Method("wfbp-a2a", "one all-reduce per tensor from the gradient hooks", m.wfbp_a2a, {}),
+        m.Method("mgwfbp", "merged-gradient WFBP (merge_plan)", m.mgwfbp, _scheme_knobs("mgwfbp")),
+        m.Method("bytescheduler-a2a", "priority partitions under a credit window, all-reduce",
+                 lambda c, cl, k, p2p=None: bytescheduler(c, cl, k, False), _scheme_knobs("bytescheduler-a2a")),
+        m.Method("bsp-ps", "push-pull of all partitions after backward", m.bsp_ps,
+                 {**_scheme_knobs("bsp-ps"), **ps_extra}, parameter_server=True),
+        m.Method("wfbp-ps", "push-pull per tensor from the gradient hooks", m.wfbp_ps,
+                 {**_scheme_knobs("wfbp-ps"), **ps_extra}, parameter_server=True),
+        m.Method("bytescheduler-ps", "priority partitions under a credit window, parameter servers",
+                 lambda c, cl, k, p2p=None: bytescheduler(c, cl, k, True, p2p),
+                 {**_scheme_knobs("bytescheduler-ps"), **ps_extra},
+                 parameter_server=True),
+        m.Method("ddp", "torch DDP: buckets of bucket_cap_mb in ready order", m.ddp,
+                 {"bucket_cap_mb": _scheme_knobs("ddp")["bucket_cap_mb"]}),
+        # Horovod >= 0.21 defaults: cycle 1 ms, fusion threshold 128 MB (horovod PR #2468).
+        m.Method("horovod", "Horovod tensor fusion: fuse what is ready every cycle", m.horovod,
+                 {"fusion_threshold_mb": 128.0, "cycle_time_ms": 1.0}, backend="horovod"),
+    ]
+    return {e.name: e for e in entries}
+
+
+METHODS = _methods()
+STUDY_METHODS = ("bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps")
+
+
+def resolve_methods(spec: str | list[str]) -> list[str]:
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    out: list[str] = []
+    for name in (x.strip() for x in names):
+        if name == "all":  # every method that communicates (add `local` for the baseline itself)
+            out += [k for k in METHODS if k != "local"]
+        elif name == "study":
+            out += list(STUDY_METHODS)
+        elif name in METHODS:
+            out.append(name)
+        else:
+            raise UserError(f"unknown method {name!r}: known are {', '.join(METHODS)} (or all, study)")
+    return list(dict.fromkeys(out))
+
+
+def method_knobs(name: str, overrides: dict | None = None) -> dict:
+    base = dict(METHODS[name].knobs)
+    for k, v in (overrides or {}).items():
+        if k not in base:
+            raise UserError(f"unknown knob {k!r} for method {name!r}: its knobs are {', '.join(base) or 'none'}")
+        base[k] = v
+    return base
+
+
+def simulate(name: str, c: ComputeModel, cluster: Cluster, knobs: dict | None = None, p2p: Link | None = None):
+    """One method's iteration on one cluster (p2p: the link PS traffic uses, default cluster.inter)."""
+    return METHODS[name].run(c, cluster, method_knobs(name, knobs), p2p)
+
+
+@dataclass(frozen=True)
+class Network:
+    label: str
+    """Network label written in the rows."""
+    inter: Link
+    """Between hosts."""
+    intra: Link
+    """Inside a host."""
+    measured: dict | None = None
+    """workers -> measured all-reduce AlphaBeta (commbench)."""
+    p2p: Link | None = None
+    """Point-to-point link for parameter-server traffic (commbench), else `inter`."""
+
+
+def predict_rows(models: list[ComputeModel], networks: list[Network], nodes: list[int],
+                 workers_per_node: int | list[int], methods: list[str], servers: int = 0, allreduce: str = "ring",
+                 knobs: dict | None = None, run_id: str = "predicted") -> pd.DataFrame:
+    """One summary-shaped row per (workload, network, nodes, workers per node, method).
+    knobs: method -> {knob: value}."""
+    per_node = [workers_per_node] if isinstance(workers_per_node, int) else list(workers_per_node)
+    rows = []
+    for c in models:
+        x1 = c.batch / c.iteration_s
+        for net, n, g in ((net, n, g) for net in networks for n in nodes for g in per_node):
+            cluster = Cluster(n, g, net.inter, net.intra, servers, allreduce, net.measured)
+            comm_only = {}
+            for name in methods:
+                mk = (knobs or {}).get(name)
+                out = simulate(name, c, cluster, mk, net.p2p)
+                ps = METHODS[name].parameter_server
+                if ps not in comm_only:  # as the probe measures: everything synchronised once, no overlap
+                    probe = simulate("bsp-ps" if ps else "bsp-a2a", c, cluster,
+                                     (knobs or {}).get("bsp-ps") if ps else None, net.p2p)
+                    comm_only[ps] = max(0.0, probe.iter_s - c.iteration_s)
+                rows.append(_row(run_id, c, net, cluster, name, out, x1, comm_only[ps], method_knobs(name, mk)))
+    df = pd.DataFrame(rows)
+    cols = SUMMARY_COLUMNS + [col for col in df.columns if col not in SUMMARY_COLUMNS]
+    return df.reindex(columns=cols)
+
+
+def _row(run_id, c: ComputeModel, net: Network, cluster: Cluster, name: str, out: m.Outcome, x1: float,
+         comm_only: float, knobs: dict) -> dict:
+    method = METHODS[name]
+    N = cluster.workers
+    servers = cluster.n_servers if method.parameter_server else 0
+    gb = c.batch * N
+    x = gb / out.iter_s
+    exposed = max(0.0, out.iter_s - c.iteration_s)
+    comm_bytes = c.total_grad_bytes if (N > 1 or method.parameter_server) and name != "local" else 0
+    flops_iter = c.flops_per_sample * gb
+    nan = math.nan
+    row = {col: nan for col in SUMMARY_COLUMNS}
+    row.update({
+        "schema_version": SCHEMA_VERSION, "run_id": run_id, "source": "predicted", "status": "ok",
+        "reason": "", "log_tail": "",
+        "cell_id": f"{c.workload}.{name}.{method.backend}.w{N}" + (f".s{servers}" if servers else "")
+                   + f".{net.label}.n{cluster.nodes}",
+        "workload": c.workload, "sample_unit": c.sample_unit, "scheme": name, "backend": method.backend,
+        "workers": N, "nodes": cluster.nodes, "workers_per_node": cluster.workers_per_node, "servers": servers,
+        "batch_per_worker": c.batch, "global_batch": gb, "seq_len": c.seq_len if c.seq_len else nan,
+        "dtype": "fp32", "device": c.device, "network": net.label,
+        "network_rate_mbit": net.inter.rate_gbit_s * 1000.0, "warmup": 0, "iters": 0,
+        "knobs_json": json.dumps(knobs, sort_keys=True),
+        "iter_s_median": out.iter_s, "iter_s_mean": out.iter_s, "samples": 0,
+        "throughput_median": x, "throughput_mean": x,
+        "baseline_throughput": x1, "speedup": x / x1, "scaling_efficiency": x / (N * x1),
+        "forward_s": out.forward_s, "backward_s": out.backward_s, "comm_wait_s": out.comm_wait_s,
+        "optimizer_s": out.optimizer_s, "compute_only_iter_s": c.iteration_s, "exposed_comm_s": exposed,
+        "comm_only_s": comm_only,
+        "overlap_ratio": min(1.0, max(0.0, 1 - exposed / comm_only)) if comm_only > 0 else nan,
+        "straggler_rank": nan, "params": sum(c.numels), "grad_bytes": c.total_grad_bytes,
+        "flops_per_sample": c.flops_per_sample, "comm_bytes_per_iter": comm_bytes,
+        "intensity_flops_per_byte": flops_iter / comm_bytes if comm_bytes else nan,
+        "wall_s": nan, "plan_json": json.dumps(out.plan, sort_keys=True, default=str),
+    })
+    for k, v in knobs.items():
+        row[f"knob_{k}"] = v
+    return row

@@ -1,0 +1,52 @@
+"""Predicted vs measured, cell by cell: absolute percentage error of the iteration time, and its
+median over the cells (DESIGN section 6: "validated against what was measured")."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+KEYS = ["workload", "scheme", "workers", "batch_per_worker", "seq_len"]
+"""Columns that identify a cell on both sides (servers too, when both sides have parameter servers)."""
+
+
+def validate(predicted: pd.DataFrame, measured: pd.DataFrame, keys: list[str] | None = None) -> pd.DataFrame:
+    """One row per cell found on both sides: predicted and measured median iteration time, the
+    absolute percentage error |p - m| / m * 100, and the same for throughput. The median APE over
+    the cells is in `.attrs["median_ape_pct"]` (NaN when no cell matches)."""
+    keys = list(keys or KEYS)
+    m = measured[(measured.get("status", "ok") == "ok")] if "status" in measured else measured
+    m = m[m.get("source", "measured") != "predicted"] if "source" in m else m
+    cols = keys + ["iter_s_median", "throughput_median", "network"]
+    p = predicted[[c for c in cols if c in predicted.columns]].copy()
+    mm = m[[c for c in cols if c in m.columns]].copy()
+    for df in (p, mm):  # NaN keys (images have no seq_len) must still match each other
+        for k in keys:
+            if df[k].dtype.kind == "f":
+                df[k] = df[k].fillna(-1)
+    joined = p.merge(mm, on=keys, suffixes=("_predicted", "_measured"))
+    out = pd.DataFrame({k: joined[k] for k in keys})
+    out["predicted_iter_s"] = joined["iter_s_median_predicted"]
+    out["measured_iter_s"] = joined["iter_s_median_measured"]
+    out["ape_pct"] = (out["predicted_iter_s"] - out["measured_iter_s"]).abs() / out["measured_iter_s"] * 100
+    out["signed_error_pct"] = (out["predicted_iter_s"] / out["measured_iter_s"] - 1) * 100
+    out["predicted_throughput"] = joined["throughput_median_predicted"]
+    out["measured_throughput"] = joined["throughput_median_measured"]
+    if "seq_len" in out and out["seq_len"].dtype.kind == "f":
+        out["seq_len"] = out["seq_len"].replace(-1, np.nan)
+    out = out.sort_values(keys).reset_index(drop=True)
+    out.attrs["median_ape_pct"] = float(out["ape_pct"].median()) if len(out) else math.nan
+    return out
+
+
+def format_validation(v: pd.DataFrame) -> str:
+    """A Markdown table of the per-cell errors, the median APE last."""
+    lines = ["| workload | method | workers | predicted ms | measured ms | APE % | signed % |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for r in v.itertuples():
+        lines.append(f"| {r.workload} | {r.scheme} | {r.workers} | {r.predicted_iter_s * 1000:.1f} | "
+                     f"{r.measured_iter_s * 1000:.1f} | {r.ape_pct:.1f} | {r.signed_error_pct:+.1f} |")
+    lines.append(f"\nmedian APE over {len(v)} cells: {v.attrs.get('median_ape_pct', math.nan):.1f} %")
+    return "\n".join(lines)

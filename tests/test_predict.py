@@ -1,0 +1,245 @@
+"""The predictor's pure parts: network models, each method's simulated schedule, rows, validation.
+
+    pytest -q tests/test_predict.py -s      # -s prints the speed of the full grid
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pandas as pd
+import pytest
+
+from harness.predict.compute import ComputeModel
+from harness.predict.methods import ddp_buckets
+from harness.predict.network import (AlphaBeta, Cluster, Link, fit_commbench, get_link, link_from_allreduce)
+from harness.predict.predictor import METHODS, STUDY_METHODS, Network, predict_rows, simulate
+from harness.predict.validate import validate
+from harness.schema import SUMMARY_COLUMNS
+from harness.schemes.planning import MB, merge_plan
+
+A2A = ["bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "ddp", "horovod"]
+
+
+def toy(sizes_mb, backward_ms, forward_ms=None, optimizer_ms=1.0, batch=32, workload="toy") -> ComputeModel:
+    """Tensors in parameter order (input side first); each layer owns one tensor; backward visits
+    them in reverse (output side ready first), tensor i taking backward_ms[i]."""
+    n = len(sizes_mb)
+    numels = tuple(int(s * MB / 4) for s in sizes_mb)
+    order = tuple(reversed(range(n)))
+    ready, t = [0.0] * n, 0.0
+    for i in order:
+        t += backward_ms[i] / 1000
+        ready[i] = t
+    fwd = forward_ms or [b / 2 for b in backward_ms]
+    return ComputeModel(workload, "seq", batch, 64, tuple(x * 4 for x in numels), numels, order, tuple(ready), t,
+                        tuple((i,) for i in range(n)), tuple(f / 1000 for f in fwd),
+                        tuple(optimizer_ms / 1000 * s / sum(sizes_mb) for s in sizes_mb), 1e9, "toy")
+
+
+BERTISH = toy([90.0] + [2.25, 2.25, 0.01, 0.01, 9.0, 0.01, 9.0, 0.01] * 12 + [2.25],
+              [5.0] + [1.0, 1.0, 0.1, 0.1, 3.0, 0.1, 3.0, 0.1] * 12 + [1.0])
+
+
+def cluster(nodes=2, g=4, inter="ib-100g", intra="pcie3-x16", **kw) -> Cluster:
+    return Cluster(nodes, g, get_link(inter), get_link(intra), **kw)
+
+
+# --- network ---------------------------------------------------------------------------------------------
+
+def test_ring_allreduce_is_the_textbook_formula():
+    link = Link("x", 8.0, 10e-6)  # 1 GB/s
+    c = Cluster(4, 1, link, link)
+    ab = c.allreduce_cost()
+    m = 100e6
+    assert ab.time_s(m) == pytest.approx(2 * 3 / 4 * m / 1e9 + 2 * 3 * 10e-6)
+
+
+def test_flat_ring_is_bounded_by_the_slower_link_and_hierarchical_differs():
+    fast, slow = Link("fast", 800.0, 1e-6), Link("slow", 8.0, 20e-6)
+    ring = Cluster(4, 4, slow, fast).allreduce_cost()
+    assert ring.beta_s_per_byte == pytest.approx(2 * 15 / 16 / 1e9)
+    assert ring.alpha_s == pytest.approx(2 * 15 * 20e-6)
+    hier = Cluster(4, 4, slow, fast, allreduce="hierarchical").allreduce_cost()
+    assert hier.alpha_s == pytest.approx(2 * 3 * 1e-6 + 2 * 3 * 20e-6)
+    assert hier.beta_s_per_byte == pytest.approx(2 * 3 / 4 / 100e9 + 2 * 3 / 4 / 1e9)
+    assert Cluster(1, 1, slow, fast).allreduce_cost() == AlphaBeta(0.0, 0.0)
+
+
+def test_presets_cite_a_source():
+    from harness.predict.network import LINKS
+
+    for name, link in LINKS.items():
+        assert link.source and link.rate_gbit_s > 0 and link.latency_s > 0, name
+    for name in ("eth-10g", "eth-25g", "ib-100g", "ipoib-100g", "pcie3-x16", "nvlink2"):
+        assert name in LINKS
+
+
+def test_commbench_fit_round_trips_through_the_ring_model():
+    alpha, beta = 60e-6, 1 / 1.2e9
+    rows = [{"collective": "allreduce", "workers": 4, "size_bytes": s, "rep": r, "time_s": alpha + beta * s}
+            for s in (4096, 65536, 1 << 20, 1 << 24) for r in range(3)]
+    fits = fit_commbench(pd.DataFrame(rows))
+    fit = fits["allreduce"][4]
+    assert fit.alpha_s == pytest.approx(alpha) and fit.beta_s_per_byte == pytest.approx(beta)
+    link = link_from_allreduce(fit, 4, "fitted")
+    again = Cluster(4, 1, link, link).allreduce_cost()  # same N: the same line
+    assert again.alpha_s == pytest.approx(alpha) and again.beta_s_per_byte == pytest.approx(beta)
+    eight = Cluster(8, 1, link, link).allreduce_cost()  # extrapolated along the ring model
+    assert eight.alpha_s == pytest.approx(alpha * 7 / 3)
+
+
+# --- methods ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", A2A + ["local"])
+def test_a_single_worker_predicts_no_communication(name):
+    c = BERTISH
+    out = simulate(name, c, cluster(1, 1, inter="eth-10g"))
+    slack = METHODS["horovod"].knobs["cycle_time_ms"] / 1000 if name == "horovod" else 0.0
+    assert c.iteration_s - 1e-9 <= out.iter_s <= c.iteration_s + slack + 1e-9
+
+
+def test_bsp_is_compute_plus_one_allreduce_of_all_bytes():
+    c = BERTISH
+    for net in ("ib-100g", "eth-10g"):
+        cl = cluster(4, 4, inter=net)
+        out = simulate("bsp-a2a", c, cl)
+        assert out.iter_s == pytest.approx(c.iteration_s + cl.allreduce_cost().time_s(c.total_grad_bytes))
+
+
+@pytest.mark.parametrize("net", ["ib-100g", "ipoib-100g", "eth-25g", "eth-10g"])
+@pytest.mark.parametrize("nodes", [1, 2, 8, 64])
+def test_wfbp_beats_bsp_unless_its_extra_startups_cost_more_than_the_overlap(net, nodes):
+    # WFBP pays one start-up (alpha) per tensor instead of one in all: the most it can lose to BSP
+    # is (tensors - 1) * alpha; on a few nodes, where alpha is small, it must win.
+    c = toy([8.0] * 20, [4.0] * 20)
+    cl = cluster(nodes, 4, inter=net)
+    wfbp, bsp = simulate("wfbp-a2a", c, cl).iter_s, simulate("bsp-a2a", c, cl).iter_s
+    assert wfbp <= bsp + 19 * cl.allreduce_cost().alpha_s + 1e-12
+    if nodes <= 8:
+        assert wfbp <= bsp + 1e-12
+
+
+def test_mgwfbp_is_not_slower_than_wfbp_when_alpha_dominates():
+    c = toy([0.01] * 200, [0.05] * 200)  # 200 tiny tensors, 10 ms of backward
+    for n in (2, 8, 32):
+        cl = cluster(n, 4, inter="eth-10g")
+        mg, wf = simulate("mgwfbp", c, cl), simulate("wfbp-a2a", c, cl)
+        assert mg.iter_s <= wf.iter_s + 1e-12
+        assert len(mg.plan["group_sizes"]) < 200  # it did merge
+
+
+def test_mgwfbp_uses_merge_plan_with_the_clusters_alpha_beta():
+    c = BERTISH
+    cl = cluster(4, 4, inter="ipoib-100g")
+    ab = cl.allreduce_cost()
+    groups = merge_plan(c.backward_deltas(), [c.grad_bytes[i] for i in c.ready_order], ab.alpha_s, ab.beta_s_per_byte)
+    out = simulate("mgwfbp", c, cl)
+    assert out.plan["group_sizes"] == [len(g) for g in groups]
+
+
+def test_bytescheduler_overlaps_communication_with_the_next_forward():
+    # Input layer: small gradient, ready last, needed first. Output layer: 64 MB, ready first.
+    c = toy([0.5, 0.5, 0.5, 64.0], [2.0, 2.0, 2.0, 2.0], forward_ms=[20.0, 20.0, 20.0, 1.0])
+    cl = cluster(2, 1, inter="eth-10g")
+    bs, wf = simulate("bytescheduler-a2a", c, cl), simulate("wfbp-a2a", c, cl)
+    comm_only = simulate("bsp-a2a", c, cl).iter_s - c.iteration_s
+    assert bs.iter_s < wf.iter_s - 0.040  # the first three layers' forward (60 ms) hid communication
+    assert bs.iter_s < c.iteration_s + comm_only
+    assert bs.forward_s > c.forward_s  # the last layer waited for its parameters during forward
+    assert bs.comm_wait_s == 0.0 and bs.optimizer_s == 0.0  # as the timing loop sees ByteScheduler
+
+
+def test_bytescheduler_credit_window_matters():
+    c = toy([0.5, 0.5, 0.5, 64.0], [2.0, 2.0, 2.0, 2.0], forward_ms=[20.0, 20.0, 20.0, 1.0])
+    cl = cluster(2, 1, inter="eth-10g")
+    tight = simulate("bytescheduler-a2a", c, cl, {"credit_mb": 4.0})
+    unlimited = simulate("bytescheduler-a2a", c, cl, {"credit_mb": 1e6})
+    assert tight.iter_s < unlimited.iter_s  # with no credit the 64 MB block is all queued ahead
+
+
+@pytest.mark.parametrize("name", ["bsp-ps", "wfbp-ps", "bytescheduler-ps"])
+def test_more_parameter_servers_are_not_slower(name):
+    c = BERTISH
+    times = [simulate(name, c, cluster(4, 4, inter="ib-100g", servers=s)).iter_s for s in (1, 2, 4, 8, 16)]
+    assert all(b <= a + 1e-9 for a, b in zip(times, times[1:])), times
+    assert times[-1] < times[0]
+
+
+def test_ps_time_follows_the_server_nic_bound():
+    # One server, W workers, everything after backward: the server NIC carries W x bytes each way,
+    # both directions at once (full duplex), so pushes of one key overlap pulls of the previous:
+    # ~ W * M / B plus one key's pull (BytePS's non-colocated PS bound, max(M/B, W*M/(S*B))).
+    c = toy([4.0] * 10, [1.0] * 10)
+    link = Link("l", 8.0, 0.0)  # 1 GB/s, no latency
+    cl = Cluster(4, 1, link, link, servers=1)
+    out = simulate("bsp-ps", c, cl, {"server_gbyte_s": 1e9})
+    one_way = 4 * c.total_grad_bytes / 1e9
+    assert one_way < out.iter_s - c.iteration_s < one_way * 1.15
+    two = simulate("bsp-ps", c, cl.with_(servers=2), {"server_gbyte_s": 1e9})
+    assert two.iter_s - c.iteration_s < (out.iter_s - c.iteration_s) * 0.6  # halved, plus the tail
+
+
+def test_ddp_buckets_follow_the_reducer():
+    sizes = [int(0.6 * MB), int(0.6 * MB), 10 * MB, 20 * MB, 1 * MB]
+    assert ddp_buckets([0, 1, 2, 3, 4], sizes, 25 * MB) == [[0, 1], [2, 3], [4]]
+
+
+# --- rows and validation ---------------------------------------------------------------------------------
+
+def _net(name="ib-100g"):
+    return Network(name, get_link(name), get_link("pcie3-x16"))
+
+
+def test_predicted_rows_have_the_summary_columns():
+    df = predict_rows([BERTISH], [_net()], [1, 2], 4, list(METHODS))
+    assert list(df.columns[:len(SUMMARY_COLUMNS)]) == SUMMARY_COLUMNS
+    assert (df["source"] == "predicted").all() and (df["status"] == "ok").all()
+    assert len(df) == 2 * len(METHODS)
+    assert df["scaling_efficiency"].between(0, 1 + 1e-9).all()
+    ps = df[df["scheme"].str.endswith("-ps")]
+    assert (ps["servers"] == ps["nodes"]).all()
+    x1 = BERTISH.batch / BERTISH.iteration_s
+    assert df["baseline_throughput"].eq(x1).all()
+
+
+def test_validate_reports_ape_per_cell_and_the_median():
+    keys = dict(workload="w", batch_per_worker=8, seq_len=float("nan"))
+    pred = pd.DataFrame([{**keys, "scheme": s, "workers": 2, "iter_s_median": t, "throughput_median": 16 / t,
+                          "source": "predicted"} for s, t in (("a", 1.1), ("b", 0.5), ("c", 3.0))])
+    meas = pd.DataFrame([{**keys, "scheme": s, "workers": 2, "iter_s_median": t, "throughput_median": 16 / t,
+                          "source": "measured", "status": st} for s, t, st in
+                         (("a", 1.0, "ok"), ("b", 1.0, "ok"), ("c", 1.0, "failed"))])
+    v = validate(pred, meas)
+    assert list(v["scheme"]) == ["a", "b"]
+    assert list(v["ape_pct"].round(6)) == [10.0, 50.0]
+    assert v.attrs["median_ape_pct"] == pytest.approx(30.0)
+
+
+# --- speed -------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def real_models():
+    from harness.predict.compute import compute_model
+    from harness.predict.profiler import counted_profile
+
+    out = []
+    for wl, thr in (("resnet50", 253.1), ("bert-base", 212.8), ("bert-large", 49.0), ("gpt2-small", 20.0)):
+        out.append(compute_model(counted_profile(wl, batch=2), "study-gpu", throughput=thr, batch=8))
+    return out
+
+
+def test_the_whole_grid_predicts_in_seconds(real_models):
+    nodes = [1, 2, 4, 8, 16, 32, 64, 128, 256, 1024]
+    t0, c0 = time.perf_counter(), time.process_time()
+    df = predict_rows(real_models, [_net("ib-100g")], nodes, 4, [m for m in METHODS if m != "local"])
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    # CPU time is the figure to compare across machines: on a shared box wall time is CPU time
+    # divided by the share of a core this process got.
+    print(f"\n{len(df)} predictions (4 workloads x {len(nodes)} scales x {len(METHODS) - 1} methods) "
+          f"in {wall:.2f} s wall, {cpu:.2f} s CPU")
+    assert len(df) == 4 * len(nodes) * (len(METHODS) - 1)
+    assert df["iter_s_median"].map(math.isfinite).all()
+    big = df[(df["workers"] == 4096) & df["scheme"].isin(STUDY_METHODS)]
+    assert (big["scaling_efficiency"] < 1).all()

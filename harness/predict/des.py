@@ -130,11 +130,3 @@ class Fifo:
         """Queue a job now; the event fires when it finishes."""
         return self.sim.timeout(self.reserve(duration_s) - self.sim.now)
 
-
-def transfer(sim: Sim, stages: list[tuple[Fifo, float]], latency_s: float = 0.0) -> Event:
-    """A message crossing several resources at once (e.g. the sender's NIC and the receiver's NIC):
-    each resource serves its share in its own FIFO order; the message has arrived when every
-    resource has served it, plus the one-way latency (a fluid, cut-through approximation: the
-    slowest resource sets the pace, as in BytePS's analysis of PS traffic)."""
-    end = max(res.reserve(d) for res, d in stages) + latency_s
-    return sim.timeout(end - sim.now)

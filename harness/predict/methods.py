@@ -21,7 +21,7 @@ from typing import Callable
 
 from harness.predict.compute import ComputeModel
 from harness.predict.des import Event, Fifo, Sim
-from harness.predict.network import AlphaBeta, Cluster
+from harness.predict.network import Cluster
 from harness.schemes.planning import MB, assign_servers, merge_plan, partition
 
 ELEM_BYTES = 4  # fp32 gradients (the study's and the harness's only dtype)

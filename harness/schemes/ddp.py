@@ -17,12 +17,15 @@ class DDP(Scheme):
     def setup(self, model):
         t = self.ctx.transport
         dev = self.ctx.device
+        # DDP's default (buffers broadcast from rank 0 every forward) is passed implicitly: newer
+        # torch warns when the argument is given at all.
+        extra = {} if self.knobs["broadcast_buffers"] else {"broadcast_buffers": False}
         ddp = DistributedDataParallel(
             model,
             device_ids=[dev.index] if dev.type == "cuda" else None,
             bucket_cap_mb=self.knobs["bucket_cap_mb"],
             process_group=t.group,
-            broadcast_buffers=bool(self.knobs["broadcast_buffers"]),
+            **extra,
         )
         super().setup(model)
         self.plan = {"bucket_cap_mb": self.knobs["bucket_cap_mb"]}

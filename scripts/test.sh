@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The project's one test command (the README's second set-up command; .ci/run calls it).
+#
+#   bash scripts/test.sh [pytest args...]
+#
+# Installs what the tests need, by the project's own files, then runs the whole suite:
+#   1. the pinned CPU torch first (a range met before torch is installed would pull a multi-GB CUDA build),
+#   2. this project with its dev extra,
+#   3. Horovod (built from source, cached wheel) and DeepSpeed: scripts/install_frameworks.sh.
+# Slurm (slurm/local/up.sh) and the emulated network (harness/testbed) are started by the tests that
+# need them. Under CI=true, tests whose requirement is missing fail instead of skipping.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PY="${PYTHON:-python}"
+
+t0=$(date +%s)
+"$PY" -m pip install -q torch==2.13.0
+"$PY" -m pip install -q -e '.[dev]'
+bash scripts/install_frameworks.sh horovod deepspeed
+echo "[test.sh] set-up took $(( $(date +%s) - t0 )) s"
+
+export DDLBENCH_REQUIRE_FRAMEWORKS="${DDLBENCH_REQUIRE_FRAMEWORKS:-1}"
+exec "$PY" -m pytest -q -ra --durations=15 "$@"

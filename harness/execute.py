@@ -34,10 +34,13 @@ def record_result(run_dir: Path, run_id: str, cell: CellSpec, result: dict, wall
 def execute_cell(cell: CellSpec, run_dir: Path, run_id: str, placement: Placement | None = None,
                  launcher: Callable | None = None) -> dict:
     """Launch one cell and record it (ok or failed). Returns the summary row."""
+    from harness.backends import BACKENDS
+
     d = store.cell_dir(run_dir, cell.cell_id)
     t0 = time.monotonic()
+    launcher = launcher or BACKENDS.get(cell.backend).launch or launch_cell
     try:
-        result_path = (launcher or launch_cell)(cell, d, placement)
+        result_path = launcher(cell, d, placement)
         result = json.loads(Path(result_path).read_text())
     except CellFailed as e:
         row = failed_row(run_id, cell, e.reason, e.log_tail, _unit(cell), time.monotonic() - t0)

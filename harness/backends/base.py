@@ -93,6 +93,9 @@ class BackendEntry:
     """Returns None when usable here, else a one-line reason with the fix."""
     versions: Callable[[], dict] = field(default=lambda: {})
     """Library versions recorded in the environment table."""
+    launch: Callable | None = None
+    """How a cell on this backend is started on one box, the way its users start it (e.g. horovodrun):
+    (cell, cell_dir, placement) -> result.json path. None = the generic local spawner."""
 
 
 BACKENDS: Registry[BackendEntry] = Registry("backend")

@@ -87,7 +87,10 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
     fwd = scheme.setup(model)
     barrier = transport.barrier if transport is not None else (lambda: None)
     steps = int(os.environ.get("DDLBENCH_STEPS", "0"))  # lossless tests: exact step count, no warm-up
-    warmup, iters = (0, steps) if steps else (cell.warmup, cell.iters)
+    # Schemes that profile their first iterations (WFBP order, MG-WFBP timings) run them as BSP: those
+    # iterations are never measured, whatever warm-up was asked for.
+    profiled = scheme.profile_iters if getattr(scheme, "profiling", False) else 0
+    warmup, iters = (0, steps) if steps else (max(cell.warmup, profiled), cell.iters)
     samples = run_loop(fwd, scheme, spec.loss, batch, warmup, iters, device, barrier, _fault(cell, env.rank))
     comm_only = scheme.probe_comm() if (transport is not None and cell.workers > 1) else 0.0
     if os.environ.get("DDLBENCH_DUMP_PARAMS"):

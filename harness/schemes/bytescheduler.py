@@ -199,7 +199,8 @@ class ByteSchedulerEngine(Scheme):
                 else:
                     r.done[k].set()
         r.dispatched_all.set()
-        for k, h in list(pulling) + list(inflight):
+        # Release the rest most urgent first: the next forward needs the input layers first.
+        for k, h in sorted(list(pulling) + list(inflight), key=lambda kh: self.parts[kh[0]].priority):
             h.wait()
             r.done[k].set()
 

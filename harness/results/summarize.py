@@ -64,6 +64,7 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
     comm_bytes = facts.get("comm_bytes_per_iter", 0)
     flops_iter = facts.get("flops_per_sample", math.nan) * gb
     row = axes(run_id, cell, "ok", sample_unit=sample_unit, nodes=result.get("dist", {}).get("nodes"))
+    row["warmup"] = result.get("effective", {}).get("warmup", cell.warmup)  # profiling may extend it
     row.update({
         "iter_s_median": d["median"], "iter_s_q1": d["q1"], "iter_s_q3": d["q3"], "iter_s_iqr": d["iqr"],
         "iter_s_mean": d["mean"], "iter_s_std": d["std"], "iter_s_ci95_low": d["ci95_low"],

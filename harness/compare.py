@@ -49,7 +49,8 @@ class GateConfig:
 # ---------------------------------------------------------------------------------------------- keys
 
 def _norm(v):
-    """A hashable, type-stable form of one axis value: NaN/None -> None, 8.0 -> 8, JSON canonical."""
+    """A hashable, type-stable form of one axis value: NaN/None -> None, 8.0 -> 8, knob JSON canonical
+    (sorted keys, null-valued knobs dropped)."""
     if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
         return None
     if isinstance(v, (np.integer,)):
@@ -57,8 +58,8 @@ def _norm(v):
     if isinstance(v, (float, np.floating)):
         return int(v) if float(v).is_integer() else float(v)
     if isinstance(v, str) and v.startswith("{"):
-        try:
-            return json.dumps(json.loads(v), sort_keys=True)
+        try:  # a knob that is unset (null) is the same cell as one without the knob (a knob added later)
+            return json.dumps({k: x for k, x in json.loads(v).items() if x is not None}, sort_keys=True)
         except ValueError:
             return v
     return v

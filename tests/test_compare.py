@@ -162,6 +162,8 @@ def test_cells_match_by_axis_values_not_cell_id():
     cur["summary"]["knobs_json"] = "{ }"  # same knobs, other spelling
     assert base["summary"]["cell_id"][0] != cur["summary"]["cell_id"][0]
     assert list(gate(base, cur)["status"]) == ["same"]
+    cur["summary"]["knobs_json"] = '{"commbench_run": null}'         # a knob added later, left unset
+    assert list(gate(base, cur)["status"]) == ["same"]
     cur["summary"]["knobs_json"] = '{"bucket_cap_mb": 1}'           # different knobs: a different cell
     assert sorted(gate(base, cur)["status"]) == ["incomparable", "new"]
 

@@ -134,7 +134,7 @@ def test_grouped_bars_per_worker_count_then_per_network():
     ax = fig.axes[0]
     assert [c.get_label() for c in ax.containers] == ["ipoib", "eth-10g", "ib-100g"]
     assert ax.containers[0].patches[0].get_height() == pytest.approx(0.9 ** 2)  # ddp at N=4
-    assert ax.get_legend().get_title().get_text() == "network"
+    assert fig.legends[0].get_title().get_text() == "network"
 
 
 def test_breakdown_stacks_four_phases_per_cell():
@@ -183,6 +183,9 @@ def test_full_report_from_frames_lists_failures_and_optional_panels(tmp_path):
     md = out["md"].read_text()
     assert "rank 1 timed out after 600 s (bsp-ps)" in md and "1 cell(s) failed" in md
     assert "No predicted rows" in md  # (and "No commbench table": see the real run's report)
+    out = write_report([tables(pd.DataFrame(), synth_commbench(), tmp=tmp_path)], tmp_path / "cb", dpi=40)
+    assert sorted(k for k in out if k.endswith(".png")) == ["busbw.png"]  # a commbench-only run
+    assert "No summary table in these runs" in out["md"].read_text()
 
 
 def test_checks_call_out_impossible_and_noisy_numbers():

@@ -236,8 +236,9 @@ def grouped_bars(summary: pd.DataFrame, metric: str = "throughput") -> plt.Figur
         n_note = f", N={int(d['workers'].max())}" if by_network else ""
         ax.set_title(f"{wl}{n_note}", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(title="network" if by_network else "workers", fontsize=8, title_fontsize=8,
-                  loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="network" if by_network else "workers", fontsize=8, title_fontsize=8,
+               loc="outside lower center", ncol=len(labels), frameon=False)
     what = "median throughput, bars: 95% CI of the mean" if metric == "throughput" else "scaling efficiency"
     fig.suptitle(f"Per scheme, {'per network' if by_network else 'per worker count'} ({what})", fontsize=10)
     return fig

@@ -70,7 +70,7 @@ def write_report(runs: list, out_dir: Path, title: str | None = None, dpi: int =
     names = [str(getattr(r, "path", f"run{i}")) for i, r in enumerate(runs)]
     page = Page(title or f"ddlbench report: {', '.join(Path(n).name for n in names)}")
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    page.p(f"Generated {now} from {len(runs)} run(s): " + ", ".join(f"`{n}`" for n in names) + ".")
+    page.p(f"Generated {now} from {len(runs)} input(s): " + ", ".join(f"`{n}`" for n in names) + ".")
     page.p("How to read the numbers: X is throughput in samples/s (images or sequences) = global batch / "
            "iteration time, where an iteration takes as long as its slowest rank. Medians and IQRs "
            "describe the spread over iterations; CIs are 95% confidence intervals of the mean "
@@ -91,15 +91,16 @@ def write_report(runs: list, out_dir: Path, title: str | None = None, dpi: int =
 
     fns = [F.throughput_vs_workers, F.efficiency_heatmap, lambda d: F.grouped_bars(d, "throughput"),
            F.breakdown]
-    have_measured = not s.empty
-    for (file, caption, section), fn in zip(FIGURES, fns):
-        page.h(section)
-        if have_measured:
+    if s.empty:
+        page.h("Measured cells")
+        page.p("No summary table in these runs (a commbench-only run?): the scaling, efficiency, per-scheme "
+               "and breakdown panels are skipped.")
+    else:
+        for (file, caption, section), fn in zip(FIGURES, fns):
+            page.h(section)
             save(fn(s), file)
             page.img(file, caption)
-        else:
-            page.p("No measured cells in these runs (a commbench-only run?): panel skipped.")
-    _failed_section(page, s)
+        _failed_section(page, s)
     page.h("Communication micro-benchmark")
     if cb.empty:
         page.p("No commbench table in these runs (commbench.parquet absent): the busbw vs message size "

@@ -10,7 +10,7 @@ from harness.errors import UserError
 
 
 def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False,
-              progress: bool = True) -> Path:
+              progress: bool = True, launcher: str | None = None) -> Path:
     from harness.execute import run_cells
     from harness.results.store import new_run_id
     from harness.sweep import expand, load_sweep
@@ -22,11 +22,15 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
         from harness.testbed.sweep import run_on_testbed
 
         return run_on_testbed(cfg, output, resume, progress)
-    cells = expand(cfg)
+    from harness.launch.srun import choose_launcher
+
+    launch = choose_launcher(launcher)  # srun inside a Slurm allocation, else local
+    cells = expand(cfg, nodes_for=launch.nodes_for)
     run_dir = output or Path("results") / new_run_id(cfg.name)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "sweep.yaml").write_text(Path(path).read_text())
-    run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress)
+    run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, launcher=launch.launch,
+              env_extra=launch.env_extra or None)
     return run_dir
 
 
@@ -36,9 +40,11 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
               help="Run directory (default results/<run-id>).")
 @click.option("--resume", is_flag=True, help="Run only the cells missing from --output.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (logs, CI).")
-def command(sweep_file, output, resume, no_progress):
+@click.option("--launcher", type=click.Choice(["local", "srun"]),
+              help="How cells start: srun steps (default inside a Slurm allocation) or local processes.")
+def command(sweep_file, output, resume, no_progress, launcher):
     """Run every cell of SWEEP_FILE and print the summary."""
-    run_dir = run_sweep(sweep_file, output, resume, progress=not no_progress)
+    run_dir = run_sweep(sweep_file, output, resume, progress=not no_progress, launcher=launcher)
     from harness.commands.show import print_summary
     from harness.results.store import load_run
 

@@ -17,6 +17,12 @@ style starts the workers the way that framework's users do (DESIGN.md section 5)
 - byteps:     a scheduler, `ps_servers` servers and the workers as three concurrent steps, told their
               role by DMLC_* variables; servers get `ps_server_nodes` nodes of their own when asked.
 
+And one style that starts no workers itself:
+
+- sweep:      the script runs `command` (a `ddlbench sweep`) once, on the first node; the harness then
+              runs each cell as a job step over the nodes it needs (harness.launch.srun), starting
+              each backend the way above, so a failed cell is recorded and the sweep goes on.
+
 There is no accounting database on the machines this is tested on, so state comes from
 `scontrol show job`, polled (`sbatch --wait` polls too slowly for short jobs).
 """
@@ -35,6 +41,9 @@ from harness.errors import UserError
 from harness.launch.slurm_env import PORT_BASE, PORT_SPAN
 
 LAUNCH_STYLES = ("srun", "deepspeed", "horovodrun", "byteps")
+"""Styles in which the script's tasks are the workers."""
+SWEEP_STYLE = "sweep"
+"""Style in which the script runs a ddlbench sweep once and the harness launches each cell."""
 FINAL_STATES = frozenset({
     "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
     "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT",
@@ -69,7 +78,12 @@ class SbatchSpec:
     env: dict[str, str] = field(default_factory=dict)
     """Variables exported before launching (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, ...)."""
     launch: str = "srun"
-    """How workers start: one of LAUNCH_STYLES (see the module docstring)."""
+    """How workers start: one of LAUNCH_STYLES, or SWEEP_STYLE (see the module docstring)."""
+    notes: tuple[str, ...] = ()
+    """Comment lines under the script's first line: what it is for, what to edit, how to submit it."""
+    variables: tuple[tuple[str, str, str], ...] = ()
+    """Shell variables set before the launch, as (name, value, comment); the value is written as is
+    (shell syntax, e.g. '${DDLBENCH_SWEEP:-sweep.yaml}'), and command words may use them as ${NAME}."""
     master_port: int | None = None
     """Rendezvous port; None derives it from the job id like harness.launch.slurm_env.port_for_job."""
     horovod_controller: str = "gloo"
@@ -82,6 +96,8 @@ class SbatchSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "command", tuple(str(a) for a in self.command))
         object.__setattr__(self, "extra_sbatch", tuple(self.extra_sbatch))
+        object.__setattr__(self, "variables", tuple(tuple(v) for v in self.variables))
+        object.__setattr__(self, "notes", tuple(self.notes))
         _validate(self)
 
     @property
@@ -96,8 +112,9 @@ class SbatchSpec:
 
 
 def _validate(s: SbatchSpec) -> None:
-    if s.launch not in LAUNCH_STYLES:
-        raise UserError(f"unknown launch style {s.launch!r}; available: {', '.join(LAUNCH_STYLES)}")
+    if s.launch not in LAUNCH_STYLES + (SWEEP_STYLE,):
+        raise UserError(f"unknown launch style {s.launch!r}; available: {', '.join(LAUNCH_STYLES)}, "
+                        f"or {SWEEP_STYLE!r} for a script that runs a ddlbench sweep")
     if not s.command:
         raise UserError("the sbatch spec has an empty command; give the argv each worker runs")
     if not re.fullmatch(r"[A-Za-z0-9_.+-]+", s.job_name):
@@ -114,9 +131,14 @@ def _validate(s: SbatchSpec) -> None:
     for opt in s.extra_sbatch:
         if not opt.startswith("-") or "\n" in opt:
             raise UserError(f"extra sbatch option {opt!r} must be one option such as '--exclusive'")
-    for key in s.env:
+    for key in [*s.env, *(v[0] for v in s.variables)]:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise UserError(f"environment variable name {key!r} is not valid in a shell")
+    if any("\n" in line for line in s.notes):
+        raise UserError("notes are one comment line each; split them at the newlines")
+    for var in s.variables:
+        if len(var) != 3 or any("\n" in str(part) for part in var):
+            raise UserError(f"variable {var!r} must be (name, value, comment) without newlines")
     if any(ch in str(v) for v in (s.output, s.partition or "", s.array or "") for ch in "\n #"):
         raise UserError("output, partition and array must not contain spaces, '#' or newlines")
 
@@ -169,22 +191,47 @@ def render_sbatch(spec: SbatchSpec) -> str:
     """The complete batch script for `spec` (pure: same spec, same text)."""
     directives = _directives(spec)
     width = max(len(opt) for opt, _ in directives)
+    if spec.launch == SWEEP_STYLE:
+        what = (f"a ddlbench sweep on up to {spec.nodes} nodes x {spec.tasks_per_node} workers, one job step "
+                f"per cell")
+    else:
+        what = f"{spec.workers} workers ({spec.nodes} nodes x {spec.tasks_per_node}), launched with {spec.launch}"
     lines = [
         "#!/bin/bash",
-        f"# {spec.job_name}: {spec.workers} workers ({spec.nodes} nodes x {spec.tasks_per_node}), "
-        f"launched with {spec.launch}. Written by harness/launch/sbatch.py.",
+        f"# {spec.job_name}: {what}. Written by harness/launch/sbatch.py.",
+        *(f"# {line}".rstrip() for line in spec.notes),
         *(f"#SBATCH {opt.ljust(width)}  # {why}" for opt, why in directives),
         "",
         "set -euo pipefail",
         *(f"export {k}={shlex.quote(str(v))}" for k, v in sorted(spec.env.items())),
+        *_variables(spec),
     ]
+    if spec.launch == SWEEP_STYLE:
+        return "\n".join(lines) + "\n" + _launch_sweep(spec)
     return "\n".join(lines) + "\n" + _RENDEZVOUS + _port_line(spec) + "\n" + (
         'echo "job $SLURM_JOB_ID: ${#HOSTS[@]} nodes (${HOSTS[*]}), rendezvous $MASTER_ADDR:$MASTER_PORT"\n'
         "\n" + _LAUNCHERS[spec.launch](spec))
 
 
+def _variables(spec: SbatchSpec) -> list[str]:
+    if not spec.variables:
+        return []
+    width = max(len(f"{name}={value}") for name, value, _ in spec.variables)
+    return [""] + [(f"{name}={value}".ljust(width) + f"  # {why}") if why else f"{name}={value}"
+                   for name, value, why in spec.variables]
+
+
+_VAR_WORD = re.compile(r"(?:[\w./:=@%+,-]|\$\{[A-Za-z_]\w*\})*\$\{[A-Za-z_]\w*\}(?:[\w./:=@%+,-]|\$\{[A-Za-z_]\w*\})*")
+
+
+def _word(arg: str) -> str:
+    """One command word: quoted as is, except that ${NAME} references to the script's variables stay
+    live (in double quotes)."""
+    return f'"{arg}"' if _VAR_WORD.fullmatch(arg) else shlex.quote(arg)
+
+
 def _argv(spec: SbatchSpec) -> str:
-    return shlex.join(spec.command)
+    return " ".join(_word(a) for a in spec.command)
 
 
 def _step_cpus(spec: SbatchSpec) -> str:
@@ -262,6 +309,17 @@ def _launch_byteps(spec: SbatchSpec) -> str:
         "kill \"$SCHEDULER\" \"$SERVERS\" 2>/dev/null || true\n"
         "wait || true\n"
         "exit \"$status\"\n"
+    )
+
+
+def _launch_sweep(spec: SbatchSpec) -> str:
+    return (
+        "\n"
+        "# The sweep runs here, on the first node. Each cell becomes one job step over the nodes it needs\n"
+        "# (harness/launch/srun.py): a failed or hung cell is recorded and the sweep goes on; cells\n"
+        "# already on disk are skipped when the job is submitted again (--resume).\n"
+        'echo "job ${SLURM_JOB_ID}: nodes ${SLURM_JOB_NODELIST}"\n'
+        f"{_argv(spec)}\n"
     )
 
 

@@ -92,9 +92,12 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
     profiled = scheme.profile_iters if getattr(scheme, "profiling", False) else 0
     warmup, iters = (0, steps) if steps else (max(cell.warmup, profiled), cell.iters)
     samples = run_loop(fwd, scheme, spec.loss, batch, warmup, iters, device, barrier, _fault(cell, env.rank))
-    comm_only = scheme.probe_comm() if (transport is not None and cell.workers > 1) else 0.0
+    # one worker still pushes and pulls through its servers; one all-reduce rank moves nothing
+    comm_only = scheme.probe_comm() if (transport is not None and (cell.workers > 1 or cell.servers)) else 0.0
     if os.environ.get("DDLBENCH_DUMP_PARAMS"):
-        torch.save({n: p.detach().cpu() for n, p in model.named_parameters()}, out / f"params.rank{env.rank}.pt")
+        final = getattr(scheme, "final_parameters", None)  # schemes that shard parameters (ZeRO-3) gather them
+        params = final(model) if final else {n: p.detach().cpu() for n, p in model.named_parameters()}
+        torch.save(params, out / f"params.rank{env.rank}.pt")
     mine = {"rank": env.rank, "host": socket.gethostname(), "samples": samples, "comm_only_s": comm_only,
             "setup_s": time.perf_counter() - t_start}
     gathered = transport.gather_object(mine) if transport is not None else [mine]

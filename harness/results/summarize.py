@@ -62,7 +62,9 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
     rank_medians = {r: float(np.median(v)) for r, v in per_rank.items()}
     facts = result["facts"]
     comm_bytes = facts.get("comm_bytes_per_iter", 0)
-    flops_iter = facts.get("flops_per_sample", math.nan) * gb
+    # model intensity is a per-workload figure: one worker's FLOPs per iteration over the bytes that
+    # worker communicates per iteration (independent of N under weak scaling)
+    flops_iter = facts.get("flops_per_sample", math.nan) * cell.batch
     row = axes(run_id, cell, "ok", sample_unit=sample_unit, nodes=result.get("dist", {}).get("nodes"))
     row["warmup"] = result.get("effective", {}).get("warmup", cell.warmup)  # profiling may extend it
     row.update({

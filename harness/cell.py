@@ -75,7 +75,9 @@ def resolve(cell: CellSpec) -> CellSpec:
 
     wl = WORKLOADS.get(cell.workload)
     scheme = SCHEMES.get(cell.scheme)
-    BACKENDS.get(cell.backend)
+    unusable = BACKENDS.get(cell.backend).available()
+    if unusable:  # never a silent fallback to another backend
+        raise UserError(unusable)
     if cell.backend not in scheme.backends:
         raise UserError(
             f"scheme {cell.scheme!r} does not run on backend {cell.backend!r}: it runs on "

@@ -2,3 +2,4 @@
 
 from harness.backends.base import BACKENDS, BackendEntry, Handle, Transport  # noqa: F401
 from harness.backends import torch_dist  # noqa: F401,E402  (registers `torch`)
+from harness.backends import horovod, deepspeed, byteps  # noqa: F401,E402  (register; frameworks import lazily)

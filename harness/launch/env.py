@@ -1,7 +1,8 @@
 """Where a worker learns who it is: its rank, the world, and the rendezvous address.
 
-Three sources, checked in order: the variables our own local launcher and torchrun set
-(RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT), then Slurm's (SLURM_PROCID, SLURM_NTASKS, ...,
+Sources, checked in order: the variables our own local launcher, torchrun and the deepspeed launcher set
+(RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT), horovodrun's (HOROVOD_RANK/HOROVOD_SIZE/...) and
+mpirun's (OMPI_COMM_WORLD_*), then Slurm's (SLURM_PROCID, SLURM_NTASKS, ...,
 see harness.launch.slurm_env), else a single process.
 """
 
@@ -30,7 +31,7 @@ class DistEnv:
     nodes: int = 1
     """Number of nodes in the job."""
     source: str = "single"
-    """Which launcher set the variables: local | torchrun | slurm | single."""
+    """Which launcher set the variables: local | torchrun | deepspeed | horovodrun | mpirun | slurm | single."""
     extra: dict = field(default_factory=dict)
     """Launcher facts recorded in the environment table (e.g. slurm_job_id, slurm_nodelist)."""
 
@@ -51,6 +52,22 @@ def from_environ(environ: dict | None = None) -> DistEnv:
             nodes=max(1, world // max(1, local_world)),
             source="torchrun" if "TORCHELASTIC_RUN_ID" in env else env.get("DDLBENCH_LAUNCHER", "local"),
         )
+    for pre, src in (("HOROVOD_", "horovodrun"), ("OMPI_COMM_WORLD_", "mpirun")):
+        # horovodrun (gloo) and Open MPI's mpirun name the same facts their own way
+        if f"{pre}RANK" in env and f"{pre}SIZE" in env:
+            world = int(env[f"{pre}SIZE"])
+            local_world = int(env.get(f"{pre}LOCAL_SIZE", world))
+            return DistEnv(
+                rank=int(env[f"{pre}RANK"]),
+                world_size=world,
+                local_rank=int(env.get(f"{pre}LOCAL_RANK", env[f"{pre}RANK"])),
+                local_world_size=local_world,
+                master_addr=env.get("HOROVOD_GLOO_RENDEZVOUS_ADDR", env.get("MASTER_ADDR", "127.0.0.1")),
+                master_port=int(env.get("MASTER_PORT", "29500")),
+                node_rank=int(env.get("HOROVOD_CROSS_RANK", env.get("OMPI_COMM_WORLD_NODE_RANK", "0"))),
+                nodes=int(env.get("HOROVOD_CROSS_SIZE", max(1, world // max(1, local_world)))),
+                source=src,
+            )
     if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
         from harness.launch.slurm_env import from_slurm
 

@@ -30,6 +30,8 @@ def run_loop(model, scheme, loss_fn, batch: dict, warmup: int, iters: int, devic
     samples: list[dict] = []
     starts: list[float] = []
     total = warmup + iters
+    # A scheme whose framework owns backward (DeepSpeed: engine.backward) defines backward(loss)
+    backward = getattr(scheme, "backward", None) or (lambda loss: loss.backward())
     for it in range(total):
         if it == warmup:
             _quiesce(scheme)
@@ -40,7 +42,7 @@ def run_loop(model, scheme, loss_fn, batch: dict, warmup: int, iters: int, devic
         loss = loss_fn(model, batch)
         t1 = clock()
         scheme.before_backward()
-        loss.backward()
+        backward(loss)
         scheme.after_backward()
         t2 = clock()
         scheme.wait()

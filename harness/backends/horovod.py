@@ -1,0 +1,122 @@
+"""Backend `horovod`: the Transport over Horovod's named asynchronous collectives (gloo on CPU).
+
+Every rank is started by `horovodrun` (harness.launch.horovodrun), as Horovod users start jobs; the
+ranks learn who they are from HOROVOD_RANK/HOROVOD_SIZE (harness.launch.env). Sums are
+`hvd.allreduce_async_(t, name, op=hvd.Sum)` completed by `hvd.synchronize`; Horovod's background thread
+fuses outstanding tensors under its fusion threshold and cycle time. Horovod has no priorities: the
+scheme's issue order is the only order. Parameter servers: none (push-pull is refused at set-up).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from harness.backends.base import BACKENDS, BackendEntry, Handle, Transport
+from harness.errors import UserError
+
+INSTALL = "bash scripts/install_frameworks.sh horovod"
+
+
+class _HvdHandle(Handle):
+    __slots__ = ("hvd", "handle")
+
+    def __init__(self, hvd, handle):
+        self.hvd, self.handle = hvd, handle
+
+    def wait(self) -> None:
+        if self.handle is not None:
+            self.hvd.synchronize(self.handle)
+            self.handle = None
+
+
+class HorovodTransport(Transport):
+    def __init__(self, cell, env, device: torch.device):
+        import horovod.torch as hvd
+
+        self.hvd = hvd
+        hvd.init()
+        if hvd.size() != cell.workers:
+            raise UserError(f"horovod reports {hvd.size()} ranks but the cell has {cell.workers} workers; "
+                            f"start it through ddlbench (horovodrun -np {cell.workers})")
+        self.rank = hvd.rank()
+        self.workers = hvd.size()
+        self.device = device
+        self._seq = {"bcast": 0, "gather": 0}  # per kind: kinds may run on different threads
+
+    def allreduce_async(self, tensor, name, priority=0) -> Handle:
+        # Horovod keys its negotiation and response cache by name: a name must keep its shape, so the
+        # size is part of it (schemes reuse names such as "probe" for buffers of several sizes).
+        h = self.hvd.allreduce_async_(tensor, name=f"{name}.{tensor.numel()}", op=self.hvd.Sum)
+        return _HvdHandle(self.hvd, h)
+
+    def push_pull_async(self, tensor, name, priority=0) -> Handle:
+        raise UserError("backend horovod has no parameter servers: run -ps schemes on backend torch")
+
+    def declare_keys(self, keys):
+        raise UserError("backend horovod has no parameter servers: run -ps schemes on backend torch")
+
+    def barrier(self) -> None:
+        self.hvd.barrier()
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        n = self._next("bcast")
+        return self.hvd.broadcast_object(obj, root_rank=src, name=f"ddlbench.bcast.{n}")
+
+    def gather_object(self, obj: Any, dst: int = 0):
+        n = self._next("gather")
+        everything = self.hvd.allgather_object(obj, name=f"ddlbench.gather.{n}")
+        return list(everything) if self.rank == dst else None
+
+    def allreduce_min_(self, tensor) -> None:
+        # blocking, so never two at once: one stable name per size (Horovod's response cache keeps it)
+        tensor.copy_(self.hvd.allreduce(tensor, name=f"ddlbench.min.{tensor.numel()}", op=self.hvd.Min))
+
+    def _next(self, kind: str) -> int:
+        self._seq[kind] += 1
+        return self._seq[kind]
+
+    def shutdown(self) -> None:
+        self.hvd.shutdown()
+
+
+def _start(cell, env, device):
+    return HorovodTransport(cell, env, torch.device(device))
+
+
+@functools.lru_cache(maxsize=1)
+def _available() -> str | None:
+    try:
+        import horovod.torch  # noqa: F401
+    except Exception as e:  # missing, or built against another torch (ImportError, OSError ...)
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return f"backend horovod is not usable here (import horovod.torch: {why}); install it: {INSTALL}"
+    import shutil
+    from harness.launch.horovodrun import launcher_exe
+
+    if shutil.which(launcher_exe("horovodrun")) is None:
+        return f"backend horovod: horovodrun is not on PATH; install it: {INSTALL}"
+    return None
+
+
+def _versions() -> dict:
+    import horovod
+    import horovod.torch as hvd
+
+    built = [n for n in ("mpi", "gloo", "nccl") if getattr(hvd, f"{n}_built")()]
+    return {"horovod": horovod.__version__, "horovod_built": " ".join(built), "torch": torch.__version__}
+
+
+def _launch(cell, cell_dir, placement):
+    from harness.launch.horovodrun import launch_horovodrun
+
+    return launch_horovodrun(cell, cell_dir, placement)
+
+
+BACKENDS.register("horovod", BackendEntry(
+    name="horovod",
+    description="Horovod (gloo on CPU): named async all-reduce with tensor fusion, started by horovodrun",
+    start=_start, available=_available, versions=_versions, launch=_launch,
+))

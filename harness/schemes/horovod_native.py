@@ -1,0 +1,61 @@
+"""`horovod`: Horovod's own DistributedOptimizer as users run it: gradient hooks hand every gradient to
+Horovod's background thread during backward, which fuses what is outstanding (up to the fusion
+threshold, every cycle time) into one all-reduce; `synchronize()` waits before the step.
+
+Knobs are Horovod's: fusion_threshold_mb (HOROVOD_FUSION_THRESHOLD; 0 disables fusion) and cycle_time_ms
+(HOROVOD_CYCLE_TIME). They are read by hvd.init(), so the launcher passes them (horovodrun's
+--fusion-threshold-mb / --cycle-time-ms); the scheme checks that the ranks really run with them.
+Defaults are Horovod 0.28.1's own: 128 MB and 1 ms (horovod/common/operations.cc).
+"""
+
+from __future__ import annotations
+
+import os
+
+from harness.errors import UserError
+from harness.schemes.base import Knob, Scheme, register
+
+MB = 1 << 20
+
+
+class HorovodNative(Scheme):
+    def setup(self, model):
+        import horovod.torch as hvd
+
+        model = super().setup(model)  # self.optimizer = the one SGD recipe
+        self._check_env()
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        self.optimizer = hvd.DistributedOptimizer(self.optimizer, named_parameters=named, op=hvd.Average)
+        hvd.broadcast_optimizer_state(self.optimizer, root_rank=0)
+        self.plan = {"fusion_threshold_mb": self.knobs["fusion_threshold_mb"],
+                     "cycle_time_ms": self.knobs["cycle_time_ms"],
+                     "HOROVOD_FUSION_THRESHOLD": os.environ.get("HOROVOD_FUSION_THRESHOLD", ""),
+                     "HOROVOD_CYCLE_TIME": os.environ.get("HOROVOD_CYCLE_TIME", "")}
+        return model
+
+    def _check_env(self) -> None:
+        want = {"HOROVOD_FUSION_THRESHOLD": int(self.knobs["fusion_threshold_mb"]) * MB,
+                "HOROVOD_CYCLE_TIME": float(self.knobs["cycle_time_ms"])}
+        for var, value in want.items():
+            got = os.environ.get(var)
+            if got is None or float(got) != float(value):
+                raise UserError(f"{var}={got!r} in this rank but the cell asks for {value}: start horovod "
+                                f"cells through ddlbench (horovodrun with the knobs as flags)")
+
+    def wait(self) -> None:
+        self.optimizer.synchronize()  # every gradient's all-reduce done (averaged in place)
+
+    def step(self) -> None:
+        with self.optimizer.skip_synchronize():
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=False)
+
+
+register("horovod", HorovodNative,
+         "Horovod DistributedOptimizer: tensor fusion of gradients handed over during backward",
+         backends=("horovod",),
+         knobs={"fusion_threshold_mb": Knob(128, "HOROVOD_FUSION_THRESHOLD in MB (Horovod's default 128); "
+                                                 "0 disables tensor fusion", int),
+                "cycle_time_ms": Knob(1.0, "HOROVOD_CYCLE_TIME, ms between fusion cycles (Horovod's "
+                                           "default 1)")})

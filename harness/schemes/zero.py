@@ -1,0 +1,103 @@
+"""`zero0`..`zero3`: DeepSpeed's engine with ZeRO stage 0-3, as DeepSpeed users run it.
+
+The model and the one SGD recipe (harness.worker.make_optimizer, passed as the client optimizer, hence
+`zero_allow_untested_optimizer`) go to deepspeed.initialize; fp32, no loss scaling, no gradient clipping
+(DeepSpeed clips to 1.0 unless told otherwise), one micro-batch per step. Backward is engine.backward
+(the gradient reduction and ZeRO's partitioning hooks run there), the step is engine.step.
+
+Stage 0 all-reduces gradients after backward in DeepSpeed's fixed 5e8-element buffers: no knobs.
+Stages 1-3 knobs (None = DeepSpeed's default): reduce_bucket_mb / allgather_bucket_mb (DeepSpeed counts
+these buckets in elements, default 5e8; we convert MB of fp32), overlap_comm (DeepSpeed: off for 1-2, on
+for 3), contiguous_gradients (DeepSpeed: on).
+"""
+
+from __future__ import annotations
+
+from harness.schemes.base import Knob, Scheme, register
+
+MB = 1 << 20
+
+
+class Zero(Scheme):
+    stage: int = 0
+
+    def config(self) -> dict:
+        zero: dict = {"stage": self.stage}
+        k = self.knobs
+        elem = 4  # fp32 bytes per element
+        if k.get("reduce_bucket_mb") is not None:
+            zero["reduce_bucket_size"] = max(1, int(k["reduce_bucket_mb"] * MB / elem))
+        if k.get("allgather_bucket_mb") is not None:
+            zero["allgather_bucket_size"] = max(1, int(k["allgather_bucket_mb"] * MB / elem))
+        if k.get("overlap_comm") is not None:
+            zero["overlap_comm"] = bool(k["overlap_comm"])
+        if k.get("contiguous_gradients") is not None:
+            zero["contiguous_gradients"] = bool(k["contiguous_gradients"])
+        # DeepSpeed's batch sizes only feed its own data loader and throughput timer, neither of which
+        # runs here (the harness feeds the batch); one step per micro-batch is what matters.
+        return {
+            "train_micro_batch_size_per_gpu": 1,
+            "gradient_accumulation_steps": 1,
+            "train_batch_size": self.ctx.workers,
+            "zero_optimization": zero,
+            "zero_allow_untested_optimizer": True,
+            "gradient_clipping": 0.0,
+            "fp16": {"enabled": False},
+            "bf16": {"enabled": False},
+            "steps_per_print": 1 << 30,
+            "wall_clock_breakdown": False,
+        }
+
+    def setup(self, model):
+        import deepspeed
+
+        model = super().setup(model)  # self.optimizer = the one SGD recipe
+        self._grad_bytes = sum(p.numel() * p.element_size() for p in self.params)  # before ZeRO-3 shards them
+        cfg = self.config()
+        self.engine, _, _, _ = deepspeed.initialize(model=model, optimizer=self.optimizer, config=cfg,
+                                                    dist_init_required=False)
+        self.model = model
+        z = self.engine._config.zero_config
+        self.plan = {"zero_stage": self.engine.zero_optimization_stage(),
+                     "reduce_bucket_size": int(z.reduce_bucket_size),
+                     "allgather_bucket_size": int(z.allgather_bucket_size),
+                     "overlap_comm": bool(z.overlap_comm), "contiguous_gradients": bool(z.contiguous_gradients)}
+        assert self.plan["zero_stage"] == self.stage, self.plan
+        return self.engine
+
+    def backward(self, loss) -> None:  # the loop calls this instead of loss.backward()
+        self.engine.backward(loss)
+
+    def step(self) -> None:
+        self.engine.step()  # optimizer step (ZeRO: on this rank's partition, then all-gather) + zero_grad
+
+    def comm_bytes_per_iter(self) -> int:
+        return self._grad_bytes
+
+    def final_parameters(self, model) -> dict:
+        """Full parameters on every rank (ZeRO-3 keeps only a shard of each: gather, collectively)."""
+        import deepspeed
+
+        params = list(model.parameters())
+        if self.stage == 3:
+            with deepspeed.zero.GatheredParameters(params, modifier_rank=None):
+                return {n: p.detach().cpu().clone() for n, p in model.named_parameters()}
+        return {n: p.detach().cpu().clone() for n, p in model.named_parameters()}
+
+
+BUCKET_KNOBS = {
+    "reduce_bucket_mb": Knob(None, "ZeRO reduce_bucket_size in MB of fp32 (None = DeepSpeed's 5e8 elements)"),
+    "allgather_bucket_mb": Knob(None, "ZeRO allgather_bucket_size in MB of fp32 (None = DeepSpeed's 5e8 "
+                                      "elements; stages 1-2)"),
+    "overlap_comm": Knob(None, "1 = overlap gradient reduction with backward (None = DeepSpeed's: 0 for "
+                               "stages 1-2, 1 for stage 3)", int),
+    "contiguous_gradients": Knob(None, "1 = copy gradients into one contiguous buffer (None = DeepSpeed's: 1)",
+                                 int),
+}
+
+for _stage, _what in ((0, "DeepSpeed engine without ZeRO: gradients all-reduced after backward"),
+                      (1, "DeepSpeed ZeRO-1: optimizer state partitioned"),
+                      (2, "DeepSpeed ZeRO-2: gradients and optimizer state partitioned"),
+                      (3, "DeepSpeed ZeRO-3: parameters, gradients and optimizer state partitioned")):
+    _cls = type(f"Zero{_stage}", (Zero,), {"stage": _stage})
+    register(f"zero{_stage}", _cls, _what, backends=("deepspeed",), knobs={} if _stage == 0 else dict(BUCKET_KNOBS))

@@ -204,7 +204,8 @@ build_horovod_wheel() {
     local with_mpi="HOROVOD_WITH_MPI=1"
     [ "$HOROVOD_MPI" = 1 ] || with_mpi="HOROVOD_WITHOUT_MPI=1"
     log "building the Horovod $HOROVOD_VERSION wheel ($with_mpi, gloo, pytorch; MAKEFLAGS=${MAKEFLAGS:--j$(nproc)});"
-    log "  takes about 4 minutes on 2 cores; log: $logf"
+    # measured: ~9 min of CPU; 7 min wall on a quiet 2-core box, 36 min when other jobs share the cores
+    log "  takes 5-10 minutes on an idle 2-core machine (much longer on a busy one); log: $logf"
     env HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
         "$with_mpi" HOROVOD_CMAKE="$(command -v cmake)" MAKEFLAGS="${MAKEFLAGS:--j$(nproc)}" \
         "$PY" -m pip wheel --disable-pip-version-check -v --no-build-isolation --no-deps \

@@ -181,7 +181,7 @@ class BytePSNative(Scheme):
     def step(self) -> None:
         with self.optimizer.skip_synchronize():
             self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=False)
+        self.optimizer.zero_grad()
 
 
 register("byteps", BytePSNative, "BytePS DistributedOptimizer: push-pull via its servers, its own scheduling",

@@ -72,7 +72,9 @@ class HorovodTransport(Transport):
 
     def allreduce_min_(self, tensor) -> None:
         # blocking, so never two at once: one stable name per size (Horovod's response cache keeps it)
-        tensor.copy_(self.hvd.allreduce(tensor, name=f"ddlbench.min.{tensor.numel()}", op=self.hvd.Min))
+        # Horovod reduces no uint8/bool tensors (schedulers agree on readiness masks): go through int32
+        work = tensor if tensor.dtype in (torch.int32, torch.int64, torch.float32, torch.float64) else tensor.int()
+        tensor.copy_(self.hvd.allreduce(work, name=f"ddlbench.min.{tensor.numel()}", op=self.hvd.Min))
 
     def _next(self, kind: str) -> int:
         self._seq[kind] += 1

@@ -49,7 +49,7 @@ class HorovodNative(Scheme):
     def step(self) -> None:
         with self.optimizer.skip_synchronize():
             self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=False)
+        self.optimizer.zero_grad()  # Horovod's zero_grad takes no set_to_none (torch's default: None)
 
 
 register("horovod", HorovodNative,

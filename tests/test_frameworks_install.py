@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -148,10 +149,14 @@ def _require_framework(name: str, import_stmt: str, launcher: str) -> Path:
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["?"])[-1]
         _must_have(f"`{import_stmt}` fails: {last}", how)
-    # the console script installed next to this interpreter, so it runs the same python
+    # the console script installed next to this interpreter, so it runs the same python; in a venv
+    # that inherits the system's packages it lives beside the base interpreter, found on PATH
     exe = Path(sys.executable).parent / launcher
     if not exe.exists():
-        _must_have(f"`{launcher}` is not next to {sys.executable}", how)
+        found = shutil.which(launcher)
+        if found is None:
+            _must_have(f"`{launcher}` is neither next to {sys.executable} nor on PATH", how)
+        exe = Path(found)
     return exe
 
 

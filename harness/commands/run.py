@@ -24,8 +24,9 @@ def parse_knobs(pairs: tuple[str, ...]) -> dict:
     return out
 
 
-def run_cell(cell: CellSpec, output: Path | None, baseline: bool = False) -> Path:
-    """Resolve, run (plus the local baseline if asked) and record; returns the run directory."""
+def run_cell(cell: CellSpec, output: Path | None, baseline: bool = False, launcher=None) -> Path:
+    """Resolve, run (plus the local baseline if asked) and record; returns the run directory.
+    `launcher` as in run_cells (default: spawn the ranks on this box)."""
     from harness.execute import run_cells
     from harness.results.store import new_run_id
 
@@ -35,8 +36,9 @@ def run_cell(cell: CellSpec, output: Path | None, baseline: bool = False) -> Pat
     run_id = run_dir.name
     cells = [cell]
     if baseline and cell.scheme != "local":
-        cells.insert(0, resolve(cell.with_(scheme="local", workers=1, servers=0, knobs={}, backend="torch")))
-    run_cells(cells, run_dir, run_id, resume=True)
+        cells.insert(0, resolve(cell.with_(scheme="local", workers=1, servers=0, nodes=1, knobs={},
+                                           backend="torch")))
+    run_cells(cells, run_dir, run_id, resume=True, launcher=launcher)
     return run_dir
 
 
@@ -79,12 +81,15 @@ def run_under_launcher(cell: CellSpec, output: Path) -> None:
 @click.option("--threads", default=1, show_default=True, type=int, help="torch threads per worker (CPU).")
 @click.option("--knob", "knobs", multiple=True, help="Scheme knob NAME=VALUE (repeatable).")
 @click.option("--network", default="loopback", show_default=True, help="Network label for the row.")
+@click.option("--testbed", is_flag=True,
+              help="Run on the emulated testbed that is up (`ddlbench testbed up`); workers spread "
+                   "over its hosts.")
 @click.option("--baseline/--no-baseline", default=False,
               help="Also measure the 1-worker local baseline (speed-up, efficiency).")
 @click.option("--output", type=click.Path(file_okay=False, path_type=Path),
               help="Run directory (default results/<run-id>).")
 def command(workload, scheme, backend, workers, servers, batch, seq_len, warmup, iters, timeout_s, device,
-            threads, knobs, network, baseline, output):
+            threads, knobs, network, testbed, baseline, output):
     """Run one benchmark cell and print its summary."""
     cell = CellSpec(workload=workload, scheme=scheme, backend=backend, workers=workers, servers=servers,
                     batch=batch, seq_len=seq_len, warmup=warmup, iters=iters, timeout_s=timeout_s,
@@ -94,7 +99,12 @@ def command(workload, scheme, backend, workers, servers, batch, seq_len, warmup,
             raise UserError("under torchrun/srun every rank must agree on the run directory: pass --output")
         run_under_launcher(cell, output)
         return
-    run_dir = run_cell(cell, output, baseline)
+    launcher = None
+    if testbed:
+        from harness.testbed.sweep import on_testbed
+
+        cell, launcher = on_testbed(cell)
+    run_dir = run_cell(cell, output, baseline, launcher)
     from harness.commands.show import print_summary
     from harness.results.store import load_run
 

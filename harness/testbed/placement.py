@@ -1,0 +1,98 @@
+"""Where each rank of a cell runs on the emulated testbed, as a Placement for harness.launch.local.
+
+    from harness.testbed import netns, placement
+    s = netns.up(2, "500mbit")
+    cell = cell.with_(nodes=placement.nodes_for(cell.workers, len(s.hosts)))
+    launch_cell(cell, cell_dir, placement.testbed_placement(cell, s))
+
+Rules (the pure `rank_hosts` decides, `testbed_placement` turns it into argv prefixes and environment):
+- workers (ranks 0..W-1) go onto hosts 0..cell.nodes-1, round-robin (rank r on host r mod nodes) or
+  blocked (consecutive ranks share a host, block sizes differ by at most one);
+- parameter servers (ranks W..W+S-1) get hosts of their own when the testbed has hosts no worker uses
+  (the study put servers on separate machines), else they share the worker hosts, server j on host
+  j mod nodes;
+- every rank rendezvous at host 0 (rank 0 is always there) and binds gloo/tensorpipe/nccl to the host's
+  testbed interface, so no byte takes a path outside the shaped links (ranks on one host talk locally,
+  as on a real node).
+"""
+
+from __future__ import annotations
+
+from harness.cell import CellSpec
+from harness.errors import UserError
+from harness.launch.local import Placement
+from harness.testbed.state import TestbedState
+
+POLICIES = ("round-robin", "blocked")
+"""How workers are spread over hosts: rank r on host r mod nodes, or consecutive ranks together."""
+IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+"""Interface variables of gloo, tensorpipe (torch RPC) and nccl; all point at the testbed interface."""
+
+
+def nodes_for(workers: int, hosts: int) -> int:
+    """Hosts a cell of `workers` workers uses on a testbed of `hosts` hosts: one worker per host first."""
+    return max(1, min(workers, hosts))
+
+
+def check_policy(policy: str) -> str:
+    if policy not in POLICIES:
+        raise UserError(f"unknown placement {policy!r}: use one of {', '.join(POLICIES)} "
+                        f"(`placement:` under `testbed:` in the sweep file)")
+    return policy
+
+
+def worker_hosts(workers: int, nodes: int, policy: str = "round-robin") -> list[int]:
+    """Host index of each worker rank. Pure."""
+    check_policy(policy)
+    if policy == "round-robin":
+        return [r % nodes for r in range(workers)]
+    return [r * nodes // workers for r in range(workers)]  # contiguous, balanced, every host used
+
+
+def server_hosts(servers: int, nodes: int, hosts: int) -> list[int]:
+    """Host index of each parameter server: the spare hosts if there are any, else the worker hosts. Pure."""
+    spare = hosts - nodes
+    if spare > 0:
+        return [nodes + j % spare for j in range(servers)]
+    return [j % nodes for j in range(servers)]
+
+
+def rank_hosts(workers: int, servers: int, nodes: int, hosts: int, policy: str = "round-robin") -> list[int]:
+    """Host index of every rank (workers first, then servers), checked against the testbed. Pure."""
+    if not 1 <= nodes <= hosts:
+        raise UserError(f"the cell spans {nodes} nodes but the testbed has {hosts} hosts; bring up a "
+                        f"bigger testbed (`ddlbench testbed up --hosts {nodes}`) or use fewer nodes")
+    if nodes > workers:
+        raise UserError(f"{nodes} nodes for {workers} worker(s) would leave a host without a worker; "
+                        f"use at most {workers} nodes")
+    return worker_hosts(workers, nodes, policy) + server_hosts(servers, nodes, hosts)
+
+
+def testbed_placement(cell: CellSpec, state: TestbedState, policy: str = "round-robin") -> Placement:
+    """The Placement that runs `cell` on `state`'s hosts (cell.nodes of them carry workers)."""
+    hosts = rank_hosts(cell.workers, cell.servers, cell.nodes, len(state.hosts), policy)
+    envs = []
+    for r, h in enumerate(hosts):
+        here = [q for q, g in enumerate(hosts) if g == h]
+        ifname = state.hosts[h].ifname
+        env = {var: ifname for var in IFNAME_VARS}
+        # The local launcher derives these assuming blocked workers on cell.nodes hosts; state the truth.
+        env.update(NODE_RANK=str(h), GROUP_RANK=str(h), LOCAL_RANK=str(here.index(r)),
+                   LOCAL_WORLD_SIZE=str(len(here)), GROUP_WORLD_SIZE=str(len(set(hosts))),
+                   DDLBENCH_TESTBED_HOST=state.hosts[h].netns)
+        envs.append(env)
+    return Placement(
+        master_addr=state.hosts[0].addr,
+        prefixes=tuple(tuple(state.nsenter(h)) for h in hosts),
+        envs=tuple(envs),
+        nodes=cell.nodes,
+    )
+
+
+def describe(cell: CellSpec, state: TestbedState, policy: str = "round-robin") -> dict:
+    """What the result records about where the ranks ran (rank -> host namespace)."""
+    hosts = rank_hosts(cell.workers, cell.servers, cell.nodes, len(state.hosts), policy)
+    return {"testbed_hosts": len(state.hosts), "rate_mbit": state.rate_mbit, "placement": policy,
+            "rank_hosts": [state.hosts[h].netns for h in hosts],
+            "server_hosts": "dedicated" if any(h >= cell.nodes for h in hosts[cell.workers:]) else
+                            ("colocated" if cell.servers else "")}

@@ -1,0 +1,217 @@
+"""Runs and sweeps on the emulated multi-host testbed (harness/testbed/netns.py).
+
+    # sweeps/testbed-2host.yaml: one network
+    testbed: {hosts: 2, rate: 500mbit}          # optional: placement: round-robin | blocked
+    # sweeps/testbed-profiles.yaml: every cell on every named network, one run directory
+    testbed: {hosts: 2}
+    networks: {slow: {rate: 300mbit}, fast: {rate: 1gbit}}
+
+    ddlbench sweep sweeps/testbed-2host.yaml     # brings the testbed up (or keeps it), runs, leaves it up
+    ddlbench testbed up --hosts 2 --rate 500mbit && ddlbench run --workload bert-base-tiny --testbed
+
+A cell of W workers uses min(W, hosts) hosts (its `nodes`); placement.py puts the ranks there. Rows say
+network = `emulated-<rate>` (or the profile's name) and network_rate_mbit. Profiles differ in the cell
+id, so a run directory holds every profile's cells and `--resume` skips finished cells of any profile;
+the testbed is reshaped (netns.up with the profile's rate) only when a cell of another rate must run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.cell import CellSpec
+from harness.errors import UserError
+from harness.launch.local import Placement, launch_cell
+from harness.testbed import netns
+from harness.testbed import placement as pl
+from harness.testbed.state import MAX_HOSTS, MIN_HOSTS, TestbedState
+
+DEFAULT_HOSTS = 2
+
+
+@dataclass(frozen=True)
+class TestbedSpec:
+    """The `testbed:` block of a sweep file."""
+
+    __test__ = False  # not a pytest test class despite its name
+
+    hosts: int = DEFAULT_HOSTS
+    """Emulated hosts to bring up (2..16); a cell of W workers uses min(W, hosts) of them."""
+    rate: str | float | None = None
+    """Link rate of every host in each direction (500mbit, 1gbit; a number is Mbit/s); omit it when
+    `networks:` sets the rates."""
+    placement: str = "round-robin"
+    """Workers onto hosts: round-robin (rank r on host r mod nodes) or blocked (consecutive ranks
+    together)."""
+
+
+@dataclass(frozen=True)
+class NetworkProfile:
+    """One network the sweep runs every cell on."""
+
+    label: str
+    """Recorded as the rows' `network`: the profile's name, or emulated-<rate> for a bare
+    `testbed: {rate:}`."""
+    rate_mbit: float
+    """tbf rate of every link in each direction, Mbit/s."""
+
+
+def rate_label(rate_mbit: float) -> str:
+    """emulated-500mbit, emulated-1gbit, emulated-2.5gbit. Pure."""
+    if rate_mbit >= 1000:
+        return f"emulated-{rate_mbit / 1000:g}gbit"
+    return f"emulated-{rate_mbit:g}mbit"
+
+
+def _mapping(value, where: str, fields: type) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UserError(f"`{where}` in the sweep file must be a mapping like {{hosts: 2, rate: 500mbit}}")
+    known = [f.name for f in dataclasses.fields(fields)]
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise UserError(f"unknown key(s) {', '.join(map(str, unknown))} under `{where}`: known keys are "
+                        f"{', '.join(known)}")
+    return value
+
+
+def parse_testbed(testbed: dict | None, networks: dict | None,
+                  network: str = "loopback") -> tuple[TestbedSpec, list[NetworkProfile]]:
+    """Check the sweep file's `testbed:` and `networks:` blocks; return the spec and the profiles, in
+    file order. Pure (no system access)."""
+    spec = TestbedSpec(**_mapping(testbed, "testbed", TestbedSpec))
+    hosts = spec.hosts
+    if not isinstance(hosts, int) or isinstance(hosts, bool) or not MIN_HOSTS <= hosts <= MAX_HOSTS:
+        raise UserError(f"testbed hosts must be an integer in {MIN_HOSTS}..{MAX_HOSTS}, got {spec.hosts!r}; "
+                        f"fix `testbed: {{hosts: ...}}`")
+    pl.check_policy(spec.placement)
+    if network != "loopback":
+        raise UserError(f"`network: {network}` labels loopback sweeps; on the testbed the label is "
+                        f"emulated-<rate>, or name profiles under `networks:` "
+                        f"(e.g. {{{network}: {{rate: 1gbit}}}})")
+    if networks is not None:
+        if spec.rate is not None:
+            raise UserError("both `testbed: {rate:}` and `networks:` are given: the profiles set the rates; "
+                            "drop `rate` from `testbed:`")
+        if not isinstance(networks, dict) or not networks:
+            raise UserError("`networks:` must map profile names to {rate: ...}, e.g. "
+                            "{slow: {rate: 300mbit}, fast: {rate: 1gbit}}")
+        profiles = []
+        for name, body in networks.items():
+            body = _mapping(body, f"networks: {name}", _ProfileKeys)
+            if "rate" not in body:
+                raise UserError(f"network profile {name!r} has no rate: write {{{name}: {{rate: 1gbit}}}}")
+            profiles.append(NetworkProfile(label=str(name), rate_mbit=netns.parse_rate(body["rate"])))
+    elif spec.rate is None:
+        raise UserError("`testbed:` needs a rate (e.g. {hosts: 2, rate: 500mbit}), or add `networks:` "
+                        "with named rates")
+    else:
+        rate = netns.parse_rate(spec.rate)
+        profiles = [NetworkProfile(label=rate_label(rate), rate_mbit=rate)]
+    for p in profiles:
+        netns.check_request(spec.hosts, p.rate_mbit)
+    rates = [p.rate_mbit for p in profiles]
+    if len(set(rates)) != len(rates):
+        raise UserError(f"two network profiles have the same rate ({', '.join(f'{r:g}' for r in rates)} "
+                        f"Mbit/s): they would measure the same network twice; give each its own rate")
+    return spec, profiles
+
+
+@dataclass(frozen=True)
+class _ProfileKeys:
+    rate: str | float | None = None
+    """Link rate of every host in each direction."""
+
+
+def testbed_cells(cfg, spec: TestbedSpec, profiles: list[NetworkProfile]) -> list[CellSpec]:
+    """Every cell of the sweep on every profile, profile by profile (so the testbed is reshaped once
+    per profile). Cells of W workers span min(W, hosts) nodes; the `local` baseline spans one."""
+    from harness.sweep import expand
+
+    cells = []
+    for p in profiles:
+        cells += expand(cfg, network=p.label, rate_mbit=p.rate_mbit,
+                        nodes_for=lambda w: pl.nodes_for(w, spec.hosts))
+    return cells
+
+
+@dataclass(frozen=True)
+class TestbedLauncher:
+    """A run_cells launcher: run each cell's ranks inside the testbed's host namespaces.
+
+    With `reconfigure`, the testbed is brought to (hosts, the cell's rate) first (netns.up is a no-op when
+    it already is); without, the testbed that is up is used as it is and a mismatch is an error."""
+
+    __test__ = False
+
+    hosts: int
+    """Testbed size the cells were planned for."""
+    policy: str = "round-robin"
+    """Worker placement (placement.POLICIES)."""
+    reconfigure: bool = True
+    """Bring the testbed up / reshape it for each cell's rate (sweeps); False for `ddlbench run --testbed`."""
+
+    def testbed_for(self, cell: CellSpec) -> TestbedState:
+        if self.reconfigure:
+            return netns.up(self.hosts, cell.network_rate_mbit)
+        s = netns.status()
+        if s is None or len(s.hosts) != self.hosts or s.rate_mbit != cell.network_rate_mbit:
+            raise UserError(f"the testbed changed or went down during the run; bring it back with `ddlbench "
+                            f"testbed up --hosts {self.hosts} --rate {cell.network_rate_mbit:g}mbit`")
+        return s
+
+    def __call__(self, cell: CellSpec, cell_dir: Path, placement: Placement | None = None) -> Path:
+        state = self.testbed_for(cell)
+        result = launch_cell(cell, cell_dir, pl.testbed_placement(cell, state, self.policy))
+        _record_placement(result, cell, pl.describe(cell, state, self.policy))
+        return result
+
+
+def _record_placement(result_path: Path, cell: CellSpec, where: dict) -> None:
+    """Add the placement to rank 0's result. `dist.nodes` becomes the cell's: the worker derives it as
+    WORLD_SIZE // LOCAL_WORLD_SIZE, which is wrong once hosts carry unequal numbers of ranks (3 workers
+    on 2 hosts, or a parameter server beside the workers)."""
+    from harness.worker import write_json_atomic
+
+    result = json.loads(Path(result_path).read_text())
+    result.setdefault("dist", {}).update(nodes=cell.nodes, launcher="testbed", **where)
+    write_json_atomic(Path(result_path), result)
+
+
+def run_on_testbed(cfg, output: Path | None = None, resume: bool = False, progress: bool = True) -> Path:
+    """Run the sweep `cfg` (a harness.sweep.SweepConfig with `testbed:` and/or `networks:`) on the
+    emulated testbed; return the run directory. The testbed is left up (at the last profile's rate)."""
+    import yaml
+
+    from harness.execute import run_cells
+    from harness.results.store import new_run_id
+
+    spec, profiles = parse_testbed(cfg.testbed, cfg.networks, cfg.network)
+    cells = testbed_cells(cfg, spec, profiles)
+    netns.check_system()  # not root / no iproute2: say so before the first cell, not as N failed cells
+    run_dir = output or Path("results") / new_run_id(cfg.name)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    plain = json.loads(json.dumps(dataclasses.asdict(cfg)))  # tuples -> lists for YAML
+    (run_dir / "sweep.yaml").write_text(yaml.safe_dump(plain, sort_keys=False))
+    env_extra = {"testbed_hosts": spec.hosts, "testbed_placement": spec.placement,
+                 "testbed_networks": ",".join(f"{p.label}={p.rate_mbit:g}mbit" for p in profiles)}
+    run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, env_extra=env_extra,
+              launcher=TestbedLauncher(spec.hosts, spec.placement))
+    return run_dir
+
+
+def on_testbed(cell: CellSpec, policy: str = "round-robin") -> tuple[CellSpec, TestbedLauncher]:
+    """`ddlbench run --testbed`: the cell moved onto the testbed that is up, and its launcher."""
+    netns.check_system()
+    s = netns.status()
+    if s is None:
+        raise UserError("--testbed needs a testbed that is up, and none is: start one with "
+                        "`ddlbench testbed up --hosts 2 --rate 500mbit`")
+    label = rate_label(s.rate_mbit) if cell.network == "loopback" else cell.network
+    cell = cell.with_(nodes=pl.nodes_for(cell.workers, len(s.hosts)), network=label,
+                      network_rate_mbit=s.rate_mbit)
+    return cell, TestbedLauncher(len(s.hosts), policy, reconfigure=False)

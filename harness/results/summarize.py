@@ -92,7 +92,7 @@ def failed_row(run_id: str, cell, reason: str, log_tail: str, sample_unit: str, 
     return row
 
 
-BASELINE_KEYS = ["workload", "batch_per_worker", "seq_len", "device", "dtype"]
+BASELINE_KEYS = ["workload", "batch_per_worker", "seq_len", "device", "dtype", "network"]  # per network profile
 
 
 def add_scaling(summary: pd.DataFrame) -> pd.DataFrame:

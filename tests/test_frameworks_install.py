@@ -161,14 +161,10 @@ def _require_framework(name: str, import_stmt: str, launcher: str) -> Path:
 
 
 def _extensions_dir() -> str:
-    """Where the installer pre-compiled DeepSpeed's ops (same default as scripts/install_frameworks.sh)."""
-    if os.environ.get("TORCH_EXTENSIONS_DIR"):
-        return os.environ["TORCH_EXTENSIONS_DIR"]
-    cache = Path(os.environ.get("DDLBENCH_CACHE", Path.home() / ".cache" / "ddlbench"))
-    base, _, flavour = torch.__version__.partition("+")
-    if not flavour:
-        flavour = "cu" + torch.version.cuda.replace(".", "") if torch.version.cuda else "cpu"
-    return str(cache / "torch_extensions" / f"torch{base}-py{sys.version_info[0]}{sys.version_info[1]}-{flavour}")
+    """Where the installer pre-compiled DeepSpeed's ops: the backend computes the installer's default."""
+    from harness.backends.deepspeed import extensions_dir
+
+    return extensions_dir()
 
 
 def _free_port() -> int:

@@ -84,8 +84,44 @@ def test_profile_then_predict_through_the_cli(tmp_path):
     assert (df[df["scheme"] == "ddp"]["knob_bucket_cap_mb"] == 1).all()
 
 
+def test_concurrent_profile_runs_its_load_copies_and_stops_them(tmp_path):
+    import multiprocessing
+
+    runner = CliRunner()
+    prof = tmp_path / "p2.parquet"
+    r = runner.invoke(cli, ["profile", "resnet50-tiny", "--batch", "2", "--iters", "2", "--warmup", "1",
+                            "--concurrent", "2", "-o", str(prof)])
+    assert r.exit_code == 0, r.output
+    assert "1 more copies computing beside it" in r.output
+    df = pd.read_parquet(prof)
+    assert (df["concurrent"] == 2).all() and (df["forward_s"] > 0).all()
+    assert not multiprocessing.active_children()  # the load copy is gone
+
+
+def test_predict_a_shaped_testbed_from_its_commbench(tmp_path):
+    # a commbench table as `ddlbench commbench --testbed` writes it (sizes past the tbf bucket)
+    rows = [{"collective": "allreduce", "workers": 2, "size_bytes": size, "rep": rep, "network": "tb",
+             "time_s": 1e-3 + max(0, size - 1e6) * 40e-9} for size in [4096 * 4 ** k for k in range(8)]
+            for rep in range(3)]
+    cb = tmp_path / "cb.parquet"
+    pd.DataFrame(rows).to_parquet(cb)
+    prof = tmp_path / "p.parquet"
+    assert CliRunner().invoke(cli, ["profile", "resnet50-tiny", "--batch", "2", "--iters", "1", "--warmup", "0",
+                                    "-o", str(prof)]).exit_code == 0
+    out = tmp_path / "pred.parquet"
+    r = CliRunner().invoke(cli, ["predict", "--profile", str(prof), "--commbench", str(cb), "--testbed-shaping",
+                                 "--label", "tb", "--nodes", "2", "--workers-per-node", "1", "--servers", "1",
+                                 "--server-hosts", "colocated", "--schemes", "study", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    df = pd.read_parquet(out)
+    assert sorted(df["scheme"]) == sorted(["bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps",
+                                           "wfbp-ps", "bytescheduler-ps"])
+    assert (df["network"] == "tb").all() and (df["network_rate_mbit"].round() == 200).all()
+
+
 @pytest.mark.parametrize("args, words", [
     (["predict"], "nothing to predict"),
+    (["predict", "--workload", "bert-base", "--device-preset", "study-gpu", "--testbed-shaping"], "--commbench"),
     (["predict", "--workload", "bert-base"], "--device-preset"),
     (["predict", "--workload", "gpt2-small", "--device-preset", "study-gpu"], "no measured throughput"),
     (["predict", "--workload", "bert-base", "--device-preset", "study-gpu", "--network", "carrier-pigeon"],

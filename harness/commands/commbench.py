@@ -75,12 +75,20 @@ def format_table(df) -> str:
 @click.option("--servers", default=1, show_default=True, type=int, help="Parameter servers (pushpull).")
 @click.option("--timeout", "timeout_s", default=900.0, show_default=True, type=float, help="Seconds.")
 @click.option("--device", default="cpu", show_default=True, help="cpu | cuda.")
+@click.option("--testbed", is_flag=True,
+              help="Run on the emulated testbed that is up (`ddlbench testbed up`): one rank per host first, "
+                   "parameter servers on spare hosts, as `ddlbench run --testbed` places them.")
 @click.option("--output", type=click.Path(file_okay=False, path_type=Path), help="Run directory.")
-def command(workers, collective, min_size, max_size, reps, warmup, servers, timeout_s, device, output):
+def command(workers, collective, min_size, max_size, reps, warmup, servers, timeout_s, device, testbed, output):
     """Measure all-reduce or push-pull over message sizes; fit alpha and beta."""
     from harness.results.store import load_run
 
+    network, placement = "loopback", None
+    if testbed:
+        from harness.testbed.sweep import testbed_placement_for
+
+        network, placement = testbed_placement_for(workers, max(1, servers) if collective == "pushpull" else 0)
     run_dir = run_commbench(workers, collective, min_size, max_size, reps, warmup, servers, output,
-                            timeout_s, device)
+                            timeout_s, device, network, placement)
     click.echo(format_table(load_run(run_dir).commbench))
     click.echo(f"results: {run_dir}")

@@ -55,28 +55,74 @@ def load_models(profiles, workloads, device_preset, throughput, batch, compute):
     return [compute_model(t, device_preset, throughput, batch, compute) for t in tables]
 
 
-def load_networks(names, commbench, intra, label):
+def shaped_burst_bytes() -> float:
+    """Payload bytes of `ddlbench testbed`'s tbf bucket: tc's `1mb` is 1 MiB of frame bytes, and a
+    full TCP segment carries 1448 payload bytes in a 1514-byte frame (the same share of the rate:
+    the measured busbw/rate of ~0.955)."""
+    from harness.testbed.state import TBF_BURST
+
+    return _tc_size(TBF_BURST) * 1448 / 1514
+
+
+def _tc_size(text: str) -> float:
+    """tc's size units: k/kb = 1024 bytes, m/mb = 1024^2, g/gb = 1024^3, a bare number is bytes."""
+    import re
+
+    m = re.fullmatch(r"\s*([0-9.]+)\s*(k|kb|m|mb|g|gb|b)?\s*", text.lower())
+    if not m:
+        raise UserError(f"cannot read the tbf burst {text!r}: write e.g. 1mb")
+    return float(m.group(1)) * {None: 1, "b": 1, "k": 1024, "kb": 1024, "m": 2**20, "mb": 2**20,
+                                "g": 2**30, "gb": 2**30}[m.group(2)]
+
+
+def load_networks(names, commbench, intra, label, shaped: bool = False, ps_layout=None):
     from harness.predict.network import get_link, links_from_commbench
     from harness.predict.predictor import Network
 
     intra_link = get_link(intra)
     nets = [Network(n, get_link(n), intra_link) for n in names]
+    if shaped and not commbench:
+        raise UserError("--testbed-shaping models the testbed's links from its measured all-reduce: give "
+                        "--commbench DIR from `ddlbench commbench --testbed` at the same rate")
     if commbench:
-        link, p2p, measured = links_from_commbench(commbench)
+        from harness.predict.predictor import SERVER_GBYTE_S
+
+        link, p2p, measured = links_from_commbench(commbench, shaped_burst_bytes() if shaped else 0.0, ps_layout,
+                                                   SERVER_GBYTE_S)
         nets.append(Network(label or "commbench", link, link, measured, p2p))
     return nets
 
 
+def _ps_layout(commbench, gpus_per_node, servers, server_hosts):
+    """Where workers and servers sat for the commbench push-pull rows, to fit the parameter-server link:
+    their worker count over the first --workers-per-node, with --servers and --server-hosts."""
+    if not commbench:
+        return None
+    from harness.predict.network import Cluster, get_link, read_commbench
+
+    df = read_commbench(commbench)
+    pp = df[df["collective"] == "pushpull"]
+    if pp.empty:
+        return None
+    workers, g = int(pp["workers"].max()), _ints(gpus_per_node, "--gpus-per-node")[0]
+    if workers % g:
+        raise UserError(f"the push-pull rows have {workers} workers, which --workers-per-node {g} does not "
+                        f"divide: give the layout they were measured on")
+    link = get_link("eth-10g")  # unused: only the layout matters for the fit
+    return Cluster(workers // g, g, link, link, servers, server_hosts=server_hosts)
+
+
 def run_predict(profiles=(), workloads=(), device_preset=None, throughput=None, batch=None, compute="auto",
                 networks=("ib-100g",), commbench=None, intra="pcie3-x16", label=None, nodes="1,2,4,8",
-                gpus_per_node=4, servers=0, schemes="all", allreduce="ring", knobs=None, output=None):
+                gpus_per_node=4, servers=0, schemes="all", allreduce="ring", knobs=None, output=None,
+                shaped=False, server_hosts="dedicated"):
     from harness.predict.predictor import predict_rows, resolve_methods
 
     models = load_models(profiles, workloads, device_preset, throughput, batch, compute)
     nets = load_networks([] if (commbench and tuple(networks) == ("ib-100g",)) else networks,
-                         commbench, intra, label)
+                         commbench, intra, label, shaped, _ps_layout(commbench, gpus_per_node, servers, server_hosts))
     df = predict_rows(models, nets, _ints(nodes, "--nodes"), _ints(gpus_per_node, "--gpus-per-node"),
-                      resolve_methods(schemes), servers, allreduce, knobs)
+                      resolve_methods(schemes), servers, allreduce, knobs, server_hosts=server_hosts)
     if output:
         from harness.results.store import write_parquet_atomic
 
@@ -105,7 +151,14 @@ def run_predict(profiles=(), workloads=(), device_preset=None, throughput=None, 
 @click.option("--gpus-per-node", "--workers-per-node", "gpus_per_node", default="4", show_default=True,
               help="Workers per node, comma-separated.")
 @click.option("--servers", default=0, show_default=True, type=int,
-              help="Parameter servers, each on its own host (0 = one per worker node).")
+              help="Parameter servers (0 = one per worker node).")
+@click.option("--server-hosts", type=click.Choice(["dedicated", "colocated"]), default="dedicated",
+              show_default=True,
+              help="Servers on hosts of their own (the study), or on the worker hosts sharing their NICs "
+                   "(a testbed with no spare host).")
+@click.option("--testbed-shaping", "shaped", is_flag=True,
+              help="The --commbench rows were measured on `ddlbench testbed`: model its tbf token buckets "
+                   "(small transfers after an idle spell pass unshaped).")
 @click.option("--schemes", default="all", show_default=True,
               help="Methods, comma-separated; `all`, or `study` for the study's seven.")
 @click.option("--allreduce", type=click.Choice(["ring", "hierarchical"]), default="ring", show_default=True,
@@ -115,7 +168,7 @@ def run_predict(profiles=(), workloads=(), device_preset=None, throughput=None, 
               help="A run directory: compare the predictions with its measured summary.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the rows as Parquet.")
 def command(profiles, workloads, device_preset, throughput, batch, compute, networks, commbench, label, intra,
-            nodes, gpus_per_node, servers, schemes, allreduce, knob_pairs, against, output):
+            nodes, gpus_per_node, servers, server_hosts, shaped, schemes, allreduce, knob_pairs, against, output):
     """Predict iteration time, throughput and scaling efficiency of each method at any scale."""
     import time
 
@@ -124,7 +177,7 @@ def command(profiles, workloads, device_preset, throughput, batch, compute, netw
     t0, c0 = time.perf_counter(), time.process_time()
     df = run_predict(profiles, workloads, device_preset, throughput, batch, compute, networks, commbench, intra,
                      label, nodes, gpus_per_node, servers, schemes, allreduce, parse_method_knobs(knob_pairs),
-                     output)
+                     output, shaped, server_hosts)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     cols = ["workload", "network", "nodes", "workers", "scheme", "iter_s_median", "throughput_median",
             "scaling_efficiency", "exposed_comm_s"]

@@ -11,12 +11,12 @@ from harness.errors import UserError
 
 
 def run_profile(workload: str, batch: int | None, seq_len: int | None, iters: int, warmup: int, threads: int,
-                device: str, output: Path | None, counted_only: bool = False):
+                device: str, output: Path | None, counted_only: bool = False, concurrent: int = 1):
     from harness.predict.profiler import counted_profile, measure_profile
     from harness.results.store import write_parquet_atomic
 
-    if iters < 1 or warmup < 0 or threads < 1:
-        raise UserError("--iters and --threads must be >= 1 and --warmup >= 0; fix the option")
+    if iters < 1 or warmup < 0 or threads < 1 or concurrent < 1:
+        raise UserError("--iters, --threads and --concurrent must be >= 1 and --warmup >= 0; fix the option")
     if device not in ("cpu", "cuda"):
         raise UserError(f"unknown device {device!r}: use cpu or cuda")
     if device == "cuda":
@@ -27,7 +27,7 @@ def run_profile(workload: str, batch: int | None, seq_len: int | None, iters: in
     if counted_only:
         df = counted_profile(workload, batch, seq_len)
     else:
-        df = measure_profile(workload, batch, seq_len, iters, warmup, threads, device)
+        df = measure_profile(workload, batch, seq_len, iters, warmup, threads, device, concurrent=concurrent)
     out = output or Path(f"profile-{workload}.parquet")
     write_parquet_atomic(df, out)
     return df, out
@@ -41,7 +41,9 @@ def describe(df) -> str:
     if first["source"] == "measured":
         fwd, bwd, opt = df["forward_s"].sum(), first["backward_total_s"], df["optimizer_s"].sum()
         lines.append(f"forward {fwd * 1000:.1f} ms, backward {bwd * 1000:.1f} ms, optimizer {opt * 1000:.1f} ms "
-                     f"(medians of {first['iters']} iterations, {first['threads']} thread(s) on {first['device']})")
+                     f"({'means' if first['concurrent'] > 1 else 'medians'} of {first['iters']} iterations, {first['threads']} thread(s) on {first['device']}"
+                     + (f", {first['concurrent'] - 1} more copies computing beside it" if first["concurrent"] > 1 else "")
+                     + ")")
         top = df.groupby("layer")[["forward_s", "backward_s"]].sum().sum(axis=1).nlargest(5)
         lines.append("slowest layers (forward + backward): " +
                      ", ".join(f"{name} {t * 1000:.1f} ms" for name, t in top.items()))
@@ -57,11 +59,15 @@ def describe(df) -> str:
 @click.option("--threads", default=1, show_default=True, type=int,
               help="torch threads on CPU (1 = one worker's share of a core).")
 @click.option("--device", default="cpu", show_default=True, help="cpu | cuda.")
+@click.option("--concurrent", default=1, show_default=True, type=int,
+              help="Workers computing at once on this machine (emulated hosts sharing its cores): the "
+                   "others run the same training loop while this one is measured.")
 @click.option("--counted-only", is_flag=True, help="Only count FLOPs and bytes (no timing; instant).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Parquet file (default profile-WORKLOAD.parquet).")
-def command(workload, batch, seq_len, iters, warmup, threads, device, counted_only, output):
+def command(workload, batch, seq_len, iters, warmup, threads, device, concurrent, counted_only, output):
     """Measure WORKLOAD's per-layer forward/backward times, gradient bytes and FLOPs on this device."""
-    df, out = run_profile(workload, batch, seq_len, iters, warmup, threads, device, output, counted_only)
+    df, out = run_profile(workload, batch, seq_len, iters, warmup, threads, device, output, counted_only,
+                          concurrent)
     click.echo(describe(df))
     click.echo(f"wrote {out}")

@@ -26,7 +26,7 @@ from collections import deque
 
 from harness.predict.compute import ComputeModel
 from harness.predict.des import Event, Fifo, Sim
-from harness.predict.methods import ELEM_BYTES, Outcome, _PS, ps_parts
+from harness.predict.methods import ELEM_BYTES, Outcome, _PS, collective_channel, ps_parts
 from harness.predict.network import Cluster
 from harness.schemes.planning import MB
 
@@ -48,7 +48,7 @@ def bytescheduler(c: ComputeModel, cluster: Cluster, knobs: dict, use_ps: bool =
     workers = cluster.workers
     consensus = not use_ps and workers > 1
     consensus_s = ab.time_s(len(parts)) if consensus else 0.0
-    chan = Fifo(sim, "collectives")
+    chan = collective_channel(sim, ab)
     if use_ps:
         res = _PS(sim, cluster, knobs["server_gbyte_s"], p2p)
 
@@ -56,7 +56,7 @@ def bytescheduler(c: ComputeModel, cluster: Cluster, knobs: dict, use_ps: bool =
         """(credit returned, done)."""
         if use_ps:
             return res.push_pull(part_bytes[k], placement[k])
-        ev = sim.timeout(0.0) if workers <= 1 else chan.submit(ab.time_s(part_bytes[k]))
+        ev = sim.timeout(0.0) if workers <= 1 else chan.submit_bytes(part_bytes[k], ab.alpha_s)
         return ev, ev
 
     stats = {"consensus_calls": 0}

@@ -194,7 +194,8 @@ def _seq(df) -> int | None:
 def _check(df: pd.DataFrame) -> None:
     from harness.predict.profiler import PROFILE_COLUMNS
 
-    missing = [c for c in PROFILE_COLUMNS if c not in df.columns]
+    optional = {"concurrent"}  # added later; older tables were measured alone
+    missing = [c for c in PROFILE_COLUMNS if c not in df.columns and c not in optional]
     if missing:
         raise UserError(f"not a profile table (missing {', '.join(missing[:4])}...): make one with "
                         f"`ddlbench profile WORKLOAD -o FILE.parquet`")

@@ -15,6 +15,7 @@ Events (resume once all have fired). Pure Python, no I/O: the predictor runs tho
 from __future__ import annotations
 
 import heapq
+import math
 from typing import Callable, Iterable
 
 
@@ -109,15 +110,23 @@ class Sim:
 class Fifo:
     """One resource serving jobs one at a time in arrival order (a link direction, a NIC, the stream a
     communicator's collectives run on). Jobs arrive in simulated-time order, so a job's finish is
-    known when it arrives: max(now, when the previous job finishes) + its duration."""
+    known when it arrives: max(now, when the previous job finishes) + its duration.
 
-    __slots__ = ("sim", "name", "free_at", "busy_s")
+    Jobs given in bytes (`reserve_bytes`) are served at `rate` bytes/s through an optional token
+    bucket (Linux tbf, as the emulated testbed shapes its links): tokens accrue at `rate` up to
+    `burst` bytes while the resource idles, and bytes covered by tokens pass at `peak` bytes/s (the
+    unshaped path's speed) instead of `rate`. burst = 0 is a plain link: bytes / rate."""
 
-    def __init__(self, sim: Sim, name: str = ""):
+    __slots__ = ("sim", "name", "free_at", "busy_s", "rate", "burst", "peak", "tokens", "t_tokens")
+
+    def __init__(self, sim: Sim, name: str = "", rate: float = math.inf, burst: float = 0.0,
+                 peak: float = math.inf):
         self.sim = sim
         self.name = name
         self.free_at = 0.0
         self.busy_s = 0.0  # utilisation: total service time
+        self.rate, self.burst, self.peak = rate, burst, peak
+        self.tokens, self.t_tokens = burst, 0.0
 
     def reserve(self, duration_s: float) -> float:
         """Queue a job now; returns the simulated time it finishes."""
@@ -130,3 +139,32 @@ class Fifo:
         """Queue a job now; the event fires when it finishes."""
         return self.sim.timeout(self.reserve(duration_s) - self.sim.now)
 
+    def bytes_duration(self, nbytes: float, fixed_s: float = 0.0, start: float | None = None) -> float:
+        """Service time of `nbytes` after `fixed_s` of start-up, were it to start at `start` (default:
+        when the resource is next free); the token bucket is not changed."""
+        start = max(self.sim.now, self.free_at) if start is None else start
+        fast = min(nbytes, self._tokens_at(start + fixed_s))
+        return fixed_s + (fast / self.peak if fast else 0.0) + ((nbytes - fast) / self.rate if nbytes > fast else 0.0)
+
+    def reserve_bytes(self, nbytes: float, fixed_s: float = 0.0) -> float:
+        """Queue `nbytes` now (after `fixed_s` of start-up, during which tokens still accrue); returns
+        when the job finishes."""
+        start = max(self.sim.now, self.free_at)
+        tokens = self._tokens_at(start + fixed_s)
+        fast = min(max(0.0, nbytes), tokens)
+        fast_s = fast / self.peak if fast else 0.0
+        d = fixed_s + fast_s + ((nbytes - fast) / self.rate if nbytes > fast else 0.0)
+        # after a partly slow job the bucket is empty (the shaper sent every token as it came)
+        self.tokens = min(self.burst, tokens - fast + fast_s * self.rate) if nbytes <= fast else 0.0
+        self.t_tokens = start + d
+        self.free_at = start + d
+        self.busy_s += d
+        return self.free_at
+
+    def submit_bytes(self, nbytes: float, fixed_s: float = 0.0) -> Event:
+        return self.sim.timeout(self.reserve_bytes(nbytes, fixed_s) - self.sim.now)
+
+    def _tokens_at(self, t: float) -> float:
+        if not self.burst:
+            return 0.0
+        return min(self.burst, self.tokens + max(0.0, t - self.t_tokens) * self.rate)

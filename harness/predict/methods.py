@@ -16,6 +16,7 @@ the key's server NIC, then the server sums (a FIFO per server), then the pull cr
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -58,7 +59,14 @@ class Method:
 # --- shared pieces ---------------------------------------------------------------------------------------
 
 class _PS:
-    """Parameter-server resources for a cluster (one worker node represents all, by symmetry)."""
+    """Parameter-server resources for a cluster.
+
+    Dedicated server hosts (the study's layout): one worker node represents all, by symmetry; its NIC
+    carries its g workers' pushes and pulls, each server's NIC the pushes and pulls of all W workers
+    for its keys. Co-located servers (server s on worker host s mod nodes, as on a testbed with no
+    spare host): the symmetry is gone, so every node's NIC is a resource of its own; the server's
+    host pushes and pulls through loopback (no NIC time) while its NIC carries the other workers'
+    traffic beside its own workers' traffic to the other servers."""
 
     def __init__(self, sim: Sim, cluster: Cluster, server_gbyte_s: float, p2p=None):
         self.sim = sim
@@ -68,30 +76,71 @@ class _PS:
         self.g = cluster.workers_per_node
         self.W = cluster.workers
         self.S = cluster.n_servers
+        self.colocated = cluster.server_hosts == "colocated"
+        self.nodes = cluster.nodes
         self.sum_bw = server_gbyte_s * 1e9
-        self.up, self.down = Fifo(sim, "node-up"), Fifo(sim, "node-down")
-        self.s_up = [Fifo(sim, f"server{s}-up") for s in range(self.S)]
-        self.s_down = [Fifo(sim, f"server{s}-down") for s in range(self.S)]
+        def nic(name):
+            return Fifo(sim, name, self.bw, link.burst_bytes, link.peak_bytes_per_s)
+        if self.colocated:
+            self.n_up = [nic(f"node{n}-up") for n in range(self.nodes)]
+            self.n_down = [nic(f"node{n}-down") for n in range(self.nodes)]
+        else:
+            self.up, self.down = nic("node-up"), nic("node-down")
+            self.s_up = [nic(f"server{s}-up") for s in range(self.S)]
+            self.s_down = [nic(f"server{s}-down") for s in range(self.S)]
         self.s_cpu = [Fifo(sim, f"server{s}-sum") for s in range(self.S)]
 
     def push_pull(self, nbytes: float, server: int) -> tuple[Event, Event]:
         """(sent, done): `sent` fires when this worker's push has left its NIC (where ByteScheduler
         returns credit on PS), `done` when every worker holds the sum of this key. Push: worker NIC
         out + server NIC in; the server sums all W pushes; pull: server NIC out + worker NIC in."""
+        if self.colocated:
+            return self._push_pull_colocated(nbytes, server)
         sim, sent, done = self.sim, Event(self.sim), Event(self.sim)
-        w_share, s_share = self.g * nbytes / self.bw, self.W * nbytes / self.bw
+        w_share, s_share = self.g * nbytes, self.W * nbytes
 
         def pull():
-            end = max(self.s_up[server].reserve(s_share), self.down.reserve(w_share)) + self.lat
+            end = max(self.s_up[server].reserve_bytes(s_share), self.down.reserve_bytes(w_share)) + self.lat
             sim.at(end - sim.now, done.fire)
 
         def add():
             sim.at(self.s_cpu[server].reserve(self.W * nbytes / self.sum_bw) - sim.now, pull)
-        out = self.up.reserve(w_share)
+        out = self.up.reserve_bytes(w_share)
         sim.at(out - sim.now, sent.fire)
-        end = max(out, self.s_down[server].reserve(s_share)) + self.lat
+        end = max(out, self.s_down[server].reserve_bytes(s_share)) + self.lat
         sim.at(end - sim.now, add)
         return sent, done
+
+    def _push_pull_colocated(self, nbytes: float, server: int) -> tuple[Event, Event]:
+        """Every node pushes at once (all workers run the same schedule); `sent` and `done` are the
+        slowest node's, as every rank waits for the slowest."""
+        sim, sent, done = self.sim, Event(self.sim), Event(self.sim)
+        home = server % self.nodes
+        remote = [n for n in range(self.nodes) if n != home]
+        share = self.g * nbytes
+        outs = [self.n_up[n].reserve_bytes(share) for n in remote]
+        inn = self.n_down[home].reserve_bytes(share * len(remote)) if remote else sim.now
+        sim.at(max(outs, default=sim.now) - sim.now, sent.fire)
+        lat = self.lat if remote else 0.0
+
+        def pull():
+            ends = [self.n_down[n].reserve_bytes(share) for n in remote]
+            end = max([self.n_up[home].reserve_bytes(share * len(remote)) if remote else sim.now] + ends) + lat
+            sim.at(end - sim.now, done.fire)
+
+        def add():
+            sim.at(self.s_cpu[server].reserve(self.W * nbytes / self.sum_bw) - sim.now, pull)
+        sim.at(max(outs + [inn]) + lat - sim.now, add)
+        return sent, done
+
+
+def collective_channel(sim: Sim, ab) -> Fifo:
+    """The stream a communicator's collectives run on, one at a time: a job of m message bytes takes
+    alpha + beta * m (bytes under a shaped link's token bucket at the bucket's peak rate instead).
+    Submit with `chan.submit_bytes(m, ab.alpha_s)`."""
+    rate = 1.0 / ab.beta_s_per_byte if ab.beta_s_per_byte > 0 else math.inf
+    peak = 1.0 / ab.beta_peak_s_per_byte if ab.beta_peak_s_per_byte > 0 else math.inf
+    return Fifo(sim, "collectives", rate, ab.burst_bytes, peak)
 
 
 @functools.lru_cache(maxsize=256)
@@ -116,7 +165,7 @@ def _bucketed(c: ComputeModel, cluster: Cluster, buckets: list[list[int]] | None
     sim = Sim()
     n = len(c.numels)
     ab = cluster.allreduce_cost()
-    chan = Fifo(sim, "collectives")
+    chan = collective_channel(sim, ab)
     single = cluster.workers <= 1 and ps is None
     if ps is not None:
         res = _PS(sim, cluster, ps["server_gbyte_s"], p2p)
@@ -139,7 +188,7 @@ def _bucketed(c: ComputeModel, cluster: Cluster, buckets: list[list[int]] | None
                 for k in parts_of[i]:
                     handles.append(res.push_pull(parts[k].numel * ELEM_BYTES, placement[k])[1])
             return
-        handles.append(chan.submit(ab.time_s(sum(c.grad_bytes[i] for i in order[b]))))
+        handles.append(chan.submit_bytes(sum(c.grad_bytes[i] for i in order[b]), ab.alpha_s))
 
     missing = [len(m) for m in order]
     nxt = [0]
@@ -205,6 +254,7 @@ def mgwfbp(c, cluster, knobs, p2p=None) -> Outcome:
     """merge_plan on the profiled backward and this cluster's all-reduce alpha/beta (the scheme
     measures both on its own workers at start-up; knobs override as they do in the scheme)."""
     ab = cluster.allreduce_cost()
+    ab = ab.planning or ab  # what the scheme's own start-up probe fits on this network
     alpha = knobs.get("alpha_s") if knobs.get("alpha_s") is not None else ab.alpha_s
     beta = knobs["beta_s_per_mb"] / MB if knobs.get("beta_s_per_mb") is not None else ab.beta_s_per_byte
     groups = merge_plan(c.backward_deltas(), _ready_sizes(c), alpha, beta)
@@ -251,7 +301,7 @@ def horovod(c, cluster, knobs, p2p=None) -> Outcome:
     buffers of at most the fusion threshold, and enqueues their all-reduces; the optimizer waits."""
     sim = Sim()
     ab = cluster.allreduce_cost()
-    chan = Fifo(sim, "collectives")
+    chan = collective_channel(sim, ab)
     cycle = knobs["cycle_time_ms"] / 1000.0
     threshold = knobs["fusion_threshold_mb"] * MB
     n = len(c.numels)
@@ -272,7 +322,7 @@ def horovod(c, cluster, knobs, p2p=None) -> Outcome:
                     if buf:
                         fused.append(len(buf))
                         if cluster.workers > 1:
-                            handles.append(chan.submit(ab.time_s(size)))
+                            handles.append(chan.submit_bytes(size, ab.alpha_s))
                     buf, size = [], 0
                 if i is not None:
                     buf.append(i)
@@ -298,3 +348,50 @@ def horovod(c, cluster, knobs, p2p=None) -> Outcome:
     sim.run()
     return Outcome(marks["end"] - marks["start"], c.forward_s, c.backward_total_s, marks["opt"] - marks["wait"],
                    c.optimizer_s, {"fused_buffers": len(fused), "cycle_time_ms": knobs["cycle_time_ms"]})
+
+
+# --- the parameter-server link from a push-pull benchmark ------------------------------------------------
+
+def _pushpull_s(cluster: Cluster, link, size: int, part: int, server_gbyte_s: float) -> float:
+    """Simulated time of one `ddlbench commbench --collective pushpull` repetition: `size` bytes as one
+    key (below a partition) or as size // part keys of `part` bytes, all pushed at once, every worker
+    waiting for every pull."""
+    from harness.schemes.planning import assign_servers
+
+    sim = Sim()
+    ps = _PS(sim, cluster, server_gbyte_s, link)
+    keys = [size] if size < part else [part] * (size // part)
+    where = assign_servers(keys, ps.S)
+    done = [ps.push_pull(k, s)[1] for k, s in zip(keys, where)]
+
+    def main():
+        yield done
+    sim.process(main())
+    return sim.run()
+
+
+def ps_link_from_pushpull(times: dict[int, float], small_mean_s: float, cluster: Cluster, part: int,
+                          server_gbyte_s: float, burst_bytes: float = 0.0, peak_gbit_s: float = math.inf):
+    """The point-to-point link that makes the simulated parameter server reproduce a measured push-pull
+    benchmark on `cluster`'s layout (workers, servers, where the servers sit): latency = half the mean
+    small-message push-pull (a push and a pull), rate from the slope between the two largest sizes
+    (the simulator's slope at a trial rate, scaled: transfer time is linear in 1 / rate). Like
+    link_from_allreduce inverts the ring model, this inverts the PS model, so whatever the real
+    transport adds per byte (both directions sharing one connection, the server's receive threads)
+    is carried into the prediction. times: size -> median seconds (sizes past the token bucket)."""
+    from harness.predict.network import Link
+
+    big = sorted(s for s in times if s >= 2 * part)[-2:]
+    if len(big) < 2:
+        raise ValueError("need two push-pull sizes of at least two partitions")
+    lat = small_mean_s / 2
+    trial = Link("trial", 1.0, lat)
+    sim_slope = (_pushpull_s(cluster, trial, big[1], part, server_gbyte_s)
+                 - _pushpull_s(cluster, trial, big[0], part, server_gbyte_s)) / (big[1] - big[0])
+    measured_slope = (times[big[1]] - times[big[0]]) / (big[1] - big[0])
+    if measured_slope <= 0:
+        raise ValueError("push-pull times do not grow with the size")
+    rate = sim_slope / measured_slope
+    return Link("commbench-pushpull", rate, lat,
+                f"fitted to push-pull times on {cluster.nodes} hosts x {cluster.workers_per_node}, "
+                f"{cluster.n_servers} server(s) {cluster.server_hosts}", burst_bytes, max(peak_gbit_s, rate))

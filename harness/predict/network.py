@@ -40,10 +40,19 @@ class Link:
     """One-way small-message latency through the software stack in use, seconds."""
     source: str = ""
     """Where the numbers come from."""
+    burst_bytes: float = 0.0
+    """Token-bucket shaping (Linux tbf, the emulated testbed): payload bytes saved up while the link
+    idles, which then pass at `peak_gbit_s` instead of the rate. 0 = a plain link."""
+    peak_gbit_s: float = math.inf
+    """Rate of the bytes covered by the bucket (the unshaped path underneath), Gbit/s."""
 
     @property
     def bytes_per_s(self) -> float:
         return self.rate_gbit_s * 1e9 / 8.0
+
+    @property
+    def peak_bytes_per_s(self) -> float:
+        return self.peak_gbit_s * 1e9 / 8.0
 
     def time_s(self, nbytes: float) -> float:
         return self.latency_s + nbytes / self.bytes_per_s
@@ -90,6 +99,15 @@ class AlphaBeta:
     """Start-up time of one collective, seconds."""
     beta_s_per_byte: float
     """Time per byte, seconds."""
+    burst_bytes: float = 0.0
+    """Message bytes a shaped link's token bucket lets through at `beta_peak_s_per_byte` after idling
+    (the link bucket divided by the bytes each link carries per message byte); 0 = none."""
+    beta_peak_s_per_byte: float = 0.0
+    """Time per message byte while the bucket lasts."""
+    planning: "AlphaBeta | None" = None
+    """What mgwfbp's start-up probe would fit here (a least-squares line over 4 KB..16 MB), when that
+    differs from the cost itself (a shaped link: the bucket pulls the fitted alpha to ~0); the
+    simulated mgwfbp plans with it, as the real scheme does. None = this alpha/beta."""
 
     def time_s(self, nbytes: float) -> float:
         return self.alpha_s + self.beta_s_per_byte * nbytes
@@ -109,7 +127,10 @@ class Cluster:
     intra: Link
     """Link between workers inside a host."""
     servers: int = 0
-    """Parameter servers, each on its own host with the `inter` NIC (0 = one per worker node)."""
+    """Parameter servers (0 = one per worker node)."""
+    server_hosts: str = "dedicated"
+    """dedicated: each server on a host of its own with the `inter` NIC (the study's layout);
+    colocated: server s on worker host s mod nodes, sharing its NIC (a testbed with no spare host)."""
     allreduce: str = "ring"
     """ring | hierarchical (see the module docstring)."""
     measured: dict | None = None
@@ -124,6 +145,16 @@ class Cluster:
         return self.servers or self.nodes
 
     def allreduce_cost(self) -> AlphaBeta:
+        """alpha/beta of one all-reduce; on a token-bucket shaped `inter` link (n > 1 nodes), with the
+        bucket in message bytes: a ring moves 2(N-1)/N bytes over every link per message byte."""
+        ab = self._allreduce_cost()
+        if self.nodes > 1 and self.inter.burst_bytes and ab.beta_s_per_byte:
+            per_byte = 2 * (self.workers - 1) / self.workers
+            ab = replace(ab, burst_bytes=self.inter.burst_bytes / per_byte,
+                         beta_peak_s_per_byte=per_byte / self.inter.peak_bytes_per_s)
+        return ab
+
+    def _allreduce_cost(self) -> AlphaBeta:
         n, g, N = self.nodes, self.workers_per_node, self.workers
         if N <= 1:
             return ZERO
@@ -205,16 +236,104 @@ def read_commbench(paths) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def links_from_commbench(paths) -> tuple[Link, Link | None, dict[int, AlphaBeta]]:
+MGWFBP_PROBE_SIZES = [1 << k for k in range(12, 25, 2)]
+"""The sizes mgwfbp's start-up probe all-reduces (harness.schemes.mgwfbp), 4 KiB .. 16 MiB."""
+SMALL_MESSAGE_BYTES = 64 * 1024
+"""Messages up to this size are start-up dominated: their mean time is a shaped link's alpha."""
+
+
+def fit_shaped(df: pd.DataFrame, burst_bytes: float) -> dict[int, tuple[AlphaBeta, float]]:
+    """All-reduce alpha/beta on a token-bucket shaped network (the emulated testbed's tbf), by worker
+    count, with the peak rate seen inside the bucket: workers -> (AlphaBeta, peak Gbit/s per link).
+
+    A plain least-squares line is wrong there: messages that fit in the bucket pass at the unshaped
+    speed, so small sizes pull alpha to zero. Instead
+    - beta: least squares over sizes >= 4 x the bucket (the bucket drained, the link at its rate);
+    - alpha: the *mean* time of messages <= 64 KiB (all inside the bucket). The mean, not the median:
+      shaped small messages now and then wait for the shaper's next timer tick (a few ms at HZ=250),
+      and an iteration of many small all-reduces pays the mean;
+    - peak: per link, 2(N-1)/N x size over the time the largest size <= a quarter of the bucket takes
+      beyond the smallest size (fastest repetitions of each: the unshaped speed, start-up removed)."""
+    out: dict[int, tuple[AlphaBeta, float]] = {}
+    ar = df[df["collective"].astype(str).str.lower().isin(ALLREDUCE_NAMES)]
+    for workers, g in ar.groupby("workers"):
+        n = int(workers)
+        large = g[g["size_bytes"] >= 4 * burst_bytes].groupby("size_bytes")["time_s"].median()
+        small = g[g["size_bytes"] <= SMALL_MESSAGE_BYTES]
+        if len(large) < 2 or small.empty:
+            raise UserError(f"commbench rows at {n} workers do not span the token bucket ({burst_bytes:.0f} "
+                            f"bytes): measure sizes from 4K to at least {_size_text(8 * burst_bytes)} "
+                            f"(`ddlbench commbench --testbed --min-size 4K --max-size 32M`)")
+        _, beta = fit_alpha_beta(large.index.astype(float).tolist(), large.astype(float).tolist())
+        alpha = float(small["time_s"].mean())
+        probe = g[g["size_bytes"].isin(MGWFBP_PROBE_SIZES)].groupby("size_bytes")["time_s"].median()
+        planning = AlphaBeta(*fit_alpha_beta(probe.index.astype(float).tolist(), probe.astype(float).tolist())) \
+            if len(probe) >= 2 else None
+        inside = g[g["size_bytes"] <= burst_bytes / 4].groupby("size_bytes")["time_s"].min()
+        per_byte = 2 * (n - 1) / n if n > 1 else 1.0
+        extra_s = float(inside.iloc[-1] - inside.iloc[0]) if len(inside) > 1 else 0.0
+        peak = (per_byte * float(inside.index[-1] - inside.index[0]) * 8 / extra_s / 1e9) if extra_s > 0 else math.inf
+        out[n] = (AlphaBeta(alpha, beta, planning=planning), peak)
+    if not out:
+        raise UserError("commbench table has no all-reduce rows: run `ddlbench commbench --testbed`")
+    return out
+
+
+def _size_text(nbytes: float) -> str:
+    return f"{nbytes / 2**20:.0f}M"
+
+
+def links_from_commbench(paths, burst_bytes: float = 0.0, ps_layout: "Cluster | None" = None,
+                         server_gbyte_s: float = 10.0) -> tuple[Link, Link | None, dict[int, AlphaBeta]]:
     """(all-reduce link, point-to-point link or None, measured all-reduce fits by worker count).
     The all-reduce link is inverted at the largest measured worker count; the fits themselves are
-    used as they are at the worker counts they were measured at. Push-pull rows are not used: their
-    time mixes both NIC directions, the server's summation and partition pipelining, which the
-    simulator models itself (give point-to-point rows, e.g. from harness.predict.loopback_probe)."""
-    fits = fit_commbench(read_commbench(paths))
+    used as they are at the worker counts they were measured at. Point-to-point rows (e.g. from
+    harness.predict.loopback_probe) give the parameter-server link directly; push-pull rows only with
+    `ps_layout`, because their time mixes both NIC directions, the server's summation and partition
+    pipelining, which the simulator has to replay on the layout they were measured on.
+
+    burst_bytes > 0: the network is shaped by token buckets of that size (`ddlbench testbed`'s tbf;
+    give the payload bytes): fitted by `fit_shaped`, and the link carries the bucket so that the
+    simulator lets each idle link send that much at the peak rate.
+
+    ps_layout: where workers and servers sit when the push-pull rows were measured (a Cluster; its
+    links are ignored): push-pull rows at its worker count then give the parameter-server link, by
+    inverting the simulator (methods.ps_link_from_pushpull)."""
+    df = read_commbench(paths)
+    if burst_bytes:
+        shaped = fit_shaped(df, burst_bytes)
+        w = max(shaped)
+        fit, peak = shaped[w]
+        link = link_from_allreduce(fit, w, "commbench")
+        link = replace(link, burst_bytes=burst_bytes, peak_gbit_s=max(peak, link.rate_gbit_s),
+                       source=f"fitted from shaped all-reduce times at {w} workers (alpha: mean of small "
+                              f"messages; beta: sizes past the {burst_bytes:.0f}-byte bucket)")
+        return link, _ps_link(df, ps_layout, server_gbyte_s, link), {n: ab for n, (ab, _) in shaped.items()}
+    fits = fit_commbench(df)
     ar = fits["allreduce"]
     w = max(ar)
     link = link_from_allreduce(ar[w], w, "commbench")
     p2p = fits.get("p2p")
-    p2p_link = link_from_p2p(p2p[max(p2p)], "commbench-p2p") if p2p else None
+    p2p_link = link_from_p2p(p2p[max(p2p)], "commbench-p2p") if p2p else _ps_link(df, ps_layout, server_gbyte_s, link)
     return link, p2p_link, ar
+
+
+def _ps_link(df: pd.DataFrame, layout: "Cluster | None", server_gbyte_s: float, link: Link) -> Link | None:
+    """The parameter-server link fitted to the push-pull rows at the layout's worker count (None
+    without a layout or such rows). Carries `link`'s token bucket."""
+    if layout is None:
+        return None
+    from harness.commbench import PART
+    from harness.predict.methods import ps_link_from_pushpull
+
+    pp = df[(df["collective"] == "pushpull") & (df["workers"] == layout.workers)]
+    small = pp[pp["size_bytes"] <= SMALL_MESSAGE_BYTES]
+    if pp.empty or small.empty:
+        return None
+    times = pp.groupby("size_bytes")["time_s"].median().to_dict()
+    try:
+        return ps_link_from_pushpull(times, float(small["time_s"].mean()), layout, PART, server_gbyte_s,
+                                     link.burst_bytes, link.peak_gbit_s)
+    except ValueError as e:
+        raise UserError(f"cannot fit the parameter-server link to the push-pull rows: {e}; measure "
+                        f"`ddlbench commbench --collective pushpull` up to 32M") from None

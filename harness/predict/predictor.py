@@ -102,15 +102,17 @@ class Network:
 
 def predict_rows(models: list[ComputeModel], networks: list[Network], nodes: list[int],
                  workers_per_node: int | list[int], methods: list[str], servers: int = 0, allreduce: str = "ring",
-                 knobs: dict | None = None, run_id: str = "predicted") -> pd.DataFrame:
+                 knobs: dict | None = None, run_id: str = "predicted",
+                 server_hosts: str = "dedicated") -> pd.DataFrame:
     """One summary-shaped row per (workload, network, nodes, workers per node, method).
-    knobs: method -> {knob: value}."""
+    knobs: method -> {knob: value}. server_hosts: dedicated | colocated (see Cluster)."""
     per_node = [workers_per_node] if isinstance(workers_per_node, int) else list(workers_per_node)
     rows = []
     for c in models:
         x1 = c.batch / c.iteration_s
         for net, n, g in ((net, n, g) for net in networks for n in nodes for g in per_node):
-            cluster = Cluster(n, g, net.inter, net.intra, servers, allreduce, net.measured)
+            cluster = Cluster(n, g, net.inter, net.intra, servers, server_hosts=server_hosts, allreduce=allreduce,
+                              measured=net.measured)
             comm_only = {}
             for name in methods:
                 mk = (knobs or {}).get(name)

@@ -26,6 +26,7 @@ from harness.schema import SCHEMA_VERSION
 
 PROFILE_COLUMNS = [
     "schema_version", "source", "workload", "sample_unit", "device", "threads", "batch", "seq_len", "iters",
+    "concurrent",         # copies of the same training loop running at once while measuring (1 = alone)
     "layer", "layer_index", "forward_order", "param_name", "param_index", "ready_order", "numel", "grad_bytes",
     "forward_s",          # the owning layer's forward time, shared equally by the layer's tensors
     "ready_s",            # gradient ready, seconds after the start of backward (median)
@@ -100,9 +101,10 @@ def _forward_order(events: list[tuple[float, int]], n_layers: int) -> list[int]:
     return order
 
 
-def time_iterations(model, spec, data, params, own, iters: int, warmup: int, device: torch.device):
-    """Run warmup + iters training iterations; median forward seconds per owner, ready seconds per
-    tensor, backward and optimizer seconds, and the owners' forward order."""
+def time_iterations(model, spec, data, params, own, iters: int, warmup: int, device: torch.device,
+                    reduce: str = "median"):
+    """Run warmup + iters training iterations; median (or mean) forward seconds per owner, ready seconds
+    per tensor, backward and optimizer seconds, and the owners' forward order."""
     from harness.worker import make_optimizer
 
     opt = make_optimizer(params)
@@ -142,9 +144,10 @@ def time_iterations(model, spec, data, params, own, iters: int, warmup: int, dev
                 order = _forward_order(events, len(own))
     finally:
         hooks.remove()
-    med = lambda runs: [statistics.median(r[k] for r in runs) for k in range(len(runs[0]))]  # noqa: E731
+    stat = statistics.mean if reduce == "mean" else statistics.median
+    med = lambda runs: [stat(r[k] for r in runs) for k in range(len(runs[0]))]  # noqa: E731
     return {"layer_forward_s": med(fwd_runs), "ready_s": med(ready_runs), "backward_total_s":
-            statistics.median(bwd_runs), "optimizer_s": statistics.median(opt_runs), "forward_order": order}
+            stat(bwd_runs), "optimizer_s": stat(opt_runs), "forward_order": order}
 
 
 class _ChargingCounter(FlopCounterMode):
@@ -256,7 +259,7 @@ def count_costs(spec, batch: int, seq_len, device="meta"):
 
 
 def build_table(spec, batch, seq_len, counts: dict, timing: dict | None, device: str, threads: int,
-                iters: int) -> pd.DataFrame:
+                iters: int, concurrent: int = 1) -> pd.DataFrame:
     """The tidy profile table (PROFILE_COLUMNS), one row per parameter tensor in parameter order."""
     params, own = counts["params"], counts["owners"]
     layer_of = {}
@@ -288,7 +291,7 @@ def build_table(spec, batch, seq_len, counts: dict, timing: dict | None, device:
             "schema_version": SCHEMA_VERSION, "source": "measured" if timing else "counted",
             "workload": spec.name, "sample_unit": spec.sample_unit, "device": device, "threads": threads,
             "batch": batch, "seq_len": seq_len, "iters": iters if timing else 0,
-            "layer": own[j][0], "layer_index": j, "forward_order": fwd_order[j],
+            "concurrent": concurrent if timing else 0, "layer": own[j][0], "layer_index": j, "forward_order": fwd_order[j],
             "param_name": counts["names"][i], "param_index": i, "ready_order": ready_rank[i],
             "numel": p.numel(), "grad_bytes": p.numel() * elem,
             "forward_s": timing["layer_forward_s"][j] / share if timing else nan,
@@ -304,10 +307,67 @@ def build_table(spec, batch, seq_len, counts: dict, timing: dict | None, device:
     return pd.DataFrame(rows, columns=PROFILE_COLUMNS)
 
 
-def measure_profile(workload: str, batch: int | None = None, seq_len: int | None = None, iters: int = 5,
-                    warmup: int = 2, threads: int = 1, device: str = "cpu", seed: int = 0) -> pd.DataFrame:
-    """Measure one worker's per-layer profile on this device (single process)."""
+def _load_loop(workload: str, batch: int, seq_len, threads: int, device: str, stop, started) -> None:
+    """A training loop with nothing measured: the load of one more worker computing beside the one
+    being profiled (`concurrent` > 1). Runs until `stop` is set."""
+    from harness.worker import make_optimizer
     from workloads import WORKLOADS
+
+    spec = WORKLOADS.get(workload)
+    dev = torch.device(device)
+    if dev.type == "cpu":
+        torch.set_num_threads(threads)
+    torch.manual_seed(1)
+    model = spec.build().to(dev)
+    model.train()
+    opt = make_optimizer([p for p in model.parameters() if p.requires_grad])
+    data = spec.make_batch(batch, seq_len=seq_len, device=dev, seed=1001)
+    first = True
+    while not stop.is_set():
+        opt.zero_grad(set_to_none=True)
+        spec.loss(model, data).backward()
+        opt.step()
+        if first:
+            started.release()
+            first = False
+
+
+def measure_profile(workload: str, batch: int | None = None, seq_len: int | None = None, iters: int = 5,
+                    warmup: int = 2, threads: int = 1, device: str = "cpu", seed: int = 0,
+                    concurrent: int = 1, reduce: str = "median") -> pd.DataFrame:
+    """Measure one worker's per-layer profile on this device (medians over the iterations).
+
+    concurrent > 1: as many workers share the machine (emulated hosts on one box, several workers per
+    CPU node), so concurrent - 1 copies of the same training loop run beside the measured one, every one
+    of them past its first iteration before the measurement starts. Times are then means: with more
+    copies than cores the scheduler preempts, some iterations run whole and others lose a time slice,
+    and the median would hide the share of the CPU the copy actually gets."""
+    import multiprocessing as mp
+
+    from workloads import WORKLOADS
+
+    if concurrent > 1:
+        spec = WORKLOADS.get(workload)
+        ctx = mp.get_context("spawn")
+        stop, started = ctx.Event(), ctx.Semaphore(0)
+        loads = [ctx.Process(target=_load_loop, daemon=True,
+                             args=(workload, batch or spec.batch, seq_len if seq_len is not None else spec.seq_len,
+                                   threads, device, stop, started)) for _ in range(concurrent - 1)]
+        for p in loads:
+            p.start()
+        try:
+            for _ in loads:
+                if not started.acquire(timeout=600):
+                    raise RuntimeError("a load copy did not finish its first iteration in 600 s")
+            df = measure_profile(workload, batch, seq_len, iters, warmup, threads, device, seed, reduce="mean")
+        finally:
+            stop.set()
+            for p in loads:
+                p.join(timeout=30)
+                if p.is_alive():
+                    p.kill()
+        df["concurrent"] = concurrent
+        return df
 
     spec = WORKLOADS.get(workload)
     batch = batch or spec.batch
@@ -321,7 +381,7 @@ def measure_profile(workload: str, batch: int | None = None, seq_len: int | None
     params = [p for p in model.parameters() if p.requires_grad]
     own = owners(model, params)
     data = spec.make_batch(batch, seq_len=seq_len, device=dev, seed=seed + 1000)
-    timing = time_iterations(model, spec, data, params, own, iters, warmup, dev)
+    timing = time_iterations(model, spec, data, params, own, iters, warmup, dev, reduce)
     counts = count_costs(spec, batch, seq_len)
     if len(counts["params"]) != len(params):
         raise RuntimeError("the meta copy of the model has a different parameter list")

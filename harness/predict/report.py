@@ -83,9 +83,10 @@ def predicted_vs_measured(v: pd.DataFrame, path: Path, title: str = "") -> Path:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 5))
+    markers = dict(zip(sorted(v["workers"].unique()), "osD^v<>p*h"))
     for k, (wl, g) in enumerate(v.groupby("workload")):
-        for workers, marker in ((1, "o"), (2, "s")):
-            sub = g[g["workers"] == workers]
+        for workers, sub in g.groupby("workers"):
+            marker = markers.get(workers, "x")
             ax.scatter(sub["measured_iter_s"] * 1000, sub["predicted_iter_s"] * 1000, marker=marker,
                        color=f"C{k}", label=f"{wl}, {workers} worker(s)")
     lo = min(v["measured_iter_s"].min(), v["predicted_iter_s"].min()) * 1000 * 0.8

@@ -17,9 +17,12 @@ def validate(predicted: pd.DataFrame, measured: pd.DataFrame, keys: list[str] | 
     absolute percentage error |p - m| / m * 100, and the same for throughput. The median APE over
     the cells is in `.attrs["median_ape_pct"]` (NaN when no cell matches)."""
     keys = list(keys or KEYS)
+    if ("network" not in keys and "network" in predicted and "network" in measured
+            and set(predicted["network"]) & set(measured["network"])):
+        keys.append("network")  # same labels on both sides: a cell is predicted for its own network
     m = measured[(measured.get("status", "ok") == "ok")] if "status" in measured else measured
     m = m[m.get("source", "measured") != "predicted"] if "source" in m else m
-    cols = keys + ["iter_s_median", "throughput_median", "network"]
+    cols = list(dict.fromkeys(keys + ["iter_s_median", "throughput_median", "network"]))
     p = predicted[[c for c in cols if c in predicted.columns]].copy()
     mm = m[[c for c in cols if c in m.columns]].copy()
     for df in (p, mm):  # NaN keys (images have no seq_len) must still match each other
@@ -43,10 +46,13 @@ def validate(predicted: pd.DataFrame, measured: pd.DataFrame, keys: list[str] | 
 
 def format_validation(v: pd.DataFrame) -> str:
     """A Markdown table of the per-cell errors, the median APE last."""
-    lines = ["| workload | method | workers | predicted ms | measured ms | APE % | signed % |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    net = "network" in v.columns
+    lines = ["| workload | method | workers |" + (" network |" if net else "")
+             + " predicted ms | measured ms | APE % | signed % |",
+             "|---|---|---:|" + ("---|" if net else "") + "---:|---:|---:|---:|"]
     for r in v.itertuples():
-        lines.append(f"| {r.workload} | {r.scheme} | {r.workers} | {r.predicted_iter_s * 1000:.1f} | "
-                     f"{r.measured_iter_s * 1000:.1f} | {r.ape_pct:.1f} | {r.signed_error_pct:+.1f} |")
+        lines.append(f"| {r.workload} | {r.scheme} | {r.workers} |" + (f" {r.network} |" if net else "")
+                     + f" {r.predicted_iter_s * 1000:.1f} | {r.measured_iter_s * 1000:.1f} | {r.ape_pct:.1f} | "
+                       f"{r.signed_error_pct:+.1f} |")
     lines.append(f"\nmedian APE over {len(v)} cells: {v.attrs.get('median_ape_pct', math.nan):.1f} %")
     return "\n".join(lines)

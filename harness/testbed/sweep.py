@@ -215,3 +215,17 @@ def on_testbed(cell: CellSpec, policy: str = "round-robin") -> tuple[CellSpec, T
     cell = cell.with_(nodes=pl.nodes_for(cell.workers, len(s.hosts)), network=label,
                       network_rate_mbit=s.rate_mbit)
     return cell, TestbedLauncher(len(s.hosts), policy, reconfigure=False)
+
+
+def testbed_placement_for(workers: int, servers: int = 0, policy: str = "round-robin") -> tuple[str, Placement]:
+    """(network label, Placement) for a program that is not a benchmark cell (`ddlbench commbench
+    --testbed`): `workers` ranks and `servers` parameter servers placed on the testbed that is up by
+    the same rules as a cell's."""
+    netns.check_system()
+    s = netns.status()
+    if s is None:
+        raise UserError("--testbed needs a testbed that is up, and none is: start one with "
+                        "`ddlbench testbed up --hosts 2 --rate 500mbit`")
+    cell = CellSpec(workload="-", scheme="commbench", workers=workers, servers=servers,
+                    nodes=pl.nodes_for(workers, len(s.hosts)))
+    return rate_label(s.rate_mbit), pl.testbed_placement(cell, s, policy)

@@ -57,15 +57,16 @@ def write_environment(run_dir: Path, run_id: str, device: str, extra: dict | Non
 def run_cells(cells: list[CellSpec], run_dir: Path, run_id: str, *, resume: bool = False,
               placement_for: Callable[[CellSpec], Placement | None] | None = None,
               progress: bool = True, env_extra: dict | None = None,
-              launcher: Callable | None = None) -> list[dict]:
-    """Run cells in order with a progress bar; skip those already recorded when resuming.
+              launcher: Callable | None = None, retry_failed: bool = False) -> list[dict]:
+    """Run cells in order with a progress bar; skip those already recorded when resuming (except
+    the failed ones with `retry_failed`: their rows are replaced, measured cells are never touched).
 
     `launcher(cell, cell_dir, placement) -> result.json path` defaults to the local spawner
     (harness.launch.local.launch_cell); Slurm and the testbed pass their own."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    done = store.finished_cells(run_dir) if resume else set()
+    done = store.finished_cells(run_dir, include_failed=not retry_failed) if resume else set()
     if not (run_dir / "environment.parquet").exists() or not resume:
         write_environment(run_dir, run_id, cells[0].device if cells else "cpu", env_extra)
     todo = [c for c in cells if c.cell_id not in done]

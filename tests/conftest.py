@@ -25,3 +25,34 @@ def require(condition: bool, reason: str) -> None:
 @pytest.fixture
 def run_dir(tmp_path) -> Path:
     return tmp_path / "run"
+
+
+ROOT_REASON = ("needs root: the emulated testbed creates network namespaces and tc qdiscs, the local Slurm "
+               "installs packages and starts daemons; run these tests as root")
+
+
+@pytest.fixture(autouse=True)
+def _root_or_loud_skip(request):
+    """Tests marked `root`: skipped loudly when not root, a failure under CI (CI=true)."""
+    if request.node.get_closest_marker("root") is None or os.geteuid() == 0:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {ROOT_REASON}")
+    print(f"\nSKIPPED (not root): {ROOT_REASON}", file=sys.stderr)
+    pytest.skip(ROOT_REASON)
+
+
+@pytest.fixture(scope="module")
+def clean_machine():
+    """Start from, and leave, a machine without any testbed (the testbed is one per machine)."""
+    from harness.testbed import netns
+
+    holder = netns.lease_holder() if os.geteuid() == 0 else None
+    if holder:
+        pytest.fail(f"the emulated testbed is in use by {holder}: these tests would reshape it under that run; "
+                    f"run them when it has finished")
+    if os.geteuid() == 0:
+        netns.down()
+    yield
+    if os.geteuid() == 0:
+        netns.down()

@@ -120,3 +120,14 @@ def test_run_two_workers_through_cli(tmp_path):
     assert (raw["iter_s"] > 0).all()
     shown = invoke("show", str(out))
     assert shown.exit_code == 0 and "wfbp-a2a" in shown.output
+    assert "network" not in shown.output  # loopback only: no column for it
+
+
+def test_show_names_the_network_of_each_cell():
+    from pathlib import Path
+
+    testbed_run = Path(__file__).resolve().parents[1] / "reports/study-prediction/testbed/inputs/sweep-2host"
+    shown = invoke("show", str(testbed_run))
+    assert shown.exit_code == 0, shown.output
+    assert "network" in shown.output
+    assert shown.output.count("emulated-200mbit") == shown.output.count("emulated-1gbit") == 18

@@ -1,6 +1,6 @@
 """Faults end cells, not sweeps (DESIGN sections 4 and 8): a crashed, hung or killed rank fails its
 cell within the cell's timeout, the reason and log tail are recorded, earlier rows survive, and
-`--resume` runs only what is missing."""
+`--resume` runs only what is missing (`--retry-failed`: and the failed cells)."""
 
 from __future__ import annotations
 
@@ -116,3 +116,33 @@ def test_interrupted_sweep_resumes_only_missing_cells(tmp_path):
         assert (store.cell_dir(run, c) / "summary.parquet").stat().st_mtime_ns == t
     s = pd.read_parquet(run / "summary.parquet")
     assert (s["status"] == "ok").all() and len(s) == 3
+
+
+def test_retry_failed_reruns_only_the_failed_cells(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from harness.cli import cli
+
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("name: retry\nworkloads: [resnet50-tiny]\nschemes: [bsp-a2a]\nworkers: [2]\nwarmup: 1\n"
+                     "iters: 3\ndevice: cpu\ntimeout_s: 120\n")
+    run = tmp_path / "run"
+    argv = ["sweep", str(sweep), "--output", str(run), "--no-progress"]
+    monkeypatch.setenv("DDLBENCH_FAULT", "crash:1:2")  # rank 1 of the 2-worker cell; the baseline has no rank 1
+    assert CliRunner().invoke(cli, argv).exit_code == 0
+    s = pd.read_parquet(run / "summary.parquet").set_index("scheme")
+    assert s.loc["bsp-a2a", "status"] == "failed" and s.loc["local", "status"] == "ok"
+    local_part = store.cell_dir(run, s.loc["local", "cell_id"]) / "summary.parquet"
+    stamp = local_part.stat().st_mtime_ns
+    monkeypatch.delenv("DDLBENCH_FAULT")
+
+    res = CliRunner().invoke(cli, ["sweep", str(sweep), "--retry-failed", "--no-progress"])
+    assert res.exit_code == 2 and "--resume" in res.output
+    assert CliRunner().invoke(cli, argv + ["--resume"]).exit_code == 0  # plain resume: a failure is a result
+    assert pd.read_parquet(run / "summary.parquet").set_index("scheme").loc["bsp-a2a", "status"] == "failed"
+
+    res = CliRunner().invoke(cli, argv + ["--resume", "--retry-failed"])
+    assert res.exit_code == 0, res.output
+    s = pd.read_parquet(run / "summary.parquet").set_index("scheme")
+    assert (s["status"] == "ok").all() and len(s) == 2
+    assert local_part.stat().st_mtime_ns == stamp  # the measured cell was not run again

@@ -242,6 +242,12 @@ def test_from_environ_routes_slurm_tasks_here():
     assert (e.source, e.rank, e.world_size) == ("slurm", 1, 2)
 
 
+def test_from_environ_takes_the_host_count_from_the_launcher():
+    base = {"RANK": "2", "WORLD_SIZE": "3", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}
+    assert from_environ(base).nodes == 1  # no launcher word: world // local_world, as before
+    assert from_environ({**base, "GROUP_WORLD_SIZE": "2"}).nodes == 2  # 3 workers on 2 hosts (torchrun, testbed)
+
+
 def test_port_for_job():
     assert port_for_job(None) == 29500
     assert port_for_job("4242") == port_for_job(4242) == 24242

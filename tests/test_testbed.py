@@ -20,29 +20,6 @@ from click.testing import CliRunner
 from harness.errors import UserError
 from harness.testbed import measure, netns, state
 
-ROOT_REASON = ("needs root: network namespaces and tc qdiscs require CAP_NET_ADMIN/CAP_SYS_ADMIN; "
-               "run `pytest tests/test_testbed.py` as root")
-
-
-@pytest.fixture(autouse=True)
-def _root_or_loud_skip(request):
-    if request.node.get_closest_marker("root") is None or os.geteuid() == 0:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {ROOT_REASON}")
-    print(f"\nSKIPPED (not root): {ROOT_REASON}", file=sys.stderr)
-    pytest.skip(ROOT_REASON)
-
-
-@pytest.fixture(scope="module")
-def clean_machine():
-    """Start from, and leave, a machine without any testbed."""
-    if os.geteuid() == 0:
-        netns.down()
-    yield
-    if os.geteuid() == 0:
-        netns.down()
-
 
 def _ours_left() -> list[str]:
     """Every ddlb-* namespace or root-namespace link still present."""
@@ -180,3 +157,30 @@ def test_cli_up_status_refuse_down(clean_machine):
     r = cli.invoke(command, ["status"])
     assert r.exit_code == 0 and "no testbed is up" in r.output
     assert _ours_left() == []
+
+
+@pytest.mark.root
+def test_a_testbed_in_use_is_not_reshaped_or_taken_by_another_run(clean_machine):
+    from harness.cli import cli
+
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom harness.testbed import netns\n"
+                               "with netns.lease('a colleague sweep'):\n    print('held', flush=True)\n"
+                               "    time.sleep(60)\n"], stdout=subprocess.PIPE, text=True,
+                              cwd=os.path.dirname(os.path.dirname(__file__)))
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert netns.lease_holder() == f"pid {holder.pid} (a colleague sweep)"
+        for argv in (["testbed", "up", "--hosts", "2", "--rate", "500mbit"], ["testbed", "down"]):
+            r = CliRunner().invoke(cli, argv)
+            assert r.exit_code == 2 and f"pid {holder.pid} (a colleague sweep)" in r.output, r.output
+            assert len(r.output.strip().splitlines()) == 1
+        with pytest.raises(UserError, match="in use by pid"):
+            with netns.lease("a second sweep"):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    assert netns.lease_holder() is None  # a dead holder's lock is gone with it
+    with netns.lease("mine"):
+        with netns.lease("nested in the same process"):
+            assert netns.lease_holder() is None

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -31,28 +30,6 @@ from harness.testbed.sweep import on_testbed, parse_testbed, rate_label, run_on_
 METHODS = ["ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a",
            "bsp-ps", "wfbp-ps", "bytescheduler-ps"]
 TINY = dict(warmup=1, iters=3, batch=2, timeout_s=240)  # every cell: seconds of work, bounded if it hangs
-ROOT_REASON = ("needs root: the testbed creates network namespaces and tc qdiscs (CAP_NET_ADMIN/"
-               "CAP_SYS_ADMIN); run `pytest tests/test_testbed_runs.py` as root")
-
-
-@pytest.fixture(autouse=True)
-def _root_or_loud_skip(request):
-    if request.node.get_closest_marker("root") is None or os.geteuid() == 0:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {ROOT_REASON}")
-    print(f"\nSKIPPED (not root): {ROOT_REASON}", file=sys.stderr)
-    pytest.skip(ROOT_REASON)
-
-
-@pytest.fixture(scope="module")
-def clean_machine():
-    """Start from, and leave, a machine without any testbed."""
-    if os.geteuid() == 0:
-        netns.down()
-    yield
-    if os.geteuid() == 0:
-        netns.down()
 
 
 def _summary(run_dir) -> pd.DataFrame:

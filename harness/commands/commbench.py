@@ -3,6 +3,8 @@ alpha-beta fit, as tidy rows in <run>/commbench.parquet."""
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 from pathlib import Path
 
@@ -83,12 +85,17 @@ def command(workers, collective, min_size, max_size, reps, warmup, servers, time
     """Measure all-reduce or push-pull over message sizes; fit alpha and beta."""
     from harness.results.store import load_run
 
-    network, placement = "loopback", None
+    network, placement, held = "loopback", None, contextlib.nullcontext()
     if testbed:
-        from harness.testbed.sweep import testbed_placement_for
+        from harness.testbed import netns
 
-        network, placement = testbed_placement_for(workers, max(1, servers) if collective == "pushpull" else 0)
-    run_dir = run_commbench(workers, collective, min_size, max_size, reps, warmup, servers, output,
-                            timeout_s, device, network, placement)
+        held = netns.lease(f"ddlbench commbench --testbed --collective {collective}")
+    with held:
+        if testbed:
+            from harness.testbed.sweep import testbed_placement_for
+
+            network, placement = testbed_placement_for(workers, max(1, servers) if collective == "pushpull" else 0)
+        run_dir = run_commbench(workers, collective, min_size, max_size, reps, warmup, servers, output,
+                                timeout_s, device, network, placement)
     click.echo(format_table(load_run(run_dir).commbench))
     click.echo(f"results: {run_dir}")

@@ -3,6 +3,8 @@ srun) it is itself one of the workers and rank 0 writes the tables."""
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 from pathlib import Path
 
@@ -99,12 +101,16 @@ def command(workload, scheme, backend, workers, servers, batch, seq_len, warmup,
             raise UserError("under torchrun/srun every rank must agree on the run directory: pass --output")
         run_under_launcher(cell, output)
         return
-    launcher = None
+    launcher, held = None, contextlib.nullcontext()
     if testbed:
+        from harness.testbed import netns
         from harness.testbed.sweep import on_testbed
 
-        cell, launcher = on_testbed(cell)
-    run_dir = run_cell(cell, output, baseline, launcher)
+        held = netns.lease(f"ddlbench run {cell.workload} {cell.scheme} --testbed")
+    with held:
+        if testbed:
+            cell, launcher = on_testbed(cell)
+        run_dir = run_cell(cell, output, baseline, launcher)
     from harness.commands.show import print_summary
     from harness.results.store import load_run
 

@@ -7,7 +7,7 @@ import pandas as pd
 
 COLUMNS = [
     ("workload", "workload", "{}"), ("scheme", "scheme", "{}"), ("backend", "backend", "{}"),
-    ("workers", "N", "{}"), ("status", "status", "{}"),
+    ("workers", "N", "{}"), ("network", "network", "{}"), ("status", "status", "{}"),
     ("throughput_median", "X median/s", "{:.1f}"), ("throughput_ci95_low", "X mean 95% CI lo", "{:.1f}"),
     ("throughput_ci95_high", "hi", "{:.1f}"), ("iter_s_median", "iter ms", "{:.1f}"),
     ("iter_s_cv", "CV", "{:.3f}"), ("speedup", "speed-up", "{:.2f}"),
@@ -17,11 +17,18 @@ COLUMNS = [
 _MS = {"iter_s_median", "exposed_comm_s"}
 
 
+def columns_for(summary: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """COLUMNS, with `network` only when the run measured on more than the loopback default."""
+    nets = set(summary["network"].dropna()) if "network" in summary else set()
+    return [c for c in COLUMNS if c[0] != "network" or nets - {"loopback"}]
+
+
 def format_summary(summary: pd.DataFrame) -> list[list[str]]:
     rows = []
+    cols = columns_for(summary)
     for _, r in summary.iterrows():
         out = []
-        for col, _, fmt in COLUMNS:
+        for col, _, fmt in cols:
             v = r.get(col)
             if v is None or (isinstance(v, float) and pd.isna(v)):
                 out.append("-")
@@ -36,9 +43,10 @@ def print_summary(summary: pd.DataFrame, title: str = "") -> None:
     from rich.table import Table
 
     table = Table(title=title or None)
-    for _, head, _ in COLUMNS:
+    for _, head, _ in columns_for(summary):
         table.add_column(head)
-    for row in format_summary(summary.sort_values(["workload", "scheme", "backend", "workers"])):
+    keys = [k for k in ("workload", "network", "scheme", "backend", "workers") if k in summary]
+    for row in format_summary(summary.sort_values(keys)):
         table.add_row(*row)
     Console(width=200).print(table)
     failed = summary[summary["status"] != "ok"]

@@ -40,7 +40,17 @@ def command() -> None:
 @click.option("--force", is_flag=True, help="Allow rates above 2 Gbit/s, where the CPU, not the link, limits.")
 def up_cmd(hosts: int, rate: str, force: bool) -> None:
     """Build the testbed (no change if the same one is already up; a different one is replaced)."""
+    _refuse_while_in_use("reshape")
     click.echo(_table(netns.up(hosts, rate, force=force)))
+
+
+def _refuse_while_in_use(doing: str) -> None:
+    holder = netns.lease_holder()
+    if holder:
+        from harness.errors import UserError
+
+        raise UserError(f"will not {doing} the testbed: {holder} is using it (one testbed per machine); wait "
+                        f"for it to finish or stop it first")
 
 
 @command.command("status")
@@ -68,7 +78,8 @@ def measure_cmd(size_mb: float, reps: int, hosts: int) -> None:
 
         raise UserError("no testbed is up: start one with `ddlbench testbed up --hosts 2 --rate 1gbit`")
     try:
-        r = _measure.measure_allreduce_busbw(s, size_bytes=int(size_mb * 2**20), reps=reps, hosts=hosts)
+        with netns.lease("ddlbench testbed measure"):
+            r = _measure.measure_allreduce_busbw(s, size_bytes=int(size_mb * 2**20), reps=reps, hosts=hosts)
     except CellFailed as e:  # a measurement failure, not a user mistake: reason and the ranks' output
         raise click.ClickException(f"{e.reason}\n{e.log_tail}") from None
     click.echo(
@@ -81,5 +92,6 @@ def measure_cmd(size_mb: float, reps: int, hosts: int) -> None:
 @command.command("down")
 def down_cmd() -> None:
     """Remove the testbed: processes inside it, namespaces, links, bridge, state file."""
+    _refuse_while_in_use("remove")
     removed = netns.down()
     click.echo("removed: " + ", ".join(removed) if removed else "nothing was up")

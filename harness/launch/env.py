@@ -49,7 +49,9 @@ def from_environ(environ: dict | None = None) -> DistEnv:
             master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
             master_port=int(env.get("MASTER_PORT", "29500")),
             node_rank=int(env.get("GROUP_RANK", env.get("NODE_RANK", "0"))),
-            nodes=max(1, world // max(1, local_world)),
+            # torchrun and ddlbench's launchers say how many hosts take part (3 workers on 2 hosts, or a
+            # parameter server beside the workers, defeat world // local_world)
+            nodes=int(env.get("GROUP_WORLD_SIZE", 0)) or max(1, world // max(1, local_world)),
             source="torchrun" if "TORCHELASTIC_RUN_ID" in env else env.get("DDLBENCH_LAUNCHER", "local"),
         )
     for pre, src in (("HOROVOD_", "horovodrun"), ("OMPI_COMM_WORLD_", "mpirun")):

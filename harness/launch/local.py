@@ -65,7 +65,8 @@ def launch_cell(cell: CellSpec, cell_dir: Path, placement: Placement | None = No
             env.update(placement.extra_env)
             env.update(
                 RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r % per_node if r < cell.workers else 0),
-                LOCAL_WORLD_SIZE=str(min(per_node, world)), MASTER_ADDR=placement.master_addr,
+                LOCAL_WORLD_SIZE=str(min(per_node, world)), GROUP_WORLD_SIZE=str(placement.nodes),
+                MASTER_ADDR=placement.master_addr,
                 MASTER_PORT=str(port), DDLBENCH_LAUNCHER="local",
                 OMP_NUM_THREADS=str(cell.threads), MKL_NUM_THREADS=str(cell.threads),
                 NODE_RANK=str(r // per_node if r < cell.workers else 0),

@@ -28,6 +28,9 @@ STATE_PATH = "/run/ddlbench-testbed.json"
 """Where the state of the (single) testbed on this machine lives; /run is cleared on reboot, as are netns."""
 LOCK_PATH = "/run/ddlbench-testbed.lock"
 """flock()ed while `up`/`down` change the system, so two processes cannot interleave them."""
+LEASE_PATH = "/run/ddlbench-testbed.lease"
+"""flock()ed (and naming its holder) for as long as one ddlbench process uses the testbed: a sweep, a
+`run --testbed`, a `commbench --testbed`. The testbed is one per machine; a second user is refused."""
 SCHEMA_VERSION = 1
 
 SUBNET_PREFIX = "10.77.0"

@@ -182,7 +182,8 @@ def _record_placement(result_path: Path, cell: CellSpec, where: dict) -> None:
     write_json_atomic(Path(result_path), result)
 
 
-def run_on_testbed(cfg, output: Path | None = None, resume: bool = False, progress: bool = True) -> Path:
+def run_on_testbed(cfg, output: Path | None = None, resume: bool = False, progress: bool = True,
+                   retry_failed: bool = False) -> Path:
     """Run the sweep `cfg` (a harness.sweep.SweepConfig with `testbed:` and/or `networks:`) on the
     emulated testbed; return the run directory. The testbed is left up (at the last profile's rate)."""
     import yaml
@@ -199,8 +200,9 @@ def run_on_testbed(cfg, output: Path | None = None, resume: bool = False, progre
     (run_dir / "sweep.yaml").write_text(yaml.safe_dump(plain, sort_keys=False))
     env_extra = {"testbed_hosts": spec.hosts, "testbed_placement": spec.placement,
                  "testbed_networks": ",".join(f"{p.label}={p.rate_mbit:g}mbit" for p in profiles)}
-    run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, env_extra=env_extra,
-              launcher=TestbedLauncher(spec.hosts, spec.placement))
+    with netns.lease(f"ddlbench sweep {cfg.name} -> {run_dir}"):
+        run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, env_extra=env_extra,
+                  retry_failed=retry_failed, launcher=TestbedLauncher(spec.hosts, spec.placement))
     return run_dir
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -14,11 +15,13 @@ if str(ROOT) not in sys.path:
 
 
 def require(condition: bool, reason: str) -> None:
-    """Skip loudly, or fail under CI (CI=true) where a required part must be present."""
+    """Skip loudly (a warning and the reason in the summary), or fail under CI (CI=true) where a required
+    part must be present. Test modules use it as `from conftest import require`."""
     if condition:
         return
-    if os.environ.get("CI") == "true":
+    if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"required for CI but missing: {reason}")
+    warnings.warn(f"NOT RUN: {reason}")
     pytest.skip(f"NOT RUN: {reason}")
 
 

@@ -13,10 +13,10 @@ import signal
 import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import pytest
+from conftest import require
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -44,24 +44,18 @@ RANK_PROBE = (
 )
 
 
-def _unavailable(why: str) -> None:
-    """Fail under CI (the tests must run there), else skip with the reason in the summary."""
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"real-Slurm tests cannot run: {why} (CI=true, so this is a failure)")
-    warnings.warn(f"SKIPPING the real-Slurm tests: {why}")
-    pytest.skip(f"real-Slurm tests skipped: {why}")
 
 
 @pytest.fixture(scope="module")
 def slurm():
     """A running 2-node local Slurm for this module; torn down at the end."""
     if os.geteuid() != 0:
-        _unavailable("not root (slurm/local/up.sh installs packages and starts daemons)")
+        require(False, "real-Slurm tests: not root (slurm/local/up.sh installs packages and starts daemons)")
     t0 = time.monotonic()
     res = subprocess.run([str(UP), "--nodes", "2"], capture_output=True, text=True, timeout=900)
     print(res.stdout, res.stderr, f"up.sh took {time.monotonic() - t0:.1f} s", sep="\n")
     if res.returncode == 3:  # apt-get could not install Slurm, or munge would not start
-        _unavailable(f"up.sh could not provide Slurm: {res.stderr.strip().splitlines()[-1:]}")
+        require(False, f"real-Slurm tests: up.sh could not provide Slurm: {res.stderr.strip().splitlines()[-1:]}")
     assert res.returncode == 0, f"up.sh failed:\n{res.stdout}\n{res.stderr}"
     yield
     subprocess.run([str(DOWN)], capture_output=True, text=True, timeout=120)

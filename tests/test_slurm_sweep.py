@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import require
 import yaml
 from click.testing import CliRunner
 
@@ -293,22 +294,17 @@ def test_submit_without_sbatch_is_one_line_exit_2(tmp_path):
 
 # ------------------------------------------------------------------------------- real Slurm
 
-def _unavailable(why: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"real-Slurm sweep tests cannot run: {why} (CI=true, so this is a failure)")
-    warnings.warn(f"SKIPPING the real-Slurm sweep tests: {why}")
-    pytest.skip(f"real-Slurm sweep tests skipped: {why}")
 
 
 @pytest.fixture(scope="module")
 def slurm():
     """slurm/local with 2 nodes; 4 (virtual) CPUs each so that this module's three 2-node jobs run at once."""
     if os.geteuid() != 0:
-        _unavailable("not root (slurm/local/up.sh installs packages and starts daemons)")
+        require(False, "real-Slurm sweep tests: not root (slurm/local/up.sh installs packages and starts daemons)")
     res = subprocess.run([str(UP), "--nodes", "2", "--cpus", "4"], capture_output=True, text=True, timeout=900)
     print(res.stdout, res.stderr)
     if res.returncode == 3:
-        _unavailable(f"up.sh could not provide Slurm: {res.stderr.strip().splitlines()[-1:]}")
+        require(False, f"real-Slurm sweep tests: up.sh could not provide Slurm: {res.stderr.strip().splitlines()[-1:]}")
     assert res.returncode == 0, f"up.sh failed:\n{res.stdout}\n{res.stderr}"
     yield
     subprocess.run([str(DOWN)], capture_output=True, text=True, timeout=120)

@@ -40,10 +40,12 @@ def describe(df) -> str:
              f"{df['flops'].sum() / first['batch'] / 1e9:.2f} GFLOP per sample (forward + backward)"]
     if first["source"] == "measured":
         fwd, bwd, opt = df["forward_s"].sum(), first["backward_total_s"], df["optimizer_s"].sum()
+        shared = int(first["concurrent"]) > 1
+        how = "means" if shared else "medians"
+        beside = f", {first['concurrent'] - 1} more copies computing beside it" if shared else ""
         lines.append(f"forward {fwd * 1000:.1f} ms, backward {bwd * 1000:.1f} ms, optimizer {opt * 1000:.1f} ms "
-                     f"({'means' if first['concurrent'] > 1 else 'medians'} of {first['iters']} iterations, {first['threads']} thread(s) on {first['device']}"
-                     + (f", {first['concurrent'] - 1} more copies computing beside it" if first["concurrent"] > 1 else "")
-                     + ")")
+                     f"({how} of {first['iters']} iterations, {first['threads']} thread(s) on {first['device']}"
+                     f"{beside})")
         top = df.groupby("layer")[["forward_s", "backward_s"]].sum().sum(axis=1).nlargest(5)
         lines.append("slowest layers (forward + backward): " +
                      ", ".join(f"{name} {t * 1000:.1f} ms" for name, t in top.items()))

@@ -143,5 +143,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def exit_now(code: int) -> None:
+    """Leave without interpreter teardown once every result is on disk and the process group is gone:
+    torch's C++ destructors can abort there ("terminate called without an active exception", a store or
+    gloo thread still joinable when the peer rank has already exited; seen intermittently on rank 1),
+    which would fail a cell whose results are complete."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

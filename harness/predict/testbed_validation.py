@@ -44,15 +44,20 @@ VARIANTS = ("calibrated", "contended", "alone")
 _ANY = Link("unused", 1.0, 0.0)  # a layout's links are not used when fitting the PS link
 
 
-def _commbench_index(paths: list[Path]) -> dict[tuple[int, str], Path]:
-    """(workers, network label) -> commbench run directory."""
+def _commbench_index(paths: list[Path]) -> dict[tuple[int, float], Path]:
+    """(workers, link rate in Mbit/s) -> commbench run directory. `commbench --testbed` labels its rows
+    with the testbed's rate (`emulated-200mbit`), whatever a sweep named that network profile."""
     from harness.predict.network import read_commbench
+    from harness.testbed.netns import parse_rate
 
     out = {}
     for p in paths:
         df = read_commbench([p])
         for (w, net), _ in df.groupby(["workers", "network"]):
-            out[(int(w), str(net))] = p
+            if not str(net).startswith("emulated-"):
+                raise UserError(f"{p} was not measured on the testbed (network {net!r}): measure with "
+                                f"`ddlbench commbench --testbed`")
+            out[(int(w), parse_rate(str(net)[len("emulated-"):]))] = p
     return out
 
 
@@ -79,10 +84,11 @@ def predict_runs(runs: list[Path], commbench: list[Path], profiles: list[Path]) 
     cells = measured[(measured["status"] == "ok") & (measured["workers"] > 1)]
     out: dict[str, list] = {v: [] for v in VARIANTS}
     for (workers, net, workload), g in cells.groupby(["workers", "network", "workload"]):
-        key = (int(workers), str(net))
+        rate = float(g["network_rate_mbit"].iloc[0])
+        key = (int(workers), rate)
         if key not in cb:
-            raise UserError(f"no commbench measured at {workers} workers on {net}: run `ddlbench commbench "
-                            f"--testbed --workers {workers}` with the testbed at that rate")
+            raise UserError(f"no commbench measured at {workers} workers at {rate:g} Mbit/s ({net}): run "
+                            f"`ddlbench commbench --testbed --workers {workers}` with the testbed at that rate")
         servers = int(g["servers"].max()) or 1
         layout = Cluster(int(workers), 1, _ANY, _ANY, servers, server_hosts="colocated")
         link, ps_link, fits = links_from_commbench([cb[key]], burst, layout, SERVER_GBYTE_S)

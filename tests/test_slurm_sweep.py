@@ -366,6 +366,12 @@ info["node"] = os.environ.get("SLURMD_NODENAME", "")
 (out / f"probe{info['rank']}.json").write_text(json.dumps(info))
 if info["rank"] == 0:
     (out / "result.json").write_text(json.dumps(info))
+if style == "horovod":
+    hvd.shutdown()
+else:
+    dist.destroy_process_group()
+from harness.worker import exit_now  # as the worker leaves: no interpreter teardown (intermittent abort)
+exit_now(0)
 """
 DRIVER = """
 import sys

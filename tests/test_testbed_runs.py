@@ -163,8 +163,7 @@ def test_run_testbed_cli_and_traffic_crosses_the_shaped_link(clean_machine, tmp_
 @pytest.mark.root
 def test_commbench_on_the_testbed_measures_the_shaped_link(clean_machine, tmp_path):
     from harness.cli import cli
-    from harness.commands.predict import shaped_burst_bytes
-    from harness.predict.network import links_from_commbench
+    from harness.predict.network import links_from_commbench, testbed_burst_bytes
 
     s = netns.up(2, "200mbit")
     before = _tbf_sent_bytes("ddlb-h1", s.hosts[1].ifname)
@@ -178,7 +177,7 @@ def test_commbench_on_the_testbed_measures_the_shaped_link(clean_machine, tmp_pa
     assert sent >= 3 * 8 * 2**20 / 2  # host 1 sent its half of every 8 MiB all-reduce through its tbf
     big = df[df["size_bytes"] == 8 * 2**20]["busbw_gbit_s"].median()
     assert 0.85 * 0.2 < big <= 0.2, big  # at the shaped rate, not loopback speed
-    link, _, fits = links_from_commbench([out], shaped_burst_bytes())
+    link, _, fits = links_from_commbench([out], testbed_burst_bytes())
     print(f"\ncommbench --testbed at 200 Mbit/s: link {link.rate_gbit_s * 1000:.0f} Mbit/s, "
           f"alpha {fits[2].alpha_s * 1e3:.2f} ms, bucket {link.burst_bytes / 1e6:.2f} MB")
     assert 0.85 * 0.2 < link.rate_gbit_s <= 0.2 and link.burst_bytes > 0

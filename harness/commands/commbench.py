@@ -4,7 +4,6 @@ alpha-beta fit, as tidy rows in <run>/commbench.parquet."""
 from __future__ import annotations
 
 import contextlib
-
 import json
 from pathlib import Path
 
@@ -85,12 +84,10 @@ def command(workers, collective, min_size, max_size, reps, warmup, servers, time
     """Measure all-reduce or push-pull over message sizes; fit alpha and beta."""
     from harness.results.store import load_run
 
-    network, placement, held = "loopback", None, contextlib.nullcontext()
-    if testbed:
-        from harness.testbed import netns
+    from harness.testbed import netns
 
-        held = netns.lease(f"ddlbench commbench --testbed --collective {collective}")
-    with held:
+    network, placement = "loopback", None
+    with netns.lease(f"ddlbench commbench --testbed --collective {collective}") if testbed else contextlib.nullcontext():
         if testbed:
             from harness.testbed.sweep import testbed_placement_for
 

@@ -55,28 +55,9 @@ def load_models(profiles, workloads, device_preset, throughput, batch, compute):
     return [compute_model(t, device_preset, throughput, batch, compute) for t in tables]
 
 
-def shaped_burst_bytes() -> float:
-    """Payload bytes of `ddlbench testbed`'s tbf bucket: tc's `1mb` is 1 MiB of frame bytes, and a
-    full TCP segment carries 1448 payload bytes in a 1514-byte frame (the same share of the rate:
-    the measured busbw/rate of ~0.955)."""
-    from harness.testbed.state import TBF_BURST
-
-    return _tc_size(TBF_BURST) * 1448 / 1514
-
-
-def _tc_size(text: str) -> float:
-    """tc's size units: k/kb = 1024 bytes, m/mb = 1024^2, g/gb = 1024^3, a bare number is bytes."""
-    import re
-
-    m = re.fullmatch(r"\s*([0-9.]+)\s*(k|kb|m|mb|g|gb|b)?\s*", text.lower())
-    if not m:
-        raise UserError(f"cannot read the tbf burst {text!r}: write e.g. 1mb")
-    return float(m.group(1)) * {None: 1, "b": 1, "k": 1024, "kb": 1024, "m": 2**20, "mb": 2**20,
-                                "g": 2**30, "gb": 2**30}[m.group(2)]
-
-
-def load_networks(names, commbench, intra, label, shaped: bool = False, ps_layout=None):
-    from harness.predict.network import get_link, links_from_commbench
+def load_networks(names, commbench, intra, label, shaped: bool = False, gpus_per_node="4", servers=0,
+                  server_hosts="dedicated"):
+    from harness.predict.network import get_link, links_from_commbench, read_commbench, testbed_burst_bytes
     from harness.predict.predictor import Network
 
     intra_link = get_link(intra)
@@ -87,20 +68,22 @@ def load_networks(names, commbench, intra, label, shaped: bool = False, ps_layou
     if commbench:
         from harness.predict.predictor import SERVER_GBYTE_S
 
-        link, p2p, measured = links_from_commbench(commbench, shaped_burst_bytes() if shaped else 0.0, ps_layout,
+        df = read_commbench(commbench)
+        link, p2p, measured = links_from_commbench(df, testbed_burst_bytes() if shaped else 0.0,
+                                                   _ps_layout(df, gpus_per_node, servers, server_hosts),
                                                    SERVER_GBYTE_S)
         nets.append(Network(label or "commbench", link, link, measured, p2p))
     return nets
 
 
-def _ps_layout(commbench, gpus_per_node, servers, server_hosts):
-    """Where workers and servers sat for the commbench push-pull rows, to fit the parameter-server link:
-    their worker count over the first --workers-per-node, with --servers and --server-hosts."""
-    if not commbench:
+def _ps_layout(df, gpus_per_node, servers, server_hosts):
+    """Where workers and servers sat for the commbench push-pull rows (of table `df`), to fit the
+    parameter-server link: their worker count over the first --workers-per-node, with --servers and
+    --server-hosts."""
+    if df is None:
         return None
-    from harness.predict.network import Cluster, get_link, read_commbench
+    from harness.predict.network import Cluster, get_link
 
-    df = read_commbench(commbench)
     pp = df[df["collective"] == "pushpull"]
     if pp.empty:
         return None
@@ -120,7 +103,7 @@ def run_predict(profiles=(), workloads=(), device_preset=None, throughput=None, 
 
     models = load_models(profiles, workloads, device_preset, throughput, batch, compute)
     nets = load_networks([] if (commbench and tuple(networks) == ("ib-100g",)) else networks,
-                         commbench, intra, label, shaped, _ps_layout(commbench, gpus_per_node, servers, server_hosts))
+                         commbench, intra, label, shaped, gpus_per_node, servers, server_hosts)
     df = predict_rows(models, nets, _ints(nodes, "--nodes"), _ints(gpus_per_node, "--gpus-per-node"),
                       resolve_methods(schemes), servers, allreduce, knobs, server_hosts=server_hosts)
     if output:

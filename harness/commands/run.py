@@ -4,7 +4,6 @@ srun) it is itself one of the workers and rank 0 writes the tables."""
 from __future__ import annotations
 
 import contextlib
-
 import os
 from pathlib import Path
 
@@ -101,14 +100,13 @@ def command(workload, scheme, backend, workers, servers, batch, seq_len, warmup,
             raise UserError("under torchrun/srun every rank must agree on the run directory: pass --output")
         run_under_launcher(cell, output)
         return
-    launcher, held = None, contextlib.nullcontext()
-    if testbed:
-        from harness.testbed import netns
-        from harness.testbed.sweep import on_testbed
+    from harness.testbed import netns
 
-        held = netns.lease(f"ddlbench run {cell.workload} {cell.scheme} --testbed")
-    with held:
+    launcher = None
+    with netns.lease(f"ddlbench run {cell.workload} {cell.scheme} --testbed") if testbed else contextlib.nullcontext():
         if testbed:
+            from harness.testbed.sweep import on_testbed
+
             cell, launcher = on_testbed(cell)
         run_dir = run_cell(cell, output, baseline, launcher)
     from harness.commands.show import print_summary

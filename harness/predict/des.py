@@ -139,13 +139,6 @@ class Fifo:
         """Queue a job now; the event fires when it finishes."""
         return self.sim.timeout(self.reserve(duration_s) - self.sim.now)
 
-    def bytes_duration(self, nbytes: float, fixed_s: float = 0.0, start: float | None = None) -> float:
-        """Service time of `nbytes` after `fixed_s` of start-up, were it to start at `start` (default:
-        when the resource is next free); the token bucket is not changed."""
-        start = max(self.sim.now, self.free_at) if start is None else start
-        fast = min(nbytes, self._tokens_at(start + fixed_s))
-        return fixed_s + (fast / self.peak if fast else 0.0) + ((nbytes - fast) / self.rate if nbytes > fast else 0.0)
-
     def reserve_bytes(self, nbytes: float, fixed_s: float = 0.0) -> float:
         """Queue `nbytes` now (after `fixed_s` of start-up, during which tokens still accrue); returns
         when the job finishes."""

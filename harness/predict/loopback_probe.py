@@ -20,9 +20,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from harness.schema import COMMBENCH_COLUMNS, SCHEMA_VERSION
-from harness.schemes.planning import fit_alpha_beta
+from harness.schemes.planning import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta
 
-SIZES = [1 << k for k in range(12, 25, 2)]  # 4 KiB .. 16 MiB (what mgwfbp's start-up probe uses)
+SIZES = ALPHA_BETA_PROBE_SIZES  # what mgwfbp's start-up probe uses
 
 
 def _free_port() -> int:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from harness.errors import UserError
-from harness.schemes.planning import fit_alpha_beta
+from harness.schemes.planning import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta
 
 
 @dataclass(frozen=True)
@@ -236,10 +236,18 @@ def read_commbench(paths) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-MGWFBP_PROBE_SIZES = [1 << k for k in range(12, 25, 2)]
-"""The sizes mgwfbp's start-up probe all-reduces (harness.schemes.mgwfbp), 4 KiB .. 16 MiB."""
 SMALL_MESSAGE_BYTES = 64 * 1024
 """Messages up to this size are start-up dominated: their mean time is a shaped link's alpha."""
+
+
+def testbed_burst_bytes() -> float:
+    """Payload bytes of `ddlbench testbed`'s tbf bucket: tc's `1mb` is 1 MiB of frame bytes, and a full
+    TCP segment carries 1448 payload bytes in a 1514-byte frame (the same share of the rate: the
+    measured busbw/rate of ~0.955)."""
+    from harness.commbench import parse_size
+    from harness.testbed.state import TBF_BURST
+
+    return parse_size(TBF_BURST) * 1448 / 1514
 
 
 def fit_shaped(df: pd.DataFrame, burst_bytes: float) -> dict[int, tuple[AlphaBeta, float]]:
@@ -266,7 +274,7 @@ def fit_shaped(df: pd.DataFrame, burst_bytes: float) -> dict[int, tuple[AlphaBet
                             f"(`ddlbench commbench --testbed --min-size 4K --max-size 32M`)")
         _, beta = fit_alpha_beta(large.index.astype(float).tolist(), large.astype(float).tolist())
         alpha = float(small["time_s"].mean())
-        probe = g[g["size_bytes"].isin(MGWFBP_PROBE_SIZES)].groupby("size_bytes")["time_s"].median()
+        probe = g[g["size_bytes"].isin(ALPHA_BETA_PROBE_SIZES)].groupby("size_bytes")["time_s"].median()
         planning = AlphaBeta(*fit_alpha_beta(probe.index.astype(float).tolist(), probe.astype(float).tolist())) \
             if len(probe) >= 2 else None
         inside = g[g["size_bytes"] <= burst_bytes / 4].groupby("size_bytes")["time_s"].min()
@@ -283,9 +291,10 @@ def _size_text(nbytes: float) -> str:
     return f"{nbytes / 2**20:.0f}M"
 
 
-def links_from_commbench(paths, burst_bytes: float = 0.0, ps_layout: "Cluster | None" = None,
+def links_from_commbench(source, burst_bytes: float = 0.0, ps_layout: "Cluster | None" = None,
                          server_gbyte_s: float = 10.0) -> tuple[Link, Link | None, dict[int, AlphaBeta]]:
-    """(all-reduce link, point-to-point link or None, measured all-reduce fits by worker count).
+    """(all-reduce link, point-to-point link or None, measured all-reduce fits by worker count) from a
+    commbench table or the files/run directories holding one (`read_commbench`).
     The all-reduce link is inverted at the largest measured worker count; the fits themselves are
     used as they are at the worker counts they were measured at. Point-to-point rows (e.g. from
     harness.predict.loopback_probe) give the parameter-server link directly; push-pull rows only with
@@ -299,7 +308,7 @@ def links_from_commbench(paths, burst_bytes: float = 0.0, ps_layout: "Cluster | 
     ps_layout: where workers and servers sit when the push-pull rows were measured (a Cluster; its
     links are ignored): push-pull rows at its worker count then give the parameter-server link, by
     inverting the simulator (methods.ps_link_from_pushpull)."""
-    df = read_commbench(paths)
+    df = source if isinstance(source, pd.DataFrame) else read_commbench(source)
     if burst_bytes:
         shaped = fit_shaped(df, burst_bytes)
         w = max(shaped)

@@ -14,6 +14,7 @@ ready), counted on a `meta` copy of the model so counting costs no compute.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 
@@ -332,9 +333,37 @@ def _load_loop(workload: str, batch: int, seq_len, threads: int, device: str, st
             first = False
 
 
+@contextlib.contextmanager
+def _load_copies(copies: int, workload: str, batch: int, seq_len, threads: int, device: str):
+    """`copies` processes running the same training loop (`_load_loop`) for the duration of the block,
+    every one of them past its first iteration before the block starts."""
+    if copies < 1:
+        yield
+        return
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    stop, started = ctx.Event(), ctx.Semaphore(0)
+    loads = [ctx.Process(target=_load_loop, daemon=True,
+                         args=(workload, batch, seq_len, threads, device, stop, started)) for _ in range(copies)]
+    for p in loads:
+        p.start()
+    try:
+        for _ in loads:
+            if not started.acquire(timeout=600):
+                raise RuntimeError("a load copy did not finish its first iteration in 600 s")
+        yield
+    finally:
+        stop.set()
+        for p in loads:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+
+
 def measure_profile(workload: str, batch: int | None = None, seq_len: int | None = None, iters: int = 5,
                     warmup: int = 2, threads: int = 1, device: str = "cpu", seed: int = 0,
-                    concurrent: int = 1, reduce: str = "median") -> pd.DataFrame:
+                    concurrent: int = 1) -> pd.DataFrame:
     """Measure one worker's per-layer profile on this device (medians over the iterations).
 
     concurrent > 1: as many workers share the machine (emulated hosts on one box, several workers per
@@ -342,32 +371,7 @@ def measure_profile(workload: str, batch: int | None = None, seq_len: int | None
     of them past its first iteration before the measurement starts. Times are then means: with more
     copies than cores the scheduler preempts, some iterations run whole and others lose a time slice,
     and the median would hide the share of the CPU the copy actually gets."""
-    import multiprocessing as mp
-
     from workloads import WORKLOADS
-
-    if concurrent > 1:
-        spec = WORKLOADS.get(workload)
-        ctx = mp.get_context("spawn")
-        stop, started = ctx.Event(), ctx.Semaphore(0)
-        loads = [ctx.Process(target=_load_loop, daemon=True,
-                             args=(workload, batch or spec.batch, seq_len if seq_len is not None else spec.seq_len,
-                                   threads, device, stop, started)) for _ in range(concurrent - 1)]
-        for p in loads:
-            p.start()
-        try:
-            for _ in loads:
-                if not started.acquire(timeout=600):
-                    raise RuntimeError("a load copy did not finish its first iteration in 600 s")
-            df = measure_profile(workload, batch, seq_len, iters, warmup, threads, device, seed, reduce="mean")
-        finally:
-            stop.set()
-            for p in loads:
-                p.join(timeout=30)
-                if p.is_alive():
-                    p.kill()
-        df["concurrent"] = concurrent
-        return df
 
     spec = WORKLOADS.get(workload)
     batch = batch or spec.batch
@@ -381,11 +385,13 @@ def measure_profile(workload: str, batch: int | None = None, seq_len: int | None
     params = [p for p in model.parameters() if p.requires_grad]
     own = owners(model, params)
     data = spec.make_batch(batch, seq_len=seq_len, device=dev, seed=seed + 1000)
-    timing = time_iterations(model, spec, data, params, own, iters, warmup, dev, reduce)
+    with _load_copies(concurrent - 1, workload, batch, seq_len, threads, device):
+        timing = time_iterations(model, spec, data, params, own, iters, warmup, dev,
+                                 "mean" if concurrent > 1 else "median")
     counts = count_costs(spec, batch, seq_len)
     if len(counts["params"]) != len(params):
         raise RuntimeError("the meta copy of the model has a different parameter list")
-    return build_table(spec, batch, seq_len, counts, timing, device, threads, iters)
+    return build_table(spec, batch, seq_len, counts, timing, device, threads, iters, concurrent)
 
 
 def counted_profile(workload: str, batch: int | None = None, seq_len: int | None = None) -> pd.DataFrame:

@@ -73,17 +73,16 @@ def _profiles(paths: list[Path]) -> dict[tuple[str, int], pd.DataFrame]:
 
 def predict_runs(runs: list[Path], commbench: list[Path], profiles: list[Path]) -> dict[str, pd.DataFrame]:
     """variant -> validation table (validate()) over every measured cell of every run."""
-    from harness.commands.predict import shaped_burst_bytes
-    from harness.predict.network import links_from_commbench
+    from harness.predict.network import links_from_commbench, testbed_burst_bytes
     from harness.results.store import load_run
 
     cb = _commbench_index(commbench)
     prof = _profiles(profiles)
-    burst = shaped_burst_bytes()
+    burst = testbed_burst_bytes()
     measured = pd.concat([load_run(r).summary for r in runs], ignore_index=True)
     cells = measured[(measured["status"] == "ok") & (measured["workers"] > 1)]
-    out: dict[str, list] = {v: [] for v in VARIANTS}
-    for (workers, net, workload), g in cells.groupby(["workers", "network", "workload"]):
+    networks: dict[tuple, tuple[Network, int]] = {}  # (workers, network label) -> (fitted network, servers)
+    for (workers, net), g in cells.groupby(["workers", "network"]):
         rate = float(g["network_rate_mbit"].iloc[0])
         key = (int(workers), rate)
         if key not in cb:
@@ -92,7 +91,10 @@ def predict_runs(runs: list[Path], commbench: list[Path], profiles: list[Path]) 
         servers = int(g["servers"].max()) or 1
         layout = Cluster(int(workers), 1, _ANY, _ANY, servers, server_hosts="colocated")
         link, ps_link, fits = links_from_commbench([cb[key]], burst, layout, SERVER_GBYTE_S)
-        network = Network(str(net), link, link, fits, ps_link)
+        networks[(workers, net)] = Network(str(net), link, link, fits, ps_link), servers
+    out: dict[str, list] = {v: [] for v in VARIANTS}
+    for (workers, net, workload), g in cells.groupby(["workers", "network", "workload"]):
+        network, servers = networks[(workers, net)]
         batch = int(g["batch_per_worker"].iloc[0])
         for conc in (1, int(workers)):
             if (workload, conc) not in prof:

@@ -15,7 +15,7 @@ import torch
 
 from harness.schemes.base import Knob, register
 from harness.schemes.bucketed import BucketSync
-from harness.schemes.planning import fit_alpha_beta, merge_plan
+from harness.schemes.planning import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta, merge_plan
 
 
 class MGWFBP(BucketSync):
@@ -44,7 +44,7 @@ class MGWFBP(BucketSync):
 
     def _measure_alpha_beta(self, reps: int = 3) -> tuple[float, float]:
         t = self.ctx.transport
-        sizes = [1 << k for k in range(12, 25, 2)]  # 4 KB .. 16 MB
+        sizes = ALPHA_BETA_PROBE_SIZES
         times = []
         for size in sizes:
             buf = torch.zeros(size // 4, device=self.ctx.device)

@@ -104,6 +104,11 @@ def assign_servers(numels: list[int], servers: int) -> list[int]:
     return out
 
 
+ALPHA_BETA_PROBE_SIZES = [1 << k for k in range(12, 25, 2)]
+"""Message sizes (4 KiB .. 16 MiB) an all-reduce start-up probe times before fitting alpha/beta
+(mgwfbp's own probe; the predictor replays its fit from commbench rows of these sizes)."""
+
+
 def fit_alpha_beta(sizes_bytes: list[float], times_s: list[float]) -> tuple[float, float]:
     """Least-squares line t = alpha + beta * bytes; alpha clipped at 0 (a negative start-up is noise)."""
     n = len(sizes_bytes)

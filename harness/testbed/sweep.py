@@ -206,13 +206,19 @@ def run_on_testbed(cfg, output: Path | None = None, resume: bool = False, progre
     return run_dir
 
 
-def on_testbed(cell: CellSpec, policy: str = "round-robin") -> tuple[CellSpec, TestbedLauncher]:
-    """`ddlbench run --testbed`: the cell moved onto the testbed that is up, and its launcher."""
+def _testbed_up() -> TestbedState:
+    """The testbed that is up, for `--testbed` (a one-line error when there is none)."""
     netns.check_system()
     s = netns.status()
     if s is None:
         raise UserError("--testbed needs a testbed that is up, and none is: start one with "
                         "`ddlbench testbed up --hosts 2 --rate 500mbit`")
+    return s
+
+
+def on_testbed(cell: CellSpec, policy: str = "round-robin") -> tuple[CellSpec, TestbedLauncher]:
+    """`ddlbench run --testbed`: the cell moved onto the testbed that is up, and its launcher."""
+    s = _testbed_up()
     label = rate_label(s.rate_mbit) if cell.network == "loopback" else cell.network
     cell = cell.with_(nodes=pl.nodes_for(cell.workers, len(s.hosts)), network=label,
                       network_rate_mbit=s.rate_mbit)
@@ -223,11 +229,7 @@ def testbed_placement_for(workers: int, servers: int = 0, policy: str = "round-r
     """(network label, Placement) for a program that is not a benchmark cell (`ddlbench commbench
     --testbed`): `workers` ranks and `servers` parameter servers placed on the testbed that is up by
     the same rules as a cell's."""
-    netns.check_system()
-    s = netns.status()
-    if s is None:
-        raise UserError("--testbed needs a testbed that is up, and none is: start one with "
-                        "`ddlbench testbed up --hosts 2 --rate 500mbit`")
+    s = _testbed_up()
     cell = CellSpec(workload="-", scheme="commbench", workers=workers, servers=servers,
                     nodes=pl.nodes_for(workers, len(s.hosts)))
     return rate_label(s.rate_mbit), pl.testbed_placement(cell, s, policy)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from harness.atomic import write_parquet_atomic
 from harness.cell import CellSpec
 from harness.errors import CellFailed
 from harness.launch.local import Placement, launch_cell
@@ -51,7 +52,7 @@ def execute_cell(cell: CellSpec, run_dir: Path, run_id: str, placement: Placemen
 
 def write_environment(run_dir: Path, run_id: str, device: str, extra: dict | None = None) -> None:
     env = environment.collect(run_id, device=device, extra=extra)
-    store.write_parquet_atomic(environment.to_frame(env), run_dir / "environment.parquet")
+    write_parquet_atomic(environment.to_frame(env), run_dir / "environment.parquet")
 
 
 def run_cells(cells: list[CellSpec], run_dir: Path, run_id: str, *, resume: bool = False,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from harness.atomic import write_json_atomic
 from harness.cell import CellSpec
 from harness.launch.env import DistEnv, from_environ
 from harness.measure.loop import run_loop
@@ -120,12 +121,6 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
     }
     write_json_atomic(out / "result.json", result)
     return result
-
-
-def write_json_atomic(path: Path, obj) -> None:
-    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(obj))
-    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:

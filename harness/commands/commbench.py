@@ -22,7 +22,8 @@ def run_commbench(workers: int, collective: str, min_size: str, max_size: str, r
     from harness.errors import CellFailed
     from harness.execute import write_environment
     from harness.launch.local import launch_cell
-    from harness.results.store import new_run_id, write_parquet_atomic
+    from harness.atomic import write_parquet_atomic
+    from harness.results.store import new_run_id
 
     if collective not in ("allreduce", "pushpull"):
         raise UserError(f"unknown collective {collective!r}: use allreduce or pushpull")

@@ -107,7 +107,7 @@ def run_predict(profiles=(), workloads=(), device_preset=None, throughput=None, 
     df = predict_rows(models, nets, _ints(nodes, "--nodes"), _ints(gpus_per_node, "--gpus-per-node"),
                       resolve_methods(schemes), servers, allreduce, knobs, server_hosts=server_hosts)
     if output:
-        from harness.results.store import write_parquet_atomic
+        from harness.atomic import write_parquet_atomic
 
         write_parquet_atomic(df, Path(output))
     return df

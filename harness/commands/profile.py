@@ -13,7 +13,7 @@ from harness.errors import UserError
 def run_profile(workload: str, batch: int | None, seq_len: int | None, iters: int, warmup: int, threads: int,
                 device: str, output: Path | None, counted_only: bool = False, concurrent: int = 1):
     from harness.predict.profiler import counted_profile, measure_profile
-    from harness.results.store import write_parquet_atomic
+    from harness.atomic import write_parquet_atomic
 
     if iters < 1 or warmup < 0 or threads < 1 or concurrent < 1:
         raise UserError("--iters, --threads and --concurrent must be >= 1 and --warmup >= 0; fix the option")

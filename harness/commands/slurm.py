@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import re
 import shutil
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 import click
 import yaml
 
+from harness.atomic import write_json_atomic, write_parquet_atomic
 from harness.errors import UserError
 
 JOBS_FILE = "slurm-jobs.json"
@@ -110,9 +110,7 @@ def _read_jobs(run_dir: Path) -> list[dict]:
 
 
 def _write_jobs(run_dir: Path, jobs: list[dict]) -> None:
-    tmp = run_dir / f".{JOBS_FILE}.tmp{os.getpid()}"
-    tmp.write_text(json.dumps(jobs, indent=1))
-    os.replace(tmp, run_dir / JOBS_FILE)
+    write_json_atomic(run_dir / JOBS_FILE, jobs, indent=1)
 
 
 # ----------------------------------------------------------------------------------------- status
@@ -234,7 +232,7 @@ def collect(paths: tuple[str, ...], merged: Path) -> Path:
     for table in ("environment", "commbench"):
         frames = [pd.read_parquet(s / f"{table}.parquet") for s in sources if (s / f"{table}.parquet").exists()]
         if frames:
-            store.write_parquet_atomic(pd.concat(frames, ignore_index=True).drop_duplicates(), merged / f"{table}.parquet")
+            write_parquet_atomic(pd.concat(frames, ignore_index=True).drop_duplicates(), merged / f"{table}.parquet")
     jobs = [j for s in {s.parent for s in sources} | set(sources) for j in _read_jobs(s)]
     if jobs:
         _write_jobs(merged, jobs)

@@ -25,7 +25,7 @@ import heapq
 from collections import deque
 
 from harness.predict.compute import ComputeModel
-from harness.predict.des import Event, Fifo, Sim
+from harness.predict.des import Event, Sim
 from harness.predict.methods import ELEM_BYTES, Outcome, _PS, collective_channel, ps_parts
 from harness.predict.network import Cluster
 from harness.schemes.planning import MB

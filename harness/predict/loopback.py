@@ -43,7 +43,8 @@ def noise_floor(measured: pd.DataFrame) -> pd.DataFrame:
 
 
 def run(run_dir: Path, profiles: list[Path], commbench: list[Path], out: Path) -> dict:
-    from harness.results.store import load_run, write_parquet_atomic
+    from harness.atomic import write_parquet_atomic
+    from harness.results.store import load_run
 
     measured = load_run(run_dir).summary
     link, p2p, fits = links_from_commbench(commbench)

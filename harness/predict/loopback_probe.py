@@ -110,7 +110,7 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args(argv)
     df = probe(a.workers, a.reps)
-    from harness.results.store import write_parquet_atomic
+    from harness.atomic import write_parquet_atomic
     from pathlib import Path
 
     write_parquet_atomic(df, Path(a.output))

@@ -46,7 +46,7 @@ def study_rows(profiles: Path | None, compute: str) -> pd.DataFrame:
 
 def main(argv=None) -> int:
     from harness.predict.report import grouped_bars, markdown_table
-    from harness.results.store import write_parquet_atomic
+    from harness.atomic import write_parquet_atomic
 
     ap = argparse.ArgumentParser(prog="python -m harness.predict.study")
     ap.add_argument("--profiles", type=Path, help="directory with profile-<workload>.parquet")

@@ -144,7 +144,7 @@ def summary_lines(t: pd.DataFrame) -> list[str]:
 
 def run(runs, commbench, profiles, out: Path) -> dict[str, pd.DataFrame]:
     from harness.predict.report import predicted_vs_measured
-    from harness.results.store import write_parquet_atomic
+    from harness.atomic import write_parquet_atomic
 
     out.mkdir(parents=True, exist_ok=True)
     tables = predict_runs(runs, commbench, profiles)

@@ -11,12 +11,12 @@ written to a temporary file and renamed, so an interrupted sweep loses nothing a
 from __future__ import annotations
 
 import datetime
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from harness.atomic import write_parquet_atomic
 from harness.errors import UserError
 from harness.results.summarize import add_scaling
 from harness.schema import SCHEMA_VERSION
@@ -27,13 +27,6 @@ TABLES = ("raw", "summary", "environment", "commbench")
 def new_run_id(name: str = "run") -> str:
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{name}"
-
-
-def write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
 
 
 def cell_dir(run_dir: Path, cell_id: str) -> Path:

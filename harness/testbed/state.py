@@ -19,10 +19,11 @@ switch end shapes what it receives, so each direction of each link is limited in
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from dataclasses import asdict, dataclass
+
+from harness.atomic import write_text_atomic
 
 STATE_PATH = "/run/ddlbench-testbed.json"
 """Where the state of the (single) testbed on this machine lives; /run is cleared on reboot, as are netns."""
@@ -182,7 +183,4 @@ def load(path: str = STATE_PATH) -> TestbedState | None:
 
 def save(state: TestbedState, path: str = STATE_PATH) -> None:
     """Atomic write (write then rename), so a reader never sees half a file."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        f.write(to_json(state) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, to_json(state) + "\n")

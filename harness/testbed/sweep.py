@@ -175,7 +175,7 @@ def _record_placement(result_path: Path, cell: CellSpec, where: dict) -> None:
     """Add the placement to rank 0's result. `dist.nodes` becomes the cell's: the worker derives it as
     WORLD_SIZE // LOCAL_WORLD_SIZE, which is wrong once hosts carry unequal numbers of ranks (3 workers
     on 2 hosts, or a parameter server beside the workers)."""
-    from harness.worker import write_json_atomic
+    from harness.atomic import write_json_atomic
 
     result = json.loads(Path(result_path).read_text())
     result.setdefault("dist", {}).update(nodes=cell.nodes, launcher="testbed", **where)

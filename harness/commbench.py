@@ -26,7 +26,7 @@ from harness.cell import CellSpec
 from harness.errors import UserError
 from harness.measure.stats import busbw_factor
 from harness.schema import COMMBENCH_COLUMNS, SCHEMA_VERSION
-from harness.schemes.planning import fit_alpha_beta
+from harness.planning import fit_alpha_beta
 
 UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "G": 1 << 30, "GB": 1 << 30}
 PART = 4 << 20  # push-pull partitions, as the PS schemes cut them
@@ -164,6 +164,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness.worker import exit_now
+    from harness.training import exit_now
 
     exit_now(main())

@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import socket
-import sys
 import time
 from pathlib import Path
 
@@ -23,15 +22,7 @@ from harness.atomic import write_json_atomic
 from harness.cell import CellSpec
 from harness.launch.env import DistEnv, from_environ
 from harness.measure.loop import run_loop
-
-LR = 1e-3          # SGD learning rate: small enough that random-init models stay finite for 100s of steps
-MOMENTUM = 0.9
-
-
-def make_optimizer(params):
-    """The one optimizer every method uses (the study used different ones per method; we do not)."""
-    return torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
-
+from harness.training import exit_now, make_optimizer
 
 def _fault(cell: CellSpec, rank: int):
     """Fault injection for tests: DDLBENCH_FAULT=crash|hang:RANK:ITER (only for the matching rank)."""
@@ -136,16 +127,6 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     run_worker(cell, env, out)
     return 0
-
-
-def exit_now(code: int) -> None:
-    """Leave without interpreter teardown once every result is on disk and the process group is gone:
-    torch's C++ destructors can abort there ("terminate called without an active exception", a store or
-    gloo thread still joinable when the peer rank has already exited; seen intermittently on rank 1),
-    which would fail a cell whose results are complete."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 if __name__ == "__main__":

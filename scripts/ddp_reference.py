@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from harness.worker import make_optimizer
+from harness.training import make_optimizer
 from workloads import WORKLOADS
 
 

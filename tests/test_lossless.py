@@ -15,7 +15,7 @@ import torch
 
 from harness.cell import CellSpec, resolve
 from harness.launch.local import launch_cell
-from harness.worker import make_optimizer
+from harness.training import make_optimizer
 from workloads import WORKLOADS
 
 STEPS = int(__import__("os").environ.get("LOSSLESS_STEPS", "5"))  # > every scheme's profiling iterations, so planned schedules (groups, orders) are exercised

@@ -17,7 +17,7 @@ from harness.predict.network import (AlphaBeta, Cluster, Link, fit_commbench, ge
 from harness.predict.predictor import METHODS, STUDY_METHODS, Network, predict_rows, simulate
 from harness.predict.validate import validate
 from harness.schema import SUMMARY_COLUMNS
-from harness.schemes.planning import MB, merge_plan
+from harness.planning import MB, merge_plan
 
 A2A = ["bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "ddp", "horovod"]
 

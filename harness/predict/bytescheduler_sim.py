@@ -28,7 +28,7 @@ from harness.predict.compute import ComputeModel
 from harness.predict.des import Event, Sim
 from harness.predict.methods import ELEM_BYTES, Outcome, _PS, collective_channel, ps_parts
 from harness.predict.network import Cluster
-from harness.schemes.planning import MB
+from harness.planning import MB
 
 
 def bytescheduler(c: ComputeModel, cluster: Cluster, knobs: dict, use_ps: bool = False, p2p=None) -> Outcome:

@@ -20,7 +20,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from harness.schema import COMMBENCH_COLUMNS, SCHEMA_VERSION
-from harness.schemes.planning import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta
+from harness.planning import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta
 
 SIZES = ALPHA_BETA_PROBE_SIZES  # what mgwfbp's start-up probe uses
 

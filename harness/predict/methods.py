@@ -23,7 +23,7 @@ from typing import Callable
 from harness.predict.compute import ComputeModel
 from harness.predict.des import Event, Fifo, Sim
 from harness.predict.network import Cluster
-from harness.schemes.planning import MB, assign_servers, merge_plan, partition
+from harness.planning import MB, assign_servers, merge_plan, partition
 
 ELEM_BYTES = 4  # fp32 gradients (the study's and the harness's only dtype)
 
@@ -356,7 +356,7 @@ def _pushpull_s(cluster: Cluster, link, size: int, part: int, server_gbyte_s: fl
     """Simulated time of one `ddlbench commbench --collective pushpull` repetition: `size` bytes as one
     key (below a partition) or as size // part keys of `part` bytes, all pushed at once, every worker
     waiting for every pull."""
-    from harness.schemes.planning import assign_servers
+    from harness.planning import assign_servers
 
     sim = Sim()
     ps = _PS(sim, cluster, server_gbyte_s, link)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from harness.errors import UserError
-from harness.schemes.planning import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta
+from harness.planning import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,7 @@ def time_iterations(model, spec, data, params, own, iters: int, warmup: int, dev
                     reduce: str = "median"):
     """Run warmup + iters training iterations; median (or mean) forward seconds per owner, ready seconds
     per tensor, backward and optimizer seconds, and the owners' forward order."""
-    from harness.worker import make_optimizer
+    from harness.training import make_optimizer
 
     opt = make_optimizer(params)
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
@@ -311,7 +311,7 @@ def build_table(spec, batch, seq_len, counts: dict, timing: dict | None, device:
 def _load_loop(workload: str, batch: int, seq_len, threads: int, device: str, stop, started) -> None:
     """A training loop with nothing measured: the load of one more worker computing beside the one
     being profiled (`concurrent` > 1). Runs until `stop` is set."""
-    from harness.worker import make_optimizer
+    from harness.training import make_optimizer
     from workloads import WORKLOADS
 
     spec = WORKLOADS.get(workload)

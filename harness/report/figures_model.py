@@ -5,7 +5,7 @@
     fig = predicted_vs_measured(summary)          # (f) source=predicted rows over the measured ones
     tab = prediction_errors(summary)              # the same pairs as a table
 
-The alpha-beta fit is the harness's own (harness.schemes.planning.fit_alpha_beta, least squares of
+The alpha-beta fit is the harness's own (harness.planning.fit_alpha_beta, least squares of
 t = alpha + beta * bytes on the median time per size): the model MG-WFBP plans with (DESIGN section 2).
 """
 
@@ -33,7 +33,7 @@ def commbench_fits(cb: pd.DataFrame) -> pd.DataFrame:
     """Per (collective, backend, workers, network): alpha (s), beta (s/byte), 1/beta in Gbit/s, sizes,
     and where the fit came from: the table's own fit_alpha_s/fit_beta_s_per_byte columns when the
     commbench stored them, else fitted here on the per-size median times."""
-    from harness.schemes.planning import fit_alpha_beta
+    from harness.planning import fit_alpha_beta
 
     rows = []
     if cb is None or cb.empty:

@@ -16,7 +16,7 @@ import time
 import torch
 
 from harness.schemes.base import Scheme
-from harness.schemes.planning import partition
+from harness.planning import partition
 
 MB = 1 << 20
 

@@ -15,7 +15,7 @@ import torch
 
 from harness.schemes.base import Knob, register
 from harness.schemes.bucketed import BucketSync
-from harness.schemes.planning import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta, merge_plan
+from harness.planning import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta, merge_plan
 
 
 class MGWFBP(BucketSync):

@@ -54,7 +54,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from harness.worker import exit_now
+    from harness.training import exit_now
 
     main()
     exit_now(0)

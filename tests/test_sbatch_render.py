@@ -108,7 +108,7 @@ def test_byteps_colocated_servers_use_worker_nodes():
 
 
 @pytest.mark.parametrize("kwargs, words", [
-    ({"launch": "mpirun"}, "available: srun, deepspeed, horovodrun, byteps"),
+    ({"launch": "mpirun"}, "available: byteps, deepspeed, horovodrun, srun"),
     ({"job_name": "two words"}, "job name"),
     ({"nodes": 0}, "nodes=0"),
     ({"command": ()}, "empty command"),

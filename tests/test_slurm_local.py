@@ -21,7 +21,8 @@ from conftest import require
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.launch.sbatch import SbatchSpec, cancel, job_state, render_sbatch, submit, wait_job  # noqa: E402
+from harness.launch.sbatch import SbatchSpec, render_sbatch  # noqa: E402
+from harness.launch.slurm_client import cancel, job_state, submit, wait_job  # noqa: E402
 from harness.launch.slurm_env import expand_hostlist, port_for_job  # noqa: E402
 
 pytestmark = pytest.mark.root

@@ -1,5 +1,7 @@
-"""Backends: the transports schemes run on (DESIGN section 2). One file per backend, registered by name."""
+"""Backends: the transports schemes run on, one package each owning everything about it (transport,
+server loop, how every launcher starts it), registered by name (docs/ARCHITECTURE.md, "Backend")."""
 
-from harness.backends.base import BACKENDS, BackendEntry, Handle, Transport  # noqa: F401
-from harness.backends import torch_dist  # noqa: F401,E402  (registers `torch`)
-from harness.backends import horovod, deepspeed, byteps  # noqa: F401,E402  (register; frameworks import lazily)
+from harness.backends.base import BACKENDS, BackendEntry, Handle, Transport
+from harness.backends import torch_dist, horovod, deepspeed, byteps  # noqa: E402  (each registers itself)
+
+__all__ = ["BACKENDS", "BackendEntry", "Handle", "Transport", "byteps", "deepspeed", "horovod", "torch_dist"]

@@ -1,4 +1,5 @@
-"""The small transport interface every scheme is written against (DESIGN section 2).
+"""The small transport interface every scheme is written against, and the backend contract
+(docs/ARCHITECTURE.md, "Transport" and "Backend").
 
 A scheme asks for an asynchronous sum of a tensor over the workers, either by all-reduce or by a
 push-pull through parameter servers, and waits for it. Tensors carry a name (a stable key) and a
@@ -8,12 +9,15 @@ divide by the number of workers.
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 
+from harness.launch.srun_plan import SrunContext, Step, all_ranks_step
 from harness.registry import Registry
 
 
@@ -80,7 +84,20 @@ class Transport(ABC):
 
 
 @dataclass(frozen=True)
+class SbatchStyle:
+    """One way a batch script starts the workers (`SbatchSpec.launch`), owned by a backend."""
+
+    render: Callable[[Any], str]
+    """(SbatchSpec) -> the script's launch block, after the rendezvous lines."""
+    extra_nodes: Callable[[Any], int] = lambda spec: 0
+    """(SbatchSpec) -> nodes the job needs beyond the worker nodes (e.g. dedicated server nodes)."""
+
+
+@dataclass(frozen=True)
 class BackendEntry:
+    """Everything about one backend (docs/ARCHITECTURE.md, "Backend"): its transport, its server loop,
+    and how each launcher starts it. Generic code asks these fields and never tests a backend's name."""
+
     name: str
     """Registered name: torch | horovod | deepspeed | byteps."""
     description: str
@@ -96,6 +113,23 @@ class BackendEntry:
     launch: Callable | None = None
     """How a cell on this backend is started on one box, the way its users start it (e.g. horovodrun):
     (cell, cell_dir, placement) -> result.json path. None = the generic local spawner."""
+    launch_env: Callable[[Any], dict] = lambda cell: {}
+    """(cell) -> variables every rank needs whatever launches it (e.g. DeepSpeed's compiled-ops folder)."""
+    srun_plan: Callable[[SrunContext], list[Step]] = all_ranks_step
+    """(SrunContext) -> the job steps that run one cell inside a Slurm allocation (pure)."""
+    srun_session: Callable[[SrunContext], Any] = contextlib.nullcontext
+    """(SrunContext) -> a context manager around the steps, yielding the context to plan with (Horovod
+    starts its rendezvous server here); default: nothing to start."""
+    srun_variant: Callable[[Mapping[str, str]], str | None] = lambda environ: None
+    """(environment) -> the launch variant the user chose for srun (None = the backend's default)."""
+    task_envs: dict = field(default_factory=dict)
+    """Shim styles this backend defines: style -> (environ) -> {variable: value or None to unset}; run by
+    `python -m harness.launch.srun_task STYLE -- ARGV` in front of each task."""
+    sbatch_styles: dict = field(default_factory=dict)
+    """Launch styles of batch scripts this backend renders: style -> SbatchStyle."""
+    sbatch_examples: tuple = ()
+    """Example batch scripts (slurm/*.sbatch) for this backend: dicts of name, sweep, notes and SbatchSpec
+    fields (see harness/launch/sweep_jobs.py: example_scripts)."""
 
 
 BACKENDS: Registry[BackendEntry] = Registry("backend")

@@ -24,6 +24,7 @@ import yaml
 
 from harness.atomic import write_json_atomic, write_parquet_atomic
 from harness.errors import UserError
+from harness.launch.slurm_client import cpus_per_node, job_states, slurm_tool, submit
 
 JOBS_FILE = "slurm-jobs.json"
 """Submitted jobs of a run directory, and the last state seen for each."""
@@ -36,7 +37,6 @@ def submit_sweep(sweep_file: str | Path, *, nodes: int, gpus_per_node: int = 0, 
                  output: Path | None = None, array: bool = False, sbatch_args: tuple[str, ...] = (),
                  dry_run: bool = False) -> tuple[Path, list[dict]]:
     """Check, write the parts and job scripts under the run directory, submit. Returns (run dir, jobs)."""
-    from harness.launch.sbatch import submit
     from harness.launch.sweep_jobs import parse_time_min, part_yaml, plan_jobs, render_submit
     from harness.results.store import new_run_id
     from harness.sweep import load_sweep
@@ -88,18 +88,6 @@ def submit_sweep(sweep_file: str | Path, *, nodes: int, gpus_per_node: int = 0, 
     return run_dir, records
 
 
-def cpus_per_node(partition: str | None) -> int:
-    """The fewest CPUs a node of the partition (default: all) has, from sinfo."""
-    from harness.launch.sbatch import _slurm
-
-    res = _slurm("sinfo", ["-h", "-o", "%c"] + (["-p", partition] if partition else []))
-    counts = [int(x) for x in re.findall(r"\d+", res.stdout or "")]
-    if res.returncode != 0 or not counts:
-        raise UserError(f"sinfo reports no nodes{' in partition ' + partition if partition else ''}; "
-                        f"check the partition name (`sinfo -s`)")
-    return min(counts)
-
-
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -114,32 +102,6 @@ def _write_jobs(run_dir: Path, jobs: list[dict]) -> None:
 
 
 # ----------------------------------------------------------------------------------------- status
-
-def job_states(job_id: str) -> dict[str, tuple[str, str]]:
-    """{job id (array elements as JOB_INDEX): (state, job name)} from `scontrol show job`; {} once Slurm
-    forgot the job."""
-    from harness.launch.sbatch import _slurm
-
-    res = _slurm("scontrol", ["show", "job", "--oneliner", str(job_id).split("_")[0]])
-    out = {}
-    for line in (res.stdout or "").splitlines() if res.returncode == 0 else []:
-        state = re.search(r"\bJobState=(\S+)", line)
-        name = re.search(r"\bJobName=(\S+)", line)
-        got = (state.group(1), name.group(1) if name else "") if state else None
-        task = re.search(r"\bArrayTaskId=(\S+)", line)
-        jid = re.search(r"\bArrayJobId=(\d+)", line) if task else re.search(r"\bJobId=(\d+)", line)
-        if not (got and jid):
-            continue
-        if not task:
-            out[jid.group(1)] = got
-            continue
-        # Elements not started yet share one record: ArrayTaskId=0-3%2 or 2,4-5.
-        for item in task.group(1).split("%")[0].split(","):
-            lo, _, hi = item.partition("-")
-            for i in range(int(lo), int(hi or lo) + 1):
-                out[f"{jid.group(1)}_{i}"] = got
-    return out
-
 
 def status(targets: tuple[str, ...]) -> list[dict]:
     """One row per job: run directories' recorded jobs (their states updated in place) and job ids."""
@@ -168,9 +130,7 @@ def status(targets: tuple[str, ...]) -> list[dict]:
 
 
 def _own_jobs() -> list[str]:
-    from harness.launch.sbatch import _slurm
-
-    res = _slurm("squeue", ["-h", "--me", "-o", "%i %j"])
+    res = slurm_tool("squeue", ["-h", "--me", "-o", "%i %j"])
     return [line.split()[0] for line in res.stdout.splitlines() if " ddlbench-" in f" {line.split(maxsplit=1)[-1]}"]
 
 

@@ -9,31 +9,11 @@ see harness.launch.slurm_env), else a single process.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
+from harness.launch.distenv import DistEnv
+from harness.launch.slurm_env import from_slurm
 
-@dataclass(frozen=True)
-class DistEnv:
-    rank: int
-    """Global rank of this process (workers first, then parameter servers)."""
-    world_size: int
-    """Number of processes in the job (workers + servers)."""
-    local_rank: int
-    """Rank among the processes on this node; selects the GPU."""
-    local_world_size: int
-    """Processes on this node."""
-    master_addr: str
-    """Rendezvous host (rank 0's node)."""
-    master_port: int
-    """Rendezvous TCP port."""
-    node_rank: int = 0
-    """Index of this node in the job's node list."""
-    nodes: int = 1
-    """Number of nodes in the job."""
-    source: str = "single"
-    """Which launcher set the variables: local | torchrun | deepspeed | horovodrun | mpirun | slurm | single."""
-    extra: dict = field(default_factory=dict)
-    """Launcher facts recorded in the environment table (e.g. slurm_job_id, slurm_nodelist)."""
+__all__ = ["DistEnv", "from_environ"]
 
 
 def from_environ(environ: dict | None = None) -> DistEnv:
@@ -71,8 +51,6 @@ def from_environ(environ: dict | None = None) -> DistEnv:
                 source=src,
             )
     if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
-        from harness.launch.slurm_env import from_slurm
-
         return from_slurm(env)
     return DistEnv(rank=0, world_size=1, local_rank=0, local_world_size=1,
                    master_addr="127.0.0.1", master_port=29500)

@@ -1,54 +1,43 @@
-"""Slurm batch scripts for a benchmark run, and the few calls to submit and follow them.
+"""Slurm batch scripts for a benchmark run (pure: the text is compared with
+tests/data/sbatch_reference_<style>.sh). Submitting and following jobs: harness/launch/slurm_client.py.
 
-    from harness.launch.sbatch import SbatchSpec, render_sbatch, submit, wait_job
+    from harness.launch.sbatch import SbatchSpec, render_sbatch
     text = render_sbatch(SbatchSpec(job_name="ddl", nodes=2, tasks_per_node=4,
-                                    command=("ddlbench", "run", "--method", "wfbp-a2a")))
-    job = submit(text, workdir="runs/ddl")      # sbatch --parsable
-    print(wait_job(job, timeout_s=3600))        # COMPLETED | FAILED | CANCELLED | TIMEOUT | ...
+                                    command=("ddlbench", "run", "--scheme", "wfbp-a2a")))
 
-`render_sbatch` is pure (the text is compared with tests/data/sbatch_reference_<style>.sh). Each launch
-style starts the workers the way that framework's users do (DESIGN.md section 5):
-
-- srun:       one srun task per worker; ranks from SLURM_* (harness.launch.slurm_env).
-- deepspeed:  one srun task per worker with the torch variables (RANK, WORLD_SIZE, LOCAL_RANK, ...)
-              that deepspeed.init_distributed reads.
-- horovodrun: one launcher task on the first node runs horovodrun over all hosts of the allocation
-              (`-H n1:4,n2:4`); horovodrun starts the workers (over ssh for gloo, mpirun for MPI).
-- byteps:     a scheduler, `ps_servers` servers and the workers as three concurrent steps, told their
-              role by DMLC_* variables; servers get `ps_server_nodes` nodes of their own when asked.
-
-And one style that starts no workers itself:
+The lines every script shares (directives, rendezvous, port) are written here. How the script starts
+the workers is the launch style's, and every style belongs to a backend (BackendEntry.sbatch_styles:
+e.g. `srun` to torch, `horovodrun` to horovod), which starts them the way that framework's users do
+(docs/ARCHITECTURE.md, "Launching"). One style starts no workers itself:
 
 - sweep:      the script runs `command` (a `ddlbench sweep`) once, on the first node; the harness then
               runs each cell as a job step over the nodes it needs (harness.launch.srun), starting
-              each backend the way above, so a failed cell is recorded and the sweep goes on.
-
-There is no accounting database on the machines this is tested on, so state comes from
-`scontrol show job`, polled (`sbatch --wait` polls too slowly for short jobs).
+              each backend its own way, so a failed cell is recorded and the sweep goes on.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-import shutil
-import subprocess
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from harness.backends import BACKENDS
+from harness.backends.base import SbatchStyle
 from harness.errors import UserError
+from harness.launch.sbatch_text import argv_words
 from harness.launch.slurm_env import PORT_BASE, PORT_SPAN
 
-LAUNCH_STYLES = ("srun", "deepspeed", "horovodrun", "byteps")
-"""Styles in which the script's tasks are the workers."""
+
+
+def launch_styles() -> dict[str, SbatchStyle]:
+    """Styles in which the script's tasks are the workers, each owned by a backend (name -> style)."""
+    return {name: style for _, entry in BACKENDS.items() for name, style in entry.sbatch_styles.items()}
+
+
+LAUNCH_STYLES = tuple(launch_styles())
+"""Their names, in the backends' order."""
 SWEEP_STYLE = "sweep"
 """Style in which the script runs a ddlbench sweep once and the harness launches each cell."""
-FINAL_STATES = frozenset({
-    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
-    "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT",
-})
-"""Job states after which nothing more happens (`man squeue`, JOB STATE CODES)."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +47,7 @@ class SbatchSpec:
     command: tuple[str, ...]
     """argv each worker runs (a list is accepted and stored as a tuple)."""
     nodes: int = 1
-    """Nodes running workers (byteps: plus `ps_server_nodes`)."""
+    """Nodes running workers (a style with dedicated server nodes adds `ps_server_nodes`)."""
     tasks_per_node: int = 1
     """Workers per node: one per GPU, or one per core on CPU."""
     gpus_per_node: int = 0
@@ -87,11 +76,11 @@ class SbatchSpec:
     master_port: int | None = None
     """Rendezvous port; None derives it from the job id like harness.launch.slurm_env.port_for_job."""
     horovod_controller: str = "gloo"
-    """horovodrun only: "gloo" (horovodrun --gloo, reaches hosts over ssh) or "mpi" (mpirun)."""
+    """Styles whose launcher starts remote ranks itself: "gloo" (over ssh) or "mpi" (mpirun)."""
     ps_servers: int = 1
-    """byteps only: number of server processes."""
+    """Styles with parameter servers: number of server processes."""
     ps_server_nodes: int = 0
-    """byteps only: extra nodes holding only servers; 0 places servers on the worker nodes."""
+    """Styles with parameter servers: extra nodes holding only servers; 0 places them on worker nodes."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "command", tuple(str(a) for a in self.command))
@@ -107,8 +96,10 @@ class SbatchSpec:
 
     @property
     def total_nodes(self) -> int:
-        """Nodes to allocate: worker nodes, plus dedicated server nodes for byteps."""
-        return self.nodes + (self.ps_server_nodes if self.launch == "byteps" else 0)
+        """Nodes to allocate: worker nodes, plus what the launch style needs beyond them (dedicated
+        parameter-server nodes)."""
+        style = launch_styles().get(self.launch)
+        return self.nodes + (style.extra_nodes(self) if style else 0)
 
 
 def _validate(s: SbatchSpec) -> None:
@@ -210,7 +201,7 @@ def render_sbatch(spec: SbatchSpec) -> str:
         return "\n".join(lines) + "\n" + _launch_sweep(spec)
     return "\n".join(lines) + "\n" + _RENDEZVOUS + _port_line(spec) + "\n" + (
         'echo "job $SLURM_JOB_ID: ${#HOSTS[@]} nodes (${HOSTS[*]}), rendezvous $MASTER_ADDR:$MASTER_PORT"\n'
-        "\n" + _LAUNCHERS[spec.launch](spec))
+        "\n" + launch_styles()[spec.launch].render(spec))
 
 
 def _variables(spec: SbatchSpec) -> list[str]:
@@ -221,97 +212,6 @@ def _variables(spec: SbatchSpec) -> list[str]:
                    for name, value, why in spec.variables]
 
 
-_VAR_WORD = re.compile(r"(?:[\w./:=@%+,-]|\$\{[A-Za-z_]\w*\})*\$\{[A-Za-z_]\w*\}(?:[\w./:=@%+,-]|\$\{[A-Za-z_]\w*\})*")
-
-
-def _word(arg: str) -> str:
-    """One command word: quoted as is, except that ${NAME} references to the script's variables stay
-    live (in double quotes)."""
-    return f'"{arg}"' if _VAR_WORD.fullmatch(arg) else shlex.quote(arg)
-
-
-def _argv(spec: SbatchSpec) -> str:
-    return " ".join(_word(a) for a in spec.command)
-
-
-def _step_cpus(spec: SbatchSpec) -> str:
-    # "The number of cpus per task specified for salloc or sbatch is not automatically inherited by
-    # srun" (man srun, Slurm 22.05, --cpus-per-task): without it a step gives each worker one core.
-    # Saying it again is right for every version.
-    return f"--cpus-per-task={spec.cpus_per_task}"
-
-
-def _launch_srun(spec: SbatchSpec) -> str:
-    return (
-        "# One task per worker; each reads its rank from SLURM_* (harness.launch.slurm_env).\n"
-        "# --kill-on-bad-exit: one failed rank ends the step instead of leaving the others hung.\n"
-        f"srun --kill-on-bad-exit=1 {_step_cpus(spec)} {_argv(spec)}\n"
-    )
-
-
-def _launch_deepspeed(spec: SbatchSpec) -> str:
-    return (
-        "# One task per worker with the torch variables deepspeed.init_distributed reads.\n"
-        "export DDLBENCH_LAUNCHER=slurm\n"
-        f"srun --kill-on-bad-exit=1 {_step_cpus(spec)} bash -c '\n"
-        "  export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS\n"
-        "  export LOCAL_RANK=$SLURM_LOCALID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE\n"
-        "  export NODE_RANK=$SLURM_NODEID\n"
-        "  exec \"$@\"' ddlbench-task " + _argv(spec) + "\n"
-    )
-
-
-def _launch_horovodrun(spec: SbatchSpec) -> str:
-    flag = "--gloo" if spec.horovod_controller == "gloo" else "--mpi"
-    reach = ("workers on other nodes are started over ssh (passwordless ssh between nodes is needed)"
-             if flag == "--gloo" else "mpirun starts the workers on the other nodes")
-    return (
-        f"# horovodrun is the job's launcher: one copy on the first node drives all {spec.workers} workers;\n"
-        f"# {reach}.\n"
-        f"HOROVOD_HOSTS=$(printf '%s:{spec.tasks_per_node},' \"${{HOSTS[@]}}\")\n"
-        "# Its step gets the node's cores for all local workers (steps do not inherit sbatch's).\n"
-        f"srun --kill-on-bad-exit=1 --nodes=1 --ntasks=1 --cpus-per-task={spec.tasks_per_node * spec.cpus_per_task} "
-        f"--nodelist=\"${{HOSTS[0]}}\" \\\n"
-        f"  horovodrun {flag} -np {spec.workers} -H \"${{HOROVOD_HOSTS%,}}\" \\\n"
-        f"  {_argv(spec)}\n"
-    )
-
-
-def _launch_byteps(spec: SbatchSpec) -> str:
-    # Servers go on the dedicated nodes after the workers' when there are any, else on the first
-    # worker nodes; never more server nodes than servers (srun refuses a node list longer than --nodes).
-    first = spec.nodes if spec.ps_server_nodes else 0
-    pool = spec.ps_server_nodes or spec.nodes
-    server_nodes = min(pool, spec.ps_servers)
-    where = "on nodes of their own" if spec.ps_server_nodes else "colocated with the workers"
-    return (
-        "# BytePS roles (DMLC_*): one scheduler, the servers, and the workers, as three concurrent steps.\n"
-        "# DMLC_NUM_WORKER counts worker nodes; BYTEPS_LOCAL_RANK/SIZE place a worker within its node.\n"
-        f"export DMLC_NUM_WORKER={spec.nodes} DMLC_NUM_SERVER={spec.ps_servers}\n"
-        "# The scheduler listens next to MASTER_PORT, which stays free for torch.distributed.\n"
-        "export DMLC_PS_ROOT_URI=$MASTER_ADDR DMLC_PS_ROOT_PORT=$((MASTER_PORT + 1))\n"
-        f"WORKER_NODES=$(IFS=,; echo \"${{HOSTS[*]:0:{spec.nodes}}}\")\n"
-        f"SERVER_NODES=$(IFS=,; echo \"${{HOSTS[*]:{first}:{server_nodes}}}\")  # {where}\n"
-        "# --overlap: the scheduler and servers share CPUs with the workers' step.\n"
-        "srun --overlap --nodes=1 --ntasks=1 --nodelist=\"${HOSTS[0]}\" \\\n"
-        "  env DMLC_ROLE=scheduler bpslaunch &\n"
-        "SCHEDULER=$!\n"
-        f"srun --overlap --nodes={server_nodes} --ntasks={spec.ps_servers} --nodelist=\"$SERVER_NODES\" \\\n"
-        "  env DMLC_ROLE=server bpslaunch &\n"
-        "SERVERS=$!\n"
-        "status=0\n"
-        f"srun --kill-on-bad-exit=1 --nodes={spec.nodes} --ntasks={spec.workers} "
-        f"--ntasks-per-node={spec.tasks_per_node} {_step_cpus(spec)} --nodelist=\"$WORKER_NODES\" bash -c '\n"
-        "  export DMLC_ROLE=worker DMLC_WORKER_ID=$SLURM_NODEID\n"
-        "  export BYTEPS_LOCAL_RANK=$SLURM_LOCALID BYTEPS_LOCAL_SIZE=$SLURM_NTASKS_PER_NODE\n"
-        "  exec \"$@\"' ddlbench-task " + _argv(spec) + " || status=$?\n"
-        "# Workers are done: the scheduler and servers have nothing left to serve.\n"
-        "kill \"$SCHEDULER\" \"$SERVERS\" 2>/dev/null || true\n"
-        "wait || true\n"
-        "exit \"$status\"\n"
-    )
-
-
 def _launch_sweep(spec: SbatchSpec) -> str:
     return (
         "\n"
@@ -319,88 +219,7 @@ def _launch_sweep(spec: SbatchSpec) -> str:
         "# (harness/launch/srun.py): a failed or hung cell is recorded and the sweep goes on; cells\n"
         "# already on disk are skipped when the job is submitted again (--resume).\n"
         'echo "job ${SLURM_JOB_ID}: nodes ${SLURM_JOB_NODELIST}"\n'
-        f"{_argv(spec)}\n"
+        f"{argv_words(spec)}\n"
     )
 
 
-_LAUNCHERS = {
-    "srun": _launch_srun,
-    "deepspeed": _launch_deepspeed,
-    "horovodrun": _launch_horovodrun,
-    "byteps": _launch_byteps,
-}
-
-
-# ------------------------------------------------------------------------------- submit and follow
-
-def _slurm(tool: str, args: list[str], timeout_s: float = 30.0,
-           cwd: str | Path | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
-    """Run a Slurm client; a missing tool or an unreachable controller is a UserError."""
-    exe = shutil.which(tool)
-    if exe is None:
-        raise UserError(f"`{tool}` is not installed, so jobs cannot be sent to Slurm; run on a Slurm "
-                        f"login node, or start a local test cluster with slurm/local/up.sh")
-    try:
-        res = subprocess.run([exe, *args], input=stdin, capture_output=True, text=True,
-                             timeout=timeout_s, cwd=cwd)
-    except subprocess.TimeoutExpired:
-        raise UserError(f"`{tool} {' '.join(args)}` got no answer within {timeout_s:.0f} s, so the Slurm "
-                        f"controller looks unreachable; check `scontrol ping`") from None
-    err = (res.stderr or "").strip()
-    if res.returncode != 0 and re.search(r"Unable to contact slurm controller|Connection refused|"
-                                         r"Zero Bytes were transmitted|Socket timed out|"
-                                         r"Could not establish a configuration source|"
-                                         r"Invalid authentication credential|Munge", err, re.I):
-        first = err.splitlines()[0] if err else "no message"
-        raise UserError(f"the Slurm controller is unreachable ({tool}: {first}); check `scontrol ping` "
-                        f"and that slurmctld and munged run (locally: slurm/local/up.sh)")
-    return res
-
-
-def submit(script_text: str, workdir: str | Path) -> str:
-    """Submit a batch script with `sbatch --parsable`, running in `workdir`; returns the job id.
-
-    The script is also written to workdir/<job name>.sbatch.sh for the record (and for resubmission)."""
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    m = re.search(r"^#SBATCH --job-name=(\S+)", script_text, re.M)
-    (workdir / f"{m.group(1) if m else 'job'}.sbatch.sh").write_text(script_text)
-    # sbatch does not create the directory of --output; without it the job runs but its log is lost.
-    out = re.search(r"^#SBATCH --output=(\S+)", script_text, re.M)
-    if out and "%" not in str(Path(out.group(1)).parent):
-        (workdir / Path(out.group(1)).parent).mkdir(parents=True, exist_ok=True)
-    res = _slurm("sbatch", ["--parsable"], cwd=workdir, stdin=script_text)
-    if res.returncode != 0:
-        first = (res.stderr.strip().splitlines() or ["no message"])[0]
-        raise UserError(f"sbatch refused the job: {first}; fix the resources or options it names")
-    # --parsable prints "jobid" or "jobid;cluster".
-    return res.stdout.strip().split(";")[0]
-
-
-def job_state(job_id: str | int) -> str:
-    """Current state (PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, ...) from `scontrol show job`.
-
-    Slurm forgets a finished job after MinJobAge (300 s by default); then this says "UNKNOWN"."""
-    res = _slurm("scontrol", ["show", "job", "--oneliner", str(job_id)])
-    if res.returncode != 0:
-        return "UNKNOWN"
-    m = re.search(r"\bJobState=(\S+)", res.stdout)
-    return m.group(1) if m else "UNKNOWN"
-
-
-def wait_job(job_id: str | int, timeout_s: float, poll_s: float = 0.5) -> str:
-    """Poll job_state until a final state (FINAL_STATES) and return it; "UNKNOWN" once the controller
-    forgot the job; raises TimeoutError (the job keeps running: cancel() it if you mean to)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        state = job_state(job_id)
-        if state in FINAL_STATES or state == "UNKNOWN":
-            return state
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"Slurm job {job_id} still {state} after {timeout_s:.0f} s")
-        time.sleep(poll_s)
-
-
-def cancel(job_id: str | int) -> None:
-    """Cancel the job (scancel); a job that already ended is not an error."""
-    _slurm("scancel", [str(job_id)])

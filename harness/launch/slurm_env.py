@@ -20,7 +20,7 @@ import subprocess
 from collections.abc import Mapping
 
 from harness.errors import UserError
-from harness.launch.env import DistEnv
+from harness.launch.distenv import DistEnv
 
 PORT_BASE = 20000
 """Derived rendezvous ports are PORT_BASE + job_id % PORT_SPAN: above the common service ports and

@@ -14,15 +14,11 @@ given to srun as a host file (`--distribution=arbitrary`, SLURM_HOSTFILE; `man s
 no GPUs, so they get all of the job's GPUs on their nodes (Slurm's default for a step without --gres);
 each worker takes GPU number LOCAL_RANK (harness.worker).
 
-Each backend starts the way its users start it under Slurm (DESIGN.md section 5):
-  torch       one srun task per rank; the worker reads SLURM_PROCID & co. (harness.launch.slurm_env)
-  deepspeed   the same, each task given the torch variables (RANK, LOCAL_RANK, ...) deepspeed reads
-  horovod     srun tasks with Horovod's gloo variables (HOROVOD_RANK, ...); this process runs the
-              rendezvous server horovodrun would run. DDLBENCH_HOROVOD_LAUNCH=horovodrun instead runs
-              `horovodrun --gloo -H node:slots,...` from this (the first) node, reaching others by ssh.
-  byteps      three concurrent steps: scheduler, servers (own nodes when spare), workers (DMLC_*).
-The steps are planned by pure functions in harness/launch/srun_plan.py. The variables are set by `python -m harness.launch.srun_task STYLE -- ARGV` (harness/launch/srun_task.py),
-a shim that reads the task's SLURM_* (or HOROVOD_*), exports the style's variables and execs ARGV.
+Each backend starts the way its users start it under Slurm: its package plans the steps
+(`BackendEntry.srun_plan` over the generic pieces of harness/launch/srun_plan.py), may run a service
+around them (`srun_session`: Horovod's rendezvous server), and defines the shim styles that give each
+task its framework's variables (`python -m harness.launch.srun_task STYLE -- ARGV`). This module only
+runs the steps, watches them and stops them (docs/ARCHITECTURE.md, "Launching").
 """
 
 from __future__ import annotations
@@ -32,17 +28,16 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from harness.cell import CellSpec
+from harness.backends import BACKENDS
 from harness.errors import CellFailed, UserError
-from harness.launch.local import log_tail
 from harness.launch.slurm_env import expand_tasks_per_node, hostnames, node_addr
-from harness.launch.srun_plan import Allocation, Step, cell_port, failure_reason, place, plan_cell
+from harness.launch.srun_plan import Allocation, SrunContext, Step, cell_port, failure_reason, place
+from harness.launch.supervise import log_tail, python_argv, worker_argv
 
 LAUNCHERS = ("local", "srun")
 STOP_GRACE_S = 10.0
@@ -93,7 +88,7 @@ def _this_node(nodes: tuple[str, ...], use_scontrol: bool) -> str:
 # --------------------------------------------------------------------------------------- launcher
 
 def worker_command(cell_dir: Path) -> tuple[str, ...]:
-    return (sys.executable, "-m", "harness.worker", "--cell", str(cell_dir / "cell.json"), "--out", str(cell_dir))
+    return (*python_argv(), *worker_argv(cell_dir))
 
 
 def step_environment(base: Mapping[str, str], step: Step) -> dict[str, str]:
@@ -102,8 +97,18 @@ def step_environment(base: Mapping[str, str], step: Step) -> dict[str, str]:
     return env
 
 
-def launch_cell_srun(cell: CellSpec, cell_dir: Path, placement=None,
-                     command: tuple[str, ...] | None = None) -> Path:
+def plan_cell(cell, alloc: Allocation, cell_dir: Path, master_addr: str, port: int,
+              command: tuple[str, ...], style: str | None = None,
+              rendezvous: tuple[str, int] | None = None, extra_env: dict | None = None) -> list[Step]:
+    """The step(s) that run `cell` (pure): the cell's backend plans them. `style` is the backend's launch
+    variant (None = its default); `rendezvous` a backend service's address; `extra_env` is set for
+    every task."""
+    ctx = SrunContext(cell, alloc, cell_dir, master_addr, port, tuple(command), style, rendezvous,
+                      dict(extra_env or {}))
+    return BACKENDS.get(cell.backend).srun_plan(ctx)
+
+
+def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, ...] | None = None) -> Path:
     """Run every rank of `cell` as a step of the current allocation; return rank 0's result.json,
     or raise CellFailed. `placement` is ignored (the allocation places); `command` replaces the
     worker argv (tests run probes through the same path)."""
@@ -113,35 +118,16 @@ def launch_cell_srun(cell: CellSpec, cell_dir: Path, placement=None,
     (cell_dir / "cell.json").write_text(cell.to_json())
     result = cell_dir / "result.json"
     result.unlink(missing_ok=True)
+    backend = BACKENDS.get(cell.backend)
     workers, _ = place(cell, alloc)
-    master = node_addr(workers[0])
     port = _usable_port(cell_port(alloc.job_id, cell.cell_id), on_this_host=workers[0] == alloc.here)
-    style = cell.backend
-    if style == "horovod" and os.environ.get("DDLBENCH_HOROVOD_LAUNCH", "srun") == "horovodrun":
-        style = "horovodrun"
-    server = _horovod_rendezvous(cell, alloc, workers) if style == "horovod" else None
-    try:
-        rdv = (node_addr(alloc.here) if alloc.here else socket.gethostname(), server[1]) if server else None
-        steps = plan_cell(cell, alloc, cell_dir, master, port, command or worker_command(cell_dir), style, rdv,
-                          _backend_env(cell))
-        _run_steps(steps, cell, cell_dir)
-    finally:
-        if server:
-            server[0].stop()
+    ctx = SrunContext(cell, alloc, cell_dir, node_addr(workers[0]), port, tuple(command or worker_command(cell_dir)),
+                      backend.srun_variant(os.environ), extra_env=backend.launch_env(cell))
+    with backend.srun_session(ctx) as ready:
+        _run_steps(backend.srun_plan(ready), cell, cell_dir)
     if not result.exists():
         raise CellFailed("rank 0 finished without writing result.json", _tail(cell_dir))
     return result
-
-
-def _backend_env(cell: CellSpec) -> dict[str, str]:
-    """Variables a backend's own single-box launcher would set too."""
-    if cell.backend == "deepspeed":
-        try:  # where the installer put DeepSpeed's compiled ops (else each rank compiles them again)
-            from harness.backends.deepspeed import extensions_dir
-        except ImportError:
-            return {}
-        return {"TORCH_EXTENSIONS_DIR": extensions_dir()}
-    return {}
 
 
 def _usable_port(port: int, on_this_host: bool) -> int:
@@ -158,21 +144,6 @@ def _usable_port(port: int, on_this_host: bool) -> int:
     return port
 
 
-def _horovod_rendezvous(cell: CellSpec, alloc: Allocation, workers: list[str]):
-    """Start the HTTP rendezvous server horovodrun would start, with the same slot plan."""
-    try:
-        from horovod.runner.common.util.hosts import get_host_assignments, parse_hosts
-        from horovod.runner.http.http_server import RendezvousServer
-    except ImportError:
-        raise CellFailed("backend horovod needs the horovod package on the node running the sweep; "
-                         "install it (scripts/install_frameworks.sh horovod)") from None
-    slots = ",".join(f"{h}:{workers.count(h)}" for h in dict.fromkeys(workers))
-    server = RendezvousServer(verbose=0)
-    port = server.start()
-    server.init(get_host_assignments(parse_hosts(slots), cell.workers))
-    return server, port
-
-
 class _Ended(Exception):
     """A cell ended badly: the reason, and the rank whose log matters most (None: every rank's)."""
 
@@ -181,7 +152,7 @@ class _Ended(Exception):
         self.reason, self.rank = reason, rank
 
 
-def _run_steps(steps: list[Step], cell: CellSpec, cell_dir: Path) -> None:
+def _run_steps(steps: list[Step], cell, cell_dir: Path) -> None:
     procs: list[tuple[Step, subprocess.Popen]] = []
     logs = []
     try:
@@ -224,9 +195,9 @@ def _failure(step: Step, code: int | None, cell_dir: Path) -> _Ended:
     name = "srun.log" if step.main else f"srun.{step.role}.log"
     text = (cell_dir / name).read_text(errors="replace") if (cell_dir / name).exists() else ""
     if code == 0:
-        return _Ended(f"the BytePS {step.role} ended before the workers", None)
+        return _Ended(f"the {step.role} step ended before the workers", None)
     reason, rank = failure_reason(text, code, step.role)
-    return _Ended(reason, rank if step.role in ("workers", "horovodrun") else None)
+    return _Ended(reason, rank if step.main else None)  # main steps run the ranks
 
 
 TAIL_RANKS = 8
@@ -268,7 +239,7 @@ def _stop(procs) -> None:
 
 def _signal(p: subprocess.Popen, sig: int) -> None:
     # SIGTERM to srun itself (it forwards it and ends its step); SIGKILL to its whole process group
-    # (horovodrun's children, ssh sessions).
+    # (a framework launcher's children, ssh sessions).
     try:
         if sig == signal.SIGTERM:
             os.kill(p.pid, sig)

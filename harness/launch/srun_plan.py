@@ -1,11 +1,12 @@
-"""What the srun launcher runs for one cell, as data: which node each rank goes to, and the srun (or
-horovodrun) command lines with their variables. Pure functions; harness/launch/srun.py runs them.
+"""What the srun launcher runs for one cell, as data: which node each rank goes to, and the srun
+command lines with their variables (docs/ARCHITECTURE.md, "Launching"). Pure functions, no backend:
+each backend turns an `SrunContext` into its own `Step`s (`BackendEntry.srun_plan`), with the generic
+pieces here; harness/launch/srun.py runs them.
 
-    [step] = plan_cell(cell, Allocation("77", ("n1", "n2"), 1, (2, 2)), cell_dir, "10.0.0.1", 24001, argv)
-    step.argv      # ('srun', '--job-name=ddlbench-...', '--nodes=2', '--ntasks=2', '--distribution=arbitrary', ...)
-    step.hosts     # ('n1', 'n2'): the host file, one line per rank
+    ctx = SrunContext(cell, Allocation("77", ("n1", "n2"), 1, (2, 2)), cell_dir, "10.0.0.1", 24001, argv)
+    ctx.srun(ctx.workers, 1, ctx.name, ctx.out)   # ['srun', '--job-name=ddlbench-...', '--nodes=2', ...]
 
-See harness/launch/srun.py for how each backend is started, and why.
+Nothing here imports the cell or the backends, so that backends can build on it without a cycle.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import hashlib
 import math
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.cell import CellSpec
 from harness.errors import CellFailed, UserError
 from harness.launch.slurm_env import PORT_BASE, PORT_SPAN
+
+SHIM_MODULE = "harness.launch.srun_task"
+"""The per-task shim that gives a task its framework's variables (harness/launch/srun_task.py)."""
 
 
 # ------------------------------------------------------------------------------------ allocation
@@ -73,7 +76,7 @@ class Step:
     """The cell is done when the main steps end; the others (scheduler, servers) are then stopped."""
 
 
-def place(cell: CellSpec, alloc: Allocation) -> tuple[list[str], list[str]]:
+def place(cell, alloc: Allocation) -> tuple[list[str], list[str]]:
     """(node of each worker, node of each server): workers in blocks over the first cell.nodes nodes;
     servers on the spare nodes after them when there are any, else round-robin on the worker nodes."""
     n = cell.nodes
@@ -86,7 +89,7 @@ def place(cell: CellSpec, alloc: Allocation) -> tuple[list[str], list[str]]:
     return workers, servers
 
 
-def _srun(alloc: Allocation, hosts: list[str], cpus: int, name: str, out: str, overlap: bool = False) -> list[str]:
+def srun_options(alloc: Allocation, hosts: list[str], cpus: int, name: str, out: str, overlap: bool = False) -> list[str]:
     """srun options for one step whose task i runs on hosts[i]."""
     load: dict[str, int] = {}
     for h in hosts:
@@ -102,89 +105,83 @@ def _srun(alloc: Allocation, hosts: list[str], cpus: int, name: str, out: str, o
     return argv
 
 
-def plan_cell(cell: CellSpec, alloc: Allocation, cell_dir: Path, master_addr: str, port: int,
-              command: tuple[str, ...], style: str | None = None,
-              rendezvous: tuple[str, int] | None = None, extra_env: dict | None = None) -> list[Step]:
-    """The step(s) that run `cell` (pure). `command` is each rank's argv; `style` defaults to the
-    cell's backend (horovodrun: see the module docstring); `rendezvous` is Horovod's server address;
-    `extra_env` is set for every task."""
-    style = style or cell.backend
-    workers, servers = place(cell, alloc)
-    name = f"ddlbench-{cell.cell_id}"
-    out = str(cell_dir / "rank%t.log")
-    cpus = max(1, cell.threads)
-    common = {"MASTER_ADDR": master_addr, "MASTER_PORT": str(port), "PYTHONUNBUFFERED": "1",
-              "OMP_NUM_THREADS": str(cell.threads), "MKL_NUM_THREADS": str(cell.threads), **(extra_env or {})}
-    if style in ("horovod", "horovodrun"):
-        common.update(horovod_knob_env(cell))
-    shim = (sys.executable, "-m", "harness.launch.srun_task")
-    if style == "torch":
-        hosts = workers + servers
-        return [Step("workers", tuple(_srun(alloc, hosts, cpus, name, out) + list(command)), tuple(hosts),
-                     _env(common))]
-    if style == "deepspeed":
-        hosts = workers + servers
-        argv = _srun(alloc, hosts, cpus, name, out) + [*shim, "torch", "--", *command]
-        return [Step("workers", tuple(argv), tuple(hosts), _env(common))]
-    if style == "horovod":
-        if rendezvous is None:
-            raise ValueError("horovod over srun needs the rendezvous server's address")
-        env = {**common, "HOROVOD_GLOO_RENDEZVOUS_ADDR": rendezvous[0],
-               "HOROVOD_GLOO_RENDEZVOUS_PORT": str(rendezvous[1])}
-        argv = _srun(alloc, workers, cpus, name, out) + [*shim, "horovod", "--", *command]
-        return [Step("workers", tuple(argv), tuple(workers), _env(env))]
-    if style == "horovodrun":
-        slots = ",".join(f"{h}:{workers.count(h)}" for h in dict.fromkeys(workers))
-        if len(set(workers)) == 1 and workers[0] == alloc.here:
-            slots = f"localhost:{cell.workers}"  # one node, this one: no ssh needed
-        flags = [f for k, flag in (("HOROVOD_FUSION_THRESHOLD", "--fusion-threshold-mb"),
-                                   ("HOROVOD_CYCLE_TIME", "--cycle-time-ms")) if k in common
-                 for f in (flag, _knob_flag(k, common[k]))]
-        argv = [_beside_python("horovodrun"), "--gloo", "-np", str(cell.workers), "-H", slots, *flags,
-                *shim, "horovodrun", "--log-dir", str(cell_dir), "--", *command]
-        return [Step("horovodrun", tuple(argv), env=_env(common))]
-    if style == "byteps":
-        env = {**common, "DMLC_NUM_WORKER": str(len(set(workers))), "DMLC_NUM_SERVER": str(cell.servers),
-               "DMLC_PS_ROOT_URI": master_addr, "DMLC_PS_ROOT_PORT": str(port + 1)}
-        sched = _srun(alloc, [workers[0]], 1, name + ".scheduler", str(cell_dir / "scheduler.log"), True)
-        serv = _srun(alloc, servers, 1, name + ".servers", str(cell_dir / "server%t.log"), True)
-        work = _srun(alloc, workers, cpus, name, out)
-        return [Step("scheduler", tuple(sched + ["env", "DMLC_ROLE=scheduler", "bpslaunch"]), (workers[0],),
-                     _env(env), main=False),
-                Step("servers", tuple(serv + ["env", "DMLC_ROLE=server", "bpslaunch"]), tuple(servers),
-                     _env(env), main=False),
-                Step("workers", tuple(work + [*shim, "byteps", "--", *command]), tuple(workers), _env(env))]
-    raise UserError(f"the srun launcher does not know backend {style!r}; it starts torch, deepspeed, "
-                    f"horovod (or horovodrun) and byteps")
+def env_items(d: dict) -> tuple[tuple[str, str], ...]:
+    """A step's variables in the form Step.env holds them (sorted: plans are compared in tests)."""
+    return tuple(sorted((k, str(v)) for k, v in d.items()))
 
 
-def _env(d: dict) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(d.items()))
-
-
-MB = 1 << 20
-
-
-def horovod_knob_env(cell: CellSpec) -> dict[str, str]:
-    """The `horovod` scheme's knobs as the variables hvd.init() reads (horovodrun sets the same from
-    --fusion-threshold-mb / --cycle-time-ms; harness/schemes/horovod_native.py checks them)."""
-    knobs = cell.knobs or {}
-    env = {}
-    if knobs.get("fusion_threshold_mb") is not None:
-        env["HOROVOD_FUSION_THRESHOLD"] = str(int(knobs["fusion_threshold_mb"]) * MB)
-    if knobs.get("cycle_time_ms") is not None:
-        env["HOROVOD_CYCLE_TIME"] = str(float(knobs["cycle_time_ms"]))
-    return env
-
-
-def _beside_python(tool: str) -> str:
+def beside_python(tool: str) -> str:
     """A console script of this interpreter's environment (batch jobs may not have it on PATH)."""
     exe = Path(sys.executable).parent / tool
     return str(exe) if exe.exists() else tool
 
 
-def _knob_flag(var: str, value: str) -> str:
-    return str(int(value) // MB) if var == "HOROVOD_FUSION_THRESHOLD" else value
+@dataclass(frozen=True)
+class SrunContext:
+    """Everything a backend needs to plan one cell's steps in an allocation."""
+
+    cell: object
+    """The resolved CellSpec."""
+    alloc: Allocation
+    """The allocation the steps run in."""
+    cell_dir: Path
+    """Where rank logs and result.json go."""
+    master_addr: str
+    """Rendezvous address (rank 0's node, as Slurm reaches it)."""
+    port: int
+    """Rendezvous port of this cell."""
+    command: tuple[str, ...]
+    """Each rank's argv (the worker, or a probe in tests)."""
+    variant: str | None = None
+    """A backend's launch variant (e.g. Horovod's `horovodrun` instead of srun tasks); None = default."""
+    rendezvous: tuple[str, int] | None = None
+    """A backend-run rendezvous service (Horovod's gloo HTTP server), once started."""
+    extra_env: dict = field(default_factory=dict)
+    """Variables every task gets beyond the common ones (backend and network choices)."""
+
+    @property
+    def placement(self) -> tuple[list[str], list[str]]:
+        return place(self.cell, self.alloc)
+
+    @property
+    def workers(self) -> list[str]:
+        return self.placement[0]
+
+    @property
+    def servers(self) -> list[str]:
+        return self.placement[1]
+
+    @property
+    def name(self) -> str:
+        return f"ddlbench-{self.cell.cell_id}"
+
+    @property
+    def out(self) -> str:
+        return str(self.cell_dir / "rank%t.log")
+
+    @property
+    def cpus(self) -> int:
+        return max(1, self.cell.threads)
+
+    def common_env(self) -> dict[str, str]:
+        t = str(self.cell.threads)
+        return {"MASTER_ADDR": self.master_addr, "MASTER_PORT": str(self.port), "PYTHONUNBUFFERED": "1",
+                "PYTHONSAFEPATH": "1", "OMP_NUM_THREADS": t, "MKL_NUM_THREADS": t, **self.extra_env}
+
+    def srun(self, hosts: list[str], cpus: int, name: str, out: str, overlap: bool = False) -> list[str]:
+        return srun_options(self.alloc, hosts, cpus, name, out, overlap)
+
+    def shim(self, style: str) -> tuple[str, ...]:
+        """`python -m harness.launch.srun_task STYLE`: put before `--` and the command."""
+        return (sys.executable, "-m", SHIM_MODULE, style)
+
+
+def all_ranks_step(ctx: SrunContext, prefix: tuple[str, ...] = ()) -> list[Step]:
+    """The plain plan: one srun step whose tasks are every rank (workers, then servers), each running
+    `prefix + command`; ranks read SLURM_* (or what the `prefix` shim sets)."""
+    hosts = ctx.workers + ctx.servers
+    argv = ctx.srun(hosts, ctx.cpus, ctx.name, ctx.out) + [*prefix, *ctx.command]
+    return [Step("workers", tuple(argv), tuple(hosts), env_items(ctx.common_env()))]
 
 
 # ------------------------------------------------------------------------------- srun's messages

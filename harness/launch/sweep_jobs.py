@@ -20,7 +20,10 @@ from pathlib import Path
 
 import yaml
 
+from harness.backends import BACKENDS
 from harness.errors import UserError
+from harness.launch.sbatch import SWEEP_STYLE, SbatchSpec, render_sbatch
+from harness.sweep import expand, sweep_from_dict
 
 STARTUP_S = 300
 """Added to a job's default time limit: Python start-up and the sweep's own bookkeeping."""
@@ -66,8 +69,6 @@ def parse_time_min(text: str) -> int:
 def plan_jobs(data: dict, run_dir: Path, nodes: int, per_node: int, time_min: int | None = None) -> list[SweepJob]:
     """Split a sweep (its YAML mapping) into one job per node count (pure but for validating the parts
     against the registries). Raises UserError when a worker count needs more than `nodes` nodes."""
-    from harness.sweep import expand, sweep_from_dict
-
     cfg = sweep_from_dict(data)
     groups: dict[int, list[int]] = {}
     for w in cfg.workers:
@@ -102,8 +103,6 @@ def render_submit(jobs: list[SweepJob], *, tasks_per_node: int, gpus_per_node: i
                   array: bool = False, log_dir: str = ".", program: tuple[str, ...] = ("ddlbench",)) -> list[str]:
     """Job scripts for `jobs` (pure): one per job, or one job array over all of them. `program` is
     how the job calls ddlbench (the CLI passes this interpreter: `python -m harness.cli`)."""
-    from harness.launch.sbatch import SWEEP_STYLE, SbatchSpec, render_sbatch
-
     command = (*program, "sweep", "${SWEEP}", "--output", "${RESULTS}", "--resume", "--launcher", "srun",
                "--no-progress")
     common = dict(tasks_per_node=tasks_per_node, gpus_per_node=gpus_per_node, cpus_per_task=cpus_per_task,
@@ -134,8 +133,6 @@ def render_submit(jobs: list[SweepJob], *, tasks_per_node: int, gpus_per_node: i
 def example_scripts() -> dict[str, str]:
     """slurm/<name>.sbatch: scripts users copy and edit (pure; tests check the committed files equal
     these, and `python tests/test_slurm_sweep.py --regenerate` rewrites them)."""
-    from harness.launch.sbatch import SWEEP_STYLE, SbatchSpec, render_sbatch
-
     command = ("ddlbench", "sweep", "${DDLBENCH_SWEEP}", "--output", "${DDLBENCH_RESULTS}", "--resume",
                "--launcher", "srun", "--no-progress")
     usage = ["", "Submit from the repository (paths are relative to where sbatch runs):",
@@ -163,24 +160,9 @@ def example_scripts() -> dict[str, str]:
             "(workers / --ntasks-per-node), rank 0 and the rendezvous on the first."]),
         spec("cpu", "cpu-tiny", nodes=2, tasks_per_node=1, gpus_per_node=0, cpus_per_task=2, time_limit_min=60,
              notes=["CPU nodes, one worker per node: try the harness (or the cluster) before asking for GPUs."]),
-        spec("torch-srun", "torch", nodes=2, notes=[
-            "torch.distributed (nccl on GPU, gloo on CPU): each cell is one srun step, one task per GPU;",
-            "every task reads its rank from SLURM_PROCID/SLURM_LOCALID (harness/launch/slurm_env.py)."]),
-        spec("horovod-srun", "horovod", nodes=2, env={"DDLBENCH_HOROVOD_LAUNCH": "srun"}, notes=[
-            "Horovod over srun: each cell is one srun step, one task per GPU, each told its place by",
-            "Horovod's own variables (HOROVOD_RANK, HOROVOD_LOCAL_RANK, HOROVOD_CROSS_RANK, ...); the",
-            "sweep runs the gloo rendezvous server horovodrun would run. Needs no ssh and no MPI."]),
-        spec("horovod-horovodrun", "horovod", nodes=2, env={"DDLBENCH_HOROVOD_LAUNCH": "horovodrun"}, notes=[
-            "Horovod the classic way: for each cell, `horovodrun --gloo -H node:slots,...` on the first",
-            "node starts the workers, reaching the other nodes over ssh: passwordless ssh between the",
-            "allocation's nodes is required (use horovod-srun.sbatch where it is not)."]),
-        spec("deepspeed", "deepspeed", nodes=2, notes=[
-            "DeepSpeed: each cell is one srun step, one task per GPU, each given the variables",
-            "deepspeed.init_distributed reads (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)."]),
-        spec("byteps", "byteps", nodes=3, notes=[
-            "BytePS: 2 worker nodes + 1 node for the servers (the study used one server host per four",
-            "workers). Per cell the sweep starts three steps, told their role by DMLC_ROLE: the scheduler",
-            "(first node), the servers (on the nodes the workers leave free, else beside the workers)",
-            "and the workers; DMLC_NUM_WORKER, DMLC_NUM_SERVER, DMLC_PS_ROOT_URI/PORT come from the layout."]),
     ]
+    # Each backend brings its own examples (BackendEntry.sbatch_examples).
+    specs += [spec(ex["name"], ex["sweep"], list(ex["notes"]),
+                   **{k: v for k, v in ex.items() if k not in ("name", "sweep", "notes")})
+              for _, entry in BACKENDS.items() for ex in entry.sbatch_examples]
     return {f"{s.job_name.removeprefix('ddlbench-')}.sbatch": render_sbatch(s) for s in specs}

@@ -1,31 +1,24 @@
-"""Backend `deepspeed`: the ZeRO schemes (zero0..zero3) run inside a DeepSpeed engine.
-
-Launch: the `deepspeed` launcher, as DeepSpeed users start a job on one box
-(`deepspeed --num_gpus W --master_port P --no_local_rank --module harness.worker --cell ... --out ...`;
-on a CPU box --num_gpus is the number of local processes). It sets RANK/WORLD_SIZE/LOCAL_RANK/MASTER_*
-for every rank, which harness.launch.env reads, and `deepspeed.init_distributed(dist_backend="gloo")`
-joins them. --no_local_rank: our worker takes its rank from the environment, not from --local_rank.
-(The generic launchers would work too, since init_distributed reads the same variables: Slurm uses that.)
+"""The `deepspeed` backend's transport: torch.distributed on the group DeepSpeed initialised (barrier,
+objects, all-reduce); the ZeRO schemes do their gradient communication inside the engine, not through it.
 
 DeepSpeed JIT-compiles C++ ops on first use into TORCH_EXTENSIONS_DIR; we use the folder
 scripts/install_frameworks.sh pre-compiled them into (same default, computed the same way).
-
-The Transport (barrier, objects, all-reduce) is torch.distributed on the group DeepSpeed initialised:
-the ZeRO schemes do their gradient communication inside the engine, not through it.
 """
 
 from __future__ import annotations
 
 import datetime
 import functools
+import importlib.util
 import os
+import shutil
 import sys
 from pathlib import Path
 
 import torch
 
-from harness.backends.base import BACKENDS, BackendEntry
 from harness.backends.torch_dist import TorchTransport
+from harness.launch.supervise import launcher_exe
 
 INSTALL = "bash scripts/install_frameworks.sh deepspeed"
 
@@ -42,9 +35,9 @@ def extensions_dir() -> str:
     return str(cache / "torch_extensions" / f"torch{base}-py{sys.version_info[0]}{sys.version_info[1]}-{flavour}")
 
 
-def _start(cell, env, device):
+def start(cell, env, device):
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", extensions_dir())
-    import deepspeed
+    import deepspeed  # optional: only this backend needs DeepSpeed
 
     deepspeed.init_distributed(dist_backend="nccl" if str(device).startswith("cuda") else "gloo",
                                timeout=datetime.timedelta(seconds=max(30.0, float(cell.timeout_s))),
@@ -53,38 +46,15 @@ def _start(cell, env, device):
 
 
 @functools.lru_cache(maxsize=1)
-def _available() -> str | None:
-    import importlib.util
-
+def available() -> str | None:
     if importlib.util.find_spec("deepspeed") is None:
         return f"backend deepspeed is not installed here; install it: {INSTALL}"
-    import shutil
-    from harness.launch.horovodrun import launcher_exe
-
     if shutil.which(launcher_exe("deepspeed")) is None:
         return f"backend deepspeed: the `deepspeed` launcher is not on PATH; install it: {INSTALL}"
     return None
 
 
-def _versions() -> dict:
-    import deepspeed
+def versions() -> dict:
+    import deepspeed  # optional: only this backend needs DeepSpeed
 
     return {"deepspeed": deepspeed.__version__, "torch": torch.__version__}
-
-
-def launch_deepspeed(cell, cell_dir, placement=None):
-    from harness.launch.horovodrun import base_env, launcher_exe, prepare, run_supervised, worker_argv
-    from harness.launch.local import free_port
-
-    cell_dir = prepare(cell, cell_dir, placement)
-    argv = [launcher_exe("deepspeed"), "--num_gpus", str(cell.workers), "--master_port", str(free_port()),
-            "--no_local_rank", "--module"] + worker_argv(cell_dir)[1:]  # `--module harness.worker ...`
-    env = base_env(cell, "deepspeed", {"TORCH_EXTENSIONS_DIR": extensions_dir()})
-    return run_supervised(argv, env, cell, cell_dir, "deepspeed launcher")
-
-
-BACKENDS.register("deepspeed", BackendEntry(
-    name="deepspeed",
-    description="DeepSpeed engine (ZeRO stages 0-3; gloo on CPU), started by the deepspeed launcher",
-    start=_start, available=_available, versions=_versions, launch=launch_deepspeed,
-))

@@ -1,6 +1,6 @@
-"""Backend `horovod`: the Transport over Horovod's named asynchronous collectives (gloo on CPU).
+"""The `horovod` backend's transport: the Transport over Horovod's named asynchronous collectives (gloo on CPU).
 
-Every rank is started by `horovodrun` (harness.launch.horovodrun), as Horovod users start jobs; the
+Every rank is started by `horovodrun` or srun (launch.py), as Horovod users start jobs; the
 ranks learn who they are from HOROVOD_RANK/HOROVOD_SIZE (harness.launch.env). Sums are
 `hvd.allreduce_async_(t, name, op=hvd.Sum)` completed by `hvd.synchronize`; Horovod's background thread
 fuses outstanding tensors under its fusion threshold and cycle time. Horovod has no priorities: the
@@ -10,12 +10,14 @@ scheme's issue order is the only order. Parameter servers: none (push-pull is re
 from __future__ import annotations
 
 import functools
+import shutil
 from typing import Any
 
 import torch
 
-from harness.backends.base import BACKENDS, BackendEntry, Handle, Transport
+from harness.backends.base import Handle, Transport
 from harness.errors import UserError
+from harness.launch.supervise import launcher_exe
 
 INSTALL = "bash scripts/install_frameworks.sh horovod"
 
@@ -34,7 +36,7 @@ class _HvdHandle(Handle):
 
 class HorovodTransport(Transport):
     def __init__(self, cell, env, device: torch.device):
-        import horovod.torch as hvd
+        import horovod.torch as hvd  # optional: only this backend needs Horovod
 
         self.hvd = hvd
         hvd.init()
@@ -84,41 +86,25 @@ class HorovodTransport(Transport):
         self.hvd.shutdown()
 
 
-def _start(cell, env, device):
+def start(cell, env, device):
     return HorovodTransport(cell, env, torch.device(device))
 
 
 @functools.lru_cache(maxsize=1)
-def _available() -> str | None:
+def available() -> str | None:
     try:
-        import horovod.torch  # noqa: F401
+        import horovod.torch  # noqa: F401  (optional: only this backend needs Horovod)
     except Exception as e:  # missing, or built against another torch (ImportError, OSError ...)
         why = str(e).splitlines()[0] if str(e) else type(e).__name__
         return f"backend horovod is not usable here (import horovod.torch: {why}); install it: {INSTALL}"
-    import shutil
-    from harness.launch.horovodrun import launcher_exe
-
     if shutil.which(launcher_exe("horovodrun")) is None:
         return f"backend horovod: horovodrun is not on PATH; install it: {INSTALL}"
     return None
 
 
-def _versions() -> dict:
-    import horovod
+def versions() -> dict:
+    import horovod  # optional: only this backend needs Horovod
     import horovod.torch as hvd
 
     built = [n for n in ("mpi", "gloo", "nccl") if getattr(hvd, f"{n}_built")()]
     return {"horovod": horovod.__version__, "horovod_built": " ".join(built), "torch": torch.__version__}
-
-
-def _launch(cell, cell_dir, placement):
-    from harness.launch.horovodrun import launch_horovodrun
-
-    return launch_horovodrun(cell, cell_dir, placement)
-
-
-BACKENDS.register("horovod", BackendEntry(
-    name="horovod",
-    description="Horovod (gloo on CPU): named async all-reduce with tensor fusion, started by horovodrun",
-    start=_start, available=_available, versions=_versions, launch=_launch,
-))

@@ -1,7 +1,7 @@
 """Parameter server over torch.distributed point-to-point (gloo, CPU memory).
 
 Keys are gradient partitions declared once by the workers; each key lives on one server (bytes
-balanced, see harness.schemes.planning.assign_servers). A push is a small header (the key) followed by
+balanced, see harness.planning.assign_servers). A push is a small header (the key) followed by
 the data tagged with the key; the server keeps one receiving thread per worker, because gloo's receive
 handles report completion only through wait() and pushes arrive in each worker's own order. When all
 workers have pushed a key, the server sums them in rank order (bitwise the same result for everyone)
@@ -14,6 +14,8 @@ import threading
 
 import torch
 import torch.distributed as dist
+
+from harness.planning import assign_servers
 
 CONTROL_TAG = 1 << 30   # header channel (key ids, or -1 = this worker is done)
 STOP = -1
@@ -29,8 +31,6 @@ class PSClient:
         self._staging: dict[int, torch.Tensor] = {}
 
     def declare(self, keys: list[tuple[str, int]]) -> dict[str, int]:
-        from harness.schemes.planning import assign_servers
-
         self.server_of = assign_servers([n for _, n in keys], self.servers)
         self.numel = [n for _, n in keys]
         self.keys = {name: i for i, (name, _) in enumerate(keys)}

@@ -1,4 +1,5 @@
-"""Backend `torch`: torch.distributed (gloo on CPU, nccl for CUDA tensors) and a parameter server.
+"""The `torch` backend's transport: torch.distributed (gloo on CPU, nccl for CUDA tensors) and a
+parameter server.
 
 Process layout: ranks 0..W-1 are workers, ranks W..W+S-1 parameter servers. All-reduce runs on the
 workers' group; push-pull is point-to-point over gloo (servers hold CPU memory, as BytePS servers do),
@@ -13,8 +14,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from harness.backends.base import BACKENDS, BackendEntry, Handle, Transport
-from harness.backends import ps
+from harness.backends.base import Handle, Transport
+from harness.backends.torch_dist import ps
 
 
 class _WorkHandle(Handle):
@@ -101,12 +102,12 @@ class TorchTransport(Transport):
             dist.destroy_process_group()
 
 
-def _start(cell, env, device):
+def start(cell, env, device):
     init_process_group(cell, env, str(device))
     return TorchTransport(cell, env, torch.device(device))
 
 
-def _serve(cell, env):
+def serve(cell, env):
     init_process_group(cell, env, "cpu")
     if cell.servers:
         dist.new_group(list(range(cell.workers)))  # collective: mirrors the workers' group creation
@@ -114,17 +115,10 @@ def _serve(cell, env):
     dist.destroy_process_group()
 
 
-def _versions() -> dict:
+def versions() -> dict:
     out = {"torch": torch.__version__, "cuda": torch.version.cuda or ""}
     try:
         out["nccl"] = ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else ""
     except Exception:  # nccl not compiled in
         out["nccl"] = ""
     return out
-
-
-BACKENDS.register("torch", BackendEntry(
-    name="torch",
-    description="torch.distributed: gloo on CPU, nccl on GPU; parameter servers over gloo point-to-point",
-    start=_start, serve=_serve, versions=_versions,
-))

@@ -1,0 +1,59 @@
+"""How the `deepspeed` backend is started by each launcher (docs/ARCHITECTURE.md, "Backend"):
+
+- one box: the `deepspeed` launcher, as DeepSpeed users start a job
+  (`deepspeed --num_gpus W --master_port P --no_local_rank --module harness.worker --cell ... --out ...`;
+  on a CPU box --num_gpus is the number of local processes). It sets RANK/WORLD_SIZE/LOCAL_RANK/MASTER_*
+  for every rank, which harness/launch/env.py reads, and deepspeed.init_distributed joins them.
+  --no_local_rank: the worker takes its rank from the environment, not from --local_rank;
+- srun: one task per rank given the torch variables deepspeed.init_distributed reads (the `torch` shim);
+- batch scripts: the `deepspeed` launch style.
+Every launcher passes TORCH_EXTENSIONS_DIR, where the installer compiled DeepSpeed's ops (else each rank
+compiles them again).
+"""
+
+from __future__ import annotations
+
+from harness.backends.base import SbatchStyle
+from harness.backends.deepspeed.transport import extensions_dir
+from harness.launch.sbatch_text import argv_words, step_cpus
+from harness.launch.srun_plan import SrunContext, Step, all_ranks_step
+from harness.launch.supervise import base_env, free_port, launcher_exe, prepare_cell_dir, run_supervised, worker_argv
+
+
+def launch_env(cell) -> dict:
+    return {"TORCH_EXTENSIONS_DIR": extensions_dir()}
+
+
+def launch_local(cell, cell_dir, placement=None):
+    """Run the cell through the deepspeed launcher on this box; returns rank 0's result.json."""
+    cell_dir = prepare_cell_dir(cell, cell_dir, placement)
+    argv = [launcher_exe("deepspeed"), "--num_gpus", str(cell.workers), "--master_port", str(free_port()),
+            "--master_addr", "127.0.0.1", "--no_local_rank", "--module"] + worker_argv(cell_dir)[1:]
+    # one box: gloo on loopback, whatever the hostname resolves to
+    env = base_env(cell.threads, "deepspeed", {**launch_env(cell), "GLOO_SOCKET_IFNAME": "lo"})
+    return run_supervised(argv, env, cell.timeout_s, cell_dir, "deepspeed launcher")
+
+
+def srun_plan(ctx: SrunContext) -> list[Step]:
+    return all_ranks_step(ctx, (*ctx.shim("torch"), "--"))
+
+
+def sbatch_deepspeed(spec) -> str:
+    return (
+        "# One task per worker with the torch variables deepspeed.init_distributed reads.\n"
+        "export DDLBENCH_LAUNCHER=slurm\n"
+        f"srun --kill-on-bad-exit=1 {step_cpus(spec)} bash -c '\n"
+        "  export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS\n"
+        "  export LOCAL_RANK=$SLURM_LOCALID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE\n"
+        "  export NODE_RANK=$SLURM_NODEID\n"
+        "  exec \"$@\"' ddlbench-task " + argv_words(spec) + "\n"
+    )
+
+
+SBATCH_STYLES = {"deepspeed": SbatchStyle(sbatch_deepspeed)}
+
+SBATCH_EXAMPLES = (
+    {"name": "deepspeed", "sweep": "deepspeed", "nodes": 2, "notes": [
+        "DeepSpeed: each cell is one srun step, one task per GPU, each given the variables",
+        "deepspeed.init_distributed reads (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)."]},
+)

@@ -1,0 +1,15 @@
+"""Backend `horovod`: Horovod's named asynchronous all-reduce with tensor fusion (gloo on CPU).
+transport.py is what the ranks run, launch.py how launchers start it (horovodrun on one box)."""
+
+from harness.backends.base import BACKENDS, BackendEntry
+from harness.backends.horovod import launch
+from harness.backends.horovod.transport import available, start, versions
+
+BACKENDS.register("horovod", BackendEntry(
+    name="horovod",
+    description="Horovod (gloo on CPU): named async all-reduce with tensor fusion, started by horovodrun",
+    start=start, available=available, versions=versions, launch=launch.launch_local,
+    srun_plan=launch.srun_plan, srun_session=launch.srun_session, srun_variant=launch.srun_variant,
+    task_envs={"horovod": launch.horovod_task_env, "horovodrun": launch.horovodrun_task_env},
+    sbatch_styles=launch.SBATCH_STYLES, sbatch_examples=launch.SBATCH_EXAMPLES,
+))

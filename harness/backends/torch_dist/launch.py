@@ -1,0 +1,43 @@
+"""How the `torch` backend is started by each launcher (docs/ARCHITECTURE.md, "Backend").
+
+- one box: the generic local spawner (harness/launch/local.py), one process per rank;
+- srun: one task per rank (workers, then servers) reading SLURM_* (harness/launch/slurm_env.py);
+  the plain plan `all_ranks_step`;
+- a shim style `torch` that gives a task torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, ...),
+  for code that reads only those (deepspeed.init_distributed does);
+- batch scripts: the `srun` launch style.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from harness.backends.base import SbatchStyle
+from harness.launch.sbatch_text import argv_words, step_cpus
+from harness.launch.slurm_env import from_slurm
+
+
+def torch_task_env(environ: Mapping[str, str]) -> dict[str, str | None]:
+    """torchrun's variables for one srun task, from its SLURM_* (deepspeed.init_distributed and
+    torchrun-style code read these)."""
+    e = from_slurm(environ)
+    return {"RANK": str(e.rank), "WORLD_SIZE": str(e.world_size), "LOCAL_RANK": str(e.local_rank),
+            "LOCAL_WORLD_SIZE": str(e.local_world_size), "NODE_RANK": str(e.node_rank),
+            "MASTER_ADDR": e.master_addr, "MASTER_PORT": str(e.master_port), "DDLBENCH_LAUNCHER": "slurm"}
+
+
+def sbatch_srun(spec) -> str:
+    return (
+        "# One task per worker; each reads its rank from SLURM_* (harness.launch.slurm_env).\n"
+        "# --kill-on-bad-exit: one failed rank ends the step instead of leaving the others hung.\n"
+        f"srun --kill-on-bad-exit=1 {step_cpus(spec)} {argv_words(spec)}\n"
+    )
+
+
+SBATCH_STYLES = {"srun": SbatchStyle(sbatch_srun)}
+
+SBATCH_EXAMPLES = (
+    {"name": "torch-srun", "sweep": "torch", "nodes": 2, "notes": [
+        "torch.distributed (nccl on GPU, gloo on CPU): each cell is one srun step, one task per GPU;",
+        "every task reads its rank from SLURM_PROCID/SLURM_LOCALID (harness/launch/slurm_env.py)."]},
+)

@@ -1,0 +1,139 @@
+"""Generic supervision of one cell whose ranks are started by a framework's own launcher (horovodrun,
+the deepspeed launcher, ...): docs/ARCHITECTURE.md, "Launching".
+
+A backend builds the launcher's argv and environment; `run_supervised` runs it with the cell's timeout,
+kills the launcher and everything it started when the cell ends, and turns a failure into CellFailed
+with the log's tail. The launcher's combined output (all ranks) goes to CELL_DIR/rank0.log.
+
+This module knows no backend and imports nothing of the harness but its errors, so that backends may
+use it without import cycles.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+from harness.errors import CellFailed
+
+LOG_TAIL_LINES = 30
+"""Lines of the failing rank's log kept in a failed cell's row."""
+WORKER_MODULE = "harness.worker"
+"""The rank entry point every launcher starts."""
+# Our own launcher's rank variables: a framework launcher sets its own, ours must not leak into the ranks.
+OUR_RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
+                 "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on `host` right now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def log_tail(cell_dir: Path, first: int = 0, lines: int = LOG_TAIL_LINES) -> str:
+    """The last lines of the failing rank's log (then rank 0's), for the failed row."""
+    out = []
+    names = [f"rank{first}.log"] + (["rank0.log"] if first != 0 else [])
+    for name in names:
+        path = cell_dir / name
+        if path.exists():
+            text = path.read_text(errors="replace").splitlines()[-lines:]
+            out.append(f"--- {name} ---\n" + "\n".join(text))
+    return "\n".join(out)
+
+
+def launcher_exe(name: str) -> str:
+    """The console script next to this interpreter (so it runs the same python), else on PATH."""
+    exe = Path(sys.executable).parent / name
+    return str(exe) if exe.exists() else name
+
+
+def python_argv() -> list[str]:
+    """This interpreter, in safe-path mode (-P): a rank imports the installed harness, never a stray
+    `harness/` folder in its working directory."""
+    return [sys.executable, "-P"]
+
+
+def worker_argv(cell_dir: Path, module: str = WORKER_MODULE) -> list[str]:
+    """`-m harness.worker --cell CELL_DIR/cell.json --out CELL_DIR` (without the interpreter)."""
+    return ["-m", module, "--cell", str(cell_dir / "cell.json"), "--out", str(cell_dir)]
+
+
+def base_env(threads: int, launcher: str, extra: dict | None = None) -> dict:
+    """This process's environment without our own rank variables, plus thread counts and the launcher's
+    name (recorded as the rank's source)."""
+    env = {k: v for k, v in os.environ.items() if k not in OUR_RANK_VARS}
+    env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1",
+               PYTHONSAFEPATH="1", DDLBENCH_LAUNCHER=launcher)
+    env.update(extra or {})
+    return env
+
+
+def prepare_cell_dir(cell, cell_dir: Path, placement) -> Path:
+    """The cell directory with cell.json, for a launcher that runs on one box only."""
+    if placement is not None and (placement.prefixes or placement.nodes > 1):
+        raise CellFailed("this backend's launcher runs on one box only; the testbed/multi-node placement "
+                         "is not supported for it", "")
+    cell_dir = cell_dir.resolve()
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    (cell_dir / "cell.json").write_text(cell.to_json())
+    return cell_dir
+
+
+def run_supervised(argv: list[str], env: dict, timeout_s: float, cell_dir: Path, what: str) -> Path:
+    """Run `argv` (a launcher that starts every rank) in CELL_DIR; return result.json or raise CellFailed."""
+    cell_dir = cell_dir.resolve()
+    result = cell_dir / "result.json"
+    result.unlink(missing_ok=True)
+    with open(cell_dir / "rank0.log", "w") as log:
+        log.write("$ " + " ".join(argv) + "\n")
+        log.flush()
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            kill_tree(proc)
+            raise CellFailed(f"{what} timed out after {timeout_s:g} s", log_tail(cell_dir)) from None
+        finally:
+            kill_tree(proc)  # stragglers (a launcher may exit before all of its ranks)
+    if code != 0:
+        how = f"signal {-code}" if code < 0 else f"exit code {code}"
+        raise CellFailed(f"{what} failed ({how})", log_tail(cell_dir))
+    if not result.exists():
+        raise CellFailed(f"{what} finished without rank 0 writing result.json", log_tail(cell_dir))
+    return result
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """Kill a launcher and its descendants. Launchers start ranks in sessions of their own (horovodrun
+    does), so killing the launcher's process group alone would leave them running."""
+    try:
+        kids = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        kids = []
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)  # lets the launcher stop its ranks itself
+            proc.wait(timeout=5)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+    if proc.poll() is None:
+        proc.kill()
+    for p in kids:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(kids, timeout=10)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass

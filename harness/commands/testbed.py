@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 import click
 
-from harness.errors import CellFailed
+from harness.errors import CellFailed, UserError
 from harness.testbed import measure as _measure
 from harness.testbed import netns
 from harness.testbed.state import TestbedState
@@ -47,8 +47,6 @@ def up_cmd(hosts: int, rate: str, force: bool) -> None:
 def _refuse_while_in_use(doing: str) -> None:
     holder = netns.lease_holder()
     if holder:
-        from harness.errors import UserError
-
         raise UserError(f"will not {doing} the testbed: {holder} is using it (one testbed per machine); wait "
                         f"for it to finish or stop it first")
 
@@ -74,8 +72,6 @@ def measure_cmd(size_mb: float, reps: int, hosts: int) -> None:
     """Time a real gloo all-reduce between emulated hosts; compare busbw with the configured rate."""
     s = netns.status()
     if s is None:
-        from harness.errors import UserError
-
         raise UserError("no testbed is up: start one with `ddlbench testbed up --hosts 2 --rate 1gbit`")
     try:
         with netns.lease("ddlbench testbed measure"):

@@ -13,10 +13,8 @@ bandwidth only; it adds no delay or loss.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -24,80 +22,16 @@ import time
 
 from harness.errors import UserError
 from harness.testbed import state as st
+from harness.testbed.checks import (  # noqa: F401  (part of this module's interface)
+    MAX_MEANINGFUL_RATE_MBIT, MIN_RATE_MBIT, check_request, check_system, parse_rate,
+)
+from harness.testbed.lease import _locked, lease, lease_holder  # noqa: F401  (part of this interface)
 from harness.testbed.state import TestbedState
 
-MAX_MEANINGFUL_RATE_MBIT = 2000.0
-"""Above ~2 Gbit/s the 2 cores of this machine, not the emulated link, limit a gloo all-reduce
-(measured: busbw tracks the tbf rate within a few percent up to ~2 Gbit/s; DESIGN section 5)."""
-MIN_RATE_MBIT = 1.0
-"""Below this gloo's default timeouts trip on ordinary message sizes."""
 CMD_TIMEOUT_S = 30.0
 """Limit of one ip/tc call; they take milliseconds, so hitting it means the system is wedged."""
 KILL_GRACE_S = 3.0
 """How long processes left in a namespace get between SIGTERM and SIGKILL on `down`."""
-
-_TOOLS = {"ip": "iproute2", "tc": "iproute2", "nsenter": "util-linux"}
-_RATE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)(?:/s)?\s*$")
-_RATE_UNITS_MBIT = {"": 1.0, "bit": 1e-6, "kbit": 1e-3, "mbit": 1.0, "gbit": 1e3, "tbit": 1e6}
-
-
-def parse_rate(rate: str | float | int) -> float:
-    """A link rate in Mbit/s (10^6 bit/s). Numbers are Mbit/s; strings take tc's bit units:
-    "500mbit" -> 500.0, "1gbit" -> 1000.0, "2.5Gbit/s" -> 2500.0, "800" -> 800.0. Pure."""
-    if isinstance(rate, bool):
-        raise UserError(f"rate {rate!r} is not a rate: give e.g. 500mbit, 1gbit, or a number of Mbit/s")
-    if isinstance(rate, (int, float)):
-        value = float(rate)
-    else:
-        m = _RATE_RE.match(str(rate).lower())
-        unit = m.group(2) if m else None
-        if unit in ("bps", "kbps", "mbps", "gbps", "tbps"):
-            raise UserError(
-                f"rate {rate!r} is ambiguous: tc reads '{unit}' as bytes per second, people mean bits; "
-                f"write {m.group(1)}{unit[:-3]}bit for bits (or multiply by 8)"
-            )
-        if not m or unit not in _RATE_UNITS_MBIT:
-            raise UserError(
-                f"cannot read rate {rate!r}: write a number with a unit (bit, kbit, mbit, gbit, tbit), "
-                f"e.g. 500mbit or 1gbit; a bare number means Mbit/s"
-            )
-        value = float(m.group(1)) * _RATE_UNITS_MBIT[unit]
-    if not value >= MIN_RATE_MBIT or value == float("inf"):
-        raise UserError(
-            f"rate {rate!r} is below {MIN_RATE_MBIT:g} Mbit/s (or not finite): gloo would time out on "
-            f"ordinary messages; give at least 1mbit"
-        )
-    return value
-
-
-def check_request(hosts: int, rate_mbit: float, force: bool = False) -> None:
-    """Refuse what would be impossible or meaningless, before touching the system. Pure."""
-    if not st.MIN_HOSTS <= hosts <= st.MAX_HOSTS:
-        raise UserError(
-            f"--hosts {hosts} is out of range: a testbed has {st.MIN_HOSTS}..{st.MAX_HOSTS} hosts "
-            f"(fewer is no network, more oversubscribes the 2 cores); pick a count in that range"
-        )
-    if rate_mbit > MAX_MEANINGFUL_RATE_MBIT and not force:
-        raise UserError(
-            f"rate {rate_mbit:g} Mbit/s is above {MAX_MEANINGFUL_RATE_MBIT:g} Mbit/s: beyond ~2 Gbit/s the "
-            f"2 CPU cores, not the emulated link, limit gloo, so the emulation would be meaningless; "
-            f"use a lower rate, or pass --force (force=True) to shape at it anyway"
-        )
-
-
-def check_system() -> None:
-    """Refuse when the testbed cannot be built here: not root, or a tool missing."""
-    if os.geteuid() != 0:
-        raise UserError(
-            "the testbed needs root: creating network namespaces and qdiscs requires CAP_NET_ADMIN "
-            "and CAP_SYS_ADMIN; run as root (e.g. sudo ddlbench testbed up ...)"
-        )
-    for tool, package in _TOOLS.items():
-        if shutil.which(tool) is None:
-            raise UserError(
-                f"`{tool}` is not installed: the testbed drives the kernel with it; "
-                f"install it with `apt-get install {package}`"
-            )
 
 
 class _CmdFailed(Exception):
@@ -121,68 +55,6 @@ def _json(argv: list[str]) -> list:
         return json.loads(out) if out else []
     except ValueError:
         return []
-
-
-@contextlib.contextmanager
-def _locked():
-    with open(st.LOCK_PATH, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-_LEASE: dict = {"file": None, "depth": 0}
-
-
-@contextlib.contextmanager
-def lease(what: str):
-    """Hold the testbed for this process while it runs `what` (a sweep, a cell, a benchmark): a second
-    ddlbench process that wants it meanwhile gets a one-line refusal naming the holder, instead of
-    reshaping or tearing down links under running ranks. Re-entrant within one process."""
-    if _LEASE["depth"]:
-        _LEASE["depth"] += 1
-        try:
-            yield
-        finally:
-            _LEASE["depth"] -= 1
-        return
-    f = open(st.LEASE_PATH, "a+")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.seek(0)
-        holder = f.read().strip() or "another process"
-        f.close()
-        raise UserError(f"the emulated testbed is in use by {holder}: there is one per machine; wait for "
-                        f"that run to finish (or stop it) and try again") from None
-    f.seek(0)
-    f.truncate()
-    f.write(f"pid {os.getpid()} ({what})")
-    f.flush()
-    _LEASE.update(file=f, depth=1)
-    try:
-        yield
-    finally:
-        _LEASE.update(file=None, depth=0)
-        f.truncate(0)
-        fcntl.flock(f, fcntl.LOCK_UN)
-        f.close()
-
-
-def lease_holder() -> str | None:
-    """Who holds the testbed lease, if another process does (None: free, or held by this process)."""
-    if _LEASE["depth"] or not os.path.exists(st.LEASE_PATH):
-        return None
-    with open(st.LEASE_PATH, "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            return f.read().strip() or "another process"
-        fcntl.flock(f, fcntl.LOCK_UN)
-    return None
 
 
 def _existing_netns() -> list[str]:

@@ -24,6 +24,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from harness.atomic import write_text_atomic
+from harness.errors import UserError
 
 STATE_PATH = "/run/ddlbench-testbed.json"
 """Where the state of the (single) testbed on this machine lives; /run is cleared on reboot, as are netns."""
@@ -100,8 +101,6 @@ class TestbedState:
 
     def host(self, host_index: int) -> Host:
         if not 0 <= host_index < len(self.hosts):
-            from harness.errors import UserError
-
             raise UserError(
                 f"host index {host_index} is outside the testbed: it has hosts 0..{len(self.hosts) - 1} "
                 f"(bring up more with `ddlbench testbed up --hosts N`)"
@@ -122,8 +121,6 @@ class TestbedState:
 
 def check_prefix(prefix: str) -> None:
     if not _PREFIX_RE.match(prefix):
-        from harness.errors import UserError
-
         raise UserError(
             f"testbed prefix {prefix!r} is not allowed: interface names are limited to 15 characters; "
             f"use 1-8 lowercase letters/digits starting with a letter (default: ddlb)"

@@ -22,9 +22,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
+from harness.atomic import write_json_atomic
 from harness.cell import CellSpec
 from harness.errors import UserError
+from harness.execute import run_cells
 from harness.launch.local import Placement, launch_cell
+from harness.results.store import new_run_id
+from harness.sweep import expand
 from harness.testbed import netns
 from harness.testbed import placement as pl
 from harness.testbed.state import MAX_HOSTS, MIN_HOSTS, TestbedState
@@ -130,8 +136,6 @@ class _ProfileKeys:
 def testbed_cells(cfg, spec: TestbedSpec, profiles: list[NetworkProfile]) -> list[CellSpec]:
     """Every cell of the sweep on every profile, profile by profile (so the testbed is reshaped once
     per profile). Cells of W workers span min(W, hosts) nodes; the `local` baseline spans one."""
-    from harness.sweep import expand
-
     cells = []
     for p in profiles:
         cells += expand(cfg, network=p.label, rate_mbit=p.rate_mbit,
@@ -175,8 +179,6 @@ def _record_placement(result_path: Path, cell: CellSpec, where: dict) -> None:
     """Add the placement to rank 0's result. `dist.nodes` becomes the cell's: the worker derives it as
     WORLD_SIZE // LOCAL_WORLD_SIZE, which is wrong once hosts carry unequal numbers of ranks (3 workers
     on 2 hosts, or a parameter server beside the workers)."""
-    from harness.atomic import write_json_atomic
-
     result = json.loads(Path(result_path).read_text())
     result.setdefault("dist", {}).update(nodes=cell.nodes, launcher="testbed", **where)
     write_json_atomic(Path(result_path), result)
@@ -186,11 +188,6 @@ def run_on_testbed(cfg, output: Path | None = None, resume: bool = False, progre
                    retry_failed: bool = False) -> Path:
     """Run the sweep `cfg` (a harness.sweep.SweepConfig with `testbed:` and/or `networks:`) on the
     emulated testbed; return the run directory. The testbed is left up (at the last profile's rate)."""
-    import yaml
-
-    from harness.execute import run_cells
-    from harness.results.store import new_run_id
-
     spec, profiles = parse_testbed(cfg.testbed, cfg.networks, cfg.network)
     cells = testbed_cells(cfg, spec, profiles)
     netns.check_system()  # not root / no iproute2: say so before the first cell, not as N failed cells

@@ -1,0 +1,181 @@
+"""Check the house rules of docs/ARCHITECTURE.md ("Rules") on the package's own source, by reading it
+(nothing is imported or run):
+
+    python scripts/check_imports.py            # exit 1 and a list when a rule is broken
+    python scripts/check_imports.py --graph    # also print every module's harness imports
+
+1. No import cycle among the modules of `harness/` and `workloads/`, counting module-level and
+   function-level imports alike, and the package `__init__` modules an import executes.
+2. A function-local import only of an optional heavy dependency (ALLOWED_LOCAL), never of a harness
+   module or of an ordinary dependency: those belong at the top of the module.
+3. No file over MAX_FILE_LINES lines and no function over MAX_FUNCTION_LINES lines in `harness/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("harness", "workloads")
+ALLOWED_LOCAL = ("horovod", "deepspeed", "byteps", "matplotlib", "transformers")
+"""Optional or heavy dependencies a function may import where it needs them (with a comment why):
+the frameworks are optional, matplotlib and transformers take seconds to import and most commands
+never need them."""
+MAX_FILE_LINES = 300
+MAX_FUNCTION_LINES = 60
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            out[module_name(path)] = path
+    return out
+
+
+def _resolve(node: ast.ImportFrom, here: str, is_pkg: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    base = here.split(".") if is_pkg else here.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def targets(node: ast.AST, here: str, is_pkg: bool, known: dict[str, Path]) -> list[str]:
+    """Harness modules an import statement executes: the module, its parent packages' __init__, and
+    for `from pkg import name` the submodule `pkg.name` when there is one. A package that contains the
+    importing module is already initialised (or initialising) when the module runs, so passing through
+    it is no edge; naming it (`from harness.backends import BACKENDS` inside harness.backends.x) is."""
+    names: list[str] = []
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        mod = _resolve(node, here, is_pkg)
+        subs = [f"{mod}.{a.name}" for a in node.names if f"{mod}.{a.name}" in known]
+        # `from pkg import submodule` inside pkg needs only the submodule, not pkg's own names
+        only_subs = len(subs) == len(node.names) and here.startswith(mod + ".")
+        names = ([] if only_subs else [mod]) + subs
+    out = []
+    for name in names:
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:i])
+            ancestor = here.startswith(prefix + ".")
+            if prefix in known and prefix != here and (i == len(parts) or not ancestor):
+                out.append(prefix)
+    return out
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+
+
+def scan(known: dict[str, Path]):
+    """(edges: module -> set of modules, local imports: [(file, line, what)], long functions)."""
+    edges: dict[str, set[str]] = {m: set() for m in known}
+    local, long_functions = [], []
+    for mod, path in known.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        is_pkg = path.name == "__init__.py"
+
+        def visit(node: ast.AST, in_function: bool) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.If) and _is_type_checking(child):
+                    continue  # annotations only: never executed
+                if isinstance(child, (ast.Import, ast.ImportFrom)):
+                    hits = targets(child, mod, is_pkg, known)
+                    edges[mod].update(hits)
+                    if in_function:
+                        what = ([a.name for a in child.names] if isinstance(child, ast.Import)
+                                else [_resolve(child, mod, is_pkg)])
+                        if hits or not all(w.split(".")[0] in ALLOWED_LOCAL for w in what):
+                            local.append((path, child.lineno, ", ".join(what)))
+                fn = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+                if fn and mod.startswith("harness") and child.end_lineno - child.lineno + 1 > MAX_FUNCTION_LINES:
+                    long_functions.append((path, child.lineno, child.name, child.end_lineno - child.lineno + 1))
+                visit(child, in_function or fn or isinstance(child, ast.Lambda))
+
+        visit(tree, False)
+    return edges, local, long_functions
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    sys.setrecursionlimit(10000)
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--graph", action="store_true", help="print every module's harness imports")
+    args = ap.parse_args(argv)
+    known = modules()
+    edges, local, long_functions = scan(known)
+    long_files = [(p, n) for m, p in known.items() if m.startswith("harness")
+                  for n in [len(p.read_text().splitlines())] if n > MAX_FILE_LINES]
+    if args.graph:
+        for m in sorted(edges):
+            print(f"{m} -> {', '.join(sorted(edges[m])) or '-'}")
+    found = cycles(edges)
+    for comp in found:
+        print(f"import cycle ({len(comp)} modules): {' <-> '.join(comp)}")
+        for m in comp:
+            print(f"    {m} imports {', '.join(sorted(edges[m] & set(comp)))}")
+    for path, line, what in local:
+        print(f"{path.relative_to(ROOT)}:{line}: function-local import of {what} (move it to the top; only "
+              f"{', '.join(ALLOWED_LOCAL)} may be imported where used)")
+    for path, n in long_files:
+        print(f"{path.relative_to(ROOT)}: {n} lines, over {MAX_FILE_LINES}: split it into rooms")
+    for path, line, name, n in long_functions:
+        print(f"{path.relative_to(ROOT)}:{line}: function {name} has {n} lines, over {MAX_FUNCTION_LINES}")
+    bad = len(found) + len(local) + len(long_files) + len(long_functions)
+    print(f"check_imports: {len(known)} modules, {sum(map(len, edges.values()))} harness imports; "
+          f"{len(found)} cycle(s), {len(local)} function-local import(s) to move, {len(long_files)} file(s) "
+          f"and {len(long_functions)} function(s) over size")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

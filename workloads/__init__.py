@@ -1,5 +1,6 @@
-"""Workloads: models built from `transformers` configs with random init (never a download) and synthetic
-inputs made once on the device. One file per model family; each registers its names here.
+"""Workloads: models built with random init (never a download) from `transformers` configs, or written in
+plain torch.nn where transformers has none (DenseNet, Inception-v4, VGG), and synthetic inputs made once
+on the device. One file per model family; each registers its names here.
 
     from workloads import WORKLOADS
     spec = WORKLOADS.get("bert-base-tiny")
@@ -7,4 +8,4 @@ inputs made once on the device. One file per model family; each registers its na
 """
 
 from workloads.base import WORKLOADS, WorkloadSpec, register  # noqa: F401
-from workloads import bert, gpt2, resnet  # noqa: F401,E402  (registration side effects)
+from workloads import bert, densenet, gpt2, inception, resnet, vgg  # noqa: F401,E402  (registration side effects)

@@ -15,9 +15,10 @@ class WorkloadSpec:
     name: str
     """Registered name, e.g. `bert-base` or `bert-base-tiny`."""
     family: str
-    """Model family: resnet | bert | gpt2."""
+    """Model family: resnet | bert | gpt2 | densenet | inception | vgg."""
     build: Callable[[], torch.nn.Module]
-    """Builds the model with random init from a transformers config (seeded by the caller)."""
+    """Builds the model with random init (seeded by the caller); must also work under
+    `with torch.device("meta")` (the profiler counts FLOPs on a meta copy)."""
     make_batch: Callable[..., dict]
     """(batch, seq_len, device, seed) -> dict of tensors made once on the device, incl. labels."""
     loss: Callable[[torch.nn.Module, dict], torch.Tensor]

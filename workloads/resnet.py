@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from workloads.base import WorkloadSpec, register
+from workloads.vision import image_batch_maker
 
 
 def _builder(cfg: dict):
@@ -21,16 +22,6 @@ def _builder(cfg: dict):
     return build
 
 
-def _batch_maker(image: int, classes: int):
-    def make_batch(batch: int, seq_len=None, device="cpu", seed: int = 0) -> dict:
-        g = torch.Generator().manual_seed(seed)
-        x = torch.randn(batch, 3, image, image, generator=g)
-        y = torch.randint(0, classes, (batch,), generator=g)
-        return {"pixel_values": x.to(device), "labels": y.to(device)}
-
-    return make_batch
-
-
 def _loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
     logits = model(pixel_values=batch["pixel_values"]).logits
     return F.cross_entropy(logits, batch["labels"])
@@ -39,7 +30,7 @@ def _loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
 def _spec(name: str, cfg: dict, image: int, batch: int, description: str) -> WorkloadSpec:
     classes = cfg["num_labels"]
     return WorkloadSpec(
-        name=name, family="resnet", build=_builder(cfg), make_batch=_batch_maker(image, classes),
+        name=name, family="resnet", build=_builder(cfg), make_batch=image_batch_maker(image, classes),
         loss=_loss, batch=batch, seq_len=None, sample_unit="img", description=description,
         per_sample_norm=False, config={**cfg, "image": image},
     )

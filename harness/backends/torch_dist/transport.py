@@ -9,6 +9,7 @@ a gradient partition travelling worker -> server (push) and the server's sum bac
 from __future__ import annotations
 
 import datetime
+import socket
 from typing import Any
 
 import torch
@@ -43,16 +44,32 @@ class _WorkHandle(Handle):
             self.after = None
 
 
+def rendezvous_store(env, timeout: datetime.timedelta) -> dist.TCPStore:
+    """The job's rendezvous store. Rank 0 listens on the rendezvous address only (loopback on one box,
+    the address of the network under test across hosts), not on every interface as TCPStore does when
+    it opens the socket itself; an address that is not this host's falls back to TCPStore's own bind.
+    (docs/ARCHITECTURE.md, "What listens where".)"""
+    fd = None
+    if env.rank == 0:
+        try:
+            infos = socket.getaddrinfo(env.master_addr, env.master_port, type=socket.SOCK_STREAM)
+            sock = socket.socket(infos[0][0], socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(infos[0][4])
+            sock.listen(1024)
+            fd = sock.detach()
+        except OSError:
+            fd = None
+    return dist.TCPStore(env.master_addr, env.master_port, env.world_size, is_master=env.rank == 0,
+                         timeout=timeout, master_listen_fd=fd)
+
+
 def init_process_group(cell, env, device: str) -> None:
     """Join the job's process group. With CUDA, gloo serves CPU tensors (PS traffic) beside nccl."""
     backend = "cpu:gloo,cuda:nccl" if device == "cuda" else "gloo"
-    dist.init_process_group(
-        backend=backend,
-        init_method=f"tcp://{env.master_addr}:{env.master_port}",
-        world_size=env.world_size,
-        rank=env.rank,
-        timeout=datetime.timedelta(seconds=max(30.0, float(cell.timeout_s))),
-    )
+    timeout = datetime.timedelta(seconds=max(30.0, float(cell.timeout_s)))
+    dist.init_process_group(backend=backend, store=rendezvous_store(env, timeout), world_size=env.world_size,
+                            rank=env.rank, timeout=timeout)
 
 
 class TorchTransport(Transport):

@@ -6,6 +6,7 @@
 #   bash scripts/install_frameworks.sh all                # = horovod deepspeed
 #   bash scripts/install_frameworks.sh --check all        # report only; exit 1 if one is missing
 #   bash scripts/install_frameworks.sh byteps             # explains why it cannot be installed; exit 3
+#   bash scripts/install_frameworks.sh --dry-run horovod  # print the build environment and cache; install nothing
 #
 # Install torch first (`pip install torch==2.13.0`): this script never installs, upgrades or replaces
 # torch. Every pip call runs with a constraint pinning the torch found at start, and the torch version is
@@ -21,7 +22,14 @@
 #                           value when running DeepSpeed, or each new folder costs a recompile
 #   DDLBENCH_HOROVOD_MPI    1 (default): build Horovod with MPI and gloo; 0: gloo only (no Open MPI needed)
 #   MAKEFLAGS               passed to Horovod's build (default: -j<cores>; Horovod itself would use -j8)
+#   DDLBENCH_INSTALL_DRY_RUN  1: the same as --dry-run
+#   DDLBENCH_FAKE_TORCH_CUDA  dry run only (tests): pretend torch.version.cuda is this (e.g. 12.4)
 #
+# Horovod on a CUDA torch (torch.version.cuda set) is built with HOROVOD_GPU_OPERATIONS=NCCL against the
+# NCCL of torch's wheel and needs nvcc (scripts/horovod_build_env.sh says how and why); its wheels are
+# cached apart from CPU ones (<variant> = cu124-nccl-mpi-gloo vs cpu-mpi-gloo), and an installed Horovod
+# built without NCCL is replaced. HOROVOD_CUDA_HOME / HOROVOD_NCCL_HOME / HOROVOD_GPU_OPERATIONS, when
+# set, are honoured.
 # Why Horovod is built from source: 0.28.1 is its newest release and its CMake asks for C++14, while
 # torch >= 2.1 headers require C++17; scripts/horovod_cxx17.py raises the standard, nothing else changes.
 # Why BytePS is refused: 0.2.5 (newest) does not build against current torch and needs CUDA and NCCL.
@@ -34,6 +42,9 @@ PY="${PYTHON:-python}"
 CACHE="${DDLBENCH_CACHE:-$HOME/.cache/ddlbench}"
 HOROVOD_MPI="${DDLBENCH_HOROVOD_MPI:-1}"
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+DRY_RUN="${DDLBENCH_INSTALL_DRY_RUN:-0}"
+# shellcheck source=scripts/horovod_build_env.sh
+. "$SCRIPT_DIR/horovod_build_env.sh"
 
 log() { printf '[install_frameworks] %s\n' "$*"; }
 die() { printf '[install_frameworks] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -41,7 +52,7 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 usage() {
-    sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 # ---------------------------------------------------------------- arguments
@@ -50,10 +61,11 @@ TARGETS=()
 for arg in "$@"; do
     case "$arg" in
         --check) CHECK_ONLY=1 ;;
+        --dry-run) DRY_RUN=1 ;;
         -h|--help) usage; exit 0 ;;
         all) TARGETS+=(horovod deepspeed) ;;
         horovod|deepspeed|byteps) TARGETS+=("$arg") ;;
-        *) printf '[install_frameworks] ERROR: unknown argument %q; known: horovod deepspeed byteps all --check\n' "$arg" >&2
+        *) printf '[install_frameworks] ERROR: unknown argument %q; known: horovod deepspeed byteps all --check --dry-run\n' "$arg" >&2
            usage >&2; exit 2 ;;
     esac
 done
@@ -72,12 +84,26 @@ TARGETS=("${UNIQUE[@]}")
 
 # ---------------------------------------------------------------- torch: found, pinned, verified on exit
 command -v "$PY" >/dev/null || die "python interpreter '$PY' not found (set PYTHON=...)"
-# one interpreter start (importing torch takes seconds): version, python tag, build flavour (cpu, cu121 ...)
-read -r TORCH_VERSION PY_TAG TORCH_LOCAL PY_VERSION < <("$PY" -c '
-import platform, sys, torch
+# one interpreter start (importing torch takes seconds): version, python tag, build flavour (cpu, cu121 ...),
+# CUDA version (none on a CPU build), the folder of torch's nvidia-nccl package (none without one; last:
+# `read` gives the last name the rest of the line, spaces included)
+read -r TORCH_VERSION PY_TAG TORCH_LOCAL PY_VERSION TORCH_CUDA NCCL_PKG < <("$PY" -c '
+import importlib.util, platform, sys, torch
 flavour = torch.__version__.partition("+")[2] or ("cu" + torch.version.cuda.replace(".", "") if torch.version.cuda else "cpu")
-print(torch.__version__, "py%d%d" % sys.version_info[:2], flavour, platform.python_version())' 2>/dev/null) || true
+try:
+    nccl = list(importlib.util.find_spec("nvidia.nccl").submodule_search_locations)[0]
+except Exception:  # no nvidia namespace, or no nccl in it
+    nccl = "none"
+print(torch.__version__, "py%d%d" % sys.version_info[:2], flavour, platform.python_version(), torch.version.cuda or "none", nccl)' 2>/dev/null) || true
 [ -n "${TORCH_VERSION:-}" ] || die "torch is not importable with $PY; install it first: pip install torch==2.13.0"
+if [ -n "${DDLBENCH_FAKE_TORCH_CUDA:-}" ]; then
+    if [ "$DRY_RUN" != 1 ]; then
+        printf '[install_frameworks] ERROR: DDLBENCH_FAKE_TORCH_CUDA is honoured only with --dry-run (tests); unset it\n' >&2
+        exit 2
+    fi
+    log "dry run: pretending torch.version.cuda is $DDLBENCH_FAKE_TORCH_CUDA (DDLBENCH_FAKE_TORCH_CUDA; really $TORCH_CUDA)"
+    TORCH_CUDA="$DDLBENCH_FAKE_TORCH_CUDA"
+fi
 TORCH_BASE="${TORCH_VERSION%%+*}"                       # 2.13.0
 # JIT-compiled ops are only valid for the torch and python they were built with: key the folder by both
 # (tests/test_frameworks_install.py computes the same default)
@@ -89,9 +115,11 @@ echo "torch==$TORCH_VERSION" > "$CONSTRAINTS"
 
 on_exit() {
     local rc=$?
-    local after
-    after="$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo '<not importable>')"
-    if [ "$after" != "$TORCH_VERSION" ]; then
+    local after=""
+    [ "$DRY_RUN" = 1 ] || after="$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo '<not importable>')"
+    if [ "$DRY_RUN" = 1 ]; then
+        :   # nothing was installed
+    elif [ "$after" != "$TORCH_VERSION" ]; then
         printf '[install_frameworks] ERROR: torch CHANGED from %s to %s during this run.\n' "$TORCH_VERSION" "$after" >&2
         printf '[install_frameworks]        restore it: pip install --force-reinstall --no-deps torch==%s\n' "$TORCH_BASE" >&2
         rc=1
@@ -167,9 +195,19 @@ print(horovod.__version__, "(built with: %s)" % " ".join(built))' 2>"$WORK/horov
 }
 
 hvd_ver() { local v="${1%% *}"; echo "${v%%+*}"; }   # "0.28.1 (built with ..)" -> 0.28.1
+# "0.28.1 (built with: mpi gloo nccl)" has what this torch needs (nccl on a CUDA torch; nothing on CPU)
+horovod_has_needs() { [ -z "$HVD_NEEDS" ] || [[ " ${1#*: }" == *" $HVD_NEEDS"* ]]; }
 
-HVD_VARIANT="$TORCH_LOCAL-$([ "$HOROVOD_MPI" = 1 ] && echo mpi-gloo || echo gloo)"
-[ -n "${HOROVOD_GPU_OPERATIONS:-}" ] && HVD_VARIANT="$HVD_VARIANT-$(echo "$HOROVOD_GPU_OPERATIONS" | tr 'A-Z' 'a-z')"
+# GPU flavour first: cpu, or cu124-nccl on a CUDA torch (scripts/horovod_build_env.sh), so a CPU wheel is
+# never taken for a CUDA box or the other way round
+horovod_gpu_plan
+HVD_VARIANT="$HVD_FLAVOUR-$([ "$HOROVOD_MPI" = 1 ] && echo mpi-gloo || echo gloo)"
+if [ "$TORCH_CUDA" = none ] && [ -n "${HOROVOD_GPU_OPERATIONS:-}" ]; then
+    HVD_VARIANT="$HVD_VARIANT-$(echo "$HOROVOD_GPU_OPERATIONS" | tr 'A-Z' 'a-z')"
+fi
+# the collective library this torch needs in the built Horovod (hvd.nccl_built()), or nothing on CPU
+HVD_NEEDS=""
+if [ "$TORCH_CUDA" != none ] && [ "${HOROVOD_GPU_OPERATIONS:-NCCL}" = NCCL ]; then HVD_NEEDS=nccl; fi
 HVD_WHEEL_DIR="$CACHE/wheels/horovod-$HOROVOD_VERSION/torch$TORCH_BASE-$PY_TAG-$HVD_VARIANT"
 
 horovod_debs() {
@@ -201,13 +239,13 @@ build_horovod_wheel() {
     mkdir -p "$CACHE/logs"
     logf="$CACHE/logs/horovod-$HOROVOD_VERSION-torch$TORCH_BASE-$PY_TAG-$HVD_VARIANT-$(date +%Y%m%d-%H%M%S).log"
     out="$WORK/wheel-out"
-    local with_mpi="HOROVOD_WITH_MPI=1"
-    [ "$HOROVOD_MPI" = 1 ] || with_mpi="HOROVOD_WITHOUT_MPI=1"
-    log "building the Horovod $HOROVOD_VERSION wheel ($with_mpi, gloo, pytorch; MAKEFLAGS=${MAKEFLAGS:--j$(nproc)});"
+    horovod_build_env
+    log "building the Horovod $HOROVOD_VERSION wheel ($HVD_VARIANT: ${HVD_BUILD_ENV[*]});"
+    local note
+    for note in "${HVD_GPU_NOTES[@]}"; do log "  $note"; done
     # measured: ~9 min of CPU; 7 min wall on a quiet 2-core box, 36 min when other jobs share the cores
     log "  takes 5-10 minutes on an idle 2-core machine (much longer on a busy one); log: $logf"
-    env HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
-        "$with_mpi" HOROVOD_CMAKE="$(command -v cmake)" MAKEFLAGS="${MAKEFLAGS:--j$(nproc)}" \
+    env "${HVD_BUILD_ENV[@]}" \
         "$PY" -m pip wheel --disable-pip-version-check -v --no-build-isolation --no-deps \
             -c "$CONSTRAINTS" -w "$out" "$src" >"$logf" 2>&1 \
         || { tail -40 "$logf" >&2
@@ -234,12 +272,14 @@ install_horovod_wheel() {   # arg: wheel path
 do_horovod() {
     local t0 have wheel
     t0="$(now)"
-    if have="$(horovod_info)" && [ "$(hvd_ver "$have")" = "$HOROVOD_VERSION" ]; then
+    if have="$(horovod_info)" && [ "$(hvd_ver "$have")" = "$HOROVOD_VERSION" ] && horovod_has_needs "$have"; then
         log "horovod $have already present (horovod.torch imports; checked in $(since "$t0") s): nothing to do"
         RESULT[horovod]="already present: horovod $have"
         return 0
     fi
-    if [ -n "${have:-}" ]; then
+    if [ -n "${have:-}" ] && ! horovod_has_needs "$have"; then
+        log "horovod $have is installed but torch has CUDA $TORCH_CUDA and it was built without $HVD_NEEDS: replacing it"
+    elif [ -n "${have:-}" ]; then
         log "horovod $have is installed, $HOROVOD_VERSION wanted: replacing it"
     elif [ -s "$WORK/horovod-import.err" ] && ! grep -q "No module named 'horovod'" "$WORK/horovod-import.err"; then
         log "horovod is installed but horovod.torch does not import (built for another torch?):"
@@ -254,6 +294,7 @@ do_horovod() {
         RESULT[horovod]="installed from cache in $(since "$t0") s: horovod $have"
     else
         log "no cached wheel in $HVD_WHEEL_DIR: building from source"
+        [ -z "$HVD_GPU_PROBLEM" ] || die "$HVD_GPU_PROBLEM"
         build_horovod_wheel
         local t1; t1="$(now)"
         wheel="$(ls "$HVD_WHEEL_DIR"/horovod-"$HOROVOD_VERSION"-*.whl | head -n1)"
@@ -322,8 +363,8 @@ check_one() {   # prints a status line; returns 1 when missing or wrong version
     case "$1" in
         horovod)
             if have="$(horovod_info)"; then
-                log "horovod: $have (horovod.torch imports)$([ "$(hvd_ver "$have")" = "$HOROVOD_VERSION" ] || echo "; $HOROVOD_VERSION expected")"
-                [ "$(hvd_ver "$have")" = "$HOROVOD_VERSION" ]
+                log "horovod: $have (horovod.torch imports)$([ "$(hvd_ver "$have")" = "$HOROVOD_VERSION" ] || echo "; $HOROVOD_VERSION expected")$(horovod_has_needs "$have" || echo "; built without $HVD_NEEDS but torch has CUDA $TORCH_CUDA")"
+                [ "$(hvd_ver "$have")" = "$HOROVOD_VERSION" ] && horovod_has_needs "$have"
             else
                 log "horovod: MISSING (install: bash scripts/install_frameworks.sh horovod)"
                 return 1
@@ -348,6 +389,16 @@ check_one() {   # prints a status line; returns 1 when missing or wrong version
 }
 
 log "python $PY_VERSION ($(command -v "$PY")), torch $TORCH_VERSION, cache $CACHE"
+if [ "$DRY_RUN" = 1 ]; then
+    for t in "${TARGETS[@]}"; do
+        case "$t" in
+            horovod) dry_run_horovod ;;
+            deepspeed) log "dry run: pip install deepspeed==$DEEPSPEED_VERSION with DS_BUILD_OPS=0 TORCH_EXTENSIONS_DIR=$TORCH_EXTENSIONS_DIR" ;;
+            byteps) log "dry run: byteps cannot be installed (needs CUDA+NCCL and an older torch)" ;;
+        esac
+    done
+    exit 0
+fi
 if [ "$CHECK_ONLY" = 1 ]; then
     rc=0
     for t in "${TARGETS[@]}"; do check_one "$t" || rc=1; done

@@ -11,6 +11,10 @@ concatenated global batch from rank 0's init.
 
 A framework that does not import is skipped, with the install command in the reason. Under CI
 (CI=true) with DDLBENCH_REQUIRE_FRAMEWORKS=1, a missing framework fails instead.
+
+The installer itself is tested without installing: its arguments, the C++17 patch, and (through
+--dry-run, with a CUDA torch faked by DDLBENCH_FAKE_TORCH_CUDA, a fake nvcc and a fake nvidia-nccl
+package) the environment Horovod is built with: NCCL on a CUDA torch, nothing GPU-related on CPU.
 """
 
 from __future__ import annotations
@@ -303,3 +307,96 @@ def test_a_missing_framework_skips_loudly_but_fails_where_ci_requires_it(monkeyp
     monkeypatch.setenv("DDLBENCH_REQUIRE_FRAMEWORKS", "1")
     with pytest.raises(pytest.fail.Exception, match="DDLBENCH_REQUIRE_FRAMEWORKS=1 make this a failure"):
         _must_have("`horovod` is not installed", how)
+
+
+# ---------------------------------------------------------------------------------------------- Horovod's GPU build
+def _dry_run(**env: str) -> tuple[str, list[str]]:
+    """`install_frameworks.sh --dry-run horovod` with the caller's Horovod/CUDA settings removed; returns the
+    whole output and the build-environment lines (VAR=value)."""
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("HOROVOD_", "DDLBENCH_")) and k != "PYTHONPATH"}
+    proc = subprocess.run(["bash", str(INSTALLER), "--dry-run", "horovod"], capture_output=True, text=True,
+                          timeout=300, env=dict(clean, PYTHON=sys.executable, **env))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "unchanged (verified)" not in out and "pip installed" not in out  # nothing installed
+    build_env = [line.strip() for line in proc.stdout.splitlines() if line.startswith("    ") and "=" in line]
+    assert "HOROVOD_WITH_PYTORCH=1" in build_env, out
+    return out, build_env
+
+
+def _wheel_cache(out: str) -> str:
+    return next(line for line in out.splitlines() if "wheel cache:" in line).split("wheel cache:")[1].strip()
+
+
+@pytest.mark.skipif(torch.version.cuda is not None, reason="the CPU build's environment, on a CPU torch")
+def test_installer_builds_cpu_horovod_without_nccl_in_the_cpu_cache(tmp_path):
+    out, build_env = _dry_run()
+    assert not any(v.startswith(("HOROVOD_GPU_OPERATIONS", "HOROVOD_NCCL", "HOROVOD_CUDA")) for v in build_env), out
+    assert "HOROVOD_WITH_MPI=1" in build_env
+    # the cache folder CPU wheels always had (a wheel built before this change is still found)
+    py = "py%d%d" % sys.version_info[:2]
+    cache = Path(os.path.expanduser("~/.cache/ddlbench")) / "wheels" / f"horovod-{HOROVOD_VERSION}"
+    expected = cache / f"torch{torch.__version__.split('+')[0]}-{py}-cpu-mpi-gloo"
+    assert _wheel_cache(out) == str(expected), out
+    wheels = sorted(expected.glob(f"horovod-{HOROVOD_VERSION}-*.whl"))
+    if wheels:
+        assert f"cached wheel: {wheels[0]}" in out
+
+
+def _fake_cuda_toolkit(root: Path, release: str) -> Path:
+    """A CUDA toolkit with an nvcc that answers --version and --dryrun as NVIDIA's does."""
+    (root / "bin").mkdir(parents=True)
+    nvcc = root / "bin" / "nvcc"
+    nvcc.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        case "$*" in
+            *--dryrun*) echo "#\\$ _HERE_=$(dirname "$0")" >&2 ;;
+            *--version*) echo "Cuda compilation tools, release {release}, V{release}.99" ;;
+        esac
+        """))
+    nvcc.chmod(0o755)
+    return root
+
+
+def _fake_nccl_package(site: Path) -> Path:
+    """torch's nvidia-nccl package layout: nvidia/nccl/{include/nccl.h, lib/libnccl.so.2} (no libnccl.so)."""
+    pkg = site / "nvidia" / "nccl"
+    (pkg / "include").mkdir(parents=True)
+    (pkg / "lib").mkdir()
+    (pkg / "include" / "nccl.h").write_text("#define NCCL_MAJOR 2\n")
+    (pkg / "lib" / "libnccl.so.2").write_bytes(b"")
+    return pkg
+
+
+def test_installer_builds_horovod_with_nccl_for_a_cuda_torch(tmp_path):
+    cuda = _fake_cuda_toolkit(tmp_path / "cuda-12.4", "12.4")
+    nccl = _fake_nccl_package(tmp_path / "site")
+    out, build_env = _dry_run(DDLBENCH_FAKE_TORCH_CUDA="12.4", HOROVOD_CUDA_HOME=str(cuda),
+                              PYTHONPATH=str(tmp_path / "site"), DDLBENCH_CACHE=str(tmp_path / "cache"))
+    assert "HOROVOD_GPU_OPERATIONS=NCCL" in build_env, out
+    assert "HOROVOD_NCCL_LINK=SHARED" in build_env
+    assert f"HOROVOD_CUDA_HOME={cuda}" in build_env
+    assert f"HOROVOD_NCCL_HOME={nccl}" in build_env and f"HOROVOD_NCCL_INCLUDE={nccl}/include" in build_env
+    assert any(v.startswith("HOROVOD_NCCL_LIB=") for v in build_env)
+    assert "nvcc not found" not in out and "WARNING" not in out
+    # its own cache folder: a CPU wheel is never taken for a CUDA box
+    assert _wheel_cache(out).endswith("-cu124-nccl-mpi-gloo"), out
+    assert "cached wheel: none" in out
+
+
+def test_installer_says_in_one_line_how_to_get_nvcc(tmp_path):
+    empty = tmp_path / "no-cuda"
+    empty.mkdir()
+    out, build_env = _dry_run(DDLBENCH_FAKE_TORCH_CUDA="12.4", HOROVOD_CUDA_HOME=str(empty),
+                              DDLBENCH_CACHE=str(tmp_path / "cache"))
+    assert "HOROVOD_GPU_OPERATIONS=NCCL" in build_env
+    problem = [line for line in out.splitlines() if "nvcc not found" in line]
+    assert len(problem) == 1 and "cuda-toolkit-12-4" in problem[0] and "HOROVOD_CUDA_HOME" in problem[0], out
+
+
+def test_installer_fakes_cuda_only_in_a_dry_run():
+    proc = subprocess.run(["bash", str(INSTALLER), "horovod"], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHON=sys.executable, DDLBENCH_FAKE_TORCH_CUDA="12.4"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "only with --dry-run" in proc.stderr

@@ -9,6 +9,8 @@
 2. A function-local import only of an optional heavy dependency (ALLOWED_LOCAL), never of a harness
    module or of an ordinary dependency: those belong at the top of the module.
 3. No file over MAX_FILE_LINES lines and no function over MAX_FUNCTION_LINES lines in `harness/`.
+4. The layering of docs/ARCHITECTURE.md ("Packages"): FORBIDDEN lists what a package may not import,
+   and generic code (GENERIC) never branches on a backend's name (`x == "horovod"`, `x in (...)`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,24 @@ ALLOWED_LOCAL = ("horovod", "deepspeed", "byteps", "matplotlib", "transformers")
 """Optional or heavy dependencies a function may import where it needs them (with a comment why):
 the frameworks are optional, matplotlib and transformers take seconds to import and most commands
 never need them."""
+FORBIDDEN = {
+    # backends: a transport and its launch recipes; they never reach up into cells, schemes or runs
+    "harness.backends": ("harness.cell", "harness.schemes", "harness.worker", "harness.execute", "harness.sweep",
+                         "harness.commands", "harness.results", "harness.predict", "harness.report"),
+    # the generic launch pieces backends build on
+    "harness.launch.distenv": ("harness.backends", "harness.cell"),
+    "harness.launch.slurm_env": ("harness.backends", "harness.cell"),
+    "harness.launch.srun_plan": ("harness.backends", "harness.cell"),
+    "harness.launch.sbatch_text": ("harness.backends", "harness.cell"),
+    "harness.launch.supervise": ("harness.backends", "harness.cell"),
+    "harness.launch.slurm_client": ("harness.backends", "harness.cell"),
+    # schemes talk to a Transport object, never to a backend module
+    "harness.schemes": ("harness.backends", "harness.commands", "harness.execute"),
+    "workloads": ("harness.backends", "harness.schemes", "harness.cell"),
+}
+GENERIC = ("harness.launch", "harness.execute", "harness.sweep", "harness.cell", "harness.worker",
+           "harness.results", "harness.measure", "harness.testbed")
+BACKEND_NAMES = frozenset({"torch", "horovod", "horovodrun", "deepspeed", "byteps"})
 MAX_FILE_LINES = 300
 MAX_FUNCTION_LINES = 60
 
@@ -111,6 +131,28 @@ def scan(known: dict[str, Path]):
     return edges, local, long_functions
 
 
+def layering(edges: dict[str, set[str]], known: dict[str, Path]) -> list[str]:
+    """Imports FORBIDDEN by the layering, and comparisons with a backend's name in generic code."""
+    out = []
+    for mod, deps in sorted(edges.items()):
+        for pkg, banned in FORBIDDEN.items():
+            if mod == pkg or mod.startswith(pkg + "."):
+                for dep in sorted(deps):
+                    if any(dep == b or dep.startswith(b + ".") for b in banned):
+                        out.append(f"{mod} imports {dep}: {pkg} may not import {', '.join(banned)}")
+        if not any(mod == g or mod.startswith(g + ".") for g in GENERIC):
+            continue
+        for node in ast.walk(ast.parse(known[mod].read_text())):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                consts = sides + [e for c in sides if isinstance(c, (ast.Tuple, ast.List, ast.Set)) for e in c.elts]
+                names = {c.value for c in consts if isinstance(c, ast.Constant) and c.value in BACKEND_NAMES}
+                if names:
+                    out.append(f"{known[mod].relative_to(ROOT)}:{node.lineno}: generic code branches on backend "
+                               f"name(s) {', '.join(sorted(names))}: ask the backend (BackendEntry) instead")
+    return out
+
+
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan), each sorted."""
     index: dict[str, int] = {}
@@ -159,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         for m in sorted(edges):
             print(f"{m} -> {', '.join(sorted(edges[m])) or '-'}")
     found = cycles(edges)
+    layers = layering(edges, known)
+    for line in layers:
+        print(f"layering: {line}")
     for comp in found:
         print(f"import cycle ({len(comp)} modules): {' <-> '.join(comp)}")
         for m in comp:
@@ -170,9 +215,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{path.relative_to(ROOT)}: {n} lines, over {MAX_FILE_LINES}: split it into rooms")
     for path, line, name, n in long_functions:
         print(f"{path.relative_to(ROOT)}:{line}: function {name} has {n} lines, over {MAX_FUNCTION_LINES}")
-    bad = len(found) + len(local) + len(long_files) + len(long_functions)
+    bad = len(found) + len(local) + len(long_files) + len(long_functions) + len(layers)
     print(f"check_imports: {len(known)} modules, {sum(map(len, edges.values()))} harness imports; "
-          f"{len(found)} cycle(s), {len(local)} function-local import(s) to move, {len(long_files)} file(s) "
+          f"{len(found)} cycle(s), {len(layers)} layering breach(es), {len(local)} function-local import(s) to move, {len(long_files)} file(s) "
           f"and {len(long_functions)} function(s) over size")
     return 1 if bad else 0
 

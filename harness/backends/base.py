@@ -113,6 +113,9 @@ class BackendEntry:
     launch: Callable | None = None
     """How a cell on this backend is started on one box, the way its users start it (e.g. horovodrun):
     (cell, cell_dir, placement) -> result.json path. None = the generic local spawner."""
+    dist_env: Callable[[Mapping[str, str]], Any] = lambda environ: None
+    """(environment) -> DistEnv when a rank was started by this framework's own launcher (e.g. the
+    HOROVOD_* variables horovodrun sets), else None."""
     launch_env: Callable[[Any], dict] = lambda cell: {}
     """(cell) -> variables every rank needs whatever launches it (e.g. DeepSpeed's compiled-ops folder)."""
     srun_plan: Callable[[SrunContext], list[Step]] = all_ranks_step

@@ -1,15 +1,16 @@
 """Where a worker learns who it is: its rank, the world, and the rendezvous address.
 
 Sources, checked in order: the variables our own local launcher, torchrun and the deepspeed launcher set
-(RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT), horovodrun's (HOROVOD_RANK/HOROVOD_SIZE/...) and
-mpirun's (OMPI_COMM_WORLD_*), then Slurm's (SLURM_PROCID, SLURM_NTASKS, ...,
-see harness.launch.slurm_env), else a single process.
+(RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT), a framework launcher's own (each backend reads
+its launcher's: `BackendEntry.dist_env`), Open MPI's mpirun (OMPI_COMM_WORLD_*), then Slurm's
+(SLURM_PROCID, SLURM_NTASKS, ..., see harness.launch.slurm_env), else a single process.
 """
 
 from __future__ import annotations
 
 import os
 
+from harness.backends import BACKENDS
 from harness.launch.distenv import DistEnv
 from harness.launch.slurm_env import from_slurm
 
@@ -34,22 +35,20 @@ def from_environ(environ: dict | None = None) -> DistEnv:
             nodes=int(env.get("GROUP_WORLD_SIZE", 0)) or max(1, world // max(1, local_world)),
             source="torchrun" if "TORCHELASTIC_RUN_ID" in env else env.get("DDLBENCH_LAUNCHER", "local"),
         )
-    for pre, src in (("HOROVOD_", "horovodrun"), ("OMPI_COMM_WORLD_", "mpirun")):
-        # horovodrun (gloo) and Open MPI's mpirun name the same facts their own way
-        if f"{pre}RANK" in env and f"{pre}SIZE" in env:
-            world = int(env[f"{pre}SIZE"])
-            local_world = int(env.get(f"{pre}LOCAL_SIZE", world))
-            return DistEnv(
-                rank=int(env[f"{pre}RANK"]),
-                world_size=world,
-                local_rank=int(env.get(f"{pre}LOCAL_RANK", env[f"{pre}RANK"])),
-                local_world_size=local_world,
-                master_addr=env.get("HOROVOD_GLOO_RENDEZVOUS_ADDR", env.get("MASTER_ADDR", "127.0.0.1")),
-                master_port=int(env.get("MASTER_PORT", "29500")),
-                node_rank=int(env.get("HOROVOD_CROSS_RANK", env.get("OMPI_COMM_WORLD_NODE_RANK", "0"))),
-                nodes=int(env.get("HOROVOD_CROSS_SIZE", max(1, world // max(1, local_world)))),
-                source=src,
-            )
+    for _, entry in BACKENDS.items():  # a framework's own launcher (horovodrun) names them its way
+        found = entry.dist_env(env)
+        if found is not None:
+            return found
+    if "OMPI_COMM_WORLD_RANK" in env and "OMPI_COMM_WORLD_SIZE" in env:  # Open MPI's mpirun
+        world = int(env["OMPI_COMM_WORLD_SIZE"])
+        local_world = int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE", world))
+        return DistEnv(
+            rank=int(env["OMPI_COMM_WORLD_RANK"]), world_size=world,
+            local_rank=int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", env["OMPI_COMM_WORLD_RANK"])),
+            local_world_size=local_world, master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
+            master_port=int(env.get("MASTER_PORT", "29500")),
+            node_rank=int(env.get("OMPI_COMM_WORLD_NODE_RANK", "0")),
+            nodes=max(1, world // max(1, local_world)), source="mpirun")
     if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
         return from_slurm(env)
     return DistEnv(rank=0, world_size=1, local_rank=0, local_world_size=1,

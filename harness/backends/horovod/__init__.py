@@ -9,6 +9,7 @@ BACKENDS.register("horovod", BackendEntry(
     name="horovod",
     description="Horovod (gloo on CPU): named async all-reduce with tensor fusion, started by horovodrun",
     start=start, available=available, versions=versions, launch=launch.launch_local,
+    dist_env=launch.horovodrun_dist_env,
     srun_plan=launch.srun_plan, srun_session=launch.srun_session, srun_variant=launch.srun_variant,
     task_envs={"horovod": launch.horovod_task_env, "horovodrun": launch.horovodrun_task_env},
     sbatch_styles=launch.SBATCH_STYLES, sbatch_examples=launch.SBATCH_EXAMPLES,

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 
 from harness.backends.base import SbatchStyle
 from harness.errors import CellFailed
+from harness.launch.distenv import DistEnv
 from harness.launch.sbatch_text import argv_words
 from harness.launch.slurm_env import expand_tasks_per_node, from_slurm, node_addr
 from harness.launch.srun_plan import SrunContext, Step, beside_python, env_items
@@ -64,6 +65,20 @@ def iface_towards(addr: str) -> str:
         return "lo"
     m = re.search(r"\bdev (\S+)", out)
     return m.group(1) if m else "lo"
+
+
+def horovodrun_dist_env(env: Mapping[str, str]) -> DistEnv | None:
+    """Who a rank is, from the variables horovodrun gives each slot (horovod/runner/gloo_run.py)."""
+    if "HOROVOD_RANK" not in env or "HOROVOD_SIZE" not in env:
+        return None
+    world = int(env["HOROVOD_SIZE"])
+    local_world = int(env.get("HOROVOD_LOCAL_SIZE", world))
+    return DistEnv(
+        rank=int(env["HOROVOD_RANK"]), world_size=world,
+        local_rank=int(env.get("HOROVOD_LOCAL_RANK", env["HOROVOD_RANK"])), local_world_size=local_world,
+        master_addr=env.get("HOROVOD_GLOO_RENDEZVOUS_ADDR", env.get("MASTER_ADDR", "127.0.0.1")),
+        master_port=int(env.get("MASTER_PORT", "29500")), node_rank=int(env.get("HOROVOD_CROSS_RANK", "0")),
+        nodes=int(env.get("HOROVOD_CROSS_SIZE", max(1, world // max(1, local_world)))), source="horovodrun")
 
 
 # ------------------------------------------------------------------------------------------- one box

@@ -19,10 +19,14 @@ from pathlib import Path
 import torch
 
 from harness.atomic import write_json_atomic
+from harness.backends import BACKENDS
 from harness.cell import CellSpec
 from harness.launch.env import DistEnv, from_environ
 from harness.measure.loop import run_loop
+from harness.schemes import SCHEMES, SchemeContext
 from harness.training import exit_now, make_optimizer
+from workloads import WORKLOADS
+from workloads.base import count_params, flops_per_sample, grad_bytes
 
 def _fault(cell: CellSpec, rank: int):
     """Fault injection for tests: DDLBENCH_FAULT=crash|hang:RANK:ITER (only for the matching rank)."""
@@ -50,20 +54,8 @@ def _device(cell: CellSpec, env: DistEnv) -> torch.device:
     return torch.device("cpu")
 
 
-def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
-    from harness.backends import BACKENDS
-    from harness.schemes import SCHEMES, SchemeContext
-    from workloads import WORKLOADS
-    from workloads.base import count_params, flops_per_sample, grad_bytes
-
-    entry = SCHEMES.get(cell.scheme)
-    backend = BACKENDS.get(cell.backend)
-    if env.rank >= cell.workers:  # a parameter server
-        backend.serve(cell, env)
-        return None
-    device = _device(cell, env)
-    transport = backend.start(cell, env, device) if entry.communicates else None
-    t_start = time.perf_counter()
+def _build(cell: CellSpec, env: DistEnv, device: torch.device):
+    """(workload spec, model, facts, batch) of this rank: same seed everywhere, own synthetic batch."""
     spec = WORKLOADS.get(cell.workload)
     torch.manual_seed(cell.seed)
     model = spec.build().to(device)
@@ -72,30 +64,44 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
     if env.rank == 0:
         facts["flops_per_sample"] = flops_per_sample(spec, model, cell.seq_len, device)
     batch = spec.make_batch(cell.batch, seq_len=cell.seq_len, device=device, seed=cell.seed + 1000 + env.rank)
+    return spec, model, facts, batch
+
+
+def _iterations(cell: CellSpec, scheme) -> tuple[int, int]:
+    """(warm-up, measured) iterations. Schemes that profile their first iterations (WFBP order, MG-WFBP
+    timings) run them as BSP: those iterations are never measured, whatever warm-up was asked for."""
+    steps = int(os.environ.get("DDLBENCH_STEPS", "0"))  # lossless tests: exact step count, no warm-up
+    profiled = scheme.profile_iters if scheme.profiling else 0
+    return (0, steps) if steps else (max(cell.warmup, profiled), cell.iters)
+
+
+def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
+    entry = SCHEMES.get(cell.scheme)
+    backend = BACKENDS.get(cell.backend)
+    if env.rank >= cell.workers:  # a parameter server
+        backend.serve(cell, env)
+        return None
+    device = _device(cell, env)
+    transport = backend.start(cell, env, device) if entry.communicates else None
+    t_start = time.perf_counter()
+    spec, model, facts, batch = _build(cell, env, device)
     log = lambda msg: print(f"[rank {env.rank}] {msg}", flush=True)  # noqa: E731
     ctx = SchemeContext(transport=transport, rank=env.rank, workers=cell.workers, device=device,
-                        knobs=dict(cell.knobs), make_optimizer=make_optimizer, log=log)
+                        knobs=entry.make_knobs(cell.knobs), make_optimizer=make_optimizer, log=log)
     scheme = entry.cls(ctx)
     fwd = scheme.setup(model)
     barrier = transport.barrier if transport is not None else (lambda: None)
-    steps = int(os.environ.get("DDLBENCH_STEPS", "0"))  # lossless tests: exact step count, no warm-up
-    # Schemes that profile their first iterations (WFBP order, MG-WFBP timings) run them as BSP: those
-    # iterations are never measured, whatever warm-up was asked for.
-    profiled = scheme.profile_iters if getattr(scheme, "profiling", False) else 0
-    warmup, iters = (0, steps) if steps else (max(cell.warmup, profiled), cell.iters)
+    warmup, iters = _iterations(cell, scheme)
     samples = run_loop(fwd, scheme, spec.loss, batch, warmup, iters, device, barrier, _fault(cell, env.rank))
     # one worker still pushes and pulls through its servers; one all-reduce rank moves nothing
     comm_only = scheme.probe_comm() if (transport is not None and (cell.workers > 1 or cell.servers)) else 0.0
     if os.environ.get("DDLBENCH_DUMP_PARAMS"):
-        final = getattr(scheme, "final_parameters", None)  # schemes that shard parameters (ZeRO-3) gather them
-        params = final(model) if final else {n: p.detach().cpu() for n, p in model.named_parameters()}
-        torch.save(params, out / f"params.rank{env.rank}.pt")
+        torch.save(scheme.final_parameters(model), out / f"params.rank{env.rank}.pt")
     mine = {"rank": env.rank, "host": socket.gethostname(), "samples": samples, "comm_only_s": comm_only,
             "setup_s": time.perf_counter() - t_start}
     gathered = transport.gather_object(mine) if transport is not None else [mine]
     plan = scheme.describe()
-    if hasattr(scheme, "shutdown"):
-        scheme.shutdown()
+    scheme.shutdown()
     if transport is not None:
         transport.shutdown()
     if env.rank != 0:

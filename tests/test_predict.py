@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 
 from harness.predict.compute import ComputeModel
-from harness.predict.methods import ddp_buckets
-from harness.predict.network import (AlphaBeta, Cluster, Link, fit_commbench, get_link, link_from_allreduce)
-from harness.predict.predictor import METHODS, STUDY_METHODS, Network, predict_rows, simulate
+from harness.predict.bucketed_sim import ddp_buckets
+from harness.predict.commbench_fit import fit_commbench, link_from_allreduce
+from harness.predict.network import AlphaBeta, Cluster, Link, get_link
+from harness.predict.predictor import STUDY_METHODS, Network, method_knobs, modelled, predict_rows, simulate
 from harness.predict.validate import validate
 from harness.schema import SUMMARY_COLUMNS
 from harness.planning import MB, merge_plan
@@ -96,7 +97,7 @@ def test_commbench_fit_round_trips_through_the_ring_model():
 def test_a_single_worker_predicts_no_communication(name):
     c = BERTISH
     out = simulate(name, c, cluster(1, 1, inter="eth-10g"))
-    slack = METHODS["horovod"].knobs["cycle_time_ms"] / 1000 if name == "horovod" else 0.0
+    slack = method_knobs("horovod")["cycle_time_ms"] / 1000 if name == "horovod" else 0.0
     assert c.iteration_s - 1e-9 <= out.iter_s <= c.iteration_s + slack + 1e-9
 
 
@@ -212,7 +213,7 @@ def test_token_bucket_lets_a_burst_through_after_idling():
 
 
 def test_shaped_fit_ignores_the_bucket_and_averages_small_messages():
-    from harness.predict.network import fit_shaped, links_from_commbench
+    from harness.predict.commbench_fit import fit_shaped, links_from_commbench
 
     burst, beta, rows = 1e6, 8e-9, []
     for size in [4096 * 4 ** k for k in range(8)]:                    # 4 KiB .. 64 MiB
@@ -253,10 +254,10 @@ def _net(name="ib-100g"):
 
 
 def test_predicted_rows_have_the_summary_columns():
-    df = predict_rows([BERTISH], [_net()], [1, 2], 4, list(METHODS))
+    df = predict_rows([BERTISH], [_net()], [1, 2], 4, list(modelled()))
     assert list(df.columns[:len(SUMMARY_COLUMNS)]) == SUMMARY_COLUMNS
     assert (df["source"] == "predicted").all() and (df["status"] == "ok").all()
-    assert len(df) == 2 * len(METHODS)
+    assert len(df) == 2 * len(modelled())
     assert df["scaling_efficiency"].between(0, 1 + 1e-9).all()
     ps = df[df["scheme"].str.endswith("-ps")]
     assert (ps["servers"] == ps["nodes"]).all()
@@ -304,13 +305,13 @@ def real_models():
 def test_the_whole_grid_predicts_in_seconds(real_models):
     nodes = [1, 2, 4, 8, 16, 32, 64, 128, 256, 1024]
     t0, c0 = time.perf_counter(), time.process_time()
-    df = predict_rows(real_models, [_net("ib-100g")], nodes, 4, [m for m in METHODS if m != "local"])
+    df = predict_rows(real_models, [_net("ib-100g")], nodes, 4, [m for m in modelled() if m != "local"])
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     # CPU time is the figure to compare across machines: on a shared box wall time is CPU time
     # divided by the share of a core this process got.
-    print(f"\n{len(df)} predictions (4 workloads x {len(nodes)} scales x {len(METHODS) - 1} methods) "
+    print(f"\n{len(df)} predictions (4 workloads x {len(nodes)} scales x {len(modelled()) - 1} methods) "
           f"in {wall:.2f} s wall, {cpu:.2f} s CPU")
-    assert len(df) == 4 * len(nodes) * (len(METHODS) - 1)
+    assert len(df) == 4 * len(nodes) * (len(modelled()) - 1)
     assert df["iter_s_median"].map(math.isfinite).all()
     big = df[(df["workers"] == 4096) & df["scheme"].isin(STUDY_METHODS)]
     assert (big["scaling_efficiency"] < 1).all()

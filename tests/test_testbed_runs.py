@@ -163,7 +163,7 @@ def test_run_testbed_cli_and_traffic_crosses_the_shaped_link(clean_machine, tmp_
 @pytest.mark.root
 def test_commbench_on_the_testbed_measures_the_shaped_link(clean_machine, tmp_path):
     from harness.cli import cli
-    from harness.predict.network import links_from_commbench, testbed_burst_bytes
+    from harness.predict.commbench_fit import links_from_commbench, testbed_burst_bytes
 
     s = netns.up(2, "200mbit")
     before = _tbf_sent_bytes("ddlb-h1", s.hosts[1].ifname)

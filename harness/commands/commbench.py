@@ -18,7 +18,8 @@ def run_commbench(workers: int, collective: str, min_size: str, max_size: str, r
     import pandas as pd
 
     from harness.cell import CellSpec
-    from harness.commbench import parse_size, rows, sizes_between
+    from harness.commbench.rows import rows
+    from harness.commbench.sizes import parse_size, sizes_between
     from harness.errors import CellFailed
     from harness.execute import write_environment
     from harness.launch.local import launch_cell

@@ -57,7 +57,8 @@ def load_models(profiles, workloads, device_preset, throughput, batch, compute):
 
 def load_networks(names, commbench, intra, label, shaped: bool = False, gpus_per_node="4", servers=0,
                   server_hosts="dedicated"):
-    from harness.predict.network import get_link, links_from_commbench, read_commbench, testbed_burst_bytes
+    from harness.predict.commbench_fit import links_from_commbench, read_commbench, testbed_burst_bytes
+    from harness.predict.network import get_link
     from harness.predict.predictor import Network
 
     intra_link = get_link(intra)
@@ -66,7 +67,7 @@ def load_networks(names, commbench, intra, label, shaped: bool = False, gpus_per
         raise UserError("--testbed-shaping models the testbed's links from its measured all-reduce: give "
                         "--commbench DIR from `ddlbench commbench --testbed` at the same rate")
     if commbench:
-        from harness.predict.predictor import SERVER_GBYTE_S
+        from harness.predict.ps_sim import SERVER_GBYTE_S
 
         df = read_commbench(commbench)
         link, p2p, measured = links_from_commbench(df, testbed_burst_bytes() if shaped else 0.0,

@@ -1,4 +1,4 @@
-"""The one timing loop every method runs (DESIGN section 3).
+"""The one timing loop every method runs (docs/ARCHITECTURE.md, "Timing loop").
 
 Per iteration: forward, backward, wait for communication, optimizer step, each phase closed by a clock
 read (after a device synchronise on GPU). An iteration's time runs from its start to the next
@@ -30,11 +30,9 @@ def run_loop(model, scheme, loss_fn, batch: dict, warmup: int, iters: int, devic
     samples: list[dict] = []
     starts: list[float] = []
     total = warmup + iters
-    # A scheme whose framework owns backward (DeepSpeed: engine.backward) defines backward(loss)
-    backward = getattr(scheme, "backward", None) or (lambda loss: loss.backward())
     for it in range(total):
         if it == warmup:
-            _quiesce(scheme)
+            scheme.quiesce()
             barrier()
         if fault is not None:
             fault(it)
@@ -42,7 +40,7 @@ def run_loop(model, scheme, loss_fn, batch: dict, warmup: int, iters: int, devic
         loss = loss_fn(model, batch)
         t1 = clock()
         scheme.before_backward()
-        backward(loss)
+        scheme.backward(loss)
         scheme.after_backward()
         t2 = clock()
         scheme.wait()
@@ -60,8 +58,3 @@ def run_loop(model, scheme, loss_fn, batch: dict, warmup: int, iters: int, devic
         s["iter_s"] = nxt - starts[i]
     return samples
 
-
-def _quiesce(scheme) -> None:
-    q = getattr(scheme, "quiesce", None)
-    if q is not None:
-        q()

@@ -1,4 +1,5 @@
-"""ByteScheduler (harness.schemes.bytescheduler) as a simulation: the same partitions and priorities,
+"""ByteScheduler (harness.schemes.bytescheduler) as a simulation (the model registered beside the
+bytescheduler-a2a and -ps schemes): the same partitions and priorities,
 the same credit window and the same scheduler loop, and the next forward waiting layer by layer.
 
 The scheduler loop mirrored from ByteSchedulerEngine._run_round:
@@ -23,92 +24,103 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from typing import TYPE_CHECKING
 
-from harness.predict.compute import ComputeModel
-from harness.predict.des import Event, Sim
-from harness.predict.methods import ELEM_BYTES, Outcome, _PS, collective_channel, ps_parts
-from harness.predict.network import Cluster
 from harness.planning import MB
+from harness.predict.bucketed_sim import collective_channel
+from harness.predict.des import Event, Sim
+from harness.predict.model import ELEM_BYTES, Outcome
+from harness.predict.ps_sim import ParameterServers, ps_parts
+
+if TYPE_CHECKING:  # annotations only
+    from harness.predict.compute import ComputeModel
+    from harness.predict.network import Cluster
 
 
-def bytescheduler(c: ComputeModel, cluster: Cluster, knobs: dict, use_ps: bool = False, p2p=None) -> Outcome:
-    sim = Sim()
-    n = len(c.numels)
-    # Priority: parameter index (model definition order, input side first), as in the engine.
-    servers = cluster.n_servers if use_ps else 0
-    parts, placement = ps_parts(c, knobs["partition_mb"], servers)
-    part_bytes = [pt.numel * ELEM_BYTES for pt in parts]
-    rank = sorted(range(len(parts)), key=lambda k: (parts[k].priority, k))
-    urgency = {k: r for r, k in enumerate(rank)}
-    parts_of = [[] for _ in range(n)]
-    for k, pt in enumerate(parts):
-        parts_of[pt.param].append(k)
-    credit = knobs["credit_mb"] * MB
-    ab = cluster.allreduce_cost()
-    workers = cluster.workers
-    consensus = not use_ps and workers > 1
-    consensus_s = ab.time_s(len(parts)) if consensus else 0.0
-    chan = collective_channel(sim, ab)
-    if use_ps:
-        res = _PS(sim, cluster, knobs["server_gbyte_s"], p2p)
+class _Round:
+    """One round of partitions: which are ready (in the order they became so), and when each is done."""
 
-    def send(k: int) -> tuple[Event, Event]:
-        """(credit returned, done)."""
+    def __init__(self, sim: Sim, n_parts: int):
+        self.sim = sim
+        self.ready_seq: list[int] = []       # partitions in the order they became ready
+        self.is_ready = [False] * n_parts
+        self.news = Event(sim)
+        self.done = [Event(sim) for _ in range(n_parts)]
+
+    def mark(self, ks) -> None:
+        new = [k for k in ks if not self.is_ready[k]]
+        if not new:
+            return
+        for k in new:
+            self.is_ready[k] = True
+        self.ready_seq.extend(new)
+        news, self.news = self.news, Event(self.sim)
+        news.fire()
+
+
+class _ByteSchedulerRun:
+    def __init__(self, c: ComputeModel, cluster: Cluster, knobs: dict, use_ps: bool, p2p=None):
+        self.sim = sim = Sim()
+        self.c, self.knobs, self.use_ps = c, knobs, use_ps
+        # Priority: parameter index (model definition order, input side first), as in the engine.
+        servers = cluster.n_servers if use_ps else 0
+        self.parts, self.placement = ps_parts(c, knobs["partition_mb"], servers)
+        self.part_bytes = [pt.numel * ELEM_BYTES for pt in self.parts]
+        self.rank = sorted(range(len(self.parts)), key=lambda k: (self.parts[k].priority, k))
+        self.urgency = {k: r for r, k in enumerate(self.rank)}
+        self.parts_of = [[] for _ in range(len(c.numels))]
+        for k, pt in enumerate(self.parts):
+            self.parts_of[pt.param].append(k)
+        self.credit = knobs["credit_mb"] * MB
+        self.ab = cluster.allreduce_cost()
+        self.workers = cluster.workers
+        self.consensus = not use_ps and self.workers > 1
+        self.consensus_s = self.ab.time_s(len(self.parts)) if self.consensus else 0.0
+        self.chan = collective_channel(sim, self.ab)
         if use_ps:
-            return res.push_pull(part_bytes[k], placement[k])
-        ev = sim.timeout(0.0) if workers <= 1 else chan.submit_bytes(part_bytes[k], ab.alpha_s)
+            self.res = ParameterServers(sim, cluster, knobs["server_gbyte_s"], p2p)
+        self.consensus_calls = 0
+        self.marks: dict = {}
+
+    def send(self, k: int) -> tuple[Event, Event]:
+        """(credit returned, done)."""
+        if self.use_ps:
+            return self.res.push_pull(self.part_bytes[k], self.placement[k])
+        ev = self.sim.timeout(0.0) if self.workers <= 1 else self.chan.submit_bytes(self.part_bytes[k], self.ab.alpha_s)
         return ev, ev
 
-    stats = {"consensus_calls": 0}
-
-    class Round:
-        def __init__(self):
-            self.ready_seq: list[int] = []       # partitions in the order they became ready
-            self.is_ready = [False] * len(parts)
-            self.news = Event(sim)
-            self.done = [Event(sim) for _ in parts]
-
-        def mark(self, ks) -> None:
-            new = [k for k in ks if not self.is_ready[k]]
-            if not new:
-                return
-            for k in new:
-                self.is_ready[k] = True
-            self.ready_seq.extend(new)
-            news, self.news = self.news, Event(sim)
-            news.fire()
-
-    def scheduler(r: Round):
+    def scheduler(self, r: _Round):
+        """ByteSchedulerEngine._run_round, step for step (see the module docstring)."""
         agreed_upto = 0                  # ready_seq[:agreed_upto] has been agreed
         heap: list[int] = []             # urgencies of agreed-ready, unsent partitions
         inflight: deque = deque()
         pulling: list = []               # PS: credit returned, pull outstanding
         in_bytes = 0.0
-        remaining = len(parts)
+        remaining = len(self.parts)
         while remaining:
             if not heap:
                 while len(r.ready_seq) <= agreed_upto:
                     yield r.news
             snapshot = len(r.ready_seq)
-            if consensus:
-                stats["consensus_calls"] += 1
-                yield consensus_s
+            if self.consensus:
+                self.consensus_calls += 1
+                yield self.consensus_s
             for k in r.ready_seq[agreed_upto:snapshot]:
-                heapq.heappush(heap, urgency[k])
+                heapq.heappush(heap, self.urgency[k])
             agreed_upto = snapshot
             while heap:
-                k = rank[heap[0]]
-                if inflight and in_bytes + part_bytes[k] > credit:
+                k = self.rank[heap[0]]
+                if inflight and in_bytes + self.part_bytes[k] > self.credit:
                     break
                 heapq.heappop(heap)
-                inflight.append((k, send(k)))
-                in_bytes += part_bytes[k]
+                inflight.append((k, self.send(k)))
+                in_bytes += self.part_bytes[k]
                 remaining -= 1
             if remaining and heap and inflight:
                 k, (credit_back, done) = inflight.popleft()
                 yield credit_back
-                in_bytes -= part_bytes[k]
-                if use_ps:
+                in_bytes -= self.part_bytes[k]
+                if self.use_ps:
                     pulling.append((k, (credit_back, done)))
                 else:
                     r.done[k].fire()
@@ -116,9 +128,10 @@ def bytescheduler(c: ComputeModel, cluster: Cluster, knobs: dict, use_ps: bool =
             yield done
             r.done[k].fire()
 
-    marks: dict = {}
-
-    def main():
+    def main(self):
+        """Two iterations: forward layer by layer (each layer waits for its partitions of the previous
+        round, then steps), backward marking partitions ready."""
+        c, sim, marks = self.c, self.sim, self.marks
         prev = None
         fwd = []
         for it in range(2):
@@ -126,23 +139,39 @@ def bytescheduler(c: ComputeModel, cluster: Cluster, knobs: dict, use_ps: bool =
             marks[f"start{it}"] = t0
             for j, members in enumerate(c.layers):
                 if prev is not None:
-                    yield [prev.done[k] for i in members for k in parts_of[i]]
+                    yield [prev.done[k] for i in members for k in self.parts_of[i]]
                     yield c.layer_optimizer_s[j]
                 yield c.layer_forward_s[j]
             fwd.append(sim.now - t0)
-            r = Round()
-            sim.process(scheduler(r))
-            for i in range(n):
-                sim.at(min(c.ready_s[i], c.backward_total_s), r.mark, parts_of[i])
+            r = _Round(sim, len(self.parts))
+            sim.process(self.scheduler(r))
+            for i in range(len(c.numels)):
+                sim.at(min(c.ready_s[i], c.backward_total_s), r.mark, self.parts_of[i])
             yield c.backward_total_s
-            r.mark([k for k in range(len(parts))])  # after_backward: everything counts as ready
+            r.mark([k for k in range(len(self.parts))])  # after_backward: everything counts as ready
             marks[f"end{it}"] = sim.now
             prev = r
         marks["fwd"] = fwd[-1]
-    sim.process(main())
-    sim.run()
-    iter_s = marks["end1"] - marks["end0"]
-    return Outcome(iter_s, marks["fwd"], c.backward_total_s, 0.0, 0.0,
-                   {"partitions": len(parts), "credit_mb": knobs["credit_mb"], "partition_mb": knobs["partition_mb"],
-                    "consensus_calls_per_iter": stats["consensus_calls"] / 2,  # two rounds were simulated
-                    "consensus_s_per_iter": stats["consensus_calls"] / 2 * consensus_s, "layers": len(c.layers)})
+
+    def run(self) -> Outcome:
+        self.sim.process(self.main())
+        self.sim.run()
+        m, knobs, calls = self.marks, self.knobs, self.consensus_calls / 2  # two rounds were simulated
+        return Outcome(m["end1"] - m["end0"], m["fwd"], self.c.backward_total_s, 0.0, 0.0,
+                       {"partitions": len(self.parts), "credit_mb": knobs["credit_mb"],
+                        "partition_mb": knobs["partition_mb"], "consensus_calls_per_iter": calls,
+                        "consensus_s_per_iter": calls * self.consensus_s, "layers": len(self.c.layers)})
+
+
+def bytescheduler(c: ComputeModel, cluster: Cluster, knobs: dict, use_ps: bool = False, p2p=None) -> Outcome:
+    return _ByteSchedulerRun(c, cluster, knobs, use_ps, p2p).run()
+
+
+def bytescheduler_a2a(c, cluster, knobs, p2p=None) -> Outcome:
+    """The model of `bytescheduler-a2a`."""
+    return bytescheduler(c, cluster, knobs, False)
+
+
+def bytescheduler_ps(c, cluster, knobs, p2p=None) -> Outcome:
+    """The model of `bytescheduler-ps`."""
+    return bytescheduler(c, cluster, knobs, True, p2p)

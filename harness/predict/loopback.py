@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.predict.compute import compute_model
-from harness.predict.network import links_from_commbench
+from harness.predict.commbench_fit import links_from_commbench
 from harness.predict.predictor import Network, predict_rows, resolve_methods
 from harness.predict.report import predicted_vs_measured
 from harness.predict.validate import format_validation, validate

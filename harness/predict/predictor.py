@@ -1,6 +1,9 @@
 """Predictions over a grid (workloads x networks x placements x methods) as summary-shaped rows with
 source=predicted: the same columns as a measured summary (harness.schema.SUMMARY_COLUMNS), statistics
 that a single prediction cannot have left NaN.
+
+A method is a registered scheme; its simulation is the Model registered beside it
+(`register(..., model=Model(...))`, harness.predict.model): the predictor keeps no registry of its own.
 """
 
 from __future__ import annotations
@@ -12,49 +15,29 @@ from dataclasses import dataclass
 import pandas as pd
 
 from harness.errors import UserError
-from harness.predict import methods as m
-from harness.predict.bytescheduler_sim import bytescheduler
 from harness.predict.compute import ComputeModel
+from harness.predict.model import Model, NoModel, Outcome
 from harness.predict.network import Cluster, Link
 from harness.schema import SCHEMA_VERSION, SUMMARY_COLUMNS
+from harness.schemes import SCHEMES, SchemeEntry
 
-SERVER_GBYTE_S = 10.0  # a server's summing rate (bytes of pushes read per second), see _PS
-
-
-def _scheme_knobs(name: str) -> dict:
-    from harness.schemes import SCHEMES
-
-    return {k: knob.default for k, knob in SCHEMES.get(name).knobs.items()}
-
-
-def _methods() -> dict[str, m.Method]:
-    ps_extra = {"server_gbyte_s": SERVER_GBYTE_S}
-    entries = [
-        m.Method("local", "1 worker, no communication", m.local, {}),
-        m.Method("bsp-a2a", "one fused all-reduce after backward", m.bsp_a2a, {}),
-        m.Method("wfbp-a2a", "one all-reduce per tensor from the gradient hooks", m.wfbp_a2a, {}),
-        m.Method("mgwfbp", "merged-gradient WFBP (merge_plan)", m.mgwfbp, _scheme_knobs("mgwfbp")),
-        m.Method("bytescheduler-a2a", "priority partitions under a credit window, all-reduce",
-                 lambda c, cl, k, p2p=None: bytescheduler(c, cl, k, False), _scheme_knobs("bytescheduler-a2a")),
-        m.Method("bsp-ps", "push-pull of all partitions after backward", m.bsp_ps,
-                 {**_scheme_knobs("bsp-ps"), **ps_extra}, parameter_server=True),
-        m.Method("wfbp-ps", "push-pull per tensor from the gradient hooks", m.wfbp_ps,
-                 {**_scheme_knobs("wfbp-ps"), **ps_extra}, parameter_server=True),
-        m.Method("bytescheduler-ps", "priority partitions under a credit window, parameter servers",
-                 lambda c, cl, k, p2p=None: bytescheduler(c, cl, k, True, p2p),
-                 {**_scheme_knobs("bytescheduler-ps"), **ps_extra},
-                 parameter_server=True),
-        m.Method("ddp", "torch DDP: buckets of bucket_cap_mb in ready order", m.ddp,
-                 {"bucket_cap_mb": _scheme_knobs("ddp")["bucket_cap_mb"]}),
-        # Horovod >= 0.21 defaults: cycle 1 ms, fusion threshold 128 MB (horovod PR #2468).
-        m.Method("horovod", "Horovod tensor fusion: fuse what is ready every cycle", m.horovod,
-                 {"fusion_threshold_mb": 128.0, "cycle_time_ms": 1.0}, backend="horovod"),
-    ]
-    return {e.name: e for e in entries}
-
-
-METHODS = _methods()
 STUDY_METHODS = ("bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps")
+
+
+def modelled() -> dict[str, SchemeEntry]:
+    """Every registered scheme that has a simulation model, the study's seven first (then by name)."""
+    have = {name: e for name, e in SCHEMES.items() if isinstance(e.model, Model)}
+    first = [n for n in ("local",) + STUDY_METHODS if n in have]
+    return {n: have[n] for n in first + [n for n in have if n not in first]}
+
+
+def _entry(name: str) -> SchemeEntry:
+    entry = SCHEMES.get(name)
+    if not isinstance(entry.model, Model):
+        why = entry.model.reason if isinstance(entry.model, NoModel) else "none is registered"
+        raise UserError(f"scheme {name!r} cannot be predicted: it has no simulation model ({why}); "
+                        f"pick one of {', '.join(modelled())}")
+    return entry
 
 
 def resolve_methods(spec: str | list[str]) -> list[str]:
@@ -62,28 +45,45 @@ def resolve_methods(spec: str | list[str]) -> list[str]:
     out: list[str] = []
     for name in (x.strip() for x in names):
         if name == "all":  # every method that communicates (add `local` for the baseline itself)
-            out += [k for k in METHODS if k != "local"]
+            out += [k for k in modelled() if k != "local"]
         elif name == "study":
             out += list(STUDY_METHODS)
-        elif name in METHODS:
-            out.append(name)
+        elif name in SCHEMES:
+            out.append(_entry(name).name)
         else:
-            raise UserError(f"unknown method {name!r}: known are {', '.join(METHODS)} (or all, study)")
+            raise UserError(f"unknown method {name!r}: known are {', '.join(modelled())} (or all, study)")
     return list(dict.fromkeys(out))
 
 
 def method_knobs(name: str, overrides: dict | None = None) -> dict:
-    base = dict(METHODS[name].knobs)
-    for k, v in (overrides or {}).items():
-        if k not in base:
-            raise UserError(f"unknown knob {k!r} for method {name!r}: its knobs are {', '.join(base) or 'none'}")
-        base[k] = v
-    return base
+    """The scheme's knobs (validated as a cell's are) and its model's own, overrides applied."""
+    entry = _entry(name)
+    extra = dict(entry.model.extra_knobs)
+    given = dict(overrides or {})
+    unknown = sorted(k for k in given if k not in entry.knobs and k not in extra)
+    if unknown:
+        known = ", ".join(list(entry.knobs) + list(extra)) or "none"
+        raise UserError(f"unknown knob {', '.join(unknown)} for method {name!r}: its knobs are {known}")
+    base = entry.resolve_knobs({k: v for k, v in given.items() if k in entry.knobs})
+    for k in extra:
+        if k in given:
+            extra[k] = _number(name, k, given[k])
+    return {**base, **extra}
+
+
+def _number(method: str, name: str, value) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"knob {name}={value!r} of method {method!r} is not a number; fix --knob") from None
+    if not out > 0:
+        raise UserError(f"knob {name}={value!r} of method {method!r} must be > 0; fix --knob")
+    return out
 
 
 def simulate(name: str, c: ComputeModel, cluster: Cluster, knobs: dict | None = None, p2p: Link | None = None):
     """One method's iteration on one cluster (p2p: the link PS traffic uses, default cluster.inter)."""
-    return METHODS[name].run(c, cluster, method_knobs(name, knobs), p2p)
+    return _entry(name).model.simulate(c, cluster, method_knobs(name, knobs), p2p)
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def predict_rows(models: list[ComputeModel], networks: list[Network], nodes: lis
             for name in methods:
                 mk = (knobs or {}).get(name)
                 out = simulate(name, c, cluster, mk, net.p2p)
-                ps = METHODS[name].parameter_server
+                ps = SCHEMES.get(name).parameter_server
                 if ps not in comm_only:  # as the probe measures: everything synchronised once, no overlap
                     probe = simulate("bsp-ps" if ps else "bsp-a2a", c, cluster,
                                      (knobs or {}).get("bsp-ps") if ps else None, net.p2p)
@@ -128,9 +128,10 @@ def predict_rows(models: list[ComputeModel], networks: list[Network], nodes: lis
     return df.reindex(columns=cols)
 
 
-def _row(run_id, c: ComputeModel, net: Network, cluster: Cluster, name: str, out: m.Outcome, x1: float,
+def _row(run_id, c: ComputeModel, net: Network, cluster: Cluster, name: str, out: Outcome, x1: float,
          comm_only: float, knobs: dict) -> dict:
-    method = METHODS[name]
+    method = SCHEMES.get(name)
+    backend = method.backends[0]
     N = cluster.workers
     servers = cluster.n_servers if method.parameter_server else 0
     gb = c.batch * N
@@ -143,9 +144,9 @@ def _row(run_id, c: ComputeModel, net: Network, cluster: Cluster, name: str, out
     row.update({
         "schema_version": SCHEMA_VERSION, "run_id": run_id, "source": "predicted", "status": "ok",
         "reason": "", "log_tail": "",
-        "cell_id": f"{c.workload}.{name}.{method.backend}.w{N}" + (f".s{servers}" if servers else "")
+        "cell_id": f"{c.workload}.{name}.{backend}.w{N}" + (f".s{servers}" if servers else "")
                    + f".{net.label}.n{cluster.nodes}",
-        "workload": c.workload, "sample_unit": c.sample_unit, "scheme": name, "backend": method.backend,
+        "workload": c.workload, "sample_unit": c.sample_unit, "scheme": name, "backend": backend,
         "workers": N, "nodes": cluster.nodes, "workers_per_node": cluster.workers_per_node, "servers": servers,
         "batch_per_worker": c.batch, "global_batch": gb, "seq_len": c.seq_len if c.seq_len else nan,
         "dtype": "fp32", "device": c.device, "network": net.label,

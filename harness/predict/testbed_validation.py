@@ -36,7 +36,8 @@ import pandas as pd
 from harness.errors import UserError
 from harness.predict.compute import compute_model
 from harness.predict.network import Cluster, Link
-from harness.predict.predictor import SERVER_GBYTE_S, Network, predict_rows
+from harness.predict.predictor import Network, predict_rows
+from harness.predict.ps_sim import SERVER_GBYTE_S
 from harness.predict.validate import format_validation, validate
 
 METHODS = ["ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps"]
@@ -47,7 +48,7 @@ _ANY = Link("unused", 1.0, 0.0)  # a layout's links are not used when fitting th
 def _commbench_index(paths: list[Path]) -> dict[tuple[int, float], Path]:
     """(workers, link rate in Mbit/s) -> commbench run directory. `commbench --testbed` labels its rows
     with the testbed's rate (`emulated-200mbit`), whatever a sweep named that network profile."""
-    from harness.predict.network import read_commbench
+    from harness.predict.commbench_fit import read_commbench
     from harness.testbed.netns import parse_rate
 
     out = {}
@@ -73,7 +74,7 @@ def _profiles(paths: list[Path]) -> dict[tuple[str, int], pd.DataFrame]:
 
 def predict_runs(runs: list[Path], commbench: list[Path], profiles: list[Path]) -> dict[str, pd.DataFrame]:
     """variant -> validation table (validate()) over every measured cell of every run."""
-    from harness.predict.network import links_from_commbench, testbed_burst_bytes
+    from harness.predict.commbench_fit import links_from_commbench, testbed_burst_bytes
     from harness.results.store import load_run
 
     cb = _commbench_index(commbench)

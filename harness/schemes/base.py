@@ -1,31 +1,25 @@
 """The scheme contract: how gradients are synchronised between backward and the optimizer step.
 
-A scheme is written once against harness.backends.base.Transport. The timing loop calls, per
-iteration: forward, `before_backward()`, backward, `after_backward()`, `wait()`, `step()`; and
-`flush()` once at the end. Hooks registered in `setup` may start communication during backward (and,
-for ByteScheduler, finish it during the next forward).
+A scheme is written once against harness.backends.base.Transport. The timing loop
+(harness.measure.loop) calls, per iteration: forward, `before_backward()`, `backward(loss)`,
+`after_backward()`, `wait()`, `step()`; `quiesce()` before the first measured iteration and `flush()`
+once at the end. The worker calls `setup()` first and, after the loop, `probe_comm()`,
+`final_parameters()`, `describe()`, `comm_bytes_per_iter()` and `shutdown()`. Every hook is declared
+here with a no-op (or plain) default, so the loop and the worker never probe for one. Hooks registered
+in `setup` may start communication during backward (and, for ByteScheduler, finish it during the next
+forward). A scheme registers its knobs (a frozen dataclass, harness.schemes.knobs) and its simulation
+model (harness.predict.model) beside it: see docs/ARCHITECTURE.md, "Scheme contract".
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
 import torch
 
-from harness.errors import UserError
 from harness.registry import Registry
-
-
-@dataclass(frozen=True)
-class Knob:
-    default: Any
-    """Value used when the user sets none."""
-    doc: str
-    """What it controls, with its unit."""
-    kind: type = float
-    """Type the value is converted to."""
+from harness.schemes.knobs import Knob, Knobs
 
 
 @dataclass
@@ -38,8 +32,8 @@ class SchemeContext:
     """Number of workers."""
     device: torch.device
     """Device of parameters and gradients."""
-    knobs: dict
-    """Resolved knobs of this scheme."""
+    knobs: Knobs
+    """Resolved knobs of this scheme (its own Knobs dataclass)."""
     make_optimizer: Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]
     """The one optimizer recipe every scheme uses (same algorithm and hyperparameters)."""
     log: Callable[[str], None] = print
@@ -47,9 +41,12 @@ class SchemeContext:
 
 
 class Scheme:
-    """Base class: a plain per-tensor all-reduce bookkeeping is left to subclasses."""
+    """Base class: plain training with no communication; every hook of the contract has its default here."""
 
     name: ClassVar[str] = ""
+    profile_iters: int = 0
+    """Iterations a scheme spends profiling (synchronising everything after backward) before its plan
+    takes over; the worker keeps at least that many out of the measurement while `profiling`."""
 
     def __init__(self, ctx: SchemeContext):
         self.ctx = ctx
@@ -57,6 +54,8 @@ class Scheme:
         self.params: list[torch.nn.Parameter] = []
         self.optimizer: torch.optim.Optimizer | None = None
         self.plan: dict = {}
+        self.profiling = False
+        """True while the first `profile_iters` iterations still run (set in setup by schemes that profile)."""
 
     # --- life cycle -------------------------------------------------------------------------
     def setup(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -66,20 +65,33 @@ class Scheme:
         return model
 
     def before_backward(self) -> None:
-        pass
+        """Called after forward, before backward."""
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """Backward of the loss; a scheme whose framework owns backward (DeepSpeed) overrides it."""
+        loss.backward()
 
     def after_backward(self) -> None:
-        pass
+        """Called once backward has returned (issue what hooks did not)."""
 
     def wait(self) -> None:
-        pass
+        """Block until the gradients the next step needs are synchronised."""
 
     def step(self) -> None:
+        """Optimizer step. Gradients are freed as a user's loop frees them (set_to_none): schemes that
+        keep views into persistent gradients (buckets, partitions) override this and zero in place."""
         self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=False)
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def quiesce(self) -> None:
+        """Before the barrier that opens the measurement: finish anything a background thread still
+        issues, so the barrier's collective does not interleave with it."""
 
     def flush(self) -> None:
         """Finish anything still outstanding at the end of the run (parameters final after this)."""
+
+    def shutdown(self) -> None:
+        """Release what setup started (threads), before the transport shuts down."""
 
     # --- facts for the results ----------------------------------------------------------------
     def comm_bytes_per_iter(self) -> int:
@@ -93,6 +105,11 @@ class Scheme:
     def probe_comm(self, reps: int = 3) -> float:
         """Seconds to synchronise all gradient bytes once with nothing to overlap (median of reps)."""
         return 0.0
+
+    def final_parameters(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        """Every parameter in full on this rank, for the lossless check (schemes that shard parameters,
+        ZeRO-3, gather them; collective: every rank calls it)."""
+        return {n: p.detach().cpu() for n, p in model.named_parameters()}
 
     # --- helpers for subclasses ---------------------------------------------------------------
     def grad_of(self, p: torch.nn.Parameter) -> torch.Tensor:
@@ -110,40 +127,36 @@ class SchemeEntry:
     description: str
     """One line for `ddlbench list`."""
     backends: tuple = ("torch",)
-    """Backends the scheme runs on."""
-    knobs: dict = field(default_factory=dict)
-    """name -> Knob."""
+    """Backends the scheme runs on (the first labels its predicted rows)."""
+    knob_class: type = Knobs
+    """The scheme's frozen Knobs dataclass."""
     parameter_server: bool = False
     """True when the cell needs server processes."""
     communicates: bool = True
     """False only for the `local` baseline."""
+    model: Any = None
+    """Its simulation model (harness.predict.model.Model), or NoModel(reason) saying why there is none."""
+
+    @property
+    def knobs(self) -> dict[str, Knob]:
+        """name -> Knob (default, doc, kind): the view `ddlbench list` prints."""
+        return self.knob_class.spec()
+
+    def make_knobs(self, given: dict | None) -> Knobs:
+        """The validated Knobs instance a scheme reads (`self.knobs.bucket_cap_mb`)."""
+        return self.knob_class.resolve(given, self.name)
 
     def resolve_knobs(self, given: dict | None) -> dict:
-        given = dict(given or {})
-        out = {}
-        for name, knob in self.knobs.items():
-            value = given.pop(name, knob.default)
-            try:
-                out[name] = knob.kind(value) if value is not None else None
-            except (TypeError, ValueError):
-                raise UserError(f"knob {name}={value!r} of scheme {self.name!r} is not a "
-                                f"{knob.kind.__name__}; fix it in the sweep file or --knob") from None
-        if given:
-            known = ", ".join(self.knobs) or "none"
-            raise UserError(f"unknown knob(s) {', '.join(sorted(given))} for scheme {self.name!r}: "
-                            f"its knobs are {known} (see `ddlbench list`)")
-        return out
+        """The validated knobs as the plain dict CellSpec.knobs records."""
+        return self.make_knobs(given).as_dict()
 
 
 SCHEMES: Registry[SchemeEntry] = Registry("scheme")
 
 
-def register(name: str, cls: type, description: str, *, backends=("torch",), knobs=None,
-             parameter_server=False, communicates=True) -> SchemeEntry:
+def register(name: str, cls: type, description: str, *, backends=("torch",), knobs: type = Knobs,
+             parameter_server=False, communicates=True, model=None) -> SchemeEntry:
+    """Register a scheme under `name`, with its Knobs dataclass and its simulation model."""
     cls.name = name
-    return SCHEMES.register(name, SchemeEntry(name, cls, description, tuple(backends), dict(knobs or {}),
-                                              parameter_server, communicates))
-
-
-def knobs_json(knobs: dict) -> str:
-    return json.dumps(knobs, sort_keys=True)
+    return SCHEMES.register(name, SchemeEntry(name, cls, description, tuple(backends), knobs,
+                                              parameter_server, communicates, model))

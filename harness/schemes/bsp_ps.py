@@ -1,10 +1,23 @@
 """`bsp-ps`: after backward, every gradient partition is pushed to its parameter server and the sums
 pulled back; no overlap."""
 
-from harness.schemes.base import Knob, register
-from harness.schemes.bucketed import BucketSync
+from __future__ import annotations
 
-PS_KNOBS = {"partition_mb": Knob(4.0, "gradient partition pushed as one key, MB (BytePS-style, 4 MB)")}
+from dataclasses import dataclass
+from typing import Annotated
+
+from harness.predict.bucketed_sim import bsp_ps
+from harness.predict.model import Model
+from harness.predict.ps_sim import SERVER_GBYTE_S
+from harness.schemes.base import register
+from harness.schemes.bucketed import BucketSync
+from harness.schemes.knobs import Knobs, Range
+
+
+@dataclass(frozen=True)
+class PSKnobs(Knobs):
+    partition_mb: Annotated[float, Range(gt=0)] = 4.0
+    """gradient partition pushed as one key, MB (BytePS-style, 4 MB)"""
 
 
 class BspPS(BucketSync):
@@ -13,4 +26,4 @@ class BspPS(BucketSync):
 
 
 register("bsp-ps", BspPS, "bulk-synchronous on parameter servers: push-pull of all partitions after backward",
-         knobs=PS_KNOBS, parameter_server=True)
+         knobs=PSKnobs, parameter_server=True, model=Model(bsp_ps, {"server_gbyte_s": SERVER_GBYTE_S}))

@@ -41,6 +41,7 @@ class BucketSync(Scheme):
             p.grad = torch.zeros_like(p)
         self.iteration = 0
         self.profiling = self.overlap and self.profile_iters > 0
+        self._skip_wait = False  # a profiling iteration already synchronised everything after backward
         self._ready_at: list[list[float]] = []
         self._order: list[int] = []
         default_order = list(reversed(range(self.n)))  # backward visits layers roughly in reverse
@@ -49,7 +50,7 @@ class BucketSync(Scheme):
         if self.use_ps:
             elem = self.params[0].element_size() if self.params else 4
             self.parts = partition([p.numel() for p in self.params], list(range(self.n)), elem,
-                                   int(self.knobs["partition_mb"] * MB))
+                                   int(self.knobs.partition_mb * MB))
             self.parts_of = [[] for _ in range(self.n)]
             for part in self.parts:
                 self.parts_of[part.param].append(part)
@@ -163,7 +164,7 @@ class BucketSync(Scheme):
             off += p.numel()
 
     def wait(self) -> None:
-        if getattr(self, "_skip_wait", False):
+        if self._skip_wait:
             self._skip_wait = False
             return
         for b, hs in enumerate(self._handles):
@@ -173,7 +174,7 @@ class BucketSync(Scheme):
 
     def step(self) -> None:
         self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=False)
+        self.optimizer.zero_grad(set_to_none=False)  # in place: the hooks and flat buckets use these tensors
         self.iteration += 1
         if self.profiling and self.iteration >= self.profile_iters:
             self._end_profile()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness.predict.model import NoModel
 from harness.schemes.base import Scheme, register
 
 
@@ -29,4 +30,6 @@ class BytePSNative(Scheme):
 
 
 register("byteps", BytePSNative, "BytePS DistributedOptimizer: push-pull via its servers, its own scheduling",
-         backends=("byteps",))
+         backends=("byteps",),
+         model=NoModel("BytePS's own scheduling (its partitioning, priorities and server-side engine) is not "
+                       "simulated; the bsp-ps/wfbp-ps/bytescheduler-ps models cover the study's BytePS runs"))

@@ -60,13 +60,13 @@ class ByteSchedulerEngine(Scheme):
         # Priority: parameter order, i.e. model definition order, input side first.
         elem = self.params[0].element_size() if self.params else 4
         self.parts = partition([p.numel() for p in self.params], list(range(len(self.params))), elem,
-                               int(self.knobs["partition_mb"] * MB))
+                               int(self.knobs.partition_mb * MB))
         self.part_bytes = [pt.numel * elem for pt in self.parts]
         self.by_priority = sorted(range(len(self.parts)), key=lambda k: (self.parts[k].priority, k))
         self.parts_of = [[] for _ in self.params]
         for k, pt in enumerate(self.parts):
             self.parts_of[pt.param].append(k)
-        self.credit = int(self.knobs["credit_mb"] * MB)
+        self.credit = int(self.knobs.credit_mb * MB)
         if self.use_ps:
             self.ctx.transport.declare_keys([(pt.key, pt.numel) for pt in self.parts])
         for j, (mod, _) in enumerate(self.owned):
@@ -81,8 +81,8 @@ class ByteSchedulerEngine(Scheme):
         self.consensus_calls = 0
         self.thread = threading.Thread(target=self._scheduler, daemon=True, name="bytescheduler")
         self.thread.start()
-        self.plan.update(partitions=len(self.parts), credit_mb=self.knobs["credit_mb"],
-                         partition_mb=self.knobs["partition_mb"], layers=len(self.owned))
+        self.plan.update(partitions=len(self.parts), credit_mb=self.knobs.credit_mb,
+                         partition_mb=self.knobs.partition_mb, layers=len(self.owned))
         return model
 
     # --- main thread ------------------------------------------------------------------------------
@@ -113,7 +113,7 @@ class ByteSchedulerEngine(Scheme):
         for i in mine:
             self.params[i].grad.div_(self.workers)
         self.layer_opts[j].step()
-        self.layer_opts[j].zero_grad(set_to_none=False)
+        self.layer_opts[j].zero_grad(set_to_none=False)  # in place: partitions are views of the gradients
         self.applied[j] = True
 
     def _check(self) -> None:

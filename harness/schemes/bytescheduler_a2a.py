@@ -1,12 +1,23 @@
 """`bytescheduler-a2a`: ByteScheduler's priority and credit scheduling on all-reduce."""
 
-from harness.schemes.base import Knob, register
-from harness.schemes.bytescheduler import ByteSchedulerEngine
+from __future__ import annotations
 
-BS_KNOBS = {
-    "partition_mb": Knob(4.0, "partition size, MB (ByteScheduler's default 4 MB)"),
-    "credit_mb": Knob(16.0, "credit window: bytes in flight at most, MB (default 16 MB)"),
-}
+from dataclasses import dataclass
+from typing import Annotated
+
+from harness.predict.bytescheduler_sim import bytescheduler_a2a
+from harness.predict.model import Model
+from harness.schemes.base import register
+from harness.schemes.bytescheduler import ByteSchedulerEngine
+from harness.schemes.knobs import Knobs, Range
+
+
+@dataclass(frozen=True)
+class ByteSchedulerKnobs(Knobs):
+    partition_mb: Annotated[float, Range(gt=0)] = 4.0
+    """partition size, MB (ByteScheduler's default 4 MB)"""
+    credit_mb: Annotated[float, Range(gt=0)] = 16.0
+    """credit window: bytes in flight at most, MB (default 16 MB)"""
 
 
 class ByteSchedulerA2A(ByteSchedulerEngine):
@@ -15,4 +26,4 @@ class ByteSchedulerA2A(ByteSchedulerEngine):
 
 register("bytescheduler-a2a", ByteSchedulerA2A,
          "ByteScheduler on all-reduce: priority partitions under a credit window, overlapping next forward",
-         backends=("torch", "horovod"), knobs=BS_KNOBS)
+         backends=("torch", "horovod"), knobs=ByteSchedulerKnobs, model=Model(bytescheduler_a2a))

@@ -5,12 +5,25 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from harness.schemes.base import Knob, Scheme, register
+from harness.predict.bucketed_sim import ddp as ddp_model
+from harness.predict.model import Model
+from harness.schemes.base import Scheme, register
+from harness.schemes.knobs import Knobs, Range
+
+
+@dataclass(frozen=True)
+class DDPKnobs(Knobs):
+    bucket_cap_mb: Annotated[float, Range(gt=0)] = 25.0
+    """DDP gradient bucket size, MB (DDP's default 25)"""
+    broadcast_buffers: Annotated[int, Range(ge=0, le=1)] = 1
+    """1 = DDP broadcasts buffers (BatchNorm stats) from rank 0 every forward, as by default; 0 = off"""
 
 
 class DDP(Scheme):
@@ -19,16 +32,16 @@ class DDP(Scheme):
         dev = self.ctx.device
         # DDP's default (buffers broadcast from rank 0 every forward) is passed implicitly: newer
         # torch warns when the argument is given at all.
-        extra = {} if self.knobs["broadcast_buffers"] else {"broadcast_buffers": False}
+        extra = {} if self.knobs.broadcast_buffers else {"broadcast_buffers": False}
         ddp = DistributedDataParallel(
             model,
             device_ids=[dev.index] if dev.type == "cuda" else None,
-            bucket_cap_mb=self.knobs["bucket_cap_mb"],
+            bucket_cap_mb=self.knobs.bucket_cap_mb,
             process_group=t.group,
             **extra,
         )
         super().setup(model)
-        self.plan = {"bucket_cap_mb": self.knobs["bucket_cap_mb"]}
+        self.plan = {"bucket_cap_mb": self.knobs.bucket_cap_mb}
         return ddp
 
     def probe_comm(self, reps: int = 3) -> float:
@@ -44,6 +57,4 @@ class DDP(Scheme):
 
 
 register("ddp", DDP, "torch DistributedDataParallel: bucketed all-reduce overlapped with backward",
-         knobs={"bucket_cap_mb": Knob(25.0, "DDP gradient bucket size, MB (DDP's default 25)"),
-                "broadcast_buffers": Knob(1, "1 = DDP broadcasts buffers (BatchNorm stats) from rank 0 "
-                                             "every forward, as by default; 0 = off", int)})
+         knobs=DDPKnobs, model=Model(ddp_model))

@@ -11,16 +11,29 @@ Defaults are Horovod 0.28.1's own: 128 MB and 1 ms (horovod/common/operations.cc
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Annotated
 
 from harness.errors import UserError
-from harness.schemes.base import Knob, Scheme, register
+from harness.predict.horovod_sim import horovod
+from harness.predict.model import Model
+from harness.schemes.base import Scheme, register
+from harness.schemes.knobs import Knobs, Range
 
 MB = 1 << 20
 
 
+@dataclass(frozen=True)
+class HorovodKnobs(Knobs):
+    fusion_threshold_mb: Annotated[int, Range(ge=0)] = 128
+    """HOROVOD_FUSION_THRESHOLD in MB (Horovod's default 128); 0 disables tensor fusion"""
+    cycle_time_ms: Annotated[float, Range(ge=0)] = 1.0
+    """HOROVOD_CYCLE_TIME, ms between fusion cycles (Horovod's default 1)"""
+
+
 class HorovodNative(Scheme):
     def setup(self, model):
-        import horovod.torch as hvd
+        import horovod.torch as hvd  # optional heavy dependency: only the horovod backend has it
 
         model = super().setup(model)  # self.optimizer = the one SGD recipe
         self._check_env()
@@ -28,15 +41,15 @@ class HorovodNative(Scheme):
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         self.optimizer = hvd.DistributedOptimizer(self.optimizer, named_parameters=named, op=hvd.Average)
         hvd.broadcast_optimizer_state(self.optimizer, root_rank=0)
-        self.plan = {"fusion_threshold_mb": self.knobs["fusion_threshold_mb"],
-                     "cycle_time_ms": self.knobs["cycle_time_ms"],
+        self.plan = {"fusion_threshold_mb": self.knobs.fusion_threshold_mb,
+                     "cycle_time_ms": self.knobs.cycle_time_ms,
                      "HOROVOD_FUSION_THRESHOLD": os.environ.get("HOROVOD_FUSION_THRESHOLD", ""),
                      "HOROVOD_CYCLE_TIME": os.environ.get("HOROVOD_CYCLE_TIME", "")}
         return model
 
     def _check_env(self) -> None:
-        want = {"HOROVOD_FUSION_THRESHOLD": int(self.knobs["fusion_threshold_mb"]) * MB,
-                "HOROVOD_CYCLE_TIME": float(self.knobs["cycle_time_ms"])}
+        want = {"HOROVOD_FUSION_THRESHOLD": int(self.knobs.fusion_threshold_mb) * MB,
+                "HOROVOD_CYCLE_TIME": float(self.knobs.cycle_time_ms)}
         for var, value in want.items():
             got = os.environ.get(var)
             if got is None or float(got) != float(value):
@@ -54,8 +67,4 @@ class HorovodNative(Scheme):
 
 register("horovod", HorovodNative,
          "Horovod DistributedOptimizer: tensor fusion of gradients handed over during backward",
-         backends=("horovod",),
-         knobs={"fusion_threshold_mb": Knob(128, "HOROVOD_FUSION_THRESHOLD in MB (Horovod's default 128); "
-                                                 "0 disables tensor fusion", int),
-                "cycle_time_ms": Knob(1.0, "HOROVOD_CYCLE_TIME, ms between fusion cycles (Horovod's "
-                                           "default 1)")})
+         backends=("horovod",), knobs=HorovodKnobs, model=Model(horovod))

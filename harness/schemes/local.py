@@ -1,5 +1,7 @@
 """`local`: one worker, no communication. The sweep's measured X_1 and compute-only iteration."""
 
+from harness.predict.bucketed_sim import local as local_model
+from harness.predict.model import Model
 from harness.schemes.base import Scheme, register
 
 
@@ -8,4 +10,4 @@ class Local(Scheme):
 
 
 register("local", Local, "1 worker, no communication: the compute-only baseline every sweep measures",
-         communicates=False)
+         communicates=False, model=Model(local_model))

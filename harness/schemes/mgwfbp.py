@@ -10,29 +10,48 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 
-from harness.schemes.base import Knob, register
-from harness.schemes.bucketed import BucketSync
+from harness.commbench.fit import fit_from_run
 from harness.planning import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta, merge_plan
+from harness.predict.bucketed_sim import mgwfbp
+from harness.predict.model import Model
+from harness.schemes.base import register
+from harness.schemes.bucketed import BucketSync
+from harness.schemes.knobs import Knobs, Range
+
+
+@dataclass(frozen=True)
+class MGWFBPKnobs(Knobs):
+    alpha_s: Annotated[float | None, Range(ge=0)] = None
+    """all-reduce start-up time, s (None = measure at start-up)"""
+    beta_s_per_mb: Annotated[float | None, Range(ge=0)] = None
+    """all-reduce time per MB, s (None = measure at start-up)"""
+    commbench_run: str | None = None
+    """run directory of `ddlbench commbench` whose fit to use"""
 
 
 class MGWFBP(BucketSync):
     overlap = True
     profile_iters = 3
 
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.alpha: float | None = None  # None until set-up has its alpha/beta (plan_buckets then plans)
+        self.beta: float | None = None
+
     def setup(self, model):
         model = super().setup(model)
-        alpha, beta = self.knobs["alpha_s"], self.knobs["beta_s_per_mb"]
+        alpha, beta = self.knobs.alpha_s, self.knobs.beta_s_per_mb
         source = "knobs"
-        if (alpha is None or beta is None) and self.knobs.get("commbench_run"):
-            from harness.commbench import fit_from_run
-
-            a, b = fit_from_run(self.knobs["commbench_run"], "allreduce", self.ctx.workers)
+        if (alpha is None or beta is None) and self.knobs.commbench_run:
+            a, b = fit_from_run(self.knobs.commbench_run, "allreduce", self.ctx.workers)
             alpha = a if alpha is None else alpha
             beta = b * (1 << 20) if beta is None else beta
-            source = f"commbench {self.knobs['commbench_run']}"
+            source = f"commbench {self.knobs.commbench_run}"
         if alpha is None or beta is None:
             source = "measured at start-up"
             a, b = self._measure_alpha_beta()
@@ -59,7 +78,7 @@ class MGWFBP(BucketSync):
         return fit_alpha_beta([float(s) for s in sizes], times)
 
     def plan_buckets(self, order, backward_s):
-        if not hasattr(self, "alpha"):  # before set-up finished: plain per-tensor order
+        if self.alpha is None:  # before set-up finished: plain per-tensor order
             return [[i] for i in order]
         sizes = [self.params[i].numel() * self.params[i].element_size() for i in order]
         groups = merge_plan(backward_s, sizes, self.alpha, self.beta)
@@ -68,7 +87,4 @@ class MGWFBP(BucketSync):
 
 
 register("mgwfbp", MGWFBP, "merged-gradient WFBP: groups chosen by the alpha-beta model and profiled backward",
-         backends=("torch", "horovod"),
-         knobs={"alpha_s": Knob(None, "all-reduce start-up time, s (None = measure at start-up)"),
-                "beta_s_per_mb": Knob(None, "all-reduce time per MB, s (None = measure at start-up)"),
-                "commbench_run": Knob(None, "run directory of `ddlbench commbench` whose fit to use", str)})
+         backends=("torch", "horovod"), knobs=MGWFBPKnobs, model=Model(mgwfbp))

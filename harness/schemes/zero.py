@@ -13,9 +13,34 @@ for 3), contiguous_gradients (DeepSpeed: on).
 
 from __future__ import annotations
 
-from harness.schemes.base import Knob, Scheme, register
+from dataclasses import dataclass
+from typing import Annotated
+
+from harness.predict.model import NoModel
+from harness.schemes.base import Scheme, register
+from harness.schemes.knobs import Knobs, Range
 
 MB = 1 << 20
+
+
+@dataclass(frozen=True)
+class ZeroKnobs(Knobs):
+    """Knobs of stages 1-3 (stage 0 has none: DeepSpeed's fixed buffers)."""
+
+    reduce_bucket_mb: Annotated[float | None, Range(gt=0)] = None
+    """ZeRO reduce_bucket_size in MB of fp32 (None = DeepSpeed's 5e8 elements)"""
+    allgather_bucket_mb: Annotated[float | None, Range(gt=0)] = None
+    """ZeRO allgather_bucket_size in MB of fp32 (None = DeepSpeed's 5e8 elements; stages 1-2)"""
+    overlap_comm: Annotated[int | None, Range(ge=0, le=1)] = None
+    """1 = overlap gradient reduction with backward (None = DeepSpeed's: 0 for stages 1-2, 1 for stage 3)"""
+    contiguous_gradients: Annotated[int | None, Range(ge=0, le=1)] = None
+    """1 = copy gradients into one contiguous buffer (None = DeepSpeed's: 1)"""
+
+
+NO_MODEL = NoModel(
+    "ZeRO's schedule (bucketed reduce-scatter of gradients during or after backward, an all-gather of the "
+    "updated parameters after the step; at stage 3 also per-layer all-gathers in forward and backward) is "
+    "not simulated yet; measure it instead")
 
 
 class Zero(Scheme):
@@ -23,16 +48,8 @@ class Zero(Scheme):
 
     def config(self) -> dict:
         zero: dict = {"stage": self.stage}
-        k = self.knobs
-        elem = 4  # fp32 bytes per element
-        if k.get("reduce_bucket_mb") is not None:
-            zero["reduce_bucket_size"] = max(1, int(k["reduce_bucket_mb"] * MB / elem))
-        if k.get("allgather_bucket_mb") is not None:
-            zero["allgather_bucket_size"] = max(1, int(k["allgather_bucket_mb"] * MB / elem))
-        if k.get("overlap_comm") is not None:
-            zero["overlap_comm"] = bool(k["overlap_comm"])
-        if k.get("contiguous_gradients") is not None:
-            zero["contiguous_gradients"] = bool(k["contiguous_gradients"])
+        if isinstance(self.knobs, ZeroKnobs):
+            zero.update(self._bucket_config(self.knobs))
         # DeepSpeed's batch sizes only feed its own data loader and throughput timer, neither of which
         # runs here (the harness feeds the batch); one step per micro-batch is what matters.
         return {
@@ -48,8 +65,23 @@ class Zero(Scheme):
             "wall_clock_breakdown": False,
         }
 
+    @staticmethod
+    def _bucket_config(k: ZeroKnobs) -> dict:
+        """The zero_optimization entries the knobs set (DeepSpeed's defaults where they are None)."""
+        out: dict = {}
+        elem = 4  # fp32 bytes per element
+        if k.reduce_bucket_mb is not None:
+            out["reduce_bucket_size"] = max(1, int(k.reduce_bucket_mb * MB / elem))
+        if k.allgather_bucket_mb is not None:
+            out["allgather_bucket_size"] = max(1, int(k.allgather_bucket_mb * MB / elem))
+        if k.overlap_comm is not None:
+            out["overlap_comm"] = bool(k.overlap_comm)
+        if k.contiguous_gradients is not None:
+            out["contiguous_gradients"] = bool(k.contiguous_gradients)
+        return out
+
     def setup(self, model):
-        import deepspeed
+        import deepspeed  # optional heavy dependency: only the deepspeed backend has it
 
         model = super().setup(model)  # self.optimizer = the one SGD recipe
         self._grad_bytes = sum(p.numel() * p.element_size() for p in self.params)  # before ZeRO-3 shards them
@@ -76,7 +108,7 @@ class Zero(Scheme):
 
     def final_parameters(self, model) -> dict:
         """Full parameters on every rank (ZeRO-3 keeps only a shard of each: gather, collectively)."""
-        import deepspeed
+        import deepspeed  # optional heavy dependency: only the deepspeed backend has it
 
         params = list(model.parameters())
         if self.stage == 3:
@@ -85,19 +117,10 @@ class Zero(Scheme):
         return {n: p.detach().cpu().clone() for n, p in model.named_parameters()}
 
 
-BUCKET_KNOBS = {
-    "reduce_bucket_mb": Knob(None, "ZeRO reduce_bucket_size in MB of fp32 (None = DeepSpeed's 5e8 elements)"),
-    "allgather_bucket_mb": Knob(None, "ZeRO allgather_bucket_size in MB of fp32 (None = DeepSpeed's 5e8 "
-                                      "elements; stages 1-2)"),
-    "overlap_comm": Knob(None, "1 = overlap gradient reduction with backward (None = DeepSpeed's: 0 for "
-                               "stages 1-2, 1 for stage 3)", int),
-    "contiguous_gradients": Knob(None, "1 = copy gradients into one contiguous buffer (None = DeepSpeed's: 1)",
-                                 int),
-}
-
 for _stage, _what in ((0, "DeepSpeed engine without ZeRO: gradients all-reduced after backward"),
                       (1, "DeepSpeed ZeRO-1: optimizer state partitioned"),
                       (2, "DeepSpeed ZeRO-2: gradients and optimizer state partitioned"),
                       (3, "DeepSpeed ZeRO-3: parameters, gradients and optimizer state partitioned")):
     _cls = type(f"Zero{_stage}", (Zero,), {"stage": _stage})
-    register(f"zero{_stage}", _cls, _what, backends=("deepspeed",), knobs={} if _stage == 0 else dict(BUCKET_KNOBS))
+    register(f"zero{_stage}", _cls, _what, backends=("deepspeed",), knobs=Knobs if _stage == 0 else ZeroKnobs,
+             model=NO_MODEL)

@@ -1,0 +1,71 @@
+"""The rank loop of the one collective timer: time a collective over message sizes on a Transport.
+
+Every repetition starts after a barrier (a late rank's start-up is not communication) and is timed on
+every rank; on GPU the clock waits for the device. The caller takes the slowest rank per repetition.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+
+from harness.commbench.sizes import PART
+
+
+def check_allreduce(t, numel: int, rank: int, workers: int, device: torch.device) -> None:
+    """One all-reduce of rank + 1 everywhere must give 1 + 2 + ... + workers: proves the ranks really
+    exchange data (a misconfigured interface can otherwise time a loopback)."""
+    x = torch.full((numel,), float(rank + 1), device=device)
+    t.allreduce_async(x, "check").wait()
+    expect = workers * (workers + 1) / 2
+    if not torch.all(x == expect):
+        raise RuntimeError(f"rank {rank}: all-reduce gave {x[0].item()}, expected {expect}")
+
+
+def _once(t, collective: str, big: torch.Tensor, size: int, rank: int) -> None:
+    buf = big[: size // 4]
+    if collective == "allreduce":
+        t.allreduce_async(buf, "bench").wait()
+    elif collective == "pushpull":
+        if size < PART:
+            hs = [t.push_pull_async(buf, f"s{size}")]
+        else:
+            hs = [t.push_pull_async(big[j * PART // 4:(j + 1) * PART // 4], f"p{j}") for j in range(size // PART)]
+        for h in hs:
+            h.wait()
+    elif rank == 0:  # p2p ping-pong between ranks 0 and 1 (torch.distributed's default group)
+        dist.send(buf, 1)
+        dist.recv(buf, 1)
+    elif rank == 1:
+        dist.recv(buf, 0)
+        dist.send(buf, 0)
+
+
+def time_sizes(t, collective: str, sizes: list[int], reps: int, warmup: int, rank: int,
+               device: torch.device) -> dict[int, list[float]]:
+    """size -> this rank's seconds per timed repetition (p2p: one way, half the round trip)."""
+    big = torch.zeros(max(sizes) // 4, device=device)
+    scale = 0.5 if collective == "p2p" else 1.0
+    times: dict[int, list[float]] = {}
+    for size in sizes:
+        samples = []
+        for rep in range(warmup + reps):
+            t.barrier()
+            t0 = time.perf_counter()
+            _once(t, collective, big, size, rank)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            if rep >= warmup:
+                samples.append((time.perf_counter() - t0) * scale)
+        times[size] = samples
+    return times
+
+
+def slowest(gathered: list[dict], sizes: list[int], reps: int, collective: str) -> dict[str, list[float]]:
+    """Per size (as a string, JSON's key type): the slowest rank's time of each repetition; a ping-pong
+    is rank 0's (it times the whole round trip)."""
+    if collective == "p2p":
+        return {str(s): list(gathered[0][s]) for s in sizes}
+    return {str(s): [max(g[s][i] for g in gathered) for i in range(reps)] for s in sizes}

@@ -1,0 +1,152 @@
+"""Scheme knobs: one frozen dataclass per scheme, typed, with a default and a docstring under each field.
+
+    @dataclass(frozen=True)
+    class DDPKnobs(Knobs):
+        bucket_cap_mb: Annotated[float, Range(gt=0)] = 25.0
+        \"\"\"DDP gradient bucket size, MB (DDP's default 25).\"\"\"
+
+`Knobs.resolve(given, scheme)` is the one place knobs are checked: unknown names, the type (values are
+converted to the field's type, None only where the type allows it) and the range are refused with a
+UserError saying what, why and how to fix. A resolved instance turns back into the plain dict that
+CellSpec.knobs records (`as_dict`); `spec()` is the name -> Knob view that `ddlbench list` prints, its
+text read from the docstrings under the fields (see docs/ARCHITECTURE.md, "Scheme contract").
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import inspect
+import textwrap
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from harness.errors import UserError
+
+
+@dataclass(frozen=True)
+class Range:
+    """Bounds a numeric knob must respect (None = unbounded on that side)."""
+
+    gt: float | None = None
+    """Value must be greater than this."""
+    ge: float | None = None
+    """Value must be at least this."""
+    le: float | None = None
+    """Value must be at most this."""
+
+    def problem(self, value) -> str | None:
+        """Why `value` is out of range, or None when it is in range."""
+        if self.gt is not None and not value > self.gt:
+            return f"must be > {self.gt:g}"
+        if self.ge is not None and not value >= self.ge:
+            return f"must be >= {self.ge:g}"
+        if self.le is not None and not value <= self.le:
+            return f"must be <= {self.le:g}"
+        return None
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One knob as `ddlbench list` shows it (a view derived from a Knobs dataclass)."""
+
+    default: Any
+    """Value used when the user sets none."""
+    doc: str
+    """What it controls, with its unit."""
+    kind: type = float
+    """Type the value is converted to."""
+    optional: bool = False
+    """None is allowed (it means: decide at run time, e.g. measure)."""
+    range: Range | None = None
+    """Bounds, if any."""
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Base of every scheme's knobs; a scheme without knobs uses it as is."""
+
+    @classmethod
+    def spec(cls) -> dict[str, Knob]:
+        return _spec(cls)
+
+    @classmethod
+    def resolve(cls, given: dict | None, scheme: str) -> "Knobs":
+        """Validated knobs from user input (a sweep file, --knob, or a recorded CellSpec.knobs)."""
+        given = dict(given or {})
+        spec = cls.spec()
+        unknown = sorted(set(given) - set(spec))
+        if unknown:
+            known = ", ".join(spec) or "none"
+            raise UserError(f"unknown knob(s) {', '.join(unknown)} for scheme {scheme!r}: "
+                            f"its knobs are {known} (see `ddlbench list`)")
+        values = {name: _convert(scheme, name, knob, given.get(name, knob.default)) for name, knob in spec.items()}
+        return cls(**values)
+
+    def as_dict(self) -> dict:
+        """The plain dict recorded in CellSpec.knobs (and the knob_* columns), in field order."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def _convert(scheme: str, name: str, knob: Knob, value):
+    fix = "fix it in the sweep file or --knob"
+    if value is None:
+        if knob.optional:
+            return None
+        raise UserError(f"knob {name} of scheme {scheme!r} needs a value (it has no automatic choice); {fix}")
+    try:
+        out = knob.kind(value)
+    except (TypeError, ValueError):
+        raise UserError(f"knob {name}={value!r} of scheme {scheme!r} is not a {knob.kind.__name__}; {fix}") from None
+    why = knob.range.problem(out) if knob.range is not None else None
+    if why:
+        raise UserError(f"knob {name}={value!r} of scheme {scheme!r} {why} ({knob.doc.rstrip('.')}); {fix}")
+    return out
+
+
+@functools.cache
+def _spec(cls: type) -> dict[str, Knob]:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    docs = _field_docs(cls)
+    out = {}
+    for f in dataclasses.fields(cls):
+        kind, optional, rng = _unpack(hints[f.name])
+        out[f.name] = Knob(f.default, docs.get(f.name, ""), kind, optional, rng)
+    return out
+
+
+def _unpack(hint) -> tuple[type, bool, Range | None]:
+    """(type, None allowed, range) from `Annotated[float | None, Range(...)]` and simpler hints."""
+    rng = None
+    if typing.get_origin(hint) is typing.Annotated:
+        hint, *extra = typing.get_args(hint)
+        rng = next((e for e in extra if isinstance(e, Range)), None)
+    optional = False
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        optional = len(args) < len(typing.get_args(hint))
+        hint = args[0]
+    return hint, optional, rng
+
+
+def _field_docs(cls: type) -> dict[str, str]:
+    """The docstring under each field (PEP 257 attribute docstrings), read from the class source along
+    its bases; Python itself does not keep them."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is object or not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):  # no source (built interactively): no text
+            continue
+        body = tree.body[0].body
+        for stmt, nxt in zip(body, body[1:]):
+            if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                    and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
+                    and isinstance(nxt.value.value, str)):
+                docs[stmt.target.id] = " ".join(nxt.value.value.split())
+    return docs

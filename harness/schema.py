@@ -1,4 +1,4 @@
-"""Column contracts of the tidy tables (DESIGN section 4). Units are in the column names.
+"""Column contracts of the tidy tables (docs/ARCHITECTURE.md, "Tidy tables"). Units are in the column names.
 
 A run directory `results/<run-id>/` holds:
     raw.parquet          one row per (run, cell, rank, iteration)

@@ -1,4 +1,4 @@
-"""Backends horovod, deepspeed and byteps (DESIGN section 2).
+"""Backends horovod, deepspeed and byteps (docs/ARCHITECTURE.md, "Backend").
 
 Lossless, the way tests/test_lossless.py means it (ranks bitwise identical after k steps, and equal to one
 process training on the concatenated global batch), for every scheme on the real frameworks, each cell

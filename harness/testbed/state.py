@@ -39,7 +39,7 @@ SUBNET_PREFIX = "10.77.0"
 """A /24 that exists only inside the testbed's namespaces: the root namespace has no route to it."""
 TBF_BURST = "1mb"
 """tbf bucket size (tc reads `mb` as megabytes). 1 MB >= rate/HZ up to ~2 Gbit/s at HZ=250, which
-keeps tbf from throttling below its rate; measured on this machine kind (DESIGN section 5)."""
+keeps tbf from throttling below its rate; measured on this machine kind (docs/ARCHITECTURE.md, "Testbed")."""
 TBF_LATENCY_MS = 50
 """Longest a packet may wait in the tbf queue; sets the queue length (rate * latency)."""
 MIN_HOSTS, MAX_HOSTS = 2, 16

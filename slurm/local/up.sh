@@ -10,7 +10,7 @@
 # under /var/spool/ddlbench-slurm. Idempotent: when the cluster is already up with the same shape it
 # says so and exits 0; otherwise it tears down what is there and starts afresh.
 #
-# Why the settings below (learned on Debian 12 containers without systemd, see DESIGN.md section 5):
+# Why the settings below (learned on Debian 12 containers without systemd, see docs/ARCHITECTURE.md, "Launching"):
 # cgroup plugins fail here, so proctrack/linuxproc + task/none + jobacct_gather/none; no accounting
 # daemon, so job state comes from `scontrol show job`; several slurmd on one host each get their own
 # port and `-N <name>`; munged must run as user munge.

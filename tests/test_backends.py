@@ -168,3 +168,34 @@ def test_unavailable_backend_is_refused_at_resolve(monkeypatch):
                         replace(entry, available=lambda: "no horovod here; install: bash x.sh"))
     with pytest.raises(UserError, match="no horovod here"):
         resolve(bert_cell("horovod", "bsp-a2a"))
+
+
+def test_byteps_gathers_objects_with_sums_only():
+    """BytePS has no allgather: gather_object goes through two push-pull sums (lengths, then rows)."""
+    import threading
+
+    import torch
+
+    from harness.backends.byteps.transport import gather_by_sum
+
+    workers, box, lock = 3, {}, threading.Lock()
+    barrier = threading.Barrier(workers)
+    out = [None] * workers
+
+    def total(t, what):  # an in-place sum over the three "ranks" (threads)
+        with lock:
+            box.setdefault(what, []).append(t.clone())
+        barrier.wait()
+        t.copy_(sum(box[what]))
+        barrier.wait()
+
+    def rank(r):
+        out[r] = gather_by_sum({"rank": r, "samples": [0.5] * r, "host": "nœud"}, r, workers, total)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    expected = [{"rank": r, "samples": [0.5] * r, "host": "nœud"} for r in range(workers)]
+    assert out == [expected] * workers

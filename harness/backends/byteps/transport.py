@@ -11,8 +11,9 @@ Its three roles (scheduler, servers, workers) and their layout: roles.py.
 from __future__ import annotations
 
 import functools
+import json
 import os
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -31,6 +32,24 @@ class _BpsHandle(Handle):
         if self.handle is not None:
             self.bps.synchronize(self.handle)
             self.handle = None
+
+
+def gather_by_sum(obj: Any, rank: int, workers: int, total: Callable[[torch.Tensor, str], None],
+                  device="cpu") -> list:
+    """Every worker's `obj` (JSON-serialisable), gathered with nothing but sums, BytePS's only collective:
+    each rank writes its encoded bytes into its own row of a zero matrix (row widths agreed by a first
+    sum of lengths), and the sum of the matrices holds every row. `total(t, what)` sums `t` in place over
+    the workers; bytes and lengths are exact in float32 (below 2^24)."""
+    data = json.dumps(obj).encode()
+    lengths = torch.zeros(workers, device=device)
+    lengths[rank] = len(data)
+    total(lengths, "lengths")
+    width = max(1, int(lengths.max().item()))
+    rows = torch.zeros(workers, width, device=device)
+    rows[rank, :len(data)] = torch.tensor(list(data), dtype=torch.float32, device=device)
+    total(rows, "rows")
+    return [json.loads(bytes(rows[r, :int(lengths[r].item())].round().to(torch.uint8).tolist()))
+            for r in range(workers)]
 
 
 class BytePSTransport(Transport):
@@ -58,14 +77,21 @@ class BytePSTransport(Transport):
     allreduce_async = push_pull_async  # BytePS's only collective; the sum is the same
 
     def barrier(self) -> None:
-        self.allreduce_async(torch.zeros(1), "ddlbench.barrier").wait()
+        self.allreduce_async(torch.zeros(1, device=self.device), "ddlbench.barrier").wait()
 
     def broadcast_object(self, obj: Any, src: int = 0) -> Any:
         self._n += 1
         return self.bps.broadcast_object(obj, root_rank=src, name=f"ddlbench.bcast.{self._n}")
 
     def gather_object(self, obj: Any, dst: int = 0):
-        raise UserError("backend byteps cannot gather objects (BytePS has no allgather)")
+        self._n += 1
+        n = self._n
+
+        def total(t: torch.Tensor, what: str) -> None:
+            self.push_pull_async(t, f"ddlbench.gather.{n}.{what}").wait()
+
+        everything = gather_by_sum(obj, self.rank, self.workers, total, self.device)
+        return everything if self.rank == dst else None
 
     def allreduce_min_(self, tensor) -> None:
         raise UserError("backend byteps has no min-reduction (push-pull only sums)")

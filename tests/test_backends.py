@@ -199,3 +199,17 @@ def test_byteps_gathers_objects_with_sums_only():
         t.join()
     expected = [{"rank": r, "samples": [0.5] * r, "host": "nœud"} for r in range(workers)]
     assert out == [expected] * workers
+
+
+def test_horovod_without_nccl_refuses_cuda_cells():
+    """CPU-only Horovod (this machine's) must not run CUDA cells through host copies; CPU cells are fine."""
+    entry = BACKENDS.get("horovod")
+    if entry.available() is not None:
+        pytest.skip(entry.available())
+    import horovod.torch as hvd
+
+    assert entry.device_check("cpu") is None
+    why = entry.device_check("cuda")
+    assert (why is None) == bool(hvd.nccl_built())
+    if why:
+        assert "HOROVOD_GPU_OPERATIONS=NCCL" in why and "\n" not in why

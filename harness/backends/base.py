@@ -108,6 +108,9 @@ class BackendEntry:
     """(cell, dist_env) -> None: the parameter-server loop, for backends that have one."""
     available: Callable[[], str | None] = lambda: None
     """Returns None when usable here, else a one-line reason with the fix."""
+    device_check: Callable[[str], str | None] = lambda device: None
+    """(device: cpu | cuda) -> None when this backend can run cells there, else a one-line reason (e.g.
+    Horovod built without NCCL cannot reduce CUDA tensors on the GPU)."""
     versions: Callable[[], dict] = field(default=lambda: {})
     """Library versions recorded in the environment table."""
     launch: Callable | None = None

@@ -3,12 +3,12 @@ transport.py is what the ranks run, launch.py how launchers start it (horovodrun
 
 from harness.backends.base import BACKENDS, BackendEntry
 from harness.backends.horovod import launch
-from harness.backends.horovod.transport import available, start, versions
+from harness.backends.horovod.transport import available, device_check, start, versions
 
 BACKENDS.register("horovod", BackendEntry(
     name="horovod",
     description="Horovod (gloo on CPU): named async all-reduce with tensor fusion, started by horovodrun",
-    start=start, available=available, versions=versions, launch=launch.launch_local,
+    start=start, available=available, device_check=device_check, versions=versions, launch=launch.launch_local,
     dist_env=launch.horovodrun_dist_env,
     srun_plan=launch.srun_plan, srun_session=launch.srun_session, srun_variant=launch.srun_variant,
     task_envs={"horovod": launch.horovod_task_env, "horovodrun": launch.horovodrun_task_env},

@@ -39,6 +39,9 @@ class HorovodTransport(Transport):
         import horovod.torch as hvd  # optional: only this backend needs Horovod
 
         self.hvd = hvd
+        why = device_check(device.type)
+        if why:
+            raise UserError(why)
         hvd.init()
         if hvd.size() != cell.workers:
             raise UserError(f"horovod reports {hvd.size()} ranks but the cell has {cell.workers} workers; "
@@ -99,6 +102,19 @@ def available() -> str | None:
         return f"backend horovod is not usable here (import horovod.torch: {why}); install it: {INSTALL}"
     if shutil.which(launcher_exe("horovodrun")) is None:
         return f"backend horovod: horovodrun is not on PATH; install it: {INSTALL}"
+    return None
+
+
+def device_check(device: str) -> str | None:
+    """CUDA cells need a Horovod built with NCCL: without it every CUDA tensor would be copied to the host
+    and reduced over gloo/MPI, which is not how Horovod users run on GPUs."""
+    if device != "cuda" or available() is not None:
+        return None
+    import horovod.torch as hvd  # optional: only this backend needs Horovod
+
+    if not hvd.nccl_built():
+        return ("backend horovod was built without NCCL, so it cannot reduce CUDA tensors on the GPU; rebuild "
+                f"it on this CUDA machine ({INSTALL}, which sets HOROVOD_GPU_OPERATIONS=NCCL) or use --device cpu")
     return None
 
 

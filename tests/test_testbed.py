@@ -184,3 +184,27 @@ def test_a_testbed_in_use_is_not_reshaped_or_taken_by_another_run(clean_machine)
     with netns.lease("mine"):
         with netns.lease("nested in the same process"):
             assert netns.lease_holder() is None
+
+
+def test_cuda_workers_on_the_testbed_get_a_gpu_each_and_nccl_crosses_the_links():
+    """On a GPU box, ranks in different namespaces must not share a GPU, and NCCL must not bypass the
+    shaped links through peer-to-peer or shared memory (it would see one host)."""
+    from harness.cell import CellSpec
+    from harness.errors import UserError
+    from harness.testbed import placement as pl
+    from harness.testbed.state import Host, TestbedState
+
+    cell = CellSpec(workload="resnet50-tiny", scheme="ddp", workers=2, nodes=2, device="cuda")
+    with pytest.raises(UserError, match="need a GPU each"):
+        pl.check_device(cell, gpus=1)
+    pl.check_device(cell, gpus=2)
+    pl.check_device(cell.with_(device="cpu"), gpus=0)
+    env = pl.gpu_env(1, "ddlb-h1")
+    assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["NCCL_HOSTID"] == "ddlb-h1"
+    assert env["NCCL_P2P_DISABLE"] == env["NCCL_SHM_DISABLE"] == env["NCCL_IB_DISABLE"] == "1"
+    hosts = tuple(Host(i, f"ddlb-h{i}", f"/run/netns/ddlb-h{i}", f"ddlb-v{i}", f"10.0.0.{i + 1}", f"ddlb-p{i}")
+                  for i in range(2))
+    state = TestbedState(prefix="ddlb", rate_mbit=500.0, hosts=hosts, switch_netns="ddlb-sw", bridge="ddlb-br")
+    placed = pl.testbed_placement(cell, state)
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in placed.envs] == ["0", "1"]
+    assert {e["NCCL_HOSTID"] for e in placed.envs} == {"ddlb-h0", "ddlb-h1"}

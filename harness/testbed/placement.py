@@ -68,6 +68,22 @@ def rank_hosts(workers: int, servers: int, nodes: int, hosts: int, policy: str =
     return worker_hosts(workers, nodes, policy) + server_hosts(servers, nodes, hosts)
 
 
+def check_device(cell: CellSpec, gpus: int) -> None:
+    """A CUDA cell on the testbed needs a GPU of its own for every worker (ranks in different namespaces
+    must not share one); otherwise the testbed runs CPU cells. Pure."""
+    if cell.device == "cuda" and cell.workers > gpus:
+        raise UserError(f"{cell.workers} CUDA workers on the testbed need a GPU each, and this machine has "
+                        f"{gpus}; run the testbed with --device cpu or fewer workers")
+
+
+def gpu_env(worker: int, netns: str) -> dict[str, str]:
+    """What a CUDA worker on emulated host `netns` needs so that its traffic crosses the shaped links: its
+    own GPU, and NCCL told that hosts differ (NCCL_HOSTID; by default every namespace looks like the same
+    host) and to use sockets only (no peer-to-peer, shared memory or InfiniBand between "hosts"). Pure."""
+    return {"CUDA_VISIBLE_DEVICES": str(worker), "NCCL_HOSTID": netns, "NCCL_P2P_DISABLE": "1",
+            "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1"}
+
+
 def testbed_placement(cell: CellSpec, state: TestbedState, policy: str = "round-robin") -> Placement:
     """The Placement that runs `cell` on `state`'s hosts (cell.nodes of them carry workers)."""
     hosts = rank_hosts(cell.workers, cell.servers, cell.nodes, len(state.hosts), policy)
@@ -80,6 +96,8 @@ def testbed_placement(cell: CellSpec, state: TestbedState, policy: str = "round-
         env.update(NODE_RANK=str(h), GROUP_RANK=str(h), LOCAL_RANK=str(here.index(r)),
                    LOCAL_WORLD_SIZE=str(len(here)), GROUP_WORLD_SIZE=str(len(set(hosts))),
                    DDLBENCH_TESTBED_HOST=state.hosts[h].netns)
+        if cell.device == "cuda" and r < cell.workers:
+            env.update(gpu_env(r, state.hosts[h].netns), LOCAL_RANK="0")  # its one visible GPU
         envs.append(env)
     return Placement(
         master_addr=state.hosts[0].addr,

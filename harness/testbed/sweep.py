@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 import yaml
 
 from harness.atomic import write_json_atomic
@@ -140,6 +141,8 @@ def testbed_cells(cfg, spec: TestbedSpec, profiles: list[NetworkProfile]) -> lis
     for p in profiles:
         cells += expand(cfg, network=p.label, rate_mbit=p.rate_mbit,
                         nodes_for=lambda w: pl.nodes_for(w, spec.hosts))
+    for c in cells:
+        pl.check_device(c, torch.cuda.device_count())
     return cells
 
 
@@ -219,6 +222,7 @@ def on_testbed(cell: CellSpec, policy: str = "round-robin") -> tuple[CellSpec, T
     label = rate_label(s.rate_mbit) if cell.network == "loopback" else cell.network
     cell = cell.with_(nodes=pl.nodes_for(cell.workers, len(s.hosts)), network=label,
                       network_rate_mbit=s.rate_mbit)
+    pl.check_device(cell, torch.cuda.device_count())
     return cell, TestbedLauncher(len(s.hosts), policy, reconfigure=False)
 
 

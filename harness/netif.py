@@ -8,10 +8,10 @@
     delta = counter_delta(before, read_counters())
     main_interface(delta)                  # "fast0": the interface that carried most bytes
 
-The parsers (`parse_route_get`, `parse_addr_show`) are pure and tested on real `ip` output; the
-functions around them run `ip` or read sysfs. Everything here reads the network namespace of the calling
-process: /sys must be a sysfs of that namespace (as on a real node, or inside slurm/local/up-netns.sh's
-nodes), which `nsenter --net` alone does not give.
+The parsers (`parse_route_get`, `parse_addr_show`, `parse_proc_net_dev`) are pure and tested on real
+output; the functions around them run `ip` or read sysfs and procfs. Everything here answers for the
+network namespace of the calling process (a real node, a node of slurm/local/up-netns.sh, or a testbed
+host entered with `nsenter --net`).
 """
 
 from __future__ import annotations
@@ -169,14 +169,32 @@ def _read_int(path: str) -> int:
         return int(f.read().split()[0])
 
 
-def read_counters(ifaces: list[str] | None = None, sysfs: str = "/sys") -> dict[str, tuple[int, int]]:
+def parse_proc_net_dev(text: str) -> dict[str, tuple[int, int]]:
+    """{name: (rx_bytes, tx_bytes)} from /proc/net/dev (two header lines, then `name: rx_bytes rx_packets
+    ... (8 receive fields) tx_bytes ...`). Pure."""
+    out = {}
+    for line in text.splitlines()[2:]:
+        name, sep, rest = line.partition(":")
+        f = rest.split()
+        if sep and len(f) >= 9:
+            out[name.strip()] = (int(f[0]), int(f[8]))
+    return out
+
+
+def read_counters(ifaces: list[str] | None = None, sysfs: str = "/sys",
+                  proc_net_dev: str | None = "/proc/net/dev") -> dict[str, tuple[int, int]]:
     """Bytes received and sent so far, per interface: {name: (rx_bytes, tx_bytes)}.
 
     Network devices from <sysfs>/class/net/*/statistics; InfiniBand ports, when present, from
     <sysfs>/class/infiniband/<hca>/ports/<port>/counters/port_{rcv,xmit}_data (4-byte words, converted to
     bytes) under the name "<hca>:<port>" (NCCL_IB_HCA's spelling; ':' is not allowed in a netdev name).
-    RDMA traffic shows only in the port counters; IPoIB traffic also in the ib* device. `ifaces` limits
-    the answer to those names; one that does not exist is a UserError naming the ones that do."""
+    RDMA traffic shows only in the port counters; IPoIB traffic also in the ib* device.
+
+    A sysfs shows the devices of the network namespace that mounted it, not the reader's: a process
+    started with `nsenter --net` alone (the testbed's ranks) would read another namespace's devices.
+    /proc/net/dev always follows the reader, so when its device names differ from sysfs's, its counts
+    are used instead (the same kernel counters). `ifaces` limits the answer to those names; one that
+    does not exist is a UserError naming the ones that do."""
     out: dict[str, tuple[int, int]] = {}
     net = os.path.join(sysfs, "class", "net")
     for name in sorted(os.listdir(net)) if os.path.isdir(net) else []:
@@ -184,7 +202,12 @@ def read_counters(ifaces: list[str] | None = None, sysfs: str = "/sys") -> dict[
         try:
             out[name] = (_read_int(os.path.join(stats, "rx_bytes")), _read_int(os.path.join(stats, "tx_bytes")))
         except (OSError, ValueError, IndexError):
-            continue  # a device that vanished while being read
+            continue  # not a device (bonding_masters), or one that vanished while being read
+    if proc_net_dev is not None and os.path.exists(proc_net_dev):
+        with open(proc_net_dev) as f:
+            own = parse_proc_net_dev(f.read())
+        if set(own) != set(out):
+            out = dict(sorted(own.items()))
     ib = os.path.join(sysfs, "class", "infiniband")
     for hca in sorted(os.listdir(ib)) if os.path.isdir(ib) else []:
         ports = os.path.join(ib, hca, "ports")

@@ -100,7 +100,7 @@ def _fake_sysfs(root: Path, net: dict[str, tuple[int, int]], ib: dict[tuple[str,
 def test_read_counters_net_and_infiniband_words(tmp_path):
     sysfs = _fake_sysfs(tmp_path, {"lo": (100, 100), "eth0": (5000, 7000), "ib0": (10, 20)},
                         {("mlx5_0", "1"): (1000, 2000), ("mlx5_1", "1"): (0, 3)})
-    got = netif.read_counters(sysfs=str(sysfs))
+    got = netif.read_counters(sysfs=str(sysfs), proc_net_dev=None)
     assert got == {"eth0": (5000, 7000), "ib0": (10, 20), "lo": (100, 100),
                    "mlx5_0:1": (4000, 8000), "mlx5_1:1": (0, 12)}  # IB counts 4-byte words
 
@@ -108,16 +108,46 @@ def test_read_counters_net_and_infiniband_words(tmp_path):
 def test_read_counters_without_infiniband_and_a_device_without_statistics(tmp_path):
     sysfs = _fake_sysfs(tmp_path, {"lo": (1, 2)}, {})
     (tmp_path / "class" / "net" / "bonding_masters").mkdir()  # a non-device entry, as in real sysfs
-    assert netif.read_counters(sysfs=str(sysfs)) == {"lo": (1, 2)}
+    assert netif.read_counters(sysfs=str(sysfs), proc_net_dev=None) == {"lo": (1, 2)}
 
 
 def test_read_counters_named_and_missing(tmp_path):
     sysfs = _fake_sysfs(tmp_path, {"lo": (1, 2), "fast0": (3, 4), "slow0": (5, 6)}, {})
-    assert netif.read_counters(["fast0"], sysfs=str(sysfs)) == {"fast0": (3, 4)}
+    assert netif.read_counters(["fast0"], sysfs=str(sysfs), proc_net_dev=None) == {"fast0": (3, 4)}
     with pytest.raises(UserError) as e:
-        netif.read_counters(["ib0", "fast0"], sysfs=str(sysfs))
+        netif.read_counters(["ib0", "fast0"], sysfs=str(sysfs), proc_net_dev=None)
     msg = str(e.value)
     assert "ib0" in msg and "fast0, lo, slow0" in msg and "\n" not in msg
+
+
+# /proc/net/dev of this machine (Debian 12, kernel 6.1), header as printed, counts shortened.
+PROC_NET_DEV = (
+    "Inter-|   Receive                                                |  Transmit\n"
+    " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n"
+    "    lo: 4007080008  239034    0    0    0     0          0         0 4007080008  239034    0    0    0     0       0          0\n"
+    "  ifb0:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0\n"
+    "  eth0: 123456789   98765    0    0    0     0          0         0  2345678   12345    0    0    0     0       0          0\n"
+)
+
+
+def test_parse_proc_net_dev():
+    assert netif.parse_proc_net_dev(PROC_NET_DEV) == {
+        "lo": (4007080008, 4007080008), "ifb0": (0, 0), "eth0": (123456789, 2345678)}
+
+
+def test_read_counters_prefers_proc_when_sysfs_is_another_namespace(tmp_path):
+    # Under `nsenter --net` alone, /sys still lists the root namespace's devices; /proc/net/dev the
+    # caller's. Same names: sysfs is used; other names: /proc/net/dev (IB ports still from sysfs).
+    sysfs = _fake_sysfs(tmp_path / "sys", {"lo": (1, 1), "eth0": (2, 2), "ifb0": (3, 3)},
+                        {("mlx5_0", "1"): (1, 1)})
+    proc = tmp_path / "dev"
+    proc.write_text(PROC_NET_DEV)
+    got = netif.read_counters(sysfs=str(sysfs), proc_net_dev=str(proc))
+    assert got == {"eth0": (2, 2), "ifb0": (3, 3), "lo": (1, 1), "mlx5_0:1": (4, 4)}
+    proc.write_text(PROC_NET_DEV.replace("eth0", "fast0"))
+    got = netif.read_counters(sysfs=str(sysfs), proc_net_dev=str(proc))
+    assert got == {"fast0": (123456789, 2345678), "ifb0": (0, 0), "lo": (4007080008, 4007080008),
+                   "mlx5_0:1": (4, 4)}
 
 
 def test_counter_delta_and_main_interface(tmp_path):

@@ -520,3 +520,13 @@ if __name__ == "__main__" and "--regenerate" in sys.argv:
         print("wrote", Path("slurm") / name)
     for stale in set(p.name for p in (ROOT / "slurm").glob("*.sbatch")) - set(example_scripts()):
         print("not generated any more, delete it:", Path("slurm") / stale)
+
+
+def test_cuda_ranks_get_their_share_of_the_node_cpus(tmp_path):
+    """One CPU per GPU rank would serialise the main, autograd and NCCL threads: a CUDA rank gets the
+    node's CPUs over its tasks, a CPU rank its torch threads."""
+    alloc = Allocation("9", ("n1", "n2"), 4, (32, 32))
+    [gpu] = plan_cell(_cell(scheme="ddp", servers=0, workers=8, device="cuda"), alloc, tmp_path, "a", 1, ("w",))
+    assert "--cpus-per-task=8" in gpu.argv
+    [cpu] = plan_cell(_cell(scheme="ddp", servers=0, workers=8), alloc, tmp_path, "a", 1, ("w",))
+    assert "--cpus-per-task=1" in cpu.argv

@@ -161,6 +161,11 @@ class SrunContext:
 
     @property
     def cpus(self) -> int:
+        """CPUs per task. A CUDA rank gets its share of the node's cores (the node's CPUs over its tasks):
+        besides the main thread it runs autograd's device thread and NCCL's proxy and watchdog threads,
+        which one core would serialise. A CPU rank gets its torch threads (one core per worker)."""
+        if self.cell.device == "cuda" and self.alloc.cpus_per_node:
+            return max(1, min(self.alloc.cpus_per_node) // max(1, self.alloc.tasks_per_node), self.cell.threads)
         return max(1, self.cell.threads)
 
     def common_env(self) -> dict[str, str]:

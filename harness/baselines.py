@@ -22,7 +22,9 @@ import re
 import shutil
 from pathlib import Path
 
+from harness.atomic import write_json_atomic
 from harness.errors import UserError
+from harness.results.files import check_output_dir, unwritable
 
 DEFAULT_ROOT = Path("results") / "baselines"
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -34,9 +36,10 @@ def baselines_root(root: str | Path | None = None) -> Path:
     return Path(root or os.environ.get("DDLBENCH_BASELINES") or DEFAULT_ROOT)
 
 
-def check_name(name: str) -> str:
-    if not _NAME.match(name or ""):
-        raise UserError(f"baseline name {name!r} is not allowed: use 1-64 letters, digits, '-' or '_' "
+def check_name(name: str, what: str = "baseline name") -> str:
+    """A name that is safe as one path component (no '/', no '..'): baselines and sweep runs."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise UserError(f"{what} {name!r} is not allowed: use 1-64 letters, digits, '-' or '_' "
                         f"(e.g. cpu-tiny)")
     return name
 
@@ -53,6 +56,7 @@ def save_baseline(name: str, run: str | Path, root: str | Path | None = None, fo
         raise UserError(f"run {tables.path} has no raw.parquet: the gate needs per-iteration samples; "
                         f"re-run or resume the sweep")
     dest = baselines_root(root) / name
+    check_output_dir(dest.parent, "baselines directory (--dir)")
     if dest.exists() and not force:
         raise UserError(f"baseline {name!r} already exists at {dest}: pick another name or pass --force "
                         f"to replace it")
@@ -72,17 +76,28 @@ def save_baseline(name: str, run: str | Path, root: str | Path | None = None, fo
         "workloads": sorted(set(measured["workload"].dropna())),
         "schemes": sorted(set(measured["scheme"].dropna())),
     }
-    tmp = dest.with_name(f".{name}.tmp{os.getpid()}")
+    try:
+        _store(tables.path, dest, meta)
+    except OSError as e:
+        raise unwritable(e, f"baseline {name!r}", f"check the baselines directory {dest.parent}") from None
+    return dest
+
+
+def _store(run_dir: Path, dest: Path, meta: dict) -> None:
+    """Copy the run's files into a hidden directory beside dest, then swap it in."""
+    tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for f in _FILES:
-        if (tables.path / f).exists():
-            shutil.copy2(tables.path / f, tmp / f)
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-    if dest.exists():
-        shutil.rmtree(dest)
-    os.replace(tmp, dest)
-    return dest
+    try:
+        for f in _FILES:
+            if (run_dir / f).exists():
+                shutil.copy2(run_dir / f, tmp / f)
+        write_json_atomic(tmp / "meta.json", meta, indent=2)
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def list_baselines(root: str | Path | None = None) -> list[dict]:

@@ -1,9 +1,11 @@
-"""One benchmark cell: every axis value and knob that defines a measurement (DESIGN section 1)."""
+"""One benchmark cell: every axis value and knob that defines a measurement (docs/ARCHITECTURE.md, "Data path")."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import os
 from dataclasses import asdict, dataclass, field, replace
 
 from harness.errors import UserError
@@ -88,14 +90,10 @@ def resolve(cell: CellSpec) -> CellSpec:
                              ("nodes", cell.nodes, 1), ("servers", cell.servers, 0)):
         if not isinstance(value, int) or value < low:
             raise UserError(f"{name} must be an integer >= {low}, got {value!r}; fix the option or sweep file")
-    if cell.timeout_s <= 0:
-        raise UserError(f"timeout must be > 0 seconds, got {cell.timeout_s}; fix --timeout")
-    batch = wl.batch if cell.batch is None else cell.batch
-    if batch < 1:
-        raise UserError(f"batch must be >= 1 per worker, got {batch}; fix --batch")
-    seq = cell.seq_len if cell.seq_len is not None else wl.seq_len
-    if wl.seq_len is None and cell.seq_len is not None:
-        raise UserError(f"workload {cell.workload!r} takes images, not a sequence length; drop --seq-len")
+    if not isinstance(cell.timeout_s, (int, float)) or not math.isfinite(cell.timeout_s) or cell.timeout_s <= 0:
+        raise UserError(f"timeout must be a finite number of seconds > 0, got {cell.timeout_s!r} (a cell "
+                        f"without a limit could hang forever); fix --timeout or timeout_s")
+    batch, seq = check_shape(wl, cell.batch, cell.seq_len)
     if cell.dtype != "fp32":
         raise UserError(f"dtype {cell.dtype!r} is not supported yet: only fp32 (the study's); drop --dtype")
     device = _resolve_device(cell.device, cell.workers, cell.nodes)
@@ -105,8 +103,54 @@ def resolve(cell: CellSpec) -> CellSpec:
     if not scheme.parameter_server and servers:
         raise UserError(f"scheme {cell.scheme!r} has no parameter servers; drop servers={servers} "
                         f"or pick a -ps scheme")
+    if not isinstance(cell.knobs, dict):
+        raise UserError(f"knobs must map knob names to values, got {cell.knobs!r}; write e.g. "
+                        f"--knob bucket_cap_mb=25 or knobs: {{ddp: {{bucket_cap_mb: 25}}}}")
     knobs = scheme.resolve_knobs(cell.knobs)
+    check_knob_values(cell.scheme, knobs)
     return replace(cell, batch=batch, seq_len=seq, device=device, servers=servers, knobs=knobs)
+
+
+def check_shape(wl, batch: int | None, seq_len: int | None) -> tuple[int, int | None]:
+    """The per-worker batch and sequence length for workload `wl` (a WorkloadSpec), defaults filled;
+    UserError for a batch < 1, a sequence length on an image model, or one outside the model's
+    positions (BERT's and GPT-2's position tables: max_position_embeddings / n_positions)."""
+    batch = wl.batch if batch is None else batch
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        raise UserError(f"batch must be an integer >= 1 per worker, got {batch!r}; fix --batch")
+    if wl.seq_len is None:
+        if seq_len is not None:
+            raise UserError(f"workload {wl.name!r} takes images, not a sequence length; drop --seq-len")
+        return batch, None
+    seq = wl.seq_len if seq_len is None else seq_len
+    most = wl.config.get("max_position_embeddings") or wl.config.get("n_positions")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1 or (most and seq > most):
+        raise UserError(f"sequence length must be an integer from 1 to {most or 'the model maximum'} for "
+                        f"{wl.name!r} (its position table), got {seq!r}; fix --seq-len")
+    return batch, seq
+
+
+def check_knob_values(scheme: str, knobs: dict) -> None:
+    """Numeric knobs are sizes, times or switches: finite and >= 0 (a negative bucket or credit would
+    reach the scheme as nonsense, NaN would never compare)."""
+    for name, value in knobs.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value) or value < 0:
+                raise UserError(f"knob {name}={value!r} of scheme {scheme!r} must be a finite number >= 0; "
+                                f"fix it in --knob or the sweep file")
+
+
+def check_capacity(cell: CellSpec, oversubscribe: bool = False) -> None:
+    """On CPU one worker runs per core (the placement rule, docs/ARCHITECTURE.md): refuse
+    more workers x threads per node than this box has cores, unless the user opts in (as mpirun's
+    --oversubscribe). Only for one-node cells: other nodes' cores are not visible from here."""
+    if oversubscribe or cell.device != "cpu" or cell.nodes != 1:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if cell.workers * cell.threads > cores:
+        raise UserError(f"{cell.workers} workers x {cell.threads} thread(s) need {cell.workers * cell.threads} "
+                        f"cores but this box has {cores}: one worker runs per core; lower --workers, or "
+                        f"pass --oversubscribe (oversubscribe: true in a sweep file) to share cores")
 
 
 def _resolve_device(device: str, workers: int, nodes: int) -> str:

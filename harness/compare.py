@@ -3,7 +3,7 @@
     from harness.compare import compare_runs, to_markdown
     table = compare_runs(base.summary, base.raw, cur.summary, cur.raw, factor=1.10)
 
-The rule is asv's (DESIGN section 7; asv's `_stats.is_different` and `compare --factor`): a cell
+The rule is asv's (asv's `_stats.is_different` and `compare --factor`): a cell
 changes only if the ratio of medians is beyond `factor` **and** the difference is significant:
 Mann-Whitney U (two-sided) on the per-iteration throughputs of the slowest rank when both sides have
 at least `min_samples` (6) iterations, else non-overlapping 99% confidence intervals of the mean.
@@ -25,6 +25,7 @@ import pandas as pd
 from scipy import stats as st
 
 from harness.errors import UserError
+from harness.results.environment import FINGERPRINT_KEYS
 
 MATCH_KEYS = ("workload", "scheme", "backend", "workers", "servers", "batch_per_worker", "seq_len",
               "knobs_json", "network")
@@ -45,8 +46,6 @@ class GateConfig:
     ci_level: float = 0.99
     """Confidence level of the CI-of-the-mean fallback."""
 
-
-# ---------------------------------------------------------------------------------------------- keys
 
 def _norm(v):
     """A hashable, type-stable form of one axis value: NaN/None -> None, 8.0 -> 8, knob JSON canonical
@@ -88,8 +87,6 @@ def cell_label(row, with_knobs: bool = True) -> str:
         parts.append(f"@{row.get('network')}")
     return " ".join(parts)
 
-
-# ----------------------------------------------------------------------------------------- samples
 
 def iteration_throughputs(summary: pd.DataFrame, raw: pd.DataFrame) -> dict[str, np.ndarray]:
     """cell_id -> per-iteration throughput of the slowest rank (global_batch / max over ranks of iter_s)."""
@@ -157,8 +154,6 @@ def decide(base, cur, cfg: GateConfig = GateConfig()) -> dict:
     note = "not significant" if (beyond_down or beyond_up) else ""
     return {**out, "status": "same", "note": note}
 
-
-# ------------------------------------------------------------------------------------------- tables
 
 RESULT_COLUMNS = ["cell", "scheme", "status", "baseline_x", "current_x", "ratio", "p_value", "test",
                   "n_baseline", "n_current", "note", "sample_unit", "baseline_cell_id", "current_cell_id"]
@@ -228,9 +223,18 @@ def compare_runs(base_summary: pd.DataFrame, base_raw: pd.DataFrame, cur_summary
     return df.sort_values("status", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
 
 
+VERDICTS = ("worse", "failed", "improved", "same")  # a cell was judged; with none, nothing was compared
+
+
+def nothing_compared(table: pd.DataFrame) -> bool:
+    """True when no cell got a verdict (e.g. two unrelated runs: all new or incomparable)."""
+    return not (len(table) and table["status"].isin(VERDICTS).any())
+
+
 def gate_exit_code(table: pd.DataFrame) -> int:
-    """1 when any cell is worse or failed, else 0."""
-    return int(bool(table["status"].isin(FAILING).any())) if len(table) else 0
+    """1 when any cell is worse or failed, or when nothing was compared (a gate that judged nothing
+    must not pass); else 0."""
+    return int(nothing_compared(table) or bool(table["status"].isin(FAILING).any()))
 
 
 def check_environments(base_env: pd.DataFrame, cur_env: pd.DataFrame, allow_mismatch: bool = False) -> str:
@@ -249,8 +253,6 @@ def check_environments(base_env: pd.DataFrame, cur_env: pd.DataFrame, allow_mism
 
 
 def _env_differences(base_env: pd.DataFrame, cur_env: pd.DataFrame) -> str:
-    from harness.results.environment import FINGERPRINT_KEYS
-
     if base_env is None or cur_env is None or base_env.empty or cur_env.empty:
         return "environment table missing"
     b, c = base_env.iloc[0], cur_env.iloc[0]
@@ -258,8 +260,6 @@ def _env_differences(base_env: pd.DataFrame, cur_env: pd.DataFrame) -> str:
            if k != "hosts" and str(b.get(k, "")) != str(c.get(k, ""))]
     return "; ".join(out[:4])
 
-
-# ----------------------------------------------------------------------------------------- markdown
 
 def _fmt(v, spec: str) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
@@ -272,6 +272,8 @@ def to_markdown(table: pd.DataFrame, cfg: GateConfig = GateConfig(), title: str 
     counts = table["status"].value_counts()
     head = ", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts) or "no cells"
     verdict = "FAIL" if gate_exit_code(table) else "pass"
+    if nothing_compared(table):
+        verdict = "FAIL: nothing compared (no cell of the current run matches a measured baseline cell)"
     lines = [f"### {title or 'ddlbench compare'}: {verdict} ({head})", "",
              f"X = median throughput ({unit}/s) over iterations, slowest rank per iteration; "
              f"ratio = current / baseline; a change counts beyond x{cfg.factor:g} and if significant "

@@ -1,22 +1,68 @@
 """Run cells and sweeps into a run directory (plain functions; the CLI and the tests call these).
 
 A failed or hung cell is recorded with its reason and log tail and the sweep goes on; every finished
-cell is on disk before the next starts; `resume` skips cells already recorded.
+cell is on disk before the next starts; `resume` skips cells already recorded. One writer per run
+directory (harness.results.lock). SIGTERM or SIGINT to the driver ends the running cell's ranks, records
+the cell as interrupted (run again by --resume) and raises Interrupted; earlier cells stay on disk.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.atomic import write_parquet_atomic
 from harness.cell import CellSpec
 from harness.errors import CellFailed
 from harness.launch.local import Placement, launch_cell
+from harness.launch.supervise import log_tail
 from harness.results import environment, store
+from harness.results.files import unwritable
+from harness.results.lock import run_lock
 from harness.results.summarize import failed_row, raw_rows, summary_row
+
+
+class Interrupted(BaseException):
+    """The driver got SIGTERM or SIGINT (a CI cancel, `timeout`, the end of a Slurm job, Ctrl-C).
+    A BaseException, like KeyboardInterrupt, so that no `except Exception` swallows it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum  # the shell's convention for "killed by signal N"
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """While inside: SIGTERM and SIGINT raise Interrupted in the main thread (so `finally` blocks kill
+    the ranks); later ones are ignored while that cleanup runs. Elsewhere (threads) a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = (signal.SIGTERM, signal.SIGINT)
+    before = {s: signal.getsignal(s) for s in caught}
+
+    def handler(signum, _frame):
+        for s in caught:
+            signal.signal(s, signal.SIG_IGN)
+        raise Interrupted(signum)
+    for s in caught:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
 
 
 def _unit(cell: CellSpec) -> str:
@@ -47,12 +93,20 @@ def execute_cell(cell: CellSpec, run_dir: Path, run_id: str, placement: Placemen
         row = failed_row(run_id, cell, e.reason, e.log_tail, _unit(cell), time.monotonic() - t0)
         store.save_cell(run_dir, cell.cell_id, None, row)
         return row
+    except Interrupted as e:  # the launcher's `finally` has killed the ranks; say so, then stop
+        reason = f"{store.INTERRUPTED} by {e} after {time.monotonic() - t0:.0f} s (run again by --resume)"
+        row = failed_row(run_id, cell, reason, log_tail(d), _unit(cell), time.monotonic() - t0)
+        store.save_cell(run_dir, cell.cell_id, None, row)
+        raise
     return record_result(run_dir, run_id, cell, result, time.monotonic() - t0)
 
 
 def write_environment(run_dir: Path, run_id: str, device: str, extra: dict | None = None) -> None:
     env = environment.collect(run_id, device=device, extra=extra)
-    write_parquet_atomic(environment.to_frame(env), run_dir / "environment.parquet")
+    try:
+        write_parquet_atomic(environment.to_frame(env), run_dir / "environment.parquet")
+    except OSError as e:
+        raise unwritable(e, f"run directory {run_dir}", "choose a writable --output or fix its permissions") from None
 
 
 def run_cells(cells: list[CellSpec], run_dir: Path, run_id: str, *, resume: bool = False,
@@ -64,17 +118,21 @@ def run_cells(cells: list[CellSpec], run_dir: Path, run_id: str, *, resume: bool
 
     `launcher(cell, cell_dir, placement) -> result.json path` defaults to the local spawner
     (harness.launch.local.launch_cell); Slurm and the testbed pass their own."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    with run_lock(run_dir), signals_raise():
+        done = store.finished_cells(run_dir, include_failed=not retry_failed) if resume else set()
+        if done:  # rebuild the run's tables from its parts: a damaged or missing table comes back
+            store.rebuild(run_dir)
+        if not (run_dir / "environment.parquet").exists() or not resume:
+            write_environment(run_dir, run_id, cells[0].device if cells else "cpu", env_extra)
+        todo = [c for c in cells if c.cell_id not in done]
+        return _run_todo(todo, len(cells), run_dir, run_id, placement_for, progress, launcher)
 
-    run_dir.mkdir(parents=True, exist_ok=True)
-    done = store.finished_cells(run_dir, include_failed=not retry_failed) if resume else set()
-    if not (run_dir / "environment.parquet").exists() or not resume:
-        write_environment(run_dir, run_id, cells[0].device if cells else "cpu", env_extra)
-    todo = [c for c in cells if c.cell_id not in done]
+
+def _run_todo(todo, total, run_dir, run_id, placement_for, progress, launcher) -> list[dict]:
     rows = []
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, disable=not progress, transient=False) as bar:
-        task = bar.add_task("cells", total=len(cells), completed=len(cells) - len(todo))
+        task = bar.add_task("cells", total=total, completed=total - len(todo))
         for cell in todo:
             bar.update(task, description=f"{cell.workload} {cell.scheme} w{cell.workers}")
             placement = placement_for(cell) if placement_for else None

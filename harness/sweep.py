@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from harness.baselines import check_name
 from harness.cell import CellSpec, resolve
 from harness.errors import UserError
 
@@ -63,17 +64,36 @@ class SweepConfig:
     """Run on the emulated multi-host testbed: {hosts: N, rate: 500mbit} (see `ddlbench testbed`)."""
     networks: dict | None = None
     """Named network profiles (name -> {rate: ..}) on the testbed; each cell runs on each profile."""
+    oversubscribe: bool = False
+    """Allow more workers x threads than this box has cores (correctness runs; timings are then noise)."""
 
 
 _LISTS = ("workloads", "schemes", "backends", "workers", "servers")
+# key -> (accepted types, what to write): every scalar is checked here, so a wrong type is a one-line
+# error naming the key, not a traceback later
+_TYPES = {
+    "name": ((str,), "a name"), "batch": ((int, type(None)), "an integer"),
+    "seq_len": ((int, type(None)), "an integer"), "warmup": ((int,), "an integer"),
+    "iters": ((int,), "an integer"), "timeout_s": ((int, float), "a number of seconds"),
+    "device": ((str,), "cpu, cuda or auto"), "threads": ((int,), "an integer"),
+    "network": ((str,), "a label"), "knobs": ((dict,), "a mapping scheme -> {knob: value}"),
+    "baseline": ((bool,), "true or false"), "oversubscribe": ((bool,), "true or false"),
+    "testbed": ((dict, type(None)), "a mapping {hosts: N, rate: R}"),
+    "networks": ((dict, type(None)), "a mapping name -> {rate: R}"),
+}
+_ITEM_TYPES = {"workloads": (str, "names"), "schemes": (str, "names"), "backends": (str, "names"),
+               "workers": (int, "integers >= 1"), "servers": (int, "integers >= 0")}
 
 
 def load_sweep(path: str | Path) -> SweepConfig:
     p = Path(path)
-    if not p.exists():
-        raise UserError(f"sweep file {p} does not exist; give the path of a YAML sweep file")
+    if not p.is_file():
+        raise UserError(f"sweep file {p} does not exist or is not a file; give the path of a YAML sweep file")
     try:
         data = yaml.safe_load(p.read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read sweep file {p}: {getattr(e, 'strerror', None) or e}; check its "
+                        f"permissions and that it is a text (YAML) file") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
@@ -90,14 +110,47 @@ def sweep_from_dict(data, source: str = "sweep") -> SweepConfig:
     if unknown:
         raise UserError(f"unknown key(s) {', '.join(unknown)} in {source}: known keys are "
                         f"{', '.join(sorted(known))}")
-    clean = {}
-    for k, v in data.items():
-        if k in _LISTS:
-            v = tuple(v) if isinstance(v, (list, tuple)) else (v,)
-        clean[k] = v
-    if "knobs" in clean and not isinstance(clean["knobs"], dict):
-        raise UserError(f"`knobs` in {source} must map scheme names to {{knob: value}}")
+    clean = {k: _checked(k, v, source) for k, v in data.items()}
+    for scheme, knobs in clean.get("knobs", {}).items():
+        if not isinstance(knobs, dict):
+            raise UserError(f"`knobs: {{{scheme}: {knobs!r}}}` in {source} must map each scheme to "
+                            f"{{knob: value}}, e.g. knobs: {{ddp: {{bucket_cap_mb: [1, 25]}}}}")
+    if "name" in clean:
+        check_name(clean["name"], "sweep name")
     return SweepConfig(**clean)
+
+
+def _checked(key: str, value, source: str):
+    """One sweep-file value, type-checked; list keys become tuples (a scalar is a list of one)."""
+    if key in _LISTS:
+        items = tuple(value) if isinstance(value, (list, tuple)) else (value,)
+        kind, what = _ITEM_TYPES[key]
+        if not items:
+            raise UserError(f"`{key}:` in {source} is empty: give at least one value, e.g. {key}: "
+                            f"[{_EXAMPLES[key]}]")
+        bad = [v for v in items if not isinstance(v, kind) or isinstance(v, bool)]
+        if bad:
+            raise UserError(f"`{key}:` in {source} must hold {what}, got {bad[0]!r}; fix the sweep file")
+        return items
+    kinds, what = _TYPES[key]
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise UserError(f"`{key}: {value!r}` in {source} must be {what}; fix the sweep file")
+    return value
+
+
+_EXAMPLES = {"workloads": "resnet50-tiny", "schemes": "ddp", "backends": "torch", "workers": "1, 2",
+             "servers": "1"}
+
+
+def knob_value(text: str, option: str = "--knob"):
+    """A knob value written on the command line, read as YAML like the sweep file (25, 0.5, true,
+    [1, 2]); a YAML error or tag is a UserError."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        why = str(getattr(e, "problem", None) or "not valid YAML").strip()
+        raise UserError(f"{option} value {text!r} cannot be read ({why}); write a plain number, word or "
+                        f"list, e.g. 25, true or [1, 2]") from None
 
 
 def _knob_grid(knobs: dict) -> list[dict]:

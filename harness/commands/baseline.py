@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-_DIR = click.option("--dir", "root", type=click.Path(file_okay=False), default=None,
+_DIR = click.option("--dir", "root", type=click.Path(), default=None,
                     help="Baselines directory (default $DDLBENCH_BASELINES or results/baselines).")
 
 

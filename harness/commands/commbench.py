@@ -5,52 +5,66 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from pathlib import Path
 
 import click
 
+from harness.cell import check_capacity
 from harness.errors import UserError
+from harness.results.files import check_output_dir, read_table
+from harness.results.lock import run_lock
 
 
 def run_commbench(workers: int, collective: str, min_size: str, max_size: str, reps: int, warmup: int,
                   servers: int, output: Path | None, timeout_s: float, device: str = "cpu",
                   network: str = "loopback", placement=None) -> Path:
-    import pandas as pd
-
     from harness.cell import CellSpec
     from harness.commbench.rows import rows
     from harness.commbench.sizes import parse_size, sizes_between
     from harness.errors import CellFailed
-    from harness.execute import write_environment
     from harness.launch.local import launch_cell
-    from harness.atomic import write_parquet_atomic
     from harness.results.store import new_run_id
 
     if collective not in ("allreduce", "pushpull"):
         raise UserError(f"unknown collective {collective!r}: use allreduce or pushpull")
     if workers < 1 or reps < 1 or warmup < 0:
         raise UserError("--workers and --reps must be >= 1 and --warmup >= 0")
+    if not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise UserError(f"--timeout must be a finite number of seconds > 0, got {timeout_s}; fix --timeout")
     sizes = sizes_between(parse_size(min_size), parse_size(max_size))
     servers = max(1, servers) if collective == "pushpull" else 0
     cell = CellSpec(workload="-", scheme="commbench", workers=workers, servers=servers, device=device,
                     timeout_s=timeout_s, network=network,
                     knobs={"sizes": sizes, "reps": reps, "warmup": warmup, "collective": collective})
+    check_capacity(cell.with_(nodes=placement.nodes if placement else 1))
     run_dir = output or Path("results") / new_run_id(f"commbench-{collective}")
+    check_output_dir(run_dir)
     d = run_dir / "commbench" / f"{collective}.w{workers}.s{servers}"
-    try:
-        result_path = launch_cell(cell, d, placement, module="harness.commbench")
-    except CellFailed as e:
-        raise UserError(f"commbench failed: {e.reason}; see logs in {d}") from None
-    df = rows(run_dir.name, cell, json.loads(result_path.read_text()))
+    with run_lock(run_dir):  # SIGTERM ends this process; the ranks follow (parent-death signal)
+        try:
+            result_path = launch_cell(cell, d, placement, module="harness.commbench")
+        except CellFailed as e:
+            raise UserError(f"commbench failed: {e.reason}; see logs in {d}") from None
+        _store(run_dir, rows(run_dir.name, cell, json.loads(result_path.read_text())), collective, workers, device)
+    return run_dir
+
+
+def _store(run_dir: Path, df, collective: str, workers: int, device: str) -> None:
+    """Merge these rows into RUN/commbench.parquet (replacing the same collective and worker count)."""
+    import pandas as pd
+
+    from harness.atomic import write_parquet_atomic
+    from harness.execute import write_environment
+
     target = run_dir / "commbench.parquet"
     if target.exists():
-        old = pd.read_parquet(target)
+        old = read_table(target, fix="measure again into a new --output")
         old = old[~((old["collective"] == collective) & (old["workers"] == workers))]
         df = pd.concat([old, df], ignore_index=True)
     write_parquet_atomic(df, target)
     if not (run_dir / "environment.parquet").exists():
         write_environment(run_dir, run_dir.name, device)
-    return run_dir
 
 
 def format_table(df) -> str:
@@ -81,7 +95,7 @@ def format_table(df) -> str:
 @click.option("--testbed", is_flag=True,
               help="Run on the emulated testbed that is up (`ddlbench testbed up`): one rank per host first, "
                    "parameter servers on spare hosts, as `ddlbench run --testbed` places them.")
-@click.option("--output", type=click.Path(file_okay=False, path_type=Path), help="Run directory.")
+@click.option("--output", type=click.Path(path_type=Path), help="Run directory.")
 def command(workers, collective, min_size, max_size, reps, warmup, servers, timeout_s, device, testbed, output):
     """Measure all-reduce or push-pull over message sizes; fit alpha and beta."""
     from harness.results.store import load_run

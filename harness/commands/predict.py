@@ -3,11 +3,17 @@ from a per-layer profile (or FLOP counts and a device preset) and a network mode
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
+import pandas as pd
 
 from harness.errors import UserError
+from harness.results.files import check_output_file, read_table
+from harness.results.store import load_run
+from harness.sweep import knob_value
+from workloads import WORKLOADS
 
 
 def _ints(text: str, what: str) -> list[int]:
@@ -21,32 +27,83 @@ def _ints(text: str, what: str) -> list[int]:
 
 
 def parse_method_knobs(pairs) -> dict:
-    import yaml
-
     out: dict = {}
     for pair in pairs:
         if "=" not in pair or "." not in pair.split("=", 1)[0]:
             raise UserError(f"--knob {pair!r} is not METHOD.NAME=VALUE; write e.g. --knob ddp.bucket_cap_mb=50")
         key, value = pair.split("=", 1)
         method, name = key.split(".", 1)
-        out.setdefault(method.strip(), {})[name.strip()] = yaml.safe_load(value)
+        out.setdefault(method.strip(), {})[name.strip()] = knob_value(value)
     return out
 
 
-def load_models(profiles, workloads, device_preset, throughput, batch, compute):
-    import pandas as pd
+def check_inputs(profiles, workloads, device_preset, throughput, batch, networks, commbench, intra, nodes,
+                 gpus_per_node, servers, schemes, knobs, output, against) -> list:
+    """Every input checked before any work (FLOP counting takes seconds per workload); returns the
+    profile tables, read once."""
+    from harness.predict.compute import get_device
+    from harness.predict.network import get_link
+    from harness.predict.predictor import method_knobs, resolve_methods
 
+    for name, value, low in (("--throughput", throughput, 0.0), ("--batch", batch, 0)):
+        if value is not None and not (math.isfinite(value) and value > low):
+            raise UserError(f"{name} must be a finite number > 0, got {value}; fix the option")
+    if servers < 0:
+        raise UserError(f"--servers must be >= 0 (0 = one per worker node), got {servers}")
+    _ints(nodes, "--nodes"), _ints(gpus_per_node, "--gpus-per-node")
+    for n in (*networks, intra):
+        get_link(n)
+    methods = resolve_methods(schemes)
+    for method, given in knobs.items():
+        if method not in methods:
+            raise UserError(f"--knob {method}.*: method {method!r} is not predicted here (--schemes gives "
+                            f"{', '.join(methods)}); add it to --schemes or drop the knob")
+        defaults = method_knobs(method)
+        for name, value in method_knobs(method, given).items():
+            _check_knob(method, name, value, defaults[name])
+    preset = get_device(device_preset) if device_preset else None
+    tables = [p if isinstance(p, pd.DataFrame) else _read_profile(p) for p in profiles]
+    for w in workloads:
+        WORKLOADS.get(w)
+    for w in [*workloads, *(str(t["workload"].iloc[0]) for t in tables if len(t) and "workload" in t)]:
+        if preset is not None and throughput is None and w not in preset.throughput:
+            known = ", ".join(sorted(preset.throughput)) or "none"
+            raise UserError(f"device preset {preset.name!r} has no measured throughput for {w!r} (it has: "
+                            f"{known}); give --throughput SAMPLES_PER_S measured on one device")
+    for c in commbench:
+        f = Path(c) / "commbench.parquet" if Path(c).is_dir() else Path(c)
+        if not f.is_file():
+            raise UserError(f"commbench table {f} does not exist: run `ddlbench commbench --output DIR`")
+        read_table(f, fix="measure it again with `ddlbench commbench --output DIR`")
+    if against:
+        load_run(against)
+    if output:
+        check_output_file(output, "-o/--output")
+    return tables
+
+
+def _check_knob(method: str, name: str, value, default) -> None:
+    if isinstance(default, str) or (value is None and default is None):
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise UserError(f"--knob {method}.{name}={value!r} must be a finite number >= 0 (default "
+                        f"{default!r}); fix the value")
+
+
+def _read_profile(path) -> "pd.DataFrame":
+    if not Path(path).is_file():
+        raise UserError(f"profile {path} does not exist: make it with `ddlbench profile WORKLOAD -o {path}`")
+    return read_table(path, fix=f"make it again with `ddlbench profile WORKLOAD -o {path}`")
+
+
+def load_models(profiles, workloads, device_preset, throughput, batch, compute):
     from harness.predict.compute import compute_model
     from harness.predict.profiler import counted_profile
 
     if not profiles and not workloads:
         raise UserError("nothing to predict: give --profile FILE.parquet (from `ddlbench profile`) or "
                         "--workload NAME with --device-preset")
-    tables = []
-    for p in profiles:
-        if not Path(p).exists():
-            raise UserError(f"profile {p} does not exist: make it with `ddlbench profile WORKLOAD -o {p}`")
-        tables.append(pd.read_parquet(p))
+    tables = [p if isinstance(p, pd.DataFrame) else _read_profile(p) for p in profiles]
     for w in workloads:
         if device_preset is None and throughput is None:
             raise UserError(f"--workload {w} predicts from FLOP counts, which need --device-preset (and its "
@@ -102,6 +159,8 @@ def run_predict(profiles=(), workloads=(), device_preset=None, throughput=None, 
                 shaped=False, server_hosts="dedicated"):
     from harness.predict.predictor import predict_rows, resolve_methods
 
+    profiles = check_inputs(profiles, workloads, device_preset, throughput, batch, networks, commbench or (),
+                            intra, nodes, gpus_per_node, servers, schemes, knobs or {}, output, None)
     models = load_models(profiles, workloads, device_preset, throughput, batch, compute)
     nets = load_networks([] if (commbench and tuple(networks) == ("ib-100g",)) else networks,
                          commbench, intra, label, shaped, gpus_per_node, servers, server_hosts)
@@ -150,17 +209,18 @@ def run_predict(profiles=(), workloads=(), device_preset=None, throughput=None, 
 @click.option("--knob", "knob_pairs", multiple=True, help="METHOD.NAME=VALUE, e.g. ddp.bucket_cap_mb=50.")
 @click.option("--validate", "against", type=click.Path(file_okay=False),
               help="A run directory: compare the predictions with its measured summary.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the rows as Parquet.")
+@click.option("-o", "--output", type=click.Path(), help="Write the rows as Parquet.")
 def command(profiles, workloads, device_preset, throughput, batch, compute, networks, commbench, label, intra,
             nodes, gpus_per_node, servers, server_hosts, shaped, schemes, allreduce, knob_pairs, against, output):
     """Predict iteration time, throughput and scaling efficiency of each method at any scale."""
     import time
 
-    if servers < 0:
-        raise UserError(f"--servers must be >= 0 (0 = one per worker node), got {servers}")
+    knobs = parse_method_knobs(knob_pairs)
+    profiles = check_inputs(profiles, workloads, device_preset, throughput, batch, networks, commbench, intra, nodes,
+                 gpus_per_node, servers, schemes, knobs, output, against)
     t0, c0 = time.perf_counter(), time.process_time()
     df = run_predict(profiles, workloads, device_preset, throughput, batch, compute, networks, commbench, intra,
-                     label, nodes, gpus_per_node, servers, schemes, allreduce, parse_method_knobs(knob_pairs),
+                     label, nodes, gpus_per_node, servers, schemes, allreduce, knobs,
                      output, shaped, server_hosts)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     cols = ["workload", "network", "nodes", "workers", "scheme", "iter_s_median", "throughput_median",
@@ -168,8 +228,7 @@ def command(profiles, workloads, device_preset, throughput, batch, compute, netw
     click.echo(df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     click.echo(f"{len(df)} predictions in {wall:.2f} s ({cpu:.2f} s CPU)")
     if against:
-        from harness.predict.validate import format_validation, validate
-        from harness.results.store import load_run
+        from harness.report.validation import format_validation, validate
 
         click.echo(format_validation(validate(df, load_run(against).summary)))
     if output:

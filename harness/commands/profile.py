@@ -7,7 +7,10 @@ from pathlib import Path
 
 import click
 
+from harness.cell import check_shape
 from harness.errors import UserError
+from harness.results.files import check_output_file
+from workloads import WORKLOADS
 
 
 def run_profile(workload: str, batch: int | None, seq_len: int | None, iters: int, warmup: int, threads: int,
@@ -24,11 +27,13 @@ def run_profile(workload: str, batch: int | None, seq_len: int | None, iters: in
 
         if not torch.cuda.is_available():
             raise UserError("device cuda was selected but CUDA is not available here; use --device cpu")
+    batch, seq_len = check_shape(WORKLOADS.get(workload), batch, seq_len)
+    out = output or Path(f"profile-{workload}.parquet")
+    check_output_file(out, "-o/--output")
     if counted_only:
         df = counted_profile(workload, batch, seq_len)
     else:
         df = measure_profile(workload, batch, seq_len, iters, warmup, threads, device, concurrent=concurrent)
-    out = output or Path(f"profile-{workload}.parquet")
     write_parquet_atomic(df, out)
     return df, out
 
@@ -65,7 +70,7 @@ def describe(df) -> str:
               help="Workers computing at once on this machine (emulated hosts sharing its cores): the "
                    "others run the same training loop while this one is measured.")
 @click.option("--counted-only", is_flag=True, help="Only count FLOPs and bytes (no timing; instant).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--output", type=click.Path(path_type=Path),
               help="Parquet file (default profile-WORKLOAD.parquet).")
 def command(workload, batch, seq_len, iters, warmup, threads, device, concurrent, counted_only, output):
     """Measure WORKLOAD's per-layer forward/backward times, gradient bytes and FLOPs on this device."""

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from harness.errors import UserError
+from harness.results.files import check_output_dir, read_table
 
 
 def load_input(ref: str):
@@ -29,7 +30,7 @@ def load_input(ref: str):
         if p.suffix != ".parquet":
             raise UserError(f"{ref} is a file but not .parquet: give a run directory, or a summary or "
                             f"commbench Parquet file")
-        df = pd.read_parquet(p)
+        df = read_table(p)
         empty = pd.DataFrame()
         if "collective" in df and "busbw_gbit_s" in df:
             return RunTables(path=p, raw=empty, summary=empty, environment=empty, commbench=df)
@@ -44,7 +45,7 @@ def load_input(ref: str):
 
 @click.command("report")
 @click.argument("runs", nargs=-1, required=True)
-@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), required=True,
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
               help="Report directory, e.g. reports/NAME (created).")
 @click.option("--title", default=None, help="Page title (default: the run names).")
 @click.option("--dpi", type=click.IntRange(50, 300), default=100, show_default=True, help="PNG resolution.")
@@ -54,6 +55,7 @@ def command(runs, output, title, dpi):
     A RUN may also be a Parquet file of predicted rows or a commbench table."""
     from harness.report.render import write_report
 
+    check_output_dir(output, "-o/--output")
     out = write_report([load_input(r) for r in runs], output, title=title, dpi=dpi)
     pngs = sorted(k for k in out if k.endswith(".png"))
     click.echo(f"wrote {out['md']} and {out['html']} ({len(pngs)} figures: {', '.join(pngs)})")

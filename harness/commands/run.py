@@ -9,37 +9,42 @@ from pathlib import Path
 
 import click
 
-from harness.cell import CellSpec, resolve
+from harness.cell import CellSpec, check_capacity, resolve
+from harness.commands.show import finish_run
 from harness.errors import UserError
+from harness.execute import Interrupted, run_cells
+from harness.results.files import check_output_dir
+from harness.results.lock import run_lock
+from harness.results.store import new_run_id, prepare_run
+from harness.sweep import knob_value
 
 
 def parse_knobs(pairs: tuple[str, ...]) -> dict:
-    import yaml
-
     out = {}
     for pair in pairs:
-        if "=" not in pair:
+        k, _, v = pair.partition("=")
+        if not _ or not k.strip():
             raise UserError(f"--knob {pair!r} is not NAME=VALUE; write e.g. --knob bucket_cap_mb=25")
-        k, v = pair.split("=", 1)
-        out[k.strip()] = yaml.safe_load(v)
+        out[k.strip()] = knob_value(v)
     return out
 
 
-def run_cell(cell: CellSpec, output: Path | None, baseline: bool = False, launcher=None) -> Path:
+def run_cell(cell: CellSpec, output: Path | None, baseline: bool = False, launcher=None, *,
+             resume: bool = False, overwrite: bool = False, oversubscribe: bool = False) -> Path:
     """Resolve, run (plus the local baseline if asked) and record; returns the run directory.
-    `launcher` as in run_cells (default: spawn the ranks on this box)."""
-    from harness.execute import run_cells
-    from harness.results.store import new_run_id
-
+    `launcher` as in run_cells (default: spawn the ranks on this box). An existing run directory is
+    refused unless `resume` (skip its measured cells) or `overwrite` (discard it)."""
     cell = resolve(cell)
-    run_id = new_run_id(f"{cell.workload}-{cell.scheme}")
-    run_dir = output or Path("results") / run_id
-    run_id = run_dir.name
+    check_capacity(cell, oversubscribe)
+    run_dir = output or Path("results") / new_run_id(f"{cell.workload}-{cell.scheme}")
+    check_output_dir(run_dir)
     cells = [cell]
     if baseline and cell.scheme != "local":
         cells.insert(0, resolve(cell.with_(scheme="local", workers=1, servers=0, nodes=1, knobs={},
                                            backend="torch")))
-    run_cells(cells, run_dir, run_id, resume=True, launcher=launcher)
+    with run_lock(run_dir):
+        prepare_run(run_dir, resume, overwrite)
+        run_cells(cells, run_dir, run_dir.name, resume=True, launcher=launcher)
     return run_dir
 
 
@@ -87,11 +92,17 @@ def run_under_launcher(cell: CellSpec, output: Path) -> None:
                    "over its hosts.")
 @click.option("--baseline/--no-baseline", default=False,
               help="Also measure the 1-worker local baseline (speed-up, efficiency).")
-@click.option("--output", type=click.Path(file_okay=False, path_type=Path),
-              help="Run directory (default results/<run-id>).")
-def command(workload, scheme, backend, workers, servers, batch, seq_len, warmup, iters, timeout_s, device,
-            threads, knobs, network, testbed, baseline, output):
-    """Run one benchmark cell and print its summary."""
+@click.option("--output", type=click.Path(path_type=Path), help="Run directory (default results/<run-id>).")
+@click.option("--resume", is_flag=True, help="Into an existing --output: run only the cells it lacks.")
+@click.option("--overwrite", is_flag=True, help="Discard the run already in --output and measure again.")
+@click.option("--oversubscribe", is_flag=True,
+              help="Allow more workers x threads than this box has cores (timings are then noise).")
+@click.pass_context
+def command(ctx, workload, scheme, backend, workers, servers, batch, seq_len, warmup, iters, timeout_s, device,
+            threads, knobs, network, testbed, baseline, output, resume, overwrite, oversubscribe):
+    """Run one benchmark cell and print its summary.
+
+    Exit status 0 when every cell is ok, 1 when a cell failed, 2 on bad input."""
     cell = CellSpec(workload=workload, scheme=scheme, backend=backend, workers=workers, servers=servers,
                     batch=batch, seq_len=seq_len, warmup=warmup, iters=iters, timeout_s=timeout_s,
                     device=device, threads=threads, knobs=parse_knobs(knobs), network=network)
@@ -103,13 +114,15 @@ def command(workload, scheme, backend, workers, servers, batch, seq_len, warmup,
     from harness.testbed import netns
 
     launcher = None
-    with netns.lease(f"ddlbench run {cell.workload} {cell.scheme} --testbed") if testbed else contextlib.nullcontext():
-        if testbed:
-            from harness.testbed.sweep import on_testbed
+    run_dir = output = output or Path("results") / new_run_id(f"{workload}-{scheme}")
+    try:
+        with netns.lease(f"ddlbench run {cell.workload} {cell.scheme} --testbed") if testbed else contextlib.nullcontext():
+            if testbed:
+                from harness.testbed.sweep import on_testbed
 
-            cell, launcher = on_testbed(cell)
-        run_dir = run_cell(cell, output, baseline, launcher)
-    from harness.commands.show import print_summary
-    from harness.results.store import load_run
-
-    print_summary(load_run(run_dir).summary, title=str(run_dir))
+                cell, launcher = on_testbed(cell)
+            run_dir = run_cell(cell, output, baseline, launcher, resume=resume, overwrite=overwrite,
+                               oversubscribe=oversubscribe)
+    except Interrupted as e:
+        ctx.exit(finish_run(run_dir, interrupted=e))
+    ctx.exit(finish_run(run_dir))

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 import pandas as pd
+
+from harness.atomic import write_text_atomic
+from harness.results.files import check_output_file
+from harness.results.store import load_run
 
 COLUMNS = [
     ("workload", "workload", "{}"), ("scheme", "scheme", "{}"), ("backend", "backend", "{}"),
@@ -54,16 +60,34 @@ def print_summary(summary: pd.DataFrame, title: str = "") -> None:
         click.echo(f"failed {r['cell_id']}: {r['reason']}")
 
 
+def finish_run(run_dir: Path | None, interrupted=None) -> int:
+    """After `run` or `sweep`: print the run's summary and return the exit status a CI job can trust:
+    0 every cell ok, 1 a cell failed, 128+N when signal N interrupted the driver."""
+    summary = pd.DataFrame()
+    if run_dir is not None and (Path(run_dir) / "summary.parquet").exists():
+        summary = load_run(run_dir).summary
+        print_summary(summary, title=str(run_dir))
+    if interrupted is not None:
+        click.echo(f"error: interrupted by {interrupted}: the running cell's ranks were stopped and the cell "
+                   f"recorded as interrupted; finish with --resume --output {run_dir}", err=True)
+        return interrupted.exit_code
+    click.echo(f"results: {run_dir}")
+    failed = int((summary["status"] != "ok").sum()) if "status" in summary else 0
+    if failed:
+        click.echo(f"{failed} cell(s) failed (exit status 1); see their reasons above", err=True)
+    return 1 if failed else 0
+
+
 @click.command("show")
 @click.argument("run")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Also write the summary as CSV.")
-def command(run: str, csv_path: str | None) -> None:
+@click.option("--csv", "csv_path", type=click.Path(path_type=Path), help="Also write the summary as CSV.")
+def command(run: str, csv_path: Path | None) -> None:
     """Print the summary of RUN (a run directory or a run id under results/)."""
-    from harness.results.store import load_run
-
+    if csv_path:
+        check_output_file(csv_path, "--csv")
     t = load_run(run)
     unit = ", ".join(sorted(set(t.summary["sample_unit"].dropna()))) or "samples"
     print_summary(t.summary, title=f"{t.path} (X in {unit}/s; CI = 95% CI of the mean)")
     if csv_path:
-        t.summary.to_csv(csv_path, index=False)
+        write_text_atomic(csv_path, t.summary.to_csv(index=False))
         click.echo(f"wrote {csv_path}")

@@ -1,4 +1,7 @@
-"""`ddlbench sweep FILE.yaml`: a matrix of cells, with a progress bar, resumable."""
+"""`ddlbench sweep FILE.yaml`: a matrix of cells, with a progress bar, resumable.
+
+Exit status 0 when every cell is ok, 1 when a cell failed (the summary is still printed and written),
+2 on bad input, 128+N when signal N stopped the driver (finish with --resume)."""
 
 from __future__ import annotations
 
@@ -6,52 +9,72 @@ from pathlib import Path
 
 import click
 
+from harness.cell import check_capacity
+from harness.commands.show import finish_run
 from harness.errors import UserError
+from harness.execute import Interrupted, run_cells
+from harness.launch.srun import choose_launcher
+from harness.results.files import check_output_dir, unwritable
+from harness.results.lock import run_lock
+from harness.results.store import new_run_id, prepare_run
+from harness.sweep import expand, load_sweep
 
 
 def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False,
-              progress: bool = True, launcher: str | None = None, retry_failed: bool = False) -> Path:
-    from harness.execute import run_cells
-    from harness.results.store import new_run_id
-    from harness.sweep import expand, load_sweep
-
+              progress: bool = True, launcher: str | None = None, retry_failed: bool = False, *,
+              overwrite: bool = False, oversubscribe: bool = False) -> Path:
+    """Run every cell of the sweep file at `path` into `output` (default results/<run-id>); returns the
+    run directory. An existing run there is refused unless `resume` or `overwrite`."""
     cfg = load_sweep(path)
     if resume and output is None:
         raise UserError("--resume needs --output RUN_DIR: the run directory of the interrupted sweep")
     if retry_failed and not resume:
         raise UserError("--retry-failed re-runs the failed cells of a run: give it with --resume --output RUN_DIR")
+    run_dir = output or Path("results") / new_run_id(cfg.name)
+    check_output_dir(run_dir)
     if cfg.testbed or cfg.networks:
-        from harness.testbed.sweep import run_on_testbed
+        from harness.testbed.sweep import run_on_testbed  # needs root tools (ip, tc) only when used
 
-        return run_on_testbed(cfg, output, resume, progress, retry_failed)
-    from harness.launch.srun import choose_launcher
-
+        with run_lock(run_dir):
+            prepare_run(run_dir, resume, overwrite)
+            return run_on_testbed(cfg, run_dir, resume, progress, retry_failed)
     launch = choose_launcher(launcher)  # srun inside a Slurm allocation, else local
     cells = expand(cfg, nodes_for=launch.nodes_for)
-    run_dir = output or Path("results") / new_run_id(cfg.name)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "sweep.yaml").write_text(Path(path).read_text())
-    run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, launcher=launch.launch,
-              env_extra=launch.env_extra or None, retry_failed=retry_failed)
+    for cell in cells:
+        check_capacity(cell, oversubscribe or cfg.oversubscribe)
+    with run_lock(run_dir):
+        prepare_run(run_dir, resume, overwrite)
+        try:
+            (run_dir / "sweep.yaml").write_text(Path(path).read_text())
+        except OSError as e:
+            raise unwritable(e, f"run directory {run_dir}", "choose a writable --output") from None
+        run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, launcher=launch.launch,
+                  env_extra=launch.env_extra or None, retry_failed=retry_failed)
     return run_dir
 
 
 @click.command("sweep")
-@click.argument("sweep_file", type=click.Path(dir_okay=False))
-@click.option("--output", type=click.Path(file_okay=False, path_type=Path),
-              help="Run directory (default results/<run-id>).")
+@click.argument("sweep_file", type=click.Path())
+@click.option("--output", type=click.Path(path_type=Path), help="Run directory (default results/<run-id>).")
 @click.option("--resume", is_flag=True, help="Run only the cells missing from --output.")
+@click.option("--overwrite", is_flag=True, help="Discard the run already in --output and measure it again.")
 @click.option("--retry-failed", is_flag=True,
               help="With --resume: also run again the cells recorded as failed (measured cells stay).")
+@click.option("--oversubscribe", is_flag=True,
+              help="Allow more workers x threads than this box has cores (timings are then noise).")
 @click.option("--no-progress", is_flag=True, help="No progress bar (logs, CI).")
 @click.option("--launcher", type=click.Choice(["local", "srun"]),
               help="How cells start: srun steps (default inside a Slurm allocation) or local processes.")
-def command(sweep_file, output, resume, retry_failed, no_progress, launcher):
-    """Run every cell of SWEEP_FILE and print the summary."""
-    run_dir = run_sweep(sweep_file, output, resume, progress=not no_progress, launcher=launcher,
-                        retry_failed=retry_failed)
-    from harness.commands.show import print_summary
-    from harness.results.store import load_run
+@click.pass_context
+def command(ctx, sweep_file, output, resume, overwrite, retry_failed, oversubscribe, no_progress, launcher):
+    """Run every cell of SWEEP_FILE and print the summary.
 
-    print_summary(load_run(run_dir).summary, title=str(run_dir))
-    click.echo(f"results: {run_dir}")
+    Exit status 0 when every cell is ok, 1 when a cell failed, 2 on bad input."""
+    if output is None and not resume:
+        output = Path("results") / new_run_id(load_sweep(sweep_file).name)
+    try:
+        run_dir = run_sweep(sweep_file, output, resume, progress=not no_progress, launcher=launcher,
+                            retry_failed=retry_failed, overwrite=overwrite, oversubscribe=oversubscribe)
+    except Interrupted as e:
+        ctx.exit(finish_run(output, interrupted=e))
+    ctx.exit(finish_run(run_dir))

@@ -3,23 +3,55 @@ or at its timeout (a crashed or hung rank never hangs the sweep).
 
 Placement (optional) lets another launcher run ranks elsewhere, e.g. inside the emulated testbed's
 network namespaces: for each rank an argv prefix (such as nsenter ...) and extra environment.
+
+No rank outlives the driver (docs/ARCHITECTURE.md, "Launching"): ranks run in sessions of their own
+and are killed by process group when the cell ends, fails or is interrupted (SIGTERM/SIGINT reach the
+`finally` as exceptions, see harness.execute.signals_raise), and the kernel kills them if the driver
+itself is SIGKILLed (parent-death signal, below).
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import harness
 from harness.cell import CellSpec
 from harness.errors import CellFailed
+from harness.launch.supervise import WORKER_MODULE, base_env, free_port, log_tail, python_argv
 
-LOG_TAIL_LINES = 30
+PACKAGE_ROOT = str(Path(harness.__file__).resolve().parents[1])
+"""Where this driver's harness/ and workloads/ live: ranks import exactly this code (-P keeps the
+working directory off sys.path, this goes first on PYTHONPATH); recorded as package_path."""
+
+# The trampoline asks the kernel to SIGKILL the rank when its parent (the driver) dies (prctl(2),
+# PR_SET_PDEATHSIG = 1; the setting survives execve), exits if the driver (argv[1]) is already gone, then
+# execs the rank. A trampoline rather than a preexec_fn: preexec_fn is unsafe in a process with threads
+# (Python's subprocess docs), and the progress bar runs one.
+_TRAMPOLINE = ("import ctypes, os, signal, sys\n"
+               "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)\n"
+               "try:\n    os.kill(int(sys.argv[1]), 0)\nexcept ProcessLookupError:\n    os._exit(70)\n"
+               "os.execv(sys.argv[2], sys.argv[2:])")
+
+
+def rank_argv(module: str, *args: str) -> list[str]:
+    """`python -P -m MODULE ARGS`, behind the parent-death trampoline."""
+    return [*python_argv(), "-c", _TRAMPOLINE, str(os.getpid()), *python_argv(), "-m", module, *args]
+
+
+def _rank_env(cell: CellSpec, placement: "Placement") -> dict:
+    env = base_env(cell.threads, "local", placement.extra_env)
+    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
+    if placement.master_addr.startswith("127.") and not placement.envs:
+        # one box: gloo binds whatever the hostname resolves to unless told; keep it on loopback unless
+        # the user chose an interface (torch.distributed docs, GLOO_SOCKET_IFNAME)
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    return env
 
 
 @dataclass(frozen=True)
@@ -36,14 +68,8 @@ class Placement:
     """Environment for every rank."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launch_cell(cell: CellSpec, cell_dir: Path, placement: Placement | None = None,
-                module: str = "harness.worker") -> Path:
+                module: str = WORKER_MODULE) -> Path:
     """Run every rank of `cell` (`python -m MODULE --cell cell.json --out cell_dir`); return the path of
     rank 0's result.json, or raise CellFailed."""
     placement = placement or Placement()
@@ -61,22 +87,17 @@ def launch_cell(cell: CellSpec, cell_dir: Path, placement: Placement | None = No
     logs = []
     try:
         for r in range(world):
-            env = dict(os.environ)
-            env.update(placement.extra_env)
+            env = _rank_env(cell, placement)
             env.update(
                 RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r % per_node if r < cell.workers else 0),
                 LOCAL_WORLD_SIZE=str(min(per_node, world)), GROUP_WORLD_SIZE=str(placement.nodes),
-                MASTER_ADDR=placement.master_addr,
-                MASTER_PORT=str(port), DDLBENCH_LAUNCHER="local",
-                OMP_NUM_THREADS=str(cell.threads), MKL_NUM_THREADS=str(cell.threads),
+                MASTER_ADDR=placement.master_addr, MASTER_PORT=str(port),
                 NODE_RANK=str(r // per_node if r < cell.workers else 0),
             )
-            env.pop("TORCHELASTIC_RUN_ID", None)
             if r < len(placement.envs):
                 env.update(placement.envs[r])
             prefix = list(placement.prefixes[r]) if r < len(placement.prefixes) else []
-            argv = prefix + [sys.executable, "-m", module, "--cell", str(spec_path),
-                             "--out", str(cell_dir)]
+            argv = prefix + rank_argv(module, "--cell", str(spec_path), "--out", str(cell_dir))
             log = open(cell_dir / f"rank{r}.log", "w")
             logs.append(log)
             procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -121,15 +142,3 @@ def _kill(procs: list[subprocess.Popen]) -> None:
             p.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-
-
-def log_tail(cell_dir: Path, first: int = 0, lines: int = LOG_TAIL_LINES) -> str:
-    """The last lines of the failing rank's log (then rank 0's), for the failed row."""
-    out = []
-    names = [f"rank{first}.log"] + (["rank0.log"] if first != 0 else [])
-    for name in names:
-        path = cell_dir / name
-        if path.exists():
-            text = path.read_text(errors="replace").splitlines()[-lines:]
-            out.append(f"--- {name} ---\n" + "\n".join(text))
-    return "\n".join(out)

@@ -11,6 +11,7 @@ written to a temporary file and renamed, so an interrupted sweep loses nothing a
 from __future__ import annotations
 
 import datetime
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pandas as pd
 
 from harness.atomic import write_parquet_atomic
 from harness.errors import UserError
+from harness.results.files import RUN_TABLE_FIX, read_table, unwritable
 from harness.results.summarize import add_scaling
 from harness.schema import SCHEMA_VERSION
 
@@ -35,16 +37,30 @@ def cell_dir(run_dir: Path, cell_id: str) -> Path:
 
 def save_cell(run_dir: Path, cell_id: str, raw: pd.DataFrame | None, summary: dict) -> None:
     d = cell_dir(run_dir, cell_id)
-    if raw is not None and len(raw):
-        write_parquet_atomic(raw, d / "raw.parquet")
-    write_parquet_atomic(pd.DataFrame([summary]), d / "summary.parquet")  # last: marks the cell done
-    consolidate(run_dir)
+    try:
+        if raw is not None and len(raw):
+            write_parquet_atomic(raw, d / "raw.parquet")
+        write_parquet_atomic(pd.DataFrame([summary]), d / "summary.parquet")  # last: marks the cell done
+        consolidate(run_dir)
+    except OSError as e:  # e.g. the directory became read-only mid-sweep: earlier cells stay on disk
+        raise unwritable(e, f"run directory {run_dir}", f"make it writable, then finish the run with "
+                                                       f"--resume --output {run_dir}") from None
+
+
+_PART_FIX = "remove that cell's directory and resume the run (--resume) to measure the cell again"
+
+INTERRUPTED = "interrupted"
+"""Reason prefix of a cell stopped by a signal to the driver: recorded, but run again on --resume."""
 
 
 def finished_cells(run_dir: Path, include_failed: bool = True) -> set[str]:
+    """Cells with a summary part (failed ones too unless include_failed=False); interrupted cells are
+    never finished."""
     done = set()
     for part in (run_dir / "cells").glob("*/summary.parquet"):
-        row = pd.read_parquet(part)
+        row = read_table(part, fix=_PART_FIX)
+        if row["reason"].fillna("").astype(str).str.startswith(INTERRUPTED).any():
+            continue
         if include_failed or (row["status"] == "ok").all():
             done.add(part.parent.name)
     return done
@@ -53,12 +69,46 @@ def finished_cells(run_dir: Path, include_failed: bool = True) -> set[str]:
 def consolidate(run_dir: Path) -> None:
     cells = sorted((run_dir / "cells").glob("*/summary.parquet"))
     if cells:
-        summary = pd.concat([pd.read_parquet(p) for p in cells], ignore_index=True)
+        summary = pd.concat([read_table(p, fix=_PART_FIX) for p in cells], ignore_index=True)
         write_parquet_atomic(add_scaling(summary), run_dir / "summary.parquet")
     raws = sorted((run_dir / "cells").glob("*/raw.parquet"))
     if raws:
-        write_parquet_atomic(pd.concat([pd.read_parquet(p) for p in raws], ignore_index=True),
+        write_parquet_atomic(pd.concat([read_table(p, fix=_PART_FIX) for p in raws], ignore_index=True),
                              run_dir / "raw.parquet")
+
+
+def rebuild(run_dir: Path) -> None:
+    """consolidate, with an unwritable directory as a one-line error."""
+    try:
+        consolidate(run_dir)
+    except OSError as e:
+        raise unwritable(e, f"run directory {run_dir}", "make it writable, then run again with --resume") from None
+
+
+def holds_run(run_dir: Path) -> bool:
+    """Does run_dir already hold results (cell parts or tables)?"""
+    return (run_dir / "cells").is_dir() or any((run_dir / f"{t}.parquet").exists() for t in TABLES)
+
+
+def prepare_run(run_dir: Path, resume: bool, overwrite: bool) -> None:
+    """Refuse to write over an existing run unless resuming it or overwriting it on purpose; with
+    `overwrite`, remove the old run's parts and tables (only those: other files stay). Call it under
+    run_lock."""
+    if resume and overwrite:
+        raise UserError("--resume and --overwrite exclude each other: resume keeps the measured cells, "
+                        "overwrite discards them; give one")
+    if not holds_run(run_dir) or resume:
+        return
+    if not overwrite:
+        raise UserError(f"{run_dir} already holds a run: add --resume to run only its missing cells, "
+                        f"--overwrite to discard it and measure again, or give another --output")
+    try:
+        if (run_dir / "cells").is_dir():
+            shutil.rmtree(run_dir / "cells")
+        for t in TABLES:
+            (run_dir / f"{t}.parquet").unlink(missing_ok=True)
+    except OSError as e:
+        raise unwritable(e, f"run directory {run_dir}", "fix its permissions or give another --output") from None
 
 
 @dataclass
@@ -87,7 +137,7 @@ def load_run(run: str | Path) -> RunTables:
     tables = {}
     for name in TABLES:
         f = path / f"{name}.parquet"
-        tables[name] = pd.read_parquet(f) if f.exists() else pd.DataFrame()
+        tables[name] = read_table(f, fix=RUN_TABLE_FIX) if f.exists() else pd.DataFrame()
     if tables["summary"].empty and tables["commbench"].empty:
         raise UserError(f"run {path} has no results yet (no summary.parquet): run or resume the sweep first")
     for name, df in tables.items():

@@ -46,7 +46,7 @@ while [ $# -gt 0 ]; do
     --slow-rate=*) SLOW_RATE="${1#*=}"; shift ;;
     --fast-rate) FAST_RATE="${2:?--fast-rate needs a rate, e.g. 1gbit}"; shift 2 ;;
     --fast-rate=*) FAST_RATE="${1#*=}"; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "up-netns.sh: unknown argument '$1' (use --nodes N, --cpus C, --slow-rate R, --fast-rate R)" >&2; exit 2 ;;
   esac
 done

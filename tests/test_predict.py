@@ -5,8 +5,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,9 +18,18 @@ from harness.predict.bucketed_sim import ddp_buckets
 from harness.predict.commbench_fit import fit_commbench, link_from_allreduce
 from harness.predict.network import AlphaBeta, Cluster, Link, get_link
 from harness.predict.predictor import STUDY_METHODS, Network, method_knobs, modelled, predict_rows, simulate
-from harness.predict.validate import validate
+from harness.report.validation import validate
 from harness.schema import SUMMARY_COLUMNS
 from harness.planning import MB, merge_plan
+
+def _script(name: str):
+    """A module of scripts/ (research scripts, not part of the harness package)."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"scripts_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
 
 A2A = ["bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "ddp", "horovod"]
 
@@ -322,10 +333,7 @@ def test_the_whole_grid_predicts_in_seconds(real_models):
 def test_committed_testbed_validation_reproduces_and_meets_its_target():
     """The measured inputs in reports/study-prediction/testbed/inputs, predicted again by the current
     code: every measured multi-worker cell is matched, and the median APE stays within issue 8's 15 %."""
-    from pathlib import Path
-
-    from harness.predict.testbed_validation import predict_runs
-
+    predict_runs = _script("testbed_validation").predict_runs
     d = Path(__file__).resolve().parents[1] / "reports" / "study-prediction" / "testbed" / "inputs"
     runs = sorted(d.glob("sweep-*host"))
     tables = predict_runs(runs, sorted(d.glob("commbench-*")), sorted(d.glob("profile-*.parquet")))

@@ -12,7 +12,9 @@ import torch
 from click.testing import CliRunner
 
 from harness.cli import cli
-from harness.predict.profiler import PROFILE_COLUMNS, count_costs, measure_profile
+from harness.predict.flop_count import count_costs
+from harness.predict.profile_table import PROFILE_COLUMNS
+from harness.predict.profiler import measure_profile
 from harness.schema import SCHEMA_VERSION
 
 

@@ -1,7 +1,7 @@
 """One worker's compute, as the simulator needs it: per-layer forward times in forward order, the
 time each gradient becomes ready after the start of backward, the backward and optimizer totals.
 
-Two sources (DESIGN section 6):
+Two sources (docs/ARCHITECTURE.md, "Predictor"):
 - a measured profile (`ddlbench profile`): its times, optionally scaled so that the single-device
   iteration matches a given throughput (calibration to another device);
 - FLOP and byte counts per layer plus a device preset: each interval costs max(flops / peak,
@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from harness.errors import UserError
+from harness.predict.profile_table import PROFILE_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ DEVICES: dict[str, DevicePreset] = {d.name: d for d in [
     DevicePreset(
         "study-gpu", 13.4, 616.0,
         {"resnet50": (253.1, 64, None), "bert-base": (212.8, 64, 64), "bert-large": (49.0, 8, 64)},
-        "single-GPU throughputs of the study's testbed (Shi et al. 2021; DESIGN section 6) at its batch "
+        "single-GPU throughputs of the study's testbed (Shi et al., IEEE Network 2021, arXiv 2005.13247) at its batch "
         "sizes; the roofline balance (13.4 TFLOP/s fp32, 616 GB/s) is that of a 2018 desktop-class GPU "
         "(RTX 2080 Ti datasheet) and only splits time between layers: the throughput sets the level"),
     DevicePreset(
@@ -192,8 +193,6 @@ def _seq(df) -> int | None:
 
 
 def _check(df: pd.DataFrame) -> None:
-    from harness.predict.profiler import PROFILE_COLUMNS
-
     optional = {"concurrent"}  # added later; older tables were measured alone
     missing = [c for c in PROFILE_COLUMNS if c not in df.columns and c not in optional]
     if missing:

@@ -4,16 +4,10 @@ threshold (horovod/common/operations.cc, tensor_queue.cc), on one collective cha
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from harness.planning import MB
 from harness.predict.bucketed_sim import collective_channel
 from harness.predict.des import Sim
 from harness.predict.model import Outcome
-
-if TYPE_CHECKING:  # annotations only
-    from harness.predict.compute import ComputeModel
-    from harness.predict.network import Cluster
 
 
 def horovod(c, cluster, knobs, p2p=None) -> Outcome:

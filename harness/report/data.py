@@ -113,3 +113,20 @@ def largest_workers(summary: pd.DataFrame) -> pd.DataFrame:
     s = s.assign(network=s["network"].fillna("unknown").astype(str))
     top = s.groupby(["workload", "network"])["workers"].transform("max")
     return s[s["workers"] == top]
+
+
+def match_predicted(p: pd.DataFrame, m: pd.DataFrame, keys: list[str], cols: list[str]) -> pd.DataFrame:
+    """The one predicted-vs-measured join: predicted rows `p` matched to measured rows `m` on `keys`
+    (NaN keys, e.g. an image workload's seq_len, match each other); each of `cols` comes back twice,
+    suffixed _predicted and _measured."""
+    p = p[[c for c in dict.fromkeys(keys + cols) if c in p.columns]].copy()
+    m = m[[c for c in dict.fromkeys(keys + cols) if c in m.columns]].copy()
+    for df in (p, m):
+        for k in keys:
+            if df[k].dtype.kind == "f":
+                df[k] = df[k].fillna(-1)
+    j = p.merge(m, on=keys, suffixes=("_predicted", "_measured"))
+    for k in keys:
+        if j[k].dtype.kind == "f":
+            j[k] = j[k].replace(-1, float("nan"))
+    return j

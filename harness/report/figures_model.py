@@ -6,7 +6,7 @@
     tab = prediction_errors(summary)              # the same pairs as a table
 
 The alpha-beta fit is the harness's own (harness.planning.fit_alpha_beta, least squares of
-t = alpha + beta * bytes on the median time per size): the model MG-WFBP plans with (DESIGN section 2).
+t = alpha + beta * bytes on the median time per size): the model MG-WFBP plans with (harness.planning.merge_plan).
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from harness.report.data import measured, ok, predicted, with_series
+from harness.measure.stats import busbw_factor
+from harness.planning import fit_alpha_beta
+from harness.report.data import match_predicted, measured, ok, predicted, with_series
 from harness.report.figures import _no_data, _panels, _series_order, _unit, plt, scheme_colors
 
 SERIES_KEYS = ["collective", "backend", "workers", "network"]
@@ -33,8 +35,6 @@ def commbench_fits(cb: pd.DataFrame) -> pd.DataFrame:
     """Per (collective, backend, workers, network): alpha (s), beta (s/byte), 1/beta in Gbit/s, sizes,
     and where the fit came from: the table's own fit_alpha_s/fit_beta_s_per_byte columns when the
     commbench stored them, else fitted here on the per-size median times."""
-    from harness.planning import fit_alpha_beta
-
     rows = []
     if cb is None or cb.empty:
         return pd.DataFrame(columns=SERIES_KEYS + ["alpha_s", "beta_s_per_byte", "inv_beta_gbit_s", "sizes",
@@ -59,8 +59,6 @@ def commbench_fits(cb: pd.DataFrame) -> pd.DataFrame:
 def busbw_vs_size(cb: pd.DataFrame) -> plt.Figure:
     """(e) Bus bandwidth (median over repetitions) vs message size, log x, with the alpha-beta fit:
     busbw_fit(m) = 8 m / (alpha + beta m) * f, f = 2(N-1)/N for all-reduce (nccl-tests' convention)."""
-    from harness.measure.stats import busbw_factor
-
     if cb is None or cb.empty:
         return _no_data("no commbench table in these runs")
     cb = cb.assign(network=cb["network"].fillna("unknown").astype(str))
@@ -105,9 +103,8 @@ def prediction_errors(summary: pd.DataFrame) -> pd.DataFrame:
     keys = ["workload", "series", "workers", "network"]
     for df in (p, m):
         df["network"] = df["network"].fillna("unknown").astype(str)
-    j = m[keys + ["throughput_median"]].merge(p[keys + ["throughput_median"]], on=keys,
-                                              suffixes=("_m", "_p"))
-    j = j.rename(columns={"throughput_median_m": "measured_x", "throughput_median_p": "predicted_x"})
+    j = match_predicted(p, m, keys, ["throughput_median"])
+    j = j.rename(columns={"throughput_median_measured": "measured_x", "throughput_median_predicted": "predicted_x"})
     j["error_pct"] = (j["predicted_x"] / j["measured_x"] - 1) * 100
     return j[cols].sort_values(keys).reset_index(drop=True)
 

@@ -1,4 +1,4 @@
-"""Validate the predictor on the emulated testbed (issue 8, DESIGN section 6): predict every cell of
+"""Validate the predictor on the emulated testbed (issue 8): predict every cell of
 testbed sweeps (2 and 3 hosts, two link rates, every method that runs) from inputs measured apart
 from those cells, and compare cell by cell.
 
@@ -8,7 +8,7 @@ from those cells, and compare cell by cell.
     ...                                                            # each (hosts, rate) of the sweeps
     ddlbench profile bert-base-tiny --batch 8 -o prof-bert-1.parquet
     ddlbench profile bert-base-tiny --batch 8 --concurrent 2 -o prof-bert-2.parquet     # and 3
-    python -m harness.predict.testbed_validation --run S2 --run S3 --commbench CB-2h-200mbit ... \
+    python scripts/testbed_validation.py --run S2 --run S3 --commbench CB-2h-200mbit ... \
         --profile prof-bert-1.parquet ... --out reports/study-prediction/testbed
 
 Inputs, none of them taken from the cells being predicted:
@@ -21,7 +21,7 @@ Inputs, none of them taken from the cells being predicted:
   `contended`: measured while as many copies compute as the cell has workers (the emulated hosts share
   this machine's cores, which a real cluster's would not);
   `calibrated`: the contended profile scaled by the sweep's own 1-worker `local` cell over the profile
-  measured alone (DESIGN section 6's "one measured single-device throughput": it carries the speed
+  measured alone (the "one measured single-device throughput" of docs/ARCHITECTURE.md: it carries the speed
   this shared VM had while the sweep ran, which drifts by tens of percent over an hour);
   `alone`: the profile measured as the only process (ignores that the hosts share 2 cores).
 """
@@ -33,12 +33,17 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.atomic import write_parquet_atomic
 from harness.errors import UserError
+from harness.predict.commbench_fit import links_from_commbench, read_commbench, testbed_burst_bytes
 from harness.predict.compute import compute_model
 from harness.predict.network import Cluster, Link
 from harness.predict.predictor import Network, predict_rows
 from harness.predict.ps_sim import SERVER_GBYTE_S
-from harness.predict.validate import format_validation, validate
+from harness.report.prediction import save, validation_scatter
+from harness.report.validation import format_validation, validate
+from harness.results.store import load_run
+from harness.testbed.netns import parse_rate
 
 METHODS = ["ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps"]
 VARIANTS = ("calibrated", "contended", "alone")
@@ -48,9 +53,6 @@ _ANY = Link("unused", 1.0, 0.0)  # a layout's links are not used when fitting th
 def _commbench_index(paths: list[Path]) -> dict[tuple[int, float], Path]:
     """(workers, link rate in Mbit/s) -> commbench run directory. `commbench --testbed` labels its rows
     with the testbed's rate (`emulated-200mbit`), whatever a sweep named that network profile."""
-    from harness.predict.commbench_fit import read_commbench
-    from harness.testbed.netns import parse_rate
-
     out = {}
     for p in paths:
         df = read_commbench([p])
@@ -74,9 +76,6 @@ def _profiles(paths: list[Path]) -> dict[tuple[str, int], pd.DataFrame]:
 
 def predict_runs(runs: list[Path], commbench: list[Path], profiles: list[Path]) -> dict[str, pd.DataFrame]:
     """variant -> validation table (validate()) over every measured cell of every run."""
-    from harness.predict.commbench_fit import links_from_commbench, testbed_burst_bytes
-    from harness.results.store import load_run
-
     cb = _commbench_index(commbench)
     prof = _profiles(profiles)
     burst = testbed_burst_bytes()
@@ -144,16 +143,13 @@ def summary_lines(t: pd.DataFrame) -> list[str]:
 
 
 def run(runs, commbench, profiles, out: Path) -> dict[str, pd.DataFrame]:
-    from harness.predict.report import predicted_vs_measured
-    from harness.atomic import write_parquet_atomic
-
     out.mkdir(parents=True, exist_ok=True)
     tables = predict_runs(runs, commbench, profiles)
     text = []
     for variant, t in tables.items():
         write_parquet_atomic(t, out / f"validation-{variant}.parquet")
-        predicted_vs_measured(t, out / f"predicted-vs-measured-{variant}.png",
-                              f"emulated testbed, compute {variant}: median APE {t.attrs['median_ape_pct']:.1f} %")
+        save(validation_scatter(t, f"emulated testbed, compute {variant}: median APE {t.attrs['median_ape_pct']:.1f} %"),
+             out / f"predicted-vs-measured-{variant}.png")
         text += [f"## compute {variant}: median APE {t.attrs['median_ape_pct']:.1f} % over {len(t)} cells", ""]
         text += summary_lines(t) + ["", format_validation(t), ""]
     (out / "validation.md").write_text("\n".join(text) + "\n")
@@ -161,7 +157,7 @@ def run(runs, commbench, profiles, out: Path) -> dict[str, pd.DataFrame]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.predict.testbed_validation")
+    ap = argparse.ArgumentParser(prog="python scripts/testbed_validation.py")
     ap.add_argument("--run", type=Path, action="append", required=True, help="testbed sweep run directory")
     ap.add_argument("--commbench", type=Path, action="append", required=True,
                     help="`ddlbench commbench --testbed` run directory (one per hosts x rate)")

@@ -1,11 +1,13 @@
-"""Tables and a grouped-bar plot of predictions (matplotlib Agg), in the study's style: one panel per
-workload, one group of bars per network, one bar per method, the ideal N * X_1 as a line."""
+"""Predictions in the study's style (pure: DataFrame -> Markdown or matplotlib Figure; the caller
+saves): a per-network table, grouped bars (one panel per workload, one group per network, one bar per
+method, the ideal N * X_1 as a line), and predicted vs measured iteration times of validate()'s cells.
+The report's other figures are in figures.py and figures_model.py, on the same matplotlib set-up."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
+
+from harness.report.figures import plt
 
 NETWORK_ORDER = ["ib-100g", "ipoib-100g", "eth-25g", "eth-10g"]
 
@@ -36,12 +38,7 @@ def markdown_table(df: pd.DataFrame, methods: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
-def grouped_bars(df: pd.DataFrame, path: Path, methods: list[str] | None = None, title: str = "") -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def predicted_bars(df: pd.DataFrame, methods: list[str] | None = None, title: str = "") -> plt.Figure:
     workloads = list(dict.fromkeys(df["workload"]))
     nets = _ordered(df["network"], NETWORK_ORDER)
     methods = methods or list(dict.fromkeys(df["scheme"]))
@@ -69,19 +66,11 @@ def grouped_bars(df: pd.DataFrame, path: Path, methods: list[str] | None = None,
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0.09, 1, 0.96))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return fig
 
 
-def predicted_vs_measured(v: pd.DataFrame, path: Path, title: str = "") -> Path:
+def validation_scatter(v: pd.DataFrame, title: str = "") -> plt.Figure:
     """Scatter of validate()'s cells, log-log, with the y = x line and +-25 % bands."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(5.5, 5))
     markers = dict(zip(sorted(v["workers"].unique()), "osD^v<>p*h"))
     for k, (wl, g) in enumerate(v.groupby("workload")):
@@ -102,7 +91,12 @@ def predicted_vs_measured(v: pd.DataFrame, path: Path, title: str = "") -> Path:
     ax.set_title(title or f"median APE {v.attrs.get('median_ape_pct', float('nan')):.1f} %", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
+    return fig
+
+
+def save(fig: plt.Figure, path, dpi: int = 120):
+    """Write a figure as PNG (its folder made first) and free it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path

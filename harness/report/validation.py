@@ -1,12 +1,13 @@
 """Predicted vs measured, cell by cell: absolute percentage error of the iteration time, and its
-median over the cells (DESIGN section 6: "validated against what was measured")."""
+median over the cells (`ddlbench predict --validate`; the join is report.data.match_predicted)."""
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
+
+from harness.report.data import match_predicted
 
 KEYS = ["workload", "scheme", "workers", "batch_per_worker", "seq_len"]
 """Columns that identify a cell on both sides (servers too, when both sides have parameter servers)."""
@@ -22,14 +23,7 @@ def validate(predicted: pd.DataFrame, measured: pd.DataFrame, keys: list[str] | 
         keys.append("network")  # same labels on both sides: a cell is predicted for its own network
     m = measured[(measured.get("status", "ok") == "ok")] if "status" in measured else measured
     m = m[m.get("source", "measured") != "predicted"] if "source" in m else m
-    cols = list(dict.fromkeys(keys + ["iter_s_median", "throughput_median", "network"]))
-    p = predicted[[c for c in cols if c in predicted.columns]].copy()
-    mm = m[[c for c in cols if c in m.columns]].copy()
-    for df in (p, mm):  # NaN keys (images have no seq_len) must still match each other
-        for k in keys:
-            if df[k].dtype.kind == "f":
-                df[k] = df[k].fillna(-1)
-    joined = p.merge(mm, on=keys, suffixes=("_predicted", "_measured"))
+    joined = match_predicted(predicted, m, keys, ["iter_s_median", "throughput_median"])
     out = pd.DataFrame({k: joined[k] for k in keys})
     out["predicted_iter_s"] = joined["iter_s_median_predicted"]
     out["measured_iter_s"] = joined["iter_s_median_measured"]
@@ -37,8 +31,6 @@ def validate(predicted: pd.DataFrame, measured: pd.DataFrame, keys: list[str] | 
     out["signed_error_pct"] = (out["predicted_iter_s"] / out["measured_iter_s"] - 1) * 100
     out["predicted_throughput"] = joined["throughput_median_predicted"]
     out["measured_throughput"] = joined["throughput_median_measured"]
-    if "seq_len" in out and out["seq_len"].dtype.kind == "f":
-        out["seq_len"] = out["seq_len"].replace(-1, np.nan)
     out = out.sort_values(keys).reset_index(drop=True)
     out.attrs["median_ape_pct"] = float(out["ape_pct"].median()) if len(out) else math.nan
     return out

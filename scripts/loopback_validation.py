@@ -2,11 +2,11 @@
 cores): predict the same cells from a measured profile of each workload plus measured alpha/beta,
 and compare cell by cell.
 
-    python -m harness.predict.loopback --run RUN_DIR --profile P1.parquet --profile P2.parquet \
+    python scripts/loopback_validation.py --run RUN_DIR --profile P1.parquet --profile P2.parquet \
         --commbench CB_RUN_DIR --commbench P2P.parquet --out reports/study-prediction/loopback
 
 Two variants: `profile` (compute straight from the profiles) and `calibrated` (each profile scaled
-to the sweep's own measured 1-worker `local` throughput: DESIGN section 6's one measured
+to the sweep's own measured 1-worker `local` throughput: the one measured
 single-device throughput). The noise floor is the spread of cells whose true time is the compute
 alone (1 worker, all-reduce methods: no bytes move) around the sweep's `local` cell.
 """
@@ -18,11 +18,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.atomic import write_parquet_atomic
 from harness.predict.compute import compute_model
 from harness.predict.commbench_fit import links_from_commbench
 from harness.predict.predictor import Network, predict_rows, resolve_methods
-from harness.predict.report import predicted_vs_measured
-from harness.predict.validate import format_validation, validate
+from harness.report.prediction import save, validation_scatter
+from harness.report.validation import format_validation, validate
+from harness.results.store import load_run
 
 NO_BYTES = ("bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "ddp")
 
@@ -43,9 +45,6 @@ def noise_floor(measured: pd.DataFrame) -> pd.DataFrame:
 
 
 def run(run_dir: Path, profiles: list[Path], commbench: list[Path], out: Path) -> dict:
-    from harness.atomic import write_parquet_atomic
-    from harness.results.store import load_run
-
     measured = load_run(run_dir).summary
     link, p2p, fits = links_from_commbench(commbench)
     net = Network("loopback", link, link, fits, p2p)
@@ -65,8 +64,8 @@ def run(run_dir: Path, profiles: list[Path], commbench: list[Path], out: Path) -
         pred = predict_rows(models, [net], [1], [1, 2], methods, servers=1, run_id=f"loopback-{variant}")
         write_parquet_atomic(pred, out / f"predicted-{variant}.parquet")
         variants[variant] = v = validate(pred, measured)
-        predicted_vs_measured(v, out / f"predicted-vs-measured-{variant}.png",
-                              f"loopback, compute from the {variant}: median APE {v.attrs['median_ape_pct']:.1f} %")
+        save(validation_scatter(v, f"loopback, compute from the {variant}: median APE {v.attrs['median_ape_pct']:.1f} %"),
+             out / f"predicted-vs-measured-{variant}.png")
     floor = noise_floor(measured)
     text = [f"all-reduce fit at 2 workers: alpha = {fits[2].alpha_s * 1e6:.0f} us, "
             f"beta = {fits[2].beta_s_per_byte * 1e9:.3f} ns/byte ({8 / fits[2].beta_s_per_byte / 1e9:.2f} Gbit/s); "
@@ -84,7 +83,7 @@ def run(run_dir: Path, profiles: list[Path], commbench: list[Path], out: Path) -
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.predict.loopback")
+    ap = argparse.ArgumentParser(prog="python scripts/loopback_validation.py")
     ap.add_argument("--run", type=Path, required=True)
     ap.add_argument("--profile", type=Path, action="append", required=True)
     ap.add_argument("--commbench", type=Path, action="append", required=True)

@@ -1,8 +1,8 @@
 """The study's 32-GPU comparison, predicted: ResNet-50 / BERT-Base / BERT-Large x the seven methods
 (plus DDP and Horovod) x its three networks, on 8 nodes x 4 GPUs (PCIe 3.0 x16 inside a node), one
-parameter-server host per worker node (DESIGN section 6).
+parameter-server host per worker node (the study's testbed: Shi et al., IEEE Network 2021).
 
-    python -m harness.predict.study --profiles DIR --out reports/study-prediction
+    python scripts/study_prediction.py --profiles DIR --out reports/study-prediction
 
 DIR holds `profile-<workload>.parquet` from `ddlbench profile` (any batch: per-layer times are scaled
 so that one GPU runs the study's batch at the study's single-GPU throughput). Workloads without a
@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.atomic import write_parquet_atomic
 from harness.predict.compute import compute_model
 from harness.predict.network import get_link
 from harness.predict.predictor import STUDY_METHODS, Network, predict_rows
 from harness.predict.profiler import counted_profile
+from harness.report.prediction import markdown_table, predicted_bars, save
 
 WORKLOADS = ("resnet50", "bert-base", "bert-large")
 NETWORKS = ("ib-100g", "ipoib-100g", "eth-10g")
@@ -45,10 +47,7 @@ def study_rows(profiles: Path | None, compute: str) -> pd.DataFrame:
 
 
 def main(argv=None) -> int:
-    from harness.predict.report import grouped_bars, markdown_table
-    from harness.atomic import write_parquet_atomic
-
-    ap = argparse.ArgumentParser(prog="python -m harness.predict.study")
+    ap = argparse.ArgumentParser(prog="python scripts/study_prediction.py")
     ap.add_argument("--profiles", type=Path, help="directory with profile-<workload>.parquet")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
@@ -56,8 +55,9 @@ def main(argv=None) -> int:
     prof = study_rows(a.profiles, "profile")
     flops = study_rows(None, "flops")
     write_parquet_atomic(pd.concat([prof, flops], ignore_index=True), a.out / "predictions.parquet")
-    grouped_bars(prof[prof["scheme"].isin(STUDY_METHODS)], a.out / "study-prediction.png", list(STUDY_METHODS),
-                 "Predicted throughput, 32 GPUs (8 nodes x 4, PCIe), the study's seven methods")
+    save(predicted_bars(prof[prof["scheme"].isin(STUDY_METHODS)], list(STUDY_METHODS),
+                        "Predicted throughput, 32 GPUs (8 nodes x 4, PCIe), the study's seven methods"),
+         a.out / "study-prediction.png")
     (a.out / "table-profile.md").write_text(markdown_table(prof, list(STUDY_METHODS) + list(EXTRA)) + "\n")
     (a.out / "table-flops.md").write_text(markdown_table(flops, list(STUDY_METHODS) + list(EXTRA)) + "\n")
     print(markdown_table(prof, list(STUDY_METHODS) + list(EXTRA)))

@@ -47,6 +47,13 @@ class Transport(ABC):
     workers: int
     device: torch.device
     """Device of the tensors the transport reduces (the worker's device)."""
+    facts: dict
+    """What the rank records about its transport (e.g. the network interface it chose and why)."""
+
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls)
+        self.facts = {}
+        return self
 
     @abstractmethod
     def allreduce_async(self, tensor: torch.Tensor, name: str, priority: int = 0) -> Handle:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from harness.backends.interfaces import choose_interface
 from harness.backends.torch_dist import TorchTransport
 from harness.launch.supervise import launcher_exe
 
@@ -36,13 +37,16 @@ def extensions_dir() -> str:
 
 
 def start(cell, env, device):
+    facts = choose_interface(env)
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", extensions_dir())
     import deepspeed  # optional: only this backend needs DeepSpeed
 
     deepspeed.init_distributed(dist_backend="nccl" if str(device).startswith("cuda") else "gloo",
                                timeout=datetime.timedelta(seconds=max(30.0, float(cell.timeout_s))),
                                verbose=False)
-    return TorchTransport(cell, env, torch.device(device))
+    transport = TorchTransport(cell, env, torch.device(device))
+    transport.facts.update(facts)
+    return transport
 
 
 @functools.lru_cache(maxsize=1)

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
 import socket
-import subprocess
 from collections.abc import Mapping
 
 from harness.backends.base import SbatchStyle
@@ -29,8 +27,14 @@ from harness.launch.sbatch_text import argv_words
 from harness.launch.slurm_env import expand_tasks_per_node, from_slurm, node_addr
 from harness.launch.srun_plan import SrunContext, Step, beside_python, env_items
 from harness.launch.supervise import (
-    base_env, launcher_exe, prepare_cell_dir, python_argv, run_supervised, worker_argv,
+    base_env,
+    launcher_exe,
+    prepare_cell_dir,
+    python_argv,
+    run_supervised,
+    worker_argv,
 )
+from harness.netif import iface_towards
 
 MB = 1 << 20
 LAUNCH_VAR = "DDLBENCH_HOROVOD_LAUNCH"
@@ -55,16 +59,6 @@ def _knob_flags(knobs: Mapping) -> list[str]:
     if knobs.get("cycle_time_ms") is not None:
         flags += ["--cycle-time-ms", str(float(knobs["cycle_time_ms"]))]
     return flags
-
-
-def iface_towards(addr: str) -> str:
-    """The network interface this host uses to reach `addr` (`ip route get`), else lo."""
-    try:
-        out = subprocess.run(["ip", "-o", "route", "get", addr], capture_output=True, text=True, timeout=5).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return "lo"
-    m = re.search(r"\bdev (\S+)", out)
-    return m.group(1) if m else "lo"
 
 
 def horovodrun_dist_env(env: Mapping[str, str]) -> DistEnv | None:

@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from harness.backends.base import Handle, Transport
+from harness.backends.interfaces import choose_interface
 from harness.backends.torch_dist import ps
 
 
@@ -64,12 +65,15 @@ def rendezvous_store(env, timeout: datetime.timedelta) -> dist.TCPStore:
                          timeout=timeout, master_listen_fd=fd)
 
 
-def init_process_group(cell, env, device: str) -> None:
-    """Join the job's process group. With CUDA, gloo serves CPU tensors (PS traffic) beside nccl."""
+def init_process_group(cell, env, device: str) -> dict:
+    """Join the job's process group on the interface of the network under test (interfaces.py); returns
+    that choice for the rank's record. With CUDA, gloo serves CPU tensors (PS traffic) beside nccl."""
+    facts = choose_interface(env)
     backend = "cpu:gloo,cuda:nccl" if device == "cuda" else "gloo"
     timeout = datetime.timedelta(seconds=max(30.0, float(cell.timeout_s)))
     dist.init_process_group(backend=backend, store=rendezvous_store(env, timeout), world_size=env.world_size,
                             rank=env.rank, timeout=timeout)
+    return facts
 
 
 class TorchTransport(Transport):
@@ -120,8 +124,10 @@ class TorchTransport(Transport):
 
 
 def start(cell, env, device):
-    init_process_group(cell, env, str(device))
-    return TorchTransport(cell, env, torch.device(device))
+    facts = init_process_group(cell, env, str(device))
+    transport = TorchTransport(cell, env, torch.device(device))
+    transport.facts.update(facts)
+    return transport
 
 
 def serve(cell, env):

@@ -1,0 +1,40 @@
+"""Which network a rank's collectives use, for every backend built on gloo or NCCL (docs/ARCHITECTURE.md,
+"What listens where"). Libraries pick their interface themselves unless told: gloo takes what the
+hostname resolves to (127.0.1.1 on Debian-style hosts, so ranks on other nodes are told a loopback
+address), NCCL skips loopback but may take the management network. So before joining the group a rank
+names the interface for every library:
+
+- a network profile or the user already named it (GLOO_SOCKET_IFNAME set): kept;
+- else the interface of this node's route to the rendezvous address (`ip route get`; on the rendezvous
+  node, the interface holding that address); on a multi-node run a route through `lo` is refused.
+
+The choice is returned as facts recorded with the rank (interface, this rank's address, why).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import MutableMapping
+
+from harness.launch.distenv import DistEnv
+from harness.netif import refuse_loopback, route_towards
+
+IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
+"""gloo's, NCCL's and tensorpipe's interface variables (GLOO_SOCKET_IFNAME takes one concrete name)."""
+
+
+def choose_interface(env: DistEnv, environ: MutableMapping[str, str] | None = None) -> dict:
+    """Name the interface for every library in `environ` (default: this process's) unless named already;
+    returns {"iface", "iface_addr", "iface_source"} for the rank's record."""
+    environ = os.environ if environ is None else environ
+    given = environ.get("GLOO_SOCKET_IFNAME")
+    if given:
+        for var in IFNAME_VARS[1:]:
+            environ.setdefault(var, given)
+        return {"iface": given, "iface_addr": "", "iface_source": "given (GLOO_SOCKET_IFNAME)"}
+    route = route_towards(env.master_addr)
+    if env.nodes > 1:
+        refuse_loopback(route.dev, route.dest)
+    for var in IFNAME_VARS:
+        environ.setdefault(var, route.dev)
+    return {"iface": route.dev, "iface_addr": route.src or "", "iface_source": f"route to {env.master_addr}"}

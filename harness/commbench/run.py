@@ -18,9 +18,9 @@ from harness.launch.local import launch_cell
 
 def commbench_cell(workers: int, collective: str, sizes: list[int], reps: int, warmup: int, servers: int = 0,
                    device: str = "cpu", network: str = "loopback", timeout_s: float = 900.0,
-                   check: bool = True) -> CellSpec:
+                   check: bool = True, nodes: int = 1) -> CellSpec:
     """The cell spec of one commbench run (scheme `commbench`; its knobs are the timer's settings).
-    check: verify one all-reduce's sum before timing."""
+    check: verify one all-reduce's sum before timing; nodes: hosts the workers are spread over."""
     if collective not in COLLECTIVES:
         raise UserError(f"unknown collective {collective!r}: use {', '.join(COLLECTIVES)}")
     if workers < 1 or reps < 1 or warmup < 0:
@@ -32,7 +32,7 @@ def commbench_cell(workers: int, collective: str, sizes: list[int], reps: int, w
     if not check:
         knobs["check"] = False
     return CellSpec(workload="-", scheme="commbench", workers=workers, servers=servers, device=device,
-                    timeout_s=timeout_s, network=network, knobs=knobs)
+                    timeout_s=timeout_s, network=network, knobs=knobs, nodes=nodes)
 
 
 def time_cell(cell: CellSpec, cell_dir: Path, placement=None) -> dict:

@@ -1,8 +1,27 @@
-"""Schemes: how gradients are synchronised. One file per scheme, registered by name."""
+"""Schemes: how gradients are synchronised. One file per scheme, registered by name.
 
-from harness.schemes.base import SCHEMES, Scheme, SchemeContext, SchemeEntry, register  # noqa: F401
-from harness.schemes.knobs import Knob, Knobs, Range  # noqa: F401
-from harness.schemes import (  # noqa: F401,E402  (registration side effects)
-    local, ddp, bsp_a2a, wfbp_a2a, mgwfbp, bytescheduler_a2a, bsp_ps, wfbp_ps, bytescheduler_ps,
-    horovod_native, byteps_native, zero,
-)
+Every module of this package is imported here (registration is their side effect), so adding a scheme
+is adding its file (docs/ARCHITECTURE.md, "Adding a scheme"). Schemes kept outside this tree are named
+in DDLBENCH_SCHEME_MODULES (comma-separated module names importable on PYTHONPATH): the launcher passes
+the variable to every rank, which imports them the same way.
+"""
+
+import importlib
+import os
+import pkgutil
+
+from harness.errors import UserError
+from harness.schemes.base import SCHEMES, Scheme, SchemeContext, SchemeEntry, register
+from harness.schemes.knobs import Knob, Knobs, Range
+
+__all__ = ["SCHEMES", "Knob", "Knobs", "Range", "Scheme", "SchemeContext", "SchemeEntry", "register"]
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+for _name in filter(None, (x.strip() for x in os.environ.get("DDLBENCH_SCHEME_MODULES", "").split(","))):
+    try:
+        importlib.import_module(_name)
+    except ImportError as _e:
+        raise UserError(f"DDLBENCH_SCHEME_MODULES names {_name!r}, which cannot be imported ({_e}); "
+                        f"put its folder on PYTHONPATH or fix the variable") from None

@@ -1,4 +1,4 @@
-"""Statistics over per-iteration samples (pure; DESIGN section 3).
+"""Statistics over per-iteration samples (pure; docs/ARCHITECTURE.md, "Timing loop").
 
 Each figure is labelled for what it is: the median and IQR describe the spread of iterations; the
 95% confidence interval is for the *mean*, t_{0.975,n-1} * s / sqrt(n) (Student's t, scipy).

@@ -7,7 +7,7 @@
 
 Nothing here reads or writes files; render.py saves the figures. Every axis says what its numbers are:
 markers are median throughputs over iterations (slowest rank per iteration), vertical bars the 95%
-confidence interval of the mean (DESIGN section 3). Failed cells are written into the panels, never
+confidence interval of the mean (harness.measure.stats). Failed cells are written into the panels, never
 left out silently. Figures (e) commbench and (f) predicted vs measured are in figures_model.py.
 """
 
@@ -181,6 +181,21 @@ def efficiency_heatmap(summary: pd.DataFrame) -> plt.Figure:
 
 # ---------------------------------------------------------------------------- (c) grouped bars
 
+def _bar_values(d: pd.DataFrame, names: list[str], metric: str) -> tuple[list, list, list, list]:
+    """Per series of one bar group: height, CI low, CI high, and "failed" where the cell failed."""
+    heights, lo, hi, marks = [], [], [], []
+    for name in names:
+        r = d[d["series"] == name]
+        r = r.iloc[0] if len(r) else None
+        okay = r is not None and r["status"] == "ok"
+        y = (r["throughput_median"] if metric == "throughput" else r["scaling_efficiency"]) if okay else np.nan
+        heights.append(y)
+        lo.append(r["throughput_ci95_low"] if okay else np.nan)
+        hi.append(r["throughput_ci95_high"] if okay else np.nan)
+        marks.append("failed" if (r is not None and not okay) else "")
+    return heights, lo, hi, marks
+
+
 def grouped_bars(summary: pd.DataFrame, metric: str = "throughput") -> plt.Figure:
     """(c) x = scheme, one bar per network (runs merged) at the largest N, else one bar per worker
     count; y = median throughput (with the 95% CI of the mean) or scaling efficiency."""
@@ -208,17 +223,7 @@ def grouped_bars(summary: pd.DataFrame, metric: str = "throughput") -> plt.Figur
         d = allm[allm["workload"] == wl]
         x = np.arange(len(names))
         for gi, g in enumerate(groups):
-            heights, lo, hi, marks = [], [], [], []
-            for name in names:
-                r = d[(d["group"] == g) & (d["series"] == name)]
-                r = r.iloc[0] if len(r) else None
-                okay = r is not None and r["status"] == "ok"
-                y = (r["throughput_median"] if metric == "throughput" else r["scaling_efficiency"]) if okay \
-                    else np.nan
-                heights.append(y)
-                lo.append(r["throughput_ci95_low"] if okay else np.nan)
-                hi.append(r["throughput_ci95_high"] if okay else np.nan)
-                marks.append("failed" if (r is not None and not okay) else "")
+            heights, lo, hi, marks = _bar_values(d[d["group"] == g], names, metric)
             xs = x - 0.4 + width * (gi + 0.5)
             ax.bar(xs, np.nan_to_num(heights), width * 0.95, color=cmap(gi % cmap.N), label=g)
             if metric == "throughput":

@@ -69,8 +69,26 @@ def write_report(runs: list, out_dir: Path, title: str | None = None, dpi: int =
     s, env, cb = merged["summary"], merged["environment"], merged["commbench"]
     names = [str(getattr(r, "path", f"run{i}")) for i, r in enumerate(runs)]
     page = Page(title or f"ddlbench report: {', '.join(Path(n).name for n in names)}")
+    _intro(page, names, notes, s)
+    out: dict[str, Path] = {}
+
+    def save(fig, file: str) -> None:
+        fig.savefig(out_dir / file, dpi=dpi)
+        F.plt.close(fig)
+        out[file] = out_dir / file
+
+    _measured_sections(page, s, save)
+    _model_sections(page, s, cb, save)
+    _table_sections(page, s, env)
+    (out_dir / "report.md").write_text(to_markdown(page))
+    (out_dir / "report.html").write_text(to_html(page, out_dir))
+    out["md"], out["html"] = out_dir / "report.md", out_dir / "report.html"
+    return out
+
+
+def _intro(page: Page, names: list[str], notes: list[str], s: pd.DataFrame) -> None:
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    page.p(f"Generated {now} from {len(runs)} input(s): " + ", ".join(f"`{n}`" for n in names) + ".")
+    page.p(f"Generated {now} from {len(names)} input(s): " + ", ".join(f"`{n}`" for n in names) + ".")
     page.p("How to read the numbers: X is throughput in samples/s (images or sequences) = global batch / "
            "iteration time, where an iteration takes as long as its slowest rank. Medians and IQRs "
            "describe the spread over iterations; CIs are 95% confidence intervals of the mean "
@@ -82,25 +100,26 @@ def write_report(runs: list, out_dir: Path, title: str | None = None, dpi: int =
         page.h("Checks")
         for c in checks:
             page.p(f"Warning: {c}.")
-    out: dict[str, Path] = {}
 
-    def save(fig, file: str) -> None:
-        fig.savefig(out_dir / file, dpi=dpi)
-        F.plt.close(fig)
-        out[file] = out_dir / file
 
+def _measured_sections(page: Page, s: pd.DataFrame, save) -> None:
+    """Figures (a)-(d) of the measured cells, and the failed ones."""
     fns = [F.throughput_vs_workers, F.efficiency_heatmap, lambda d: F.grouped_bars(d, "throughput"),
            F.breakdown]
     if s.empty:
         page.h("Measured cells")
         page.p("No summary table in these runs (a commbench-only run?): the scaling, efficiency, per-scheme "
                "and breakdown panels are skipped.")
-    else:
-        for (file, caption, section), fn in zip(FIGURES, fns):
-            page.h(section)
-            save(fn(s), file)
-            page.img(file, caption)
-        _failed_section(page, s)
+        return
+    for (file, caption, section), fn in zip(FIGURES, fns):
+        page.h(section)
+        save(fn(s), file)
+        page.img(file, caption)
+    _failed_section(page, s)
+
+
+def _model_sections(page: Page, s: pd.DataFrame, cb: pd.DataFrame, save) -> None:
+    """(e) commbench with its alpha-beta fit and (f) predicted vs measured."""
     page.h("Communication micro-benchmark")
     if cb.empty:
         page.p("No commbench table in these runs (commbench.parquet absent): the busbw vs message size "
@@ -113,13 +132,16 @@ def write_report(runs: list, out_dir: Path, title: str | None = None, dpi: int =
     page.h("Predicted vs measured")
     if s.empty or predicted(s).empty:
         page.p("No predicted rows (source=predicted) in these runs: panel skipped.")
-    else:
-        save(FM.predicted_vs_measured(s), "predicted.png")
-        page.img("predicted.png", "Throughput predicted by the simulator (dashed) over the measured one "
-                 "(solid); X = median throughput.")
-        errs = FM.prediction_errors(s)
-        if len(errs):
-            page.table(T.prediction_table(errs))
+        return
+    save(FM.predicted_vs_measured(s), "predicted.png")
+    page.img("predicted.png", "Throughput predicted by the simulator (dashed) over the measured one "
+             "(solid); X = median throughput.")
+    errs = FM.prediction_errors(s)
+    if len(errs):
+        page.table(T.prediction_table(errs))
+
+
+def _table_sections(page: Page, s: pd.DataFrame, env: pd.DataFrame) -> None:
     if not s.empty:
         page.h("Summary")
         page.table(T.summary_table(s))
@@ -132,10 +154,6 @@ def write_report(runs: list, out_dir: Path, title: str | None = None, dpi: int =
         page.p("No environment table in these runs.")
     else:
         page.table(T.environment_table(env))
-    (out_dir / "report.md").write_text(to_markdown(page))
-    (out_dir / "report.html").write_text(to_html(page, out_dir))
-    out["md"], out["html"] = out_dir / "report.md", out_dir / "report.html"
-    return out
 
 
 def _failed_section(page: Page, s: pd.DataFrame) -> None:

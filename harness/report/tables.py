@@ -68,7 +68,7 @@ def failed_table(bad: pd.DataFrame) -> pd.DataFrame:
 
 
 def workload_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Per workload: parameters, gradient bytes, FLOPs per sample, model intensity (DESIGN section 3),
+    """Per workload: parameters, gradient bytes, FLOPs per sample, model intensity (FLOPs per byte communicated),
     computed per worker here (the summary's intensity column uses the global batch, so it grows with N)."""
     s = measured(summary)
     s = s[(s["status"] == "ok") & (s["scheme"] != "local")] if not s.empty else s
@@ -83,7 +83,7 @@ def workload_table(summary: pd.DataFrame) -> pd.DataFrame:
                      "gradients (MB)": _f(r.get("grad_bytes"), ".1f", 1e-6),
                      "GFLOP per sample": _f(r.get("flops_per_sample"), ".2f", 1e-9),
                      "comm. per iteration per worker (MB)": _f(comm, ".1f", 1e-6),
-                     # per worker: FLOPs of its own batch over the bytes it communicates (DESIGN s. 3)
+                     # per worker: FLOPs of its own batch over the bytes it communicates
                      "intensity (FLOP/byte)": _f(r.get("flops_per_sample") * r.get("batch_per_worker") / comm
                                                  if comm else None, ".0f")})
     return pd.DataFrame(rows)

@@ -129,7 +129,7 @@ def test_retry_failed_reruns_only_the_failed_cells(tmp_path, monkeypatch):
     run = tmp_path / "run"
     argv = ["sweep", str(sweep), "--output", str(run), "--no-progress"]
     monkeypatch.setenv("DDLBENCH_FAULT", "crash:1:2")  # rank 1 of the 2-worker cell; the baseline has no rank 1
-    assert CliRunner().invoke(cli, argv).exit_code == 0
+    assert CliRunner().invoke(cli, argv).exit_code == 1  # a cell failed: exit 1, the summary still written
     s = pd.read_parquet(run / "summary.parquet").set_index("scheme")
     assert s.loc["bsp-a2a", "status"] == "failed" and s.loc["local", "status"] == "ok"
     local_part = store.cell_dir(run, s.loc["local", "cell_id"]) / "summary.parquet"
@@ -138,7 +138,7 @@ def test_retry_failed_reruns_only_the_failed_cells(tmp_path, monkeypatch):
 
     res = CliRunner().invoke(cli, ["sweep", str(sweep), "--retry-failed", "--no-progress"])
     assert res.exit_code == 2 and "--resume" in res.output
-    assert CliRunner().invoke(cli, argv + ["--resume"]).exit_code == 0  # plain resume: a failure is a result
+    assert CliRunner().invoke(cli, argv + ["--resume"]).exit_code == 1  # plain resume: a failure is a result
     assert pd.read_parquet(run / "summary.parquet").set_index("scheme").loc["bsp-a2a", "status"] == "failed"
 
     res = CliRunner().invoke(cli, argv + ["--resume", "--retry-failed"])
@@ -146,3 +146,127 @@ def test_retry_failed_reruns_only_the_failed_cells(tmp_path, monkeypatch):
     s = pd.read_parquet(run / "summary.parquet").set_index("scheme")
     assert (s["status"] == "ok").all() and len(s) == 2
     assert local_part.stat().st_mtime_ns == stamp  # the measured cell was not run again
+
+
+# ------------------------------------------------------------------- the driver itself (issue 12)
+
+SWEEP_TWO = ("name: driver\nworkloads: [resnet50-tiny]\nschemes: [bsp-a2a]\nworkers: [2]\nwarmup: 1\n"
+             "iters: 3\ndevice: cpu\ntimeout_s: 300\n")
+
+
+def _procs_under(run: Path) -> list[int]:
+    """Pids of live processes whose command line names a path inside `run` (every rank does: --out)."""
+    key = str(run.resolve())
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and key in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                if (proc / "stat").read_text().split(")")[-1].split()[0] != "Z":
+                    pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _start_sweep(tmp_path: Path, run: Path, fault: str = "", *extra: str) -> subprocess.Popen:
+    """`ddlbench sweep` in its own session (a signal sent to it reaches nobody else); rank 1 of the
+    2-worker cell hangs at iteration 1 when fault is set (the 1-worker baseline has no rank 1)."""
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(SWEEP_TWO)
+    env = {**os.environ, "DDLBENCH_FAULT": fault} if fault else dict(os.environ)
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", "sweep", str(sweep), "--output", str(run),
+                             "--no-progress", *extra], start_new_session=True, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_until_second_cell_runs(run: Path, proc: subprocess.Popen) -> None:
+    """Until the baseline is recorded and both ranks of the next cell are alive."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        if run.exists() and len(store.finished_cells(run)) == 1 and len(_procs_under(run)) >= 2:
+            time.sleep(2)  # into the hang
+            return
+        time.sleep(0.2)
+    pytest.fail("the second cell never started")
+
+
+def _no_rank_left_within(run: Path, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while _procs_under(run) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _procs_under(run)
+    for pid in left:  # do not leave them to the next test
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"ranks outlived the driver: {left}"
+
+
+def test_sigterm_to_the_driver_ends_the_cell_and_a_second_writer_is_refused(tmp_path):
+    run = tmp_path / "run"
+    proc = _start_sweep(tmp_path, run, "hang:1:1")
+    _wait_until_second_cell_runs(run, proc)
+
+    second = _start_sweep(tmp_path, run, "", "--resume")  # same run directory, while the first writes it
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 2, out + err
+    assert err.count("\n") == 1 and "is being written by pid " + str(proc.pid) in err, err
+
+    proc.send_signal(signal.SIGTERM)  # what `timeout`, a CI cancel or the end of a Slurm job sends
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, out + err
+    assert "interrupted by SIGTERM" in err and "Traceback" not in err
+    _no_rank_left_within(run)
+    s = pd.read_parquet(run / "summary.parquet").set_index("scheme")
+    assert s.loc["local", "status"] == "ok"  # the earlier row survives
+    assert s.loc["bsp-a2a", "status"] == "failed" and s.loc["bsp-a2a", "reason"].startswith("interrupted by SIGTERM")
+    assert (pd.read_parquet(run / "raw.parquet")["cell_id"] == s.loc["local", "cell_id"]).all()
+
+    resumed = _start_sweep(tmp_path, run, "", "--resume")  # the interrupted cell runs again, the baseline not
+    out, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, out + err
+    s = pd.read_parquet(run / "summary.parquet")
+    assert len(s) == 2 and (s["status"] == "ok").all()
+
+
+def test_sigkill_of_the_driver_leaves_no_rank_behind(tmp_path):
+    run = tmp_path / "run"
+    proc = _start_sweep(tmp_path, run, "hang:1:1")
+    _wait_until_second_cell_runs(run, proc)
+    ranks = _procs_under(run)
+    os.kill(proc.pid, signal.SIGKILL)  # the driver only: no handler runs, no `finally`
+    proc.communicate(timeout=30)
+    _no_rank_left_within(run)  # the kernel's parent-death signal ended them
+    assert all(not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text() for pid in ranks)
+    assert len(store.finished_cells(run)) == 1  # the baseline, measured before the kill, is kept
+    s = pd.read_parquet(run / "summary.parquet")
+    assert list(s["scheme"]) == ["local"] and (s["status"] == "ok").all()
+
+
+def _make_unwritable(d: Path, on: bool) -> None:
+    """Root ignores permission bits: as root use the immutable attribute (chattr +i) instead."""
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "+i" if on else "-i", str(d)], check=True)
+    else:
+        d.chmod(0o555 if on else 0o755)
+
+
+def test_run_directory_unwritable_mid_sweep(tmp_path):
+    run = tmp_path / "run"
+    proc = _start_sweep(tmp_path, run)
+    _wait_until_second_cell_runs(run, proc)
+    _make_unwritable(run, True)
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        _make_unwritable(run, False)
+    assert proc.returncode == 2, out + err
+    assert err.count("\n") == 1 and err.startswith(f"error: cannot write run directory {run}"), err
+    assert "--resume" in err and "Traceback" not in out + err
+    s = pd.read_parquet(run / "summary.parquet")  # the table before the failed write: the baseline
+    assert list(s["scheme"]) == ["local"] and (s["status"] == "ok").all()
+
+    resumed = _start_sweep(tmp_path, run, "", "--resume")
+    out, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, out + err
+    s = pd.read_parquet(run / "summary.parquet")
+    assert sorted(s["scheme"]) == ["bsp-a2a", "local"] and (s["status"] == "ok").all()

@@ -86,6 +86,10 @@ class Transport(ABC):
     def allreduce_min_(self, tensor: torch.Tensor) -> None:
         """Blocking element-wise minimum over workers (used by schedulers to agree on readiness)."""
 
+    def describe(self) -> dict:
+        """Facts about how the transport moves the data (e.g. the parameter server's node groups)."""
+        return {}
+
     def shutdown(self) -> None:
         return None
 

@@ -18,6 +18,9 @@ from harness.schemes.knobs import Knobs, Range
 class PSKnobs(Knobs):
     partition_mb: Annotated[float, Range(gt=0)] = 4.0
     """gradient partition pushed as one key, MB (BytePS-style, 4 MB)"""
+    local_reduce: Annotated[int, Range(ge=0, le=1)] = 1
+    """1 = the workers of a node sum each partition first and push one copy per node, as BytePS does;
+    0 = every worker pushes its whole gradient (flat, for comparison)"""
 
 
 class BspPS(BucketSync):

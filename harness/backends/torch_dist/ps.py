@@ -1,118 +1,91 @@
-"""Parameter server over torch.distributed point-to-point (gloo, CPU memory).
+"""The worker's side of the `torch` backend's parameter server (gloo point-to-point, CPU memory).
 
-Keys are gradient partitions declared once by the workers; each key lives on one server (bytes
-balanced, see harness.planning.assign_servers). A push is a small header (the key) followed by
-the data tagged with the key; the server keeps one receiving thread per worker, because gloo's receive
-handles report completion only through wait() and pushes arrive in each worker's own order. When all
-workers have pushed a key, the server sums them in rank order (bitwise the same result for everyone)
-and sends the sum back; the worker's pull is a receive posted at push time.
+Keys are gradient partitions declared once, in the same order, by every worker. ps_layout.py decides
+where each goes: its server (bytes balanced) and, with the node-local reduce, which worker of each node
+pushes it. For a key this worker pushes itself (it owns it, and alone or with its peers' copies summed in,
+ps_node.py), a push is a header on the server's control channel then the data tagged with the key, and
+the pull a receive posted at push time into the buffer sent from (the reply comes only after the server
+has every push, so that is safe and saves a copy). For a key a peer owns, the push goes to that peer and
+the pull comes from it.
 """
 
 from __future__ import annotations
 
-import threading
-
 import torch
 import torch.distributed as dist
 
-from harness.planning import assign_servers
-
-CONTROL_TAG = 1 << 30   # header channel (key ids, or -1 = this worker is done)
-STOP = -1
+from harness.backends.torch_dist.ps_layout import PSLayout
+from harness.backends.torch_dist.ps_node import LOCAL_CONTROL_TAG, LOCAL_TAG, RESULT_TAG, NodeAggregator, OwnerHandle
+from harness.backends.torch_dist.ps_server import CONTROL_TAG, STOP, send_table
 
 
 class PSClient:
-    def __init__(self, workers: int, servers: int, rank: int):
+    def __init__(self, workers: int, servers: int, rank: int, node_of_worker: list[int], local_reduce: bool):
         self.workers, self.servers, self.rank = workers, servers, rank
+        self.node_of_worker, self.local_reduce = node_of_worker, local_reduce
         self.keys: dict[str, int] = {}
-        self.server_of: list[int] = []
-        self.numel: list[int] = []
+        self.layout: PSLayout | None = None
+        self.agg: NodeAggregator | None = None
         self._headers: list[torch.Tensor] = []
         self._staging: dict[int, torch.Tensor] = {}
 
     def declare(self, keys: list[tuple[str, int]]) -> dict[str, int]:
-        self.server_of = assign_servers([n for _, n in keys], self.servers)
-        self.numel = [n for _, n in keys]
+        numel = [n for _, n in keys]
+        self.layout = PSLayout.build(numel, self.servers, self.node_of_worker, self.local_reduce)
         self.keys = {name: i for i, (name, _) in enumerate(keys)}
         self._headers = [torch.tensor([i], dtype=torch.int64) for i in range(len(keys))]
         if self.rank == 0:
-            for s in range(self.servers):
-                dist.send_object_list([self.numel, self.server_of], dst=self.workers + s)
-        return {name: self.server_of[i] for name, i in self.keys.items()}
+            send_table(numel, list(self.layout.server_of), [list(self.layout.pushers(k)) for k in range(len(keys))],
+                       self.workers, self.servers)
+        group = self.layout.group_of(self.rank)
+        if len(group) > 1:
+            owned = [k for k in range(len(keys)) if self.layout.owner(k, self.rank) == self.rank]
+            self.agg = NodeAggregator(self.rank, group, numel, owned, self._push)
+        return {name: self.layout.server_of[i] for name, i in self.keys.items()}
+
+    def _push(self, k: int, buf: torch.Tensor):
+        """Send key k's (summed) copy to its server: (the send works, the pull's work; the sum lands in buf)."""
+        dst = self.workers + self.layout.server_of[k]
+        sends = [dist.isend(self._headers[k], dst=dst, tag=CONTROL_TAG), dist.isend(buf, dst=dst, tag=k)]
+        return sends, dist.irecv(buf, src=dst, tag=k)
+
+    def _host(self, k: int, tensor: torch.Tensor):
+        """The CPU buffer that travels for `tensor`, and what copies the result back (GPU tensors are
+        staged through pinned host memory: servers and the node reduce hold CPU memory)."""
+        if tensor.device.type == "cpu":
+            return tensor.view(-1), None
+        buf = self._staging.get(k)
+        if buf is None:
+            buf = self._staging[k] = torch.empty(tensor.numel(), dtype=tensor.dtype, pin_memory=True)
+        buf.copy_(tensor.reshape(-1))
+        return buf, lambda: tensor.reshape(-1).copy_(buf, non_blocking=False)
 
     def push_pull(self, tensor: torch.Tensor, name: str):
+        """Start key `name`'s push-pull: (works, after, how many leading works are this worker's sends),
+        or an OwnerHandle when this worker sums its node's copies first."""
         k = self.keys[name]
-        dst = self.workers + self.server_of[k]
-        buf = tensor
-        after = None
-        if tensor.device.type != "cpu":  # servers hold CPU memory: stage through host buffers
-            buf = self._staging.get(k)
-            if buf is None:
-                buf = self._staging[k] = torch.empty(tensor.numel(), dtype=tensor.dtype, pin_memory=True)
-            buf.copy_(tensor.reshape(-1))
+        buf, after = self._host(k, tensor)
+        owner = self.layout.owner(k, self.rank)
+        if owner != self.rank:  # a peer owns it: it goes there and comes back from there
+            works = [dist.isend(self._headers[k], dst=owner, tag=LOCAL_CONTROL_TAG),
+                     dist.isend(buf, dst=owner, tag=LOCAL_TAG + k),
+                     dist.irecv(buf, src=owner, tag=RESULT_TAG + k)]
+            return works, after, 2
+        if self.agg is None:  # alone in its group: straight to the server
+            sends, pull = self._push(k, buf)
+            return sends + [pull], after, 2
+        return OwnerHandle(self.agg, self.agg.contribute(k, buf), after)
 
-            def after():
-                tensor.reshape(-1).copy_(buf, non_blocking=False)
-        works = [
-            dist.isend(self._headers[k], dst=dst, tag=CONTROL_TAG),
-            dist.isend(buf, dst=dst, tag=k),
-            # The reply can only come after the server received every push, so receiving into the
-            # buffer we sent from is safe and saves a copy.
-            dist.irecv(buf, src=dst, tag=k),
-        ]
-        return works, after
+    def describe(self) -> dict:
+        return self.layout.describe() if self.layout else {}
 
     def stop(self) -> None:
         stop = torch.tensor([STOP], dtype=torch.int64)
         for s in range(self.servers):
             dist.send(stop, dst=self.workers + s, tag=CONTROL_TAG)
-
-
-def serve(workers: int, servers: int, rank: int) -> None:
-    """The server loop: runs until every worker has said STOP."""
-    numel, server_of = _recv_table()
-    me = rank - workers
-    mine = [k for k, s in enumerate(server_of) if s == me]
-    bufs = {k: [torch.empty(numel[k]) for _ in range(workers)] for k in mine}
-    acc = {k: torch.empty(numel[k]) for k in mine}
-    count = {k: 0 for k in mine}
-    lock = threading.Lock()
-    errors: list[BaseException] = []
-
-    def receive_from(w: int) -> None:
-        header = torch.zeros(1, dtype=torch.int64)
-        try:
-            while True:
-                dist.recv(header, src=w, tag=CONTROL_TAG)
-                k = int(header.item())
-                if k == STOP:
-                    return
-                dist.recv(bufs[k][w], src=w, tag=k)
-                with lock:
-                    count[k] += 1
-                    complete = count[k] == workers
-                    if complete:
-                        count[k] = 0
-                if complete:
-                    total = acc[k]
-                    total.copy_(bufs[k][0])
-                    for other in range(1, workers):
-                        total.add_(bufs[k][other])
-                    for works in [dist.isend(total, dst=d, tag=k) for d in range(workers)]:
-                        works.wait()
-        except BaseException as e:  # surfaced by the main thread; the cell then fails, not hangs
-            errors.append(e)
-
-    threads = [threading.Thread(target=receive_from, args=(w,), daemon=True) for w in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-
-
-def _recv_table():
-    box = [None, None]
-    dist.recv_object_list(box, src=0)
-    return box[0], box[1]
+        if self.layout is not None:
+            for peer in self.layout.group_of(self.rank):
+                if peer != self.rank:
+                    dist.send(stop, dst=peer, tag=LOCAL_CONTROL_TAG)
+        if self.agg is not None:
+            self.agg.stop()

@@ -17,7 +17,7 @@ import torch.distributed as dist
 
 from harness.backends.base import Handle, Transport
 from harness.backends.interfaces import choose_interface
-from harness.backends.torch_dist import ps
+from harness.backends.torch_dist import ps, ps_server
 
 
 class _WorkHandle(Handle):
@@ -84,7 +84,12 @@ class TorchTransport(Transport):
         self._servers = cell.servers
         # Every rank (servers too) must take part in creating each group.
         self.group = dist.new_group(list(range(cell.workers))) if cell.servers else dist.group.WORLD
-        self._ps: ps.PSClient | None = ps.PSClient(cell.workers, cell.servers, self.rank) if cell.servers else None
+        self._ps: ps.PSClient | None = None
+        if cell.servers:
+            nodes = [None] * cell.workers  # which node each worker is on: its node group for the local reduce
+            dist.all_gather_object(nodes, env.node_rank, group=self.group)
+            local_reduce = bool((cell.knobs or {}).get("local_reduce", 1))
+            self._ps = ps.PSClient(cell.workers, cell.servers, self.rank, nodes, local_reduce)
 
     @property
     def servers(self) -> int:
@@ -97,8 +102,14 @@ class TorchTransport(Transport):
         return self._ps.declare(keys)
 
     def push_pull_async(self, tensor, name, priority=0) -> Handle:
-        works, after = self._ps.push_pull(tensor, name)
-        return _WorkHandle(works, after, sent=len(works) - 1)
+        started = self._ps.push_pull(tensor, name)
+        if isinstance(started, Handle):  # this worker sums its node's copies first (ps_node.py)
+            return started
+        works, after, sent = started
+        return _WorkHandle(works, after, sent=sent)
+
+    def describe(self) -> dict:
+        return self._ps.describe() if self._ps is not None else {}
 
     def barrier(self) -> None:
         dist.barrier(group=self.group)
@@ -134,7 +145,7 @@ def serve(cell, env):
     init_process_group(cell, env, "cpu")
     if cell.servers:
         dist.new_group(list(range(cell.workers)))  # collective: mirrors the workers' group creation
-    ps.serve(cell.workers, cell.servers, env.rank)
+    ps_server.serve(cell.workers, cell.servers, env.rank)
     dist.destroy_process_group()
 
 

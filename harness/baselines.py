@@ -25,6 +25,7 @@ from pathlib import Path
 from harness.atomic import write_json_atomic
 from harness.errors import UserError
 from harness.results.files import check_output_dir, unwritable
+from harness.results.store import load_run
 
 DEFAULT_ROOT = Path("results") / "baselines"
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -46,8 +47,6 @@ def check_name(name: str, what: str = "baseline name") -> str:
 
 def save_baseline(name: str, run: str | Path, root: str | Path | None = None, force: bool = False) -> Path:
     """Copy RUN's tables to <root>/<name>/ with a meta.json; refuse to overwrite unless force."""
-    from harness.results.store import load_run
-
     check_name(name)
     tables = load_run(run)
     if tables.summary.empty:

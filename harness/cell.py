@@ -8,7 +8,12 @@ import math
 import os
 from dataclasses import asdict, dataclass, field, replace
 
+import torch
+
+from harness.backends import BACKENDS
 from harness.errors import UserError
+from harness.schemes import SCHEMES
+from workloads import WORKLOADS
 
 
 @dataclass(frozen=True)
@@ -71,10 +76,6 @@ class CellSpec:
 
 def resolve(cell: CellSpec) -> CellSpec:
     """Fill defaults from the registries and check every name and number; raises UserError."""
-    from harness.backends import BACKENDS
-    from harness.schemes import SCHEMES
-    from workloads import WORKLOADS
-
     wl = WORKLOADS.get(cell.workload)
     scheme = SCHEMES.get(cell.scheme)
     unusable = BACKENDS.get(cell.backend).available()
@@ -154,8 +155,6 @@ def check_capacity(cell: CellSpec, oversubscribe: bool = False) -> None:
 
 
 def _resolve_device(device: str, workers: int, nodes: int) -> str:
-    import torch
-
     if device not in ("auto", "cpu", "cuda"):
         raise UserError(f"unknown device {device!r}: use cpu, cuda or auto")
     if device == "auto":

@@ -19,6 +19,7 @@ from typing import Callable, Iterator
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.atomic import write_parquet_atomic
+from harness.backends import BACKENDS
 from harness.cell import CellSpec
 from harness.errors import CellFailed
 from harness.launch.local import Placement, launch_cell
@@ -27,6 +28,7 @@ from harness.results import environment, store
 from harness.results.files import unwritable
 from harness.results.lock import run_lock
 from harness.results.summarize import failed_row, raw_rows, summary_row
+from workloads import WORKLOADS
 
 
 class Interrupted(BaseException):
@@ -66,8 +68,6 @@ def signals_raise() -> Iterator[None]:
 
 
 def _unit(cell: CellSpec) -> str:
-    from workloads import WORKLOADS
-
     return WORKLOADS.get(cell.workload).sample_unit
 
 
@@ -81,8 +81,6 @@ def record_result(run_dir: Path, run_id: str, cell: CellSpec, result: dict, wall
 def execute_cell(cell: CellSpec, run_dir: Path, run_id: str, placement: Placement | None = None,
                  launcher: Callable | None = None) -> dict:
     """Launch one cell and record it (ok or failed). Returns the summary row."""
-    from harness.backends import BACKENDS
-
     d = store.cell_dir(run_dir, cell.cell_id)
     t0 = time.monotonic()
     launcher = launcher or BACKENDS.get(cell.backend).launch or launch_cell

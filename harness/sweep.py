@@ -24,6 +24,7 @@ import yaml
 from harness.baselines import check_name
 from harness.cell import CellSpec, resolve
 from harness.errors import UserError
+from harness.schemes import SCHEMES
 
 
 @dataclass(frozen=True)
@@ -162,8 +163,6 @@ def _knob_grid(knobs: dict) -> list[dict]:
 def expand(cfg: SweepConfig, network: str | None = None, rate_mbit: float | None = None,
            nodes_for=None) -> list[CellSpec]:
     """All cells of the sweep, resolved (names checked, defaults filled), baseline cells first."""
-    from harness.schemes import SCHEMES
-
     for s in cfg.knobs:
         SCHEMES.get(s)
     common = dict(warmup=cfg.warmup, iters=cfg.iters, timeout_s=float(cfg.timeout_s), device=cfg.device,

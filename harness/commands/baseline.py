@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import click
 
+from harness.baselines import baselines_root, list_baselines, save_baseline
+
 _DIR = click.option("--dir", "root", type=click.Path(), default=None,
                     help="Baselines directory (default $DDLBENCH_BASELINES or results/baselines).")
 
@@ -23,7 +25,6 @@ def command() -> None:
 @_DIR
 def save(name: str, run: str, force: bool, root: str | None) -> None:
     """Store RUN (a run directory or run id) as baseline NAME (letters, digits, - and _)."""
-    from harness.baselines import save_baseline
 
     dest = save_baseline(name, run, root, force)
     click.echo(f"saved baseline {name} -> {dest}")
@@ -33,7 +34,6 @@ def save(name: str, run: str, force: bool, root: str | None) -> None:
 @_DIR
 def list_(root: str | None) -> None:
     """Show stored baselines: name, date, environment fingerprint, cells."""
-    from harness.baselines import baselines_root, list_baselines
 
     rows = list_baselines(root)
     if not rows:

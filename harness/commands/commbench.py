@@ -9,23 +9,25 @@ import math
 from pathlib import Path
 
 import click
+import pandas as pd
 
-from harness.cell import check_capacity
-from harness.errors import UserError
+from harness.atomic import write_parquet_atomic
+from harness.cell import CellSpec, check_capacity
+from harness.commbench.rows import rows
+from harness.commbench.sizes import parse_size, sizes_between
+from harness.errors import CellFailed, UserError
+from harness.execute import write_environment
+from harness.launch.local import launch_cell
 from harness.results.files import check_output_dir, read_table
 from harness.results.lock import run_lock
+from harness.results.store import load_run, new_run_id
+from harness.testbed import netns
+from harness.testbed.sweep import testbed_placement_for
 
 
 def run_commbench(workers: int, collective: str, min_size: str, max_size: str, reps: int, warmup: int,
                   servers: int, output: Path | None, timeout_s: float, device: str = "cpu",
                   network: str = "loopback", placement=None) -> Path:
-    from harness.cell import CellSpec
-    from harness.commbench.rows import rows
-    from harness.commbench.sizes import parse_size, sizes_between
-    from harness.errors import CellFailed
-    from harness.launch.local import launch_cell
-    from harness.results.store import new_run_id
-
     if collective not in ("allreduce", "pushpull"):
         raise UserError(f"unknown collective {collective!r}: use allreduce or pushpull")
     if workers < 1 or reps < 1 or warmup < 0:
@@ -52,10 +54,6 @@ def run_commbench(workers: int, collective: str, min_size: str, max_size: str, r
 
 def _store(run_dir: Path, df, collective: str, workers: int, device: str) -> None:
     """Merge these rows into RUN/commbench.parquet (replacing the same collective and worker count)."""
-    import pandas as pd
-
-    from harness.atomic import write_parquet_atomic
-    from harness.execute import write_environment
 
     target = run_dir / "commbench.parquet"
     if target.exists():
@@ -98,15 +96,10 @@ def format_table(df) -> str:
 @click.option("--output", type=click.Path(path_type=Path), help="Run directory.")
 def command(workers, collective, min_size, max_size, reps, warmup, servers, timeout_s, device, testbed, output):
     """Measure all-reduce or push-pull over message sizes; fit alpha and beta."""
-    from harness.results.store import load_run
-
-    from harness.testbed import netns
-
     network, placement = "loopback", None
-    with netns.lease(f"ddlbench commbench --testbed --collective {collective}") if testbed else contextlib.nullcontext():
+    lease = netns.lease(f"ddlbench commbench --testbed --collective {collective}") if testbed else None
+    with lease or contextlib.nullcontext():
         if testbed:
-            from harness.testbed.sweep import testbed_placement_for
-
             network, placement = testbed_placement_for(workers, max(1, servers) if collective == "pushpull" else 0)
         run_dir = run_commbench(workers, collective, min_size, max_size, reps, warmup, servers, output,
                                 timeout_s, device, network, placement)

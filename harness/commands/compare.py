@@ -13,13 +13,14 @@ import os
 
 import click
 
+from harness.baselines import resolve
+from harness.compare import GateConfig, check_environments, compare_runs, gate_exit_code, to_markdown
+from harness.results.store import load_run
+
 
 def run_compare(baseline: str, current: str, cfg, allow_env_mismatch: bool = False,
                 baselines_dir: str | None = None) -> tuple[str, int]:
     """Load both sides, check environments, decide; returns (markdown, exit status)."""
-    from harness.baselines import resolve
-    from harness.compare import check_environments, compare_runs, gate_exit_code, to_markdown
-    from harness.results.store import load_run
 
     b = load_run(resolve(baseline, baselines_dir))
     c = load_run(resolve(current, baselines_dir))
@@ -48,7 +49,6 @@ def command(ctx, baseline, current, factor, alpha, min_samples, allow_env_mismat
     """Compare CURRENT against BASELINE (each a run directory or a stored baseline name).
 
     Exit status 1 if any cell is worse or failed, else 0."""
-    from harness.compare import GateConfig
 
     cfg = GateConfig(factor=factor, alpha=alpha, min_samples=min_samples)
     md, code = run_compare(baseline, current, cfg, allow_env_mismatch, baselines_dir)

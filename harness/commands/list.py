@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
+from harness.backends import BACKENDS
+from harness.schemes import SCHEMES
+from workloads import WORKLOADS
+
 
 def listing() -> str:
-    from harness.backends import BACKENDS
-    from harness.schemes import SCHEMES
-    from workloads import WORKLOADS
-
     lines = ["workloads:"]
     for name, wl in WORKLOADS.items():
         seq = f", seq {wl.seq_len}" if wl.seq_len else ""

@@ -4,12 +4,21 @@ from a per-layer profile (or FLOP counts and a device preset) and a network mode
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import click
 import pandas as pd
 
+from harness.atomic import write_parquet_atomic
 from harness.errors import UserError
+from harness.predict.commbench_fit import links_from_commbench, read_commbench, testbed_burst_bytes
+from harness.predict.compute import compute_model, get_device
+from harness.predict.network import Cluster, get_link
+from harness.predict.predictor import Network, method_knobs, predict_rows, resolve_methods
+from harness.predict.profiler import counted_profile
+from harness.predict.ps_sim import SERVER_GBYTE_S
+from harness.report.validation import format_validation, validate
 from harness.results.files import check_output_file, read_table
 from harness.results.store import load_run
 from harness.sweep import knob_value
@@ -41,9 +50,6 @@ def check_inputs(profiles, workloads, device_preset, throughput, batch, networks
                  gpus_per_node, servers, schemes, knobs, output, against) -> list:
     """Every input checked before any work (FLOP counting takes seconds per workload); returns the
     profile tables, read once."""
-    from harness.predict.compute import get_device
-    from harness.predict.network import get_link
-    from harness.predict.predictor import method_knobs, resolve_methods
 
     for name, value, low in (("--throughput", throughput, 0.0), ("--batch", batch, 0)):
         if value is not None and not (math.isfinite(value) and value > low):
@@ -97,9 +103,6 @@ def _read_profile(path) -> "pd.DataFrame":
 
 
 def load_models(profiles, workloads, device_preset, throughput, batch, compute):
-    from harness.predict.compute import compute_model
-    from harness.predict.profiler import counted_profile
-
     if not profiles and not workloads:
         raise UserError("nothing to predict: give --profile FILE.parquet (from `ddlbench profile`) or "
                         "--workload NAME with --device-preset")
@@ -114,18 +117,12 @@ def load_models(profiles, workloads, device_preset, throughput, batch, compute):
 
 def load_networks(names, commbench, intra, label, shaped: bool = False, gpus_per_node="4", servers=0,
                   server_hosts="dedicated"):
-    from harness.predict.commbench_fit import links_from_commbench, read_commbench, testbed_burst_bytes
-    from harness.predict.network import get_link
-    from harness.predict.predictor import Network
-
     intra_link = get_link(intra)
     nets = [Network(n, get_link(n), intra_link) for n in names]
     if shaped and not commbench:
         raise UserError("--testbed-shaping models the testbed's links from its measured all-reduce: give "
                         "--commbench DIR from `ddlbench commbench --testbed` at the same rate")
     if commbench:
-        from harness.predict.ps_sim import SERVER_GBYTE_S
-
         df = read_commbench(commbench)
         link, p2p, measured = links_from_commbench(df, testbed_burst_bytes() if shaped else 0.0,
                                                    _ps_layout(df, gpus_per_node, servers, server_hosts),
@@ -140,7 +137,6 @@ def _ps_layout(df, gpus_per_node, servers, server_hosts):
     --server-hosts."""
     if df is None:
         return None
-    from harness.predict.network import Cluster, get_link
 
     pp = df[df["collective"] == "pushpull"]
     if pp.empty:
@@ -157,8 +153,6 @@ def run_predict(profiles=(), workloads=(), device_preset=None, throughput=None, 
                 networks=("ib-100g",), commbench=None, intra="pcie3-x16", label=None, nodes="1,2,4,8",
                 gpus_per_node=4, servers=0, schemes="all", allreduce="ring", knobs=None, output=None,
                 shaped=False, server_hosts="dedicated"):
-    from harness.predict.predictor import predict_rows, resolve_methods
-
     profiles = check_inputs(profiles, workloads, device_preset, throughput, batch, networks, commbench or (),
                             intra, nodes, gpus_per_node, servers, schemes, knobs or {}, output, None)
     models = load_models(profiles, workloads, device_preset, throughput, batch, compute)
@@ -167,8 +161,6 @@ def run_predict(profiles=(), workloads=(), device_preset=None, throughput=None, 
     df = predict_rows(models, nets, _ints(nodes, "--nodes"), _ints(gpus_per_node, "--gpus-per-node"),
                       resolve_methods(schemes), servers, allreduce, knobs, server_hosts=server_hosts)
     if output:
-        from harness.atomic import write_parquet_atomic
-
         write_parquet_atomic(df, Path(output))
     return df
 
@@ -213,7 +205,6 @@ def run_predict(profiles=(), workloads=(), device_preset=None, throughput=None, 
 def command(profiles, workloads, device_preset, throughput, batch, compute, networks, commbench, label, intra,
             nodes, gpus_per_node, servers, server_hosts, shaped, schemes, allreduce, knob_pairs, against, output):
     """Predict iteration time, throughput and scaling efficiency of each method at any scale."""
-    import time
 
     knobs = parse_method_knobs(knob_pairs)
     profiles = check_inputs(profiles, workloads, device_preset, throughput, batch, networks, commbench, intra, nodes,
@@ -228,8 +219,6 @@ def command(profiles, workloads, device_preset, throughput, batch, compute, netw
     click.echo(df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     click.echo(f"{len(df)} predictions in {wall:.2f} s ({cpu:.2f} s CPU)")
     if against:
-        from harness.report.validation import format_validation, validate
-
         click.echo(format_validation(validate(df, load_run(against).summary)))
     if output:
         click.echo(f"wrote {output}")

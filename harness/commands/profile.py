@@ -6,25 +6,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+import torch
 
+from harness.atomic import write_parquet_atomic
 from harness.cell import check_shape
 from harness.errors import UserError
+from harness.predict.profiler import counted_profile, measure_profile
 from harness.results.files import check_output_file
 from workloads import WORKLOADS
 
 
 def run_profile(workload: str, batch: int | None, seq_len: int | None, iters: int, warmup: int, threads: int,
                 device: str, output: Path | None, counted_only: bool = False, concurrent: int = 1):
-    from harness.predict.profiler import counted_profile, measure_profile
-    from harness.atomic import write_parquet_atomic
-
     if iters < 1 or warmup < 0 or threads < 1 or concurrent < 1:
         raise UserError("--iters, --threads and --concurrent must be >= 1 and --warmup >= 0; fix the option")
     if device not in ("cpu", "cuda"):
         raise UserError(f"unknown device {device!r}: use cpu or cuda")
     if device == "cuda":
-        import torch
-
         if not torch.cuda.is_available():
             raise UserError("device cuda was selected but CUDA is not available here; use --device cpu")
     batch, seq_len = check_shape(WORKLOADS.get(workload), batch, seq_len)

@@ -13,17 +13,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+import pandas as pd
 
+from harness.baselines import resolve
 from harness.errors import UserError
+from harness.report.render import write_report
 from harness.results.files import check_output_dir, read_table
+from harness.results.store import RunTables, load_run
 
 
 def load_input(ref: str):
     """A run (directory, id, baseline name) or a loose summary/commbench Parquet file -> RunTables."""
-    import pandas as pd
-
-    from harness.baselines import resolve
-    from harness.results.store import RunTables, load_run
 
     p = Path(ref)
     if p.is_file():
@@ -53,7 +53,6 @@ def command(runs, output, title, dpi):
     """Write figures, report.md and report.html for RUNS (merged; e.g. one run per network).
 
     A RUN may also be a Parquet file of predicted rows or a commbench table."""
-    from harness.report.render import write_report
 
     check_output_dir(output, "-o/--output")
     out = write_report([load_input(r) for r in runs], output, title=title, dpi=dpi)

@@ -4,6 +4,7 @@ srun) it is itself one of the workers and rank 0 writes the tables."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from pathlib import Path
 
@@ -12,11 +13,15 @@ import click
 from harness.cell import CellSpec, check_capacity, resolve
 from harness.commands.show import finish_run
 from harness.errors import UserError
-from harness.execute import Interrupted, run_cells
+from harness.execute import Interrupted, record_result, run_cells, write_environment
+from harness.launch.env import from_environ
 from harness.results.files import check_output_dir
 from harness.results.lock import run_lock
-from harness.results.store import new_run_id, prepare_run
+from harness.results.store import cell_dir, new_run_id, prepare_run
 from harness.sweep import knob_value
+from harness.testbed import netns
+from harness.testbed.sweep import on_testbed
+from harness.worker import run_worker
 
 
 def parse_knobs(pairs: tuple[str, ...]) -> dict:
@@ -50,12 +55,6 @@ def run_cell(cell: CellSpec, output: Path | None, baseline: bool = False, launch
 
 def run_under_launcher(cell: CellSpec, output: Path) -> None:
     """Started by torchrun/srun: be one rank; rank 0 records the cell."""
-    import json
-
-    from harness.execute import record_result, write_environment
-    from harness.launch.env import from_environ
-    from harness.results.store import cell_dir
-    from harness.worker import run_worker
 
     cell = resolve(cell)
     env = from_environ()
@@ -111,15 +110,13 @@ def command(ctx, workload, scheme, backend, workers, servers, batch, seq_len, wa
             raise UserError("under torchrun/srun every rank must agree on the run directory: pass --output")
         run_under_launcher(cell, output)
         return
-    from harness.testbed import netns
 
     launcher = None
     run_dir = output = output or Path("results") / new_run_id(f"{workload}-{scheme}")
+    lease = netns.lease(f"ddlbench run {cell.workload} {cell.scheme} --testbed") if testbed else None
     try:
-        with netns.lease(f"ddlbench run {cell.workload} {cell.scheme} --testbed") if testbed else contextlib.nullcontext():
+        with lease or contextlib.nullcontext():
             if testbed:
-                from harness.testbed.sweep import on_testbed
-
                 cell, launcher = on_testbed(cell)
             run_dir = run_cell(cell, output, baseline, launcher, resume=resume, overwrite=overwrite,
                                oversubscribe=oversubscribe)

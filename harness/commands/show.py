@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 import pandas as pd
+from rich.console import Console
+from rich.table import Table
 
 from harness.atomic import write_text_atomic
 from harness.results.files import check_output_file
@@ -45,9 +47,6 @@ def format_summary(summary: pd.DataFrame) -> list[list[str]]:
 
 
 def print_summary(summary: pd.DataFrame, title: str = "") -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title=title or None)
     for _, head, _ in columns_for(summary):
         table.add_column(head)

@@ -18,6 +18,7 @@ from harness.results.files import check_output_dir, unwritable
 from harness.results.lock import run_lock
 from harness.results.store import new_run_id, prepare_run
 from harness.sweep import expand, load_sweep
+from harness.testbed.sweep import run_on_testbed
 
 
 def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False,
@@ -33,8 +34,6 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
     run_dir = output or Path("results") / new_run_id(cfg.name)
     check_output_dir(run_dir)
     if cfg.testbed or cfg.networks:
-        from harness.testbed.sweep import run_on_testbed  # needs root tools (ip, tc) only when used
-
         with run_lock(run_dir):
             prepare_run(run_dir, resume, overwrite)
             return run_on_testbed(cfg, run_dir, resume, progress, retry_failed)

@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from harness.schema import SCHEMA_VERSION
 
@@ -63,8 +64,6 @@ def interfaces() -> str:
 
 
 def collect(run_id: str, device: str = "cpu", hosts: list[str] | None = None, extra: dict | None = None) -> dict:
-    import torch
-
     cuda = torch.cuda.is_available()
     row = {
         "schema_version": SCHEMA_VERSION, "run_id": run_id,

@@ -18,7 +18,6 @@ import pyarrow
 
 from harness.errors import UserError
 
-
 RUN_TABLE_FIX = "`ddlbench sweep FILE --resume --output RUN` rebuilds a run's tables from its cells/"
 
 

@@ -5,8 +5,9 @@
 
 Each case is (command line, words the error line must hold). `{t}` in a command line is the fixture
 directory: `garbage.parquet`, `truncated.parquet` (a real table cut in half), `notes.txt`, `run/` (a
-small valid run), `badrun/` (a run whose summary is garbage), `readonly/` (a directory nobody may write),
-and sweep files written by the `sweeps` table below.
+small valid run), `badrun/` and `truncrun/` (runs whose summary is garbage or cut short), `badpart/` (a
+run with a damaged cell part), `binary.yaml`, `readonly/` (a directory nobody may write), and the sweep
+files of SWEEPS below.
 """
 
 from __future__ import annotations
@@ -133,6 +134,7 @@ CASES = [
     ("sweep {t}/ok.yaml --output {t}/readonly/r", ["cannot write in"]),
     # damaged tables
     ("show {t}/badrun", ["cannot read table", "summary.parquet", "--resume"]),
+    ("sweep {t}/ok.yaml --output {t}/badpart --resume", ["cannot read table", "remove that cell's directory"]),
     ("show {t}/truncrun", ["cannot read table", "summary.parquet"]),
     ("show {t}/run --csv {t}/run", ["--csv", "is a directory"]),
     ("show {t}/run --csv {t}/notes.txt/x.csv", ["which is a file"]),
@@ -230,6 +232,8 @@ def t(tmp_path_factory):
     for name, data in (("badrun", b"PAR1 garbage"), ("truncrun", (run / "summary.parquet").read_bytes()[:200])):
         (d / name).mkdir()
         (d / name / "summary.parquet").write_bytes(data)
+    (d / "badpart" / "cells" / "c1").mkdir(parents=True)
+    (d / "badpart" / "cells" / "c1" / "summary.parquet").write_bytes(b"PAR1 torn part")
     for name, body in SWEEPS.items():
         (d / f"{name}.yaml").write_text(body)
     _make_readonly(d / "readonly")

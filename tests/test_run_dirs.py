@@ -128,3 +128,33 @@ def test_run_exits_1_when_its_cell_failed_and_ranks_ignore_a_stray_package(tmp_p
     assert "injected fault: crash" in s["log_tail"].iloc[0] and "STRAY" not in s["log_tail"].iloc[0]
     res = CliRunner().invoke(cli, ["run", "--workload", "resnet50-tiny", "--output", str(out)])
     assert res.exit_code == 2 and "already holds a run" in res.stderr
+
+
+def test_resume_rebuilds_a_damaged_table_from_the_cell_parts(tmp_path):
+    from harness.execute import run_cells
+
+    run = _fake_run(tmp_path / "run")
+    row = {"cell_id": "c1", "status": "ok", "reason": "", "scheme": "ddp", "workers": 2, "workload": "w",
+           "batch_per_worker": 8, "seq_len": None, "device": "cpu", "dtype": "fp32", "network": "loopback",
+           "throughput_median": 1.0, "iter_s_median": 1.0, "comm_only_s": 0.0}
+    pd.DataFrame([row]).to_parquet(run / "cells" / "c1" / "summary.parquet")
+    (run / "summary.parquet").write_bytes(b"PAR1 torn")  # e.g. a disk filled up mid-write elsewhere
+    pd.DataFrame([{"fingerprint": "fp"}]).to_parquet(run / "environment.parquet")
+    run_cells([], run, "run", resume=True, progress=False)
+    assert list(read_table(run / "summary.parquet")["cell_id"]) == ["c1"]
+
+
+def test_sigterm_and_sigint_become_interrupted_only_inside():
+    import os
+    import signal
+
+    from harness.execute import Interrupted, signals_raise
+
+    before = signal.getsignal(signal.SIGTERM)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with pytest.raises(Interrupted) as got:
+            with signals_raise():
+                os.kill(os.getpid(), sig)
+                signal.sigtimedwait([], 0.5) if hasattr(signal, "sigtimedwait") else None
+        assert got.value.signum == sig and got.value.exit_code == 128 + sig
+    assert signal.getsignal(signal.SIGTERM) == before  # restored on the way out

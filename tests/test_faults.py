@@ -141,6 +141,7 @@ def test_retry_failed_reruns_only_the_failed_cells(tmp_path, monkeypatch):
     assert CliRunner().invoke(cli, argv + ["--resume"]).exit_code == 1  # plain resume: a failure is a result
     assert pd.read_parquet(run / "summary.parquet").set_index("scheme").loc["bsp-a2a", "status"] == "failed"
 
+    assert CliRunner().invoke(cli, argv + ["--resume", "--allow-failed-cells"]).exit_code == 0  # batch jobs
     res = CliRunner().invoke(cli, argv + ["--resume", "--retry-failed"])
     assert res.exit_code == 0, res.output
     s = pd.read_parquet(run / "summary.parquet").set_index("scheme")

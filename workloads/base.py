@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from harness.registry import Registry
 
@@ -56,8 +57,6 @@ def grad_bytes(model: torch.nn.Module) -> int:
 def flops_per_sample(spec: WorkloadSpec, model: torch.nn.Module, seq_len: int | None, device) -> float:
     """Forward + backward FLOPs of one sample, counted by torch.utils.flop_counter on a batch of 2
     (divided by 2: a batch of 1 trips some models' squeeze paths)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
     batch = spec.make_batch(2, seq_len=seq_len, device=device, seed=12345)
     counter = FlopCounterMode(display=False)
     with counter:

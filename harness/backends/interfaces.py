@@ -17,7 +17,7 @@ import os
 from collections.abc import MutableMapping
 
 from harness.launch.distenv import DistEnv
-from harness.netif import refuse_loopback, route_towards
+from harness.netif import read_counters, refuse_loopback, route_towards
 
 IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
 """gloo's, NCCL's and tensorpipe's interface variables (GLOO_SOCKET_IFNAME takes one concrete name)."""
@@ -29,6 +29,7 @@ def choose_interface(env: DistEnv, environ: MutableMapping[str, str] | None = No
     environ = os.environ if environ is None else environ
     given = environ.get("GLOO_SOCKET_IFNAME")
     if given:
+        read_counters([given])  # a profile naming an interface this node lacks: one clear error
         for var in IFNAME_VARS[1:]:
             environ.setdefault(var, given)
         return {"iface": given, "iface_addr": "", "iface_source": "given (GLOO_SOCKET_IFNAME)"}

@@ -36,8 +36,16 @@ from typing import Callable, Mapping
 from harness.backends import BACKENDS
 from harness.errors import CellFailed, UserError
 from harness.launch.slurm_env import expand_tasks_per_node, hostnames, node_addr
-from harness.launch.srun_plan import Allocation, SrunContext, Step, cell_port, failure_reason, place
+from harness.launch.srun_plan import (
+    Allocation,
+    SrunContext,
+    Step,
+    cell_port,
+    failure_reason,
+    place,
+)
 from harness.launch.supervise import log_tail, python_argv, worker_argv
+from harness.networks import network_env
 
 LAUNCHERS = ("local", "srun")
 STOP_GRACE_S = 10.0
@@ -122,7 +130,8 @@ def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, .
     workers, _ = place(cell, alloc)
     port = _usable_port(cell_port(alloc.job_id, cell.cell_id), on_this_host=workers[0] == alloc.here)
     ctx = SrunContext(cell, alloc, cell_dir, node_addr(workers[0]), port, tuple(command or worker_command(cell_dir)),
-                      backend.srun_variant(os.environ), extra_env=backend.launch_env(cell))
+                      backend.srun_variant(os.environ),
+                      extra_env={**network_env(cell.network, cell.nodes), **backend.launch_env(cell)})
     with backend.srun_session(ctx) as ready:
         _run_steps(backend.srun_plan(ready), cell, cell_dir)
     if not result.exists():

@@ -2,8 +2,19 @@
 what the ranks run, launch.py how launchers start it (the `deepspeed` launcher on one box)."""
 
 from harness.backends.base import BACKENDS, BackendEntry
-from harness.backends.deepspeed.launch import SBATCH_EXAMPLES, SBATCH_STYLES, launch_env, launch_local, srun_plan
-from harness.backends.deepspeed.transport import available, extensions_dir, start, versions
+from harness.backends.deepspeed.launch import (
+    SBATCH_EXAMPLES,
+    SBATCH_STYLES,
+    launch_env,
+    launch_local,
+    srun_plan,
+)
+from harness.backends.deepspeed.transport import (
+    available,
+    extensions_dir,
+    start,
+    versions,
+)
 
 __all__ = ["extensions_dir"]
 

@@ -17,7 +17,15 @@ from harness.backends.base import SbatchStyle
 from harness.backends.deepspeed.transport import extensions_dir
 from harness.launch.sbatch_text import argv_words, step_cpus
 from harness.launch.srun_plan import SrunContext, Step, all_ranks_step
-from harness.launch.supervise import base_env, free_port, launcher_exe, prepare_cell_dir, run_supervised, worker_argv
+from harness.launch.supervise import (
+    base_env,
+    free_port,
+    launcher_exe,
+    prepare_cell_dir,
+    run_supervised,
+    worker_argv,
+)
+from harness.networks import network_env
 
 
 def launch_env(cell) -> dict:
@@ -29,8 +37,8 @@ def launch_local(cell, cell_dir, placement=None):
     cell_dir = prepare_cell_dir(cell, cell_dir, placement)
     argv = [launcher_exe("deepspeed"), "--num_gpus", str(cell.workers), "--master_port", str(free_port()),
             "--master_addr", "127.0.0.1", "--no_local_rank", "--module"] + worker_argv(cell_dir)[1:]
-    # one box: gloo on loopback, whatever the hostname resolves to
-    env = base_env(cell.threads, "deepspeed", {**launch_env(cell), "GLOO_SOCKET_IFNAME": "lo"})
+    # gloo on the cell's network (loopback on one box), whatever the hostname resolves to
+    env = base_env(cell.threads, "deepspeed", {**launch_env(cell), **network_env(cell.network, 1)})
     return run_supervised(argv, env, cell.timeout_s, cell_dir, "deepspeed launcher")
 
 

@@ -2,8 +2,18 @@
 point-to-point. transport.py is what the ranks run, ps.py the server, launch.py how launchers start it."""
 
 from harness.backends.base import BACKENDS, BackendEntry
-from harness.backends.torch_dist.launch import SBATCH_EXAMPLES, SBATCH_STYLES, torch_task_env
-from harness.backends.torch_dist.transport import TorchTransport, init_process_group, serve, start, versions
+from harness.backends.torch_dist.launch import (
+    SBATCH_EXAMPLES,
+    SBATCH_STYLES,
+    torch_task_env,
+)
+from harness.backends.torch_dist.transport import (
+    TorchTransport,
+    init_process_group,
+    serve,
+    start,
+    versions,
+)
 
 __all__ = ["TorchTransport", "init_process_group", "serve", "start", "versions"]
 

@@ -15,7 +15,13 @@ import torch
 import torch.distributed as dist
 
 from harness.backends.torch_dist.ps_layout import PSLayout
-from harness.backends.torch_dist.ps_node import LOCAL_CONTROL_TAG, LOCAL_TAG, RESULT_TAG, NodeAggregator, OwnerHandle
+from harness.backends.torch_dist.ps_node import (
+    LOCAL_CONTROL_TAG,
+    LOCAL_TAG,
+    RESULT_TAG,
+    NodeAggregator,
+    OwnerHandle,
+)
 from harness.backends.torch_dist.ps_server import CONTROL_TAG, STOP, send_table
 
 

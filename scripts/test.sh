@@ -19,5 +19,8 @@ t0=$(date +%s)
 bash scripts/install_frameworks.sh horovod deepspeed
 echo "[test.sh] set-up took $(( $(date +%s) - t0 )) s"
 
+# The house rules of docs/ARCHITECTURE.md ("Rules"): no import cycle, imports at the top, layering, sizes.
+"$PY" scripts/check_imports.py
+
 export DDLBENCH_REQUIRE_FRAMEWORKS="${DDLBENCH_REQUIRE_FRAMEWORKS:-1}"
 exec "$PY" -m pytest -q -ra --durations=15 "$@"

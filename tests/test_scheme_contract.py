@@ -55,6 +55,7 @@ def test_knobs_are_typed_validated_once_and_frozen():
         k.bucket_cap_mb = 1.0
     for bad, words in (({"bucket_cap_mb": -1}, "must be > 0"), ({"bucket_cap_mb": "big"}, "is not a float"),
                        ({"bucket_cap_mb": None}, "needs a value"), ({"broadcast_buffers": 2}, "must be <= 1"),
+                       ({"bucket_cap_mb": float("inf")}, "finite"), ({"bucket_cap_mb": float("nan")}, "finite"),
                        ({"bucket_mb": 1}, "unknown knob")):
         with pytest.raises(UserError, match=words) as e:
             ddp.resolve_knobs(bad)
@@ -64,7 +65,7 @@ def test_knobs_are_typed_validated_once_and_frozen():
 
 def test_resolved_knobs_stay_the_recorded_plain_dict():
     assert SCHEMES.get("ddp").resolve_knobs({}) == {"bucket_cap_mb": 25.0, "broadcast_buffers": 1}
-    assert list(SCHEMES.get("bytescheduler-ps").resolve_knobs({})) == ["partition_mb", "credit_mb"]
+    assert list(SCHEMES.get("bytescheduler-a2a").resolve_knobs({})) == ["partition_mb", "credit_mb"]
     assert SCHEMES.get("horovod").resolve_knobs({"fusion_threshold_mb": 64.0}) == {
         "fusion_threshold_mb": 64, "cycle_time_ms": 1.0}
     for name, entry in SCHEMES.items():  # `ddlbench list` prints a line of help for every knob

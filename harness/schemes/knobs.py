@@ -6,10 +6,11 @@
         \"\"\"DDP gradient bucket size, MB (DDP's default 25).\"\"\"
 
 `Knobs.resolve(given, scheme)` is the one place knobs are checked: unknown names, the type (values are
-converted to the field's type, None only where the type allows it) and the range are refused with a
-UserError saying what, why and how to fix. A resolved instance turns back into the plain dict that
-CellSpec.knobs records (`as_dict`); `spec()` is the name -> Knob view that `ddlbench list` prints, its
-text read from the docstrings under the fields (see docs/ARCHITECTURE.md, "Scheme contract").
+converted to the field's type, None only where the type allows it, NaN and infinity never) and the
+range are refused with a UserError saying what, why and how to fix. A resolved instance turns back into
+the plain dict that CellSpec.knobs records (`as_dict`); `spec()` is the name -> Knob view that
+`ddlbench list` prints, its text read from the docstrings under the fields (see docs/ARCHITECTURE.md,
+"Scheme contract").
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import ast
 import dataclasses
 import functools
 import inspect
+import math
 import textwrap
 import types
 import typing
@@ -101,6 +103,8 @@ def _convert(scheme: str, name: str, knob: Knob, value):
         out = knob.kind(value)
     except (TypeError, ValueError):
         raise UserError(f"knob {name}={value!r} of scheme {scheme!r} is not a {knob.kind.__name__}; {fix}") from None
+    if isinstance(out, float) and not math.isfinite(out):
+        raise UserError(f"knob {name}={value!r} of scheme {scheme!r} must be a finite number; {fix}")
     why = knob.range.problem(out) if knob.range is not None else None
     if why:
         raise UserError(f"knob {name}={value!r} of scheme {scheme!r} {why} ({knob.doc.rstrip('.')}); {fix}")

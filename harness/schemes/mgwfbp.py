@@ -9,13 +9,11 @@ alpha and beta come from this cluster's own all-reduce sweep: given as knobs, re
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Annotated
 
-import torch
-
 from harness.commbench.fit import fit_from_run
+from harness.commbench.timer import time_sizes
 from harness.planning import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta, merge_plan
 from harness.predict.bucketed_sim import mgwfbp
 from harness.predict.model import Model
@@ -62,20 +60,10 @@ class MGWFBP(BucketSync):
         return model
 
     def _measure_alpha_beta(self, reps: int = 3) -> tuple[float, float]:
-        t = self.ctx.transport
+        """The all-reduce fit on this group, timed by the one collective timer (one warm-up per size)."""
         sizes = ALPHA_BETA_PROBE_SIZES
-        times = []
-        for size in sizes:
-            buf = torch.zeros(size // 4, device=self.ctx.device)
-            samples = []
-            for _ in range(reps + 1):
-                t0 = time.perf_counter()
-                t.allreduce_async(buf, "alpha-beta").wait()
-                if buf.is_cuda:
-                    torch.cuda.synchronize()
-                samples.append(time.perf_counter() - t0)
-            times.append(statistics.median(samples[1:]))
-        return fit_alpha_beta([float(s) for s in sizes], times)
+        times = time_sizes(self.ctx.transport, "allreduce", sizes, reps, 1, self.ctx.rank, self.ctx.device)
+        return fit_alpha_beta([float(s) for s in sizes], [statistics.median(times[s]) for s in sizes])
 
     def plan_buckets(self, order, backward_s):
         if self.alpha is None:  # before set-up finished: plain per-tensor order

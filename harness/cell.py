@@ -95,6 +95,9 @@ def resolve(cell: CellSpec) -> CellSpec:
         raise UserError(f"timeout must be a finite number of seconds > 0, got {cell.timeout_s!r} (a cell "
                         f"without a limit could hang forever); fix --timeout or timeout_s")
     batch, seq = check_shape(wl, cell.batch, cell.seq_len)
+    if not isinstance(cell.network, str) or not cell.network.strip():
+        raise UserError(f"network label {cell.network!r} is empty: give the network a name for the rows "
+                        f"(e.g. loopback, eth-10g)")
     if cell.dtype != "fp32":
         raise UserError(f"dtype {cell.dtype!r} is not supported yet: only fp32 (the study's); drop --dtype")
     device = _resolve_device(cell.device, cell.workers, cell.nodes)
@@ -148,10 +151,13 @@ def check_capacity(cell: CellSpec, oversubscribe: bool = False) -> None:
     if oversubscribe or cell.device != "cpu" or cell.nodes != 1:
         return
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    opt_in = "pass --oversubscribe (oversubscribe: true in a sweep file) to share cores"
     if cell.workers * cell.threads > cores:
         raise UserError(f"{cell.workers} workers x {cell.threads} thread(s) need {cell.workers * cell.threads} "
-                        f"cores but this box has {cores}: one worker runs per core; lower --workers, or "
-                        f"pass --oversubscribe (oversubscribe: true in a sweep file) to share cores")
+                        f"cores but this box has {cores}: one worker runs per core; lower --workers, or {opt_in}")
+    if cell.servers > cores:  # servers mostly wait, so they may share the workers' cores, up to one each
+        raise UserError(f"{cell.servers} parameter servers on a box of {cores} cores: at most one per core; "
+                        f"lower --servers, or {opt_in}")
 
 
 def _resolve_device(device: str, workers: int, nodes: int) -> str:

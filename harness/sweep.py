@@ -99,7 +99,9 @@ def load_sweep(path: str | Path) -> SweepConfig:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise UserError(f"sweep file {p} is not valid YAML{where}: fix its syntax") from None
-    return sweep_from_dict(data if data is not None else {}, source=str(p))
+    if data is None:
+        raise UserError(f"sweep file {p} is empty: give at least `workloads:` (see sweeps/quick.yaml)")
+    return sweep_from_dict(data, source=str(p))
 
 
 def sweep_from_dict(data, source: str = "sweep") -> SweepConfig:

@@ -6,7 +6,8 @@
 Each case is (command line, words the error line must hold). `{t}` in a command line is the fixture
 directory: `garbage.parquet`, `truncated.parquet` (a real table cut in half), `notes.txt`, `run/` (a
 small valid run), `badrun/` and `truncrun/` (runs whose summary is garbage or cut short), `badpart/` (a
-run with a damaged cell part), `binary.yaml`, `readonly/` (a directory nobody may write), and the sweep
+run with a damaged cell part), `foreignrun/` (a summary lacking the columns every reader needs), `cbrun/` (a
+commbench-only run), `binary.yaml`, `readonly/` (a directory nobody may write), and the sweep
 files of SWEEPS below.
 """
 
@@ -55,6 +56,8 @@ SWEEPS = {  # file name -> body (each expands to at most the baseline and one 1-
     "not_yaml": "workloads: [resnet50-tiny\n",
     "a_list": "- resnet50-tiny\n",
     "ok": "name: ok\nworkloads: [resnet50-tiny]\nworkers: [1]\n",
+    "empty": "",
+    "servers_huge": "workloads: [resnet50-tiny]\nschemes: [bsp-ps]\nworkers: [1]\nservers: [100000]\n",
 }
 
 CASES = [
@@ -81,6 +84,9 @@ CASES = [
     (RUN + " --workers 100000", ["100000 workers", "--oversubscribe"]),
     (RUN + " --workers 1 --threads 100000", ["cores", "--oversubscribe"]),
     (RUN + " --workers 0", ["workers must be an integer >= 1"]),
+    ("run --workload bert-base-tiny --scheme bsp-ps --workers 1 --servers 100000 --output {t}/new",
+     ["100000 parameter servers", "--oversubscribe"]),
+    (RUN + " --network ''", ["network label '' is empty"]),
     (RUN + " --batch 0", ["batch must be an integer >= 1"]),
     (RUN + " --batch -1", ["batch must be an integer >= 1"]),
     (RUN + " --warmup -1", ["warmup must be an integer >= 0"]),
@@ -128,6 +134,8 @@ CASES = [
     ("sweep {t} --output {t}/new", ["is not a file"]),
     ("sweep {t}/missing.yaml --output {t}/new", ["does not exist"]),
     ("sweep {t}/ok.yaml --retry-failed", ["--retry-failed", "--resume"]),
+    ("sweep {t}/empty.yaml --output {t}/new", ["is empty", "workloads:"]),
+    ("sweep {t}/servers_huge.yaml --output {t}/new", ["100000 parameter servers"]),
     ("sweep {t}/ok.yaml --resume", ["--resume needs --output"]),
     ("sweep {t}/ok.yaml --output {t}/run", ["already holds a run", "--resume"]),
     ("sweep {t}/ok.yaml --output {t}/notes.txt", ["is a file, not a directory"]),
@@ -144,6 +152,13 @@ CASES = [
     ("report {t}/truncated.parquet -o {t}/rep", ["cannot read table", "truncated.parquet"]),
     ("report {t}/badrun -o {t}/rep", ["cannot read table"]),
     ("report {t}/notes.txt -o {t}/rep", ["not .parquet"]),
+    ("report {t}/foreignrun -o {t}/rep", ["is not a ddlbench summary table", "no workload"]),
+    ("show {t}/foreignrun", ["is not a ddlbench summary table"]),
+    ("show {t}/cbrun", ["holds no cells, only a commbench table"]),
+    ("predict --profile {t}/whole.parquet", ["is not a profile table"]),
+    (PRED + " --commbench {t}/whole.parquet", ["is not a commbench table"]),
+    (PRED + " --validate {t}/cbrun", ["holds no measured cells"]),
+    ("commbench --servers 100000 --collective pushpull --output {t}/cb", ["100000 parameter servers"]),
     ("report {t}/run -o {t}/notes.txt", ["is a file, not a directory"]),
     ("report {t}/run -o {t}/readonly/rep", ["cannot write in"]),
     ("compare {t}/badrun {t}/run", ["cannot read table"]),
@@ -232,6 +247,11 @@ def t(tmp_path_factory):
     for name, data in (("badrun", b"PAR1 garbage"), ("truncrun", (run / "summary.parquet").read_bytes()[:200])):
         (d / name).mkdir()
         (d / name / "summary.parquet").write_bytes(data)
+    (d / "foreignrun").mkdir()
+    pd.DataFrame([{"cell_id": "c", "status": "ok"}]).to_parquet(d / "foreignrun" / "summary.parquet")
+    (d / "cbrun").mkdir()
+    pd.DataFrame([{"collective": "allreduce", "workers": 2, "size_bytes": 4, "time_s": 1e-3, "network": "lo"}]
+                 ).to_parquet(d / "cbrun" / "commbench.parquet")
     (d / "badpart" / "cells" / "c1").mkdir(parents=True)
     (d / "badpart" / "cells" / "c1" / "summary.parquet").write_bytes(b"PAR1 torn part")
     for name, body in SWEEPS.items():

@@ -27,7 +27,7 @@ from harness.testbed.sweep import testbed_placement_for
 
 def run_commbench(workers: int, collective: str, min_size: str, max_size: str, reps: int, warmup: int,
                   servers: int, output: Path | None, timeout_s: float, device: str = "cpu",
-                  network: str = "loopback", placement=None) -> Path:
+                  network: str = "loopback", placement=None, oversubscribe: bool = False) -> Path:
     if collective not in ("allreduce", "pushpull"):
         raise UserError(f"unknown collective {collective!r}: use allreduce or pushpull")
     if workers < 1 or reps < 1 or warmup < 0:
@@ -39,7 +39,7 @@ def run_commbench(workers: int, collective: str, min_size: str, max_size: str, r
     cell = CellSpec(workload="-", scheme="commbench", workers=workers, servers=servers, device=device,
                     timeout_s=timeout_s, network=network,
                     knobs={"sizes": sizes, "reps": reps, "warmup": warmup, "collective": collective})
-    check_capacity(cell.with_(nodes=placement.nodes if placement else 1))
+    check_capacity(cell.with_(nodes=placement.nodes if placement else 1), oversubscribe)
     run_dir = output or Path("results") / new_run_id(f"commbench-{collective}")
     check_output_dir(run_dir)
     d = run_dir / "commbench" / f"{collective}.w{workers}.s{servers}"
@@ -94,7 +94,9 @@ def format_table(df) -> str:
               help="Run on the emulated testbed that is up (`ddlbench testbed up`): one rank per host first, "
                    "parameter servers on spare hosts, as `ddlbench run --testbed` places them.")
 @click.option("--output", type=click.Path(path_type=Path), help="Run directory.")
-def command(workers, collective, min_size, max_size, reps, warmup, servers, timeout_s, device, testbed, output):
+@click.option("--oversubscribe", is_flag=True, help="Allow more ranks than this box has cores.")
+def command(workers, collective, min_size, max_size, reps, warmup, servers, timeout_s, device, testbed, output,
+            oversubscribe):
     """Measure all-reduce or push-pull over message sizes; fit alpha and beta."""
     network, placement = "loopback", None
     lease = netns.lease(f"ddlbench commbench --testbed --collective {collective}") if testbed else None
@@ -102,6 +104,6 @@ def command(workers, collective, min_size, max_size, reps, warmup, servers, time
         if testbed:
             network, placement = testbed_placement_for(workers, max(1, servers) if collective == "pushpull" else 0)
         run_dir = run_commbench(workers, collective, min_size, max_size, reps, warmup, servers, output,
-                                timeout_s, device, network, placement)
+                                timeout_s, device, network, placement, oversubscribe)
     click.echo(format_table(load_run(run_dir).commbench))
     click.echo(f"results: {run_dir}")

@@ -16,11 +16,12 @@ from harness.predict.commbench_fit import links_from_commbench, read_commbench, 
 from harness.predict.compute import compute_model, get_device
 from harness.predict.network import Cluster, get_link
 from harness.predict.predictor import Network, method_knobs, predict_rows, resolve_methods
+from harness.predict.profile_table import PROFILE_COLUMNS
 from harness.predict.profiler import counted_profile
 from harness.predict.ps_sim import SERVER_GBYTE_S
 from harness.report.validation import format_validation, validate
 from harness.results.files import check_output_file, read_table
-from harness.results.store import load_run
+from harness.results.store import COMMBENCH_NEEDS, load_run
 from harness.sweep import knob_value
 from workloads import WORKLOADS
 
@@ -80,9 +81,11 @@ def check_inputs(profiles, workloads, device_preset, throughput, batch, networks
         f = Path(c) / "commbench.parquet" if Path(c).is_dir() else Path(c)
         if not f.is_file():
             raise UserError(f"commbench table {f} does not exist: run `ddlbench commbench --output DIR`")
-        read_table(f, fix="measure it again with `ddlbench commbench --output DIR`")
-    if against:
-        load_run(against)
+        _needs(read_table(f, fix="measure it again with `ddlbench commbench --output DIR`"), COMMBENCH_NEEDS, f,
+               "a commbench table", "ddlbench commbench --output DIR")
+    if against and load_run(against).summary.empty:
+        raise UserError(f"--validate {against} holds no measured cells to compare with: give a run directory "
+                        f"of `ddlbench sweep`")
     if output:
         check_output_file(output, "-o/--output")
     return tables
@@ -96,10 +99,20 @@ def _check_knob(method: str, name: str, value, default) -> None:
                         f"{default!r}); fix the value")
 
 
-def _read_profile(path) -> "pd.DataFrame":
+def _read_profile(path) -> pd.DataFrame:
     if not Path(path).is_file():
         raise UserError(f"profile {path} does not exist: make it with `ddlbench profile WORKLOAD -o {path}`")
-    return read_table(path, fix=f"make it again with `ddlbench profile WORKLOAD -o {path}`")
+    df = read_table(path, fix=f"make it again with `ddlbench profile WORKLOAD -o {path}`")
+    return _needs(df, PROFILE_COLUMNS, path, "a profile table", f"ddlbench profile WORKLOAD -o {path}")
+
+
+def _needs(df: pd.DataFrame, columns, path, what: str, make: str) -> pd.DataFrame:
+    """df, if it has rows and every column of its contract; else a UserError naming the file."""
+    missing = [c for c in columns if c not in df and c != "concurrent"]  # concurrent: added later, optional
+    if df.empty or missing:
+        why = f"no {', '.join(missing[:3])} column" if missing else "no rows"
+        raise UserError(f"{path} is not {what} ({why}): make one with `{make}`")
+    return df
 
 
 def load_models(profiles, workloads, device_preset, throughput, batch, compute):

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.atomic import write_text_atomic
+from harness.errors import UserError
 from harness.results.files import check_output_file
 from harness.results.store import load_run
 
@@ -85,7 +86,10 @@ def command(run: str, csv_path: Path | None) -> None:
     if csv_path:
         check_output_file(csv_path, "--csv")
     t = load_run(run)
-    unit = ", ".join(sorted(set(t.summary["sample_unit"].dropna()))) or "samples"
+    if t.summary.empty:
+        raise UserError(f"run {t.path} holds no cells, only a commbench table: see it with `ddlbench report "
+                        f"{t.path} -o DIR`")
+    unit = ", ".join(sorted(set(t.summary.get("sample_unit", pd.Series(dtype=str)).dropna()))) or "samples"
     print_summary(t.summary, title=f"{t.path} (X in {unit}/s; CI = 95% CI of the mean)")
     if csv_path:
         write_text_atomic(csv_path, t.summary.to_csv(index=False))

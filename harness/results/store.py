@@ -144,4 +144,14 @@ def load_run(run: str | Path) -> RunTables:
         if not df.empty and "schema_version" in df and (df["schema_version"] > SCHEMA_VERSION).any():
             raise UserError(f"{path}/{name}.parquet was written by a newer ddlbench (schema "
                             f"{int(df['schema_version'].max())} > {SCHEMA_VERSION}): upgrade ddlbench")
+    for name, needed in (("summary", SUMMARY_NEEDS), ("commbench", COMMBENCH_NEEDS)):
+        missing = [c for c in needed if not tables[name].empty and c not in tables[name]]
+        if missing:
+            raise UserError(f"{path}/{name}.parquet is not a ddlbench {name} table (no {', '.join(missing)} "
+                            f"column): give a run directory written by `ddlbench run`/`sweep`/`commbench`")
     return RunTables(path=path, **tables)
+
+
+SUMMARY_NEEDS = ("cell_id", "status", "workload", "scheme", "workers")
+"""Columns every reader of a summary relies on (the full contract: harness.schema.SUMMARY_COLUMNS)."""
+COMMBENCH_NEEDS = ("collective", "workers", "size_bytes", "time_s", "network")

@@ -173,6 +173,11 @@ def expand(cfg: SweepConfig, network: str | None = None, rate_mbit: float | None
     for w in cfg.workers:
         if not isinstance(w, int) or w < 1:
             raise UserError(f"workers must be integers >= 1, got {w!r}; fix `workers:` in the sweep file")
+    for scheme in cfg.schemes:  # a scheme that would be skipped silently is a mistake in the file
+        runs_on = SCHEMES.get(scheme).backends
+        if not set(runs_on) & set(cfg.backends):
+            raise UserError(f"scheme {scheme!r} runs on none of the sweep's backends ({', '.join(cfg.backends)}): "
+                            f"it runs on {', '.join(runs_on)}; add one of those to `backends:` or drop the scheme")
     cells: list[CellSpec] = []
     for wl in cfg.workloads:
         if cfg.baseline:

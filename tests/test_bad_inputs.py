@@ -57,6 +57,7 @@ SWEEPS = {  # file name -> body (each expands to at most the baseline and one 1-
     "a_list": "- resnet50-tiny\n",
     "ok": "name: ok\nworkloads: [resnet50-tiny]\nworkers: [1]\n",
     "empty": "",
+    "scheme_nowhere": "workloads: [resnet50-tiny]\nschemes: [ddp]\nbackends: [horovod]\n",
     "servers_huge": "workloads: [resnet50-tiny]\nschemes: [bsp-ps]\nworkers: [1]\nservers: [100000]\n",
 }
 
@@ -135,6 +136,7 @@ CASES = [
     ("sweep {t}/missing.yaml --output {t}/new", ["does not exist"]),
     ("sweep {t}/ok.yaml --retry-failed", ["--retry-failed", "--resume"]),
     ("sweep {t}/empty.yaml --output {t}/new", ["is empty", "workloads:"]),
+    ("sweep {t}/scheme_nowhere.yaml --output {t}/new", ["scheme 'ddp' runs on none of the sweep's backends"]),
     ("sweep {t}/servers_huge.yaml --output {t}/new", ["100000 parameter servers"]),
     ("sweep {t}/ok.yaml --resume", ["--resume needs --output"]),
     ("sweep {t}/ok.yaml --output {t}/run", ["already holds a run", "--resume"]),

@@ -53,6 +53,13 @@ SUMMARY_STATS = [
     "params", "grad_bytes", "flops_per_sample", "comm_bytes_per_iter", "intensity_flops_per_byte",
     "wall_s",
     "plan_json",                # the scheme's plan (buckets, groups, partitions, alpha/beta...), JSON
+    # the network the traffic took (harness/results/netcheck.py)
+    "iface",                    # interface the ranks named (a profile's, or their route to the rendezvous)
+    "net_main_iface",           # interface that carried most bytes (loopback left out across nodes)
+    "net_iface_share",          # share of the cell's bytes that went through `iface`
+    "net_bytes_per_iter",       # bytes (sent + received, all nodes) through `iface` per iteration
+    "net_bytes_json",           # rank@host (one per node) -> interface -> [rx, tx] bytes per iteration, JSON
+    "net_check",                # ok | wrong-interface | not checked (one box)
 ]
 
 SUMMARY_COLUMNS = SUMMARY_AXES + SUMMARY_STATS

@@ -23,10 +23,12 @@ from harness.backends import BACKENDS
 from harness.cell import CellSpec
 from harness.launch.env import DistEnv, from_environ
 from harness.measure.loop import run_loop
+from harness.netif import counter_delta, read_counters
 from harness.schemes import SCHEMES, SchemeContext
 from harness.training import exit_now, make_optimizer
 from workloads import WORKLOADS
 from workloads.base import count_params, flops_per_sample, grad_bytes
+
 
 def _fault(cell: CellSpec, rank: int):
     """Fault injection for tests: DDLBENCH_FAULT=crash|hang:RANK:ITER (only for the matching rank)."""
@@ -92,21 +94,38 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
     fwd = scheme.setup(model)
     barrier = transport.barrier if transport is not None else (lambda: None)
     warmup, iters = _iterations(cell, scheme)
+    counting = env.local_rank == 0  # one rank per node reads the node's interface counters
+    before = read_counters() if counting else {}
     samples = run_loop(fwd, scheme, spec.loss, batch, warmup, iters, device, barrier, _fault(cell, env.rank))
+    net = _net_bytes(before, read_counters() if counting else {}, warmup + iters)
     # one worker still pushes and pulls through its servers; one all-reduce rank moves nothing
     comm_only = scheme.probe_comm() if (transport is not None and (cell.workers > 1 or cell.servers)) else 0.0
     if os.environ.get("DDLBENCH_DUMP_PARAMS"):
         torch.save(scheme.final_parameters(model), out / f"params.rank{env.rank}.pt")
     mine = {"rank": env.rank, "host": socket.gethostname(), "samples": samples, "comm_only_s": comm_only,
-            "setup_s": time.perf_counter() - t_start}
+            "setup_s": time.perf_counter() - t_start, "net_bytes_per_iter": net,
+            **(transport.facts if transport is not None else {})}
     gathered = transport.gather_object(mine) if transport is not None else [mine]
-    plan = scheme.describe()
+    plan = {**scheme.describe(), **(transport.describe() if transport is not None else {})}
+    result = None if env.rank != 0 else _result(cell, env, entry, scheme, backend, facts, gathered, plan,
+                                                warmup, iters)
+    if result is not None:  # before the group is torn down: NCCL's teardown can hang
+        write_json_atomic(out / "result.json", result)
     scheme.shutdown()
     if transport is not None:
         transport.shutdown()
-    if env.rank != 0:
-        return None
-    result = {
+    return result
+
+
+def _net_bytes(before: dict, after: dict, iterations: int) -> dict:
+    """Bytes per iteration (received, sent) through each interface of this node that carried any, over the
+    warm-up and measured iterations (the counters cannot tell them apart)."""
+    delta = counter_delta(before, after)
+    return {name: [rx / iterations, tx / iterations] for name, (rx, tx) in delta.items() if rx or tx}
+
+
+def _result(cell, env, entry, scheme, backend, facts, gathered, plan, warmup, iters) -> dict:
+    return {
         "cell": json.loads(cell.to_json()),
         "ranks": gathered,
         "facts": {**facts, "comm_bytes_per_iter": scheme.comm_bytes_per_iter() if entry.communicates else 0},
@@ -116,8 +135,6 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
                  **env.extra},
         "effective": {"warmup": warmup, "iters": iters},
     }
-    write_json_atomic(out / "result.json", result)
-    return result
 
 
 def main(argv: list[str] | None = None) -> int:

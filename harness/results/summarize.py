@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from harness.measure.stats import describe, slowest_rank
+from harness.results.netcheck import network_columns
 from harness.schema import RAW_COLUMNS, SCHEMA_VERSION, SUMMARY_COLUMNS
 
 PHASES = ("forward_s", "backward_s", "comm_wait_s", "optimizer_s")
@@ -82,6 +83,7 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
         "flops_per_sample": facts.get("flops_per_sample"), "comm_bytes_per_iter": comm_bytes,
         "intensity_flops_per_byte": flops_iter / comm_bytes if comm_bytes else math.nan,
         "wall_s": wall_s, "plan_json": json.dumps(result.get("plan", {}), sort_keys=True, default=str),
+        **network_columns(result["ranks"], row["nodes"]),
     })
     return row
 

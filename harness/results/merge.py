@@ -13,6 +13,7 @@ import pandas as pd
 from harness.atomic import write_json_atomic, write_parquet_atomic
 from harness.errors import UserError
 from harness.results import store
+from harness.results.files import RUN_TABLE_FIX, read_table
 
 
 def _now() -> str:
@@ -23,7 +24,7 @@ def cell_statuses(run: Path) -> dict[str, str]:
     """cell id -> status (ok, failed, ...) of every cell recorded in the run directory."""
     out = {}
     for part in sorted((Path(run) / "cells").glob("*/summary.parquet")):
-        out[part.parent.name] = str(pd.read_parquet(part, columns=["status"])["status"].iloc[0])
+        out[part.parent.name] = str(read_table(part, columns=["status"])["status"].iloc[0])
     return out
 
 
@@ -65,11 +66,12 @@ def merge_runs(sources: list[Path], merged: Path) -> Path:
     for cell_id, (src, _) in chosen.items():
         shutil.copytree(src, store.cell_dir(merged, cell_id))
     for table in ("environment", "commbench"):
-        frames = [pd.read_parquet(s / f"{table}.parquet") for s in sources if (s / f"{table}.parquet").exists()]
+        frames = [read_table(s / f"{table}.parquet", fix=RUN_TABLE_FIX) for s in sources
+                  if (s / f"{table}.parquet").exists()]
         if frames:
             write_parquet_atomic(pd.concat(frames, ignore_index=True).drop_duplicates(), merged / f"{table}.parquet")
     store.consolidate(merged)
-    write_json_atomic(merged / "collected.json", 
+    write_json_atomic(merged / "collected.json",
         {"collected_utc": _now(), "sources": [str(s.resolve()) for s in sources],
          "cells": {c: str(src) for c, (src, _) in sorted(chosen.items())}}, indent=1)
     return merged

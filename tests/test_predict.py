@@ -179,6 +179,19 @@ def test_more_parameter_servers_are_not_slower(name):
     assert times[-1] < times[0]
 
 
+@pytest.mark.parametrize("name", ["bsp-ps", "wfbp-ps", "bytescheduler-ps"])
+def test_local_reduce_pushes_one_copy_per_node(name):
+    """BytePS's hierarchy (knob local_reduce, the default): a node's workers sum each key first and one
+    copy crosses the NIC; flat, each of the g workers pushes its own (g times the bytes)."""
+    c = BERTISH
+    cl = cluster(4, 4, inter="eth-10g", servers=4)
+    flat, hybrid = (simulate(name, c, cl, {"local_reduce": v}) for v in (0, 1))
+    assert hybrid.iter_s < flat.iter_s
+    assert flat.comm_wait_s > 2 * hybrid.comm_wait_s or name == "bytescheduler-ps"
+    one = cluster(4, 1, inter="eth-10g", servers=4)  # one worker per node: nothing to reduce locally
+    assert simulate(name, c, one, {"local_reduce": 0}).iter_s == simulate(name, c, one, {"local_reduce": 1}).iter_s
+
+
 def test_ps_time_follows_the_server_nic_bound():
     # One server, W workers, everything after backward: the server NIC carries W x bytes each way,
     # both directions at once (full duplex), so pushes of one key overlap pulls of the previous:

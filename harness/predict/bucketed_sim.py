@@ -47,7 +47,7 @@ class _BucketRun:
         self.chan = collective_channel(sim, self.ab)
         self.single = cluster.workers <= 1 and ps is None
         if ps is not None:
-            self.res = ParameterServers(sim, cluster, ps["server_gbyte_s"], p2p)
+            self.res = ParameterServers(sim, cluster, ps["server_gbyte_s"], p2p, ps["local_reduce"])
             self.parts, self.placement = ps_parts(c, ps["partition_mb"], self.res.S)
             self.parts_of = [[] for _ in range(n)]
             for k, pt in enumerate(self.parts):

@@ -78,7 +78,7 @@ class _ByteSchedulerRun:
         self.consensus_s = self.ab.time_s(len(self.parts)) if self.consensus else 0.0
         self.chan = collective_channel(sim, self.ab)
         if use_ps:
-            self.res = ParameterServers(sim, cluster, knobs["server_gbyte_s"], p2p)
+            self.res = ParameterServers(sim, cluster, knobs["server_gbyte_s"], p2p, knobs["local_reduce"])
         self.consensus_calls = 0
         self.marks: dict = {}
 

@@ -24,13 +24,19 @@ class ParameterServers:
     """Parameter-server resources for a cluster.
 
     Dedicated server hosts (the study's layout): one worker node represents all, by symmetry; its NIC
-    carries its g workers' pushes and pulls, each server's NIC the pushes and pulls of all W workers
-    for its keys. Co-located servers (server s on worker host s mod nodes, as on a testbed with no
+    carries its workers' pushes and pulls, each server's NIC the pushes and pulls of every node for
+    its keys. Co-located servers (server s on worker host s mod nodes, as on a testbed with no
     spare host): the symmetry is gone, so every node's NIC is a resource of its own; the server's
     host pushes and pulls through loopback (no NIC time) while its NIC carries the other workers'
-    traffic beside its own workers' traffic to the other servers."""
+    traffic beside its own workers' traffic to the other servers.
 
-    def __init__(self, sim: Sim, cluster: Cluster, server_gbyte_s: float, p2p=None):
+    local_reduce (BytePS's hierarchy, the schemes' knob of that name, harness/backends/torch_dist/
+    ps_layout.py): with g > 1 workers per node, a key's owner first gathers its g - 1 peers' copies over
+    its own intra-node link, pushes one copy and pulls one, then sends the sum back to its peers; the
+    keys' ownership is spread over the node's workers by bytes, so their links work in parallel.
+    Without it every worker pushes and pulls its own copy (g per node)."""
+
+    def __init__(self, sim: Sim, cluster: Cluster, server_gbyte_s: float, p2p=None, local_reduce: bool = False):
         self.sim = sim
         link = p2p or cluster.inter
         self.bw = link.bytes_per_s
@@ -41,6 +47,8 @@ class ParameterServers:
         self.colocated = cluster.server_hosts == "colocated"
         self.nodes = cluster.nodes
         self.sum_bw = server_gbyte_s * 1e9
+        self.hybrid = bool(local_reduce) and self.g > 1
+        self.intra_lat = cluster.intra.latency_s
         def nic(name):
             return Fifo(sim, name, self.bw, link.burst_bytes, link.peak_bytes_per_s)
         if self.colocated:
@@ -51,35 +59,76 @@ class ParameterServers:
             self.s_up = [nic(f"server{s}-up") for s in range(self.S)]
             self.s_down = [nic(f"server{s}-down") for s in range(self.S)]
         self.s_cpu = [Fifo(sim, f"server{s}-sum") for s in range(self.S)]
+        # each worker's intra-node link, which carries the gathers and sends of the keys it owns (per
+        # node; one node stands for all when the servers are dedicated), and the bytes each owns so far
+        self.intra = [[Fifo(sim, f"node{n}-worker{w}-intra", cluster.intra.bytes_per_s) for w in range(self.g)]
+                      for n in range(self.nodes if self.colocated else 1)]
+        self.owned = [0.0] * self.g
 
     def push_pull(self, nbytes: float, server: int) -> tuple[Event, Event]:
         """(sent, done): `sent` fires when this worker's push has left its NIC (where ByteScheduler
         returns credit on PS), `done` when every worker holds the sum of this key. Push: worker NIC
         out + server NIC in; the server sums all W pushes; pull: server NIC out + worker NIC in."""
+        if self.hybrid:
+            return self._push_pull_hybrid(nbytes, server)
         if self.colocated:
             return self._push_pull_colocated(nbytes, server)
+        sent, done = Event(self.sim), Event(self.sim)
+        self._dedicated(nbytes, server, self.g * nbytes, self.W, sent, done)
+        return sent, done
+
+    def _push_pull_hybrid(self, nbytes: float, server: int) -> tuple[Event, Event]:
+        """local_reduce: gather the node's copies on the intra-node link, push and pull one copy per
+        node (dedicated or co-located servers alike), send the sum back inside the node."""
         sim, sent, done = self.sim, Event(self.sim), Event(self.sim)
-        w_share, s_share = self.g * nbytes, self.W * nbytes
+        peers = (self.g - 1) * nbytes
+        owner = min(range(self.g), key=lambda w: (self.owned[w], w))  # as PSLayout spreads the duty
+        self.owned[owner] += nbytes
+        links = [node[owner] for node in self.intra]
+
+        def scatter():
+            end = max(link.reserve_bytes(peers) for link in links) + self.intra_lat
+            sim.at(end - sim.now, done.fire)
+
+        def push():
+            pulled = Event(sim)
+            pulled.on_fire(scatter)
+            if self.colocated:
+                self._colocated(nbytes, server, nbytes, self.nodes, sent, pulled)
+            else:
+                self._dedicated(nbytes, server, nbytes, self.nodes, sent, pulled)
+        gathered = max(link.reserve_bytes(peers) for link in links) + self.intra_lat
+        sim.at(gathered - sim.now, push)
+        return sent, done
+
+    def _dedicated(self, nbytes: float, server: int, share: float, copies: int, sent: Event, done: Event) -> None:
+        """One node's `share` bytes out and back through its NIC; the server receives, sums and sends
+        `copies` copies of the key."""
+        sim, s_share = self.sim, copies * nbytes
 
         def pull():
-            end = max(self.s_up[server].reserve_bytes(s_share), self.down.reserve_bytes(w_share)) + self.lat
+            end = max(self.s_up[server].reserve_bytes(s_share), self.down.reserve_bytes(share)) + self.lat
             sim.at(end - sim.now, done.fire)
 
         def add():
-            sim.at(self.s_cpu[server].reserve(self.W * nbytes / self.sum_bw) - sim.now, pull)
-        out = self.up.reserve_bytes(w_share)
+            sim.at(self.s_cpu[server].reserve(copies * nbytes / self.sum_bw) - sim.now, pull)
+        out = self.up.reserve_bytes(share)
         sim.at(out - sim.now, sent.fire)
         end = max(out, self.s_down[server].reserve_bytes(s_share)) + self.lat
         sim.at(end - sim.now, add)
-        return sent, done
 
     def _push_pull_colocated(self, nbytes: float, server: int) -> tuple[Event, Event]:
         """Every node pushes at once (all workers run the same schedule); `sent` and `done` are the
         slowest node's, as every rank waits for the slowest."""
-        sim, sent, done = self.sim, Event(self.sim), Event(self.sim)
+        sent, done = Event(self.sim), Event(self.sim)
+        self._colocated(nbytes, server, self.g * nbytes, self.W, sent, done)
+        return sent, done
+
+    def _colocated(self, nbytes: float, server: int, share: float, copies: int, sent: Event, done: Event) -> None:
+        """Every node's `share` bytes to the server's host and back; the server sums `copies` copies."""
+        sim = self.sim
         home = server % self.nodes
         remote = [n for n in range(self.nodes) if n != home]
-        share = self.g * nbytes
         outs = [self.n_up[n].reserve_bytes(share) for n in remote]
         inn = self.n_down[home].reserve_bytes(share * len(remote)) if remote else sim.now
         sim.at(max(outs, default=sim.now) - sim.now, sent.fire)
@@ -91,9 +140,8 @@ class ParameterServers:
             sim.at(end - sim.now, done.fire)
 
         def add():
-            sim.at(self.s_cpu[server].reserve(self.W * nbytes / self.sum_bw) - sim.now, pull)
+            sim.at(self.s_cpu[server].reserve(copies * nbytes / self.sum_bw) - sim.now, pull)
         sim.at(max(outs + [inn]) + lat - sim.now, add)
-        return sent, done
 
 
 @functools.lru_cache(maxsize=256)
@@ -113,9 +161,10 @@ def ps_parts(c, partition_mb: float, servers: int):
 def _pushpull_s(cluster: Cluster, link, size: int, part: int, server_gbyte_s: float) -> float:
     """Simulated time of one `ddlbench commbench --collective pushpull` repetition: `size` bytes as one
     key (below a partition) or as size // part keys of `part` bytes, all pushed at once, every worker
-    waiting for every pull."""
+    waiting for every pull. The transport reduces inside a node first there too (local_reduce is its
+    default, and commbench cells set no knobs)."""
     sim = Sim()
-    ps = ParameterServers(sim, cluster, server_gbyte_s, link)
+    ps = ParameterServers(sim, cluster, server_gbyte_s, link, local_reduce=True)
     keys = [size] if size < part else [part] * (size // part)
     where = assign_servers(keys, ps.S)
     done = [ps.push_pull(k, s)[1] for k, s in zip(keys, where)]

@@ -1,4 +1,4 @@
-"""The scheme contract (docs/ARCHITECTURE.md, "Scheme contract"): hooks declared on the base class, knobs
+"""The scheme contract (docs/ARCHITECTURE.md, "Scheme"): hooks declared on the base class, knobs
 as validated frozen dataclasses, a simulation model registered beside every scheme, and a new scheme
 added as one file plus its test (tests/toy_scheme.py).
 

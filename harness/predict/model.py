@@ -1,5 +1,5 @@
 """The simulation-model contract: what a scheme registers beside itself (`register(..., model=...)`) so
-that the predictor can simulate it (see docs/ARCHITECTURE.md, "Scheme contract").
+that the predictor can simulate it (see docs/ARCHITECTURE.md, "Scheme").
 
 A model is one function `simulate(compute, cluster, knobs, p2p) -> Outcome`: one worker's iteration on
 a cluster, all workers assumed alike (same compute, same schedule: the slowest-rank iteration equals

@@ -1,7 +1,7 @@
 """Schemes: how gradients are synchronised. One file per scheme, registered by name.
 
 Every module of this package is imported here (registration is their side effect), so adding a scheme
-is adding its file (docs/ARCHITECTURE.md, "Adding a scheme"). Schemes kept outside this tree are named
+is adding its file (docs/ARCHITECTURE.md, "How to add"). Schemes kept outside this tree are named
 in DDLBENCH_SCHEME_MODULES (comma-separated module names importable on PYTHONPATH): the launcher passes
 the variable to every rank, which imports them the same way.
 """

@@ -8,7 +8,7 @@ once at the end. The worker calls `setup()` first and, after the loop, `probe_co
 here with a no-op (or plain) default, so the loop and the worker never probe for one. Hooks registered
 in `setup` may start communication during backward (and, for ByteScheduler, finish it during the next
 forward). A scheme registers its knobs (a frozen dataclass, harness.schemes.knobs) and its simulation
-model (harness.predict.model) beside it: see docs/ARCHITECTURE.md, "Scheme contract".
+model (harness.predict.model) beside it: see docs/ARCHITECTURE.md, "Scheme".
 """
 
 from __future__ import annotations

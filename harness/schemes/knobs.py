@@ -10,7 +10,7 @@ converted to the field's type, None only where the type allows it, NaN and infin
 range are refused with a UserError saying what, why and how to fix. A resolved instance turns back into
 the plain dict that CellSpec.knobs records (`as_dict`); `spec()` is the name -> Knob view that
 `ddlbench list` prints, its text read from the docstrings under the fields (see docs/ARCHITECTURE.md,
-"Scheme contract").
+"Scheme").
 """
 
 from __future__ import annotations

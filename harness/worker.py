@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import torch
 from harness.atomic import write_json_atomic
 from harness.backends import BACKENDS
 from harness.cell import CellSpec
+from harness.errors import UserError
 from harness.launch.env import DistEnv, from_environ
 from harness.measure.loop import run_loop
 from harness.netif import counter_delta, read_counters
@@ -148,7 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     env = from_environ()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    run_worker(cell, env, out)
+    try:
+        run_worker(cell, env, out)
+    except UserError as e:  # one line the launcher puts in the failed cell's reason (launch/supervise.py)
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 2
     return 0
 
 

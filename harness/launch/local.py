@@ -22,7 +22,15 @@ from pathlib import Path
 import harness
 from harness.cell import CellSpec
 from harness.errors import CellFailed
-from harness.launch.supervise import WORKER_MODULE, base_env, free_port, log_tail, python_argv
+from harness.launch.supervise import (
+    WORKER_MODULE,
+    base_env,
+    free_port,
+    log_tail,
+    python_argv,
+    with_rank_error,
+)
+from harness.networks import network_env
 
 PACKAGE_ROOT = str(Path(harness.__file__).resolve().parents[1])
 """Where this driver's harness/ and workloads/ live: ranks import exactly this code (-P keeps the
@@ -58,10 +66,12 @@ def rank_argv(module: str, *args: str) -> list[str]:
 def _rank_env(cell: CellSpec, placement: "Placement") -> dict:
     env = base_env(cell.threads, "local", placement.extra_env)
     env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
-    if placement.master_addr.startswith("127.") and not placement.envs:
-        # one box: gloo binds whatever the hostname resolves to unless told; keep it on loopback unless
-        # the user chose an interface (torch.distributed docs, GLOO_SOCKET_IFNAME)
-        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    if not placement.envs:
+        # the cell's network profile names the interface of every library (harness/networks.py: on one
+        # box `loopback`); gloo would otherwise bind whatever the hostname resolves to. A placement's own
+        # per-rank interface (the testbed's) wins; so does one the user set (GLOO_SOCKET_IFNAME).
+        for var, value in network_env(cell.network, placement.nodes).items():
+            env.setdefault(var, value)
     return env
 
 
@@ -131,7 +141,7 @@ def _watch(procs: list[subprocess.Popen], timeout_s: float, cell_dir: Path) -> N
         if bad:
             r, c = bad[0]
             what = f"signal {-c}" if c < 0 else f"exit code {c}"
-            raise CellFailed(f"rank {r} died ({what})", log_tail(cell_dir, first=r))
+            raise CellFailed(with_rank_error(f"rank {r} died ({what})", cell_dir, r), log_tail(cell_dir, first=r))
         if all(c == 0 for c in codes):
             return
         if time.monotonic() > deadline:

@@ -44,7 +44,7 @@ from harness.launch.srun_plan import (
     failure_reason,
     place,
 )
-from harness.launch.supervise import log_tail, python_argv, worker_argv
+from harness.launch.supervise import log_tail, python_argv, with_rank_error, worker_argv
 from harness.networks import network_env
 
 LAUNCHERS = ("local", "srun")
@@ -206,7 +206,8 @@ def _failure(step: Step, code: int | None, cell_dir: Path) -> _Ended:
     if code == 0:
         return _Ended(f"the {step.role} step ended before the workers", None)
     reason, rank = failure_reason(text, code, step.role)
-    return _Ended(reason, rank if step.main else None)  # main steps run the ranks
+    rank = rank if step.main else None  # main steps run the ranks
+    return _Ended(with_rank_error(reason, cell_dir, rank), rank)
 
 
 TAIL_RANKS = 8

@@ -50,6 +50,22 @@ def log_tail(cell_dir: Path, first: int = 0, lines: int = LOG_TAIL_LINES) -> str
     return "\n".join(out)
 
 
+def rank_error(cell_dir: Path, rank: int) -> str | None:
+    """The one-line `error: ...` a rank printed before it stopped (harness/worker.py prints a UserError
+    so: a profile naming a missing interface, a refused loopback route), else None."""
+    path = cell_dir / f"rank{rank}.log"
+    if not path.exists():
+        return None
+    lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip().startswith("error: ")]
+    return lines[-1].removeprefix("error: ") if lines else None
+
+
+def with_rank_error(reason: str, cell_dir: Path, rank: int | None) -> str:
+    """`reason`, followed by what the rank said was wrong when it said so."""
+    said = rank_error(cell_dir, rank) if rank is not None else None
+    return f"{reason}: {said}" if said else reason
+
+
 def launcher_exe(name: str) -> str:
     """The console script next to this interpreter (so it runs the same python), else on PATH."""
     exe = Path(sys.executable).parent / name

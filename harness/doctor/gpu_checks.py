@@ -1,0 +1,46 @@
+"""The checks only a GPU can make (issue 18: the first GPU run must be right), named so that a CPU
+machine's doctor says they were not run instead of staying silent about them. Pure data and one pure
+function; the checks themselves live in the GPU test module (`python -m pytest -m gpu tests`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GPU_TEST_COMMAND = "python -m pytest -m gpu tests"
+"""How the GPU test module is run (pytest marker `gpu`); the doctor names it, it does not run it."""
+
+
+@dataclass(frozen=True)
+class GpuCheck:
+    name: str
+    """Short name shown in the report."""
+    checks: str
+    """What a pass proves, in one line."""
+    min_gpus: int = 1
+    """GPUs it needs on one node."""
+
+
+GPU_CHECKS = (
+    GpuCheck("stream-correct timing", "phases timed by CUDA events on the compute stream; the iteration "
+             "time agrees within 5% with a synchronised wall clock, and comm_wait_s/overlap are non-trivial"),
+    GpuCheck("NCCL credit window", "ByteScheduler's credit returns on real NCCL completion, so the window "
+             "bounds bytes in flight (partition start/end trace)", min_gpus=2),
+    GpuCheck("TF32 off for fp32", "conv and matmul precision set from the cell's dtype: fp32 cells run "
+             "without TF32 (Ampere and newer default cuDNN convs to TF32)"),
+    GpuCheck("GPU test module (-m gpu)", "every scheme lossless at 2 GPUs over NCCL, Horovod with NCCL, "
+             "one device rule for every rank", min_gpus=2),
+)
+
+
+def gpu_check_status(gpus: int) -> list[dict]:
+    """Each GPU-only check with its status on a machine with `gpus` CUDA devices (0 = none). Pure."""
+    out = []
+    for c in GPU_CHECKS:
+        if gpus == 0:
+            status = "not run: no CUDA device"
+        elif gpus < c.min_gpus:
+            status = f"not run: needs {c.min_gpus} GPUs, this node has {gpus}"
+        else:
+            status = f"not run by doctor: run `{GPU_TEST_COMMAND}` on this node"
+        out.append({"name": c.name, "checks": c.checks, "status": status})
+    return out

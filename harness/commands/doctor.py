@@ -32,9 +32,9 @@ def command(ctx, quick, no_cells, workload, device, timeout_s, keep, as_json):
 
     Exit status 0 when every usable backend's smoke cells pass, 1 when one failed, 2 on bad options."""
     try:
-        # --json: stdout carries the document only; what run_cells prints about a failed cell goes to stderr
+        # --json: stdout carries the document only; run_cells' progress bar and failure lines go to stderr
         with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
-            report = diagnose(workload, device, quick, not no_cells, keep, progress=not as_json,
+            report = diagnose(workload, device, quick, not no_cells, keep,
                               echo=None if as_json else click.echo, timeout_s=timeout_s)
     except Interrupted as e:
         ctx.exit(e.exit_code)

@@ -95,13 +95,21 @@ def _ds_ops(d: dict) -> list[str]:
     return [_line("ds ops", f"{d['folder']}{'' if d['exists'] else ' (missing)'}: {built}")]
 
 
+def _busy(p: dict) -> str:
+    """A warning when the 1-minute load exceeds the cores: smoke cells may then time out, and numbers
+    measured on a machine busy with other work are noise, whatever their statistics say."""
+    if p["load_avg"] and p["load_avg"][0] > p["cores"]:
+        return " (busy: other work holds the cores; smoke cells may need --timeout, benchmarks now are noise)"
+    return ""
+
+
 def facts_lines(f: dict) -> list[str]:
     """The "what this machine offers" part of the report."""
     p = f["python"]
     load = " ".join(map(str, p["load_avg"])) if p["load_avg"] else "?"
     lines = ["ddlbench doctor: what this machine offers",
              _line("python", f"{p['version']} ({p['executable']}), {p['platform']}"),
-             _line("cpu", f"{p['cores']} cores usable, {p['cpu_model']}; load average {load}")]
+             _line("cpu", f"{p['cores']} cores usable, {p['cpu_model']}; load average {load}" + _busy(p))]
     lines += _torch(f["torch"]) + _gpus(f["gpus"], f["torch"]) + _network(f["network"])
     lines += _backends(f["backends"]) + _slurm(f["slurm"]) + _testbed(f["testbed"]) + _ds_ops(f["deepspeed_ops"])
     return lines

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from harness.atomic import write_text_atomic
 from harness.cell import check_capacity
 from harness.commands.show import finish_run
 from harness.errors import UserError
@@ -44,7 +45,7 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
     with run_lock(run_dir):
         prepare_run(run_dir, resume, overwrite)
         try:
-            (run_dir / "sweep.yaml").write_text(Path(path).read_text())
+            write_text_atomic(run_dir / "sweep.yaml", Path(path).read_text())
         except OSError as e:
             raise unwritable(e, f"run directory {run_dir}", "choose a writable --output") from None
         run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, launcher=launch.launch,

@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 from dataclasses import asdict, dataclass, field, replace
 
 import torch
@@ -144,20 +145,36 @@ def check_knob_values(scheme: str, knobs: dict) -> None:
                                 f"fix it in --knob or the sweep file")
 
 
-def check_capacity(cell: CellSpec, oversubscribe: bool = False) -> None:
-    """On CPU one worker runs per core (the placement rule, docs/ARCHITECTURE.md): refuse
-    more workers x threads per node than this box has cores, unless the user opts in (as mpirun's
-    --oversubscribe). Only for one-node cells: other nodes' cores are not visible from here."""
+def warn(note: str | None) -> None:
+    """One line on stderr that does not stop anything (None: nothing to say)."""
+    if note:
+        print(f"warning: {note}", file=sys.stderr, flush=True)
+
+
+SHARE_LIMIT = 4
+"""Ranks per core the harness runs without --oversubscribe (with a warning past one per core): enough for a
+2-core box to try a 2 nodes x 2 workers layout with its servers, far from a typo's 100000 processes."""
+
+
+def check_capacity(cell: CellSpec, oversubscribe: bool = False) -> str | None:
+    """On CPU one worker runs per core (the placement rule, docs/ARCHITECTURE.md). Past one per core the
+    cell still runs, with a warning returned (ranks then share cores, and throughput says so); past
+    SHARE_LIMIT per core it is refused unless the user opts in (as mpirun's --oversubscribe). Only for
+    one-node cells: other nodes' cores are not visible from here."""
     if oversubscribe or cell.device != "cpu" or cell.nodes != 1:
-        return
+        return None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     opt_in = "pass --oversubscribe (oversubscribe: true in a sweep file) to share cores"
-    if cell.workers * cell.threads > cores:
-        raise UserError(f"{cell.workers} workers x {cell.threads} thread(s) need {cell.workers * cell.threads} "
-                        f"cores but this box has {cores}: one worker runs per core; lower --workers, or {opt_in}")
-    if cell.servers > cores:  # servers mostly wait, so they may share the workers' cores, up to one each
-        raise UserError(f"{cell.servers} parameter servers on a box of {cores} cores: at most one per core; "
-                        f"lower --servers, or {opt_in}")
+    need = cell.workers * cell.threads
+    if need > SHARE_LIMIT * cores:
+        raise UserError(f"{cell.workers} workers x {cell.threads} thread(s) need {need} cores but this box has "
+                        f"{cores}: one worker runs per core; lower --workers, or {opt_in}")
+    if cell.servers > SHARE_LIMIT * cores:  # servers mostly wait, so they may share the workers' cores
+        raise UserError(f"{cell.servers} parameter servers on a box of {cores} cores: lower --servers, or {opt_in}")
+    if need + cell.servers > cores:
+        return (f"{cell.workers} workers x {cell.threads} thread(s) + {cell.servers} server(s) share {cores} "
+                f"cores: ranks wait for each other's time slices, so throughput is the box's, not the method's")
+    return None
 
 
 def _resolve_device(device: str, workers: int, nodes: int) -> str:

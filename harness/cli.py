@@ -17,13 +17,19 @@ COMMANDS = [
 
 
 class _Group(click.Group):
-    """Turns a UserError raised anywhere below into one line on stderr and exit status 2."""
+    """Turns a UserError raised anywhere below, and click's own usage errors (a wrong option type, a
+    missing argument, an unknown command), into one line on stderr and exit status 2."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except UserError as e:
             click.echo(f"error: {e}", err=True)
+            ctx.exit(2)
+        except click.UsageError as e:
+            where = (e.ctx or ctx).command_path
+            message = " ".join(e.format_message().split()).rstrip(".")
+            click.echo(f"error: {message}; see `{where} --help`", err=True)
             ctx.exit(2)
 
 

@@ -31,7 +31,8 @@
 # built without NCCL is replaced. HOROVOD_CUDA_HOME / HOROVOD_NCCL_HOME / HOROVOD_GPU_OPERATIONS, when
 # set, are honoured.
 # Why Horovod is built from source: 0.28.1 is its newest release and its CMake asks for C++14, while
-# torch >= 2.1 headers require C++17; scripts/horovod_cxx17.py raises the standard, nothing else changes.
+# scripts/horovod_patches.py: C++17 (torch >= 2.1 headers require it) and the process-set gloo interface
+# (Horovod 0.28.1 ignores HOROVOD_GLOO_IFACE there); its PATCH_LEVEL keys the wheel cache.
 # Why BytePS is refused: 0.2.5 (newest) does not build against current torch and needs CUDA and NCCL.
 set -euo pipefail
 
@@ -189,9 +190,17 @@ declare -A RESULT=()
 # Prints "<version> (built with: mpi gloo ...)" for an importable horovod.torch; on failure, why to stderr.
 horovod_info() {
     "$PY" -c '
-import horovod, horovod.torch as hvd
+import os, horovod, horovod.torch as hvd
 built = [n for n in ("mpi", "gloo", "nccl", "ccl") if getattr(hvd, n + "_built")()]
-print(horovod.__version__, "(built with: %s)" % " ".join(built))' 2>"$WORK/horovod-import.err"
+marker = os.path.join(os.path.dirname(horovod.__file__), "ddlbench_patch_level")
+level = open(marker).read().strip() if os.path.exists(marker) else "0"
+print(horovod.__version__, "(patch level %s; built with: %s)" % (level, " ".join(built)))' 2>"$WORK/horovod-import.err"
+}
+# the installed Horovod carries this installer's source patches ("... (patch level N; ...")
+horovod_has_patches() { [[ "$1" == *"(patch level $HVD_PATCH_LEVEL;"* ]]; }
+# record the patch level of the wheel just installed (its cache folder is keyed by it)
+mark_horovod_patches() {
+    "$PY" -c 'import os, sys, horovod; open(os.path.join(os.path.dirname(horovod.__file__), "ddlbench_patch_level"), "w").write(sys.argv[1])' "$HVD_PATCH_LEVEL"
 }
 
 hvd_ver() { local v="${1%% *}"; echo "${v%%+*}"; }   # "0.28.1 (built with ..)" -> 0.28.1
@@ -202,6 +211,9 @@ horovod_has_needs() { [ -z "$HVD_NEEDS" ] || [[ " ${1#*: }" == *" $HVD_NEEDS"* ]
 # never taken for a CUDA box or the other way round
 horovod_gpu_plan
 HVD_VARIANT="$HVD_FLAVOUR-$([ "$HOROVOD_MPI" = 1 ] && echo mpi-gloo || echo gloo)"
+# which of our source patches the wheel carries (scripts/horovod_patches.py); a wheel with fewer is rebuilt
+HVD_PATCH_LEVEL="$("$PY" -c 'import runpy, sys; print(runpy.run_path(sys.argv[1])["PATCH_LEVEL"])' "$SCRIPT_DIR/horovod_patches.py")"
+HVD_VARIANT="$HVD_VARIANT-p$HVD_PATCH_LEVEL"
 if [ "$TORCH_CUDA" = none ] && [ -n "${HOROVOD_GPU_OPERATIONS:-}" ]; then
     HVD_VARIANT="$HVD_VARIANT-$(echo "$HOROVOD_GPU_OPERATIONS" | tr 'A-Z' 'a-z')"
 fi
@@ -233,8 +245,8 @@ build_horovod_wheel() {
     fi
     tar -xzf "$sdist" -C "$WORK"
     src="$WORK/horovod-$HOROVOD_VERSION"
-    log "patching Horovod's CMake for C++17 (torch headers require it)"
-    "$PY" "$SCRIPT_DIR/horovod_cxx17.py" "$src"
+    log "patching Horovod (C++17 for torch's headers; process-set gloo interface), patch level $HVD_PATCH_LEVEL"
+    "$PY" "$SCRIPT_DIR/horovod_patches.py" "$src"
 
     mkdir -p "$CACHE/logs"
     logf="$CACHE/logs/horovod-$HOROVOD_VERSION-torch$TORCH_BASE-$PY_TAG-$HVD_VARIANT-$(date +%Y%m%d-%H%M%S).log"
@@ -266,18 +278,22 @@ install_horovod_wheel() {   # arg: wheel path
     ensure_python_pkgs numpy:numpy cloudpickle:cloudpickle psutil:psutil yaml:pyyaml cffi:cffi packaging:packaging
     pip_install --no-deps --force-reinstall "$1" >"$WORK/pip-install.log" 2>&1 \
         || { cat "$WORK/pip-install.log" >&2; die "pip install $1 failed"; }
+    mark_horovod_patches
     sed -n 's/^Successfully installed /  pip installed: /p' "$WORK/pip-install.log"
 }
 
 do_horovod() {
     local t0 have wheel
     t0="$(now)"
-    if have="$(horovod_info)" && [ "$(hvd_ver "$have")" = "$HOROVOD_VERSION" ] && horovod_has_needs "$have"; then
+    if have="$(horovod_info)" && [ "$(hvd_ver "$have")" = "$HOROVOD_VERSION" ] && horovod_has_needs "$have" \
+        && horovod_has_patches "$have"; then
         log "horovod $have already present (horovod.torch imports; checked in $(since "$t0") s): nothing to do"
         RESULT[horovod]="already present: horovod $have"
         return 0
     fi
-    if [ -n "${have:-}" ] && ! horovod_has_needs "$have"; then
+    if [ -n "${have:-}" ] && ! horovod_has_patches "$have"; then
+        log "horovod $have lacks this installer's patches (level $HVD_PATCH_LEVEL, scripts/horovod_patches.py): replacing it"
+    elif [ -n "${have:-}" ] && ! horovod_has_needs "$have"; then
         log "horovod $have is installed but torch has CUDA $TORCH_CUDA and it was built without $HVD_NEEDS: replacing it"
     elif [ -n "${have:-}" ]; then
         log "horovod $have is installed, $HOROVOD_VERSION wanted: replacing it"
@@ -363,8 +379,8 @@ check_one() {   # prints a status line; returns 1 when missing or wrong version
     case "$1" in
         horovod)
             if have="$(horovod_info)"; then
-                log "horovod: $have (horovod.torch imports)$([ "$(hvd_ver "$have")" = "$HOROVOD_VERSION" ] || echo "; $HOROVOD_VERSION expected")$(horovod_has_needs "$have" || echo "; built without $HVD_NEEDS but torch has CUDA $TORCH_CUDA")"
-                [ "$(hvd_ver "$have")" = "$HOROVOD_VERSION" ] && horovod_has_needs "$have"
+                log "horovod: $have (horovod.torch imports)$([ "$(hvd_ver "$have")" = "$HOROVOD_VERSION" ] || echo "; $HOROVOD_VERSION expected")$(horovod_has_needs "$have" || echo "; built without $HVD_NEEDS but torch has CUDA $TORCH_CUDA")$(horovod_has_patches "$have" || echo "; patch level $HVD_PATCH_LEVEL expected")"
+                [ "$(hvd_ver "$have")" = "$HOROVOD_VERSION" ] && horovod_has_needs "$have" && horovod_has_patches "$have"
             else
                 log "horovod: MISSING (install: bash scripts/install_frameworks.sh horovod)"
                 return 1

@@ -88,6 +88,12 @@ CASES = [
     ("run --workload bert-base-tiny --scheme bsp-ps --workers 1 --servers 100000 --output {t}/new",
      ["100000 parameter servers", "--oversubscribe"]),
     (RUN + " --network ''", ["network label '' is empty"]),
+    # click's own usage errors, one line too
+    (RUN + " --workers abc", ["Invalid value for '--workers'", "run --help`"]),
+    ("run --output {t}/new", ["Missing option '--workload'", "run --help`"]),
+    ("report", ["Missing argument", "report --help`"]),
+    ("no-such-command", ["No such command", "--help`"]),
+    (RUN + " --no-such-option", ["No such option", "run --help`"]),
     (RUN + " --batch 0", ["batch must be an integer >= 1"]),
     (RUN + " --batch -1", ["batch must be an integer >= 1"]),
     (RUN + " --warmup -1", ["warmup must be an integer >= 0"]),

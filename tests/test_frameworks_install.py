@@ -276,7 +276,7 @@ def test_installer_is_idempotent_and_keeps_torch(name, import_stmt, launcher, ve
 
 # ---------------------------------------------------------------------------------------------- the C++17 patch
 def _patch_module():
-    spec = importlib.util.spec_from_file_location("horovod_cxx17", ROOT / "scripts" / "horovod_cxx17.py")
+    spec = importlib.util.spec_from_file_location("horovod_patches", ROOT / "scripts" / "horovod_patches.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -289,13 +289,42 @@ def test_cxx17_patch_raises_the_standard_once_and_refuses_unknown_cmake(tmp_path
     sub = tmp_path / "horovod" / "torch" / "CMakeLists.txt"
     top.write_text("project(horovod)\nset(CMAKE_CXX_STANDARD 14)\nset(CMAKE_CXX_STANDARD_REQUIRED ON)\n")
     sub.write_text('if(NOT Pytorch_VERSION VERSION_LESS "1.5.0")\n    set(CMAKE_CXX_STANDARD 14)\nendif()\n')
-    assert mod.main([str(tmp_path)]) == 0
+    assert len(mod.patch_tree(tmp_path, gloo=False)) == 2
     assert "set(CMAKE_CXX_STANDARD 17)" in top.read_text() and "14" not in top.read_text()
     assert "set(CMAKE_CXX_STANDARD 17)" in sub.read_text() and "14)" not in sub.read_text()
-    assert mod.patch_tree(tmp_path) == [f"{f}: already C++17" for f in mod.FILES]  # idempotent
+    assert mod.patch_tree(tmp_path, gloo=False) == [f"{f}: already C++17" for f in mod.FILES]  # idempotent
     sub.write_text("project(other)\n")
     with pytest.raises(SystemExit, match="not the one the patch was written for"):
-        mod.patch_tree(tmp_path)
+        mod.patch_tree(tmp_path, gloo=False)
+
+
+GLOO_CONTEXT = """void GlooContext::Initialize(const std::string& gloo_iface) {
+  gloo_iface_ = gloo_iface;
+  attr device_attr;
+  device_attr.iface = gloo_iface_;
+}
+
+void GlooContext::InitializeForProcessSet(const GlooContext& global_context,
+                                          const std::vector<int>& registered_ranks) {
+  attr device_attr;
+  device_attr.iface = gloo_iface_;
+  device_attr.ai_family = AF_UNSPEC;
+}
+"""
+
+
+def test_process_set_patch_takes_the_global_gloo_interface_once():
+    """Horovod 0.28.1 creates the process sets' gloo device from an unset interface name, so gloo takes the
+    hostname's address (127.0.1.1 on Debian) and multi-node jobs fail; the patch fixes only that place."""
+    mod = _patch_module()
+    new, what = mod.patch_gloo_text(GLOO_CONTEXT)
+    assert what == "patched"
+    head, tail = new.split("InitializeForProcessSet")
+    assert "global_context.gloo_iface_" not in head                      # Initialize() untouched
+    assert tail.index("gloo_iface_ = global_context.gloo_iface_;") < tail.index("device_attr.iface")
+    assert mod.patch_gloo_text(new) == (new, "already patched")          # idempotent
+    with pytest.raises(ValueError):
+        mod.patch_gloo_text("void GlooContext::Initialize() {}\n")
 
 
 def test_a_missing_framework_skips_loudly_but_fails_where_ci_requires_it(monkeypatch):

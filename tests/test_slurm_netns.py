@@ -148,13 +148,13 @@ def cluster():
     assert testbed.lease_holder() is None
 
 
-def _sbatch(tmp_path: Path, script: str, *args: str) -> tuple[str, str]:
+def _sbatch(tmp_path: Path, script: str, *args: str, timeout_s: float = JOB_TIMEOUT_S) -> tuple[str, str]:
     """Submit, poll `scontrol show job` until it ends (no accounting here), return (state, output)."""
     path = tmp_path / "job.sh"
     path.write_text(script)
     job = subprocess.run(["sbatch", "--parsable", f"--output={tmp_path}/job-%j.out", "--time=2", *args, str(path)],
                          capture_output=True, text=True, timeout=30, env=_env(), check=True).stdout.strip()
-    deadline, state = time.monotonic() + JOB_TIMEOUT_S, ""
+    deadline, state = time.monotonic() + timeout_s, ""
     while time.monotonic() < deadline:
         out = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True, timeout=10,
                              env=_env(), check=False).stdout

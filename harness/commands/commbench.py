@@ -12,7 +12,7 @@ import click
 import pandas as pd
 
 from harness.atomic import write_parquet_atomic
-from harness.cell import CellSpec, check_capacity
+from harness.cell import CellSpec, check_capacity, warn
 from harness.commbench.rows import rows
 from harness.commbench.sizes import parse_size, sizes_between
 from harness.errors import CellFailed, UserError
@@ -39,7 +39,7 @@ def run_commbench(workers: int, collective: str, min_size: str, max_size: str, r
     cell = CellSpec(workload="-", scheme="commbench", workers=workers, servers=servers, device=device,
                     timeout_s=timeout_s, network=network,
                     knobs={"sizes": sizes, "reps": reps, "warmup": warmup, "collective": collective})
-    check_capacity(cell.with_(nodes=placement.nodes if placement else 1), oversubscribe)
+    warn(check_capacity(cell.with_(nodes=placement.nodes if placement else 1), oversubscribe))
     run_dir = output or Path("results") / new_run_id(f"commbench-{collective}")
     check_output_dir(run_dir)
     d = run_dir / "commbench" / f"{collective}.w{workers}.s{servers}"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from harness.cell import CellSpec, check_capacity, resolve
+from harness.cell import CellSpec, check_capacity, resolve, warn
 from harness.commands.show import finish_run
 from harness.errors import UserError
 from harness.execute import Interrupted, record_result, run_cells, write_environment
@@ -40,7 +40,7 @@ def run_cell(cell: CellSpec, output: Path | None, baseline: bool = False, launch
     `launcher` as in run_cells (default: spawn the ranks on this box). An existing run directory is
     refused unless `resume` (skip its measured cells) or `overwrite` (discard it)."""
     cell = resolve(cell)
-    check_capacity(cell, oversubscribe)
+    warn(check_capacity(cell, oversubscribe))
     run_dir = output or Path("results") / new_run_id(f"{cell.workload}-{cell.scheme}")
     check_output_dir(run_dir)
     cells = [cell]

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from harness.atomic import write_text_atomic
-from harness.cell import check_capacity
+from harness.cell import check_capacity, warn
 from harness.commands.show import finish_run
 from harness.errors import UserError
 from harness.execute import Interrupted, run_cells
@@ -40,8 +40,8 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
             return run_on_testbed(cfg, run_dir, resume, progress, retry_failed)
     launch = choose_launcher(launcher)  # srun inside a Slurm allocation, else local
     cells = expand(cfg, nodes_for=launch.nodes_for)
-    for cell in cells:
-        check_capacity(cell, oversubscribe or cfg.oversubscribe)
+    for note in dict.fromkeys(check_capacity(c, oversubscribe or cfg.oversubscribe) for c in cells):
+        warn(note)
     with run_lock(run_dir):
         prepare_run(run_dir, resume, overwrite)
         try:

@@ -27,6 +27,7 @@ from harness.launch.supervise import (
     base_env,
     free_port,
     log_tail,
+    orphan_proof,
     python_argv,
     with_rank_error,
 )
@@ -36,31 +37,11 @@ PACKAGE_ROOT = str(Path(harness.__file__).resolve().parents[1])
 """Where this driver's harness/ and workloads/ live: ranks import exactly this code (-P keeps the
 working directory off sys.path, this goes first on PYTHONPATH); recorded as package_path."""
 
-# The trampoline asks the kernel to SIGKILL the rank when its parent (the driver) dies (prctl(2),
-# PR_SET_PDEATHSIG = 1; the setting survives execve), then checks that the driver (argv[1]) is still its
-# parent: a driver killed between fork and prctl has already handed the rank to a reaper, and would
-# never signal it (prctl(2) says to check getppid() after the call). A parent other than the driver is
-# accepted only while the driver still runs (a placement prefix that forks). Then it execs the rank.
-# A trampoline rather than a preexec_fn: preexec_fn is unsafe in a process with threads (Python's
-# subprocess docs), and the progress bar runs one.
-_TRAMPOLINE = """import ctypes, os, signal, sys
-ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
-driver = int(sys.argv[1])
-if os.getppid() != driver:
-    try:
-        with open(f"/proc/{driver}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        state = "X"
-    if state in ("Z", "X"):
-        os._exit(70)
-os.execv(sys.argv[2], sys.argv[2:])
-"""
 
 
 def rank_argv(module: str, *args: str) -> list[str]:
     """`python -P -m MODULE ARGS`, behind the parent-death trampoline."""
-    return [*python_argv(), "-c", _TRAMPOLINE, str(os.getpid()), *python_argv(), "-m", module, *args]
+    return orphan_proof([*python_argv(), "-m", module, *args])
 
 
 def _rank_env(cell: CellSpec, placement: "Placement") -> dict:

@@ -12,6 +12,7 @@ use it without import cycles.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -72,6 +73,34 @@ def launcher_exe(name: str) -> str:
     return str(exe) if exe.exists() else name
 
 
+# The trampoline asks the kernel to SIGKILL the rank when its parent (the driver) dies (prctl(2),
+# PR_SET_PDEATHSIG = 1; the setting survives execve), then checks that the driver (argv[1]) is still its
+# parent: a driver killed between fork and prctl has already handed the rank to a reaper, and would
+# never signal it (prctl(2) says to check getppid() after the call). A parent other than the driver is
+# accepted only while the driver still runs (a placement prefix that forks). Then it execs the rank.
+# A trampoline rather than a preexec_fn: preexec_fn is unsafe in a process with threads (Python's
+# subprocess docs), and the progress bar runs one.
+_TRAMPOLINE = """import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+driver = int(sys.argv[1])
+if os.getppid() != driver:
+    try:
+        with open(f"/proc/{driver}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        state = "X"
+    if state in ("Z", "X"):
+        os._exit(70)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+def orphan_proof(argv: list[str]) -> list[str]:
+    """`argv` started behind the parent-death trampoline: it dies with this process, even by SIGKILL."""
+    exe = argv[0] if os.path.isabs(argv[0]) else (shutil.which(argv[0]) or argv[0])
+    return [*python_argv(), "-c", _TRAMPOLINE, str(os.getpid()), exe, *argv[1:]]
+
+
 def python_argv() -> list[str]:
     """This interpreter, in safe-path mode (-P): a rank imports the installed harness, never a stray
     `harness/` folder in its working directory."""
@@ -112,7 +141,8 @@ def run_supervised(argv: list[str], env: dict, timeout_s: float, cell_dir: Path,
     with open(cell_dir / "rank0.log", "w") as log:
         log.write("$ " + " ".join(argv) + "\n")
         log.flush()
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(orphan_proof(argv), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:

@@ -10,6 +10,7 @@ scheme's issue order is the only order. Parameter servers: none (push-pull is re
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 from typing import Any
 
@@ -48,6 +49,9 @@ class HorovodTransport(Transport):
                             f"start it through ddlbench (horovodrun -np {cell.workers})")
         self.rank = hvd.rank()
         self.workers = hvd.size()
+        # Horovod's gloo takes HOROVOD_GLOO_IFACE (its launchers set it: launch.py, the cell's profile)
+        iface = os.environ.get("HOROVOD_GLOO_IFACE", "")
+        self.facts.update(iface=iface, iface_addr="", iface_source="HOROVOD_GLOO_IFACE" if iface else "hostname")
         self.device = device
         self._seq = {"bcast": 0, "gather": 0}  # per kind: kinds may run on different threads
 

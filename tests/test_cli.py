@@ -1,5 +1,5 @@
 """The CLI through click's CliRunner: help everywhere, documented commands, and one-line errors with
-exit status 2 for bad input (DESIGN section 8)."""
+exit status 2 for bad input (docs/ARCHITECTURE.md, "Rules")."""
 
 from __future__ import annotations
 

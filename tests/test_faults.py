@@ -1,4 +1,4 @@
-"""Faults end cells, not sweeps (DESIGN sections 4 and 8): a crashed, hung or killed rank fails its
+"""Faults end cells, not sweeps (docs/ARCHITECTURE.md, "Results"): a crashed, hung or killed rank fails its
 cell within the cell's timeout, the reason and log tail are recorded, earlier rows survive, and
 `--resume` runs only what is missing (`--retry-failed`: and the failed cells)."""
 

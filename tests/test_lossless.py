@@ -1,4 +1,4 @@
-"""Lossless means lossless (DESIGN section 2): after k steps the parameters on every rank are
+"""Lossless means lossless (docs/ARCHITECTURE.md, "Scheme"): after k steps the parameters on every rank are
 identical, and equal (fp tolerance) to single-process training on the concatenated global batch.
 
 Each case is a real multi-process run through the harness's own launcher (gloo over loopback), with

@@ -25,7 +25,7 @@ class WorkloadSpec:
     loss: Callable[[torch.nn.Module, dict], torch.Tensor]
     """(model, batch) -> scalar loss, mean over the batch (so averaged gradients equal the global batch's)."""
     batch: int
-    """Default per-worker batch (the study's, DESIGN section 1)."""
+    """Default per-worker batch (the study's: Shi et al., IEEE Network 2021, section "Experimental settings")."""
     seq_len: int | None
     """Default sequence length; None for images."""
     sample_unit: str

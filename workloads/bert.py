@@ -1,6 +1,6 @@
 """BERT-Base and BERT-Large pre-training (BertForPreTraining: masked LM + next sentence), random init.
 
-Defaults (DESIGN section 1): BERT-Base batch 64, BERT-Large batch 8, sequence 64, vocabulary padded to
+Defaults (the study's, Shi et al. 2021): BERT-Base batch 64, BERT-Large batch 8, sequence 64, vocabulary padded to
 30528 (a multiple of 64, as NVIDIA's BERT recipes do). Dropout is 0 so that every method can be proven
 lossless against single-process training; its compute cost is negligible next to the matmuls.
 """

@@ -1,6 +1,6 @@
 """ResNet-50 (the study's image workload) from transformers' ResNetConfig, random init.
 
-Defaults: batch 64 per worker, 224x224x3 images, 1000 classes (DESIGN section 1).
+Defaults: batch 64 per worker, 224x224x3 images, 1000 classes (the study's, Shi et al. 2021).
 The tiny variant keeps the bottleneck family with one block per stage on 64x64 images.
 """
 

@@ -25,7 +25,7 @@
 # runs are refused with a message naming this cluster instead of sharing the 2 cores with it; up-netns
 # refuses to start while a testbed run holds that lease.
 #
-# Each slurmd runs under `nsenter --net=<netns>` (not `ip netns exec`, see DESIGN section 5) plus
+# Each slurmd runs under `nsenter --net=<netns>` (not `ip netns exec`, see docs/ARCHITECTURE.md, "Testbed") plus
 # `unshare --mount --uts`: a private mount namespace in which /etc/hosts is a bind mount of the node's
 # own hosts file and /sys is a sysfs of the node's network namespace (so /sys/class/net shows slow0,
 # fast0 and lo, as on a real node; the host's /sys/fs/cgroup is moved back under it), and a UTS
@@ -126,7 +126,7 @@ on_error() {
 trap on_error ERR
 
 # ---- 4. networks --------------------------------------------------------------------------------
-tbf() { echo "root tbf rate $1 burst 1mb latency 50ms"; }   # the testbed's shaping (DESIGN section 5)
+tbf() { echo "root tbf rate $1 burst 1mb latency 50ms"; }   # the testbed's shaping (docs/ARCHITECTURE.md, "Testbed")
 SW="$NS_PREFIX-sw"
 ip netns add "$SW"
 ip -n "$SW" link set lo up
@@ -192,7 +192,7 @@ SlurmctldPidFile=$STATE/run/slurmctld.pid
 SlurmdPidFile=$STATE/run/slurmd-%n.pid
 SlurmctldLogFile=$STATE/log/slurmctld.log
 SlurmdLogFile=$STATE/log/slurmd-%n.log
-# cgroup plugins fail in this container kind (DESIGN section 5).
+# cgroup plugins fail in this container kind (docs/ARCHITECTURE.md, "Testbed").
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none

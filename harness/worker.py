@@ -119,6 +119,17 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
     return result
 
 
+def set_precision(cell: CellSpec) -> dict:
+    """fp32 means fp32: torch lets cuDNN convolutions use TF32 on Ampere and newer by default while matmuls
+    stay fp32, so a ResNet labelled fp32 would run TF32. Both are set from the cell's dtype; returns the
+    flags, recorded with the result."""
+    full = cell.dtype == "fp32"
+    torch.backends.cuda.matmul.allow_tf32 = not full
+    torch.backends.cudnn.allow_tf32 = not full
+    return {"matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
+
+
 def _net_bytes(before: dict, after: dict, iterations: int) -> dict:
     """Bytes per iteration (received, sent) through each interface of this node that carried any, over the
     warm-up and measured iterations (the counters cannot tell them apart)."""
@@ -130,7 +141,8 @@ def _result(cell, env, entry, scheme, backend, facts, gathered, plan, warmup, it
     return {
         "cell": json.loads(cell.to_json()),
         "ranks": gathered,
-        "facts": {**facts, "comm_bytes_per_iter": scheme.comm_bytes_per_iter() if entry.communicates else 0},
+        "facts": {**facts, "comm_bytes_per_iter": scheme.comm_bytes_per_iter() if entry.communicates else 0,
+                  **set_precision(cell)},
         "plan": plan,
         "versions": backend.versions(),
         "dist": {"source": env.source, "nodes": env.nodes, "local_world_size": env.local_world_size,
@@ -147,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     cell = CellSpec.from_json(Path(a.cell).read_text())
     if cell.device == "cpu":
         torch.set_num_threads(cell.threads)
+    set_precision(cell)
     env = from_environ()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,11 @@
-"""`ddlbench list`: workloads, schemes and backends, one line each, with their knobs."""
+"""`ddlbench list`: workloads, schemes, backends and network profiles, one line each, with their knobs."""
 
 from __future__ import annotations
 
 import click
 
 from harness.backends import BACKENDS
+from harness.networks import profiles
 from harness.schemes import SCHEMES
 from workloads import WORKLOADS
 
@@ -24,10 +25,14 @@ def listing() -> str:
         why = b.available()
         state = "available" if why is None else f"not available here: {why}"
         lines.append(f"  {name:<18} {b.description} ({state})")
+    lines.append("networks (--network NAME; a site's own in $DDLBENCH_NETWORKS or ~/.config/ddlbench/networks.yaml):")
+    for name, prof in profiles().items():
+        env = " ".join(f"{k}={v}" for k, v in prof.env().items() if not k.startswith(("TP_", "HOROVOD_")))
+        lines.append(f"  {name:<18} {prof.description or '(site profile)'}" + (f" [{env}]" if env else ""))
     return "\n".join(lines)
 
 
 @click.command("list")
 def command() -> None:
-    """List workloads, schemes (with their knobs) and backends."""
+    """List workloads, schemes (with their knobs), backends and network profiles."""
     click.echo(listing())

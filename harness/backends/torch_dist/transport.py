@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import socket
+import time
 from typing import Any
 
 import torch
@@ -20,16 +21,35 @@ from harness.backends.interfaces import choose_interface
 from harness.backends.torch_dist import ps, ps_server
 
 
-class _WorkHandle(Handle):
-    __slots__ = ("works", "after", "sent")
+COMPLETION_POLL_S = 50e-6
+"""How often a credit window asks an NCCL operation whether it has finished (is_completed)."""
 
-    def __init__(self, works, after=None, sent: int | None = None):
+
+def wait_done(works) -> None:
+    """Block until `works` have really finished. On NCCL, Work.wait() only makes the current stream wait
+    for the operation and returns at once, so a scheduler that releases credit after it would let every
+    partition go together; is_completed() asks the operation's CUDA event. On gloo wait() blocks already."""
+    for w in works:
+        while not w.is_completed():
+            time.sleep(COMPLETION_POLL_S)
+        w.wait()
+
+
+class _WorkHandle(Handle):
+    __slots__ = ("works", "after", "sent", "cuda")
+
+    def __init__(self, works, after=None, sent: int | None = None, cuda: bool = False):
         self.works = works
         self.after = after
         self.sent = sent  # how many leading works are this rank's sends (push-pull); None = all
+        self.cuda = cuda  # an NCCL collective: completion is asked, not waited (wait_done)
 
     def wait_sent(self) -> None:
         if self.sent is None:
+            if self.cuda:  # credit returns when the all-reduce has really finished
+                wait_done(self.works)
+                self.works = ()
+                return self.wait()
             return self.wait()
         for w in self.works[:self.sent]:
             w.wait()
@@ -96,7 +116,7 @@ class TorchTransport(Transport):
         return self._servers
 
     def allreduce_async(self, tensor, name, priority=0) -> Handle:
-        return _WorkHandle([dist.all_reduce(tensor, group=self.group, async_op=True)])
+        return _WorkHandle([dist.all_reduce(tensor, group=self.group, async_op=True)], cuda=tensor.is_cuda)
 
     def declare_keys(self, keys):
         return self._ps.declare(keys)

@@ -218,7 +218,7 @@ def test_horovod_without_nccl_refuses_cuda_cells():
 def test_credit_returns_only_when_the_operation_has_finished():
     """NCCL's Work.wait() returns at once (it only orders streams); the credit window must ask
     is_completed() instead, or every partition is sent together. A fake work that finishes after 3 polls."""
-    from harness.backends.torch_dist.transport import _WorkHandle
+    from harness.backends.torch_dist.handles import WorkHandle
 
     class Work:
         polls = 0
@@ -230,6 +230,6 @@ def test_credit_returns_only_when_the_operation_has_finished():
         def wait(self):
             assert Work.polls > 3, "waited before the operation finished"
 
-    h = _WorkHandle([Work()], cuda=True)
+    h = WorkHandle([Work()], cuda=True)
     h.wait_sent()
     assert Work.polls == 4 and h.works == ()

@@ -60,3 +60,16 @@ def test_local_reduce_plan_recorded(tmp_path, monkeypatch):
                             device="cpu", timeout_s=240, knobs={"local_reduce": 1}, batch=2, seq_len=16))
     result = json.loads(launch_cell(cell, tmp_path / "c").read_text())
     assert result["plan"]["ps_groups"] == [[0, 1], [2, 3]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme", ["wfbp-ps", "bytescheduler-ps"])
+def test_staged_pushes_are_lossless(tmp_path, monkeypatch, scheme):
+    """The GPU's way of pushing (staging.py: the copy to host memory on a side stream, the push started by
+    a sender thread once it is done), forced on CPU: the same training, bitwise the same on every rank."""
+    monkeypatch.setenv("DDLBENCH_PS_DEFER", "1")
+    wl = "bert-base-tiny"
+    cell = CellSpec(workload=wl, scheme=scheme, workers=4, nodes=2, servers=1, device="cpu", timeout_s=240,
+                    **SMALL[wl])
+    params = run_and_load(tmp_path, monkeypatch, cell)
+    check(params, reference(wl, 4, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS), wl)

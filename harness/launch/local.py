@@ -51,7 +51,9 @@ def _rank_env(cell: CellSpec, placement: "Placement") -> dict:
         # the cell's network profile names the interface of every library (harness/networks.py: on one
         # box `loopback`); gloo would otherwise bind whatever the hostname resolves to. A placement's own
         # per-rank interface (the testbed's) wins; so does one the user set (GLOO_SOCKET_IFNAME).
-        for var, value in network_env(cell.network, placement.nodes).items():
+        # Ranks spawned here without a prefix all run on this box, whatever "nodes" they pretend to be
+        box = 1 if not placement.prefixes else placement.nodes
+        for var, value in network_env(cell.network, box).items():
             env.setdefault(var, value)
     return env
 
@@ -74,7 +76,7 @@ def launch_cell(cell: CellSpec, cell_dir: Path, placement: Placement | None = No
                 module: str = WORKER_MODULE) -> Path:
     """Run every rank of `cell` (`python -m MODULE --cell cell.json --out cell_dir`); return the path of
     rank 0's result.json, or raise CellFailed."""
-    placement = placement or Placement()
+    placement = placement or Placement(nodes=cell.nodes)  # a multi-node cell on one box: its ranks say which "node"
     cell_dir = cell_dir.resolve()
     cell_dir.mkdir(parents=True, exist_ok=True)
     spec_path = cell_dir / "cell.json"

@@ -44,7 +44,7 @@ from harness.launch.srun_plan import (
     failure_reason,
     place,
 )
-from harness.launch.supervise import log_tail, python_argv, with_rank_error, worker_argv
+from harness.launch.supervise import log_tail, python_argv, usable_port, with_rank_error, worker_argv
 from harness.networks import network_env
 
 LAUNCHERS = ("local", "srun")
@@ -128,7 +128,7 @@ def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, .
     result.unlink(missing_ok=True)
     backend = BACKENDS.get(cell.backend)
     workers, _ = place(cell, alloc)
-    port = _usable_port(cell_port(alloc.job_id, cell.cell_id), on_this_host=workers[0] == alloc.here)
+    port = usable_port(cell_port(alloc.job_id, cell.cell_id), on_this_host=workers[0] == alloc.here)
     ctx = SrunContext(cell, alloc, cell_dir, node_addr(workers[0]), port, tuple(command or worker_command(cell_dir)),
                       backend.srun_variant(os.environ),
                       extra_env={**network_env(cell.network, cell.nodes), **backend.launch_env(cell)})
@@ -137,20 +137,6 @@ def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, .
     if not result.exists():
         raise CellFailed("rank 0 finished without writing result.json", _tail(cell_dir))
     return result
-
-
-def _usable_port(port: int, on_this_host: bool) -> int:
-    """`port`, or the next free one when rank 0 will listen on this very host and it is taken."""
-    if not on_this_host:
-        return port
-    for p in range(port, port + 64):
-        with socket.socket() as s:
-            try:
-                s.bind(("", p))
-                return p
-            except OSError:
-                continue
-    return port
 
 
 class _Ended(Exception):

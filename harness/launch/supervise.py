@@ -39,6 +39,20 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def usable_port(port: int, on_this_host: bool) -> int:
+    """`port`, or the next free one when rank 0 will listen on this very host and it is taken."""
+    if not on_this_host:
+        return port
+    for p in range(port, port + 64):
+        with socket.socket() as s:
+            try:
+                s.bind(("", p))
+                return p
+            except OSError:
+                continue
+    return port
+
+
 def log_tail(cell_dir: Path, first: int = 0, lines: int = LOG_TAIL_LINES) -> str:
     """The last lines of the failing rank's log (then rank 0's), for the failed row."""
     out = []

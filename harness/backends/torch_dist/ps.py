@@ -11,9 +11,13 @@ the pull comes from it.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import torch
 import torch.distributed as dist
 
+from harness.backends.base import Handle
+from harness.backends.torch_dist.handles import DeferredHandle, WorkHandle
 from harness.backends.torch_dist.ps_layout import PSLayout
 from harness.backends.torch_dist.ps_node import (
     LOCAL_CONTROL_TAG,
@@ -23,17 +27,21 @@ from harness.backends.torch_dist.ps_node import (
     OwnerHandle,
 )
 from harness.backends.torch_dist.ps_server import CONTROL_TAG, STOP, send_table
+from harness.backends.torch_dist.staging import Staged, Stager
 
 
 class PSClient:
-    def __init__(self, workers: int, servers: int, rank: int, node_of_worker: list[int], local_reduce: bool):
+    def __init__(self, workers: int, servers: int, rank: int, node_of_worker: list[int], local_reduce: bool,
+                 device: torch.device):
         self.workers, self.servers, self.rank = workers, servers, rank
+        self.stager = Stager(device)
+        # one thread starts staged pushes in the order they were asked for (their hooks' order)
+        self.sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ps-sender")
         self.node_of_worker, self.local_reduce = node_of_worker, local_reduce
         self.keys: dict[str, int] = {}
         self.layout: PSLayout | None = None
         self.agg: NodeAggregator | None = None
         self._headers: list[torch.Tensor] = []
-        self._staging: dict[int, torch.Tensor] = {}
 
     def declare(self, keys: list[tuple[str, int]]) -> dict[str, int]:
         numel = [n for _, n in keys]
@@ -55,37 +63,37 @@ class PSClient:
         sends = [dist.isend(self._headers[k], dst=dst, tag=CONTROL_TAG), dist.isend(buf, dst=dst, tag=k)]
         return sends, dist.irecv(buf, src=dst, tag=k)
 
-    def _host(self, k: int, tensor: torch.Tensor):
-        """The CPU buffer that travels for `tensor`, and what copies the result back (GPU tensors are
-        staged through pinned host memory: servers and the node reduce hold CPU memory)."""
-        if tensor.device.type == "cpu":
-            return tensor.view(-1), None
-        buf = self._staging.get(k)
-        if buf is None:
-            buf = self._staging[k] = torch.empty(tensor.numel(), dtype=tensor.dtype, pin_memory=True)
-        buf.copy_(tensor.reshape(-1))
-        return buf, lambda: tensor.reshape(-1).copy_(buf, non_blocking=False)
-
-    def push_pull(self, tensor: torch.Tensor, name: str):
-        """Start key `name`'s push-pull: (works, after, how many leading works are this worker's sends),
-        or an OwnerHandle when this worker sums its node's copies first."""
+    def push_pull(self, tensor: torch.Tensor, name: str) -> Handle:
+        """Start key `name`'s push-pull. A staged GPU partition (staging.py) is started by the sender
+        thread once its copy to host memory has finished, so the gradient hook never waits for it."""
         k = self.keys[name]
-        buf, after = self._host(k, tensor)
+        staged = self.stager.stage(k, tensor)
+        if not staged.deferred:
+            return self._start(k, staged)
+        return DeferredHandle(self.sender.submit(self._start_when_ready, k, staged))
+
+    def _start_when_ready(self, k: int, staged: Staged) -> Handle:
+        staged.wait_ready()
+        return self._start(k, staged)
+
+    def _start(self, k: int, staged: Staged) -> Handle:
+        buf, after = staged.buf, staged.after
         owner = self.layout.owner(k, self.rank)
         if owner != self.rank:  # a peer owns it: it goes there and comes back from there
             works = [dist.isend(self._headers[k], dst=owner, tag=LOCAL_CONTROL_TAG),
                      dist.isend(buf, dst=owner, tag=LOCAL_TAG + k),
                      dist.irecv(buf, src=owner, tag=RESULT_TAG + k)]
-            return works, after, 2
+            return WorkHandle(works, after, sent=2)
         if self.agg is None:  # alone in its group: straight to the server
             sends, pull = self._push(k, buf)
-            return sends + [pull], after, 2
+            return WorkHandle(sends + [pull], after, sent=2)
         return OwnerHandle(self.agg, self.agg.contribute(k, buf), after)
 
     def describe(self) -> dict:
         return self.layout.describe() if self.layout else {}
 
     def stop(self) -> None:
+        self.sender.shutdown(wait=True)
         stop = torch.tensor([STOP], dtype=torch.int64)
         for s in range(self.servers):
             dist.send(stop, dst=self.workers + s, tag=CONTROL_TAG)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import socket
-import time
 from typing import Any
 
 import torch
@@ -19,50 +18,7 @@ import torch.distributed as dist
 from harness.backends.base import Handle, Transport
 from harness.backends.interfaces import choose_interface
 from harness.backends.torch_dist import ps, ps_server
-
-
-COMPLETION_POLL_S = 50e-6
-"""How often a credit window asks an NCCL operation whether it has finished (is_completed)."""
-
-
-def wait_done(works) -> None:
-    """Block until `works` have really finished. On NCCL, Work.wait() only makes the current stream wait
-    for the operation and returns at once, so a scheduler that releases credit after it would let every
-    partition go together; is_completed() asks the operation's CUDA event. On gloo wait() blocks already."""
-    for w in works:
-        while not w.is_completed():
-            time.sleep(COMPLETION_POLL_S)
-        w.wait()
-
-
-class _WorkHandle(Handle):
-    __slots__ = ("works", "after", "sent", "cuda")
-
-    def __init__(self, works, after=None, sent: int | None = None, cuda: bool = False):
-        self.works = works
-        self.after = after
-        self.sent = sent  # how many leading works are this rank's sends (push-pull); None = all
-        self.cuda = cuda  # an NCCL collective: completion is asked, not waited (wait_done)
-
-    def wait_sent(self) -> None:
-        if self.sent is None:
-            if self.cuda:  # credit returns when the all-reduce has really finished
-                wait_done(self.works)
-                self.works = ()
-                return self.wait()
-            return self.wait()
-        for w in self.works[:self.sent]:
-            w.wait()
-        # gloo's wait() on a finished send waits for a *further* send on its buffer: never wait twice
-        self.works, self.sent = self.works[self.sent:], 0
-
-    def wait(self) -> None:
-        for w in self.works:
-            w.wait()
-        self.works = ()
-        if self.after is not None:
-            self.after()
-            self.after = None
+from harness.backends.torch_dist.handles import WorkHandle
 
 
 def rendezvous_store(env, timeout: datetime.timedelta) -> dist.TCPStore:
@@ -109,24 +65,20 @@ class TorchTransport(Transport):
             nodes = [None] * cell.workers  # which node each worker is on: its node group for the local reduce
             dist.all_gather_object(nodes, env.node_rank, group=self.group)
             local_reduce = bool((cell.knobs or {}).get("local_reduce", 1))
-            self._ps = ps.PSClient(cell.workers, cell.servers, self.rank, nodes, local_reduce)
+            self._ps = ps.PSClient(cell.workers, cell.servers, self.rank, nodes, local_reduce, device)
 
     @property
     def servers(self) -> int:
         return self._servers
 
     def allreduce_async(self, tensor, name, priority=0) -> Handle:
-        return _WorkHandle([dist.all_reduce(tensor, group=self.group, async_op=True)], cuda=tensor.is_cuda)
+        return WorkHandle([dist.all_reduce(tensor, group=self.group, async_op=True)], cuda=tensor.is_cuda)
 
     def declare_keys(self, keys):
         return self._ps.declare(keys)
 
     def push_pull_async(self, tensor, name, priority=0) -> Handle:
-        started = self._ps.push_pull(tensor, name)
-        if isinstance(started, Handle):  # this worker sums its node's copies first (ps_node.py)
-            return started
-        works, after, sent = started
-        return _WorkHandle(works, after, sent=sent)
+        return self._ps.push_pull(tensor, name)
 
     def describe(self) -> dict:
         return self._ps.describe() if self._ps is not None else {}

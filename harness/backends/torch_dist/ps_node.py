@@ -36,7 +36,6 @@ class _Round:
     def __init__(self):
         self.arrived = 0
         self.own: torch.Tensor | None = None
-        self.pushed = threading.Event()
         self.done = threading.Event()
 
 
@@ -97,7 +96,7 @@ class NodeAggregator:
             self.pushes.put(None)
 
     def _sent(self) -> None:
-        """Mark each push sent when its data has left (credit windows return here), in push order."""
+        """Wait for each push's sends to complete, in push order, then hand its pull to a forwarder."""
         try:
             while True:
                 item = self.pushes.get()
@@ -106,7 +105,6 @@ class NodeAggregator:
                 k, r, sends, pull = item
                 for work in sends:
                     work.wait()
-                r.pushed.set()
                 self.pulls.put((k, r, pull))
         except BaseException as e:
             self.errors.append(e)
@@ -136,15 +134,17 @@ class NodeAggregator:
 
 
 class OwnerHandle(Handle):
-    """The owner's handle of one key: sent once the group's sum is pushed, done once the peers have
-    the pulled result."""
+    """The owner's handle of one key: sent once handed to the aggregator, done once the peers have the
+    pulled result."""
 
     def __init__(self, agg: NodeAggregator, r: _Round, after=None):
         self.agg, self.r, self.after = agg, r, after
 
     def wait_sent(self) -> None:
-        while not self.r.pushed.wait(timeout=1.0):
-            self.agg.check()
+        """The owner's own copy has left its hands as soon as the aggregator holds it. Waiting here for the
+        group's push would let a credit window deadlock: each owner's window full of its own keys, each
+        waiting for the copies its peers cannot send while their windows are full of theirs."""
+        self.agg.check()
 
     def wait(self) -> None:
         while not self.r.done.wait(timeout=1.0):

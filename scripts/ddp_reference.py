@@ -1,6 +1,6 @@
 """A minimal hand-written DDP training loop, to measure the harness's own overhead against.
 
-    torchrun --nproc-per-node 2 scripts/ddp_reference.py bert-base-tiny 10 30
+    torchrun --nproc-per-node 2 scripts/ddp_reference.py bert-base-tiny 10 30 [BATCH]
 
 Same model, per-worker batch, optimizer and threads as `ddlbench run --scheme ddp`; nothing else:
 no hooks of ours, no phase clocks, no result files. Prints the throughput (global batch over the
@@ -21,6 +21,7 @@ from workloads import WORKLOADS
 
 def main() -> None:
     name, warmup, iters = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    per_worker = int(sys.argv[4]) if len(sys.argv) > 4 else None  # default: the workload's
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -28,7 +29,8 @@ def main() -> None:
     torch.manual_seed(0)
     model = DistributedDataParallel(spec.build())
     opt = make_optimizer(list(model.parameters()))
-    batch = spec.make_batch(spec.batch, seq_len=spec.seq_len, device="cpu", seed=1000 + rank)
+    per_worker = per_worker or spec.batch
+    batch = spec.make_batch(per_worker, seq_len=spec.seq_len, device="cpu", seed=1000 + rank)
     times = []
     for i in range(warmup + iters):
         if i == warmup:
@@ -41,7 +43,7 @@ def main() -> None:
     t = torch.tensor(times[warmup:])
     dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank of each iteration
     if rank == 0:
-        print(f"{name}: {spec.batch * world / statistics.median(t.tolist()):.2f} samples/s")
+        print(f"{name}: {per_worker * world / statistics.median(t.tolist()):.2f} samples/s")
     dist.destroy_process_group()
 
 

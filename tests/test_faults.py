@@ -237,7 +237,8 @@ def test_sigkill_of_the_driver_leaves_no_rank_behind(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)  # the driver only: no handler runs, no `finally`
     proc.communicate(timeout=30)
     _no_rank_left_within(run)  # the kernel's parent-death signal ended them
-    assert all(not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text() for pid in ranks)
+    # none of the ranks seen before the kill still runs (a pid may meanwhile belong to another process)
+    assert not set(ranks) & set(_procs_under(run))
     assert len(store.finished_cells(run)) == 1  # the baseline, measured before the kill, is kept
     s = pd.read_parquet(run / "summary.parquet")
     assert list(s["scheme"]) == ["local"] and (s["status"] == "ok").all()

@@ -363,10 +363,10 @@ def test_installer_builds_cpu_horovod_without_nccl_in_the_cpu_cache(tmp_path):
     out, build_env = _dry_run()
     assert not any(v.startswith(("HOROVOD_GPU_OPERATIONS", "HOROVOD_NCCL", "HOROVOD_CUDA")) for v in build_env), out
     assert "HOROVOD_WITH_MPI=1" in build_env
-    # the cache folder CPU wheels always had (a wheel built before this change is still found)
+    # the cache folder of CPU wheels with this installer's patches (a wheel with fewer is rebuilt)
     py = "py%d%d" % sys.version_info[:2]
     cache = Path(os.path.expanduser("~/.cache/ddlbench")) / "wheels" / f"horovod-{HOROVOD_VERSION}"
-    expected = cache / f"torch{torch.__version__.split('+')[0]}-{py}-cpu-mpi-gloo"
+    expected = cache / f"torch{torch.__version__.split('+')[0]}-{py}-cpu-mpi-gloo-p{_patch_module().PATCH_LEVEL}"
     assert _wheel_cache(out) == str(expected), out
     wheels = sorted(expected.glob(f"horovod-{HOROVOD_VERSION}-*.whl"))
     if wheels:
@@ -410,7 +410,7 @@ def test_installer_builds_horovod_with_nccl_for_a_cuda_torch(tmp_path):
     assert any(v.startswith("HOROVOD_NCCL_LIB=") for v in build_env)
     assert "nvcc not found" not in out and "WARNING" not in out
     # its own cache folder: a CPU wheel is never taken for a CUDA box
-    assert _wheel_cache(out).endswith("-cu124-nccl-mpi-gloo"), out
+    assert _wheel_cache(out).endswith(f"-cu124-nccl-mpi-gloo-p{_patch_module().PATCH_LEVEL}"), out
     assert "cached wheel: none" in out
 
 

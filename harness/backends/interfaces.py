@@ -13,6 +13,7 @@ The choice is returned as facts recorded with the rank (interface, this rank's a
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import MutableMapping
 
@@ -21,6 +22,13 @@ from harness.netif import read_counters, refuse_loopback, route_towards
 
 IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
 """gloo's, NCCL's and tensorpipe's interface variables (GLOO_SOCKET_IFNAME takes one concrete name)."""
+
+
+def _literal_loopback(addr: str) -> bool:
+    try:
+        return ipaddress.ip_address(addr).is_loopback
+    except ValueError:
+        return False
 
 
 def choose_interface(env: DistEnv, environ: MutableMapping[str, str] | None = None) -> dict:
@@ -34,7 +42,10 @@ def choose_interface(env: DistEnv, environ: MutableMapping[str, str] | None = No
             environ.setdefault(var, given)
         return {"iface": given, "iface_addr": "", "iface_source": "given (GLOO_SOCKET_IFNAME)"}
     route = route_towards(env.master_addr)
-    if env.nodes > 1:
+    if env.nodes > 1 and not _literal_loopback(env.master_addr):
+        # A name that resolves to loopback (Debian's 127.0.1.1 hostname) sends every node to itself. A
+        # literal 127.x rendezvous is a deliberate one-host emulation (the local Slurm's nodes all are
+        # this host), where loopback is right.
         refuse_loopback(route.dev, route.dest)
     for var in IFNAME_VARS:
         environ.setdefault(var, route.dev)

@@ -96,9 +96,12 @@ def run_under_launcher(cell: CellSpec, output: Path) -> None:
 @click.option("--overwrite", is_flag=True, help="Discard the run already in --output and measure again.")
 @click.option("--oversubscribe", is_flag=True,
               help="Allow more workers x threads than this box has cores (timings are then noise).")
+@click.option("--strict-network", is_flag=True,
+              help="Exit 1 when a multi-node cell's traffic did not go mainly through the interface its network "
+                   "profile names (summary column net_check).")
 @click.pass_context
 def command(ctx, workload, scheme, backend, workers, servers, batch, seq_len, warmup, iters, timeout_s, device,
-            threads, knobs, network, testbed, baseline, output, resume, overwrite, oversubscribe):
+            threads, knobs, network, testbed, baseline, output, resume, overwrite, oversubscribe, strict_network):
     """Run one benchmark cell and print its summary.
 
     Exit status 0 when every cell is ok, 1 when a cell failed, 2 on bad input."""
@@ -122,4 +125,4 @@ def command(ctx, workload, scheme, backend, workers, servers, batch, seq_len, wa
                                oversubscribe=oversubscribe)
     except Interrupted as e:
         ctx.exit(finish_run(run_dir, interrupted=e))
-    ctx.exit(finish_run(run_dir))
+    ctx.exit(finish_run(run_dir, strict_network=strict_network))

@@ -58,11 +58,26 @@ def print_summary(summary: pd.DataFrame, title: str = "") -> None:
     failed = summary[summary["status"] != "ok"]
     for _, r in failed.iterrows():
         click.echo(f"failed {r['cell_id']}: {r['reason']}")
+    for line in network_warnings(summary):
+        click.echo(f"warning: {line}", err=True)
 
 
-def finish_run(run_dir: Path | None, interrupted=None) -> int:
+def network_warnings(summary: pd.DataFrame) -> list[str]:
+    """One line per multi-node cell whose traffic did not go mainly through the interface it named
+    (harness/results/netcheck.py)."""
+    if "net_check" not in summary:
+        return []
+    bad = summary[summary["net_check"] == "wrong-interface"]
+    return [f"{r['cell_id']}: its ranks named {r['iface'] or '(nothing)'} but {r['net_main_iface']} carried most "
+            f"bytes ({100 * (r['net_iface_share'] if r['net_iface_share'] == r['net_iface_share'] else 0):.0f} % "
+            f"through the named one): the row's network {r['network']!r} is not what was measured"
+            for _, r in bad.iterrows()]
+
+
+def finish_run(run_dir: Path | None, interrupted=None, strict_network: bool = False) -> int:
     """After `run` or `sweep`: print the run's summary and return the exit status a CI job can trust:
-    0 every cell ok, 1 a cell failed, 128+N when signal N interrupted the driver."""
+    0 every cell ok, 1 a cell failed (or, with `strict_network`, a multi-node cell's traffic went through
+    another interface than it named), 128+N when signal N interrupted the driver."""
     summary = pd.DataFrame()
     if run_dir is not None and (Path(run_dir) / "summary.parquet").exists():
         summary = load_run(run_dir).summary
@@ -75,7 +90,10 @@ def finish_run(run_dir: Path | None, interrupted=None) -> int:
     failed = int((summary["status"] != "ok").sum()) if "status" in summary else 0
     if failed:
         click.echo(f"{failed} cell(s) failed (exit status 1); see their reasons above", err=True)
-    return 1 if failed else 0
+    wrong = len(network_warnings(summary)) if strict_network else 0
+    if wrong:
+        click.echo(f"{wrong} cell(s) failed the network check (--strict-network, exit status 1)", err=True)
+    return 1 if failed or wrong else 0
 
 
 @click.command("show")

@@ -68,9 +68,12 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
 @click.option("--no-progress", is_flag=True, help="No progress bar (logs, CI).")
 @click.option("--launcher", type=click.Choice(["local", "srun"]),
               help="How cells start: srun steps (default inside a Slurm allocation) or local processes.")
+@click.option("--strict-network", is_flag=True,
+              help="Exit 1 when a multi-node cell's traffic did not go mainly through the interface its network "
+                   "profile names (summary column net_check).")
 @click.pass_context
 def command(ctx, sweep_file, output, resume, overwrite, retry_failed, oversubscribe, allow_failed_cells,
-            no_progress, launcher):
+            no_progress, launcher, strict_network):
     """Run every cell of SWEEP_FILE and print the summary.
 
     Exit status 0 when every cell is ok, 1 when a cell failed (0 with --allow-failed-cells), 2 on bad
@@ -82,5 +85,5 @@ def command(ctx, sweep_file, output, resume, overwrite, retry_failed, oversubscr
                             retry_failed=retry_failed, overwrite=overwrite, oversubscribe=oversubscribe)
     except Interrupted as e:
         ctx.exit(finish_run(output, interrupted=e))
-    code = finish_run(run_dir)
+    code = finish_run(run_dir, strict_network=strict_network)
     ctx.exit(0 if code == 1 and allow_failed_cells else code)

@@ -156,7 +156,19 @@ def _table_sections(page: Page, s: pd.DataFrame, env: pd.DataFrame) -> None:
         page.table(T.environment_table(env))
 
 
+def _network_section(page: Page, s: pd.DataFrame) -> None:
+    """Multi-node cells whose bytes went through another interface than they named (netcheck.py)."""
+    if s.empty or "net_check" not in s or not (s["net_check"] == "wrong-interface").any():
+        return
+    page.h("Network check")
+    page.p("These cells' traffic did not go mainly through the interface their network profile names: their "
+           "rows do not measure the network they are labelled with.")
+    bad = s[s["net_check"] == "wrong-interface"]
+    page.table(bad[["cell_id", "network", "iface", "net_main_iface", "net_iface_share"]])
+
+
 def _failed_section(page: Page, s: pd.DataFrame) -> None:
+    _network_section(page, s)
     page.h("Failed cells")
     bad = s[s["status"] != "ok"] if not s.empty else s
     if bad.empty:

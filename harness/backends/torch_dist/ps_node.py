@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from harness.backends.base import Handle
-from harness.backends.torch_dist.ps_server import STOP
+from harness.backends.torch_dist.ps_server import receive_pushes
 
 LOCAL_CONTROL_TAG = (1 << 30) + 1
 """Header channel from a peer to the owner of a key in its node group."""
@@ -82,15 +82,9 @@ class NodeAggregator:
         self.pushes.put((k, r, sends, pull))
 
     def _receive_from(self, peer: int) -> None:
-        header = torch.zeros(1, dtype=torch.int64)
         try:
-            while True:
-                dist.recv(header, src=peer, tag=LOCAL_CONTROL_TAG)
-                k = int(header.item())
-                if k == STOP:
-                    return
-                dist.recv(self.inbox[k][peer], src=peer, tag=LOCAL_TAG + k)
-                self._arrive(k, self._round(k))
+            receive_pushes(peer, LOCAL_CONTROL_TAG, lambda k: self.inbox[k][peer], lambda k: LOCAL_TAG + k,
+                           lambda k: self._arrive(k, self._round(k)))
         except BaseException as e:  # surfaced by the handles; the cell then fails, not hangs
             self.errors.append(e)
             self.pushes.put(None)

@@ -11,6 +11,7 @@ every pusher: the same bytes to all, so every worker ends with a bitwise identic
 from __future__ import annotations
 
 import threading
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -51,6 +52,22 @@ class _Key:
             return total
 
 
+def receive_pushes(src: int, control_tag: int, buffer_of: Callable[[int], torch.Tensor],
+                   tag_of: Callable[[int], int], arrived: Callable[[int], None]) -> None:
+    """The receiving side of pushes from one sender, until it says STOP: a header with the key on
+    `control_tag`, then the data into `buffer_of(key)` on `tag_of(key)`, then `arrived(key)`. One thread
+    per sender, because gloo's receive handles report completion only through wait() and each sender
+    pushes in its own order (the servers, and the owners of the node-local reduce, ps_node.py)."""
+    header = torch.zeros(1, dtype=torch.int64)
+    while True:
+        dist.recv(header, src=src, tag=control_tag)
+        k = int(header.item())
+        if k == STOP:
+            return
+        dist.recv(buffer_of(k), src=src, tag=tag_of(k))
+        arrived(k)
+
+
 def serve(workers: int, servers: int, rank: int) -> None:
     """Run until every worker has said STOP."""
     box = [None]
@@ -60,20 +77,16 @@ def serve(workers: int, servers: int, rank: int) -> None:
     keys = {k: _Key(numel[k], tuple(pushers[k])) for k, s in enumerate(server_of) if s == me}
     errors: list[BaseException] = []
 
+    def reply_when_complete(w: int, k: int) -> None:
+        total = keys[k].add(w)
+        if total is not None:
+            for work in [dist.isend(total, dst=d, tag=k) for d in keys[k].pushers]:
+                work.wait()
+
     def receive_from(w: int) -> None:
-        header = torch.zeros(1, dtype=torch.int64)
         try:
-            while True:
-                dist.recv(header, src=w, tag=CONTROL_TAG)
-                k = int(header.item())
-                if k == STOP:
-                    return
-                key = keys[k]
-                dist.recv(key.inbox[w], src=w, tag=k)
-                total = key.add(w)
-                if total is not None:
-                    for work in [dist.isend(total, dst=d, tag=k) for d in key.pushers]:
-                        work.wait()
+            receive_pushes(w, CONTROL_TAG, lambda k: keys[k].inbox[w], lambda k: k,
+                           lambda k: reply_when_complete(w, k))
         except BaseException as e:  # surfaced by the main thread; the cell then fails, not hangs
             errors.append(e)
 

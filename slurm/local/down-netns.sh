@@ -20,31 +20,16 @@ if [ "$(id -u)" != 0 ]; then
 fi
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/netns-common.sh"
+. "$HERE/cluster-common.sh"
 
 OURS_CONF=""
 grep -qxF "$MARK" "$CONF" 2>/dev/null && OURS_CONF=1
 our_netns() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$NS_PREFIX-(node[0-9]+|sw)$"; }
 
-# 1. Let Slurm end the jobs itself when the controller answers (tasks get SIGTERM, then KILL).
-if [ -n "$OURS_CONF" ] && timeout 3 scontrol ping 2>/dev/null | grep -q 'is UP'; then
-  jobs=$(timeout 5 squeue -h -o '%A' 2>/dev/null || true)
-  if [ -n "$jobs" ]; then
-    log "cancelling jobs: $(echo $jobs)"
-    # shellcheck disable=SC2086
-    timeout 5 scancel $jobs 2>/dev/null || true
-    for _ in $(seq 30); do [ -z "$(timeout 3 squeue -h -t R,CG -o '%A' 2>/dev/null)" ] && break; sleep 0.2; done
-  fi
-fi
+# 1. Let Slurm end the jobs itself when the controller still answers (tasks get SIGTERM, then KILL).
+cancel_all_jobs "$OURS_CONF"
 
-# 2. Find what is left, by pid.
-ancestors=" "
-p=$$
-while [ "$p" -gt 1 ] 2>/dev/null; do
-  ancestors+="$p "
-  p=$(awk '/^PPid:/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 1)
-done
-not_ancestor() { while read -r pid; do case "$ancestors" in *" $pid "*) ;; *) echo "$pid" ;; esac; done; }
-pid_of() { local p=${1#/proc/}; echo "${p%%/*}"; }
+# 2. Find what is left, by pid (never this shell or its parents: cluster-common.sh).
 exe_of() { readlink "/proc/$1/exe" 2>/dev/null; }
 our_pids() {
   local f pid ns

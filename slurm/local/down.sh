@@ -17,6 +17,8 @@ log() { [ -n "$QUIET" ] || echo "down.sh: $*"; }
 if [ "$(id -u)" != 0 ]; then
   echo "down.sh: needs root (it ends daemons running as root); rerun with sudo" >&2; exit 2
 fi
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+. "$HERE/cluster-common.sh"
 
 CONF=/etc/slurm/slurm.conf
 STATE=/var/spool/ddlbench-slurm
@@ -26,27 +28,9 @@ OURS_CONF=""
 grep -qxF "$MARK" "$CONF" 2>/dev/null && OURS_CONF=1
 
 # 1. Let Slurm end the jobs itself when the controller still answers (tasks get SIGTERM, then KILL).
-ctld_pid=$(cat "$STATE/run/slurmctld.pid" 2>/dev/null || true)
-if [ -n "$OURS_CONF" ] && [ -n "$ctld_pid" ] && kill -0 "$ctld_pid" 2>/dev/null \
-   && timeout 3 scontrol ping 2>/dev/null | grep -q 'is UP'; then
-  jobs=$(timeout 5 squeue -h -o '%A' 2>/dev/null || true)
-  if [ -n "$jobs" ]; then
-    log "cancelling jobs: $(echo $jobs)"
-    # shellcheck disable=SC2086
-    timeout 5 scancel $jobs 2>/dev/null || true
-    for _ in $(seq 30); do [ -z "$(timeout 3 squeue -h -t R,CG -o '%A' 2>/dev/null)" ] && break; sleep 0.2; done
-  fi
-fi
+cancel_all_jobs "$OURS_CONF"
 
-# 2. Find what is left, by pid.
-ancestors=" "
-p=$$
-while [ "$p" -gt 1 ] 2>/dev/null; do
-  ancestors+="$p "
-  p=$(awk '/^PPid:/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 1)
-done
-not_ancestor() { while read -r pid; do case "$ancestors" in *" $pid "*) ;; *) echo "$pid" ;; esac; done; }
-pid_of() { local p=${1#/proc/}; echo "${p%%/*}"; }
+# 2. Find what is left, by pid (never this shell or its parents: cluster-common.sh).
 our_pids() {
   local f pid
   {

@@ -64,6 +64,7 @@ done
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/netns-common.sh"
+. "$HERE/cluster-common.sh"
 T0=$(date +%s.%N)
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 log() { echo "up-netns.sh: $*"; }
@@ -186,31 +187,8 @@ SlurmdUser=root
 AuthType=auth/munge
 AuthInfo=socket=$MUNGE_SOCKET
 CredType=cred/munge
-StateSaveLocation=$STATE/ctld
-SlurmdSpoolDir=$STATE/d/%n
-SlurmctldPidFile=$STATE/run/slurmctld.pid
-SlurmdPidFile=$STATE/run/slurmd-%n.pid
-SlurmctldLogFile=$STATE/log/slurmctld.log
-SlurmdLogFile=$STATE/log/slurmd-%n.log
-# cgroup plugins fail in this container kind (docs/ARCHITECTURE.md, "Testbed").
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-MailProg=/bin/true
-MpiDefault=none
-SwitchType=switch/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SlurmdParameters=config_overrides
-ReturnToService=2
-SchedulerParameters=batch_sched_delay=0
-KillWait=2
-MinJobAge=600
-SlurmctldDebug=info
-SlurmdDebug=info
 CONF
+  slurm_conf_common "$STATE"
   for i in $(seq 1 "$NODES"); do
     echo "NodeName=node$i NodeAddr=$SLOW_SUBNET.$i NodeHostname=node$i CPUs=$CPUS State=UNKNOWN"
   done

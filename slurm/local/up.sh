@@ -39,6 +39,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+. "$HERE/cluster-common.sh"
 CONF_DIR=/etc/slurm
 CONF="$CONF_DIR/slurm.conf"
 STATE=/var/spool/ddlbench-slurm          # everything we create at run time lives here
@@ -152,33 +153,8 @@ SlurmctldPort=$CTLD_PORT
 SlurmUser=slurm
 SlurmdUser=root
 AuthType=auth/munge
-StateSaveLocation=$STATE/ctld
-SlurmdSpoolDir=$STATE/d/%n
-SlurmctldPidFile=$STATE/run/slurmctld.pid
-SlurmdPidFile=$STATE/run/slurmd-%n.pid
-SlurmctldLogFile=$STATE/log/slurmctld.log
-SlurmdLogFile=$STATE/log/slurmd-%n.log
-# cgroup plugins fail in this container kind.
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-MailProg=/bin/true
-MpiDefault=none
-SwitchType=switch/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SlurmdParameters=config_overrides
-ReturnToService=2
-# Fast turnaround for tests: start batch jobs at submit time (the default batches them up for 3 s),
-# short kill grace, keep finished jobs visible to scontrol for 10 minutes.
-SchedulerParameters=batch_sched_delay=0
-KillWait=2
-MinJobAge=600
-SlurmctldDebug=info
-SlurmdDebug=info
 CONF
+  slurm_conf_common "$STATE"
   for i in $(seq 1 "$NODES"); do
     echo "NodeName=n$i NodeAddr=127.0.0.1 NodeHostname=localhost Port=$((NODE_PORT0 + i)) CPUs=$CPUS State=UNKNOWN"
   done

@@ -25,6 +25,7 @@ from pathlib import Path
 from harness.atomic import write_json_atomic
 from harness.errors import UserError
 from harness.results.files import check_output_dir, unwritable
+from harness.results.machine_load import busy_runs
 from harness.results.store import load_run
 
 DEFAULT_ROOT = Path("results") / "baselines"
@@ -46,7 +47,8 @@ def check_name(name: str, what: str = "baseline name") -> str:
 
 
 def save_baseline(name: str, run: str | Path, root: str | Path | None = None, force: bool = False) -> Path:
-    """Copy RUN's tables to <root>/<name>/ with a meta.json; refuse to overwrite unless force."""
+    """Copy RUN's tables to <root>/<name>/ with a meta.json; refuse to overwrite, or to store a run
+    measured on a busy machine (docs/ARCHITECTURE.md, "Measurement hygiene"), unless force."""
     check_name(name)
     tables = load_run(run)
     if tables.summary.empty:
@@ -54,6 +56,10 @@ def save_baseline(name: str, run: str | Path, root: str | Path | None = None, fo
     if tables.raw.empty:
         raise UserError(f"run {tables.path} has no raw.parquet: the gate needs per-iteration samples; "
                         f"re-run or resume the sweep")
+    busy = busy_runs(tables.environment)
+    if busy and not force:
+        raise UserError(f"refusing to store a baseline from a busy machine ({busy[0]}); re-run with nothing "
+                        f"else running, or pass --force to store it anyway")
     dest = baselines_root(root) / name
     check_output_dir(dest.parent, "baselines directory (--dir)")
     if dest.exists() and not force:

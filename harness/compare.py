@@ -25,7 +25,6 @@ import pandas as pd
 from scipy import stats as st
 
 from harness.errors import UserError
-from harness.results.environment import FINGERPRINT_KEYS
 
 MATCH_KEYS = ("workload", "scheme", "backend", "workers", "servers", "batch_per_worker", "seq_len",
               "knobs_json", "network")
@@ -237,28 +236,11 @@ def gate_exit_code(table: pd.DataFrame) -> int:
     return int(nothing_compared(table) or bool(table["status"].isin(FAILING).any()))
 
 
-def check_environments(base_env: pd.DataFrame, cur_env: pd.DataFrame, allow_mismatch: bool = False) -> str:
-    """Refuse (UserError) to compare runs from unlike environments unless allowed; returns a note."""
-    fb = sorted(set(base_env["fingerprint"])) if base_env is not None and "fingerprint" in base_env else []
-    fc = sorted(set(cur_env["fingerprint"])) if cur_env is not None and "fingerprint" in cur_env else []
-    if fb and fc and fb == fc:
-        return f"environment fingerprint {', '.join(fc)} (same on both sides)"
-    what = (f"baseline {'/'.join(fb) or 'unknown'} vs current {'/'.join(fc) or 'unknown'}")
-    if allow_mismatch:
-        return f"environment fingerprints differ ({what}); compared anyway (--allow-env-mismatch)"
-    diff = _env_differences(base_env, cur_env)
-    raise UserError(f"refusing to compare unlike environments ({what}{': ' + diff if diff else ''}); "
-                    f"record a baseline on this machine kind (`ddlbench baseline save`) or pass "
-                    f"--allow-env-mismatch")
-
-
-def _env_differences(base_env: pd.DataFrame, cur_env: pd.DataFrame) -> str:
-    if base_env is None or cur_env is None or base_env.empty or cur_env.empty:
-        return "environment table missing"
-    b, c = base_env.iloc[0], cur_env.iloc[0]
-    out = [f"{k} {b.get(k)!s} != {c.get(k)!s}" for k in FINGERPRINT_KEYS
-           if k != "hosts" and str(b.get(k, "")) != str(c.get(k, ""))]
-    return "; ".join(out[:4])
+def compared_backends(base_summary: pd.DataFrame, cur_summary: pd.DataFrame) -> set[str]:
+    """Backends of the cells present in both runs: only their libraries can change what is judged."""
+    base_s, cur_s = _measured(base_summary), _measured(cur_summary)
+    keys = {cell_key(r) for _, r in base_s.iterrows()}
+    return {str(r.get("backend")) for _, r in cur_s.iterrows() if cell_key(r) in keys and r.get("backend")}
 
 
 def _fmt(v, spec: str) -> str:

@@ -123,7 +123,9 @@ def run_cells(cells: list[CellSpec], run_dir: Path, run_id: str, *, resume: bool
         if not (run_dir / "environment.parquet").exists() or not resume:
             write_environment(run_dir, run_id, cells[0].device if cells else "cpu", env_extra)
         todo = [c for c in cells if c.cell_id not in done]
-        return _run_todo(todo, len(cells), run_dir, run_id, placement_for, progress, launcher)
+        rows = _run_todo(todo, len(cells), run_dir, run_id, placement_for, progress, launcher)
+        environment.record_end(run_dir)  # the load after the last cell (docs/ARCHITECTURE.md, "Measurement hygiene")
+        return rows
 
 
 def _run_todo(todo, total, run_dir, run_id, placement_for, progress, launcher) -> list[dict]:

@@ -1,11 +1,17 @@
 """Stored baselines: `ddlbench baseline save/list` and comparing against a baseline by name.
 
-    pytest -q tests/test_baseline.py         # ~2 s
+    pytest -q tests/test_baseline.py         # ~10 s (two real 1-s load samples)
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -15,10 +21,12 @@ from click.testing import CliRunner
 from harness.baselines import check_name, list_baselines, resolve, save_baseline
 from harness.cli import cli
 from harness.errors import UserError
+from harness.results import environment, machine_load
 from harness.results.store import load_run
 
 
-def fake_run(d, seed: int = 0, fingerprint: str = "fp-a", slow: float = 1.0):
+def fake_run(d, seed: int = 0, fingerprint: str = "fp-a", slow: float = 1.0, cpu: str = "test cpu",
+             env: dict | None = None):
     """A small run directory with the real table shapes (one ok cell, one failed cell)."""
     rng = np.random.default_rng(seed)
     d.mkdir(parents=True)
@@ -32,7 +40,8 @@ def fake_run(d, seed: int = 0, fingerprint: str = "fp-a", slow: float = 1.0):
                    "iter_s": slow * 0.16 * rng.lognormal(0, 0.05)} for i in range(10) for r in range(2)]
                  ).to_parquet(d / "raw.parquet")
     pd.DataFrame([{"schema_version": 1, "run_id": d.name, "fingerprint": fingerprint,
-                   "created_utc": "2026-01-01T00:00:00+00:00", "git_commit": "abc"}]
+                   "created_utc": "2026-01-01T00:00:00+00:00", "git_commit": "abc", "python": "3.11",
+                   "torch": "2.13.0+cpu", "cpu_model": cpu, "cpu_count": 2, **(env or {})}]
                  ).to_parquet(d / "environment.parquet")
     (d / "sweep.yaml").write_text("name: t\n")
     return d
@@ -84,7 +93,7 @@ def test_cli_save_list_and_compare_by_name(tmp_path, monkeypatch):
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     fake_run(tmp_path / "run1", seed=1)
     fake_run(tmp_path / "run2", seed=2, slow=1.3)
-    fake_run(tmp_path / "run3", seed=3, fingerprint="fp-other")
+    fake_run(tmp_path / "run3", seed=3, fingerprint="fp-other", cpu="other cpu")
     runner = CliRunner()
     r = runner.invoke(cli, ["baseline", "list"])
     assert r.exit_code == 0 and "no baselines" in r.output
@@ -105,4 +114,71 @@ def test_cli_save_list_and_compare_by_name(tmp_path, monkeypatch):
     assert r.exit_code == 1, r.output
     assert "| worse |" in r.output and "| failed |" in r.output
     r = runner.invoke(cli, ["compare", "main-cpu", "run3"])
-    assert r.exit_code == 2 and "fp-a" in r.output and "fp-other" in r.output
+    assert r.exit_code == 2 and "(cpu_model: test cpu -> other cpu)" in r.output
+
+
+BUSY = {"load_1m_start": 3.1, "load_5m_start": 2.0, "load_15m_start": 1.2, "others_cores_start": 1.35,
+        "others_start": "python3[4242] 0.95 core, pytest[77] 0.40 core", "load_1m_end": 1.0,
+        "load_5m_end": 1.0, "load_15m_end": 1.0, "others_cores_end": 0.0, "others_end": ""}
+
+
+def test_a_run_measured_on_a_busy_machine_is_refused_unless_forced(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fake_run(tmp_path / "busy", env=BUSY)
+    fake_run(tmp_path / "quiet", env={**BUSY, "others_cores_start": 0.3, "others_start": "x[1] 0.30 core"})
+    r = CliRunner().invoke(cli, ["baseline", "save", "b", "busy", "--dir", "bl"])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
+    assert r.output.startswith("error: refusing to store a baseline from a busy machine")
+    assert "1.35 cores at the start (python3[4242] 0.95 core, pytest[77] 0.40 core)" in r.output
+    assert not (tmp_path / "bl" / "b").exists()
+    r = CliRunner().invoke(cli, ["baseline", "save", "b", "busy", "--dir", "bl", "--force"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cli, ["baseline", "save", "q", "quiet", "--dir", "bl"])  # 0.3 core: below the rule
+    assert r.exit_code == 0, r.output
+
+
+def test_show_warns_about_a_busy_machine(tmp_path):
+    fake_run(tmp_path / "busy", env=BUSY)
+    fake_run(tmp_path / "quiet")  # a run from before the load was recorded: no warning
+    r = CliRunner().invoke(cli, ["show", str(tmp_path / "busy")])
+    assert r.exit_code == 0 and "measured on a busy machine" in r.stderr and "python3[4242]" in r.stderr
+    r = CliRunner().invoke(cli, ["show", str(tmp_path / "quiet")])
+    assert r.exit_code == 0 and "busy" not in r.stderr
+
+
+def _spin(detached: bool) -> tuple[int, object]:
+    """A process burning one core: our child, or (via a shell that exits at once) no longer in our tree."""
+    code = "import time\nt = time.time() + 60\nwhile time.time() < t: pass\n"
+    if not detached:
+        p = subprocess.Popen([sys.executable, "-c", code])
+        return p.pid, p
+    sh = subprocess.run(["sh", "-c", f"{shlex.quote(sys.executable)} -c {shlex.quote(code)} >/dev/null 2>&1 & "
+                         "echo $!"], capture_output=True, text=True, check=True)
+    return int(sh.stdout.strip()), None
+
+
+def test_load_sample_lists_other_busy_processes_but_never_the_runs_own(monkeypatch):
+    monkeypatch.setattr(machine_load, "PROCESS_MIN_CORES", 0.05)  # the 2 shared cores may be loaded
+    other, _ = _spin(detached=True)
+    child_pid, child = _spin(detached=False)
+    try:
+        time.sleep(0.3)
+        snap = machine_load.sample("start", sample_s=1.0)
+    finally:
+        os.kill(other, signal.SIGKILL)
+        child.kill()
+        child.wait()
+    assert f"[{other}]" in snap["others_start"], snap
+    assert f"[{child_pid}]" not in snap["others_start"], snap  # the run's own tree (its ranks) is left out
+    assert snap["others_cores_start"] > 0.05 and snap["load_1m_start"] >= 0
+    assert machine_load.busy_reason(snap | {"others_cores_start": 0.6}).startswith("other processes used 0.60")
+
+
+def test_environment_records_the_load_at_start_and_end(tmp_path):
+    row = environment.collect("r", sample_load=True)
+    assert {"load_1m_start", "load_15m_start", "others_cores_start", "others_start"} <= set(row)
+    environment.to_frame(row).to_parquet(tmp_path / "environment.parquet")
+    environment.record_end(tmp_path)
+    env = pd.read_parquet(tmp_path / "environment.parquet")
+    assert {"load_5m_end", "others_cores_end", "others_end"} <= set(env.columns)
+    assert env["others_cores_end"].iloc[0] >= 0

@@ -16,8 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import cli
-from harness.compare import (GateConfig, check_environments, compare_runs, decide, gate_exit_code,
+from harness.compare import (GateConfig, compare_runs, compared_backends, decide, gate_exit_code,
                              iteration_throughputs, significance, to_markdown)
+from harness.compare_env import check_environments
 from harness.errors import UserError
 
 BATCH = 8  # per worker
@@ -27,7 +28,8 @@ def iter_times(rng, n: int, median_s: float, cv: float = 0.05) -> np.ndarray:
     return median_s * rng.lognormal(0.0, cv, n)  # sigma ~= CV for small sigma
 
 
-def make_run(cells: dict, run_id: str = "run", fingerprint: str = "fp-a", workers: int = 2) -> dict:
+def make_run(cells: dict, run_id: str = "run", cpu: str = "test cpu", workers: int = 2, backend: str = "torch",
+             env: dict | None = None) -> dict:
     """cells: name -> per-iteration slowest-rank times (array) or "failed" or ("nosamples", t)."""
     summary, raw = [], []
     for name, times in cells.items():
@@ -35,7 +37,7 @@ def make_run(cells: dict, run_id: str = "run", fingerprint: str = "fp-a", worker
         cell_id = f"{run_id}.{wl}.{scheme}.w{workers}"
         row = {"schema_version": 1, "run_id": run_id, "cell_id": cell_id, "source": "measured",
                "status": "ok", "reason": "", "workload": wl, "sample_unit": "img", "scheme": scheme,
-               "backend": "torch", "workers": workers, "servers": 0, "batch_per_worker": BATCH,
+               "backend": backend, "workers": workers, "servers": 0, "batch_per_worker": BATCH,
                "global_batch": BATCH * workers, "seq_len": None, "knobs_json": "{}", "network": "loopback"}
         if isinstance(times, str):
             row.update(status="failed", reason="rank 1 exited with code 1: RuntimeError: boom")
@@ -49,9 +51,10 @@ def make_run(cells: dict, run_id: str = "run", fingerprint: str = "fp-a", worker
                         raw.append({"schema_version": 1, "run_id": run_id, "cell_id": cell_id, "rank": rank,
                                     "iteration": i, "iter_s": t * (0.97 if rank == 0 else 1.0)})
         summary.append(row)
-    env = pd.DataFrame([{"schema_version": 1, "run_id": run_id, "fingerprint": fingerprint,
-                         "created_utc": "2026-01-01T00:00:00+00:00", "torch": "2.13.0+cpu",
-                         "cpu_model": "test cpu"}])
+    env = pd.DataFrame([{"schema_version": 1, "run_id": run_id, "fingerprint": "fp",
+                         "created_utc": "2026-01-01T00:00:00+00:00", "python": "3.11", "torch": "2.13.0+cpu",
+                         "cpu_model": cpu, "cpu_count": 2, "hosts": "vm", "horovod": "0.28.1",
+                         "deepspeed": "0.19.8", **(env or {})}])
     return {"summary": pd.DataFrame(summary), "raw": pd.DataFrame(raw), "environment": env}
 
 
@@ -179,11 +182,52 @@ def test_predicted_rows_are_not_compared():
 
 def test_unlike_environments_are_refused_unless_allowed():
     a = make_run({"a:ddp": [0.1] * 6})["environment"]
-    b = make_run({"a:ddp": [0.1] * 6}, fingerprint="fp-b")["environment"]
-    with pytest.raises(UserError, match="refusing to compare unlike environments.*--allow-env-mismatch"):
-        check_environments(a, b)
-    assert "compared anyway" in check_environments(a, b, allow_mismatch=True)
-    assert "same on both sides" in check_environments(a, a)
+    b = make_run({"a:ddp": [0.1] * 6}, cpu="other cpu")["environment"]
+    with pytest.raises(UserError, match="refusing to compare unlike environments "
+                                        r"\(cpu_model: test cpu -> other cpu\).*--allow-env-mismatch"):
+        check_environments(a, b, {"torch"})
+    assert "compared anyway" in check_environments(a, b, {"torch"}, allow_mismatch=True)
+    assert "environments match" in check_environments(a, a, {"torch"})
+
+
+def test_a_cell_is_fingerprinted_by_its_own_backend_library_only():
+    """A Horovod upgrade does not stop the gate judging torch cells; it does stop it judging Horovod's."""
+    a = make_run({"a:ddp": [0.1] * 6})
+    b = make_run({"a:ddp": [0.1] * 6}, env={"horovod": "0.29.0", "deepspeed": ""})
+    assert compared_backends(a["summary"], b["summary"]) == {"torch"}
+    assert "environments match" in check_environments(a["environment"], b["environment"], {"torch"})
+    with pytest.raises(UserError, match=r"\(horovod: 0.28.1 -> 0.29.0\)"):
+        check_environments(a["environment"], b["environment"], {"torch", "horovod"})
+    with pytest.raises(UserError, match=r"\(deepspeed: 0.19.8 -> missing\)"):
+        check_environments(a["environment"], b["environment"], {"deepspeed"})
+    hv = make_run({"a:horovod": [0.1] * 6}, backend="horovod")
+    assert compared_backends(hv["summary"], hv["summary"]) == {"horovod"}
+
+
+def test_gpu_driver_and_topology_are_common_keys_absent_on_cpu():
+    cpu = make_run({"a:ddp": [0.1] * 6})["environment"]
+    gpu = make_run({"a:ddp": [0.1] * 6}, env={"gpu_driver": "550.54", "gpu_topology": "GPU0 X"})["environment"]
+    newer = make_run({"a:ddp": [0.1] * 6}, env={"gpu_driver": "560.1", "gpu_topology": "GPU0 X"})["environment"]
+    with pytest.raises(UserError, match=r"gpu_driver: missing -> 550.54; gpu_topology: missing -> GPU0 X"):
+        check_environments(cpu, gpu, {"torch"})
+    with pytest.raises(UserError, match=r"\(gpu_driver: 550.54 -> 560.1\)"):
+        check_environments(gpu, newer, {"torch"})
+    assert "environments match" in check_environments(gpu, gpu.copy(), {"torch"})
+
+
+def test_a_baseline_with_the_old_run_level_fingerprint_still_compares():
+    """Baselines recorded before the per-cell rule carry another `fingerprint` hash and no gpu_* columns:
+    on the same machine they compare (hashes are labels, values decide)."""
+    old = make_run({"a:ddp": [0.1] * 6})["environment"].assign(fingerprint="de3bfccdafbd", byteps="")
+    new = make_run({"a:ddp": [0.1] * 6})["environment"].assign(fingerprint="0123456789ab")
+    assert "environments match" in check_environments(old, new, {"torch"})
+    assert "environments match" in check_environments(old, new, {"horovod", "deepspeed", "byteps"})
+
+
+def test_a_missing_environment_table_is_refused():
+    a = make_run({"a:ddp": [0.1] * 6})["environment"]
+    with pytest.raises(UserError, match="the current run has no environment.parquet"):
+        check_environments(a, pd.DataFrame(), {"torch"})
 
 
 # --------------------------------------------------------------------------------------- the CLI
@@ -198,7 +242,7 @@ def runs(tmp_path):
     slow = write_run(tmp_path / "slow", make_run({"r:ddp": iter_times(rng, 12, 0.1),
                                                   "r:wfbp-a2a": iter_times(rng, 12, 0.125)}, "slow"))
     other = write_run(tmp_path / "other", make_run({"r:ddp": iter_times(rng, 12, 0.1),
-                                                    "r:wfbp-a2a": iter_times(rng, 12, 0.1)}, "o", "fp-b"))
+                                                    "r:wfbp-a2a": iter_times(rng, 12, 0.1)}, "o", "other cpu"))
     return base, same, slow, other
 
 

@@ -21,7 +21,8 @@ def command() -> None:
 @command.command("save")
 @click.argument("name")
 @click.argument("run")
-@click.option("--force", is_flag=True, help="Replace an existing baseline of that name.")
+@click.option("--force", is_flag=True, help="Replace an existing baseline of that name, or store a run "
+              "measured on a busy machine.")
 @_DIR
 def save(name: str, run: str, force: bool, root: str | None) -> None:
     """Store RUN (a run directory or run id) as baseline NAME (letters, digits, - and _)."""

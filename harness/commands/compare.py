@@ -14,7 +14,8 @@ import os
 import click
 
 from harness.baselines import resolve
-from harness.compare import GateConfig, check_environments, compare_runs, gate_exit_code, to_markdown
+from harness.compare import GateConfig, compare_runs, compared_backends, gate_exit_code, to_markdown
+from harness.compare_env import check_environments
 from harness.results.store import load_run
 
 
@@ -24,7 +25,8 @@ def run_compare(baseline: str, current: str, cfg, allow_env_mismatch: bool = Fal
 
     b = load_run(resolve(baseline, baselines_dir))
     c = load_run(resolve(current, baselines_dir))
-    env_note = check_environments(b.environment, c.environment, allow_env_mismatch)
+    backends = compared_backends(b.summary, c.summary)
+    env_note = check_environments(b.environment, c.environment, backends, allow_env_mismatch)
     table = compare_runs(b.summary, b.raw, c.summary, c.raw, cfg)
     md = to_markdown(table, cfg, title=f"ddlbench compare {b.path.name} -> {c.path.name}")
     md += f"\n{env_note}.\n"
@@ -41,7 +43,8 @@ def run_compare(baseline: str, current: str, cfg, allow_env_mismatch: bool = Fal
 @click.option("--min-samples", type=click.IntRange(min=2), default=6, show_default=True,
               help="Fewest samples per side for Mann-Whitney U; below, non-overlapping 99% CIs decide.")
 @click.option("--allow-env-mismatch", is_flag=True,
-              help="Compare even when the environment fingerprints differ.")
+              help="Compare even when the environments differ (machine, python/torch, the compared "
+              "cells' backend libraries).")
 @click.option("--baselines-dir", type=click.Path(file_okay=False), default=None,
               help="Where stored baselines live (default $DDLBENCH_BASELINES or results/baselines).")
 @click.pass_context

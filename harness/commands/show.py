@@ -12,6 +12,7 @@ from rich.table import Table
 from harness.atomic import write_text_atomic
 from harness.errors import UserError
 from harness.results.files import check_output_file
+from harness.results.machine_load import busy_runs
 from harness.results.store import load_run
 
 COLUMNS = [
@@ -109,6 +110,8 @@ def command(run: str, csv_path: Path | None) -> None:
                         f"{t.path} -o DIR`")
     unit = ", ".join(sorted(set(t.summary.get("sample_unit", pd.Series(dtype=str)).dropna()))) or "samples"
     print_summary(t.summary, title=f"{t.path} (X in {unit}/s; CI = 95% CI of the mean)")
+    for line in busy_runs(t.environment):
+        click.echo(f"warning: {line}", err=True)
     if csv_path:
         write_text_atomic(csv_path, t.summary.to_csv(index=False))
         click.echo(f"wrote {csv_path}")

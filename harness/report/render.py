@@ -23,6 +23,7 @@ from harness.report import figures as F
 from harness.report import figures_model as FM
 from harness.report import tables as T
 from harness.report.data import merge, predicted
+from harness.results.machine_load import busy_runs
 
 
 @dataclass
@@ -69,7 +70,7 @@ def write_report(runs: list, out_dir: Path, title: str | None = None, dpi: int =
     s, env, cb = merged["summary"], merged["environment"], merged["commbench"]
     names = [str(getattr(r, "path", f"run{i}")) for i, r in enumerate(runs)]
     page = Page(title or f"ddlbench report: {', '.join(Path(n).name for n in names)}")
-    _intro(page, names, notes, s)
+    _intro(page, names, notes, s, env)
     out: dict[str, Path] = {}
 
     def save(fig, file: str) -> None:
@@ -86,7 +87,7 @@ def write_report(runs: list, out_dir: Path, title: str | None = None, dpi: int =
     return out
 
 
-def _intro(page: Page, names: list[str], notes: list[str], s: pd.DataFrame) -> None:
+def _intro(page: Page, names: list[str], notes: list[str], s: pd.DataFrame, env: pd.DataFrame) -> None:
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     page.p(f"Generated {now} from {len(names)} input(s): " + ", ".join(f"`{n}`" for n in names) + ".")
     page.p("How to read the numbers: X is throughput in samples/s (images or sequences) = global batch / "
@@ -95,7 +96,7 @@ def _intro(page: Page, names: list[str], notes: list[str], s: pd.DataFrame) -> N
            "(Student t). Scaling efficiency E(N) = X_N / (N·X₁) with X₁ measured in the same sweep.")
     for n in notes:
         page.p(f"Note: {n}.")
-    checks = T.sanity_checks(s) if not s.empty else []
+    checks = busy_runs(env) + (T.sanity_checks(s) if not s.empty else [])
     if checks:
         page.h("Checks")
         for c in checks:

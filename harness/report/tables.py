@@ -7,6 +7,7 @@ import math
 import pandas as pd
 
 from harness.report.data import measured, schemes
+from harness.results.machine_load import verdict
 
 
 def _f(v, spec: str, scale: float = 1.0) -> str:
@@ -98,10 +99,10 @@ def environment_table(env: pd.DataFrame) -> pd.DataFrame:
     """Fields as rows, one column per run (versions, devices, hosts, fingerprint)."""
     extra = [c for c in env.columns if c not in ENV_FIELDS and c not in ("schema_version", "run")]
     fields = [f for f in ENV_FIELDS if f in env] + extra
-    out = {"field": fields}
+    out = {"field": ["machine"] + fields}
     for i, (_, r) in enumerate(env.iterrows()):
         name = str(r.get("run", r.get("run_id", i)))
-        out[name] = [("" if pd.isna(r.get(f)) else str(r.get(f))) or "-" for f in fields]
+        out[name] = [verdict(r)] + [("" if pd.isna(r.get(f)) else str(r.get(f))) or "-" for f in fields]
     return pd.DataFrame(out)
 
 

@@ -1,8 +1,13 @@
-"""The environment table: what produced a run, and a fingerprint that refuses unlike comparisons.
+"""The environment table: what produced a run, the load it saw, and what the gate compares.
 
-The fingerprint hashes what changes performance regardless of the code under test: CPU model and
-count, device kind/name/count, Python minor version, torch and backend library versions, and the number
-of hosts. Host names and dates are recorded but not fingerprinted (CI runners change names).
+What can change a cell's numbers regardless of the code under test (docs/ARCHITECTURE.md, "Regression
+gate"): COMMON_KEYS (CPU model and count, device kind/name/count, GPU driver and topology, Python minor
+version, torch, CUDA, NCCL, the number of hosts) and the version of the cell's own backend library: the
+column named after the backend (LIBRARY_KEYS; torch's is common). `fingerprint_keys(backend)` is that
+set; the gate compares those values, not a hash. The `fingerprint` column hashes every key (a run's
+short label). Host names and dates are recorded but not compared (CI runners change names).
+
+The machine's load at the start and end of a run (harness/results/machine_load.py) is recorded here too.
 """
 
 from __future__ import annotations
@@ -21,10 +26,17 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from harness.atomic import write_parquet_atomic
+from harness.results import machine_load
+from harness.results.files import read_table
 from harness.schema import SCHEMA_VERSION
 
-FINGERPRINT_KEYS = ("python", "torch", "cuda", "nccl", "horovod", "deepspeed", "byteps",
-                    "device", "device_name", "device_count", "cpu_model", "cpu_count", "hosts")
+COMMON_KEYS = ("python", "torch", "cuda", "nccl", "device", "device_name", "device_count", "cpu_model",
+               "cpu_count", "hosts", "gpu_driver", "gpu_topology")
+"""Compared for every cell. gpu_driver/gpu_topology are absent on CPU (absent on both sides = equal)."""
+LIBRARY_KEYS = ("horovod", "deepspeed", "byteps")
+"""Backend libraries, each recorded in the column named after its backend; compared only for its cells."""
+FINGERPRINT_KEYS = COMMON_KEYS + LIBRARY_KEYS
 
 
 def _version(dist: str) -> str:
@@ -63,7 +75,9 @@ def interfaces() -> str:
         return ""
 
 
-def collect(run_id: str, device: str = "cpu", hosts: list[str] | None = None, extra: dict | None = None) -> dict:
+def collect(run_id: str, device: str = "cpu", hosts: list[str] | None = None, extra: dict | None = None,
+            sample_load: bool = True) -> dict:
+    """The environment row of a run; with `sample_load`, the machine's load now (takes about 1 s)."""
     cuda = torch.cuda.is_available()
     row = {
         "schema_version": SCHEMA_VERSION, "run_id": run_id,
@@ -93,13 +107,41 @@ def collect(run_id: str, device: str = "cpu", hosts: list[str] | None = None, ex
             pass
     row.update(extra or {})
     row["fingerprint"] = fingerprint(row)
+    if sample_load:
+        row.update(machine_load.sample("start"))
     return row
 
 
+def fingerprint_keys(backend: str | None = None) -> tuple[str, ...]:
+    """What can change the numbers of a cell of `backend`: COMMON_KEYS plus its own library, if any."""
+    return COMMON_KEYS + ((backend,) if backend in LIBRARY_KEYS else ())
+
+
+def fingerprint_value(row, key: str) -> str:
+    """The compared form of one key: "" when absent or empty; hosts as a count (names change)."""
+    v = row.get(key) if hasattr(row, "get") else None
+    if v is None or (isinstance(v, float) and v != v):
+        return ""
+    if key == "hosts":
+        return str(len(str(v).split(","))) if str(v) else "1"
+    return str(v)
+
+
 def fingerprint(row: dict) -> str:
-    key = {k: str(row.get(k, "")) for k in FINGERPRINT_KEYS}
-    key["hosts"] = str(len(str(row.get("hosts", "")).split(","))) if row.get("hosts") else "1"
+    key = {k: fingerprint_value(row, k) for k in FINGERPRINT_KEYS}
+    key["hosts"] = key["hosts"] or "1"
     return hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def record_end(run_dir: Path) -> None:
+    """Add the end-of-run load sample to the run's environment row (rewritten atomically)."""
+    path = Path(run_dir) / "environment.parquet"
+    if not path.exists():
+        return
+    env = read_table(path)
+    for k, v in machine_load.sample("end").items():
+        env[k] = v
+    write_parquet_atomic(env, path)
 
 
 def to_frame(row: dict) -> pd.DataFrame:

@@ -1,11 +1,13 @@
-"""What every training process of the harness shares: the one optimizer recipe and how a finished
-process leaves. Imported by the worker, the commbench ranks, the testbed probe, the profiler and the
-lossless tests, so that none of them imports harness.worker (an entry point) for a helper."""
+"""What every training process of the harness shares: the one optimizer recipe, the compute dtype
+(docs/ARCHITECTURE.md, "Precision") and how a finished process leaves. Imported by the worker, the
+commbench ranks, the testbed probe, the profiler and the lossless tests, so that none of them imports
+harness.worker (an entry point) for a helper."""
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Callable
 
 import torch
 
@@ -16,6 +18,25 @@ MOMENTUM = 0.9
 def make_optimizer(params):
     """The one optimizer every method uses (the study used different ones per method; we do not)."""
     return torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
+
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+"""Compute dtypes a cell may ask for. fp16 is absent: it needs loss scaling, which changes the update
+every method would have to reproduce, and bf16 is what mixed-precision training runs on current hardware."""
+
+
+def autocast_loss(loss_fn: Callable, dtype: str, device: torch.device) -> Callable:
+    """`loss_fn(model, batch)` with forward and loss under torch.autocast for a bf16 cell (the master
+    parameters, hence .grad and the optimizer, stay fp32; backward runs outside, as PyTorch's AMP recipe
+    has it); fp32 returns `loss_fn` itself, so an fp32 cell runs exactly the code it always ran."""
+    if dtype == "fp32":
+        return loss_fn
+    low = DTYPES[dtype]
+
+    def loss(model, batch):
+        with torch.autocast(device_type=device.type, dtype=low):
+            return loss_fn(model, batch)
+    return loss
 
 
 def exit_now(code: int) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
+from harness.measure.timer import ForwardWaits, make_clock
 from harness.registry import Registry
 from harness.schemes.knobs import Knob, Knobs
 
@@ -38,6 +39,9 @@ class SchemeContext:
     """The one optimizer recipe every scheme uses (same algorithm and hyperparameters)."""
     log: Callable[[str], None] = print
     """Where a scheme writes progress notes (the rank's log)."""
+    dtype: str = "fp32"
+    """The cell's compute dtype (docs/ARCHITECTURE.md, "Precision"): schemes whose framework owns mixed
+    precision (native_precision) configure it from this; the others see fp32 parameters and gradients."""
 
 
 class Scheme:
@@ -93,6 +97,15 @@ class Scheme:
     def shutdown(self) -> None:
         """Release what setup started (threads), before the transport shuts down."""
 
+    native_precision: ClassVar[bool] = False
+    """True when the scheme's framework applies a bf16 cell's precision itself (DeepSpeed's bf16 section):
+    the worker then runs forward and loss without torch.autocast (docs/ARCHITECTURE.md, "Precision")."""
+
+    def reduce_dtype(self) -> str:
+        """dtype the gradients are reduced in. Under autocast the parameters, hence .grad, stay fp32 and
+        a scheme reduces .grad as DDP does: fp32 (schemes that cast or own precision override this)."""
+        return "fp32"
+
     # --- facts for the results ----------------------------------------------------------------
     def comm_bytes_per_iter(self) -> int:
         """Bytes each worker sends into the network per iteration (its gradient bytes, once)."""
@@ -110,6 +123,23 @@ class Scheme:
         """Every parameter in full on this rank, for the lossless check (schemes that shard parameters,
         ZeRO-3, gather them; collective: every rank calls it)."""
         return {n: p.detach().cpu() for n, p in model.named_parameters()}
+
+    # --- waits inside forward (docs/ARCHITECTURE.md, "Timing loop") ------------------------------
+    def forward_wait(self):
+        """Context manager around a blocking wait a scheme performs inside forward (a pre-hook): the loop
+        bills it to `forward_wait_s` instead of `forward_s`. Block the CPU until the communication has
+        really finished (on CUDA a completion probe, not a stream-ordering Work.wait())."""
+        return self._forward_waits().waiting()
+
+    def take_forward_waits(self) -> list:
+        """The loop's side: the waits recorded since the last call (pairs of clock marks), forgotten."""
+        return self._forward_waits().take()
+
+    def _forward_waits(self) -> ForwardWaits:
+        w = self.__dict__.get("_fwd_waits")
+        if w is None:
+            w = self._fwd_waits = ForwardWaits(make_clock(self.ctx.device))
+        return w
 
     # --- helpers for subclasses ---------------------------------------------------------------
     def grad_of(self, p: torch.nn.Parameter) -> torch.Tensor:
@@ -136,6 +166,8 @@ class SchemeEntry:
     """False only for the `local` baseline."""
     model: Any = None
     """Its simulation model (harness.predict.model.Model), or NoModel(reason) saying why there is none."""
+    dtypes: tuple = ("fp32", "bf16")
+    """Compute dtypes the scheme runs (harness.training.DTYPES); a cell asking another is refused."""
 
     @property
     def knobs(self) -> dict[str, Knob]:
@@ -155,8 +187,8 @@ SCHEMES: Registry[SchemeEntry] = Registry("scheme")
 
 
 def register(name: str, cls: type, description: str, *, backends=("torch",), knobs: type = Knobs,
-             parameter_server=False, communicates=True, model=None) -> SchemeEntry:
+             parameter_server=False, communicates=True, model=None, dtypes=("fp32", "bf16")) -> SchemeEntry:
     """Register a scheme under `name`, with its Knobs dataclass and its simulation model."""
     cls.name = name
     return SCHEMES.register(name, SchemeEntry(name, cls, description, tuple(backends), knobs,
-                                              parameter_server, communicates, model))
+                                              parameter_server, communicates, model, tuple(dtypes)))

@@ -16,6 +16,7 @@ from harness.backends import BACKENDS
 from harness.cell import CellSpec
 from harness.commbench.sizes import push_pull_keys
 from harness.commbench.timer import check_allreduce, slowest, time_sizes
+from harness.devices import rank_device
 from harness.launch.env import from_environ
 
 
@@ -27,7 +28,7 @@ def run_rank(cell: CellSpec, out: Path) -> None:
     if env.rank >= cell.workers:
         backend.serve(cell, env)
         return
-    device = torch.device("cuda", env.local_rank) if cell.device == "cuda" else torch.device("cpu")
+    device = rank_device(env.local_rank, cell.device)  # the worker's device rule (harness/devices.py)
     t = backend.start(cell, env, device)
     if collective == "pushpull":
         t.declare_keys(push_pull_keys(sizes))

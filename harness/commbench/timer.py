@@ -6,6 +6,7 @@ every rank; on GPU the clock waits for the device. The caller takes the slowest 
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import torch
@@ -22,6 +23,36 @@ def check_allreduce(t, numel: int, rank: int, workers: int, device: torch.device
     expect = workers * (workers + 1) / 2
     if not torch.all(x == expect):
         raise RuntimeError(f"rank {rank}: all-reduce gave {x[0].item()}, expected {expect}")
+
+
+def timed(fn, device: torch.device) -> float:
+    """Seconds of fn() until what it issued has really finished: on CUDA the device is synchronised, since
+    an NCCL Work.wait() only makes the current stream wait for the collective and returns at once."""
+    t0 = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - t0
+
+
+def probe_gradient_sync(t, device: torch.device, numel: int, ps_keys: list[tuple] | None = None, reps: int = 3,
+                        dtype: torch.dtype = torch.float32) -> float:
+    """Seconds to synchronise `numel` gradient elements once with nothing to overlap (a scheme's
+    `probe_comm`): one all-reduce of a flat buffer, or with `ps_keys` [(key, numel)] a push-pull of every
+    key; median of `reps` repetitions after one warm-up, each timed to real completion (`timed`)."""
+    if ps_keys is not None:
+        scratch = [(torch.zeros(n, device=device, dtype=dtype), key) for key, n in ps_keys]
+
+        def once() -> None:
+            for h in [t.push_pull_async(buf, key) for buf, key in scratch]:
+                h.wait()
+    else:
+        flat = torch.zeros(numel, device=device, dtype=dtype)
+
+        def once() -> None:
+            t.allreduce_async(flat, "probe").wait()
+    times = [timed(once, device) for _ in range(reps + 1)]
+    return statistics.median(times[1:])
 
 
 def _once(t, collective: str, big: torch.Tensor, size: int, rank: int) -> None:
@@ -53,12 +84,9 @@ def time_sizes(t, collective: str, sizes: list[int], reps: int, warmup: int, ran
         samples = []
         for rep in range(warmup + reps):
             t.barrier()
-            t0 = time.perf_counter()
-            _once(t, collective, big, size, rank)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+            took = timed(lambda: _once(t, collective, big, size, rank), device)
             if rep >= warmup:
-                samples.append((time.perf_counter() - t0) * scale)
+                samples.append(took * scale)
         times[size] = samples
     return times
 

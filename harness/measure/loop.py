@@ -1,9 +1,13 @@
 """The one timing loop every method runs (docs/ARCHITECTURE.md, "Timing loop").
 
-Per iteration: forward, backward, wait for communication, optimizer step, each phase closed by a clock
-read (after a device synchronise on GPU). An iteration's time runs from its start to the next
-iteration's start, so work a scheme defers into the next forward (ByteScheduler) is charged once.
-Warm-up iterations are discarded; a barrier precedes the first measured iteration.
+Per iteration: forward, backward, wait for communication, optimizer step, each phase closed by a mark of
+the device's clock (harness/measure/timer.py: perf_counter on CPU, CUDA events on the compute stream on
+GPU) and one synchronisation per iteration, on its last mark. Waits a scheme performs inside forward
+(ByteScheduler waits for the previous iteration's partitions in its pre-hooks) are measured apart:
+`forward_wait_s`, and `forward_s` is the forward minus them, so the five phases sum to the marks' span.
+An iteration's time runs from its start to the next iteration's start (wall clock), so work a scheme
+defers into the next forward is charged once. Warm-up iterations are discarded; a barrier precedes the
+first measured iteration.
 """
 
 from __future__ import annotations
@@ -13,20 +17,13 @@ from typing import Callable
 
 import torch
 
-
-def make_clock(device: torch.device) -> Callable[[], float]:
-    if device.type == "cuda":
-        def clock() -> float:
-            torch.cuda.synchronize(device)
-            return time.perf_counter()
-        return clock
-    return time.perf_counter
+from harness.measure.timer import PhaseTimer, make_clock
 
 
 def run_loop(model, scheme, loss_fn, batch: dict, warmup: int, iters: int, device: torch.device,
              barrier: Callable[[], None], fault: Callable[[int], None] | None = None) -> list[dict]:
     """Run warmup + iters iterations; return one sample dict per measured iteration."""
-    clock = make_clock(device)
+    timer = PhaseTimer(make_clock(device))
     samples: list[dict] = []
     starts: list[float] = []
     total = warmup + iters
@@ -36,25 +33,30 @@ def run_loop(model, scheme, loss_fn, batch: dict, warmup: int, iters: int, devic
             barrier()
         if fault is not None:
             fault(it)
-        t0 = clock()
+        scheme.take_forward_waits()  # waits outside forward (flush, before_backward) are not forward's
+        t0 = timer.begin()
         loss = loss_fn(model, batch)
-        t1 = clock()
+        timer.phase("forward")
+        waits = scheme.take_forward_waits()
         scheme.before_backward()
         scheme.backward(loss)
         scheme.after_backward()
-        t2 = clock()
+        timer.phase("backward_s")
         scheme.wait()
-        t3 = clock()
+        timer.phase("comm_wait_s")
         scheme.step()
-        t4 = clock()
+        timer.phase("optimizer_s")
+        phases, waited = timer.collect(waits)
         if it >= warmup:
             starts.append(t0)
-            samples.append({"iteration": it - warmup, "forward_s": t1 - t0, "backward_s": t2 - t1,
-                            "comm_wait_s": t3 - t2, "optimizer_s": t4 - t3})
+            fwd = phases.pop("forward")
+            samples.append({"iteration": it - warmup, "forward_s": max(0.0, fwd - waited),
+                            "forward_wait_s": min(waited, fwd), **phases})
     scheme.flush()
-    end = clock()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # once, at the end: everything the run issued has finished
+    end = time.perf_counter()
     for i, s in enumerate(samples):
         nxt = starts[i + 1] if i + 1 < len(starts) else end
         s["iter_s"] = nxt - starts[i]
     return samples
-

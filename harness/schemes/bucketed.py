@@ -11,10 +11,11 @@ for every rank (`plan_buckets`), so ranks never disagree.
 from __future__ import annotations
 
 import statistics
-import time
 
 import torch
 
+from harness.commbench.timer import probe_gradient_sync
+from harness.measure.timer import make_clock
 from harness.schemes.base import Scheme
 from harness.planning import partition
 
@@ -43,6 +44,9 @@ class BucketSync(Scheme):
         self.profiling = self.overlap and self.profile_iters > 0
         self._skip_wait = False  # a profiling iteration already synchronised everything after backward
         self._ready_at: list[list[float]] = []
+        # marks of the profile: CUDA events in the gradient hooks on GPU (a hook fires when the kernel is
+        # queued, so perf_counter there would time CPU launch gaps), perf_counter on CPU
+        self._clock = make_clock(self.ctx.device)
         self._order: list[int] = []
         default_order = list(reversed(range(self.n)))  # backward visits layers roughly in reverse
         self._set_buckets(self.plan_buckets(default_order, [0.0] * self.n) if self.overlap
@@ -85,15 +89,14 @@ class BucketSync(Scheme):
         self._next = 0            # next bucket to issue (all-reduce: the issue order is fixed)
         self._issued = [False] * len(self.buckets)
         self._handles: list = [None] * len(self.buckets)
-        self._t0 = time.perf_counter()
-        self._seen: list[float] = [0.0] * self.n
+        self._t0 = self._clock.mark() if self.profiling else None
+        self._seen: list = [None] * self.n
         self._order = []
 
     def _make_hook(self, i: int):
         def hook(_param):
-            now = time.perf_counter()
             if self.profiling:
-                self._seen[i] = now - self._t0
+                self._seen[i] = self._clock.mark()
                 self._order.append(i)
                 return
             b = self.bucket_of[i]
@@ -109,12 +112,18 @@ class BucketSync(Scheme):
 
     def after_backward(self) -> None:
         if self.profiling:
-            self._ready_at.append(self._seen)
+            self._ready_at.append(self._ready_times())
             self._bsp()
             return
         for b in range(len(self.buckets)):  # BSP, and tensors whose hooks did not fire (unused)
             if not self._issued[b]:
                 self._issue(b)
+
+    def _ready_times(self) -> list[float]:
+        """Seconds from the start of backward until each gradient was ready (0 for unused ones)."""
+        end = self._clock.mark()
+        self._clock.sync(end)  # profiling iterations are not measured: one synchronisation is free
+        return [0.0 if m is None else max(0.0, self._clock.elapsed(self._t0, m)) for m in self._seen]
 
     def _bsp(self) -> None:
         """Profiling iterations synchronise everything after backward in one go (correct training)."""
@@ -195,19 +204,6 @@ class BucketSync(Scheme):
 
     # --- probe --------------------------------------------------------------------------------------
     def probe_comm(self, reps: int = 3) -> float:
-        t = self.ctx.transport
-        times = []
-        if self.use_ps:
-            scratch = [torch.zeros(pt.numel, device=self.ctx.device) for pt in self.parts]
-        else:
-            flat = torch.zeros(sum(p.numel() for p in self.params), device=self.ctx.device)
-        for _ in range(reps + 1):
-            t0 = time.perf_counter()
-            if self.use_ps:
-                hs = [t.push_pull_async(s, pt.key) for s, pt in zip(scratch, self.parts)]
-                for h in hs:
-                    h.wait()
-            else:
-                t.allreduce_async(flat, "probe").wait()
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times[1:])
+        keys = [(pt.key, pt.numel) for pt in self.parts] if self.use_ps else None
+        return probe_gradient_sync(self.ctx.transport, self.ctx.device, sum(p.numel() for p in self.params),
+                                   keys, reps)

@@ -16,17 +16,21 @@ takes depends only on agreed state, so ranks stay in lock-step. Push-pull needs 
 from __future__ import annotations
 
 import collections
+import os
 import queue
-import statistics
 import threading
 import time
 
 import torch
 
+from harness.commbench.timer import probe_gradient_sync
 from harness.schemes.base import Scheme
 from harness.planning import partition
 
 MB = 1 << 20
+TRACE_VAR = "DDLBENCH_BS_TRACE"
+"""=1: record each partition's send and finish times in the plan (`partition_trace`): the credit check."""
+TRACE_MAX = 20000
 
 
 class _Round:
@@ -79,6 +83,9 @@ class ByteSchedulerEngine(Scheme):
         self.rounds: queue.Queue = queue.Queue()
         self.cond = threading.Condition()
         self.consensus_calls = 0
+        # [partition, bytes, sent, finished] (perf_counter seconds; finished = credit returned or released)
+        self._trace: list | None = [] if os.environ.get(TRACE_VAR) == "1" else None
+        self._trace_open: dict[int, float] = {}
         self.thread = threading.Thread(target=self._scheduler, daemon=True, name="bytescheduler")
         self.thread.start()
         self.plan.update(partitions=len(self.parts), credit_mb=self.knobs.credit_mb,
@@ -105,10 +112,12 @@ class ByteSchedulerEngine(Scheme):
         """Wait for layer j's partitions of the last round, average, update, zero its gradients."""
         r = self.round
         mine = self.owned[j][1]
-        for i in mine:
-            for k in self.parts_of[i]:
-                while not r.done[k].wait(timeout=1.0):
-                    self._check()
+        keys = [k for i in mine for k in self.parts_of[i]]
+        if not all(r.done[k].is_set() for k in keys):
+            with self.forward_wait():  # billed to forward_wait_s (docs/ARCHITECTURE.md, "Timing loop")
+                for k in keys:
+                    while not r.done[k].wait(timeout=1.0):
+                        self._check()
         self._check()
         for i in mine:
             self.params[i].grad.div_(self.workers)
@@ -185,6 +194,7 @@ class ByteSchedulerEngine(Scheme):
                     continue
                 if inflight and in_bytes + self.part_bytes[k] > self.credit:
                     break
+                self._trace_start(k)
                 inflight.append((k, self._send(k)))
                 in_bytes += self.part_bytes[k]
                 sent.append(k)
@@ -193,6 +203,7 @@ class ByteSchedulerEngine(Scheme):
             if pending and any(agreed[k] for k in pending) and inflight:
                 k, h = inflight.popleft()  # credit is exhausted: free the oldest
                 h.wait_sent()
+                self._trace_end(k)
                 in_bytes -= self.part_bytes[k]
                 if self.use_ps:
                     pulling.append((k, h))
@@ -201,7 +212,11 @@ class ByteSchedulerEngine(Scheme):
         r.dispatched_all.set()
         # Release the rest most urgent first: the next forward needs the input layers first.
         for k, h in sorted(list(pulling) + list(inflight), key=lambda kh: self.parts[kh[0]].priority):
+            # done means finished: on NCCL wait() alone only orders the *current* stream (shared with the
+            # main thread's forward) behind the collective, so first ask the operation (wait_sent polls)
+            h.wait_sent()
             h.wait()
+            self._trace_end(k)
             r.done[k].set()
 
     def _send(self, k: int):
@@ -213,24 +228,24 @@ class ByteSchedulerEngine(Scheme):
         return t.allreduce_async(view, pt.key, pt.priority)
 
     def describe(self) -> dict:
-        return {**self.plan, "consensus_calls": self.consensus_calls}
+        trace = {} if self._trace is None else {"partition_trace": list(self._trace)}
+        return {**self.plan, "consensus_calls": self.consensus_calls, **trace}
 
     def probe_comm(self, reps: int = 3) -> float:
         self.quiesce()
-        t = self.ctx.transport
-        scratch = [torch.zeros(pt.numel, device=self.ctx.device) for pt in self.parts]
-        times = []
-        for _ in range(reps + 1):
-            t0 = time.perf_counter()
-            if self.use_ps:
-                hs = [t.push_pull_async(s, pt.key) for s, pt in zip(scratch, self.parts)]
-            else:
-                flat = torch.zeros(sum(pt.numel for pt in self.parts), device=self.ctx.device)
-                hs = [t.allreduce_async(flat, "probe")]
-            for h in hs:
-                h.wait()
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times[1:])
+        keys = [(pt.key, pt.numel) for pt in self.parts] if self.use_ps else None
+        return probe_gradient_sync(self.ctx.transport, self.ctx.device, sum(pt.numel for pt in self.parts),
+                                   keys, reps)
+
+    # --- partition trace (DDLBENCH_BS_TRACE=1): when each partition was sent and seen finished ------
+    def _trace_start(self, k: int) -> None:
+        if self._trace is not None:
+            self._trace_open[k] = time.perf_counter()
+
+    def _trace_end(self, k: int) -> None:
+        if self._trace is not None and k in self._trace_open:
+            self._trace.append([k, self.part_bytes[k], self._trace_open.pop(k), time.perf_counter()])
+            del self._trace[:-TRACE_MAX]
 
     def shutdown(self) -> None:
         self.rounds.put(None)

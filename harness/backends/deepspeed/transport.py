@@ -36,15 +36,25 @@ def extensions_dir() -> str:
     return str(cache / "torch_extensions" / f"torch{base}-py{sys.version_info[0]}{sys.version_info[1]}-{flavour}")
 
 
+def deepspeed_local_rank(device: torch.device, local_rank: int) -> str:
+    """The LOCAL_RANK DeepSpeed must see. DeepSpeed reads LOCAL_RANK as the CUDA ordinal (the process
+    group's device_id, the engine's device, ZeRO-3's partitions), so under per-task GPU binding, where a
+    task sees one device, the launcher's local rank 1 is an invalid ordinal: give it the device the
+    harness chose (harness/devices.py, the worker's rule). CPU: unchanged."""
+    return str(device.index if device.type == "cuda" and device.index is not None else local_rank)
+
+
 def start(cell, env, device):
     facts = choose_interface(env)
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", extensions_dir())
+    device = torch.device(device)
+    os.environ["LOCAL_RANK"] = deepspeed_local_rank(device, env.local_rank)  # before init: device_id
     import deepspeed  # optional: only this backend needs DeepSpeed
 
     deepspeed.init_distributed(dist_backend="nccl" if str(device).startswith("cuda") else "gloo",
                                timeout=datetime.timedelta(seconds=max(30.0, float(cell.timeout_s))),
                                verbose=False)
-    transport = TorchTransport(cell, env, torch.device(device))
+    transport = TorchTransport(cell, env, device)
     transport.facts.update(facts)
     return transport
 

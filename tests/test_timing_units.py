@@ -1,0 +1,266 @@
+"""Unit tests of the device-dependent timing pieces, on the CPU (docs/ARCHITECTURE.md, "Timing loop"):
+the phase timer (perf_counter, and the CUDA path with a fake event class), forward_wait_s, the completion
+probe, the stager, the device rule, and ByteScheduler's credit window seen through its partition trace."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+from harness.backends.base import Handle
+from harness.backends.torch_dist import handles as H
+from harness.backends.torch_dist.staging import DEFER_VAR, Stager
+from harness.backends.deepspeed.transport import deepspeed_local_rank
+from harness import devices
+from harness.errors import UserError
+from harness.measure import loop as loop_mod
+from harness.measure.timer import Clock, CudaClock, ForwardWaits, PhaseTimer, make_clock
+from harness.schemes import SCHEMES, SchemeContext
+from harness.schemes.base import Scheme
+from harness.training import make_optimizer
+
+
+# --- a fake CUDA: one stream with its own timeline, events that count synchronisations ---------------
+class FakeStream:
+    """The device's timeline: `now` advances as the test says work ran on the stream."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.syncs = 0
+
+
+class FakeEvent:
+    def __init__(self, stream: FakeStream, enable_timing: bool = False):
+        assert enable_timing, "elapsed_time needs events created with enable_timing=True"
+        self.stream, self.t = stream, None
+
+    def record(self, stream: FakeStream) -> None:
+        self.t = stream.now
+
+    def synchronize(self) -> None:
+        self.stream.syncs += 1
+
+    def elapsed_time(self, end: "FakeEvent") -> float:  # milliseconds, as torch.cuda.Event
+        assert self.t is not None and end.t is not None, "both events must be recorded"
+        return (end.t - self.t) * 1000.0
+
+
+def fake_cuda_clock() -> tuple[CudaClock, FakeStream]:
+    s = FakeStream()
+    return CudaClock(torch.device("cpu"), event=lambda **kw: FakeEvent(s, **kw), stream=lambda _d: s), s
+
+
+# --- timer ---------------------------------------------------------------------------------------------
+def test_cpu_clock_phases_are_perf_counter_intervals():
+    timer = PhaseTimer(make_clock(torch.device("cpu")))
+    wall = timer.begin()
+    time.sleep(0.02)
+    timer.phase("a")
+    time.sleep(0.01)
+    timer.phase("b")
+    phases, waited = timer.collect([])
+    span = time.perf_counter() - wall
+    assert phases["a"] >= 0.02 and phases["b"] >= 0.01
+    assert phases["a"] + phases["b"] <= span and waited == 0.0
+
+
+def test_cuda_clock_uses_events_on_the_stream_and_synchronises_once():
+    clock, s = fake_cuda_clock()
+    timer = PhaseTimer(clock)
+    waits = ForwardWaits(clock)
+    timer.begin()
+    s.now += 0.010                 # forward kernels
+    with waits.waiting():
+        s.now += 0.004             # the stream idles while the CPU is blocked
+    s.now += 0.001
+    timer.phase("forward")
+    s.now += 0.020
+    timer.phase("backward_s")
+    phases, waited = timer.collect(waits.take())
+    assert s.syncs == 1, "one synchronisation per iteration, on its last mark"
+    assert phases == pytest.approx({"forward": 0.015, "backward_s": 0.020})
+    assert waited == pytest.approx(0.004)
+    assert waits.take() == [], "take() forgets what it returned"
+
+
+def test_make_clock_is_perf_counter_on_cpu():
+    assert type(make_clock(torch.device("cpu"))) is Clock
+    assert isinstance(make_clock(torch.device("cuda", 0)), CudaClock)  # building it touches no device
+
+
+# --- the loop: forward_wait_s and one synchronisation per iteration ----------------------------------
+class Waiter(Scheme):
+    """Plain training whose forward pre-hook blocks for `block_s` inside forward_wait (as ByteScheduler
+    blocks for the previous iteration's partitions), and again outside forward (not forward's)."""
+
+    block_s = 0.03
+
+    def setup(self, model):
+        model = super().setup(model)
+        model.register_forward_pre_hook(self._pre)
+        return model
+
+    def _pre(self, _m, _a):
+        with self.forward_wait():
+            time.sleep(self.block_s)
+
+    def before_backward(self):
+        with self.forward_wait():  # after forward: must not count as forward's wait
+            time.sleep(0.01)
+
+
+def _ctx(device="cpu", workers=1, knobs=None, transport=None, scheme="local"):
+    entry = SCHEMES.get(scheme)
+    return SchemeContext(transport=transport, rank=0, workers=workers, device=torch.device(device),
+                         knobs=entry.make_knobs(knobs), make_optimizer=make_optimizer, log=lambda m: None)
+
+
+def _model_and_loss():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 1))
+    batch = {"x": torch.randn(4, 8)}
+    return model, (lambda m, b: m(b["x"]).sum()), batch
+
+
+def test_loop_bills_forward_waits_to_forward_wait_s_and_phases_sum():
+    model, loss_fn, batch = _model_and_loss()
+    scheme = Waiter(_ctx())
+    fwd = scheme.setup(model)
+    samples = loop_mod.run_loop(fwd, scheme, loss_fn, batch, 1, 3, torch.device("cpu"), lambda: None)
+    assert len(samples) == 3
+    for s in samples:
+        assert s["forward_wait_s"] >= Waiter.block_s * 0.9
+        assert s["forward_s"] < s["forward_wait_s"], "the wait is not in forward_s"
+        assert s["backward_s"] >= 0.01, "a wait after forward stays in its own phase"
+        total = s["forward_s"] + s["forward_wait_s"] + s["backward_s"] + s["comm_wait_s"] + s["optimizer_s"]
+        assert total <= s["iter_s"] + 1e-9
+
+
+def test_loop_synchronises_once_per_iteration_on_cuda_path(monkeypatch):
+    clock, stream = fake_cuda_clock()
+    monkeypatch.setattr(loop_mod, "make_clock", lambda _d: clock)
+    model, loss_fn, batch = _model_and_loss()
+    scheme = Scheme(_ctx())
+    fwd = scheme.setup(model)
+    samples = loop_mod.run_loop(fwd, scheme, loss_fn, batch, 2, 4, torch.device("cpu"), lambda: None)
+    assert stream.syncs == 6, "one synchronisation per iteration (warm-up included), not one per phase"
+    assert all(s["forward_wait_s"] == 0.0 for s in samples)
+
+
+# --- completion probe ------------------------------------------------------------------------------
+class FakeWork:
+    def __init__(self, polls: int):
+        self.polls, self.asked, self.waited = polls, 0, False
+
+    def is_completed(self) -> bool:
+        self.asked += 1
+        return self.asked > self.polls
+
+    def wait(self) -> bool:
+        self.waited = True
+        return True
+
+
+def test_completion_probe_polls_until_the_operation_finished():
+    works = [FakeWork(3), FakeWork(0)]
+    H.wait_done(works)
+    assert works[0].asked == 4 and works[1].asked == 1 and all(w.waited for w in works)
+
+
+def test_nccl_credit_returns_only_on_completion():
+    w = FakeWork(5)
+    h = H.WorkHandle([w], cuda=True)
+    h.wait_sent()
+    assert w.asked == 6 and w.waited
+    h.wait()  # idempotent once finished
+
+
+# --- stager ----------------------------------------------------------------------------------------
+def test_cpu_stager_hands_the_tensor_itself(monkeypatch):
+    monkeypatch.delenv(DEFER_VAR, raising=False)
+    g = torch.arange(6.0).view(2, 3)
+    st = Stager(torch.device("cpu")).stage(7, g)
+    assert st.buf.data_ptr() == g.data_ptr() and not st.deferred and st.after is None
+    st.wait_ready()
+    monkeypatch.setenv(DEFER_VAR, "1")
+    assert Stager(torch.device("cpu")).stage(7, g).deferred, "DDLBENCH_PS_DEFER=1 runs the GPU's deferred path"
+
+
+# --- device rule -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("local_rank,visible,index", [(0, 1, 0), (3, 1, 0), (0, 4, 0), (3, 4, 3)])
+def test_device_index(local_rank, visible, index):
+    assert devices.device_index(local_rank, visible) == index
+
+
+@pytest.mark.parametrize("local_rank,visible", [(0, 0), (2, 2), (5, 4)])
+def test_device_index_refuses(local_rank, visible):
+    with pytest.raises(UserError):
+        devices.device_index(local_rank, visible)
+
+
+def test_rank_device_sets_the_device(monkeypatch):
+    chosen = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)  # --gpus-per-task=1: one visible device
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    assert devices.rank_device(1, "cuda") == torch.device("cuda", 0) and chosen == [torch.device("cuda", 0)]
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert devices.rank_device(1, "cuda") == torch.device("cuda", 1)
+    assert devices.rank_device(1, "cpu") == torch.device("cpu") and len(chosen) == 2
+
+
+def test_deepspeed_sees_the_chosen_ordinal_as_local_rank():
+    assert deepspeed_local_rank(torch.device("cuda", 0), 1) == "0"  # per-task binding
+    assert deepspeed_local_rank(torch.device("cpu"), 1) == "1"
+
+
+# --- ByteScheduler's credit window through its partition trace -------------------------------------
+class SlowHandle(Handle):
+    """An all-reduce that takes `secs` (a thread finishes it), so partitions really are in flight."""
+
+    def __init__(self, secs: float):
+        self.done = threading.Event()
+        threading.Timer(secs, self.done.set).start()
+
+    def wait(self) -> None:
+        self.done.wait()
+
+
+class OneWorker:
+    def allreduce_async(self, tensor, key, priority=0):
+        return SlowHandle(0.01)
+
+
+def in_flight_peak(trace) -> int:
+    edges = sorted([(s, b) for _, b, s, _ in trace] + [(e, -b) for _, b, _, e in trace],
+                   key=lambda x: (x[0], x[1]))  # at equal times a finish frees before a start takes
+    peak = cur = 0
+    for _, d in edges:
+        cur += d
+        peak = max(peak, cur)
+    return peak
+
+
+def test_credit_window_bounds_bytes_in_flight_and_waits_are_forward_waits(monkeypatch):
+    monkeypatch.setenv("DDLBENCH_BS_TRACE", "1")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(6)])  # 6 x 16.6 KB weights
+    knobs = {"partition_mb": 8 / 1024, "credit_mb": 20 / 1024}  # 8 KB partitions, 20 KB credit
+    scheme = SCHEMES.get("bytescheduler-a2a").cls(_ctx(knobs=knobs, transport=OneWorker(),
+                                                       scheme="bytescheduler-a2a"))
+    fwd = scheme.setup(model)
+    batch = {"x": torch.randn(4, 64)}
+    samples = loop_mod.run_loop(fwd, scheme, lambda m, b: m(b["x"]).sum(), batch, 1, 3, torch.device("cpu"),
+                                lambda: None)
+    trace = scheme.describe()["partition_trace"]
+    scheme.shutdown()
+    assert len(trace) == 4 * len(scheme.parts)
+    assert all(end >= start + 0.005 for _, _, start, end in trace), "partitions take real time in flight"
+    credit = 20 * 1024
+    assert max(b for _, b, _, _ in trace) <= credit
+    assert in_flight_peak(trace) <= credit
+    assert in_flight_peak(trace) > max(b for _, b, _, _ in trace), "the window lets several go at once"
+    assert any(s["forward_wait_s"] > 0 for s in samples), "the next forward waited for partitions"

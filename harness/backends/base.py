@@ -4,7 +4,8 @@
 A scheme asks for an asynchronous sum of a tensor over the workers, either by all-reduce or by a
 push-pull through parameter servers, and waits for it. Tensors carry a name (a stable key) and a
 priority (smaller = more urgent; layers near the input first). Results are sums, in place; schemes
-divide by the number of workers.
+divide by the number of workers. A scheme that splits the all-reduce (dear, FSDP's pattern) asks
+for its two halves, a reduce-scatter and an all-gather, where the backend has them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Callable
 
 import torch
 
+from harness.errors import UserError
 from harness.launch.srun_plan import SrunContext, Step, all_ranks_step
 from harness.registry import Registry
 
@@ -68,6 +70,22 @@ class Transport(ABC):
         """Declare push-pull keys (name, numel) once, in the same order on every worker; returns the
         server index each key is assigned to."""
         raise NotImplementedError
+
+    def reduce_scatter_async(self, tensor: torch.Tensor, out: torch.Tensor, name: str, priority: int = 0) -> Handle:
+        """Start a reduce-scatter: `out` receives this worker's chunk of the sum over all workers of
+        `tensor` (1-D, `workers * out.numel()` elements; worker r's chunk is elements [r*n, (r+1)*n)).
+        `tensor` is not modified. Backends without the primitive refuse (docs/ARCHITECTURE.md, "Transport")."""
+        raise UserError(self._lacks("reduce-scatter"))
+
+    def all_gather_async(self, tensor: torch.Tensor, out: torch.Tensor, name: str, priority: int = 0) -> Handle:
+        """Start an all-gather: `out` (1-D, `workers * tensor.numel()` elements) receives every worker's
+        `tensor`, worker r's at elements [r*n, (r+1)*n)."""
+        raise UserError(self._lacks("all-gather"))
+
+    def _lacks(self, what: str) -> str:
+        backend = type(self).__module__.split(".")[-2] if type(self).__module__.count(".") >= 2 else type(self).__name__
+        return (f"backend {backend} has no asynchronous {what} in ddlbench's transport; run schemes that split "
+                f"the all-reduce (dear) on backend torch or horovod")
 
     @property
     def servers(self) -> int:

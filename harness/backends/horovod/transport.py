@@ -2,7 +2,8 @@
 
 Every rank is started by `horovodrun` or srun (launch.py), as Horovod users start jobs; the
 ranks learn who they are from HOROVOD_RANK/HOROVOD_SIZE (harness.launch.env). Sums are
-`hvd.allreduce_async_(t, name, op=hvd.Sum)` completed by `hvd.synchronize`; Horovod's background thread
+`hvd.allreduce_async_(t, name, op=hvd.Sum)` completed by `hvd.synchronize` (reduce-scatter and all-gather:
+`hvd.reducescatter_async`/`hvd.allgather_async`, their result copied into the caller's buffer); Horovod's background thread
 fuses outstanding tensors under its fusion threshold and cycle time. Horovod has no priorities: the
 scheme's issue order is the only order. Parameter servers: none (push-pull is refused at set-up).
 """
@@ -24,15 +25,17 @@ INSTALL = "bash scripts/install_frameworks.sh horovod"
 
 
 class _HvdHandle(Handle):
-    __slots__ = ("hvd", "handle")
+    __slots__ = ("hvd", "handle", "into")
 
-    def __init__(self, hvd, handle):
-        self.hvd, self.handle = hvd, handle
+    def __init__(self, hvd, handle, into: torch.Tensor | None = None):
+        self.hvd, self.handle, self.into = hvd, handle, into
 
     def wait(self) -> None:
         if self.handle is not None:
-            self.hvd.synchronize(self.handle)
+            result = self.hvd.synchronize(self.handle)
             self.handle = None
+            if self.into is not None:  # reducescatter/allgather return a new tensor: land it in place
+                self.into.copy_(result.view(-1))
 
 
 class HorovodTransport(Transport):
@@ -60,6 +63,15 @@ class HorovodTransport(Transport):
         # size is part of it (schemes reuse names such as "probe" for buffers of several sizes).
         h = self.hvd.allreduce_async_(tensor, name=f"{name}.{tensor.numel()}", op=self.hvd.Sum)
         return _HvdHandle(self.hvd, h)
+
+    def reduce_scatter_async(self, tensor, out, name, priority=0) -> Handle:
+        # hvd.reducescatter splits dimension 0 evenly (the caller pads to a multiple of the workers)
+        h = self.hvd.reducescatter_async(tensor, name=f"{name}.rs.{tensor.numel()}", op=self.hvd.Sum)
+        return _HvdHandle(self.hvd, h, into=out)
+
+    def all_gather_async(self, tensor, out, name, priority=0) -> Handle:
+        h = self.hvd.allgather_async(tensor, name=f"{name}.ag.{tensor.numel()}")
+        return _HvdHandle(self.hvd, h, into=out)
 
     def push_pull_async(self, tensor, name, priority=0) -> Handle:
         raise UserError("backend horovod has no parameter servers: run -ps schemes on backend torch")

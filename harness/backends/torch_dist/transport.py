@@ -52,6 +52,12 @@ def init_process_group(cell, env, device: str) -> dict:
     return facts
 
 
+# The single-tensor collectives: torch >= 2.13 names them *_single (the *_tensor names still work but
+# warn that they are deprecated); gloo and nccl both implement them (probed on torch 2.13 CPU/gloo).
+_REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+_ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+
 class TorchTransport(Transport):
     def __init__(self, cell, env, device: torch.device):
         self.workers = cell.workers
@@ -73,6 +79,14 @@ class TorchTransport(Transport):
 
     def allreduce_async(self, tensor, name, priority=0) -> Handle:
         return WorkHandle([dist.all_reduce(tensor, group=self.group, async_op=True)], cuda=tensor.is_cuda)
+
+    def reduce_scatter_async(self, tensor, out, name, priority=0) -> Handle:
+        work = _REDUCE_SCATTER(out, tensor, group=self.group, async_op=True)
+        return WorkHandle([work], cuda=tensor.is_cuda)
+
+    def all_gather_async(self, tensor, out, name, priority=0) -> Handle:
+        work = _ALL_GATHER(out, tensor, group=self.group, async_op=True)
+        return WorkHandle([work], cuda=tensor.is_cuda)
 
     def declare_keys(self, keys):
         return self._ps.declare(keys)
@@ -110,6 +124,8 @@ def start(cell, env, device):
     facts = init_process_group(cell, env, str(device))
     transport = TorchTransport(cell, env, torch.device(device))
     transport.facts.update(facts)
+    transport.facts.update(reduce_scatter=f"torch.distributed.{_REDUCE_SCATTER.__name__}",
+                           all_gather=f"torch.distributed.{_ALL_GATHER.__name__}")
     return transport
 
 

@@ -1,8 +1,10 @@
 """`zero0`..`zero3`: DeepSpeed's engine with ZeRO stage 0-3, as DeepSpeed users run it.
 
 The model and the one SGD recipe (harness.worker.make_optimizer, passed as the client optimizer, hence
-`zero_allow_untested_optimizer`) go to deepspeed.initialize; fp32, no loss scaling, no gradient clipping
-(DeepSpeed clips to 1.0 unless told otherwise), one micro-batch per step. Backward is engine.backward
+`zero_allow_untested_optimizer`) go to deepspeed.initialize; fp32 (or, for a bf16 cell, DeepSpeed's
+own bf16 section: bf16 module, fp32 master copy in its optimizer wrapper, gradients reduced in its
+communication_data_type, bf16 by default; docs/ARCHITECTURE.md, "Precision"), no loss scaling, no gradient
+clipping (DeepSpeed clips to 1.0 unless told otherwise), one micro-batch per step. Backward is engine.backward
 (the gradient reduction and ZeRO's partitioning hooks run there), the step is engine.step.
 
 Stage 0 all-reduces gradients after backward in DeepSpeed's fixed 5e8-element buffers: no knobs.
@@ -16,9 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
+import torch
+
 from harness.predict.model import NoModel
 from harness.schemes.base import Scheme, register
 from harness.schemes.knobs import Knobs, Range
+from harness.training import DTYPES
 
 MB = 1 << 20
 
@@ -45,6 +50,7 @@ NO_MODEL = NoModel(
 
 class Zero(Scheme):
     stage: int = 0
+    native_precision = True  # DeepSpeed's bf16 section, not torch.autocast (its engine turns an outer autocast off)
 
     def config(self) -> dict:
         zero: dict = {"stage": self.stage}
@@ -60,7 +66,10 @@ class Zero(Scheme):
             "zero_allow_untested_optimizer": True,
             "gradient_clipping": 0.0,
             "fp16": {"enabled": False},
-            "bf16": {"enabled": False},
+            "bf16": {"enabled": self.ctx.dtype == "bf16"},
+            # floating buffers follow the bf16 parameters (DeepSpeed keeps them as loaded unless told, and
+            # BatchNorm refuses bf16 weights beside fp32 running statistics)
+            **({"data_types": {"buffer_dtype": "bf16"}} if self.ctx.dtype == "bf16" else {}),
             "steps_per_print": 1 << 30,
             "wall_clock_breakdown": False,
         }
@@ -89,13 +98,18 @@ class Zero(Scheme):
         self.engine, _, _, _ = deepspeed.initialize(model=model, optimizer=self.optimizer, config=cfg,
                                                     dist_init_required=False)
         self.model = model
+        self._comm_dtype = self.engine.communication_data_type
+        self._grad_bytes = self._grad_bytes * self._comm_dtype.itemsize // 4  # counted in fp32 above
         z = self.engine._config.zero_config
         self.plan = {"zero_stage": self.engine.zero_optimization_stage(),
                      "reduce_bucket_size": int(z.reduce_bucket_size),
                      "allgather_bucket_size": int(z.allgather_bucket_size),
                      "overlap_comm": bool(z.overlap_comm), "contiguous_gradients": bool(z.contiguous_gradients)}
         assert self.plan["zero_stage"] == self.stage, self.plan
-        return self.engine
+        return self.engine if self.ctx.dtype == "fp32" else _CastInputs(self.engine, DTYPES[self.ctx.dtype])
+
+    def reduce_dtype(self) -> str:
+        return next(name for name, dt in DTYPES.items() if dt == self._comm_dtype)
 
     def backward(self, loss) -> None:  # the loop calls this instead of loss.backward()
         self.engine.backward(loss)
@@ -115,6 +129,20 @@ class Zero(Scheme):
             with deepspeed.zero.GatheredParameters(params, modifier_rank=None):
                 return {n: p.detach().cpu().clone() for n, p in model.named_parameters()}
         return {n: p.detach().cpu().clone() for n, p in model.named_parameters()}
+
+
+class _CastInputs:
+    """The engine of a bf16 cell, called with its floating-point inputs cast to bf16 first, as a DeepSpeed
+    user feeds a bf16 module (token ids and labels stay integers)."""
+
+    def __init__(self, engine, dtype):
+        self.engine, self.dtype = engine, dtype
+
+    def _cast(self, x):
+        return x.to(self.dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+
+    def __call__(self, *args, **kwargs):
+        return self.engine(*(self._cast(a) for a in args), **{k: self._cast(v) for k, v in kwargs.items()})
 
 
 for _stage, _what in ((0, "DeepSpeed engine without ZeRO: gradients all-reduced after backward"),

@@ -264,3 +264,21 @@ def test_credit_window_bounds_bytes_in_flight_and_waits_are_forward_waits(monkey
     assert in_flight_peak(trace) <= credit
     assert in_flight_peak(trace) > max(b for _, b, _, _ in trace), "the window lets several go at once"
     assert any(s["forward_wait_s"] > 0 for s in samples), "the next forward waited for partitions"
+
+
+# --- doctor: which GPU checks ran ----------------------------------------------------------------------
+def test_doctor_says_which_gpu_checks_ran(monkeypatch):
+    from harness.doctor import gpu_probe
+    from harness.doctor.render import gpu_lines
+
+    none = gpu_probe.run_gpu_checks(0)
+    assert all(c["status"] == "not run: no CUDA device" and not c.get("ran") for c in none)
+    assert "0 of" in gpu_lines(none)[0]
+    monkeypatch.setattr(gpu_probe, "RUNNABLE", {"stream-correct timing": lambda d: "",
+                                                "TF32 off for fp32": lambda d: 1 / 0,
+                                                "device rule": lambda d: "left cuda:1"})
+    one = {c["name"]: c["status"] for c in gpu_probe.run_gpu_checks(1)}
+    assert one["stream-correct timing"] == "ran: ok"
+    assert one["TF32 off for fp32"].startswith("ran: FAILED (ZeroDivisionError")
+    assert one["device rule"] == "ran: FAILED (left cuda:1)"
+    assert one["NCCL credit window"].startswith("not run: needs 2 GPUs")

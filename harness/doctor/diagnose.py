@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
-from harness.doctor import facts, gpu_checks, render, smoke
+from harness.doctor import facts, gpu_probe, render, smoke
 from harness.results.files import check_output_dir
 from harness.results.lock import run_lock
 from harness.results.store import prepare_run
@@ -59,7 +59,7 @@ def diagnose(workload: str = "bert-base-tiny", device: str = "auto", quick: bool
             results = smoke.order(smoke.run(todo, run_dir, progress) + known)
             for line in render.smoke_lines(results):
                 say(line)
-    checks = gpu_checks.gpu_check_status(found["gpus"]["count"] if cfg.device == "cuda" else 0)
+    checks = gpu_probe.run_gpu_checks(found["gpus"]["count"] if cfg.device == "cuda" else 0)
     for line in [""] + render.gpu_lines(checks) + [""]:
         say(line)
     wall_s = time.monotonic() - t0

@@ -1,6 +1,7 @@
 """The checks only a GPU can make (issue 18: the first GPU run must be right), named so that a CPU
 machine's doctor says they were not run instead of staying silent about them. Pure data and one pure
-function; the checks themselves live in the GPU test module (`python -m pytest -m gpu tests`)."""
+function; the checks live in the GPU test module (`python -m pytest -m gpu tests`), and the one-GPU ones
+also in harness/doctor/gpu_probe.py, which doctor runs on a CUDA node (status `ran: ...`)."""
 
 from __future__ import annotations
 
@@ -21,14 +22,18 @@ class GpuCheck:
 
 
 GPU_CHECKS = (
-    GpuCheck("stream-correct timing", "phases timed by CUDA events on the compute stream; the iteration "
-             "time agrees within 5% with a synchronised wall clock, and comm_wait_s/overlap are non-trivial"),
+    GpuCheck("stream-correct timing", "phases timed by CUDA events on the compute stream agree within 5% "
+             "with a synchronised wall clock (doctor runs it; also test_event_timing_agrees_...)"),
+    GpuCheck("TF32 off for fp32", "conv and matmul precision set from the cell's dtype: fp32 cells run "
+             "without TF32 (Ampere and newer default cuDNN convs to TF32); doctor compares with float64"),
+    GpuCheck("device rule", "a rank's GPU from its local rank and the visible devices, made current "
+             "(harness/devices.py)"),
+    GpuCheck("exposed communication", "comm_wait_s/forward_wait_s and the overlap ratio non-trivial for "
+             "wfbp/mgwfbp/bytescheduler on a socket-only NCCL cell", min_gpus=2),
     GpuCheck("NCCL credit window", "ByteScheduler's credit returns on real NCCL completion, so the window "
              "bounds bytes in flight (partition start/end trace)", min_gpus=2),
-    GpuCheck("TF32 off for fp32", "conv and matmul precision set from the cell's dtype: fp32 cells run "
-             "without TF32 (Ampere and newer default cuDNN convs to TF32)"),
-    GpuCheck("GPU test module (-m gpu)", "every scheme lossless at 2 GPUs over NCCL, Horovod with NCCL, "
-             "one device rule for every rank", min_gpus=2),
+    GpuCheck("GPU test module (-m gpu)", "every scheme lossless at 2 GPUs over NCCL, Horovod with NCCL",
+             min_gpus=2),
 )
 
 

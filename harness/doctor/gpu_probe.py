@@ -1,0 +1,96 @@
+"""The GPU checks doctor runs itself, in a few seconds on one GPU (the others need the GPU test module):
+event timing against a synchronised wall clock, TF32 really off for fp32 (a matmul and a convolution
+compared with float64), and the device rule. `run_gpu_checks` returns gpu_checks' list with the status of
+each check doctor ran replaced by `ran: ok` or `ran: FAILED (...)`."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from harness.cell import CellSpec
+from harness.devices import rank_device
+from harness.doctor.gpu_checks import gpu_check_status
+from harness.measure.timer import PhaseTimer, make_clock
+from harness.worker import set_precision
+
+TOLERANCE = 0.05
+"""Events and the synchronised wall clock agree within 5% (as the GPU test module asks)."""
+FP32_REL_ERR = 1e-4
+"""fp32 accumulations of these sizes stay well under this relative error; TF32 (10-bit mantissa) does not."""
+
+
+def events_vs_wall(device: torch.device, reps: int = 10) -> str:
+    """'' when the event-timed span of a GPU-bound step equals the synchronised wall clock within 5%."""
+    a = torch.randn(2048, 2048, device=device)
+    timer = PhaseTimer(make_clock(device))
+
+    def step() -> None:
+        for _ in range(8):
+            a.matmul(a).tanh_()
+
+    step()
+    events, walls = [], []
+    for _ in range(reps):
+        torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        timer.begin()
+        step()
+        timer.phase("step")
+        phases, _ = timer.collect()
+        walls.append(time.perf_counter() - t0)
+        events.append(phases["step"])
+    e, w = statistics.median(events), statistics.median(walls)
+    return "" if abs(e - w) <= TOLERANCE * w else f"events {e * 1e3:.2f} ms, synchronised wall {w * 1e3:.2f} ms"
+
+
+def fp32_without_tf32(device: torch.device) -> str:
+    """'' when an fp32 cell's precision flags are off and fp32 matmul and convolution match float64."""
+    flags = set_precision(CellSpec(workload="bert-base-tiny", scheme="local", dtype="fp32"))
+    if any(flags.values()):
+        return f"TF32 flags on for an fp32 cell: {flags}"
+    torch.manual_seed(0)
+    x, w = torch.randn(512, 4096, device=device), torch.randn(4096, 512, device=device)
+    img, k = torch.randn(8, 64, 32, 32, device=device), torch.randn(64, 64, 3, 3, device=device)
+    errs = {}
+    for name, f in (("matmul", lambda p, q: p @ q), ("conv", lambda p, q: F.conv2d(p, q, padding=1))):
+        p, q = (x, w) if name == "matmul" else (img, k)
+        got, ref = f(p, q).double(), f(p.double(), q.double())
+        errs[name] = float((got - ref).norm() / ref.norm())
+    bad = {n: e for n, e in errs.items() if e > FP32_REL_ERR}
+    return "" if not bad else "relative error " + ", ".join(f"{n} {e:.1e}" for n, e in bad.items()) + " (TF32?)"
+
+
+def device_rule(device: torch.device) -> str:
+    dev = rank_device(0, "cuda")
+    return "" if torch.cuda.current_device() == dev.index else f"set_device left {torch.cuda.current_device()}"
+
+
+RUNNABLE: dict[str, Callable[[torch.device], str]] = {
+    "stream-correct timing": events_vs_wall,
+    "TF32 off for fp32": fp32_without_tf32,
+    "device rule": device_rule,
+}
+"""Check name (gpu_checks.GPU_CHECKS) -> what doctor runs for it on cuda:0 ('' = passed)."""
+
+
+def run_gpu_checks(gpus: int) -> list[dict]:
+    checks = gpu_check_status(gpus)
+    if gpus < 1:
+        return checks
+    device = torch.device("cuda", 0)
+    for c in checks:
+        fn = RUNNABLE.get(c["name"])
+        if fn is None:
+            continue
+        try:
+            problem = fn(device)
+        except Exception as e:  # a broken GPU stack is a finding, not a doctor crash
+            problem = f"{type(e).__name__}: {e}"
+        c["status"] = "ran: ok" if not problem else f"ran: FAILED ({problem})"
+        c["ran"] = True
+    return checks

@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 
 from harness.atomic import write_parquet_atomic
-from harness.results import machine_load
+from harness.results import gpu_env, machine_load
 from harness.results.files import read_table
 from harness.schema import SCHEMA_VERSION
 
@@ -105,6 +105,7 @@ def collect(run_id: str, device: str = "cpu", hosts: list[str] | None = None, ex
             row["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
         except Exception:  # built without nccl
             pass
+    row.update(gpu_env.collect(device))  # driver, cuDNN, topology, NCCL_*, precision, GPU models ('' on CPU)
     row.update(extra or {})
     row["fingerprint"] = fingerprint(row)
     if sample_load:

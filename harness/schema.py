@@ -14,7 +14,9 @@ SCHEMA_VERSION = 1
 RAW_COLUMNS = [
     "schema_version", "run_id", "cell_id", "rank", "iteration",
     "iter_s",          # wall time of this iteration on this rank (start of one to start of the next)
-    "forward_s", "backward_s",
+    "forward_s",       # forward, minus the waits a scheme performs inside it (forward_wait_s)
+    "forward_wait_s",  # blocked in forward waiting for communication (ByteScheduler's pre-hooks); NaN: older run
+    "backward_s",
     "comm_wait_s",     # time blocked waiting for communication after backward (exposed on this rank)
     "optimizer_s",
 ]
@@ -43,7 +45,7 @@ SUMMARY_STATS = [
     # scaling against the measured 1-worker, no-communication baseline of the same sweep
     "baseline_throughput", "speedup", "scaling_efficiency",
     # breakdown (medians over iterations of the slowest rank's phases), seconds
-    "forward_s", "backward_s", "comm_wait_s", "optimizer_s",
+    "forward_s", "forward_wait_s", "backward_s", "comm_wait_s", "optimizer_s",
     "compute_only_iter_s",      # the 1-worker baseline's median iteration
     "exposed_comm_s",           # iter_s_median - compute_only_iter_s (never below 0)
     "comm_only_s",              # time to synchronise all gradients once, nothing overlapped (probe)

@@ -22,10 +22,12 @@ import torch
 from harness.atomic import write_json_atomic
 from harness.backends import BACKENDS
 from harness.cell import CellSpec
+from harness.devices import device_name, rank_device
 from harness.errors import UserError
 from harness.launch.env import DistEnv, from_environ
 from harness.measure.loop import run_loop
 from harness.netif import counter_delta, read_counters
+from harness.results.gpu_env import gpu_models
 from harness.schemes import SCHEMES, SchemeContext
 from harness.training import exit_now, make_optimizer
 from workloads import WORKLOADS
@@ -51,11 +53,7 @@ def _fault(cell: CellSpec, rank: int):
 
 
 def _device(cell: CellSpec, env: DistEnv) -> torch.device:
-    if cell.device == "cuda":
-        dev = torch.device("cuda", env.local_rank % max(1, torch.cuda.device_count()))
-        torch.cuda.set_device(dev)
-        return dev
-    return torch.device("cpu")
+    return rank_device(env.local_rank, cell.device)  # the one device rule (harness/devices.py)
 
 
 def _build(cell: CellSpec, env: DistEnv, device: torch.device):
@@ -104,7 +102,8 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
     comm_only = scheme.probe_comm() if (transport is not None and (cell.workers > 1 or cell.servers)) else 0.0
     if os.environ.get("DDLBENCH_DUMP_PARAMS"):
         torch.save(scheme.final_parameters(model), out / f"params.rank{env.rank}.pt")
-    mine = {"rank": env.rank, "host": socket.gethostname(), "samples": samples, "comm_only_s": comm_only,
+    mine = {"rank": env.rank, "host": socket.gethostname(), "device_name": device_name(device),
+            "samples": samples, "comm_only_s": comm_only,
             "setup_s": time.perf_counter() - t_start, "net_bytes_per_iter": net,
             **(transport.facts if transport is not None else {})}
     gathered = transport.gather_object(mine) if transport is not None else [mine]
@@ -142,6 +141,7 @@ def _result(cell, env, entry, scheme, backend, facts, gathered, plan, warmup, it
         "cell": json.loads(cell.to_json()),
         "ranks": gathered,
         "facts": {**facts, "comm_bytes_per_iter": scheme.comm_bytes_per_iter() if entry.communicates else 0,
+                  "gpu_models": gpu_models(r.get("device_name", "") for r in gathered),  # every rank's GPU
                   **set_precision(cell)},
         "plan": plan,
         "versions": backend.versions(),

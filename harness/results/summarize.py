@@ -17,7 +17,8 @@ from harness.measure.stats import describe, slowest_rank
 from harness.results.netcheck import network_columns
 from harness.schema import RAW_COLUMNS, SCHEMA_VERSION, SUMMARY_COLUMNS
 
-PHASES = ("forward_s", "backward_s", "comm_wait_s", "optimizer_s")
+PHASES = ("forward_s", "forward_wait_s", "backward_s", "comm_wait_s", "optimizer_s")
+"""forward_wait_s: absent from runs before it was measured (their forward_s includes those waits): NaN."""
 
 
 def raw_rows(run_id: str, cell_id: str, result: dict) -> pd.DataFrame:
@@ -25,7 +26,7 @@ def raw_rows(run_id: str, cell_id: str, result: dict) -> pd.DataFrame:
     for rk in result["ranks"]:
         for s in rk["samples"]:
             rows.append({"schema_version": SCHEMA_VERSION, "run_id": run_id, "cell_id": cell_id,
-                         "rank": rk["rank"], **{k: s[k] for k in ("iteration", "iter_s", *PHASES)}})
+                         "rank": rk["rank"], **{k: s.get(k, math.nan) for k in ("iteration", "iter_s", *PHASES)}})
     return pd.DataFrame(rows, columns=RAW_COLUMNS)
 
 
@@ -59,7 +60,8 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
     m = np.array([per_rank[r] for r in ranks])
     worst = m.argmax(axis=0)
     by_rank = {rk["rank"]: rk["samples"] for rk in result["ranks"]}
-    phase = {p: float(np.median([by_rank[ranks[w]][i][p] for i, w in enumerate(worst)])) for p in PHASES}
+    phase = {p: float(np.median([by_rank[ranks[w]][i].get(p, math.nan) for i, w in enumerate(worst)]))
+             for p in PHASES}
     rank_medians = {r: float(np.median(v)) for r, v in per_rank.items()}
     facts = result["facts"]
     comm_bytes = facts.get("comm_bytes_per_iter", 0)

@@ -55,6 +55,9 @@ class CellSpec:
     """Scheme/backend knobs (e.g. bucket_cap_mb), resolved against the scheme's defaults."""
     seed: int = 0
     """Seed for model init (identical on every rank) and data (seed + 1000 + rank)."""
+    trace_iters: int = 0
+    """Measured iterations to record as a timeline (trace.json; docs/ARCHITECTURE.md, "Traces"); 0 = off.
+    Not part of the cell id: a traced cell measures the same thing."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -66,7 +69,7 @@ class CellSpec:
     @property
     def cell_id(self) -> str:
         """Stable, readable id: the same spec always maps to the same id (resume relies on it)."""
-        key = {k: v for k, v in asdict(self).items() if k not in ("timeout_s",)}
+        key = {k: v for k, v in asdict(self).items() if k not in ("timeout_s", "trace_iters")}
         digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
         ps = f".s{self.servers}" if self.servers else ""
         return f"{self.workload}.{self.scheme}.{self.backend}.w{self.workers}{ps}.{digest}"
@@ -89,7 +92,8 @@ def resolve(cell: CellSpec) -> CellSpec:
         )
     for name, value, low in (("workers", cell.workers, 1), ("iters", cell.iters, 1),
                              ("warmup", cell.warmup, 0), ("threads", cell.threads, 1),
-                             ("nodes", cell.nodes, 1), ("servers", cell.servers, 0)):
+                             ("nodes", cell.nodes, 1), ("servers", cell.servers, 0),
+                             ("trace_iters", cell.trace_iters, 0)):
         if not isinstance(value, int) or value < low:
             raise UserError(f"{name} must be an integer >= {low}, got {value!r}; fix the option or sweep file")
     if not isinstance(cell.timeout_s, (int, float)) or not math.isfinite(cell.timeout_s) or cell.timeout_s <= 0:

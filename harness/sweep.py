@@ -67,6 +67,9 @@ class SweepConfig:
     """Named network profiles (name -> {rate: ..}) on the testbed; each cell runs on each profile."""
     oversubscribe: bool = False
     """Allow more workers x threads than this box has cores (correctness runs; timings are then noise)."""
+    trace: int = 0
+    """Measured iterations of each cell to record as a timeline (trace.json; docs/ARCHITECTURE.md,
+    "Traces"); 0 = off. Cell ids stay the same."""
 
 
 _LISTS = ("workloads", "schemes", "backends", "workers", "servers")
@@ -79,6 +82,7 @@ _TYPES = {
     "device": ((str,), "cpu, cuda or auto"), "threads": ((int,), "an integer"),
     "network": ((str,), "a label"), "knobs": ((dict,), "a mapping scheme -> {knob: value}"),
     "baseline": ((bool,), "true or false"), "oversubscribe": ((bool,), "true or false"),
+    "trace": ((int,), "a number of iterations to trace (0 = off)"),
     "testbed": ((dict, type(None)), "a mapping {hosts: N, rate: R}"),
     "networks": ((dict, type(None)), "a mapping name -> {rate: R}"),
 }
@@ -170,6 +174,7 @@ def expand(cfg: SweepConfig, network: str | None = None, rate_mbit: float | None
     common = dict(warmup=cfg.warmup, iters=cfg.iters, timeout_s=float(cfg.timeout_s), device=cfg.device,
                   threads=cfg.threads, batch=cfg.batch, seq_len=cfg.seq_len,
                   network=network or cfg.network, network_rate_mbit=rate_mbit)
+    common["trace_iters"] = cfg.trace  # not part of the cell id
     for w in cfg.workers:
         if not isinstance(w, int) or w < 1:
             raise UserError(f"workers must be integers >= 1, got {w!r}; fix `workers:` in the sweep file")

@@ -48,13 +48,16 @@ def load_input(ref: str):
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
               help="Report directory, e.g. reports/NAME (created).")
 @click.option("--title", default=None, help="Page title (default: the run names).")
+@click.option("--timeline", "timelines", multiple=True, metavar="CELL_ID",
+              help="Draw the timeline of this traced cell (repeatable; default: the first few cells that have a "
+                   "trace.json, from `run --trace`).")
 @click.option("--dpi", type=click.IntRange(50, 300), default=100, show_default=True, help="PNG resolution.")
-def command(runs, output, title, dpi):
+def command(runs, output, title, timelines, dpi):
     """Write figures, report.md and report.html for RUNS (merged; e.g. one run per network).
 
     A RUN may also be a Parquet file of predicted rows or a commbench table."""
 
     check_output_dir(output, "-o/--output")
-    out = write_report([load_input(r) for r in runs], output, title=title, dpi=dpi)
+    out = write_report([load_input(r) for r in runs], output, title=title, dpi=dpi, timelines=timelines)
     pngs = sorted(k for k in out if k.endswith(".png"))
     click.echo(f"wrote {out['md']} and {out['html']} ({len(pngs)} figures: {', '.join(pngs)})")

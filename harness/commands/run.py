@@ -34,6 +34,22 @@ def parse_knobs(pairs: tuple[str, ...]) -> dict:
     return out
 
 
+TRACE_META = "ddlbench_trace_iters"
+
+
+def trace_option(what: str):
+    """`--trace [N]` (N = 3 when omitted): record a timeline of N measured iterations of every rank. Kept
+    in the click context (ctx.meta[TRACE_META]) rather than passed as a parameter."""
+    def keep(ctx, _param, value):
+        if value is not None:
+            ctx.meta[TRACE_META] = value
+        return value
+    return click.option("--trace", type=click.IntRange(min=1), is_flag=False, flag_value=3, default=None,
+                        expose_value=False, callback=keep, metavar="[N]",
+                        help=f"Record a timeline of the first N measured iterations (default 3) of every rank "
+                             f"of {what} into the cell's trace.json (Perfetto, chrome://tracing); same cell id.")
+
+
 def run_cell(cell: CellSpec, output: Path | None, baseline: bool = False, launcher=None, *,
              resume: bool = False, overwrite: bool = False, oversubscribe: bool = False) -> Path:
     """Resolve, run (plus the local baseline if asked) and record; returns the run directory.
@@ -89,6 +105,7 @@ def run_under_launcher(cell: CellSpec, output: Path) -> None:
 @click.option("--testbed", is_flag=True,
               help="Run on the emulated testbed that is up (`ddlbench testbed up`); workers spread "
                    "over its hosts.")
+@trace_option("the cell")
 @click.option("--baseline/--no-baseline", default=False,
               help="Also measure the 1-worker local baseline (speed-up, efficiency).")
 @click.option("--output", type=click.Path(path_type=Path), help="Run directory (default results/<run-id>).")
@@ -108,6 +125,7 @@ def command(ctx, workload, scheme, backend, workers, servers, batch, seq_len, wa
     cell = CellSpec(workload=workload, scheme=scheme, backend=backend, workers=workers, servers=servers,
                     batch=batch, seq_len=seq_len, warmup=warmup, iters=iters, timeout_s=timeout_s,
                     device=device, threads=threads, knobs=parse_knobs(knobs), network=network)
+    cell = cell.with_(trace_iters=ctx.meta.get(TRACE_META, 0))
     if "TORCHELASTIC_RUN_ID" in os.environ or os.environ.get("DDLBENCH_IN_LAUNCHER") == "1":
         if output is None:
             raise UserError("under torchrun/srun every rank must agree on the run directory: pass --output")

@@ -5,12 +5,14 @@ Exit status 0 when every cell is ok, 1 when a cell failed (the summary is still 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
 
 from harness.atomic import write_text_atomic
 from harness.cell import check_capacity, warn
+from harness.commands.run import TRACE_META, trace_option
 from harness.commands.show import finish_run
 from harness.errors import UserError
 from harness.execute import Interrupted, run_cells
@@ -24,10 +26,13 @@ from harness.testbed.sweep import run_on_testbed
 
 def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False,
               progress: bool = True, launcher: str | None = None, retry_failed: bool = False, *,
-              overwrite: bool = False, oversubscribe: bool = False) -> Path:
+              overwrite: bool = False, oversubscribe: bool = False,
+              trace: int | None = None) -> Path:
     """Run every cell of the sweep file at `path` into `output` (default results/<run-id>); returns the
     run directory. An existing run there is refused unless `resume` or `overwrite`."""
     cfg = load_sweep(path)
+    if trace is not None:  # --trace N replaces the file's `trace:` (docs/ARCHITECTURE.md, "Traces")
+        cfg = dataclasses.replace(cfg, trace=trace)
     if resume and output is None:
         raise UserError("--resume needs --output RUN_DIR: the run directory of the interrupted sweep")
     if retry_failed and not resume:
@@ -65,6 +70,7 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
 @click.option("--allow-failed-cells", is_flag=True,
               help="Exit 0 even when cells failed (they stay recorded as failed): for batch jobs whose state "
                    "should say that the sweep ran, not how its cells fared.")
+@trace_option("each cell (replaces the file's `trace:`)")
 @click.option("--no-progress", is_flag=True, help="No progress bar (logs, CI).")
 @click.option("--launcher", type=click.Choice(["local", "srun"]),
               help="How cells start: srun steps (default inside a Slurm allocation) or local processes.")
@@ -82,6 +88,7 @@ def command(ctx, sweep_file, output, resume, overwrite, retry_failed, oversubscr
         output = Path("results") / new_run_id(load_sweep(sweep_file).name)
     try:
         run_dir = run_sweep(sweep_file, output, resume, progress=not no_progress, launcher=launcher,
+                            trace=ctx.meta.get(TRACE_META),
                             retry_failed=retry_failed, overwrite=overwrite, oversubscribe=oversubscribe)
     except Interrupted as e:
         ctx.exit(finish_run(output, interrupted=e))

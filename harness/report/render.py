@@ -22,6 +22,7 @@ import pandas as pd
 from harness.report import figures as F
 from harness.report import figures_model as FM
 from harness.report import tables as T
+from harness.report import timeline as TL
 from harness.report.data import merge, predicted
 from harness.results.machine_load import busy_runs
 
@@ -62,7 +63,8 @@ FIGURES = [
 ]
 
 
-def write_report(runs: list, out_dir: Path, title: str | None = None, dpi: int = 100) -> dict[str, Path]:
+def write_report(runs: list, out_dir: Path, title: str | None = None, dpi: int = 100,
+                 timelines: tuple = ()) -> dict[str, Path]:
     """Render the runs (RunTables-like objects) into out_dir; returns {"md", "html", <png name>: path}."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -79,6 +81,7 @@ def write_report(runs: list, out_dir: Path, title: str | None = None, dpi: int =
         out[file] = out_dir / file
 
     _measured_sections(page, s, save)
+    TL.section(page, runs, list(timelines), save)  # traced cells (chosen, else the first few)
     _model_sections(page, s, cb, save)
     _table_sections(page, s, env)
     (out_dir / "report.md").write_text(to_markdown(page))

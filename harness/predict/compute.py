@@ -84,6 +84,9 @@ class ComputeModel:
     """Forward + backward FLOPs per sample (counted)."""
     device: str = ""
     """Where the times come from (device or preset name)."""
+    layer_names: tuple = ()
+    """Module name of each layer (forward order), from the profile's `layer` column: schemes that group
+    layers by the model's structure (FSDP's units) read it; () when unknown."""
 
     @property
     def forward_s(self) -> float:
@@ -153,7 +156,7 @@ def from_profile(df: pd.DataFrame) -> ComputeModel:
         layer_forward_s=tuple(float(fwd[j]) for _, j, _ in layers),
         layer_optimizer_s=tuple(float(opt[j]) for _, j, _ in layers),
         flops_per_sample=float(df["flops"].sum()) / int(df["batch"].iloc[0]),
-        device=str(df["device"].iloc[0]))
+        device=str(df["device"].iloc[0]), layer_names=_layer_names(df, layers))
 
 
 def from_counts(df: pd.DataFrame, device: DevicePreset) -> ComputeModel:
@@ -184,7 +187,13 @@ def from_counts(df: pd.DataFrame, device: DevicePreset) -> ComputeModel:
         layer_forward_s=tuple(cost(fwd.loc[j, "forward_flops"], fwd.loc[j, "forward_mem_bytes"])
                               for _, j, _ in layers),
         layer_optimizer_s=tuple(opt[j] / mem for _, j, _ in layers),
-        flops_per_sample=float(df["flops"].sum()) / int(df["batch"].iloc[0]), device=device.name)
+        flops_per_sample=float(df["flops"].sum()) / int(df["batch"].iloc[0]), device=device.name,
+        layer_names=_layer_names(df, layers))
+
+
+def _layer_names(df: pd.DataFrame, layers) -> tuple:
+    name = df.groupby("layer_index")["layer"].first()
+    return tuple(str(name[j]) for _, j, _ in layers)
 
 
 def _seq(df) -> int | None:

@@ -2,9 +2,9 @@
 
 Every rank is started by `horovodrun` or srun (launch.py), as Horovod users start jobs; the
 ranks learn who they are from HOROVOD_RANK/HOROVOD_SIZE (harness.launch.env). Sums are
-`hvd.allreduce_async_(t, name, op=hvd.Sum)` completed by `hvd.synchronize` (reduce-scatter and all-gather:
-`hvd.reducescatter_async`/`hvd.allgather_async`, their result copied into the caller's buffer); Horovod's background thread
-fuses outstanding tensors under its fusion threshold and cycle time. Horovod has no priorities: the
+`hvd.allreduce_async_(t, name, op=hvd.Sum)` completed by `hvd.synchronize` (reduce-scatter and
+all-gather: `hvd.reducescatter_async`/`hvd.allgather_async`, their result copied into the caller's
+buffer); Horovod's background thread fuses outstanding tensors under its fusion threshold and cycle time. Horovod has no priorities: the
 scheme's issue order is the only order. Parameter servers: none (push-pull is refused at set-up).
 """
 

@@ -42,6 +42,15 @@ class Link:
     idles, which then pass at `peak_gbit_s` instead of the rate. 0 = a plain link."""
     peak_gbit_s: float = math.inf
     """Rate of the bytes covered by the bucket (the unshaped path underneath), Gbit/s."""
+    per_message_s: float = 0.0
+    """Host CPU time per message through the transport's software stack (kernel TCP: system calls,
+    copies, the interrupt), beside `latency_s`, which is then the network's own (NIC, switch, wire).
+    0 where `latency_s` already includes the stack (the generic presets) or there is none (RDMA)."""
+
+    @property
+    def message_s(self) -> float:
+        """One-way time of a small message: the network's latency plus the stack's cost per message."""
+        return self.latency_s + self.per_message_s
 
     @property
     def bytes_per_s(self) -> float:
@@ -52,7 +61,7 @@ class Link:
         return self.peak_gbit_s * 1e9 / 8.0
 
     def time_s(self, nbytes: float) -> float:
-        return self.latency_s + nbytes / self.bytes_per_s
+        return self.message_s + nbytes / self.bytes_per_s
 
 
 # Presets. Rates are achievable payload rates per direction; latencies are one-way for small
@@ -130,6 +139,11 @@ class Cluster:
     colocated: server s on worker host s mod nodes, sharing its NIC (a testbed with no spare host)."""
     allreduce: str = "ring"
     """ring | hierarchical (see the module docstring)."""
+    host: Link | None = None
+    """The host path every GPU's and the NIC's traffic shares when the GPUs cannot talk peer to peer
+    (e.g. GeForce cards behind one PCIe switch: NCCL stages each intra-node hop through host memory,
+    and without GPUDirect RDMA the NIC reads and writes host memory too). None = GPUs reach each
+    other and the NIC directly (`intra` alone bounds intra-node traffic)."""
     measured: dict | None = None
     """workers -> AlphaBeta measured for all-reduce (commbench); used as is at those worker counts."""
 
@@ -158,18 +172,29 @@ class Cluster:
         if self.measured and N in self.measured:
             return self.measured[N]
         if n == 1:
-            lat, bw = self.intra.latency_s, self.intra.bytes_per_s
+            lat, bw = self.intra.message_s, min(self.intra.bytes_per_s, self._host_bytes_per_s(g, 1))
             return AlphaBeta(2 * (N - 1) * lat, 2 * (N - 1) / N / bw)
         if self.allreduce == "hierarchical":
-            a = 2 * (g - 1) * self.intra.latency_s + 2 * (n - 1) * self.inter.latency_s
+            a = 2 * (g - 1) * self.intra.message_s + 2 * (n - 1) * self.inter.message_s
             b = (2 * (g - 1) / g / self.intra.bytes_per_s if g > 1 else 0.0) \
                 + 2 * (n - 1) / n / self.inter.bytes_per_s
             return AlphaBeta(a, b)
         if self.allreduce != "ring":
             raise UserError(f"unknown all-reduce model {self.allreduce!r}: use ring or hierarchical")
-        lat = max(self.inter.latency_s, self.intra.latency_s if g > 1 else 0.0)
-        bw = min(self.inter.bytes_per_s, self.intra.bytes_per_s if g > 1 else math.inf)
+        lat = max(self.inter.message_s, self.intra.message_s if g > 1 else 0.0)
+        bw = min(self.inter.bytes_per_s, self.intra.bytes_per_s if g > 1 else math.inf,
+                 self._host_bytes_per_s(g, n))
         return AlphaBeta(2 * (N - 1) * lat, 2 * (N - 1) / N / bw)
+
+    def _host_bytes_per_s(self, g: int, n: int) -> float:
+        """The ring's rate as the shared host path allows it. Every ring step, each of a node's g - 1
+        intra-node hops crosses the host path twice (the sender's copy into host memory, the
+        receiver's copy out of it), and, across nodes, the bytes leaving and entering through the NIC
+        too (GPU to host memory, NIC DMA; and back): per direction (g - 1) + 2 = g + 1 step-chunks
+        on n > 1 nodes, g on one node (the ring closes inside it)."""
+        if self.host is None:
+            return math.inf
+        return self.host.bytes_per_s / (g + 1 if n > 1 else g)
 
     def with_(self, **kw) -> "Cluster":
         return replace(self, **kw)

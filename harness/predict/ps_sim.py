@@ -40,7 +40,8 @@ class ParameterServers:
         self.sim = sim
         link = p2p or cluster.inter
         self.bw = link.bytes_per_s
-        self.lat = link.latency_s
+        self.lat = link.message_s
+        self.per_msg = link.per_message_s  # the server's CPU per message it receives or sends
         self.g = cluster.workers_per_node
         self.W = cluster.workers
         self.S = cluster.n_servers
@@ -48,9 +49,14 @@ class ParameterServers:
         self.nodes = cluster.nodes
         self.sum_bw = server_gbyte_s * 1e9
         self.hybrid = bool(local_reduce) and self.g > 1
-        self.intra_lat = cluster.intra.latency_s
+        self.intra_lat = cluster.intra.message_s
         def nic(name):
             return Fifo(sim, name, self.bw, link.burst_bytes, link.peak_bytes_per_s)
+        # the shared host path of each worker node (into / out of host memory), when GPUs stage there
+        hosts = self.nodes if self.colocated else 1
+        self.host = None if cluster.host is None else [
+            (Fifo(sim, f"node{n}-host-in", cluster.host.bytes_per_s),
+             Fifo(sim, f"node{n}-host-out", cluster.host.bytes_per_s)) for n in range(hosts)]
         if self.colocated:
             self.n_up = [nic(f"node{n}-up") for n in range(self.nodes)]
             self.n_down = [nic(f"node{n}-down") for n in range(self.nodes)]
@@ -64,6 +70,15 @@ class ParameterServers:
         self.intra = [[Fifo(sim, f"node{n}-worker{w}-intra", cluster.intra.bytes_per_s) for w in range(self.g)]
                       for n in range(self.nodes if self.colocated else 1)]
         self.owned = [0.0] * self.g
+
+    def staged(self, node: int, nbytes: float, end: float) -> float:
+        """`nbytes` through node's host path, both directions at once (a copy into host memory and one
+        out of it: a GPU's hop to a peer, or a NIC transfer staged for or from a GPU), as a stream
+        beside whatever ends at `end`; returns when both are done."""
+        if self.host is None or not nbytes:
+            return end
+        into, out = self.host[node]
+        return max(end, into.reserve_bytes(nbytes), out.reserve_bytes(nbytes))
 
     def push_pull(self, nbytes: float, server: int) -> tuple[Event, Event]:
         """(sent, done): `sent` fires when this worker's push has left its NIC (where ByteScheduler
@@ -87,8 +102,8 @@ class ParameterServers:
         links = [node[owner] for node in self.intra]
 
         def scatter():
-            end = max(link.reserve_bytes(peers) for link in links) + self.intra_lat
-            sim.at(end - sim.now, done.fire)
+            end = max(self.staged(n, peers, link.reserve_bytes(peers)) for n, link in enumerate(links))
+            sim.at(end + self.intra_lat - sim.now, done.fire)
 
         def push():
             pulled = Event(sim)
@@ -97,8 +112,8 @@ class ParameterServers:
                 self._colocated(nbytes, server, nbytes, self.nodes, sent, pulled)
             else:
                 self._dedicated(nbytes, server, nbytes, self.nodes, sent, pulled)
-        gathered = max(link.reserve_bytes(peers) for link in links) + self.intra_lat
-        sim.at(gathered - sim.now, push)
+        gathered = max(self.staged(n, peers, link.reserve_bytes(peers)) for n, link in enumerate(links))
+        sim.at(gathered + self.intra_lat - sim.now, push)
         return sent, done
 
     def _dedicated(self, nbytes: float, server: int, share: float, copies: int, sent: Event, done: Event) -> None:
@@ -107,12 +122,12 @@ class ParameterServers:
         sim, s_share = self.sim, copies * nbytes
 
         def pull():
-            end = max(self.s_up[server].reserve_bytes(s_share), self.down.reserve_bytes(share)) + self.lat
-            sim.at(end - sim.now, done.fire)
+            end = max(self.s_up[server].reserve_bytes(s_share), self.staged(0, share, self.down.reserve_bytes(share)))
+            sim.at(end + self.lat - sim.now, done.fire)
 
         def add():
-            sim.at(self.s_cpu[server].reserve(copies * nbytes / self.sum_bw) - sim.now, pull)
-        out = self.up.reserve_bytes(share)
+            sim.at(self.s_cpu[server].reserve(self._server_s(copies, nbytes)) - sim.now, pull)
+        out = self.staged(0, share, self.up.reserve_bytes(share))
         sim.at(out - sim.now, sent.fire)
         end = max(out, self.s_down[server].reserve_bytes(s_share)) + self.lat
         sim.at(end - sim.now, add)
@@ -129,19 +144,23 @@ class ParameterServers:
         sim = self.sim
         home = server % self.nodes
         remote = [n for n in range(self.nodes) if n != home]
-        outs = [self.n_up[n].reserve_bytes(share) for n in remote]
+        outs = [self.staged(n, share, self.n_up[n].reserve_bytes(share)) for n in remote]
         inn = self.n_down[home].reserve_bytes(share * len(remote)) if remote else sim.now
         sim.at(max(outs, default=sim.now) - sim.now, sent.fire)
         lat = self.lat if remote else 0.0
 
         def pull():
-            ends = [self.n_down[n].reserve_bytes(share) for n in remote]
+            ends = [self.staged(n, share, self.n_down[n].reserve_bytes(share)) for n in remote]
             end = max([self.n_up[home].reserve_bytes(share * len(remote)) if remote else sim.now] + ends) + lat
             sim.at(end - sim.now, done.fire)
 
         def add():
-            sim.at(self.s_cpu[server].reserve(copies * nbytes / self.sum_bw) - sim.now, pull)
+            sim.at(self.s_cpu[server].reserve(self._server_s(copies, nbytes)) - sim.now, pull)
         sim.at(max(outs + [inn]) + lat - sim.now, add)
+
+    def _server_s(self, copies: int, nbytes: float) -> float:
+        """A server's CPU for one key: sum `copies` pushes, and receive and send one message per copy."""
+        return copies * nbytes / self.sum_bw + 2 * copies * self.per_msg
 
 
 @functools.lru_cache(maxsize=256)

@@ -18,6 +18,7 @@ Rooms:
   bytescheduler_sim ByteScheduler's scheduler loop and the next forward's per-layer waits
   ps_sim            parameter-server NICs and summing servers; the PS link from push-pull times
   predictor         grid -> rows shaped like the summary table (source=predicted), from the registered models
+  study_cluster     the study's testbed as presets (links, host path, each method's knobs), each with its source
 Figures, tables and the predicted-vs-measured join are in harness/report (prediction, validation); the
 study and validation scripts in scripts/ (study_prediction, loopback_validation, testbed_validation,
 loopback_probe).

@@ -14,6 +14,12 @@ All-reduce on N = nodes x workers_per_node ranks is linear in the message size m
   2(n-1)/n * m in total), all-gather inside the node:
       alpha = 2(g-1) lat_intra + 2(n-1) lat_inter,
       beta  = 2(g-1)/g / bw_intra + 2(n-1)/n / bw_inter
+- a shared host path (`Cluster.host`, GPUs that cannot talk peer to peer, e.g. GeForce behind one PCIe
+  switch): NCCL stages every intra-node hop and every NIC transfer through host memory, so per ring
+  step a node's host path carries g + 1 step-chunks each way (g on one node); its rate / (g + 1) joins
+  the slowest-edge minimum.
+- a link's `per_message_s` (the kernel TCP stack's host cost per message) adds to its latency on every
+  ring step; RDMA has none.
 Parameter servers are modelled by the simulator (harness.predict.ps_sim) on the same links: each
 server's NIC carries the pushes from all workers and the pulls to all workers for its share of the
 keys; each worker node's NIC carries its workers' full gradients both ways.

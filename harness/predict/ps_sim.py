@@ -34,7 +34,11 @@ class ParameterServers:
     ps_layout.py): with g > 1 workers per node, a key's owner first gathers its g - 1 peers' copies over
     its own intra-node link, pushes one copy and pulls one, then sends the sum back to its peers; the
     keys' ownership is spread over the node's workers by bytes, so their links work in parallel.
-    Without it every worker pushes and pulls its own copy (g per node)."""
+    Without it every worker pushes and pulls its own copy (g per node).
+
+    A shared host path (Cluster.host: GPUs without peer-to-peer) carries every intra-node hop and every
+    NIC byte once into host memory and once out of it (staging), beside the links; a link's
+    per_message_s is charged on the server's CPU for each push it receives and each pull it sends."""
 
     def __init__(self, sim: Sim, cluster: Cluster, server_gbyte_s: float, p2p=None, local_reduce: bool = False):
         self.sim = sim

@@ -282,3 +282,19 @@ def test_doctor_says_which_gpu_checks_ran(monkeypatch):
     assert one["TF32 off for fp32"].startswith("ran: FAILED (ZeroDivisionError")
     assert one["device rule"] == "ran: FAILED (left cuda:1)"
     assert one["NCCL credit window"].startswith("not run: needs 2 GPUs")
+
+
+# --- the probe of a collective ------------------------------------------------------------------------
+def test_probe_times_to_completion_and_drops_the_warm_up():
+    from harness.commbench.timer import probe_gradient_sync
+
+    calls = []
+
+    class Slow:
+        def allreduce_async(self, tensor, key, priority=0):
+            calls.append(key)
+            h = SlowHandle(0.03 if len(calls) > 1 else 0.3)  # the warm-up is slow and must not count
+            return h
+
+    took = probe_gradient_sync(Slow(), torch.device("cpu"), 16, None, reps=3)
+    assert len(calls) == 4 and 0.03 <= took < 0.3

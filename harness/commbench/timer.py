@@ -51,6 +51,12 @@ def probe_gradient_sync(t, device: torch.device, numel: int, ps_keys: list[tuple
 
         def once() -> None:
             t.allreduce_async(flat, "probe").wait()
+    return probe_median(once, device, reps)
+
+
+def probe_median(once, device: torch.device, reps: int = 3) -> float:
+    """Median seconds of `once()` timed to real completion (`timed`), over `reps` runs after one warm-up:
+    the probe any scheme's `probe_comm` can time its own collectives with."""
     times = [timed(once, device) for _ in range(reps + 1)]
     return statistics.median(times[1:])
 

@@ -16,10 +16,13 @@ from click.testing import CliRunner
 from matplotlib.collections import LineCollection
 
 from harness.cli import cli
+from harness.report import breakdown as B
 from harness.report import figures as F
+from harness.report import findings as FD
+from harness.report import tables as T
 from harness.report import figures_model as FM
 from harness.report.data import merge
-from harness.report.render import write_report
+from harness.report.render import Page, to_markdown, write_report
 from harness.results.store import RunTables, load_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -89,14 +92,32 @@ def test_throughput_panels_lines_and_ideal():
     for ax, wl, x1 in zip(fig.axes, ["bert-base-tiny", "resnet50-tiny"], [90.0, 200.0]):
         assert ax.get_title() == wl
         labels = [ln.get_label() for ln in ax.get_lines()]
-        assert labels[:3] == SCHEMES and labels[3].startswith("ideal")  # one per scheme + ideal
-        ideal = ax.get_lines()[3]
+        # one line per scheme, the measured 1-worker baseline at N=1, the ideal
+        assert labels[:3] == SCHEMES and labels[3] == F.LOCAL_LABEL and labels[4].startswith("ideal")
+        local, ideal = ax.get_lines()[3], ax.get_lines()[4]
+        assert list(local.get_xdata()) == [1] and list(local.get_ydata()) == pytest.approx([x1])
         assert list(ideal.get_xdata()) == [1, 2, 3, 4]
         assert list(ideal.get_ydata()) == pytest.approx([x1, 2 * x1, 3 * x1, 4 * x1])
-        assert list(ax.get_lines()[0].get_xdata()) == [1, 2, 4]
-        assert sum(isinstance(c, LineCollection) for c in ax.collections) == 3  # CI bars per scheme
-        assert "throughput" in ax.get_ylabel() and ax.get_xlabel() == "workers N"
+        assert sum(isinstance(c, LineCollection) for c in ax.collections) == 4  # CI bars: schemes + local
+        assert "throughput" in ax.get_ylabel() and ax.get_xlabel().startswith("workers N")
     assert "95% CI of the mean" in fig._suptitle.get_text() and "median" in fig._suptitle.get_text()
+
+
+def test_schemes_at_one_worker_count_are_told_apart():
+    """Many schemes at N=2 (the quick sweep's layout): each its own marker, shifted sideways within
+    +-0.2 of N so none hides another; the legend sits outside the panels."""
+    fig = F.throughput_vs_workers(synth_summary(workers=(2,)))
+    ax = fig.axes[0]
+    lines = [ln for ln in ax.get_lines() if ln.get_label() in SCHEMES]
+    xs = [float(ln.get_xdata()[0]) for ln in lines]
+    assert len(set(xs)) == 3 and all(abs(x - 2) <= 0.21 for x in xs)
+    assert len({ln.get_marker() for ln in lines}) == 3
+    assert [float(x) for x in ax.get_xticks()] == [1.0, 2.0]
+    legend = fig.legends[0]
+    assert F.LOCAL_LABEL in [t.get_text() for t in legend.get_texts()]
+    fig.canvas.draw()  # the legend is right of every panel, not over one
+    right_of_panels = max(a.get_window_extent().x1 for a in fig.axes)
+    assert legend.get_window_extent().x0 >= right_of_panels - 1
 
 
 def test_throughput_names_failed_cells_and_one_panel_per_network():
@@ -138,13 +159,28 @@ def test_grouped_bars_per_worker_count_then_per_network():
 
 
 def test_breakdown_stacks_four_phases_per_cell():
-    fig = F.breakdown(synth_summary(workers=(2,)))
+    fig = B.breakdown(synth_summary(workers=(2,)))
     assert len(fig.axes) == 2
     ax = fig.axes[0]
     assert len(ax.containers) == 4 and all(len(c.patches) == 4 for c in ax.containers)  # local + 3 cells
     assert any("exposed" in t.get_text() for t in ax.texts)
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert "local N=1" in labels and "bsp-ps N=2" in labels
+
+
+def test_breakdown_shows_the_wait_inside_forward_as_its_own_segment():
+    s = synth_summary(workers=(2,)).assign(forward_wait_s=0.0)
+    assert len(B.breakdown(s).axes[0].containers) == 4  # measured, but zero everywhere: not drawn
+    s.loc[s["scheme"] == "wfbp-a2a", "forward_wait_s"] = 0.012
+    fig = B.breakdown(s)
+    ax = fig.axes[0]
+    assert len(ax.containers) == 5
+    seg = [c for c in ax.containers if "ByteScheduler pre-hooks" in c.get_label()]
+    assert len(seg) == 1 and seg[0].get_label() == "wait in forward (ByteScheduler pre-hooks)"
+    widths = sorted(p.get_width() for p in seg[0].patches)
+    assert widths == pytest.approx([0, 0, 0, 12.0])  # ms, only the cell that waited
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "wait in forward (ByteScheduler pre-hooks)" in legend
 
 
 def test_busbw_panel_with_fit():
@@ -229,11 +265,16 @@ def test_report_of_a_real_run(real_run, tmp_path):
     assert not re.search(r'src="(?!data:)', page) and "<link" not in page  # nothing external
     assert "<table>" in page and t.environment["fingerprint"][0] in page
     md = (out_dir / "report.md").read_text()
-    assert "![" in md and "(throughput.png)" in md and "| resnet50-tiny | ddp | torch | 2 | ok |" in md
+    assert "![" in md and "(throughput.png)" in md and re.search(r"\| ddp \| 2 \| [0-9.]+ ±[0-9.]+ \|", md)
+    assert "same in every row: workload: resnet50-tiny, network: loopback" in md
+    assert (out_dir / "summary.csv").exists() and (out_dir / "summary.parquet").exists()
+    assert pd.read_parquet(out_dir / "summary.parquet")["cell_id"].tolist() == t.summary["cell_id"].tolist()
+    assert re.search(r"\| machine \| (quiet \(other processes|busy: other processes used)", md)  # the load seen
+
     assert "No commbench table" in md and "None: every cell finished." in md
     fig = F.throughput_vs_workers(t.summary)
     assert len(fig.axes) == 1 and [ln.get_label() for ln in fig.axes[0].get_lines()][0] == "ddp"
-    assert len(fig.axes[0].get_lines()) == 2  # ddp + ideal
+    assert len(fig.axes[0].get_lines()) == 3  # ddp, the measured local at N=1, ideal
 
 
 def test_report_merges_runs_and_flags_same_network(real_run, tmp_path):
@@ -266,3 +307,80 @@ def test_report_of_a_missing_run_is_a_one_line_error(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(cli, ["report", "nope", "-o", "out"])
     assert r.exit_code == 2 and r.output.startswith("error:")
+
+
+# ----------------------------------------------------------------------- summary table and findings
+
+def test_summary_table_fits_a_laptop_and_explains_overlap_on_shared_cores():
+    s = synth_summary(workers=(2, 4))
+    env = pd.DataFrame([{"run_id": "synth", "cpu_count": 4}])
+    table, caption = T.summary_table(s, env)
+    page = Page("t")
+    page.table(table)
+    widest = max(len(line) for line in to_markdown(page).splitlines())
+    assert widest <= 110, to_markdown(page)
+    assert list(table.columns) == ["workload", "scheme", "N", "X/s (±95% CI)", "CV", "eff.", "exp. ms", "overlap"]
+    assert "same in every row: network: loopback" in caption
+    # 4 workers on 4 cores: no core left for gloo, so overlap is marked and explained; 2 on 4 is not
+    four = table[table["N"] == 4]["overlap"]
+    two = table[(table["N"] == 2)]["overlap"]
+    assert all(v.endswith(T.SHARED_MARK) for v in four) and not any(v.endswith(T.SHARED_MARK) for v in two)
+    assert T.SHARED_NOTE in caption
+    _, caption = T.summary_table(synth_summary(workers=(2,)), env)
+    assert T.SHARED_NOTE not in caption
+    # bsp-ps at N=2 with its server: 2 workers + 1 server on 3 cores share them all
+    table, _ = T.summary_table(synth_summary(workers=(2,)), env.assign(cpu_count=3))
+    marks = dict(zip(table["scheme"], table["overlap"]))
+    assert marks["bsp-ps S=1"].endswith(T.SHARED_MARK) and not marks["ddp"].endswith(T.SHARED_MARK)
+
+
+def study_like(slow_spread: float, bert_eff: float) -> pd.DataFrame:
+    """Two workloads x two networks at N=2: bert (low intensity) at `bert_eff` best, resnet at 0.8;
+    methods on the slow link spread by `slow_spread`, on the fast one by 1.1."""
+    rows = []
+    for net, rate, spread in (("emulated-200mbit", 200.0, slow_spread), ("emulated-2gbit", 2000.0, 1.1)):
+        s = synth_summary(workers=(2,), network=net).assign(network_rate_mbit=rate)
+        s["comm_bytes_per_iter"] = np.where(s["workload"] == "bert-base-tiny", 8e7, 1e7)
+        for i, sc in enumerate(SCHEMES):
+            hit = s["scheme"] == sc
+            factor = 1.0 if i == 0 else (1 / spread if i == 2 else 1 / (1 + (spread - 1) / 2))
+            for wl, eff in (("bert-base-tiny", bert_eff), ("resnet50-tiny", 0.8)):
+                h = hit & (s["workload"] == wl)
+                x1 = s.loc[h, "baseline_throughput"]
+                s.loc[h, "throughput_median"] = 2 * x1 * eff * factor
+                s.loc[h, "scaling_efficiency"] = eff * factor
+        rows.append(s)
+    return pd.concat(rows, ignore_index=True)
+
+
+def test_findings_are_computed_from_the_numbers():
+    text1, best = FD.finding_intensity(study_like(slow_spread=1.6, bert_eff=0.4))
+    assert text1.startswith("Finding 1") and "holds here (2 of 2 settings)" in text1
+    assert "bert-base-tiny 0.40 (ddp) vs resnet50-tiny 0.80 (ddp)" in text1
+    assert "(100 FLOP/byte per worker)" in text1 and "(800 FLOP/byte)" in text1  # 1e9 * 8 / 8e7 and / 1e7
+    text2, sp = FD.finding_architecture(study_like(slow_spread=1.6, bert_eff=0.4))
+    assert "holds here" in text2 and "larger on emulated-200mbit than on emulated-2gbit in 2 of 2" in text2
+    assert "1.60x the slowest (bsp-ps)" in text2
+    # numbers that contradict the study say so
+    text1, _ = FD.finding_intensity(study_like(slow_spread=1.6, bert_eff=0.95))
+    assert "does not hold here (0 of 2 settings)" in text1
+    text2, _ = FD.finding_architecture(study_like(slow_spread=1.05, bert_eff=0.4))
+    assert "does not hold here" in text2
+
+
+def test_report_has_a_findings_section_with_figures(tmp_path):
+    out = write_report([tables(study_like(1.6, 0.4), tmp=tmp_path)], tmp_path / "rep", dpi=40)
+    assert {"finding-intensity.png", "finding-architecture.png"} <= set(out)
+    md = out["md"].read_text()
+    assert "## Findings" in md and "Finding 1, low model intensity" in md and "Finding 2, the architecture" in md
+    assert md.index("## Findings") < md.index("## Scaling")
+
+
+def test_report_warns_about_a_run_measured_on_a_busy_machine(tmp_path):
+    t = tables(synth_summary(workers=(2,)), tmp=tmp_path)
+    t.environment = t.environment.assign(others_cores_start=1.2, others_start="pytest[99] 1.20 core",
+                                         others_cores_end=0.0, others_end="")
+    md = write_report([t], tmp_path / "busy", dpi=40)["md"].read_text()
+    assert "Warning: run synth was measured on a busy machine: other processes used 1.20 cores at the start " \
+           "(pytest[99] 1.20 core)" in md
+    assert "| machine | busy: other processes used 1.20 cores" in md

@@ -37,7 +37,10 @@ def merge(tables: list, names: list[str] | None = None) -> tuple[dict[str, pd.Da
             s["network"] = "unknown"
         s["network"] = s["network"].fillna("unknown").astype(str)
         keys = s.apply(lambda r: (cell_key(r), r.get("source", "measured")), axis=1)
-        dup_runs = s.loc[keys.duplicated(keep=False), "run"].unique()
+        # the 1-worker `local` baseline is measured by every run of a study (e.g. at 2 and at 3 hosts):
+        # the same cell twice there is expected and drawn at one point
+        dup = keys.duplicated(keep=False) & (s["scheme"] != "local")
+        dup_runs = s.loc[dup, "run"].unique()
         if len(dup_runs):
             hit = s["run"].isin(dup_runs)
             s.loc[hit, "network"] = s.loc[hit, "network"] + " [" + s.loc[hit, "run"].astype(str) + "]"

@@ -3,7 +3,7 @@
     fig = throughput_vs_workers(summary)      # (a) one panel per workload, ideal line N * X_1
     fig = efficiency_heatmap(summary)         # (b) scheme x workload at the largest worker count
     fig = grouped_bars(summary)               # (c) the study's grouped bars: per network, else per N
-    fig = breakdown(summary)                  # (d) forward/backward/comm wait/optimizer, stacked
+    (d) the time breakdown is in breakdown.py
 
 Nothing here reads or writes files; render.py saves the figures. Every axis says what its numbers are:
 markers are median throughputs over iterations (slowest rank per iteration), vertical bars the 95%
@@ -20,14 +20,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness.report.data import (PHASES, failed, largest_workers, measured, networks, ok, schemes,  # noqa: E402
+from harness.report.data import (failed, largest_workers, measured, networks, ok, schemes,  # noqa: E402
                                  with_series)
 
 MEDIAN_CI = "markers: median over iterations; bars: 95% CI of the mean"
-PHASE_COLORS = {"forward_s": "#4c78a8", "backward_s": "#72b7b2", "comm_wait_s": "#e45756",
-                "optimizer_s": "#b279a2"}
-PHASE_LABELS = {"forward_s": "forward", "backward_s": "backward (incl. overlapped comm)",
-                "comm_wait_s": "comm wait after backward", "optimizer_s": "optimizer step"}
+
 
 
 def scheme_colors(names) -> dict[str, tuple]:
@@ -70,44 +67,76 @@ def _no_data(title: str) -> plt.Figure:
 
 # ------------------------------------------------------------------------------------- (a) scaling
 
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "*", "p")
+LOCAL_LABEL = "1 worker, no communication (X₁, measured)"
+
+
+def _dodge(names: list[str], ws: list) -> dict[str, float]:
+    """A small horizontal offset per series so schemes at one worker count do not hide each other:
+    spread over at most 40% of the gap between neighbouring worker counts."""
+    gap = min(np.diff(sorted(set(ws)))) if len(set(ws)) > 1 else 1.0
+    width = 0.4 * gap
+    k = len(names)
+    return {n: (width * (i / (k - 1) - 0.5) if k > 1 else 0.0) for i, n in enumerate(names)}
+
+
 def throughput_vs_workers(summary: pd.DataFrame) -> plt.Figure:
-    """(a) Median throughput vs workers, one line per scheme and the ideal N * X_1; one panel per
-    workload (and per network when several)."""
+    """(a) Median throughput vs workers, one line per scheme (own marker, small horizontal dodge), the
+    measured 1-worker baseline as a marker at N=1 and the ideal N * X_1; one panel per workload (and per
+    network when several); the legend outside the panels."""
     allm = with_series(measured(summary))
     allm = allm.assign(network=allm["network"].fillna("unknown").astype(str)) if not allm.empty else allm
     s = ok(allm)
     if s.empty:
         return _no_data("no measured cells finished")
     nets, wls = networks(allm), sorted(allm["workload"].unique())
-    colors = scheme_colors(_series_order(allm[allm["scheme"] != "local"]))
+    names = _series_order(allm[allm["scheme"] != "local"])
+    colors = scheme_colors(names)
+    markers = {n: MARKERS[i % len(MARKERS)] for i, n in enumerate(names)}
     fig, axes = _panels(len(nets), len(wls), max(4.6, 7.0 / len(wls)), 3.6)
     for i, net in enumerate(nets):
         for j, wl in enumerate(wls):
             ax = axes[i][j]
             here = s[(s["workload"] == wl) & (s["network"] == net)]
             lines = here[here["scheme"] != "local"]
-            for name in [n for n in colors if n in set(lines["series"])]:
+            ws = sorted(allm.loc[(allm["workload"] == wl) & (allm["network"] == net), "workers"].unique())
+            dx = _dodge(names, ws + [1])
+            for name in [n for n in names if n in set(lines["series"])]:
                 d = lines[lines["series"] == name].sort_values("workers")
-                ax.plot(d["workers"], d["throughput_median"], marker="o", color=colors[name], label=name)
-                ax.vlines(d["workers"], d["throughput_ci95_low"], d["throughput_ci95_high"],
-                          color=colors[name], linewidth=1.2, alpha=0.8)
+                x = d["workers"] + dx[name]
+                ax.plot(x, d["throughput_median"], marker=markers[name], color=colors[name], label=name,
+                        markersize=5, linewidth=1)
+                ax.vlines(x, d["throughput_ci95_low"], d["throughput_ci95_high"], color=colors[name],
+                          linewidth=1.2, alpha=0.8)
+            _local_marker(ax, here)
             x1 = _baseline_x1(here)
             n_max = int(max(here["workers"].max() if len(here) else 1, 1))
             if np.isfinite(x1):
                 ns = np.arange(1, n_max + 1)
-                ax.plot(ns, ns * x1, "k--", linewidth=1, label="ideal N·X₁ (X₁: 1 worker, no comm)")
-            ws = sorted(allm.loc[(allm["workload"] == wl) & (allm["network"] == net), "workers"].unique())
-            ax.set_xticks(ws)
+                ax.plot(ns, ns * x1, "k--", linewidth=1, label="ideal N·X₁")
+            ax.set_xticks(sorted(set(ws) | {1}))
+            ax.set_xlim(0.5, n_max + 0.5)
             ax.set_ylim(bottom=0)
             title = wl if len(nets) == 1 else f"{wl} @ {net}"
             ax.set_title(title if np.isfinite(x1) else f"{title} (no 1-worker baseline)", fontsize=10)
-            ax.set_xlabel("workers N")
+            ax.set_xlabel("workers N (schemes offset slightly for legibility)", fontsize=8)
             ax.set_ylabel(f"throughput ({_unit(here)}/s)")
             ax.grid(alpha=0.3)
             _failed_note(ax, failed(allm[(allm["workload"] == wl) & (allm["network"] == net)]))
-    _figure_legend(fig, axes)
+    _figure_legend(fig, axes, loc="outside right upper", ncol=1)
     fig.suptitle(f"Throughput vs workers\n({MEDIAN_CI})", fontsize=10)
     return fig
+
+
+def _local_marker(ax, here: pd.DataFrame) -> None:
+    """The measured `local` cell (1 worker, no communication) at N=1, with its CI."""
+    loc = here[(here["scheme"] == "local") & (here["workers"] == 1)]
+    if loc.empty:
+        return
+    ax.plot([1] * len(loc), loc["throughput_median"], marker="*", markersize=11, color="black", linestyle="",
+            label=LOCAL_LABEL, zorder=4)
+    ax.vlines([1] * len(loc), loc["throughput_ci95_low"], loc["throughput_ci95_high"], color="black",
+              linewidth=1.2)
 
 
 def _baseline_x1(rows: pd.DataFrame) -> float:
@@ -118,7 +147,7 @@ def _baseline_x1(rows: pd.DataFrame) -> float:
     return float(local.median()) if len(local) else float("nan")
 
 
-def _figure_legend(fig, axes) -> None:
+def _figure_legend(fig, axes, loc: str = "outside lower center", ncol: int = 3) -> None:
     handles, labels = {}, []
     for ax in np.ravel(axes):
         for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -126,8 +155,8 @@ def _figure_legend(fig, axes) -> None:
                 handles[lab] = h
                 labels.append(lab)
     if labels:
-        fig.legend([handles[lab] for lab in labels], labels, loc="outside lower center", fontsize=8,
-                   frameon=False, ncol=min(len(labels), 3))
+        fig.legend([handles[lab] for lab in labels], labels, loc=loc, fontsize=8,
+                   frameon=False, ncol=min(len(labels), ncol))
 
 
 # ---------------------------------------------------------------------------------- (b) heat map
@@ -246,49 +275,4 @@ def grouped_bars(summary: pd.DataFrame, metric: str = "throughput") -> plt.Figur
                loc="outside lower center", ncol=len(labels), frameon=False)
     what = "median throughput, bars: 95% CI of the mean" if metric == "throughput" else "scaling efficiency"
     fig.suptitle(f"Per scheme, {'per network' if by_network else 'per worker count'} ({what})", fontsize=10)
-    return fig
-
-
-# ------------------------------------------------------------------------------- (d) breakdown
-
-def breakdown(summary: pd.DataFrame) -> plt.Figure:
-    """(d) Per cell, stacked medians of forward, backward, comm wait and optimizer (slowest rank),
-    the median iteration as a tick, and exposed communication (iteration - 1-worker compute) noted."""
-    s = ok(with_series(measured(summary)))
-    if s.empty:
-        return _no_data("no measured cells finished")
-    s = s.assign(network=s["network"].fillna("unknown").astype(str))
-    nets = networks(s)
-    wls = sorted(s["workload"].unique())
-    rank = {n: i for i, n in enumerate(_series_order(s))}
-    counts = [len(s[s["workload"] == wl]) for wl in wls]
-    fig, axes = plt.subplots(len(wls), 1, figsize=(8.5, sum(0.27 * c + 1.0 for c in counts)), squeeze=False,
-                             layout="constrained", height_ratios=[0.27 * c + 1.0 for c in counts])
-    for k, wl in enumerate(wls):
-        ax = axes[k][0]
-        d = s[s["workload"] == wl].copy()
-        d["_o"] = d["series"].map(rank)
-        d = d.sort_values(["network", "_o", "workers"])
-        labels = [f"{r['series']} N={int(r['workers'])}" + (f" @{r['network']}" if len(nets) > 1 else "")
-                  for _, r in d.iterrows()]
-        y = np.arange(len(d))[::-1]
-        left = np.zeros(len(d))
-        for p in PHASES:
-            v = d[p].fillna(0).to_numpy() * 1e3
-            ax.barh(y, v, left=left, height=0.7, color=PHASE_COLORS[p], label=PHASE_LABELS[p])
-            left += v
-        it = d["iter_s_median"].to_numpy() * 1e3
-        ax.scatter(it, y, marker="|", s=140, color="black", zorder=3, label="iteration (median)")
-        for yi, t, end, e in zip(y, it, left, d["exposed_comm_s"].to_numpy() * 1e3):
-            if np.isfinite(e):  # right of whichever ends later, the stacked phases or the iteration tick
-                ax.text(max(t, end), yi, f"  exposed {e:.0f} ms", va="center", ha="left", fontsize=7)
-        ax.set_yticks(y)
-        ax.set_yticklabels(labels, fontsize=8)
-        ax.set_xlim(0, max(np.nanmax(it), np.nanmax(left)) * 1.3)
-        ax.set_title(wl, fontsize=10)
-        ax.set_xlabel("ms per iteration (medians over iterations of the slowest rank's phases)", fontsize=8)
-        ax.grid(axis="x", alpha=0.3)
-    _figure_legend(fig, axes)
-    fig.suptitle("Time breakdown per cell; exposed comm = median iteration - 1-worker compute-only "
-                 "iteration", fontsize=9)
     return fig

@@ -19,11 +19,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.atomic import write_parquet_atomic, write_text_atomic
+from harness.report import breakdown as B
 from harness.report import figures as F
 from harness.report import figures_model as FM
 from harness.report import tables as T
 from harness.report import timeline as TL
 from harness.report.data import merge, predicted
+from harness.report.findings import findings
 from harness.results.machine_load import busy_runs
 
 
@@ -50,16 +53,18 @@ class Page:
 
 FIGURES = [
     # (file, caption, section)
-    ("throughput.png", "Throughput vs workers per scheme; dashed: ideal N·X₁, X₁ = measured 1-worker "
-     "throughput without communication. Markers: median over iterations (slowest rank per iteration); "
-     "vertical bars: 95% CI of the mean.", "Scaling"),
+    ("throughput.png", "Throughput vs workers per scheme; star at N=1: the measured 1-worker throughput "
+     "without communication (X₁); dashed: ideal N·X₁. Markers: median over iterations (slowest rank per "
+     "iteration), each scheme its own marker and shifted slightly sideways so schemes at one N stay "
+     "apart; vertical bars: 95% CI of the mean.", "Scaling"),
     ("efficiency.png", "Scaling efficiency X_N / (N·X₁) at each workload's largest worker count "
      "(X = median throughput).", "Scaling efficiency"),
     ("bars.png", "Median throughput per scheme, grouped per network (at the largest N) when the runs "
      "cover several networks, else per worker count; black bars: 95% CI of the mean.", "Per scheme"),
     ("breakdown.png", "Per cell: medians of the slowest rank's forward, backward, communication wait "
-     "and optimizer times; tick: median iteration; exposed communication = median iteration - "
-     "1-worker compute-only iteration.", "Time breakdown"),
+     "and optimizer times, and, where measured, the wait inside forward (ByteScheduler's pre-hooks wait "
+     "there for the previous iteration's partitions); tick: median iteration; exposed communication = "
+     "median iteration - 1-worker compute-only iteration.", "Time breakdown"),
 ]
 
 
@@ -80,10 +85,15 @@ def write_report(runs: list, out_dir: Path, title: str | None = None, dpi: int =
         F.plt.close(fig)
         out[file] = out_dir / file
 
+    _findings_section(page, s, save)
     _measured_sections(page, s, save)
     TL.section(page, runs, list(timelines), save)  # traced cells (chosen, else the first few)
     _model_sections(page, s, cb, save)
     _table_sections(page, s, env)
+    if not s.empty:  # the full table (the page shows a laptop-wide one)
+        write_parquet_atomic(s, out_dir / "summary.parquet")
+        write_text_atomic(out_dir / "summary.csv", s.to_csv(index=False))
+        out["summary.csv"] = out_dir / "summary.csv"
     (out_dir / "report.md").write_text(to_markdown(page))
     (out_dir / "report.html").write_text(to_html(page, out_dir))
     out["md"], out["html"] = out_dir / "report.md", out_dir / "report.html"
@@ -106,10 +116,23 @@ def _intro(page: Page, names: list[str], notes: list[str], s: pd.DataFrame, env:
             page.p(f"Warning: {c}.")
 
 
+def _findings_section(page: Page, s: pd.DataFrame, save) -> None:
+    """The study's two findings, each stated from these runs' numbers with its figure (findings.py)."""
+    if s.empty:
+        return
+    page.h("Findings")
+    for b in findings(s):
+        if b[0] == "p":
+            page.p(b[1])
+        else:
+            save(b[1], b[2])
+            page.img(b[2], b[3])
+
+
 def _measured_sections(page: Page, s: pd.DataFrame, save) -> None:
     """Figures (a)-(d) of the measured cells, and the failed ones."""
     fns = [F.throughput_vs_workers, F.efficiency_heatmap, lambda d: F.grouped_bars(d, "throughput"),
-           F.breakdown]
+           B.breakdown]
     if s.empty:
         page.h("Measured cells")
         page.p("No summary table in these runs (a commbench-only run?): the scaling, efficiency, per-scheme "
@@ -148,7 +171,9 @@ def _model_sections(page: Page, s: pd.DataFrame, cb: pd.DataFrame, save) -> None
 def _table_sections(page: Page, s: pd.DataFrame, env: pd.DataFrame) -> None:
     if not s.empty:
         page.h("Summary")
-        page.table(T.summary_table(s))
+        table, caption = T.summary_table(s, env)
+        page.p(caption + " Every column of every cell: `summary.csv` and `summary.parquet` beside this page.")
+        page.table(table)
         wl = T.workload_table(s)
         if len(wl):
             page.h("Workloads")

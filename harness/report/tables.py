@@ -32,34 +32,70 @@ def _ci(r) -> str:
     return f"{_f(r.get('throughput_ci95_low'), '.1f')} - {_f(r.get('throughput_ci95_high'), '.1f')}"
 
 
-def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """One line per measured cell: median X, 95% CI of the mean, spread, scaling, exposed comm."""
+def cores_shared(r, cpu_count: float, one_box: bool) -> bool:
+    """Do a CPU cell's ranks leave no core free on a box (docs/ARCHITECTURE.md, "Measurement hygiene")?
+    workers x threads (+ servers) on one box >= its cores: gloo's copies and sums need a core too, so
+    communication can only run in compute's time slices and the overlap ratio cannot rise above 0.
+    The box is the whole machine on one box or the emulated testbed, else one node."""
+    if r.get("device") not in (None, "cpu") or not cpu_count or int(r.get("workers") or 1) < 2:
+        return False
+    threads = int(r.get("threads") or 1) if pd.notna(r.get("threads", 1)) else 1
+    servers = int(r.get("servers") or 0) if pd.notna(r.get("servers")) else 0
+    nodes = int(r.get("nodes") or 1) if pd.notna(r.get("nodes")) else 1
+    ranks = int(r["workers"]) * threads + servers if (one_box or nodes == 1) else \
+        int(r.get("workers_per_node") or r["workers"]) * threads + -(-servers // nodes)
+    return ranks >= cpu_count
+
+
+def _boxes(env: pd.DataFrame | None) -> dict:
+    """run -> (cores, one box?) from the environment table (the testbed's hosts are one machine)."""
+    out = {}
+    for _, e in (env.iterrows() if env is not None and not env.empty else []):
+        one = "testbed_hosts" in e and pd.notna(e.get("testbed_hosts"))
+        out[e.get("run", e.get("run_id"))] = (float(e.get("cpu_count") or 0), one)
+    return out
+
+
+SHARED_MARK = "†"
+SHARED_NOTE = (f"{SHARED_MARK} overlap cannot be above 0 here: the cell's ranks (workers x threads, plus "
+               f"servers) take every core of the machine, so communication (gloo's copies and sums run on "
+               f"the CPU) only runs in compute's time slices; read these cells' exposed time, not their overlap.")
+
+
+def summary_table(summary: pd.DataFrame, env: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
+    """One short line per measured cell, about 110 characters wide: median X with the 95% CI of the
+    mean as +-, CV, efficiency, exposed comm, overlap. Columns whose value is the same in every row go
+    into the caption (returned second); the full summary is in the report's summary.csv/.parquet."""
     s = _sorted(measured(summary))
-    several_nets = s["network"].nunique() > 1 if "network" in s else False
-    rows = []
+    boxes = _boxes(env)
+    rows, shared = [], False
     for _, r in s.iterrows():
-        row = {"workload": r["workload"], "scheme": r["scheme"], "backend": r.get("backend"),
-               "N": int(r["workers"])}
-        if several_nets:
-            row["network"] = r.get("network")
-        if r.get("servers") and not pd.isna(r.get("servers")) and int(r["servers"]):
-            row["scheme"] = f"{r['scheme']} (S={int(r['servers'])})"
-        row.update({
-            "status": r["status"],
-            "X median (/s)": _f(r.get("throughput_median"), ".1f"),
-            "X mean 95% CI (/s)": _ci(r),
-            "iter median (ms)": _f(r.get("iter_s_median"), ".1f", 1e3),
-            "iter IQR (ms)": _f(r.get("iter_s_iqr"), ".1f", 1e3),
-            "CV": _f(r.get("iter_s_cv"), ".3f"),
-            "n": _f(r.get("samples"), ".0f"),
-            "speed-up": _f(r.get("speedup"), ".2f"),
-            "efficiency": _f(r.get("scaling_efficiency"), ".2f"),
-            "exposed comm (ms)": _f(r.get("exposed_comm_s"), ".1f", 1e3),
-            "overlap": _f(r.get("overlap_ratio"), ".2f"),
-            "straggler rank": _f(r.get("straggler_rank"), ".0f"),
-        })
-        rows.append(row)
-    return pd.DataFrame(rows)
+        cores, one_box = boxes.get(r.get("run"), boxes.get(r.get("run_id"), (0, False)))
+        scheme = r["scheme"] + ("" if r.get("backend") in (None, "torch") else f"/{r['backend']}")
+        if pd.notna(r.get("servers")) and r.get("servers") and int(r["servers"]):
+            scheme += f" S={int(r['servers'])}"
+        okay = r["status"] == "ok"
+        half = (r.get("throughput_ci95_high") - r.get("throughput_ci95_low")) / 2 if okay else None
+        ovl = _f(r.get("overlap_ratio"), ".2f")
+        if okay and ovl != "-" and cores_shared(r, cores, one_box):
+            ovl, shared = ovl + SHARED_MARK, True
+        rows.append({"workload": r["workload"], "network": str(r.get("network") or "-").removeprefix("emulated-"),
+                     "scheme": scheme, "N": int(r["workers"]),
+                     "X/s (±95% CI)": f"{_f(r.get('throughput_median'), '.1f')} ±{_f(half, '.1f')}" if okay
+                     else r["status"],
+                     "CV": _f(r.get("iter_s_cv"), ".3f"), "eff.": _f(r.get("scaling_efficiency"), ".2f"),
+                     "exp. ms": _f(r.get("exposed_comm_s"), ".0f", 1e3), "overlap": ovl})
+    df = pd.DataFrame(rows)
+    caption = []
+    for col in ("workload", "network", "N"):
+        if len(df) > 1 and df[col].nunique() == 1:
+            caption.append(f"{col}: {df[col].iloc[0]}")
+            df = df.drop(columns=col)
+    head = ("X = median throughput over iterations; ± = half width of the 95% CI of the mean; CV of the "
+            "iteration time; eff. = X_N/(N·X₁); exp. ms = exposed communication (median iteration - 1-worker "
+            "compute-only iteration)")
+    text = head + (f"; same in every row: {', '.join(caption)}" if caption else "") + "."
+    return df, text + (f" {SHARED_NOTE}" if shared else "")
 
 
 def failed_table(bad: pd.DataFrame) -> pd.DataFrame:

@@ -46,6 +46,20 @@ def test_dear_lossless_no_fusion(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+def test_dear_lossless_on_horovod(tmp_path, monkeypatch):
+    """The same scheme over Horovod's reducescatter/allgather, started by horovodrun."""
+    from tests.test_backends import _must_have, run_backend
+
+    _must_have("horovod")
+    cell = CellSpec(workload="bert-base-tiny", scheme="dear", backend="horovod", workers=2, device="cpu",
+                    knobs={"bucket_mb": 0.5}, timeout_s=420, **SMALL["bert-base-tiny"])
+    params, result = run_backend(tmp_path, monkeypatch, cell, STEPS)
+    check(params, reference("bert-base-tiny", 2, 2, 16, STEPS), "bert-base-tiny")
+    assert result["dist"]["source"] == "horovodrun"
+    assert result["plan"]["buckets"] >= 2
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("workload,workers", CASES)
 def test_fsdp_lossless(workload, workers, tmp_path, monkeypatch):
     _lossless("fsdp", workload, workers, {}, tmp_path, monkeypatch)

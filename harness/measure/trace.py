@@ -32,6 +32,7 @@ from torch.optim.optimizer import (
 
 from harness.atomic import write_json_atomic
 from harness.measure.trace_json import chrome_trace
+from harness.measure.trace_scheme import TracedScheme
 from harness.measure.trace_transport import CommRecord, TracedTransport, now
 
 
@@ -49,6 +50,7 @@ class Tracer:
         self._grad_map: tuple = ((), ())
         self._bwd_open: tuple | None = None
         self._opt_start: float | None = None
+        self._in_pre = False  # inside a module's forward pre-hooks (the scheme's run between ours)
         self.sources: set[str] = set()
 
     # --- state ----------------------------------------------------------------------------------
@@ -156,13 +158,14 @@ class Tracer:
     def _pre_outer(self, box):
         def hook(_m, _a):
             box["outer"] = now()
-            self._opt_start = None
+            self._opt_start, self._in_pre = None, True
         return hook
 
     def _pre_inner(self, box, label):
         def hook(_m, _a):
             t = now()
             outer = box.pop("outer", None)
+            self._in_pre = False
             # the scheme's pre-hooks: waiting for the previous iteration's gradients (up to the layer's
             # optimizer step, which the optimizer hooks record), recorded one iteration past the last
             if outer is not None and 0 <= self.iteration <= self.iters:
@@ -200,12 +203,14 @@ class Tracer:
     # --- optimizer and DDP ------------------------------------------------------------------------
     def _opt_pre(self, opt, _args, _kwargs):
         t = opt.__dict__["_ddlbench_t0"] = now()
-        if threading.current_thread() is self.main and self._opt_start is None:
+        if self._in_pre and self._opt_start is None and threading.current_thread() is self.main:
             self._opt_start = t
 
     def _opt_post(self, opt, _args, _kwargs):
         t0 = opt.__dict__.pop("_ddlbench_t0", None)
-        if t0 is None or threading.current_thread() is not self.main or not 0 <= self.iteration <= self.iters:
+        # the traced iterations' steps, and the updates in the next forward's pre-hooks (ByteScheduler)
+        tail = self._in_pre and self.iteration == self.iters
+        if t0 is None or threading.current_thread() is not self.main or not (self.recording or tail):
             return
         self.add("compute", "optimizer.step", t0, now(), params=sum(len(g["params"]) for g in opt.param_groups))
 
@@ -252,49 +257,3 @@ def _grad_node(out):
             if isinstance(o, torch.Tensor) and o.grad_fn is not None:
                 return o.grad_fn
     return None
-
-
-class TracedScheme:
-    """The scheme as the loop sees it while tracing: each phase timed; everything else passes through."""
-
-    def __init__(self, inner, tracer: Tracer):
-        self._inner, self._tracer = inner, tracer
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-    def _timed(self, lane: str, name: str, fn, *args):
-        t0 = now()
-        out = fn(*args)
-        if self._tracer.recording:
-            self._tracer.add(lane, name, t0, now(), phase=True)
-        return out
-
-    def before_backward(self):
-        tr = self._tracer
-        self._t_bwd = now()
-        tr.comm_iteration = tr.iteration
-        if tr.recording:
-            tr.add("compute", "forward", tr.iter_starts[-1], self._t_bwd, phase=True)
-        self._inner.before_backward()
-
-    def backward(self, loss):
-        self._inner.backward(loss)
-
-    def after_backward(self):
-        self._inner.after_backward()
-        tr = self._tracer
-        tr._close_backward(now())
-        if tr.recording:
-            tr.add("compute", "backward", self._t_bwd, now(), phase=True)
-
-    def wait(self):
-        self._timed("wait", "comm_wait", self._inner.wait)
-
-    def step(self):
-        self._timed("compute", "optimizer", self._inner.step)
-
-    def flush(self):
-        self._inner.flush()
-        self._tracer.finish()
-

@@ -14,6 +14,7 @@ import torch
 from harness.backends import BACKENDS
 from harness.errors import UserError
 from harness.schemes import SCHEMES
+from harness.training import DTYPES
 from workloads import WORKLOADS
 
 
@@ -44,7 +45,8 @@ class CellSpec:
     device: str = "auto"
     """cpu | cuda | auto (cuda when available)."""
     dtype: str = "fp32"
-    """Parameter and gradient dtype (the study's: fp32)."""
+    """Compute dtype: fp32 (the study's) or bf16 (autocast, fp32 master parameters; docs/ARCHITECTURE.md,
+    "Precision")."""
     threads: int = 1
     """torch intra-op threads per worker on CPU (one core per worker)."""
     network: str = "loopback"
@@ -72,7 +74,8 @@ class CellSpec:
         key = {k: v for k, v in asdict(self).items() if k not in ("timeout_s", "trace_iters")}
         digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
         ps = f".s{self.servers}" if self.servers else ""
-        return f"{self.workload}.{self.scheme}.{self.backend}.w{self.workers}{ps}.{digest}"
+        low = f".{self.dtype}" if self.dtype != "fp32" else ""  # fp32 ids stay as they were
+        return f"{self.workload}.{self.scheme}.{self.backend}.w{self.workers}{ps}{low}.{digest}"
 
     def with_(self, **changes) -> "CellSpec":
         return replace(self, **changes)
@@ -103,9 +106,8 @@ def resolve(cell: CellSpec) -> CellSpec:
     if not isinstance(cell.network, str) or not cell.network.strip():
         raise UserError(f"network label {cell.network!r} is empty: give the network a name for the rows "
                         f"(e.g. loopback, eth-10g)")
-    if cell.dtype != "fp32":
-        raise UserError(f"dtype {cell.dtype!r} is not supported yet: only fp32 (the study's); drop --dtype")
     device = _resolve_device(cell.device, cell.workers, cell.nodes)
+    check_dtype(cell.dtype, scheme, device)
     servers = cell.servers
     if scheme.parameter_server and servers == 0:
         servers = 1
@@ -118,6 +120,20 @@ def resolve(cell: CellSpec) -> CellSpec:
     knobs = scheme.resolve_knobs(cell.knobs)
     check_knob_values(cell.scheme, knobs)
     return replace(cell, batch=batch, seq_len=seq, device=device, servers=servers, knobs=knobs)
+
+
+def check_dtype(dtype: str, scheme, device: str) -> None:
+    """The compute dtype against what the scheme (a SchemeEntry) and the device run (docs/ARCHITECTURE.md,
+    "Precision"); UserError otherwise."""
+    if dtype not in DTYPES:
+        raise UserError(f"unknown dtype {dtype!r}: use {' or '.join(DTYPES)} (fp16 would need loss scaling, "
+                        f"which no method here reproduces); fix --dtype or `dtype:` in the sweep file")
+    if dtype not in scheme.dtypes:
+        raise UserError(f"scheme {scheme.name!r} cannot run {dtype}: it runs {', '.join(scheme.dtypes)}; "
+                        f"use --dtype {scheme.dtypes[0]} or pick another scheme")
+    if dtype == "bf16" and device == "cuda" and not torch.cuda.is_bf16_supported():
+        raise UserError("bf16 needs a GPU with bfloat16 support (Ampere or newer) and this one has none; "
+                        "use --dtype fp32 or --device cpu")
 
 
 def check_shape(wl, batch: int | None, seq_len: int | None) -> tuple[int, int | None]:

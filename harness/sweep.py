@@ -25,6 +25,7 @@ from harness.baselines import check_name
 from harness.cell import CellSpec, resolve
 from harness.errors import UserError
 from harness.schemes import SCHEMES
+from harness.training import DTYPES
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ class SweepConfig:
     """Worker counts (weak scaling: per-worker batch fixed)."""
     servers: tuple = (1,)
     """Parameter-server counts, for -ps schemes only."""
+    dtype: tuple = ("fp32",)
+    """Compute dtypes, fp32 and/or bf16 (a list expands into the matrix; a scheme runs each it supports,
+    each dtype gets its own baseline; docs/ARCHITECTURE.md, "Precision")."""
     batch: int | None = None
     """Per-worker batch; None = each workload's default."""
     seq_len: int | None = None
@@ -72,7 +76,7 @@ class SweepConfig:
     "Traces"); 0 = off. Cell ids stay the same."""
 
 
-_LISTS = ("workloads", "schemes", "backends", "workers", "servers")
+_LISTS = ("workloads", "schemes", "backends", "workers", "servers", "dtype")
 # key -> (accepted types, what to write): every scalar is checked here, so a wrong type is a one-line
 # error naming the key, not a traceback later
 _TYPES = {
@@ -87,7 +91,7 @@ _TYPES = {
     "networks": ((dict, type(None)), "a mapping name -> {rate: R}"),
 }
 _ITEM_TYPES = {"workloads": (str, "names"), "schemes": (str, "names"), "backends": (str, "names"),
-               "workers": (int, "integers >= 1"), "servers": (int, "integers >= 0")}
+               "workers": (int, "integers >= 1"), "servers": (int, "integers >= 0"), "dtype": (str, "fp32 and/or bf16")}
 
 
 def load_sweep(path: str | Path) -> SweepConfig:
@@ -146,7 +150,7 @@ def _checked(key: str, value, source: str):
 
 
 _EXAMPLES = {"workloads": "resnet50-tiny", "schemes": "ddp", "backends": "torch", "workers": "1, 2",
-             "servers": "1"}
+             "servers": "1", "dtype": "fp32, bf16"}
 
 
 def knob_value(text: str, option: str = "--knob"):
@@ -183,12 +187,22 @@ def expand(cfg: SweepConfig, network: str | None = None, rate_mbit: float | None
         if not set(runs_on) & set(cfg.backends):
             raise UserError(f"scheme {scheme!r} runs on none of the sweep's backends ({', '.join(cfg.backends)}): "
                             f"it runs on {', '.join(runs_on)}; add one of those to `backends:` or drop the scheme")
+    for dtype in cfg.dtype:
+        if dtype not in DTYPES:
+            raise UserError(f"unknown dtype {dtype!r} in `dtype:`: use {' and/or '.join(DTYPES)}; fix the sweep file")
+    for scheme in cfg.schemes:
+        if not set(SCHEMES.get(scheme).dtypes) & set(cfg.dtype):
+            raise UserError(f"scheme {scheme!r} runs none of the sweep's dtypes ({', '.join(cfg.dtype)}): it runs "
+                            f"{', '.join(SCHEMES.get(scheme).dtypes)}; add one to `dtype:` or drop the scheme")
     cells: list[CellSpec] = []
-    for wl in cfg.workloads:
+    for wl, dtype in itertools.product(cfg.workloads, cfg.dtype):
+        common["dtype"] = dtype
         if cfg.baseline:
             cells.append(resolve(CellSpec(workload=wl, scheme="local", workers=1, **common)))
         for scheme in cfg.schemes:
             entry = SCHEMES.get(scheme)
+            if dtype not in entry.dtypes:
+                continue
             for backend in cfg.backends:
                 if backend not in entry.backends:
                     continue

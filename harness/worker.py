@@ -29,7 +29,7 @@ from harness.measure.loop import run_loop
 from harness.netif import counter_delta, read_counters
 from harness.results.gpu_env import gpu_models
 from harness.schemes import SCHEMES, SchemeContext
-from harness.training import exit_now, make_optimizer
+from harness.training import DTYPES, autocast_loss, exit_now, make_optimizer
 from workloads import WORKLOADS
 from workloads.base import count_params, flops_per_sample, grad_bytes
 
@@ -89,14 +89,16 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
     spec, model, facts, batch = _build(cell, env, device)
     log = lambda msg: print(f"[rank {env.rank}] {msg}", flush=True)  # noqa: E731
     ctx = SchemeContext(transport=transport, rank=env.rank, workers=cell.workers, device=device,
-                        knobs=entry.make_knobs(cell.knobs), make_optimizer=make_optimizer, log=log)
+                        knobs=entry.make_knobs(cell.knobs), make_optimizer=make_optimizer, log=log,
+                        dtype=cell.dtype)
     scheme = entry.cls(ctx)
     fwd = scheme.setup(model)
     barrier = transport.barrier if transport is not None else (lambda: None)
     warmup, iters = _iterations(cell, scheme)
     counting = env.local_rank == 0  # one rank per node reads the node's interface counters
     before = read_counters() if counting else {}
-    samples = run_loop(fwd, scheme, spec.loss, batch, warmup, iters, device, barrier, _fault(cell, env.rank))
+    loss_fn = spec.loss if scheme.native_precision else autocast_loss(spec.loss, cell.dtype, device)
+    samples = run_loop(fwd, scheme, loss_fn, batch, warmup, iters, device, barrier, _fault(cell, env.rank))
     net = _net_bytes(before, read_counters() if counting else {}, warmup + iters)
     # one worker still pushes and pulls through its servers; one all-reduce rank moves nothing
     comm_only = scheme.probe_comm() if (transport is not None and (cell.workers > 1 or cell.servers)) else 0.0
@@ -107,7 +109,8 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
             "setup_s": time.perf_counter() - t_start, "net_bytes_per_iter": net,
             **(transport.facts if transport is not None else {})}
     gathered = transport.gather_object(mine) if transport is not None else [mine]
-    plan = {**scheme.describe(), **(transport.describe() if transport is not None else {})}
+    plan = {**scheme.describe(), **(transport.describe() if transport is not None else {}),
+            **precision_plan(cell, scheme, device)}
     result = None if env.rank != 0 else _result(cell, env, entry, scheme, backend, facts, gathered, plan,
                                                 warmup, iters)
     if result is not None:  # before the group is torn down: NCCL's teardown can hang
@@ -127,6 +130,20 @@ def set_precision(cell: CellSpec) -> dict:
     torch.backends.cudnn.allow_tf32 = not full
     return {"matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
             "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
+
+
+def precision_plan(cell: CellSpec, scheme, device: torch.device) -> dict:
+    """How the cell's dtype was applied, for the row's plan (docs/ARCHITECTURE.md, "Precision"): the
+    dtype, what ran the low-precision compute (torch.autocast on the device, or the scheme's framework
+    itself), and the dtype gradients were reduced in."""
+    if cell.dtype == "fp32":
+        compute = "fp32"
+    elif scheme.native_precision:
+        compute = f"{scheme.name}'s own {cell.dtype} mode"
+    else:
+        compute = f"torch.autocast({device.type}, {DTYPES[cell.dtype]}) over forward+loss, fp32 parameters"
+    reduced = scheme.reduce_dtype() if SCHEMES.get(cell.scheme).communicates else ""  # local reduces nothing
+    return {"dtype": cell.dtype, "precision": compute, "reduce_dtype": reduced}
 
 
 def _net_bytes(before: dict, after: dict, iterations: int) -> dict:

@@ -59,6 +59,9 @@ SWEEPS = {  # file name -> body (each expands to at most the baseline and one 1-
     "empty": "",
     "scheme_nowhere": "workloads: [resnet50-tiny]\nschemes: [ddp]\nbackends: [horovod]\n",
     "servers_huge": "workloads: [resnet50-tiny]\nschemes: [bsp-ps]\nworkers: [1]\nservers: [100000]\n",
+    "dtype_fp16": "workloads: [resnet50-tiny]\nworkers: [1]\ndtype: [fp32, fp16]\n",
+    "dtype_empty": "workloads: [resnet50-tiny]\ndtype: []\n",
+    "dtype_number": "workloads: [resnet50-tiny]\ndtype: [32]\n",
 }
 
 CASES = [
@@ -103,6 +106,10 @@ CASES = [
     (RUN + " --scheme nope", ["unknown scheme 'nope'"]),
     (RUN + " --backend nope", ["unknown backend 'nope'"]),
     (RUN + " --scheme zero1", ["does not run on backend 'torch'"]),
+    # run: compute dtype (fp32 or bf16)
+    (RUN + " --dtype fp16", ["unknown dtype 'fp16'", "fp32 or bf16", "loss scaling"]),
+    (RUN + " --dtype float32", ["unknown dtype 'float32'", "--dtype"]),
+    (RUN + " --dtype ''", ["unknown dtype ''"]),
     # run: where results go
     ("run --workload bert-base-tiny --output {t}/notes.txt", ["is a file, not a directory"]),
     ("run --workload bert-base-tiny --output {t}/notes.txt/x", ["which is a file"]),
@@ -144,6 +151,10 @@ CASES = [
     ("sweep {t}/empty.yaml --output {t}/new", ["is empty", "workloads:"]),
     ("sweep {t}/scheme_nowhere.yaml --output {t}/new", ["scheme 'ddp' runs on none of the sweep's backends"]),
     ("sweep {t}/servers_huge.yaml --output {t}/new", ["100000 parameter servers"]),
+    ("sweep {t}/dtype_fp16.yaml --output {t}/new", ["unknown dtype 'fp16'", "`dtype:`"]),
+    ("sweep {t}/dtype_empty.yaml --output {t}/new", ["`dtype:`", "is empty"]),
+    ("sweep {t}/dtype_number.yaml --output {t}/new", ["`dtype:`", "fp32 and/or bf16", "got 32"]),
+    ("sweep {t}/servers_huge.yaml --dtype fp16 --output {t}/new", ["unknown dtype 'fp16'"]),
     ("sweep {t}/ok.yaml --resume", ["--resume needs --output"]),
     ("sweep {t}/ok.yaml --output {t}/run", ["already holds a run", "--resume"]),
     ("sweep {t}/ok.yaml --output {t}/notes.txt", ["is a file, not a directory"]),
@@ -177,6 +188,7 @@ CASES = [
     ("baseline save b1 {t}/run --dir {t}/readonly/bl", ["cannot write in"]),
     # predict: every input checked before any work
     ("predict --profile {t}/garbage.parquet", ["cannot read table", "ddlbench profile"]),
+    (PRED + " --dtype bf16", ["fp32 cells only", "ddlbench run --dtype bf16"]),
     ("predict --profile {t}/truncated.parquet", ["cannot read table"]),
     ("predict --profile {t}/missing.parquet", ["does not exist", "ddlbench profile"]),
     ("predict --workload bert-base --knob ddp.x=[1,", ["cannot be read"]),

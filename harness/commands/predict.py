@@ -215,9 +215,15 @@ def run_predict(profiles=(), workloads=(), device_preset=None, throughput=None, 
 @click.option("--validate", "against", type=click.Path(file_okay=False),
               help="A run directory: compare the predictions with its measured summary.")
 @click.option("-o", "--output", type=click.Path(), help="Write the rows as Parquet.")
+@click.option("--dtype", default="fp32", show_default=True, help="Compute dtype of the predicted cells: fp32 only.")
 def command(profiles, workloads, device_preset, throughput, batch, compute, networks, commbench, label, intra,
-            nodes, gpus_per_node, servers, server_hosts, shaped, schemes, allreduce, knob_pairs, against, output):
+            nodes, gpus_per_node, servers, server_hosts, shaped, schemes, allreduce, knob_pairs, against, output,
+            dtype):
     """Predict iteration time, throughput and scaling efficiency of each method at any scale."""
+    if dtype != "fp32":  # docs/ARCHITECTURE.md, "Precision"
+        raise UserError(f"predict models fp32 cells only, not {dtype!r}: its compute comes from an fp32 profile or "
+                        f"fp32 FLOP rates, and it does not invent a bf16 speed-up; measure with `ddlbench run "
+                        f"--dtype {dtype}`")
 
     knobs = parse_method_knobs(knob_pairs)
     profiles = check_inputs(profiles, workloads, device_preset, throughput, batch, networks, commbench, intra, nodes,

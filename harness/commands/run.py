@@ -100,6 +100,8 @@ def run_under_launcher(cell: CellSpec, output: Path) -> None:
               help="Cell time limit, seconds.")
 @click.option("--device", default="auto", show_default=True, help="cpu | cuda | auto.")
 @click.option("--threads", default=1, show_default=True, type=int, help="torch threads per worker (CPU).")
+@click.option("--dtype", default="fp32", show_default=True,
+              help="Compute dtype: fp32, or bf16 (autocast over forward and loss, fp32 master parameters).")
 @click.option("--knob", "knobs", multiple=True, help="Scheme knob NAME=VALUE (repeatable).")
 @click.option("--network", default="loopback", show_default=True, help="Network label for the row.")
 @click.option("--testbed", is_flag=True,
@@ -118,13 +120,14 @@ def run_under_launcher(cell: CellSpec, output: Path) -> None:
                    "profile names (summary column net_check).")
 @click.pass_context
 def command(ctx, workload, scheme, backend, workers, servers, batch, seq_len, warmup, iters, timeout_s, device,
-            threads, knobs, network, testbed, baseline, output, resume, overwrite, oversubscribe, strict_network):
+            threads, dtype, knobs, network, testbed, baseline, output, resume, overwrite, oversubscribe,
+            strict_network):
     """Run one benchmark cell and print its summary.
 
     Exit status 0 when every cell is ok, 1 when a cell failed, 2 on bad input."""
     cell = CellSpec(workload=workload, scheme=scheme, backend=backend, workers=workers, servers=servers,
                     batch=batch, seq_len=seq_len, warmup=warmup, iters=iters, timeout_s=timeout_s,
-                    device=device, threads=threads, knobs=parse_knobs(knobs), network=network)
+                    device=device, threads=threads, dtype=dtype, knobs=parse_knobs(knobs), network=network)
     cell = cell.with_(trace_iters=ctx.meta.get(TRACE_META, 0))
     if "TORCHELASTIC_RUN_ID" in os.environ or os.environ.get("DDLBENCH_IN_LAUNCHER") == "1":
         if output is None:

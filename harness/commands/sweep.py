@@ -27,12 +27,14 @@ from harness.testbed.sweep import run_on_testbed
 def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False,
               progress: bool = True, launcher: str | None = None, retry_failed: bool = False, *,
               overwrite: bool = False, oversubscribe: bool = False,
-              trace: int | None = None) -> Path:
+              trace: int | None = None, dtype: str | None = None) -> Path:
     """Run every cell of the sweep file at `path` into `output` (default results/<run-id>); returns the
     run directory. An existing run there is refused unless `resume` or `overwrite`."""
     cfg = load_sweep(path)
     if trace is not None:  # --trace N replaces the file's `trace:` (docs/ARCHITECTURE.md, "Traces")
         cfg = dataclasses.replace(cfg, trace=trace)
+    if dtype:  # --dtype replaces the file's `dtype:` (docs/ARCHITECTURE.md, "Precision")
+        cfg = dataclasses.replace(cfg, dtype=(dtype,))
     if resume and output is None:
         raise UserError("--resume needs --output RUN_DIR: the run directory of the interrupted sweep")
     if retry_failed and not resume:
@@ -74,12 +76,13 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
 @click.option("--no-progress", is_flag=True, help="No progress bar (logs, CI).")
 @click.option("--launcher", type=click.Choice(["local", "srun"]),
               help="How cells start: srun steps (default inside a Slurm allocation) or local processes.")
+@click.option("--dtype", help="Compute dtype of every cell, fp32 or bf16; replaces the sweep file's `dtype:`.")
 @click.option("--strict-network", is_flag=True,
               help="Exit 1 when a multi-node cell's traffic did not go mainly through the interface its network "
                    "profile names (summary column net_check).")
 @click.pass_context
 def command(ctx, sweep_file, output, resume, overwrite, retry_failed, oversubscribe, allow_failed_cells,
-            no_progress, launcher, strict_network):
+            no_progress, launcher, strict_network, dtype):
     """Run every cell of SWEEP_FILE and print the summary.
 
     Exit status 0 when every cell is ok, 1 when a cell failed (0 with --allow-failed-cells), 2 on bad
@@ -89,7 +92,8 @@ def command(ctx, sweep_file, output, resume, overwrite, retry_failed, oversubscr
     try:
         run_dir = run_sweep(sweep_file, output, resume, progress=not no_progress, launcher=launcher,
                             trace=ctx.meta.get(TRACE_META),
-                            retry_failed=retry_failed, overwrite=overwrite, oversubscribe=oversubscribe)
+                            retry_failed=retry_failed, overwrite=overwrite, oversubscribe=oversubscribe,
+                            dtype=dtype)
     except Interrupted as e:
         ctx.exit(finish_run(output, interrupted=e))
     code = finish_run(run_dir, strict_network=strict_network)

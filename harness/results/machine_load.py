@@ -71,6 +71,20 @@ def own_tree(procs: dict[int, tuple[str, int, int]], me: int) -> set[int]:
     return mine
 
 
+def _command(pid: int, name: str, width: int = 48) -> str:
+    """A short command line (`python -m pytest tests/x.py`), else the kernel's process name: "python"
+    alone would not say which run or test suite was busy."""
+    try:
+        argv = (_PROC / str(pid) / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return name
+    words = [a.decode(errors="replace") for a in argv if a]
+    if not words:
+        return name
+    text = " ".join([Path(words[0]).name] + words[1:])
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def busy_processes(before: dict, after: dict, elapsed_s: float, me: int, ticks_per_s: float) -> list[dict]:
     """Processes outside the run's tree using more than PROCESS_MIN_CORES: name, pid, cores (sorted)."""
     mine = own_tree(after, me) | own_tree(before, me)
@@ -80,7 +94,7 @@ def busy_processes(before: dict, after: dict, elapsed_s: float, me: int, ticks_p
             continue
         cores = (ticks - before[pid][2]) / ticks_per_s / elapsed_s
         if cores > PROCESS_MIN_CORES:
-            out.append({"name": name, "pid": pid, "cores": round(cores, 2)})
+            out.append({"name": _command(pid, name), "pid": pid, "cores": round(cores, 2)})
     return sorted(out, key=lambda d: -d["cores"])
 
 
@@ -105,8 +119,8 @@ def sample(when: str, sample_s: float = SAMPLE_S) -> dict:
 
 
 def format_processes(procs: list[dict]) -> str:
-    """`pytest[1234] 0.95 core, python3[99] 0.40 core` (name[pid] share), or "" when none."""
-    return ", ".join(f"{p['name']}[{p['pid']}] {p['cores']:.2f} core" for p in procs)
+    """`python -m pytest tests/x.py [pid 1234] 0.95 core; ...` (command, pid, share), or "" when none."""
+    return "; ".join(f"{p['name']} [pid {p['pid']}] {p['cores']:.2f} core" for p in procs)
 
 
 def _num(v) -> float:

@@ -11,12 +11,36 @@ from those cells, and compare cell by cell.
     python scripts/testbed_validation.py --run S2 --run S3 --commbench CB-2h-200mbit ... \
         --profile prof-bert-1.parquet ... --out reports/study-prediction/testbed
 
+The hierarchical parameter server at 2 hosts x 2 workers (issue 16: `local_reduce` 0 and 1, a dedicated
+server host, against bsp-a2a and DDP), from the cells of sweeps/testbed-ps.yaml (about 35 min in all on a
+quiet machine: the sweep ~20 min, the commbench runs ~10, the profiles ~3):
+
+    ddlbench sweep sweeps/testbed-ps.yaml --output SPS
+    for r in 200mbit 1gbit; do
+      ddlbench testbed up --hosts 3 --rate $r
+      ddlbench commbench --testbed --workers 2 --min-size 4K --max-size 32M --output CB-ps-$r
+      ddlbench commbench --testbed --workers 2 --collective pushpull --servers 1 --min-size 4K \
+          --max-size 32M --output CB-ps-$r
+    done
+    ddlbench testbed down
+    ddlbench commbench --workers 2 --min-size 4K --max-size 32M --output CB-loopback   # inside a host
+    ddlbench profile bert-base-tiny --batch 2 -o prof-bb2-1.parquet
+    ddlbench profile bert-base-tiny --batch 2 --concurrent 4 -o prof-bb2-4.parquet
+    python scripts/testbed_validation.py --run SPS --commbench CB-ps-200mbit --commbench CB-ps-1gbit \
+        --intra-commbench CB-loopback --profile prof-bb2-1.parquet --profile prof-bb2-4.parquet \
+        --out reports/study-prediction/testbed-ps
+
+Each cell is predicted on its own layout (hosts, workers per host, servers and where they sit, as the
+summary records them) and, for PS cells, with its own `local_reduce`.
+
 Inputs, none of them taken from the cells being predicted:
-- network: `ddlbench commbench --testbed` at the cell's host count and rate, fitted for the tbf token
+- network: `ddlbench commbench --testbed` with one rank per host at the cell's host count and rate
+  (the hosts' links), and with more than one worker per host `ddlbench commbench` on loopback (the
+  link between the ranks of one host); fitted for the tbf token
   buckets (`links_from_commbench(..., burst_bytes)`: alpha = mean small-message time, beta past the
-  bucket); parameter servers on the worker hosts (`server_hosts=colocated`, as the testbed places a
-  server when it has no spare host), their link fitted to `commbench --collective pushpull` on the
-  same layout when the run has push-pull rows (else the all-reduce link);
+  bucket); parameter servers where the cells had them (`server_hosts`; runs that did not record it
+  had them on worker hosts), their link fitted to `commbench --collective pushpull` on the same
+  layout when the run has push-pull rows (else the all-reduce link);
 - compute: `ddlbench profile` of each workload at the sweep's batch, in three variants:
   `contended`: measured while as many copies compute as the cell has workers (the emulated hosts share
   this machine's cores, which a real cluster's would not);
@@ -35,13 +59,14 @@ import pandas as pd
 
 from harness.atomic import write_parquet_atomic
 from harness.errors import UserError
-from harness.predict.commbench_fit import links_from_commbench, read_commbench, testbed_burst_bytes
+from harness.predict.commbench_fit import (fit_commbench, link_from_allreduce, links_from_commbench, read_commbench,
+                                           testbed_burst_bytes)
 from harness.predict.compute import compute_model
 from harness.predict.network import Cluster, Link
 from harness.predict.predictor import Network, predict_rows
 from harness.predict.ps_sim import SERVER_GBYTE_S
 from harness.report.prediction import save, validation_scatter
-from harness.report.validation import format_validation, validate
+from harness.report.validation import KEYS, format_validation, validate
 from harness.results.store import load_run
 from harness.testbed.netns import parse_rate
 
@@ -74,27 +99,77 @@ def _profiles(paths: list[Path]) -> dict[tuple[str, int], pd.DataFrame]:
     return out
 
 
-def predict_runs(runs: list[Path], commbench: list[Path], profiles: list[Path]) -> dict[str, pd.DataFrame]:
-    """variant -> validation table (validate()) over every measured cell of every run."""
+def _layout(g: pd.DataFrame) -> tuple[int, int, int, str]:
+    """(hosts, workers per host, servers, server hosts) of a group of cells; runs from before these
+    columns were recorded had one worker per host and their servers on worker hosts."""
+    workers = int(g["workers"].iloc[0])
+    nodes = int(g["nodes"].iloc[0]) if "nodes" in g and pd.notna(g["nodes"].iloc[0]) else workers
+    per_node = int(g["workers_per_node"].iloc[0]) if "workers_per_node" in g and pd.notna(
+        g["workers_per_node"].iloc[0]) else 1
+    ps = g[g["servers"] > 0]
+    hosts = ps["server_hosts"].dropna().astype(str) if "server_hosts" in ps else pd.Series([], dtype=str)
+    where = next((h for h in hosts if h in ("dedicated", "colocated")), "colocated")
+    return nodes, per_node, int(g["servers"].max()) or 1, where
+
+
+def _intra_link(paths: list[Path]) -> Link:
+    """The link between two ranks on one emulated host (loopback inside its namespace): inverted from
+    an all-reduce commbench on loopback (`ddlbench commbench --workers 2`, no --testbed)."""
+    fits = fit_commbench(read_commbench(paths))["allreduce"]
+    w = max(fits)
+    return link_from_allreduce(fits[w], w, "loopback (commbench)")
+
+
+def _knob_sets(g: pd.DataFrame) -> list[tuple[list[str], dict]]:
+    """(methods, knobs) to predict a group's cells with: the all-reduce methods once, the PS methods
+    once per local_reduce value measured (0 = flat, 1 = hierarchical)."""
+    methods = [m for m in METHODS if m in set(g["scheme"])]
+    ps = [m for m in methods if m.endswith("-ps")]
+    values = sorted({int(v) for v in g.loc[g["scheme"].isin(ps), "knob_local_reduce"].dropna()}) \
+        if "knob_local_reduce" in g else []
+    if not values:
+        return [(methods, {})]
+    out = [([m for m in methods if m not in ps], {})] if len(ps) < len(methods) else []
+    return out + [(ps, {m: {"local_reduce": v} for m in ps}) for v in values]
+
+
+def _networks(cells: pd.DataFrame, cb: dict, burst: float, intra_paths: list[Path] | None) -> dict:
+    """(hosts, workers per host, network label) -> (Network, servers, server hosts), fitted from the
+    commbench measured at one rank per host (the hosts' links) and, with > 1 worker per host, the
+    loopback commbench (the link inside a host)."""
+    out = {}
+    for (workers, net), g in cells.groupby(["workers", "network"]):
+        nodes, per_node, servers, where = _layout(g)
+        rate = float(g["network_rate_mbit"].iloc[0])
+        if (nodes, rate) not in cb:
+            raise UserError(f"no commbench measured at {nodes} workers at {rate:g} Mbit/s ({net}): run "
+                            f"`ddlbench commbench --testbed --workers {nodes}` with the testbed at that rate")
+        layout = Cluster(nodes, 1, _ANY, _ANY, servers, server_hosts=where)
+        link, ps_link, fits = links_from_commbench([cb[(nodes, rate)]], burst, layout, SERVER_GBYTE_S)
+        intra = link
+        if per_node > 1:
+            if not intra_paths:
+                raise UserError(f"cells with {per_node} workers per host need the link inside a host: give "
+                                f"--intra-commbench DIR from `ddlbench commbench --workers 2` (loopback)")
+            intra = _intra_link(intra_paths)
+        out[(int(workers), net)] = Network(str(net), link, intra, fits, ps_link), nodes, per_node, servers, where
+    return out
+
+
+def predict_runs(runs: list, commbench: list[Path], profiles: list[Path],
+                 intra_commbench: list[Path] | None = None) -> dict[str, pd.DataFrame]:
+    """variant -> validation table (validate()) over every measured cell of every run (run directories,
+    or summary tables)."""
     cb = _commbench_index(commbench)
     prof = _profiles(profiles)
     burst = testbed_burst_bytes()
-    measured = pd.concat([load_run(r).summary for r in runs], ignore_index=True)
+    measured = pd.concat([r if isinstance(r, pd.DataFrame) else load_run(r).summary for r in runs],
+                         ignore_index=True)
     cells = measured[(measured["status"] == "ok") & (measured["workers"] > 1)]
-    networks: dict[tuple, tuple[Network, int]] = {}  # (workers, network label) -> (fitted network, servers)
-    for (workers, net), g in cells.groupby(["workers", "network"]):
-        rate = float(g["network_rate_mbit"].iloc[0])
-        key = (int(workers), rate)
-        if key not in cb:
-            raise UserError(f"no commbench measured at {workers} workers at {rate:g} Mbit/s ({net}): run "
-                            f"`ddlbench commbench --testbed --workers {workers}` with the testbed at that rate")
-        servers = int(g["servers"].max()) or 1
-        layout = Cluster(int(workers), 1, _ANY, _ANY, servers, server_hosts="colocated")
-        link, ps_link, fits = links_from_commbench([cb[key]], burst, layout, SERVER_GBYTE_S)
-        networks[(workers, net)] = Network(str(net), link, link, fits, ps_link), servers
+    networks = _networks(cells, cb, burst, intra_commbench)
     out: dict[str, list] = {v: [] for v in VARIANTS}
     for (workers, net, workload), g in cells.groupby(["workers", "network", "workload"]):
-        network, servers = networks[(workers, net)]
+        network, nodes, per_node, servers, where = networks[(workers, net)]
         batch = int(g["batch_per_worker"].iloc[0])
         for conc in (1, int(workers)):
             if (workload, conc) not in prof:
@@ -102,24 +177,19 @@ def predict_runs(runs: list[Path], commbench: list[Path], profiles: list[Path]) 
                                 f"profile {workload} --batch {batch} --concurrent {conc}`")
         local = measured[(measured["scheme"] == "local") & (measured["workload"] == workload)
                          & (measured["network"] == net) & (measured["status"] == "ok")]
+        keys = KEYS + (["knob_local_reduce"] if "knob_local_reduce" in g else [])
         for variant in VARIANTS:
-            model = compute_model(prof[(workload, 1 if variant == "alone" else int(workers))], batch=batch)
-            if variant == "calibrated":
-                if local.empty:
-                    raise UserError(f"{workload} on {net} has no 1-worker `local` cell to calibrate with: "
-                                    f"sweep with the baseline on")
-                alone = compute_model(prof[(workload, 1)], batch=batch)
-                factor = float(local["iter_s_median"].iloc[0]) / alone.iteration_s
-                model = model.scaled(factor, device=f"calibrated x{factor:.3f}")
-            methods = [m for m in METHODS if m in set(g["scheme"])]
-            pred = predict_rows([model], [network], [int(workers)], 1, methods, servers=servers,
-                                run_id=f"testbed-{variant}", server_hosts="colocated")
-            v = validate(pred, g)
-            v["hosts"] = int(workers)
+            model = _compute(variant, prof, workload, int(workers), batch, local, net)
+            pred = pd.concat([predict_rows([model], [network], [nodes], per_node, methods, servers=servers,
+                                           knobs=knobs, run_id=f"testbed-{variant}", server_hosts=where)
+                              for methods, knobs in _knob_sets(g)], ignore_index=True)
+            v = validate(pred, g, keys)
+            v["hosts"] = nodes
+            v["workers_per_host"] = per_node
             v["rate_mbit"] = float(g["network_rate_mbit"].iloc[0])
-            v["measured_cv"] = v["scheme"].map(g.set_index("scheme")["iter_s_cv"])
-            v["predicted_comm_only_s"] = v["scheme"].map(pred.set_index("scheme")["comm_only_s"])
-            v["measured_comm_only_s"] = v["scheme"].map(g.set_index("scheme")["comm_only_s"])
+            v["measured_cv"] = _column(v, g, keys, "iter_s_cv")
+            v["measured_comm_only_s"] = _column(v, g, keys, "comm_only_s")
+            v["predicted_comm_only_s"] = _column(v, pred, keys, "comm_only_s")
             v["predicted_compute_s"] = model.iteration_s
             out[variant].append(v)
     tables = {}
@@ -130,10 +200,35 @@ def predict_runs(runs: list[Path], commbench: list[Path], profiles: list[Path]) 
     return tables
 
 
+def _column(v: pd.DataFrame, rows: pd.DataFrame, keys: list[str], col: str):
+    """`col` of the row of `rows` that matches each validated cell on `keys`."""
+    right = rows[[k for k in keys if k in rows] + [col]].drop_duplicates([k for k in keys if k in rows])
+    return v[[k for k in keys if k in rows]].merge(right, how="left")[col].values
+
+
+def _compute(variant: str, prof: dict, workload: str, workers: int, batch: int, local: pd.DataFrame, net):
+    """The compute model of one variant (see the module docstring)."""
+    model = compute_model(prof[(workload, 1 if variant == "alone" else workers)], batch=batch)
+    if variant != "calibrated":
+        return model
+    if local.empty:
+        raise UserError(f"{workload} on {net} has no 1-worker `local` cell to calibrate with: "
+                        f"sweep with the baseline on")
+    alone = compute_model(prof[(workload, 1)], batch=batch)
+    factor = float(local["iter_s_median"].iloc[0]) / alone.iteration_s
+    return model.scaled(factor, device=f"calibrated x{factor:.3f}")
+
+
 def summary_lines(t: pd.DataFrame) -> list[str]:
-    lines = ["| hosts | rate | cells | median APE % | max APE % |", "|---:|---:|---:|---:|---:|"]
-    for (h, r), g in t.groupby(["hosts", "rate_mbit"]):
-        lines.append(f"| {h} | {r:g} Mbit/s | {len(g)} | {g['ape_pct'].median():.1f} | {g['ape_pct'].max():.1f} |")
+    lines = ["| hosts x workers | rate | cells | median APE % | max APE % |", "|---:|---:|---:|---:|---:|"]
+    for (h, w, r), g in t.groupby(["hosts", "workers_per_host", "rate_mbit"]):
+        lines.append(f"| {h} x {w} | {r:g} Mbit/s | {len(g)} | {g['ape_pct'].median():.1f} | "
+                     f"{g['ape_pct'].max():.1f} |")
+    if "knob_local_reduce" in t and t["knob_local_reduce"].notna().any():
+        lines += ["", "| PS method | local_reduce | cells | median APE % | median signed % |", "|---|---:|---:|---:|---:|"]
+        for (m, lr), g in t.dropna(subset=["knob_local_reduce"]).groupby(["scheme", "knob_local_reduce"]):
+            lines.append(f"| {m} | {int(lr)} | {len(g)} | {g['ape_pct'].median():.1f} | "
+                         f"{g['signed_error_pct'].median():+.1f} |")
     lines += ["", "| method | cells | median APE % | median signed % |", "|---|---:|---:|---:|"]
     for m in METHODS:
         g = t[t["scheme"] == m]
@@ -142,9 +237,9 @@ def summary_lines(t: pd.DataFrame) -> list[str]:
     return lines
 
 
-def run(runs, commbench, profiles, out: Path) -> dict[str, pd.DataFrame]:
+def run(runs, commbench, profiles, out: Path, intra_commbench=None) -> dict[str, pd.DataFrame]:
     out.mkdir(parents=True, exist_ok=True)
-    tables = predict_runs(runs, commbench, profiles)
+    tables = predict_runs(runs, commbench, profiles, intra_commbench)
     text = []
     for variant, t in tables.items():
         write_parquet_atomic(t, out / f"validation-{variant}.parquet")
@@ -163,10 +258,13 @@ def main(argv=None) -> int:
                     help="`ddlbench commbench --testbed` run directory (one per hosts x rate)")
     ap.add_argument("--profile", type=Path, action="append", required=True,
                     help="`ddlbench profile` table (alone, and --concurrent N for N hosts)")
+    ap.add_argument("--intra-commbench", type=Path, action="append",
+                    help="`ddlbench commbench --workers 2` on loopback: the link between ranks on one host "
+                         "(needed for cells with more than one worker per host)")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
     try:
-        tables = run(a.run, a.commbench, a.profile, a.out)
+        tables = run(a.run, a.commbench, a.profile, a.out, a.intra_commbench)
     except UserError as e:
         raise SystemExit(f"error: {e}") from None
     for variant, t in tables.items():

@@ -84,6 +84,7 @@ class FSDP(Scheme):
         self._unit_bytes = [sum(p.numel() * elem for p in u.parameters()) for u in units]
         root = self._grad_bytes - sum(self._unit_bytes)
         gathers = root + sum(self._unit_bytes) * (2 if reshard else 1)  # the root is kept for backward
+        gathers = gathers * 2 // elem if self.ctx.dtype == "bf16" else gathers  # all-gathered in param_dtype bf16
         self.plan.update(wrap=self.knobs.wrap, units=len(units) + 1, reshard_after_forward=int(reshard),
                          first_units=names[:3], all_gather_mb_per_iter=round(gathers / (1 << 20), 3),
                          reduce_scatter_mb_per_iter=round(self._grad_bytes / (1 << 20), 3))

@@ -54,6 +54,7 @@ SUMMARY_STATS = [
     # workload facts
     "params", "grad_bytes", "flops_per_sample", "comm_bytes_per_iter", "intensity_flops_per_byte",
     "wall_s",
+    "gpu_models",               # every rank's GPU, e.g. "2 x NVIDIA A100-SXM4-80GB" ("" on CPU)
     "plan_json",                # the scheme's plan (buckets, groups, partitions, alpha/beta...), JSON
     # the network the traffic took (harness/results/netcheck.py)
     "iface",                    # interface the ranks named (a profile's, or their route to the rendezvous)

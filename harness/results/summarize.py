@@ -85,6 +85,7 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
         "flops_per_sample": facts.get("flops_per_sample"), "comm_bytes_per_iter": comm_bytes,
         "intensity_flops_per_byte": flops_iter / comm_bytes if comm_bytes else math.nan,
         "wall_s": wall_s, "plan_json": json.dumps(result.get("plan", {}), sort_keys=True, default=str),
+        "gpu_models": facts.get("gpu_models", ""),
         **network_columns(result["ranks"], row["nodes"]),
     })
     return row

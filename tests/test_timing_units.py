@@ -298,3 +298,35 @@ def test_probe_times_to_completion_and_drops_the_warm_up():
 
     took = probe_gradient_sync(Slow(), torch.device("cpu"), 16, None, reps=3)
     assert len(calls) == 4 and 0.03 <= took < 0.3
+
+
+# --- MG-WFBP's backward profile: clock marks in the gradient hooks ----------------------------------------
+def test_backward_profile_reads_the_clock_marks_of_the_gradient_hooks():
+    """With a clock whose marks are 1 ms apart (as events a stream reaches 1 ms apart), each gradient's
+    ready time is its hook's mark, in hook order, and one synchronisation closes the profile."""
+    from harness.backends.base import DoneHandle
+
+    class Ticking(CudaClock):
+        def mark(self):
+            self._stream(self.device).now += 0.001
+            return super().mark()
+
+    class Local:
+        def allreduce_async(self, tensor, key, priority=0):
+            return DoneHandle()
+
+        def broadcast_object(self, obj, src=0):
+            return obj
+
+    s = FakeStream()
+    scheme = SCHEMES.get("wfbp-a2a").cls(_ctx(transport=Local(), scheme="wfbp-a2a"))
+    model, loss_fn, batch = _model_and_loss()
+    fwd = scheme.setup(model)
+    scheme._clock = Ticking(torch.device("cpu"), event=lambda **kw: FakeEvent(s, **kw), stream=lambda _d: s)
+    scheme.before_backward()
+    loss_fn(fwd, batch).backward()
+    scheme.after_backward()
+    ready = scheme._ready_at[-1]
+    assert s.syncs == 1
+    assert sorted(ready) == pytest.approx([0.001 * k for k in range(1, len(ready) + 1)])
+    assert [ready[i] for i in scheme._order] == sorted(ready), "ready times follow the hooks' order"

@@ -88,6 +88,9 @@ def finish_run(run_dir: Path | None, interrupted=None, strict_network: bool = Fa
                    f"recorded as interrupted; finish with --resume --output {run_dir}", err=True)
         return interrupted.exit_code
     click.echo(f"results: {run_dir}")
+    if run_dir is not None and (Path(run_dir) / "environment.parquet").exists():
+        for line in busy_runs(load_run(run_dir).environment):  # docs/ARCHITECTURE.md, "Measurement hygiene"
+            click.echo(f"warning: {line}", err=True)
     failed = int((summary["status"] != "ok").sum()) if "status" in summary else 0
     if failed:
         click.echo(f"{failed} cell(s) failed (exit status 1); see their reasons above", err=True)

@@ -135,6 +135,7 @@ class Tracer:
         """End of the loop (after the scheme's flush): closes the last iteration, removes every hook."""
         if 0 <= self.iteration <= self.iters:
             self.iter_starts.append(now())
+        self.iteration = self.comm_iteration = self.iters + 1  # what follows (probes) is not traced
         self.detach()
 
     def detach(self) -> None:

@@ -123,7 +123,7 @@ def throughput_vs_workers(summary: pd.DataFrame) -> plt.Figure:
             ax.set_ylabel(f"throughput ({_unit(here)}/s)")
             ax.grid(alpha=0.3)
             _failed_note(ax, failed(allm[(allm["workload"] == wl) & (allm["network"] == net)]))
-    _figure_legend(fig, axes, loc="outside right upper", ncol=1)
+    _figure_legend(fig, axes, loc="outside right center", ncol=1)
     fig.suptitle(f"Throughput vs workers\n({MEDIAN_CI})", fontsize=10)
     return fig
 
@@ -147,7 +147,7 @@ def _baseline_x1(rows: pd.DataFrame) -> float:
     return float(local.median()) if len(local) else float("nan")
 
 
-def _figure_legend(fig, axes, loc: str = "outside lower center", ncol: int = 3) -> None:
+def _figure_legend(fig, axes, loc: str = "outside lower center", ncol: int = 3, title: str | None = None) -> None:
     handles, labels = {}, []
     for ax in np.ravel(axes):
         for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -155,7 +155,7 @@ def _figure_legend(fig, axes, loc: str = "outside lower center", ncol: int = 3) 
                 handles[lab] = h
                 labels.append(lab)
     if labels:
-        fig.legend([handles[lab] for lab in labels], labels, loc=loc, fontsize=8,
+        fig.legend([handles[lab] for lab in labels], labels, loc=loc, fontsize=8, title=title, title_fontsize=7,
                    frameon=False, ncol=min(len(labels), ncol))
 
 

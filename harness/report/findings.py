@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from harness.report.data import measured, ok, with_series
-from harness.report.figures import _series_order, plt, scheme_colors
+from harness.report.figures import _figure_legend, _series_order, plt, scheme_colors
 
 
 def architecture(scheme: str) -> str:
@@ -156,9 +156,11 @@ def architecture_figure(summary: pd.DataFrame, sp: pd.DataFrame) -> plt.Figure:
     names = _series_order(s)
     colors = scheme_colors(names)
     nets = sp.groupby("network")["rate"].first().sort_values().index.tolist()
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys) + 2.2, 3.8), squeeze=False,
+    wls, ns = sorted({k[0] for k in keys}), sorted({k[1] for k in keys})
+    fig, axes = plt.subplots(len(wls), len(ns), figsize=(3.6 * len(ns) + 2.2, 2.9 * len(wls)), squeeze=False,
                              layout="constrained", sharey=True)
-    for ax, (wl, n) in zip(axes[0], keys):
+    for (wl, n) in keys:  # a row per workload, a column per worker count
+        ax = axes[wls.index(wl)][ns.index(n)]
         d = s[(s["workload"] == wl) & (s["workers"] == n)]
         best = d.groupby("network")["throughput_median"].max()
         for name in [m for m in names if m in set(d["series"])]:
@@ -170,10 +172,10 @@ def architecture_figure(summary: pd.DataFrame, sp: pd.DataFrame) -> plt.Figure:
         ax.set_xticklabels(nets, fontsize=8)
         ax.set_title(f"{wl}, N={int(n)}", fontsize=10)
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("throughput / best method's on that link")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside right upper", fontsize=7, frameon=False,
-               title="solid: all-reduce\ndashed: parameter server", title_fontsize=7)
+    for row in axes:
+        row[0].set_ylabel("X / best X on that link", fontsize=8)
+    _figure_legend(fig, axes, loc="outside right center", ncol=1,
+                   title="solid: all-reduce\ndashed: parameter server")
     fig.suptitle("Finding 2: methods relative to the winner, slow link to fast link", fontsize=10)
     return fig
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from harness.atomic import write_json_atomic
 from harness.errors import UserError
 from harness.results.files import check_output_dir, unwritable
-from harness.results.machine_load import busy_runs
+from harness.results.machine_load import busy_reason
 from harness.results.store import load_run
 
 DEFAULT_ROOT = Path("results") / "baselines"
@@ -56,10 +56,10 @@ def save_baseline(name: str, run: str | Path, root: str | Path | None = None, fo
     if tables.raw.empty:
         raise UserError(f"run {tables.path} has no raw.parquet: the gate needs per-iteration samples; "
                         f"re-run or resume the sweep")
-    busy = busy_runs(tables.environment)
+    busy = [why for why in map(busy_reason, (r for _, r in tables.environment.iterrows())) if why]
     if busy and not force:
-        raise UserError(f"refusing to store a baseline from a busy machine ({busy[0]}); re-run with nothing "
-                        f"else running, or pass --force to store it anyway")
+        raise UserError(f"refusing to store a baseline from a busy machine: while {tables.path} was measured, "
+                        f"{busy[0]}; re-run it with nothing else running, or pass --force to store it anyway")
     dest = baselines_root(root) / name
     check_output_dir(dest.parent, "baselines directory (--dir)")
     if dest.exists() and not force:

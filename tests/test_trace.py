@@ -12,10 +12,12 @@ import pytest
 import torch.optim.optimizer as optim_hooks
 from click.testing import CliRunner
 
+import harness.commands.run as run_cmd
 import harness.worker as worker_mod
 from harness.backends.torch_dist.transport import TorchTransport
 from harness.cell import CellSpec, resolve
 from harness.cli import cli
+from harness.errors import UserError
 from harness.launch.distenv import DistEnv
 from harness.measure.trace import TracedScheme
 from harness.report.timeline import slowest_rank
@@ -172,3 +174,17 @@ def test_sweep_trace_key_reaches_cells_without_changing_ids():
     traced = expand(sweep_from_dict({**base, "trace": 3}))
     assert [c.cell_id for c in plain] == [c.cell_id for c in traced]
     assert {c.trace_iters for c in traced} == {3} and {c.trace_iters for c in plain} == {0}
+
+
+@pytest.mark.parametrize("args, want", [([], 0), (["--trace"], 3), (["--trace", "5"], 5)])
+def test_trace_option_reaches_the_cell(monkeypatch, args, want):
+    seen = {}
+
+    def fake(cell, *a, **k):
+        seen["cell"] = cell
+        raise UserError("stop here")
+    monkeypatch.setattr(run_cmd, "run_cell", fake)
+    res = CliRunner().invoke(cli, ["run", "--workload", WORKLOAD, "--scheme", "wfbp-a2a", *args])
+    assert res.exit_code == 2 and seen["cell"].trace_iters == want
+    bad = CliRunner().invoke(cli, ["run", "--workload", WORKLOAD, "--trace", "0"])
+    assert bad.exit_code == 2

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 import torch
 from test_lossless import SMALL, STEPS, initial
 
+from harness.backends import BACKENDS
 from harness.cell import CellSpec, resolve
 from harness.errors import UserError
 from harness.launch.local import launch_cell
@@ -56,14 +58,27 @@ def reference_bf16(workload: str, shards_used: int, workers: int, batch: int, se
 
 
 def run_bf16(tmp_path, monkeypatch, cell: CellSpec) -> tuple[list[dict], dict]:
-    """(each rank's final parameters, the plan recorded in result.json) of a real run."""
+    """(each rank's final parameters, rank 0's result.json) of a real run through the backend's own launcher
+    (ours for torch, horovodrun, the deepspeed launcher)."""
     monkeypatch.setenv("DDLBENCH_STEPS", str(STEPS))
     monkeypatch.setenv("DDLBENCH_DUMP_PARAMS", "1")
     cell = resolve(cell)
     d = tmp_path / cell.cell_id
-    launch_cell(cell, d)
-    plan = json.loads((d / "result.json").read_text())["plan"]
-    return [torch.load(d / f"params.rank{r}.pt") for r in range(cell.workers)], plan
+    launch = BACKENDS.get(cell.backend).launch or launch_cell  # None: the generic local spawner
+    result = json.loads(Path(launch(cell, d, None)).read_text())
+    return [torch.load(d / f"params.rank{r}.pt") for r in range(cell.workers)], result
+
+
+def need(backend: str) -> None:
+    reason = BACKENDS.get(backend).available()
+    if reason:
+        pytest.skip(f"FRAMEWORK MISSING: {reason}")
+
+
+def same_on_every_rank(params: list[dict]) -> None:
+    for r, other in enumerate(params[1:], start=1):
+        for name, t in params[0].items():
+            assert torch.equal(t, other[name]), f"rank {r} differs from rank 0 in {name}"
 
 
 FLOOR = 1e-6
@@ -83,22 +98,23 @@ def worst_offset(params: dict, ref: dict, init: dict) -> tuple[float, str]:
     return worst, where
 
 
-CASES = [("ddp", "bert-base-tiny"), ("wfbp-a2a", "bert-base-tiny"), ("wfbp-a2a", "resnet50-tiny")]
+CASES = [("ddp", "torch", "bert-base-tiny"), ("wfbp-a2a", "torch", "bert-base-tiny"),
+         ("wfbp-a2a", "torch", "resnet50-tiny"), ("horovod", "horovod", "bert-base-tiny")]
 if "fsdp" in SCHEMES:  # FSDP2 with its MixedPrecisionPolicy, once registered
-    CASES.append(("fsdp", "bert-base-tiny"))
+    CASES.append(("fsdp", "torch", "bert-base-tiny"))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scheme, workload", CASES, ids=[f"{s}-{w}" for s, w in CASES])
-def test_bf16_lossless_two_workers(scheme, workload, tmp_path, monkeypatch):
+@pytest.mark.parametrize("scheme, backend, workload", CASES, ids=[f"{s}-{w}" for s, _, w in CASES])
+def test_bf16_lossless_two_workers(scheme, backend, workload, tmp_path, monkeypatch):
+    need(backend)
     shape = SMALL[workload]
-    cell = CellSpec(workload=workload, scheme=scheme, workers=2, device="cpu", dtype="bf16", timeout_s=300,
-                    **shape)
-    params, plan = run_bf16(tmp_path, monkeypatch, cell)
+    cell = CellSpec(workload=workload, scheme=scheme, backend=backend, workers=2, device="cpu", dtype="bf16",
+                    timeout_s=420, **shape)
+    params, result = run_bf16(tmp_path, monkeypatch, cell)
+    plan = result["plan"]
     assert plan["dtype"] == "bf16" and plan["reduce_dtype"] == "fp32", plan
-    for r, other in enumerate(params[1:], start=1):
-        for name, t in params[0].items():
-            assert torch.equal(t, other[name]), f"rank {r} differs from rank 0 in {name}"
+    same_on_every_rank(params)
     assert all(t.dtype == torch.float32 for t in params[0].values()), "master parameters are not fp32"
     init = initial(workload)
     ref = reference_bf16(workload, 2, 2, shape["batch"], shape.get("seq_len"), STEPS)
@@ -108,6 +124,23 @@ def test_bf16_lossless_two_workers(scheme, workload, tmp_path, monkeypatch):
     # the tolerance tells lossless from lossy: rank 0 alone (no gradient exchange) is far outside it
     alone, _ = worst_offset(reference_bf16(workload, 1, 2, shape["batch"], shape.get("seq_len"), STEPS), ref, init)
     assert alone > 4 * TOL, f"the control is within {alone:.3g}: the tolerance would not catch a lossy method"
+
+
+@pytest.mark.slow
+def test_deepspeed_bf16_mode_reduces_in_bf16(tmp_path, monkeypatch):
+    """zero2 in a bf16 cell runs DeepSpeed's own bf16 section: a bf16 module (its fp32 master starts from the
+    bf16-rounded weights, so it is not compared with the autocast reference), gradients reduced in bf16
+    (half the fp32 bytes), and the same parameters on every rank."""
+    need("deepspeed")
+    cell = CellSpec(workload="bert-base-tiny", scheme="zero2", backend="deepspeed", workers=2, device="cpu",
+                    dtype="bf16", timeout_s=420, **SMALL["bert-base-tiny"])
+    params, result = run_bf16(tmp_path, monkeypatch, cell)
+    assert result["plan"]["reduce_dtype"] == "bf16" and result["plan"]["dtype"] == "bf16", result["plan"]
+    assert result["facts"]["comm_bytes_per_iter"] * 2 == result["facts"]["grad_bytes"]
+    same_on_every_rank(params)
+    init = initial("bert-base-tiny")
+    assert all(t.dtype == torch.bfloat16 for t in params[0].values())
+    assert any(not torch.equal(t.float(), init[n].bfloat16().float()) for n, t in params[0].items()), "nothing trained"
 
 
 @pytest.fixture

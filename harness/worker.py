@@ -26,6 +26,7 @@ from harness.devices import device_name, rank_device
 from harness.errors import UserError
 from harness.launch.env import DistEnv, from_environ
 from harness.measure.loop import run_loop
+from harness.measure.trace import Tracer
 from harness.netif import counter_delta, read_counters
 from harness.results.gpu_env import gpu_models
 from harness.schemes import SCHEMES, SchemeContext
@@ -87,8 +88,11 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
     transport = backend.start(cell, env, device) if entry.communicates else None
     t_start = time.perf_counter()
     spec, model, facts, batch = _build(cell, env, device)
+    # a traced cell (docs/ARCHITECTURE.md, "Traces"); untraced, nothing of it exists
+    tracer = Tracer(cell.trace_iters, env.rank) if cell.trace_iters else None
+    traced = tracer.transport(transport) if tracer and transport else transport
     log = lambda msg: print(f"[rank {env.rank}] {msg}", flush=True)  # noqa: E731
-    ctx = SchemeContext(transport=transport, rank=env.rank, workers=cell.workers, device=device,
+    ctx = SchemeContext(transport=traced, rank=env.rank, workers=cell.workers, device=device,
                         knobs=entry.make_knobs(cell.knobs), make_optimizer=make_optimizer, log=log,
                         dtype=cell.dtype)
     scheme = entry.cls(ctx)
@@ -98,6 +102,8 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
     counting = env.local_rank == 0  # one rank per node reads the node's interface counters
     before = read_counters() if counting else {}
     loss_fn = spec.loss if scheme.native_precision else autocast_loss(spec.loss, cell.dtype, device)
+    if tracer is not None:
+        scheme, barrier = tracer.attach(fwd, model, scheme, barrier)
     samples = run_loop(fwd, scheme, loss_fn, batch, warmup, iters, device, barrier, _fault(cell, env.rank))
     net = _net_bytes(before, read_counters() if counting else {}, warmup + iters)
     # one worker still pushes and pulls through its servers; one all-reduce rank moves nothing
@@ -109,6 +115,8 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
             "setup_s": time.perf_counter() - t_start, "net_bytes_per_iter": net,
             **(transport.facts if transport is not None else {})}
     gathered = transport.gather_object(mine) if transport is not None else [mine]
+    if tracer is not None:
+        tracer.write(transport, out, cell.cell_id)
     plan = {**scheme.describe(), **(transport.describe() if transport is not None else {}),
             **precision_plan(cell, scheme, device)}
     result = None if env.rank != 0 else _result(cell, env, entry, scheme, backend, facts, gathered, plan,

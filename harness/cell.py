@@ -60,6 +60,10 @@ class CellSpec:
     trace_iters: int = 0
     """Measured iterations to record as a timeline (trace.json; docs/ARCHITECTURE.md, "Traces"); 0 = off.
     Not part of the cell id: a traced cell measures the same thing."""
+    server_hosts: str = "auto"
+    """Where parameter servers run (PS schemes): dedicated (hosts no worker uses), colocated (the workers'
+    hosts) or auto (dedicated when the testbed/allocation has hosts beyond the workers', else colocated);
+    the row records what it resolved to (docs/ARCHITECTURE.md, "Server placement")."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -72,6 +76,8 @@ class CellSpec:
     def cell_id(self) -> str:
         """Stable, readable id: the same spec always maps to the same id (resume relies on it)."""
         key = {k: v for k, v in asdict(self).items() if k not in ("timeout_s", "trace_iters")}
+        if key["server_hosts"] == "auto":  # the default: ids of cells from before the field stay the same
+            del key["server_hosts"]
         digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
         ps = f".s{self.servers}" if self.servers else ""
         low = f".{self.dtype}" if self.dtype != "fp32" else ""  # fp32 ids stay as they were
@@ -114,12 +120,39 @@ def resolve(cell: CellSpec) -> CellSpec:
     if not scheme.parameter_server and servers:
         raise UserError(f"scheme {cell.scheme!r} has no parameter servers; drop servers={servers} "
                         f"or pick a -ps scheme")
+    check_server_hosts(cell.server_hosts, cell.scheme, scheme.parameter_server)
     if not isinstance(cell.knobs, dict):
         raise UserError(f"knobs must map knob names to values, got {cell.knobs!r}; write e.g. "
                         f"--knob bucket_cap_mb=25 or knobs: {{ddp: {{bucket_cap_mb: 25}}}}")
     knobs = scheme.resolve_knobs(cell.knobs)
     check_knob_values(cell.scheme, knobs)
     return replace(cell, batch=batch, seq_len=seq, device=device, servers=servers, knobs=knobs)
+
+
+SERVER_HOSTS = ("auto", "dedicated", "colocated")
+"""Placements of parameter servers (docs/ARCHITECTURE.md, "Server placement")."""
+
+
+def check_server_hosts(value: str, scheme: str, parameter_server: bool) -> None:
+    if value not in SERVER_HOSTS:
+        raise UserError(f"server hosts {value!r} is not one of {', '.join(SERVER_HOSTS)}; fix --server-hosts "
+                        f"or `server_hosts:` in the sweep file")
+    if value != "auto" and not parameter_server:
+        raise UserError(f"scheme {scheme!r} has no parameter servers, so --server-hosts {value} means nothing; "
+                        f"drop it or pick a -ps scheme")
+
+
+def server_placement(cell: CellSpec, spare_hosts: int, where: str = "this box") -> str:
+    """What `cell.server_hosts` resolves to when `spare_hosts` hosts carry no worker: dedicated or
+    colocated ("" for a cell without servers); UserError when dedicated is asked and none is spare. Pure."""
+    if not cell.servers:
+        return ""
+    if cell.server_hosts == "dedicated" and spare_hosts < 1:
+        raise UserError(f"--server-hosts dedicated needs a host without workers, and {where} has none spare; "
+                        f"give the testbed/allocation another host, or use --server-hosts colocated/auto")
+    if cell.server_hosts == "colocated":
+        return "colocated"
+    return "dedicated" if spare_hosts > 0 else "colocated"
 
 
 def check_dtype(dtype: str, scheme, device: str) -> None:

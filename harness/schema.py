@@ -28,6 +28,7 @@ SUMMARY_AXES = [
     "status", "reason", "log_tail",                   # status: ok | failed
     "workload", "sample_unit", "scheme", "backend",
     "workers", "nodes", "workers_per_node", "servers",
+    "server_hosts",    # where the servers ran: dedicated | colocated ("" without servers; auto if it failed first)
     "batch_per_worker", "global_batch", "seq_len", "dtype", "device",
     "network", "network_rate_mbit",
     "warmup", "iters", "knobs_json",

@@ -42,6 +42,9 @@ class SweepConfig:
     """Worker counts (weak scaling: per-worker batch fixed)."""
     servers: tuple = (1,)
     """Parameter-server counts, for -ps schemes only."""
+    server_hosts: tuple = ("auto",)
+    """Where parameter servers run, for -ps schemes only: auto | dedicated | colocated (a list expands
+    into the matrix; docs/ARCHITECTURE.md, "Server placement")."""
     dtype: tuple = ("fp32",)
     """Compute dtypes, fp32 and/or bf16 (a list expands into the matrix; a scheme runs each it supports,
     each dtype gets its own baseline; docs/ARCHITECTURE.md, "Precision")."""
@@ -76,7 +79,7 @@ class SweepConfig:
     "Traces"); 0 = off. Cell ids stay the same."""
 
 
-_LISTS = ("workloads", "schemes", "backends", "workers", "servers", "dtype")
+_LISTS = ("workloads", "schemes", "backends", "workers", "servers", "server_hosts", "dtype")
 # key -> (accepted types, what to write): every scalar is checked here, so a wrong type is a one-line
 # error naming the key, not a traceback later
 _TYPES = {
@@ -91,7 +94,8 @@ _TYPES = {
     "networks": ((dict, type(None)), "a mapping name -> {rate: R}"),
 }
 _ITEM_TYPES = {"workloads": (str, "names"), "schemes": (str, "names"), "backends": (str, "names"),
-               "workers": (int, "integers >= 1"), "servers": (int, "integers >= 0"), "dtype": (str, "fp32 and/or bf16")}
+               "workers": (int, "integers >= 1"), "servers": (int, "integers >= 0"),
+               "server_hosts": (str, "auto, dedicated or colocated"), "dtype": (str, "fp32 and/or bf16")}
 
 
 def load_sweep(path: str | Path) -> SweepConfig:
@@ -150,7 +154,7 @@ def _checked(key: str, value, source: str):
 
 
 _EXAMPLES = {"workloads": "resnet50-tiny", "schemes": "ddp", "backends": "torch", "workers": "1, 2",
-             "servers": "1", "dtype": "fp32, bf16"}
+             "servers": "1", "server_hosts": "auto", "dtype": "fp32, bf16"}
 
 
 def knob_value(text: str, option: str = "--knob"):
@@ -208,11 +212,13 @@ def expand(cfg: SweepConfig, network: str | None = None, rate_mbit: float | None
                     continue
                 for workers in cfg.workers:
                     for knobs in _knob_grid(cfg.knobs.get(scheme, {})):
-                        for servers in (cfg.servers if entry.parameter_server else (0,)):
+                        ps = entry.parameter_server
+                        for servers, where in itertools.product(cfg.servers if ps else (0,),
+                                                                cfg.server_hosts if ps else ("auto",)):
                             nodes = nodes_for(workers) if nodes_for else 1
                             cells.append(resolve(CellSpec(
                                 workload=wl, scheme=scheme, backend=backend, workers=workers,
-                                servers=servers, knobs=knobs, nodes=nodes, **common)))
+                                servers=servers, knobs=knobs, nodes=nodes, server_hosts=where, **common)))
     seen, out = set(), []
     for c in cells:
         if c.cell_id not in seen:

@@ -15,6 +15,7 @@ from harness.commands.show import finish_run
 from harness.errors import UserError
 from harness.execute import Interrupted, record_result, run_cells, write_environment
 from harness.launch.env import from_environ
+from harness.launch.srun_plan import check_one_box
 from harness.results.files import check_output_dir
 from harness.results.lock import run_lock
 from harness.results.store import cell_dir, new_run_id, prepare_run
@@ -56,13 +57,15 @@ def run_cell(cell: CellSpec, output: Path | None, baseline: bool = False, launch
     `launcher` as in run_cells (default: spawn the ranks on this box). An existing run directory is
     refused unless `resume` (skip its measured cells) or `overwrite` (discard it)."""
     cell = resolve(cell)
+    if launcher is None:
+        check_one_box(cell)  # dedicated server hosts need a host one box does not have
     warn(check_capacity(cell, oversubscribe))
     run_dir = output or Path("results") / new_run_id(f"{cell.workload}-{cell.scheme}")
     check_output_dir(run_dir)
     cells = [cell]
     if baseline and cell.scheme != "local":
         cells.insert(0, resolve(cell.with_(scheme="local", workers=1, servers=0, nodes=1, knobs={},
-                                           backend="torch")))
+                                           backend="torch", server_hosts="auto")))
     with run_lock(run_dir):
         prepare_run(run_dir, resume, overwrite)
         run_cells(cells, run_dir, run_dir.name, resume=True, launcher=launcher)
@@ -104,6 +107,10 @@ def run_under_launcher(cell: CellSpec, output: Path) -> None:
               help="Compute dtype: fp32, or bf16 (autocast over forward and loss, fp32 master parameters).")
 @click.option("--knob", "knobs", multiple=True, help="Scheme knob NAME=VALUE (repeatable).")
 @click.option("--network", default="loopback", show_default=True, help="Network label for the row.")
+@click.option("--server-hosts", default="auto", show_default=True,
+              type=click.Choice(["auto", "dedicated", "colocated"]),
+              help="PS schemes: servers on hosts without workers (dedicated), on the workers' hosts (colocated), "
+                   "or dedicated when the testbed has a spare host (auto); recorded in the row.")
 @click.option("--testbed", is_flag=True,
               help="Run on the emulated testbed that is up (`ddlbench testbed up`); workers spread "
                    "over its hosts.")
@@ -121,13 +128,14 @@ def run_under_launcher(cell: CellSpec, output: Path) -> None:
 @click.pass_context
 def command(ctx, workload, scheme, backend, workers, servers, batch, seq_len, warmup, iters, timeout_s, device,
             threads, dtype, knobs, network, testbed, baseline, output, resume, overwrite, oversubscribe,
-            strict_network):
+            strict_network, server_hosts):
     """Run one benchmark cell and print its summary.
 
     Exit status 0 when every cell is ok, 1 when a cell failed, 2 on bad input."""
     cell = CellSpec(workload=workload, scheme=scheme, backend=backend, workers=workers, servers=servers,
                     batch=batch, seq_len=seq_len, warmup=warmup, iters=iters, timeout_s=timeout_s,
-                    device=device, threads=threads, dtype=dtype, knobs=parse_knobs(knobs), network=network)
+                    device=device, threads=threads, dtype=dtype, knobs=parse_knobs(knobs), network=network,
+                    server_hosts=server_hosts)
     cell = cell.with_(trace_iters=ctx.meta.get(TRACE_META, 0))
     if "TORCHELASTIC_RUN_ID" in os.environ or os.environ.get("DDLBENCH_IN_LAUNCHER") == "1":
         if output is None:

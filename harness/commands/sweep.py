@@ -26,13 +26,16 @@ from harness.testbed.sweep import run_on_testbed
 
 def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False,
               progress: bool = True, launcher: str | None = None, retry_failed: bool = False, *,
-              overwrite: bool = False, oversubscribe: bool = False,
+              overwrite: bool = False, oversubscribe: bool = False, server_hosts: str | None = None,
               trace: int | None = None, dtype: str | None = None) -> Path:
     """Run every cell of the sweep file at `path` into `output` (default results/<run-id>); returns the
-    run directory. An existing run there is refused unless `resume` or `overwrite`."""
+    run directory. An existing run there is refused unless `resume` or `overwrite`; `server_hosts`
+    replaces the file's `server_hosts:`."""
     cfg = load_sweep(path)
     if trace is not None:  # --trace N replaces the file's `trace:` (docs/ARCHITECTURE.md, "Traces")
         cfg = dataclasses.replace(cfg, trace=trace)
+    if server_hosts:
+        cfg = dataclasses.replace(cfg, server_hosts=(server_hosts,))
     if dtype:  # --dtype replaces the file's `dtype:` (docs/ARCHITECTURE.md, "Precision")
         cfg = dataclasses.replace(cfg, dtype=(dtype,))
     if resume and output is None:
@@ -47,6 +50,8 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
             return run_on_testbed(cfg, run_dir, resume, progress, retry_failed)
     launch = choose_launcher(launcher)  # srun inside a Slurm allocation, else local
     cells = expand(cfg, nodes_for=launch.nodes_for)
+    for c in cells if launch.check else ():
+        launch.check(c)  # e.g. dedicated server hosts without a spare host: refused before anything runs
     for note in dict.fromkeys(check_capacity(c, oversubscribe or cfg.oversubscribe) for c in cells):
         warn(note)
     with run_lock(run_dir):
@@ -76,13 +81,16 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
 @click.option("--no-progress", is_flag=True, help="No progress bar (logs, CI).")
 @click.option("--launcher", type=click.Choice(["local", "srun"]),
               help="How cells start: srun steps (default inside a Slurm allocation) or local processes.")
+@click.option("--server-hosts", type=click.Choice(["auto", "dedicated", "colocated"]),
+              help="PS cells: servers on hosts without workers, on the workers' hosts, or dedicated when a host "
+                   "is spare (auto); replaces the sweep file's `server_hosts:`.")
 @click.option("--dtype", help="Compute dtype of every cell, fp32 or bf16; replaces the sweep file's `dtype:`.")
 @click.option("--strict-network", is_flag=True,
               help="Exit 1 when a multi-node cell's traffic did not go mainly through the interface its network "
                    "profile names (summary column net_check).")
 @click.pass_context
 def command(ctx, sweep_file, output, resume, overwrite, retry_failed, oversubscribe, allow_failed_cells,
-            no_progress, launcher, strict_network, dtype):
+            no_progress, launcher, strict_network, server_hosts, dtype):
     """Run every cell of SWEEP_FILE and print the summary.
 
     Exit status 0 when every cell is ok, 1 when a cell failed (0 with --allow-failed-cells), 2 on bad
@@ -93,7 +101,7 @@ def command(ctx, sweep_file, output, resume, overwrite, retry_failed, oversubscr
         run_dir = run_sweep(sweep_file, output, resume, progress=not no_progress, launcher=launcher,
                             trace=ctx.meta.get(TRACE_META),
                             retry_failed=retry_failed, overwrite=overwrite, oversubscribe=oversubscribe,
-                            dtype=dtype)
+                            server_hosts=server_hosts, dtype=dtype)
     except Interrupted as e:
         ctx.exit(finish_run(output, interrupted=e))
     code = finish_run(run_dir, strict_network=strict_network)

@@ -8,8 +8,10 @@ rank<r>.log in cell_dir, rank 0's result.json returned, CellFailed(reason, log t
 failed rank or at the cell's timeout, nothing left running afterwards.
 
 Placement: the workers fill the first `cell.nodes` nodes of the allocation in blocks (rank 0 on the
-first node, which is also the rendezvous host); parameter servers go on the nodes after them when the
-allocation has spare nodes, else round-robin onto the worker nodes. The exact task -> node map is
+first node, which is also the rendezvous host); parameter servers follow the cell's `server_hosts`
+(docs/ARCHITECTURE.md, "Server placement"): on the nodes after the workers' when the allocation has
+spare nodes (auto, dedicated), else round-robin onto the worker nodes (auto, colocated); the result
+records which (dist.server_hosts). The exact task -> node map is
 given to srun as a host file (`--distribution=arbitrary`, SLURM_HOSTFILE; `man srun`). Steps ask for
 no GPUs, so they get all of the job's GPUs on their nodes (Slurm's default for a step without --gres);
 each worker takes GPU number LOCAL_RANK (harness.worker).
@@ -23,6 +25,7 @@ runs the steps, watches them and stops them (docs/ARCHITECTURE.md, "Launching").
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
+from harness.atomic import write_json_atomic
 from harness.backends import BACKENDS
 from harness.errors import CellFailed, UserError
 from harness.launch.slurm_env import expand_tasks_per_node, hostnames, node_addr
@@ -43,6 +47,8 @@ from harness.launch.srun_plan import (
     cell_port,
     failure_reason,
     place,
+    check_one_box,
+    server_hosts_in,
 )
 from harness.launch.supervise import log_tail, python_argv, usable_port, with_rank_error, worker_argv
 from harness.networks import network_env
@@ -136,6 +142,9 @@ def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, .
         _run_steps(backend.srun_plan(ready), cell, cell_dir)
     if not result.exists():
         raise CellFailed("rank 0 finished without writing result.json", _tail(cell_dir))
+    data = json.loads(result.read_text())  # where the servers ran: dedicated | colocated ("" without)
+    data.setdefault("dist", {})["server_hosts"] = server_hosts_in(cell, alloc)
+    write_json_atomic(result, data)
     return result
 
 
@@ -273,6 +282,8 @@ class SweepLauncher:
     """Nodes a cell of N workers spans (cell.nodes); None = 1."""
     env_extra: dict
     """Facts for the environment table (hosts of the allocation)."""
+    check: Callable | None = None
+    """check(cell): UserError, before anything runs, for a cell this launcher cannot place."""
 
 
 def choose_launcher(name: str | None = None, environ: Mapping[str, str] | None = None) -> SweepLauncher:
@@ -282,6 +293,8 @@ def choose_launcher(name: str | None = None, environ: Mapping[str, str] | None =
     if name not in LAUNCHERS:
         raise UserError(f"unknown launcher {name!r}; available: {', '.join(LAUNCHERS)}")
     if name == "local":
-        return SweepLauncher("local", None, None, {})
+        return SweepLauncher("local", None, None, {}, check_one_box)
     alloc = allocation_from_env(env)
-    return SweepLauncher("srun", launch_cell_srun, alloc.nodes_for, {"hosts": ",".join(alloc.nodes)})
+    return SweepLauncher("srun", launch_cell_srun, alloc.nodes_for, {"hosts": ",".join(alloc.nodes)},
+                         lambda cell: server_hosts_in(cell, alloc))
+

@@ -76,15 +76,40 @@ class Step:
     """The cell is done when the main steps end; the others (scheduler, servers) are then stopped."""
 
 
+def server_hosts_in(cell, alloc: Allocation) -> str:
+    """What the cell's `server_hosts` (auto | dedicated | colocated) resolves to in `alloc`: dedicated
+    when asked, or auto and the allocation has nodes beyond the cell's worker nodes; "" without servers.
+    UserError when dedicated is asked and no node is spare (docs/ARCHITECTURE.md, "Server placement")."""
+    if not cell.servers:
+        return ""
+    mode = getattr(cell, "server_hosts", "auto")
+    spare = len(alloc.nodes) - cell.nodes
+    if mode == "dedicated" and spare < 1:
+        raise UserError(f"--server-hosts dedicated needs a node without workers, and allocation {alloc.job_id} "
+                        f"has {len(alloc.nodes)} node(s), all for the {cell.workers} workers; ask for one more "
+                        f"node (sbatch --nodes) or use --server-hosts colocated/auto")
+    return "dedicated" if mode != "colocated" and spare > 0 else "colocated"
+
+
+def check_one_box(cell) -> None:
+    """On one box no host is spare: refuse dedicated server hosts (docs/ARCHITECTURE.md, "Server placement")."""
+    if cell.servers and getattr(cell, "server_hosts", "auto") == "dedicated":
+        raise UserError("--server-hosts dedicated needs a host without workers, and one box has none: run on "
+                        "the testbed (--testbed, `testbed:` in the sweep file) or in a Slurm allocation with a "
+                        "spare node, or use --server-hosts colocated/auto")
+
+
 def place(cell, alloc: Allocation) -> tuple[list[str], list[str]]:
     """(node of each worker, node of each server): workers in blocks over the first cell.nodes nodes;
-    servers on the spare nodes after them when there are any, else round-robin on the worker nodes."""
+    servers on the spare nodes after them when the placement is dedicated (server_hosts_in), else
+    round-robin on the worker nodes."""
     n = cell.nodes
     if n > len(alloc.nodes):
         raise CellFailed(f"cell needs {n} nodes but allocation {alloc.job_id} has {len(alloc.nodes)}")
     per = math.ceil(cell.workers / n)
     workers = [alloc.nodes[r // per] for r in range(cell.workers)]
-    spare = list(alloc.nodes[n:]) or list(alloc.nodes[:n])
+    dedicated = server_hosts_in(cell, alloc) == "dedicated"
+    spare = list(alloc.nodes[n:]) if dedicated else list(alloc.nodes[:n])
     servers = [spare[i % len(spare)] for i in range(cell.servers)]
     return workers, servers
 

@@ -23,6 +23,7 @@ import yaml
 from harness.backends import BACKENDS
 from harness.errors import UserError
 from harness.launch.sbatch import SWEEP_STYLE, SbatchSpec, render_sbatch
+from harness.schemes import SCHEMES
 from harness.sweep import expand, sweep_from_dict
 
 STARTUP_S = 300
@@ -70,13 +71,16 @@ def plan_jobs(data: dict, run_dir: Path, nodes: int, per_node: int, time_min: in
     """Split a sweep (its YAML mapping) into one job per node count (pure but for validating the parts
     against the registries). Raises UserError when a worker count needs more than `nodes` nodes."""
     cfg = sweep_from_dict(data)
+    # dedicated server hosts: one node beyond the workers' (docs/ARCHITECTURE.md, "Server placement")
+    spare = int("dedicated" in cfg.server_hosts and any(SCHEMES.get(s).parameter_server for s in cfg.schemes))
     groups: dict[int, list[int]] = {}
     for w in cfg.workers:
         if not isinstance(w, int) or w < 1:
             raise UserError(f"workers must be integers >= 1, got {w!r}; fix `workers:` in the sweep file")
-        need = math.ceil(w / per_node)
+        need = math.ceil(w / per_node) + spare
         if need > nodes:
-            raise UserError(f"the sweep's {w} workers need {need} nodes at {per_node} per node, more than "
+            raise UserError(f"the sweep's {w} workers need {need} nodes at {per_node} per node"
+                            f"{' and one for the dedicated servers' if spare else ''}, more than "
                             f"--nodes {nodes}; raise --nodes or drop {w} from `workers:`")
         groups.setdefault(need, []).append(w)
     name = re.sub(r"[^A-Za-z0-9_.+-]", "-", cfg.name) or "sweep"

@@ -31,14 +31,18 @@ def raw_rows(run_id: str, cell_id: str, result: dict) -> pd.DataFrame:
 
 
 def axes(run_id: str, cell, status: str, reason: str = "", log_tail: str = "", sample_unit: str = "",
-         nodes: int | None = None) -> dict:
+         nodes: int | None = None, server_hosts: str | None = None) -> dict:
     knobs = dict(cell.knobs)
+    if server_hosts is None:  # the launcher did not say: one box is colocated; a failed cell keeps the request
+        asked = getattr(cell, "server_hosts", "auto")
+        server_hosts = "" if not cell.servers else ("colocated" if status == "ok" else asked)
     row = {
         "schema_version": SCHEMA_VERSION, "run_id": run_id, "cell_id": cell.cell_id, "source": "measured",
         "status": status, "reason": reason, "log_tail": log_tail,
         "workload": cell.workload, "sample_unit": sample_unit, "scheme": cell.scheme, "backend": cell.backend,
         "workers": cell.workers, "nodes": nodes or cell.nodes,
         "workers_per_node": -(-cell.workers // (nodes or cell.nodes)), "servers": cell.servers,
+        "server_hosts": server_hosts,
         "batch_per_worker": cell.batch, "global_batch": (cell.batch or 0) * cell.workers,
         "seq_len": cell.seq_len, "dtype": cell.dtype, "device": cell.device,
         "network": cell.network, "network_rate_mbit": cell.network_rate_mbit,
@@ -68,7 +72,8 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
     # model intensity is a per-workload figure: one worker's FLOPs per iteration over the bytes that
     # worker communicates per iteration (independent of N under weak scaling)
     flops_iter = facts.get("flops_per_sample", math.nan) * cell.batch
-    row = axes(run_id, cell, "ok", sample_unit=sample_unit, nodes=result.get("dist", {}).get("nodes"))
+    row = axes(run_id, cell, "ok", sample_unit=sample_unit, nodes=result.get("dist", {}).get("nodes"),
+               server_hosts=result.get("dist", {}).get("server_hosts"))
     row["warmup"] = result.get("effective", {}).get("warmup", cell.warmup)  # profiling may extend it
     row.update({
         "iter_s_median": d["median"], "iter_s_q1": d["q1"], "iter_s_q3": d["q3"], "iter_s_iqr": d["iqr"],

@@ -8,9 +8,11 @@
 Rules (the pure `rank_hosts` decides, `testbed_placement` turns it into argv prefixes and environment):
 - workers (ranks 0..W-1) go onto hosts 0..cell.nodes-1, round-robin (rank r on host r mod nodes) or
   blocked (consecutive ranks share a host, block sizes differ by at most one);
-- parameter servers (ranks W..W+S-1) get hosts of their own when the testbed has hosts no worker uses
-  (the study put servers on separate machines), else they share the worker hosts, server j on host
-  j mod nodes;
+- parameter servers (ranks W..W+S-1) follow the cell's `server_hosts` (docs/ARCHITECTURE.md, "Server
+  placement"): `auto` gives them hosts of their own when the testbed has hosts no worker uses (the
+  study put servers on separate machines), else they share the worker hosts, server j on host
+  j mod nodes; `dedicated` insists on the spare hosts (a cell then leaves at least one host to its
+  servers, `cell_nodes`), `colocated` insists on the worker hosts;
 - every rank rendezvous at host 0 (rank 0 is always there) and binds gloo/tensorpipe/nccl to the host's
   testbed interface, so no byte takes a path outside the shaped links (ranks on one host talk locally,
   as on a real node).
@@ -18,7 +20,7 @@ Rules (the pure `rank_hosts` decides, `testbed_placement` turns it into argv pre
 
 from __future__ import annotations
 
-from harness.cell import CellSpec
+from harness.cell import CellSpec, server_placement
 from harness.errors import UserError
 from harness.launch.local import Placement
 from harness.testbed.state import TestbedState
@@ -49,23 +51,38 @@ def worker_hosts(workers: int, nodes: int, policy: str = "round-robin") -> list[
     return [r * nodes // workers for r in range(workers)]  # contiguous, balanced, every host used
 
 
-def server_hosts(servers: int, nodes: int, hosts: int) -> list[int]:
-    """Host index of each parameter server: the spare hosts if there are any, else the worker hosts. Pure."""
+def cell_nodes(cell: CellSpec, hosts: int, worker_hosts: int | None = None) -> int:
+    """Hosts that carry the workers of `cell` on a testbed of `hosts` hosts: one worker per host first, on
+    `worker_hosts` of them when given (the sweep's `testbed: {worker_hosts:}`), else on all but the last
+    when the cell asks for dedicated server hosts. Pure."""
+    usable = min(hosts, worker_hosts or hosts)
+    if cell.servers and cell.server_hosts == "dedicated" and worker_hosts is None:
+        usable = hosts - 1
+    return nodes_for(cell.workers, max(1, usable))
+
+
+def server_hosts(servers: int, nodes: int, hosts: int, mode: str = "auto") -> list[int]:
+    """Host index of each parameter server: the spare hosts (hosts nodes..hosts-1) when `mode` is dedicated,
+    or auto and there are spare hosts; else the worker hosts, server j on host j mod nodes. Pure."""
     spare = hosts - nodes
-    if spare > 0:
+    where = server_placement(CellSpec(workload="-", scheme="-", servers=servers, server_hosts=mode), spare,
+                             f"a testbed of {hosts} hosts with workers on {nodes}")
+    if where == "dedicated":
         return [nodes + j % spare for j in range(servers)]
     return [j % nodes for j in range(servers)]
 
 
-def rank_hosts(workers: int, servers: int, nodes: int, hosts: int, policy: str = "round-robin") -> list[int]:
-    """Host index of every rank (workers first, then servers), checked against the testbed. Pure."""
+def rank_hosts(workers: int, servers: int, nodes: int, hosts: int, policy: str = "round-robin",
+               mode: str = "auto") -> list[int]:
+    """Host index of every rank (workers first, then servers), checked against the testbed; `mode` is the
+    cell's server_hosts. Pure."""
     if not 1 <= nodes <= hosts:
         raise UserError(f"the cell spans {nodes} nodes but the testbed has {hosts} hosts; bring up a "
                         f"bigger testbed (`ddlbench testbed up --hosts {nodes}`) or use fewer nodes")
     if nodes > workers:
         raise UserError(f"{nodes} nodes for {workers} worker(s) would leave a host without a worker; "
                         f"use at most {workers} nodes")
-    return worker_hosts(workers, nodes, policy) + server_hosts(servers, nodes, hosts)
+    return worker_hosts(workers, nodes, policy) + server_hosts(servers, nodes, hosts, mode)
 
 
 def check_device(cell: CellSpec, gpus: int) -> None:
@@ -86,7 +103,7 @@ def gpu_env(worker: int, netns: str) -> dict[str, str]:
 
 def testbed_placement(cell: CellSpec, state: TestbedState, policy: str = "round-robin") -> Placement:
     """The Placement that runs `cell` on `state`'s hosts (cell.nodes of them carry workers)."""
-    hosts = rank_hosts(cell.workers, cell.servers, cell.nodes, len(state.hosts), policy)
+    hosts = rank_hosts(cell.workers, cell.servers, cell.nodes, len(state.hosts), policy, cell.server_hosts)
     envs = []
     for r, h in enumerate(hosts):
         here = [q for q, g in enumerate(hosts) if g == h]
@@ -109,7 +126,7 @@ def testbed_placement(cell: CellSpec, state: TestbedState, policy: str = "round-
 
 def describe(cell: CellSpec, state: TestbedState, policy: str = "round-robin") -> dict:
     """What the result records about where the ranks ran (rank -> host namespace)."""
-    hosts = rank_hosts(cell.workers, cell.servers, cell.nodes, len(state.hosts), policy)
+    hosts = rank_hosts(cell.workers, cell.servers, cell.nodes, len(state.hosts), policy, cell.server_hosts)
     return {"testbed_hosts": len(state.hosts), "rate_mbit": state.rate_mbit, "placement": policy,
             "rank_hosts": [state.hosts[h].netns for h in hosts],
             "server_hosts": "dedicated" if any(h >= cell.nodes for h in hosts[cell.workers:]) else

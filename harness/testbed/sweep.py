@@ -26,7 +26,7 @@ import torch
 import yaml
 
 from harness.atomic import write_json_atomic
-from harness.cell import CellSpec
+from harness.cell import CellSpec, resolve
 from harness.errors import UserError
 from harness.execute import run_cells
 from harness.launch.local import Placement, launch_cell
@@ -53,6 +53,9 @@ class TestbedSpec:
     placement: str = "round-robin"
     """Workers onto hosts: round-robin (rank r on host r mod nodes) or blocked (consecutive ranks
     together)."""
+    worker_hosts: int | None = None
+    """Hosts that carry workers (default: all of them); fewer leaves the others to the parameter servers
+    (`server_hosts: auto` then puts them there)."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,10 @@ def parse_testbed(testbed: dict | None, networks: dict | None,
         raise UserError(f"testbed hosts must be an integer in {MIN_HOSTS}..{MAX_HOSTS}, got {spec.hosts!r}; "
                         f"fix `testbed: {{hosts: ...}}`")
     pl.check_policy(spec.placement)
+    wh = spec.worker_hosts
+    if wh is not None and (not isinstance(wh, int) or isinstance(wh, bool) or not 1 <= wh <= hosts):
+        raise UserError(f"testbed worker_hosts must be an integer in 1..{hosts} (the testbed's hosts), got "
+                        f"{wh!r}; fix `testbed: {{worker_hosts: ...}}`")
     if network != "loopback":
         raise UserError(f"`network: {network}` labels loopback sweeps; on the testbed the label is "
                         f"emulated-<rate>, or name profiles under `networks:` "
@@ -141,8 +148,10 @@ def testbed_cells(cfg, spec: TestbedSpec, profiles: list[NetworkProfile]) -> lis
     for p in profiles:
         cells += expand(cfg, network=p.label, rate_mbit=p.rate_mbit,
                         nodes_for=lambda w: pl.nodes_for(w, spec.hosts))
+    cells = [c.with_(nodes=pl.cell_nodes(c, spec.hosts, spec.worker_hosts)) for c in cells]
     for c in cells:
         pl.check_device(c, torch.cuda.device_count())
+        pl.rank_hosts(c.workers, c.servers, c.nodes, spec.hosts, spec.placement, c.server_hosts)  # refuse now
     return cells
 
 
@@ -199,6 +208,7 @@ def run_on_testbed(cfg, output: Path | None = None, resume: bool = False, progre
     plain = json.loads(json.dumps(dataclasses.asdict(cfg)))  # tuples -> lists for YAML
     (run_dir / "sweep.yaml").write_text(yaml.safe_dump(plain, sort_keys=False))
     env_extra = {"testbed_hosts": spec.hosts, "testbed_placement": spec.placement,
+                 **({"testbed_worker_hosts": spec.worker_hosts} if spec.worker_hosts else {}),
                  "testbed_networks": ",".join(f"{p.label}={p.rate_mbit:g}mbit" for p in profiles)}
     with netns.lease(f"ddlbench sweep {cfg.name} -> {run_dir}"):
         run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, env_extra=env_extra,
@@ -220,9 +230,10 @@ def on_testbed(cell: CellSpec, policy: str = "round-robin") -> tuple[CellSpec, T
     """`ddlbench run --testbed`: the cell moved onto the testbed that is up, and its launcher."""
     s = _testbed_up()
     label = rate_label(s.rate_mbit) if cell.network == "loopback" else cell.network
-    cell = cell.with_(nodes=pl.nodes_for(cell.workers, len(s.hosts)), network=label,
-                      network_rate_mbit=s.rate_mbit)
+    cell = resolve(cell)  # its servers (a -ps scheme has at least one) decide whether a host is kept for them
+    cell = cell.with_(nodes=pl.cell_nodes(cell, len(s.hosts)), network=label, network_rate_mbit=s.rate_mbit)
     pl.check_device(cell, torch.cuda.device_count())
+    pl.rank_hosts(cell.workers, cell.servers, cell.nodes, len(s.hosts), policy, cell.server_hosts)
     return cell, TestbedLauncher(len(s.hosts), policy, reconfigure=False)
 
 

@@ -1,0 +1,129 @@
+"""Bytes through each host's link per iteration and throughput, from a run of sweeps/testbed-ps.yaml
+(issue 16): the hierarchical parameter server (local_reduce 1) against the flat one (0), bsp-a2a and ddp.
+
+    ddlbench sweep sweeps/testbed-ps.yaml --output /tmp/testbed-ps --no-progress
+    python scripts/testbed_ps_report.py /tmp/testbed-ps --out reports/testbed-ps
+
+Reads the summary rows (`net_bytes_json`: the node's interface counters, read by one rank per host around
+the loop, per iteration of warm-up and measurement; harness/results/netcheck.py) and each cell's
+result.json (`dist.rank_hosts`: which emulated host each rank ran on). Writes README.md (the table, the
+expectation beside it) and links.csv into --out.
+
+Expectation for a PS cell with its servers on a host of their own: each worker host's link carries about
+one gradient each way per iteration with local reduce (one copy pushed, one pulled per node), and about
+one per worker on the host without (every worker pushes and pulls its own): 2 at 2 workers per host, 4 at
+the study's 4. All-reduce rows have no such figure (it depends on gloo's algorithm); a ring over 4 ranks,
+2 per host, moves 2(N-1)/N = 1.5 gradients each way through each host link.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from harness.atomic import write_text_atomic  # noqa: E402
+from harness.errors import UserError  # noqa: E402
+
+MB = 1e6
+
+
+def expected_gradients(row) -> float | None:
+    """Gradients each way per iteration through a worker host's link, for a PS cell with dedicated
+    server hosts; None for other cells. Pure."""
+    if not str(row["scheme"]).endswith("-ps") or row.get("server_hosts") != "dedicated":
+        return None
+    knobs = json.loads(row["knobs_json"] or "{}")
+    return 1.0 if int(knobs.get("local_reduce", 1)) else float(row["workers_per_node"])
+
+
+def link_rows(run_dir: Path) -> pd.DataFrame:
+    """One row per (cell, worker host): received and sent bytes per iteration through the host's testbed
+    interface, in bytes and in gradients, with the cell's throughput."""
+    path = run_dir / "summary.parquet"
+    if not path.exists():
+        raise UserError(f"{path} does not exist: give the run directory of `ddlbench sweep sweeps/testbed-ps.yaml`")
+    summary = pd.read_parquet(path)
+    out = []
+    for _, r in summary[(summary["status"] == "ok") & (summary["scheme"] != "local")].iterrows():
+        result_path = run_dir / "cells" / r["cell_id"] / "result.json"
+        rank_hosts = json.loads(result_path.read_text()).get("dist", {}).get("rank_hosts", []) \
+            if result_path.exists() else []
+        grad = float(r["grad_bytes"])
+        knobs = json.loads(r["knobs_json"] or "{}")
+        for reader, ifaces in sorted(json.loads(r["net_bytes_json"] or "{}").items()):
+            rank = int(reader.split("@")[0].removeprefix("rank"))
+            rx, tx = ifaces.get(r["iface"], [0.0, 0.0])
+            out.append({
+                "network": r["network"], "scheme": r["scheme"],
+                "local_reduce": knobs.get("local_reduce", "") if str(r["scheme"]).endswith("-ps") else "",
+                "server_hosts": r.get("server_hosts", ""),
+                "host": rank_hosts[rank] if rank < len(rank_hosts) else reader,
+                "rx_mb_per_iter": rx / MB, "tx_mb_per_iter": tx / MB, "grad_mb": grad / MB,
+                "rx_grads": rx / grad, "tx_grads": tx / grad, "expected_grads_each_way": expected_gradients(r),
+                "throughput_median": r["throughput_median"], "iter_s_median": r["iter_s_median"],
+                "samples": r["samples"], "nodes": r["nodes"], "workers_per_node": r["workers_per_node"],
+            })
+    if not out:
+        raise UserError(f"{run_dir} has no ok cell with interface counters: run the sweep on the testbed first")
+    df = pd.DataFrame(out)
+    order = {n: i for i, n in enumerate(dict.fromkeys(summary["network"]))}  # the sweep's profile order
+    return df.sort_values(["network", "scheme", "local_reduce", "host"], kind="stable",
+                          key=lambda c: c.map(order) if c.name == "network" else c.astype(str)).reset_index(drop=True)
+
+
+def _fmt(v, digits=2):
+    return "" if v is None or (isinstance(v, float) and pd.isna(v)) else (f"{v:.{digits}f}" if isinstance(v, float) else str(v))
+
+
+def markdown(df: pd.DataFrame, run_dir: Path) -> str:
+    lines = ["# Bytes per host link: hierarchical vs flat parameter server vs all-reduce (testbed)", "",
+             f"From `{run_dir.name}` (`ddlbench sweep sweeps/testbed-ps.yaml`), written by "
+             "`scripts/testbed_ps_report.py`. Per worker host: bytes received (rx) and sent (tx) through its "
+             "testbed link per iteration (warm-up and measured iterations; interface counters), in MB and "
+             "in gradients; `expected` is the gradients each way a PS cell with a dedicated server host "
+             "should move: 1 with local reduce, one per worker on the host without. Throughput is the "
+             "cell's median (samples/s of the 4 workers); the hosts share this machine's cores.", ""]
+    grad = df["grad_mb"].iloc[0]
+    lines += [f"Gradient: {grad:.2f} MB per worker.", ""]
+    head = ["network", "scheme", "local_reduce", "servers on", "host", "rx MB/iter", "tx MB/iter", "rx grads",
+            "tx grads", "expected each way", "throughput", "iter s"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in df.itertuples():
+        lines.append("| " + " | ".join([
+            r.network, r.scheme, _fmt(r.local_reduce), _fmt(r.server_hosts), r.host, _fmt(r.rx_mb_per_iter),
+            _fmt(r.tx_mb_per_iter), _fmt(r.rx_grads), _fmt(r.tx_grads), _fmt(r.expected_grads_each_way, 0),
+            _fmt(r.throughput_median), _fmt(r.iter_s_median, 3)]) + " |")
+    few = int(df["samples"].min())
+    if few < 5:
+        lines += ["", f"Only {few} measured iteration(s) per cell: a smoke run, not a measurement."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir", type=Path, help="run directory of sweeps/testbed-ps.yaml")
+    ap.add_argument("--out", type=Path, default=Path("reports/testbed-ps"), help="report directory")
+    args = ap.parse_args(argv)
+    try:
+        df = link_rows(args.run_dir)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(args.out / "links.csv", df.to_csv(index=False))
+    text = markdown(df, args.run_dir)
+    write_text_atomic(args.out / "README.md", text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

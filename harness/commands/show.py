@@ -11,51 +11,21 @@ from rich.table import Table
 
 from harness.atomic import write_text_atomic
 from harness.errors import UserError
+from harness.report.tables import summary_table
 from harness.results.files import check_output_file
 from harness.results.machine_load import busy_runs
 from harness.results.store import load_run
 
-COLUMNS = [
-    ("workload", "workload", "{}"), ("scheme", "scheme", "{}"), ("backend", "backend", "{}"),
-    ("workers", "N", "{}"), ("network", "network", "{}"), ("status", "status", "{}"),
-    ("throughput_median", "X median/s", "{:.1f}"), ("throughput_ci95_low", "X mean 95% CI lo", "{:.1f}"),
-    ("throughput_ci95_high", "hi", "{:.1f}"), ("iter_s_median", "iter ms", "{:.1f}"),
-    ("iter_s_cv", "CV", "{:.3f}"), ("speedup", "speed-up", "{:.2f}"),
-    ("scaling_efficiency", "eff.", "{:.2f}"), ("exposed_comm_s", "exposed comm ms", "{:.1f}"),
-    ("overlap_ratio", "overlap", "{:.2f}"),
-]
-_MS = {"iter_s_median", "exposed_comm_s"}
-
-
-def columns_for(summary: pd.DataFrame) -> list[tuple[str, str, str]]:
-    """COLUMNS, with `network` only when the run measured on more than the loopback default."""
-    nets = set(summary["network"].dropna()) if "network" in summary else set()
-    return [c for c in COLUMNS if c[0] != "network" or nets - {"loopback"}]
-
-
-def format_summary(summary: pd.DataFrame) -> list[list[str]]:
-    rows = []
-    cols = columns_for(summary)
-    for _, r in summary.iterrows():
-        out = []
-        for col, _, fmt in cols:
-            v = r.get(col)
-            if v is None or (isinstance(v, float) and pd.isna(v)):
-                out.append("-")
-                continue
-            out.append(fmt.format(v * 1000 if col in _MS else v))
-        rows.append(out)
-    return rows
-
-
-def print_summary(summary: pd.DataFrame, title: str = "") -> None:
-    table = Table(title=title or None)
-    for _, head, _ in columns_for(summary):
-        table.add_column(head)
-    keys = [k for k in ("workload", "network", "scheme", "backend", "workers") if k in summary]
-    for row in format_summary(summary.sort_values(keys)):
-        table.add_row(*row)
-    Console(width=200).print(table)
+def print_summary(summary: pd.DataFrame, title: str = "", env: pd.DataFrame | None = None) -> None:
+    """The report's laptop-wide summary (harness/report/tables.summary_table: constant columns in the
+    caption, overlap marked where ranks take every core), then the failed cells' reasons."""
+    df, caption = summary_table(summary, env)
+    table = Table(title=title or None, caption=caption, caption_justify="left")
+    for col in df.columns:
+        table.add_column(str(col))
+    for row in df.itertuples(index=False):
+        table.add_row(*[str(v) for v in row])
+    Console(width=130).print(table)
     failed = summary[summary["status"] != "ok"]
     for _, r in failed.iterrows():
         click.echo(f"failed {r['cell_id']}: {r['reason']}")
@@ -81,8 +51,9 @@ def finish_run(run_dir: Path | None, interrupted=None, strict_network: bool = Fa
     another interface than it named), 128+N when signal N interrupted the driver."""
     summary = pd.DataFrame()
     if run_dir is not None and (Path(run_dir) / "summary.parquet").exists():
-        summary = load_run(run_dir).summary
-        print_summary(summary, title=str(run_dir))
+        tables = load_run(run_dir)
+        summary = tables.summary
+        print_summary(summary, title=str(run_dir), env=tables.environment)
     if interrupted is not None:
         click.echo(f"error: interrupted by {interrupted}: the running cell's ranks were stopped and the cell "
                    f"recorded as interrupted; finish with --resume --output {run_dir}", err=True)
@@ -112,7 +83,7 @@ def command(run: str, csv_path: Path | None) -> None:
         raise UserError(f"run {t.path} holds no cells, only a commbench table: see it with `ddlbench report "
                         f"{t.path} -o DIR`")
     unit = ", ".join(sorted(set(t.summary.get("sample_unit", pd.Series(dtype=str)).dropna()))) or "samples"
-    print_summary(t.summary, title=f"{t.path} (X in {unit}/s; CI = 95% CI of the mean)")
+    print_summary(t.summary, title=f"{t.path} (X in {unit}/s)", env=t.environment)
     for line in busy_runs(t.environment):
         click.echo(f"warning: {line}", err=True)
     if csv_path:

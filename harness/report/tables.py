@@ -79,7 +79,7 @@ def summary_table(summary: pd.DataFrame, env: pd.DataFrame | None = None) -> tup
         ovl = _f(r.get("overlap_ratio"), ".2f")
         if okay and ovl != "-" and cores_shared(r, cores, one_box):
             ovl, shared = ovl + SHARED_MARK, True
-        rows.append({"workload": r["workload"], "network": str(r.get("network") or "-").removeprefix("emulated-"),
+        rows.append({"workload": r["workload"], "network": str(r.get("network") or "-"),
                      "scheme": scheme, "N": int(r["workers"]),
                      "X/s (±95% CI)": f"{_f(r.get('throughput_median'), '.1f')} ±{_f(half, '.1f')}" if okay
                      else r["status"],
@@ -89,7 +89,8 @@ def summary_table(summary: pd.DataFrame, env: pd.DataFrame | None = None) -> tup
     caption = []
     for col in ("workload", "network", "N"):
         if len(df) > 1 and df[col].nunique() == 1:
-            caption.append(f"{col}: {df[col].iloc[0]}")
+            if df[col].iloc[0] != "loopback":  # one box, the default: nothing to say
+                caption.append(f"{col}: {df[col].iloc[0]}")
             df = df.drop(columns=col)
     head = ("X = median throughput over iterations; ± = half width of the 95% CI of the mean; CV of the "
             "iteration time; eff. = X_N/(N·X₁); exp. ms = exposed communication (median iteration - 1-worker "

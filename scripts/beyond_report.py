@@ -3,7 +3,8 @@ bytescheduler-a2a, measured on the emulated testbed (sweeps/testbed-beyond.yaml)
 numbers beside the measured ones. The prediction is scripts/testbed_validation.py's (same inputs, same
 three compute variants), for these five methods.
 
-As root, on a quiet machine (about 35 minutes in all; the sweep is 24 cells of ~50 s each):
+As root, on a quiet machine (about 30 minutes in all: the sweep's 24 cells take ~45 s each, the
+commbench runs ~1 minute each, the profiles a few minutes):
     ddlbench sweep sweeps/testbed-beyond.yaml --output /tmp/beyond --no-progress
     ddlbench testbed up --hosts 2 --rate 200mbit
     ddlbench commbench --testbed --workers 2 --min-size 4K --max-size 32M --output /tmp/cb-200mbit
@@ -42,12 +43,14 @@ def side_by_side(t: pd.DataFrame) -> list[str]:
     for (workload, rate), g in t.groupby(["workload", "rate_mbit"]):
         g = g.sort_values("measured_iter_s")
         lines += [f"### {workload}, {rate:g} Mbit/s", "",
-                  "| method | measured ms | predicted ms | signed error % | measured vs ddp |", "|---|---:|---:|---:|---:|"]
+                  "| method | measured ms | predicted ms | signed error % | measured vs ddp |",
+                  "|---|---:|---:|---:|---:|"]
         ddp = g.loc[g["scheme"] == "ddp", "measured_iter_s"]
         base = float(ddp.iloc[0]) if len(ddp) else float("nan")
         for r in g.itertuples():
+            vs = f"{r.measured_iter_s / base:.2f}x" if base == base else "-"  # no ddp cell: no ratio
             lines.append(f"| {r.scheme} | {r.measured_iter_s * 1e3:.1f} | {r.predicted_iter_s * 1e3:.1f} | "
-                         f"{r.signed_error_pct:+.1f} | {r.measured_iter_s / base:.2f}x |")
+                         f"{r.signed_error_pct:+.1f} | {vs} |")
         lines.append("")
     return lines
 

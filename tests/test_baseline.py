@@ -182,3 +182,12 @@ def test_environment_records_the_load_at_start_and_end(tmp_path):
     env = pd.read_parquet(tmp_path / "environment.parquet")
     assert {"load_5m_end", "others_cores_end", "others_end"} <= set(env.columns)
     assert env["others_cores_end"].iloc[0] >= 0
+
+
+def test_the_end_of_a_run_warns_about_a_busy_machine(tmp_path, capsys):
+    from harness.commands.show import finish_run
+
+    fake_run(tmp_path / "busy", env=BUSY)
+    assert finish_run(tmp_path / "busy") == 1  # its failed cell; the warning does not change the status
+    err = capsys.readouterr().err
+    assert "warning: run busy was measured on a busy machine" in err and "1.35 cores at the start" in err

@@ -75,7 +75,8 @@ def summary_table(summary: pd.DataFrame, env: pd.DataFrame | None = None) -> tup
         if pd.notna(r.get("servers")) and r.get("servers") and int(r["servers"]):
             scheme += f" S={int(r['servers'])}"
         okay = r["status"] == "ok"
-        half = (r.get("throughput_ci95_high") - r.get("throughput_ci95_low")) / 2 if okay else None
+        lo, hi = pd.to_numeric(pd.Series([r.get("throughput_ci95_low"), r.get("throughput_ci95_high")]))
+        half = (hi - lo) / 2 if okay else None  # NaN when the row has no CI: printed "-"
         ovl = _f(r.get("overlap_ratio"), ".2f")
         if okay and ovl != "-" and cores_shared(r, cores, one_box):
             ovl, shared = ovl + SHARED_MARK, True

@@ -384,3 +384,27 @@ def test_report_warns_about_a_run_measured_on_a_busy_machine(tmp_path):
     assert "Warning: run synth was measured on a busy machine: other processes used 1.20 cores at the start " \
            "(pytest[99] 1.20 core)" in md
     assert "| machine | busy: other processes used 1.20 cores" in md
+
+
+def test_the_showcase_sweeps_cover_the_studys_axes():
+    """sweeps/showcase-*.yaml (scripts/showcase.sh): every method, DDP, ZeRO-2 and Horovod, a high- and a
+    low-intensity workload, a slow and a fast link, 2 and 3 emulated hosts, one worker per host."""
+    from harness.sweep import load_sweep
+    from harness.testbed.sweep import parse_testbed, testbed_cells
+
+    root = Path(__file__).resolve().parents[1]
+    cells = []
+    for part in ("resnet50", "bert", "horovod-resnet50", "horovod-bert"):
+        cfg = load_sweep(root / "sweeps" / f"showcase-{part}.yaml")
+        spec, profiles = parse_testbed(cfg.testbed, cfg.networks, cfg.network)
+        cells += testbed_cells(cfg, spec, profiles)
+    methods = {(c.scheme, c.backend) for c in cells if c.scheme != "local"}
+    assert methods == {(s, "torch") for s in ("ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps",
+                                              "wfbp-ps", "bytescheduler-ps")} | {("zero2", "deepspeed"),
+                                                                                  ("horovod", "horovod")}
+    for m in methods:  # each on both workloads, both links, 2 and 3 hosts
+        got = {(c.workload, c.network_rate_mbit, c.workers, c.nodes) for c in cells if (c.scheme, c.backend) == m}
+        assert got == {(w, r, n, n) for w in ("resnet50-tiny", "bert-base-tiny") for r in (200.0, 2000.0)
+                       for n in (2, 3)}, m
+    assert {c.batch for c in cells if c.workload == "resnet50-tiny"} == {64}  # the study's ResNet-50 batch
+    assert len(cells) == 84 and all(c.iters >= 10 for c in cells)

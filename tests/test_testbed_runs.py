@@ -236,3 +236,42 @@ def test_down_leaves_no_namespace_link_or_process(clean_machine):
         except OSError:
             pass  # the process ended meanwhile
     assert inside == [] and netns.status() is None and not os.path.exists(state.STATE_PATH)
+
+
+# -- Horovod on placed ranks (nobody runs horovodrun there: harness/backends/horovod/placed.py) -----------
+
+def test_horovod_slot_variables_follow_the_real_hosts():
+    from harness.backends.horovod.placed import slot_envs
+
+    slots, envs = slot_envs([0, 1, 0])  # round-robin: 3 workers on 2 hosts
+    assert slots == "host0:2,host1:1"
+    got = [(e["HOROVOD_RANK"], e["HOROVOD_HOSTNAME"], e["HOROVOD_LOCAL_RANK"], e["HOROVOD_LOCAL_SIZE"],
+            e["HOROVOD_CROSS_RANK"], e["HOROVOD_CROSS_SIZE"]) for e in envs]
+    assert got == [("0", "host0", "0", "2", "0", "2"), ("1", "host1", "0", "1", "1", "2"),
+                   ("2", "host0", "1", "2", "0", "1")]
+
+
+@pytest.mark.root
+def test_horovod_runs_across_two_hosts_losslessly(clean_machine, tmp_path, monkeypatch):
+    """2 hosts x 2 workers: Horovod's rendezvous on host 0, its ranks in their hosts, parameters equal on
+    every rank and to single-process training, and the gradient crossed the shaped link."""
+    import torch
+    from tests.test_lossless import STEPS, SMALL, check, reference
+
+    monkeypatch.setenv("DDLBENCH_STEPS", str(STEPS))
+    monkeypatch.setenv("DDLBENCH_DUMP_PARAMS", "1")
+    wl = "bert-base-tiny"
+    cfg = sweep_from_dict({"name": "hvd", "testbed": {"hosts": 2, "rate": "1gbit"}, "workloads": [wl],
+                           "schemes": ["horovod"], "backends": ["horovod"], "workers": [4],
+                           "baseline": False, "device": "cpu", "timeout_s": 300, **SMALL[wl]})
+    run_dir = run_on_testbed(cfg, tmp_path / "hvd", progress=False)
+    s = _summary(run_dir)
+    assert (s["status"] == "ok").all(), _failures(s)
+    r = s.iloc[0]
+    assert r["nodes"] == 2 and r["workers_per_node"] == 2
+    cell_dir = run_dir / "cells" / r["cell_id"]
+    assert _result(run_dir, r["cell_id"])["dist"]["rank_hosts"] == ["ddlb-h0", "ddlb-h1", "ddlb-h0", "ddlb-h1"]
+    check([torch.load(cell_dir / f"params.rank{k}.pt") for k in range(4)],
+          reference(wl, 4, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS), wl)
+    assert r["net_main_iface"] == "ddlb-eth0" and r["net_bytes_per_iter"] >= r["grad_bytes"], \
+        (r["net_main_iface"], r["net_bytes_per_iter"], r["grad_bytes"])

@@ -155,6 +155,10 @@ class BackendEntry:
     srun_session: Callable[[SrunContext], Any] = contextlib.nullcontext
     """(SrunContext) -> a context manager around the steps, yielding the context to plan with (Horovod
     starts its rendezvous server here); default: nothing to start."""
+    placed_session: Callable[[Any, Any], Any] = lambda cell, placement: contextlib.nullcontext(placement)
+    """(cell, Placement) -> a context manager around a cell whose ranks ddlbench spawns on placed hosts (the
+    testbed), yielding the Placement to launch with (Horovod starts its rendezvous server on rank 0's host
+    and adds the slot variables horovodrun would set); default: the placement as it is."""
     srun_variant: Callable[[Mapping[str, str]], str | None] = lambda environ: None
     """(environment) -> the launch variant the user chose for srun (None = the backend's default)."""
     task_envs: dict = field(default_factory=dict)

@@ -26,6 +26,7 @@ import torch
 import yaml
 
 from harness.atomic import write_json_atomic
+from harness.backends import BACKENDS
 from harness.cell import CellSpec, resolve
 from harness.errors import UserError
 from harness.execute import run_cells
@@ -182,7 +183,9 @@ class TestbedLauncher:
 
     def __call__(self, cell: CellSpec, cell_dir: Path, placement: Placement | None = None) -> Path:
         state = self.testbed_for(cell)
-        result = launch_cell(cell, cell_dir, pl.testbed_placement(cell, state, self.policy))
+        placement = pl.testbed_placement(cell, state, self.policy)
+        with BACKENDS.get(cell.backend).placed_session(cell, placement) as placement:
+            result = launch_cell(cell, cell_dir, placement)
         _record_placement(result, cell, pl.describe(cell, state, self.policy))
         return result
 

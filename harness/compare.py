@@ -27,7 +27,11 @@ from scipy import stats as st
 from harness.errors import UserError
 
 MATCH_KEYS = ("workload", "scheme", "backend", "workers", "servers", "batch_per_worker", "seq_len",
-              "knobs_json", "network")
+              "knobs_json", "network", "dtype", "server_hosts")
+KEY_DEFAULTS = {"dtype": "fp32", "server_hosts": None}
+"""What a run recorded before a key existed means: every earlier run was fp32, and placed its servers by
+the rule `auto` now names (an empty value: a cell without servers). `auto` is what a cell that failed
+before its placement was decided records; `_pair_placement` matches it to the placed cell."""
 
 STATUSES = ("worse", "failed", "improved", "same", "new", "incomparable")
 """Every status a compared cell can get; `worse` and `failed` fail the gate (exit status 1)."""
@@ -65,7 +69,11 @@ def _norm(v):
 
 def cell_key(row) -> tuple:
     """The identity of a cell across runs: its axis values (MATCH_KEYS), normalised."""
-    return tuple(_norm(row.get(k)) for k in MATCH_KEYS)
+    key = []
+    for k in MATCH_KEYS:
+        v = _norm(row.get(k))
+        key.append(KEY_DEFAULTS.get(k) if (v is None or v in ("", "auto")) and k in KEY_DEFAULTS else v)
+    return tuple(key)
 
 
 def cell_label(row, with_knobs: bool = True) -> str:
@@ -177,11 +185,27 @@ def _index(summary: pd.DataFrame, side: str) -> dict[tuple, pd.Series]:
     return rows
 
 
+def _pair_placement(idx: dict, other: dict) -> dict:
+    """Keys of `idx` whose server placement is unknown (the cell failed before it was placed) take the
+    placement of the one cell of `other` that matches them in every other axis."""
+    where = MATCH_KEYS.index("server_hosts")
+    out = {}
+    for key, row in idx.items():
+        if key[where] is None and key not in other:
+            twins = [k for k in other if k[:where] + k[where + 1:] == key[:where] + key[where + 1:]]
+            if len(twins) == 1 and twins[0] not in idx:
+                key = twins[0]
+        out[key] = row
+    return out
+
+
 def compare_runs(base_summary: pd.DataFrame, base_raw: pd.DataFrame, cur_summary: pd.DataFrame,
                  cur_raw: pd.DataFrame, cfg: GateConfig = GateConfig()) -> pd.DataFrame:
     """One row per cell of either run: status, medians, ratio (current / baseline), p-value."""
     base_s, cur_s = _measured(base_summary), _measured(cur_summary)
     base_idx, cur_idx = _index(base_s, "baseline"), _index(cur_s, "current run")
+    cur_idx = _pair_placement(cur_idx, base_idx)
+    base_idx = _pair_placement(base_idx, cur_idx)
     base_x = iteration_throughputs(base_s, base_raw)
     cur_x = iteration_throughputs(cur_s, cur_raw)
     rows = []

@@ -97,7 +97,8 @@ def with_series(summary: pd.DataFrame) -> pd.DataFrame:
     backend = df["backend"].fillna("torch") if "backend" in df else pd.Series("torch", index=df.index)
     df["series"] = [str(s) if b == "torch" else f"{s}/{b}" for s, b in zip(df["scheme"], backend)]
     group = [c for c in ("workload", "network", "source", "series", "workers") if c in df]
-    for col, fmt in (("servers", lambda v: f" S={int(v)}" if pd.notna(v) else ""),
+    for col, fmt in (("dtype", lambda v: f" {v}" if pd.notna(v) else ""),
+                     ("servers", lambda v: f" S={int(v)}" if pd.notna(v) else ""),
                      ("knobs_json", lambda v: f" {v}")):
         if col not in df:
             continue

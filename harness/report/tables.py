@@ -22,7 +22,7 @@ def _f(v, spec: str, scale: float = 1.0) -> str:
 def _sorted(s: pd.DataFrame) -> pd.DataFrame:
     rank = {n: i for i, n in enumerate(schemes(s, include_local=True))}
     s = s.assign(_o=s["scheme"].map(rank).fillna(99))
-    keys = [k for k in ("workload", "network", "_o", "backend", "workers", "cell_id") if k in s]
+    keys = [k for k in ("workload", "network", "dtype", "_o", "backend", "workers", "cell_id") if k in s]
     return s.sort_values(keys).drop(columns="_o")
 
 
@@ -74,6 +74,8 @@ def summary_table(summary: pd.DataFrame, env: pd.DataFrame | None = None) -> tup
         scheme = r["scheme"] + ("" if r.get("backend") in (None, "torch") else f"/{r['backend']}")
         if pd.notna(r.get("servers")) and r.get("servers") and int(r["servers"]):
             scheme += f" S={int(r['servers'])}"
+        if isinstance(r.get("dtype"), str) and r["dtype"] not in ("", "fp32"):
+            scheme += f" {r['dtype']}"
         okay = r["status"] == "ok"
         lo, hi = pd.to_numeric(pd.Series([r.get("throughput_ci95_low"), r.get("throughput_ci95_high")]))
         half = (hi - lo) / 2 if okay else None  # NaN when the row has no CI: printed "-"

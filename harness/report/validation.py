@@ -21,6 +21,8 @@ def validate(predicted: pd.DataFrame, measured: pd.DataFrame, keys: list[str] | 
     if ("network" not in keys and "network" in predicted and "network" in measured
             and set(predicted["network"]) & set(measured["network"])):
         keys.append("network")  # same labels on both sides: a cell is predicted for its own network
+    if "dtype" not in keys and "dtype" in predicted and "dtype" in measured:
+        keys.append("dtype")  # a bf16 measurement is never matched to an fp32 prediction
     m = measured[(measured.get("status", "ok") == "ok")] if "status" in measured else measured
     m = m[m.get("source", "measured") != "predicted"] if "source" in m else m
     joined = match_predicted(predicted, m, keys, ["iter_s_median", "throughput_median"])

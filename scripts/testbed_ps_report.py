@@ -70,6 +70,7 @@ def link_rows(run_dir: Path) -> pd.DataFrame:
                 "rx_grads": rx / grad, "tx_grads": tx / grad, "expected_grads_each_way": expected_gradients(r),
                 "throughput_median": r["throughput_median"], "iter_s_median": r["iter_s_median"],
                 "samples": r["samples"], "nodes": r["nodes"], "workers_per_node": r["workers_per_node"],
+                "rate_mbit": r["network_rate_mbit"],
             })
     if not out:
         raise UserError(f"{run_dir} has no ok cell with interface counters: run the sweep on the testbed first")
@@ -81,6 +82,24 @@ def link_rows(run_dir: Path) -> pd.DataFrame:
 
 def _fmt(v, digits=2):
     return "" if v is None or (isinstance(v, float) and pd.isna(v)) else (f"{v:.{digits}f}" if isinstance(v, float) else str(v))
+
+
+def busiest_links(df: pd.DataFrame) -> pd.DataFrame:
+    """Per cell: the link that carries the most bytes in one direction per iteration (a worker host's,
+    measured, or the dedicated server host's, inferred as the sum of what the worker hosts send) and the
+    time those bytes take at the link's rate: a lower bound of the iteration. Pure."""
+    rows = []
+    for (net, scheme, lr), g in df.groupby(["network", "scheme", "local_reduce"], sort=False):
+        worker = float(g[["rx_mb_per_iter", "tx_mb_per_iter"]].to_numpy().max())
+        link, mb = "worker host", worker
+        if str(scheme).endswith("-ps") and (g["server_hosts"] == "dedicated").all():
+            server = float(g["tx_mb_per_iter"].sum())
+            if server > worker:
+                link, mb = "server host (inferred)", server
+        rate = float(g["rate_mbit"].iloc[0])
+        rows.append({"network": net, "scheme": scheme, "local_reduce": lr, "link": link, "mb": mb,
+                     "bound_s": mb * MB * 8 / (rate * 1e6), "iter_s": float(g["iter_s_median"].iloc[0])})
+    return pd.DataFrame(rows)
 
 
 def markdown(df: pd.DataFrame, run_dir: Path) -> str:
@@ -101,6 +120,20 @@ def markdown(df: pd.DataFrame, run_dir: Path) -> str:
             r.network, r.scheme, _fmt(r.local_reduce), _fmt(r.server_hosts), r.host, _fmt(r.rx_mb_per_iter),
             _fmt(r.tx_mb_per_iter), _fmt(r.rx_grads), _fmt(r.tx_grads), _fmt(r.expected_grads_each_way, 0),
             _fmt(r.throughput_median), _fmt(r.iter_s_median, 3)]) + " |")
+    lines += ["", "## The busiest link", "",
+              "An iteration cannot be shorter than the time its busiest link needs for its bytes. A worker host's",
+              "link is measured above. The dedicated server host's link is inferred from those counters: every",
+              "byte a worker host sends to the servers arrives there, so it receives the worker hosts' sent bytes",
+              "(servers do not read counters). One server host serves every worker host: with local reduce it",
+              "takes one gradient per worker host each way, so at 2 worker hosts it carries twice what a worker",
+              "link does, and the hierarchical PS is bound by it, while a ring all-reduce's busiest link carries",
+              "2(N-1)/N = 1.5 gradients at N = 4. The study gave the servers as many hosts as the workers had",
+              "NICs' worth of traffic (one server host per 4 GPUs, docs/ARCHITECTURE.md \"Server placement\").", ""]
+    lines += ["| network | scheme | local_reduce | busiest link | MB each way | its time at the link rate, s "
+              "| measured iter s |", "|---|---|---|---|---|---|---|"]
+    for r in busiest_links(df).itertuples():
+        lines.append(f"| {r.network} | {r.scheme} | {_fmt(r.local_reduce)} | {r.link} | {r.mb:.1f} | "
+                     f"{r.bound_s:.3f} | {r.iter_s:.3f} |")
     few = int(df["samples"].min())
     if few < 5:
         lines += ["", f"Only {few} measured iteration(s) per cell: a smoke run, not a measurement."]

@@ -28,8 +28,11 @@ TCP_MESSAGE_S = 20e-6
 TCP_MESSAGE_SOURCE = (
     "measured, not from a datasheet: `python scripts/tcp_message_cost.py` (64-byte messages, TCP_NODELAY, "
     "loopback: no NIC and no wire, so what remains is the stack) on the development VM, 2026-11-23: min "
-    "20.1 us one way over 5 x 20000 round trips, load ~3 on 2 shared cores; an upper bound for a C "
-    "transport (the caller is Python, and wake-ups waited for a core): re-measure on a quiet machine")
+    "20.1 us one way over 5 x 20000 round trips with both cores busy (load ~3); on the quiet machine "
+    "30.7 and 33.5 us (load 1.6 and 0.7), where the receiver sleeps between messages and each message "
+    "pays its wake-up. NCCL's socket transport polls from proxy threads (no sleep between messages), so "
+    "the busy-core figure is kept as the closer one; the spread 20-34 us is this value's uncertainty, "
+    "and both are upper bounds for a C transport (the caller is Python)")
 
 HOST_PCIE = Link(
     "pcie3-x16-host", 96.0, 2e-6,

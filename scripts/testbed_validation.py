@@ -177,12 +177,17 @@ def predict_runs(runs: list, commbench: list[Path], profiles: list[Path],
                                 f"profile {workload} --batch {batch} --concurrent {conc}`")
         local = measured[(measured["scheme"] == "local") & (measured["workload"] == workload)
                          & (measured["network"] == net) & (measured["status"] == "ok")]
-        keys = KEYS + (["knob_local_reduce"] if "knob_local_reduce" in g else [])
+        sets = _knob_sets(g)
+        # local_reduce identifies a cell only where PS cells are predicted per value of it
+        keys = KEYS + (["knob_local_reduce"] if any(knobs for _, knobs in sets) else [])
         for variant in VARIANTS:
             model = _compute(variant, prof, workload, int(workers), batch, local, net)
             pred = pd.concat([predict_rows([model], [network], [nodes], per_node, methods, servers=servers,
                                            knobs=knobs, run_id=f"testbed-{variant}", server_hosts=where)
-                              for methods, knobs in _knob_sets(g)], ignore_index=True)
+                              for methods, knobs in sets], ignore_index=True)
+            for k in keys:  # seq_len is None in an image workload's predicted rows, NaN in its measured
+                if k in pred and k in g and pd.api.types.is_numeric_dtype(g[k]):
+                    pred[k] = pd.to_numeric(pred[k])
             v = validate(pred, g, keys)
             v["hosts"] = nodes
             v["workers_per_host"] = per_node
@@ -202,8 +207,13 @@ def predict_runs(runs: list, commbench: list[Path], profiles: list[Path],
 
 def _column(v: pd.DataFrame, rows: pd.DataFrame, keys: list[str], col: str):
     """`col` of the row of `rows` that matches each validated cell on `keys`."""
-    right = rows[[k for k in keys if k in rows] + [col]].drop_duplicates([k for k in keys if k in rows])
-    return v[[k for k in keys if k in rows]].merge(right, how="left")[col].values
+    on = [k for k in keys if k in rows]
+    right = rows[on + [col]].drop_duplicates(on)
+    left = v[on].copy()
+    for k in on:  # seq_len: NaN (float) for an image workload on one side, None (object) on the other
+        if pd.api.types.is_numeric_dtype(left[k]) != pd.api.types.is_numeric_dtype(right[k]):
+            left[k], right[k] = pd.to_numeric(left[k]), pd.to_numeric(right[k])
+    return left.merge(right, how="left")[col].values
 
 
 def _compute(variant: str, prof: dict, workload: str, workers: int, batch: int, local: pd.DataFrame, net):

@@ -137,7 +137,9 @@ ENV_FIELDS = ["run_id", "created_utc", "fingerprint", "git_commit", "python", "t
 
 def environment_table(env: pd.DataFrame) -> pd.DataFrame:
     """Fields as rows, one column per run (versions, devices, hosts, fingerprint)."""
-    extra = [c for c in env.columns if c not in ENV_FIELDS and c not in ("schema_version", "run")]
+    # where the package sat on the measuring machine is recorded in environment.parquet, not shown: a
+    # report is committed and shared, and a machine path says nothing about the numbers
+    extra = [c for c in env.columns if c not in ENV_FIELDS and c not in ("schema_version", "run", "package_path")]
     fields = [f for f in ENV_FIELDS if f in env] + extra
     out = {"field": ["machine"] + fields}
     for i, (_, r) in enumerate(env.iterrows()):

@@ -25,6 +25,11 @@ def validate(predicted: pd.DataFrame, measured: pd.DataFrame, keys: list[str] | 
         keys.append("dtype")  # a bf16 measurement is never matched to an fp32 prediction
     m = measured[(measured.get("status", "ok") == "ok")] if "status" in measured else measured
     m = m[m.get("source", "measured") != "predicted"] if "source" in m else m
+    predicted, m = predicted.copy(), m.copy()
+    for k in keys:  # a key numeric on one side (seq_len NaN for images) is numeric on both
+        if k in predicted and k in m and (pd.api.types.is_numeric_dtype(predicted[k])
+                                          != pd.api.types.is_numeric_dtype(m[k])):
+            predicted[k], m[k] = pd.to_numeric(predicted[k]), pd.to_numeric(m[k])
     joined = match_predicted(predicted, m, keys, ["iter_s_median", "throughput_median"])
     out = pd.DataFrame({k: joined[k] for k in keys})
     out["predicted_iter_s"] = joined["iter_s_median_predicted"]

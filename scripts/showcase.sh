@@ -1,7 +1,7 @@
 #!/bin/sh
 # The showcase: the study's two findings measured on the emulated testbed, rendered into reports/showcase/.
 #
-#   scripts/showcase.sh                                   # 84 cells, about 30-40 min on 2 cores; root (testbed)
+#   scripts/showcase.sh                                   # 100 cells, about 40-50 min on 2 cores; root (testbed)
 #   rm -rf results/showcase-* && scripts/showcase.sh      # measure everything again
 #
 # Run it on a quiet machine (no test suite, no other sweep): each run records the load it saw, and the

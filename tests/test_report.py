@@ -400,11 +400,11 @@ def test_the_showcase_sweeps_cover_the_studys_axes():
         cells += testbed_cells(cfg, spec, profiles)
     methods = {(c.scheme, c.backend) for c in cells if c.scheme != "local"}
     assert methods == {(s, "torch") for s in ("ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps",
-                                              "wfbp-ps", "bytescheduler-ps")} | {("zero2", "deepspeed"),
+                                              "wfbp-ps", "bytescheduler-ps", "dear", "fsdp")} | {("zero2", "deepspeed"),
                                                                                   ("horovod", "horovod")}
     for m in methods:  # each on both workloads, both links, 2 and 3 hosts
         got = {(c.workload, c.network_rate_mbit, c.workers, c.nodes) for c in cells if (c.scheme, c.backend) == m}
         assert got == {(w, r, n, n) for w in ("resnet50-tiny", "bert-base-tiny") for r in (200.0, 2000.0)
                        for n in (2, 3)}, m
     assert {c.batch for c in cells if c.workload == "resnet50-tiny"} == {64}  # the study's ResNet-50 batch
-    assert len(cells) == 84 and all(c.iters >= 10 for c in cells)
+    assert len(cells) == 100 and all(c.iters >= 10 for c in cells)

@@ -70,7 +70,7 @@ def link_rows(run_dir: Path) -> pd.DataFrame:
                 "rx_grads": rx / grad, "tx_grads": tx / grad, "expected_grads_each_way": expected_gradients(r),
                 "throughput_median": r["throughput_median"], "iter_s_median": r["iter_s_median"],
                 "samples": r["samples"], "nodes": r["nodes"], "workers_per_node": r["workers_per_node"],
-                "rate_mbit": r["network_rate_mbit"],
+                "rate_mbit": r.get("network_rate_mbit"),
             })
     if not out:
         raise UserError(f"{run_dir} has no ok cell with interface counters: run the sweep on the testbed first")
@@ -96,7 +96,7 @@ def busiest_links(df: pd.DataFrame) -> pd.DataFrame:
             server = float(g["tx_mb_per_iter"].sum())
             if server > worker:
                 link, mb = "server host (inferred)", server
-        rate = float(g["rate_mbit"].iloc[0])
+        rate = pd.to_numeric(g["rate_mbit"], errors="coerce").iloc[0]  # NaN: rate unknown, no bound
         rows.append({"network": net, "scheme": scheme, "local_reduce": lr, "link": link, "mb": mb,
                      "bound_s": mb * MB * 8 / (rate * 1e6), "iter_s": float(g["iter_s_median"].iloc[0])})
     return pd.DataFrame(rows)

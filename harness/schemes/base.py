@@ -142,6 +142,15 @@ class Scheme:
         return w
 
     # --- helpers for subclasses ---------------------------------------------------------------
+    def pre_hook_applying(self, j: int):
+        """A forward pre-hook for layer j of a scheme that defers its update to the next forward (dear,
+        bytescheduler): if `self.applied[j]` is still False, call `self._apply(j)` (the subclass defines
+        both) before the layer runs."""
+        def pre_hook(_module, _args):
+            if not self.applied[j]:
+                self._apply(j)
+        return pre_hook
+
     def grad_of(self, p: torch.nn.Parameter) -> torch.Tensor:
         if p.grad is None:  # an unused parameter still takes part, or ranks would disagree
             p.grad = torch.zeros_like(p)

@@ -74,7 +74,7 @@ class ByteSchedulerEngine(Scheme):
         if self.use_ps:
             self.ctx.transport.declare_keys([(pt.key, pt.numel) for pt in self.parts])
         for j, (mod, _) in enumerate(self.owned):
-            mod.register_forward_pre_hook(self._make_pre_hook(j))
+            mod.register_forward_pre_hook(self.pre_hook_applying(j))
         for i, p in enumerate(self.params):
             p.register_post_accumulate_grad_hook(self._make_grad_hook(i))
         self.round: _Round | None = None
@@ -101,12 +101,6 @@ class ByteSchedulerEngine(Scheme):
                     r.ready[k] = 1
                 self.cond.notify()
         return hook
-
-    def _make_pre_hook(self, j: int):
-        def pre_hook(_module, _args):
-            if not self.applied[j]:
-                self._apply(j)
-        return pre_hook
 
     def _apply(self, j: int) -> None:
         """Wait for layer j's partitions of the last round, average, update, zero its gradients."""

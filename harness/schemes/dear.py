@@ -81,7 +81,7 @@ class DeAR(Scheme):
         self.reduces: list = [None] * len(self.groups)
         self._ready = [False] * len(self.params)
         for j, (_, mod, _) in enumerate(own):
-            mod.register_forward_pre_hook(self._make_pre_hook(j))
+            mod.register_forward_pre_hook(self.pre_hook_applying(j))
         for i, p in enumerate(self.params):
             p.register_post_accumulate_grad_hook(self._make_grad_hook(i))
         self.plan.update(buckets=len(self.groups), layers=len(self.layers),
@@ -131,12 +131,6 @@ class DeAR(Scheme):
         pass  # each layer steps in its forward pre-hook of the next iteration
 
     # --- next forward: all-gather, update ---------------------------------------------------------
-    def _make_pre_hook(self, j: int):
-        def pre_hook(_module, _args):
-            if not self.applied[j]:
-                self._apply(j)
-        return pre_hook
-
     def _apply(self, j: int) -> None:
         g = self.group_of_layer[j]
         h = self.gathers[g]

@@ -79,6 +79,7 @@ def _iterations(cell: CellSpec, scheme) -> tuple[int, int]:
 
 
 def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
+    precision = set_precision(cell)  # once, before anything computes; the result records these flags
     entry = SCHEMES.get(cell.scheme)
     backend = BACKENDS.get(cell.backend)
     if env.rank >= cell.workers:  # a parameter server
@@ -118,9 +119,9 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
     if tracer is not None:
         tracer.write(transport, out, cell.cell_id)
     plan = {**scheme.describe(), **(transport.describe() if transport is not None else {}),
-            **precision_plan(cell, scheme, device)}
+            **precision_plan(cell, entry, scheme, device)}
     result = None if env.rank != 0 else _result(cell, env, entry, scheme, backend, facts, gathered, plan,
-                                                warmup, iters)
+                                                precision, warmup, iters)
     if result is not None:  # before the group is torn down: NCCL's teardown can hang
         write_json_atomic(out / "result.json", result)
     scheme.shutdown()
@@ -140,17 +141,17 @@ def set_precision(cell: CellSpec) -> dict:
             "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
 
 
-def precision_plan(cell: CellSpec, scheme, device: torch.device) -> dict:
+def precision_plan(cell: CellSpec, entry, scheme, device: torch.device) -> dict:
     """How the cell's dtype was applied, for the row's plan (docs/ARCHITECTURE.md, "Precision"): the
     dtype, what ran the low-precision compute (torch.autocast on the device, or the scheme's framework
-    itself), and the dtype gradients were reduced in."""
+    itself), and the dtype gradients were reduced in. `entry` is the scheme's registry entry."""
     if cell.dtype == "fp32":
         compute = "fp32"
     elif scheme.native_precision:
         compute = f"{scheme.name}'s own {cell.dtype} mode"
     else:
         compute = f"torch.autocast({device.type}, {DTYPES[cell.dtype]}) over forward+loss, fp32 parameters"
-    reduced = scheme.reduce_dtype() if SCHEMES.get(cell.scheme).communicates else ""  # local reduces nothing
+    reduced = scheme.reduce_dtype() if entry.communicates else ""  # local reduces nothing
     return {"dtype": cell.dtype, "precision": compute, "reduce_dtype": reduced}
 
 
@@ -161,13 +162,13 @@ def _net_bytes(before: dict, after: dict, iterations: int) -> dict:
     return {name: [rx / iterations, tx / iterations] for name, (rx, tx) in delta.items() if rx or tx}
 
 
-def _result(cell, env, entry, scheme, backend, facts, gathered, plan, warmup, iters) -> dict:
+def _result(cell, env, entry, scheme, backend, facts, gathered, plan, precision, warmup, iters) -> dict:
     return {
         "cell": json.loads(cell.to_json()),
         "ranks": gathered,
         "facts": {**facts, "comm_bytes_per_iter": scheme.comm_bytes_per_iter() if entry.communicates else 0,
                   "gpu_models": gpu_models(r.get("device_name", "") for r in gathered),  # every rank's GPU
-                  **set_precision(cell)},
+                  **precision},
         "plan": plan,
         "versions": backend.versions(),
         "dist": {"source": env.source, "nodes": env.nodes, "local_world_size": env.local_world_size,
@@ -184,7 +185,6 @@ def main(argv: list[str] | None = None) -> int:
     cell = CellSpec.from_json(Path(a.cell).read_text())
     if cell.device == "cpu":
         torch.set_num_threads(cell.threads)
-    set_precision(cell)
     env = from_environ()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,6 @@ and profiles of both workloads at batch 8 with --concurrent 1 and 2.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -82,13 +81,10 @@ def render(runs: list[Path], commbench: list[Path], profiles: list[Path], out: P
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python scripts/beyond_report.py")
-    ap.add_argument("--run", type=Path, action="append", required=True, help="run holding the methods (the showcase's, or sweeps/testbed-beyond.yaml's)")
-    ap.add_argument("--commbench", type=Path, action="append", required=True,
-                    help="`ddlbench commbench --testbed` run directory (one per link rate)")
-    ap.add_argument("--profile", type=Path, action="append", required=True,
-                    help="`ddlbench profile` table (--concurrent 1 and 2, per workload)")
-    ap.add_argument("--out", type=Path, required=True)
+    ap = testbed_validation.report_parser(
+        "python scripts/beyond_report.py", "run holding the methods (the showcase's, or sweeps/testbed-beyond.yaml's)",
+        "`ddlbench commbench --testbed` run directory (one per link rate)",
+        "`ddlbench profile` table (--concurrent 1 and 2, per workload)")
     a = ap.parse_args(argv)
     try:
         tables = render(a.run, a.commbench, a.profile, a.out)

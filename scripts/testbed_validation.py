@@ -261,17 +261,25 @@ def run(runs, commbench, profiles, out: Path, intra_commbench=None) -> dict[str,
     return tables
 
 
+def report_parser(prog: str, run_help: str, commbench_help: str, profile_help: str) -> argparse.ArgumentParser:
+    """The arguments of a predicted-beside-measured report (this script, scripts/beyond_report.py): the
+    measured runs, the commbench runs and profiles the prediction is made from, the report directory.
+    The help texts say which runs and tables the calling script needs."""
+    ap = argparse.ArgumentParser(prog=prog)
+    ap.add_argument("--run", type=Path, action="append", required=True, help=run_help)
+    ap.add_argument("--commbench", type=Path, action="append", required=True, help=commbench_help)
+    ap.add_argument("--profile", type=Path, action="append", required=True, help=profile_help)
+    ap.add_argument("--out", type=Path, required=True, help="report directory")
+    return ap
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python scripts/testbed_validation.py")
-    ap.add_argument("--run", type=Path, action="append", required=True, help="testbed sweep run directory")
-    ap.add_argument("--commbench", type=Path, action="append", required=True,
-                    help="`ddlbench commbench --testbed` run directory (one per hosts x rate)")
-    ap.add_argument("--profile", type=Path, action="append", required=True,
-                    help="`ddlbench profile` table (alone, and --concurrent N for N hosts)")
+    ap = report_parser("python scripts/testbed_validation.py", "testbed sweep run directory",
+                       "`ddlbench commbench --testbed` run directory (one per hosts x rate)",
+                       "`ddlbench profile` table (alone, and --concurrent N for N hosts)")
     ap.add_argument("--intra-commbench", type=Path, action="append",
                     help="`ddlbench commbench --workers 2` on loopback: the link between ranks on one host "
                          "(needed for cells with more than one worker per host)")
-    ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
     try:
         tables = run(a.run, a.commbench, a.profile, a.out, a.intra_commbench)

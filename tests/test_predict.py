@@ -511,3 +511,14 @@ def test_testbed_validation_predicts_the_hierarchical_ps_at_2_hosts_x_2_workers(
     with pytest.raises(UserError, match="intra-commbench"):  # 2 workers per host need the link inside a host
         tv.predict_runs([measured], [d / "commbench-2host-200mbit"],
                         [d / "profile-bert-base-tiny-c1.parquet", tmp_path / "profile-c4.parquet"])
+
+
+def test_testbed_reports_take_the_same_arguments(capsys):
+    """scripts/testbed_validation.py and scripts/beyond_report.py build their command lines from one
+    parser: each refuses a call without the runs, commbench runs and profiles, naming all three (exit 2)."""
+    for name in ("testbed_validation", "beyond_report"):
+        with pytest.raises(SystemExit) as e:
+            _script(name).main(["--out", "unused"])
+        assert e.value.code == 2, name
+        err = capsys.readouterr().err
+        assert "--run, --commbench, --profile" in err and f"scripts/{name}.py" in err, err

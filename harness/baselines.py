@@ -1,16 +1,18 @@
 """Stored baselines for the regression gate: a run's tables frozen under a name.
 
-    ddlbench baseline save cpu-tiny results/<run-id>     # -> results/baselines/cpu-tiny/
+    ddlbench baseline save cpu-tiny results/base-1 results/base-2 results/base-3   # 3 runs of one sweep
     ddlbench baseline list
     ddlbench compare cpu-tiny results/<new-run-id>
 
     results/baselines/<name>/
-        summary.parquet raw.parquet environment.parquet [commbench.parquet]   (copies of the run's)
+        summary.parquet raw.parquet environment.parquet [commbench.parquet]   (copies of the first run's)
+        rounds/2/ ... rounds/R/   the same tables of the other runs of the sweep, when saved from several
         sweep.yaml      the sweep that produced it, when the run kept one (CI re-runs it)
-        meta.json       name, source run, date, environment fingerprint, cell counts
+        meta.json       name, source runs, date, environment fingerprint, cell counts, rounds
 
-A baseline directory is itself a loadable run directory (`load_run` reads it), so `report` and
-`compare` take it wherever they take a run.
+A baseline directory is itself a loadable run directory (`load_run` reads its first run), so `report`
+takes it wherever it takes a run; `load_rounds` gives every run, which `compare` uses to know each
+cell's run-to-run spread (docs/ARCHITECTURE.md, "Regression gate").
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
+
 from harness.atomic import write_json_atomic
+from harness.compare import cell_key
+from harness.compare_env import check_environments
 from harness.errors import UserError
 from harness.results.files import check_output_dir, unwritable
 from harness.results.machine_load import busy_reason
@@ -46,10 +52,57 @@ def check_name(name: str, what: str = "baseline name") -> str:
     return name
 
 
-def save_baseline(name: str, run: str | Path, root: str | Path | None = None, force: bool = False) -> Path:
-    """Copy RUN's tables to <root>/<name>/ with a meta.json; refuse to overwrite, or to store a run
-    measured on a busy machine (docs/ARCHITECTURE.md, "Measurement hygiene"), unless force."""
+def save_baseline(name: str, run, root: str | Path | None = None, force: bool = False) -> Path:
+    """Copy the tables of RUN (one run, or several runs of one sweep: rounds) to <root>/<name>/ with a
+    meta.json; refuse to overwrite, to store a run measured on a busy machine (docs/ARCHITECTURE.md,
+    "Measurement hygiene") unless force, or to mix runs of different sweeps or machines."""
     check_name(name)
+    runs = [run] if isinstance(run, (str, Path)) else list(run)
+    if not runs:
+        raise UserError("baseline save needs at least one run directory")
+    all_tables = [_checked_run(r, force) for r in runs]
+    ids = [run_identity(t) for t in all_tables]
+    if len(set(ids)) < len(ids):
+        raise UserError("the same run was given twice: a baseline's rounds are separate runs of one sweep "
+                        "(e.g. results/base-1 results/base-2 results/base-3)")
+    tables = all_tables[0]
+    for other in all_tables[1:]:
+        _check_same_sweep(tables, other)
+    dest = baselines_root(root) / name
+    check_output_dir(dest.parent, "baselines directory (--dir)")
+    if dest.exists() and not force:
+        raise UserError(f"baseline {name!r} already exists at {dest}: pick another name or pass --force "
+                        f"to replace it")
+    env = tables.environment
+    fingerprints = sorted({f for t in all_tables if "fingerprint" in t.environment
+                           for f in t.environment["fingerprint"]})
+    measured = _measured_rows(tables.summary)
+    meta = {
+        "name": name,
+        "source_run": str(tables.path),
+        "source_runs": [str(t.path) for t in all_tables],
+        "rounds": len(all_tables),
+        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "run_created_utc": str(env["created_utc"].iloc[0]) if "created_utc" in env and len(env) else "",
+        "fingerprint": ",".join(fingerprints),
+        "git_commit": str(env["git_commit"].iloc[0]) if "git_commit" in env and len(env) else "",
+        "cells": len(measured),
+        "cells_ok": int((measured["status"] == "ok").sum()),
+        "workloads": sorted(set(measured["workload"].dropna())),
+        "schemes": sorted(set(measured["scheme"].dropna())),
+    }
+    try:
+        _store([t.path for t in all_tables], dest, meta)
+    except OSError as e:
+        raise unwritable(e, f"baseline {name!r}", f"check the baselines directory {dest.parent}") from None
+    return dest
+
+
+def _measured_rows(summary):
+    return summary[summary["source"].fillna("measured") == "measured"] if "source" in summary else summary
+
+
+def _checked_run(run, force: bool):
     tables = load_run(run)
     if tables.summary.empty:
         raise UserError(f"run {tables.path} has no summary table: a baseline needs measured cells")
@@ -60,43 +113,57 @@ def save_baseline(name: str, run: str | Path, root: str | Path | None = None, fo
     if busy and not force:
         raise UserError(f"refusing to store a baseline from a busy machine: while {tables.path} was measured, "
                         f"{busy[0]}; re-run it with nothing else running, or pass --force to store it anyway")
-    dest = baselines_root(root) / name
-    check_output_dir(dest.parent, "baselines directory (--dir)")
-    if dest.exists() and not force:
-        raise UserError(f"baseline {name!r} already exists at {dest}: pick another name or pass --force "
-                        f"to replace it")
-    env = tables.environment
-    fingerprints = sorted(set(env["fingerprint"])) if "fingerprint" in env else []
-    summary = tables.summary
-    measured = summary[summary["source"].fillna("measured") == "measured"] if "source" in summary else summary
-    meta = {
-        "name": name,
-        "source_run": str(tables.path),
-        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "run_created_utc": str(env["created_utc"].iloc[0]) if "created_utc" in env and len(env) else "",
-        "fingerprint": ",".join(fingerprints),
-        "git_commit": str(env["git_commit"].iloc[0]) if "git_commit" in env and len(env) else "",
-        "cells": int(len(measured)),
-        "cells_ok": int((measured["status"] == "ok").sum()),
-        "workloads": sorted(set(measured["workload"].dropna())),
-        "schemes": sorted(set(measured["scheme"].dropna())),
-    }
+    return tables
+
+
+def _check_same_sweep(first, other) -> None:
+    """Rounds must be runs of one sweep on one machine kind: the same measured cells, alike environments."""
+    keys = [{cell_key(r) for _, r in _measured_rows(t.summary).iterrows()} for t in (first, other)]
+    if keys[0] != keys[1]:
+        extra = len(keys[1] - keys[0])
+        missing = len(keys[0] - keys[1])
+        raise UserError(f"run {other.path} is not a run of the same sweep as {first.path} ({missing} of its "
+                        f"cells missing, {extra} others): a baseline's rounds are complete runs of one sweep; "
+                        f"resume the incomplete run (`ddlbench sweep ... --resume`) or leave it out")
+    backends = {str(b) for b in _measured_rows(first.summary)["backend"].dropna()}
     try:
-        _store(tables.path, dest, meta)
-    except OSError as e:
-        raise unwritable(e, f"baseline {name!r}", f"check the baselines directory {dest.parent}") from None
-    return dest
+        check_environments(first.environment, other.environment, backends)
+    except UserError as e:
+        raise UserError(f"runs {first.path} and {other.path} cannot be rounds of one baseline: "
+                        f"{str(e).removeprefix('refusing to compare ')}") from None
 
 
-def _store(run_dir: Path, dest: Path, meta: dict) -> None:
-    """Copy the run's files into a hidden directory beside dest, then swap it in."""
+def run_identity(tables) -> tuple:
+    """What makes a run itself wherever its tables were copied (a baseline holds copies): its path when it
+    recorded no environment, else its run ids and start times."""
+    env = tables.environment
+    if env is None or env.empty or "run_id" not in env:
+        return (str(tables.path.resolve()),)
+    created = env["created_utc"] if "created_utc" in env else pd.Series(dtype=str)
+    return (tuple(sorted(map(str, set(env["run_id"])))), tuple(sorted(map(str, set(created)))))
+
+
+def load_rounds(path: str | Path) -> list:
+    """Every run stored in a baseline (its first run, then rounds/2 ...), or [the run] for a run directory."""
+    first = load_run(path)
+    extra = sorted((d for d in (first.path / "rounds").glob("*") if d.is_dir() and d.name.isdigit()),
+                   key=lambda d: int(d.name)) if (first.path / "rounds").is_dir() else []
+    return [first, *(load_run(d) for d in extra)]
+
+
+def _store(run_dirs: list[Path], dest: Path, meta: dict) -> None:
+    """Copy the runs' files into a hidden directory beside dest (the first at its top, the others under
+    rounds/2 ...), then swap it in."""
     tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        for f in _FILES:
-            if (run_dir / f).exists():
-                shutil.copy2(run_dir / f, tmp / f)
+        for k, run_dir in enumerate(run_dirs, start=1):
+            where = tmp if k == 1 else tmp / "rounds" / str(k)
+            where.mkdir(parents=True, exist_ok=True)
+            for f in _FILES:
+                if (run_dir / f).exists() and (k == 1 or f != "sweep.yaml"):
+                    shutil.copy2(run_dir / f, where / f)
         write_json_atomic(tmp / "meta.json", meta, indent=2)
         if dest.exists():
             shutil.rmtree(dest)

@@ -1,12 +1,26 @@
 """The regression gate's statistics and decisions (pure: DataFrames in, DataFrames out; no I/O).
 
-    from harness.compare import compare_runs, to_markdown
+    from harness.compare import compare_runs, compare_rounds, to_markdown
     table = compare_runs(base.summary, base.raw, cur.summary, cur.raw, factor=1.10)
+    table = compare_rounds([(b.summary, b.raw) for b in base_rounds], [(c.summary, c.raw) for c in cur], cfg)
 
-The rule is asv's (asv's `_stats.is_different` and `compare --factor`): a cell
-changes only if the ratio of medians is beyond `factor` **and** the difference is significant:
-Mann-Whitney U (two-sided) on the per-iteration throughputs of the slowest rank when both sides have
-at least `min_samples` (6) iterations, else non-overlapping 99% confidence intervals of the mean.
+A cell changes only if the ratio of its throughputs is beyond `factor` **and** the difference is
+significant (asv's rule, asv's `_stats.is_different` and `compare --factor`). What "significant" tests
+depends on how many runs (rounds) of the same sweep each side holds (docs/ARCHITECTURE.md, "Regression
+gate"):
+
+- **Rounds** (at least 3 runs over both sides, e.g. a baseline of 3 and one fresh run): the unit of
+  replication is a run. Each run gives one number per cell, the median over its iterations of the
+  slowest rank's throughput; the test is Student's two-sample t on the logs of those run medians (pooled
+  variance, R_b + R_c - 2 degrees of freedom). Iterations of one run share its start-up, placement and
+  neighbours, so they are not independent draws of what the next run will do; on a shared 2-core box
+  runs of the same sweep differ by far more than one run's iterations suggest. X is the geometric mean of
+  the run medians, the ratio X_current / X_baseline. Each row also says the smallest drop the gate could
+  have called (`detects`): below it, a cell is worse.
+- **One run a side**: Mann-Whitney U (two-sided) on the per-iteration throughputs of the slowest rank
+  when both sides have at least `min_samples` (6) iterations, else non-overlapping 99% confidence
+  intervals of the mean; the table says the run-to-run spread was not known.
+
 A ratio within the factor is `same` however significant; a significant-looking ratio from noise is
 `same` too. Throughput is higher-is-better, so `worse` means current < baseline / factor.
 
@@ -18,13 +32,16 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats as st
 
+from harness.compare_stats import (DEFAULT_GATE, GateConfig, ci_of_mean, decide, decide_rounds, log_spread,
+                                   significance)
 from harness.errors import UserError
+
+__all__ = ["DEFAULT_GATE", "GateConfig", "ci_of_mean", "compare_rounds", "compare_runs", "compared_backends",
+           "decide", "decide_rounds", "gate_exit_code", "iteration_throughputs", "significance"]
 
 MATCH_KEYS = ("workload", "scheme", "backend", "workers", "servers", "batch_per_worker", "seq_len",
               "knobs_json", "network", "dtype", "server_hosts")
@@ -36,18 +53,6 @@ before its placement was decided records; `_pair_placement` matches it to the pl
 STATUSES = ("worse", "failed", "improved", "same", "new", "incomparable")
 """Every status a compared cell can get; `worse` and `failed` fail the gate (exit status 1)."""
 FAILING = ("worse", "failed")
-
-
-@dataclass(frozen=True)
-class GateConfig:
-    factor: float = 1.10
-    """A change must exceed this ratio of medians (1.10 = 10%) to count (asv's --factor)."""
-    alpha: float = 0.05
-    """Significance level of the Mann-Whitney U test (two-sided)."""
-    min_samples: int = 6
-    """Fewest per-iteration samples per side for Mann-Whitney U; below it, non-overlapping CIs decide."""
-    ci_level: float = 0.99
-    """Confidence level of the CI-of-the-mean fallback."""
 
 
 def _norm(v):
@@ -111,59 +116,12 @@ def iteration_throughputs(summary: pd.DataFrame, raw: pd.DataFrame) -> dict[str,
     return out
 
 
-def ci_of_mean(x, level: float = 0.99) -> tuple[float, float]:
-    """Student-t confidence interval of the mean: mean -/+ t_{(1+level)/2, n-1} s / sqrt(n)."""
-    a = np.asarray(x, dtype=float)
-    n = a.size
-    if n < 2:
-        return (math.nan, math.nan)
-    half = float(st.t.ppf((1 + level) / 2, n - 1) * a.std(ddof=1) / math.sqrt(n))
-    m = float(a.mean())
-    return (m - half, m + half)
-
-
-def significance(a, b, cfg: GateConfig = GateConfig()) -> tuple[bool | None, float, str]:
-    """Is the difference between samples a and b significant?  -> (significant, p-value, test).
-
-    significant is None when there are too few samples for either test (fewer than 2 on a side)."""
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    if min(a.size, b.size) >= cfg.min_samples:
-        if np.ptp(np.concatenate([a, b])) == 0:  # all values equal: nothing differs
-            return False, 1.0, "mann-whitney"
-        p = float(st.mannwhitneyu(a, b, alternative="two-sided").pvalue)
-        return (p < cfg.alpha), p, "mann-whitney"
-    if min(a.size, b.size) < 2:
-        return None, math.nan, "none"
-    lo_a, hi_a = ci_of_mean(a, cfg.ci_level)
-    lo_b, hi_b = ci_of_mean(b, cfg.ci_level)
-    return (hi_a < lo_b or hi_b < lo_a), math.nan, f"ci{int(round(cfg.ci_level * 100))}"
-
-
-def decide(base, cur, cfg: GateConfig = GateConfig()) -> dict:
-    """One cell's verdict from the two per-iteration throughput samples (higher is better)."""
-    base = np.asarray(base, dtype=float)
-    cur = np.asarray(cur, dtype=float)
-    out = {"baseline_x": float(np.median(base)) if base.size else math.nan,
-           "current_x": float(np.median(cur)) if cur.size else math.nan,
-           "n_baseline": int(base.size), "n_current": int(cur.size)}
-    out["ratio"] = out["current_x"] / out["baseline_x"] if out["baseline_x"] else math.nan
-    sig, p, test = significance(base, cur, cfg)
-    out.update(p_value=p, test=test)
-    if sig is None:
-        return {**out, "status": "incomparable", "note": "fewer than 2 samples on a side"}
-    beyond_down = out["ratio"] < 1 / cfg.factor
-    beyond_up = out["ratio"] > cfg.factor
-    if sig and beyond_down:
-        return {**out, "status": "worse", "note": ""}
-    if sig and beyond_up:
-        return {**out, "status": "improved", "note": ""}
-    note = "not significant" if (beyond_down or beyond_up) else ""
-    return {**out, "status": "same", "note": note}
-
-
-RESULT_COLUMNS = ["cell", "scheme", "status", "baseline_x", "current_x", "ratio", "p_value", "test",
-                  "n_baseline", "n_current", "note", "sample_unit", "baseline_cell_id", "current_cell_id"]
+RESULT_COLUMNS = ["cell", "scheme", "status", "baseline_x", "current_x", "ratio", "detects", "p_value", "test",
+                  "n_baseline", "n_current", "runs_baseline", "runs_current", "spread", "note", "sample_unit",
+                  "baseline_cell_id", "current_cell_id"]
+"""`detects`: the ratio below which this cell would have been called worse (rounds only); `spread`: the
+standard deviation of log run medians, pooled over both sides (about the run-to-run CV); `runs_*`: how
+many runs of each side measured the cell."""
 
 
 def _measured(summary: pd.DataFrame) -> pd.DataFrame:
@@ -199,43 +157,54 @@ def _pair_placement(idx: dict, other: dict) -> dict:
     return out
 
 
+Rounds = list  # [(summary, raw), ...]: runs of one sweep, one side of a comparison
+
+
+def _side(rounds: Rounds, side: str) -> list[tuple[dict, dict]]:
+    """Per run: (key -> summary row, cell_id -> per-iteration throughputs)."""
+    out = []
+    for k, (summary, raw) in enumerate(rounds):
+        s = _measured(summary)
+        name = side if len(rounds) == 1 else f"{side} (run {k + 1})"
+        out.append((_index(s, name), iteration_throughputs(s, raw)))
+    return out
+
+
+def _union(side: list[tuple[dict, dict]]) -> dict:
+    keys: dict = {}
+    for idx, _ in side:
+        for k, r in idx.items():
+            keys.setdefault(k, r)
+    return keys
+
+
 def compare_runs(base_summary: pd.DataFrame, base_raw: pd.DataFrame, cur_summary: pd.DataFrame,
-                 cur_raw: pd.DataFrame, cfg: GateConfig = GateConfig()) -> pd.DataFrame:
-    """One row per cell of either run: status, medians, ratio (current / baseline), p-value."""
-    base_s, cur_s = _measured(base_summary), _measured(cur_summary)
-    base_idx, cur_idx = _index(base_s, "baseline"), _index(cur_s, "current run")
-    cur_idx = _pair_placement(cur_idx, base_idx)
-    base_idx = _pair_placement(base_idx, cur_idx)
-    base_x = iteration_throughputs(base_s, base_raw)
-    cur_x = iteration_throughputs(cur_s, cur_raw)
-    rows = []
-    for key in list(cur_idx) + [k for k in base_idx if k not in cur_idx]:
-        c, b = cur_idx.get(key), base_idx.get(key)
-        ref = c if c is not None else b
-        row = {"cell": cell_label(ref, with_knobs=False), "_full": cell_label(ref), "scheme": ref.get("scheme"),
-               "sample_unit": ref.get("sample_unit", ""),
-               "baseline_cell_id": b["cell_id"] if b is not None else "",
-               "current_cell_id": c["cell_id"] if c is not None else "",
-               "baseline_x": math.nan, "current_x": math.nan, "ratio": math.nan, "p_value": math.nan,
-               "test": "", "n_baseline": 0, "n_current": 0, "note": ""}
-        if b is not None and b["status"] == "ok":
-            row["baseline_x"] = float(np.median(base_x[b["cell_id"]])) if b["cell_id"] in base_x else math.nan
-        if c is not None and c["status"] == "ok":
-            row["current_x"] = float(np.median(cur_x[c["cell_id"]])) if c["cell_id"] in cur_x else math.nan
-        if c is None:
-            row.update(status="incomparable", note="not in the current run")
-        elif c["status"] != "ok":
-            row.update(status="failed", note=str(c.get("reason") or "")[:200])
-        elif b is None:
-            row.update(status="new", note="not in the baseline")
-        elif b["status"] != "ok":
-            row.update(status="incomparable", note="failed in the baseline")
-        elif b["cell_id"] not in base_x or c["cell_id"] not in cur_x:
-            side = "baseline" if b["cell_id"] not in base_x else "current run"
-            row.update(status="incomparable", note=f"no per-iteration samples in the {side}")
-        else:
-            row.update(decide(base_x[b["cell_id"]], cur_x[c["cell_id"]], cfg))
-        rows.append(row)
+                 cur_raw: pd.DataFrame, cfg: GateConfig = DEFAULT_GATE) -> pd.DataFrame:
+    """One run against one run: one row per cell of either run (status, medians, ratio, p-value)."""
+    return compare_rounds([(base_summary, base_raw)], [(cur_summary, cur_raw)], cfg)
+
+
+def compare_rounds(base: Rounds, cur: Rounds, cfg: GateConfig = DEFAULT_GATE) -> pd.DataFrame:
+    """Runs of one sweep against runs of it: one row per cell of either side. With 3 or more runs over
+    both sides the runs' medians decide (decide_rounds, against the larger of the cell's own run-to-run
+    spread and the machine's, pooled over the compared cells), with one a side the iterations (decide)."""
+    if not base or not cur:
+        raise UserError("a comparison needs at least one run on each side")
+    b_side, c_side = _side(base, "baseline"), _side(cur, "current run")
+    b_union = _union(b_side)
+    c_side = [(_pair_placement(idx, b_union), x) for idx, x in c_side]
+    c_union = _union(c_side)
+    b_side = [(_pair_placement(idx, c_union), x) for idx, x in b_side]
+    b_union = _union(b_side)
+    rounds = len(base) + len(cur) >= 3
+    rows = [_compare_cell(key, b_side, c_side, cfg, rounds)
+            for key in list(c_union) + [k for k in b_union if k not in c_union]]
+    judged = [r for r in rows if "_rounds" in r]
+    spreads = [log_spread(*r["_rounds"]) for r in judged]
+    df = sum(d for _, d in spreads)
+    machine = (math.sqrt(sum(ss for ss, _ in spreads) / df), df) if df else (0.0, 0)
+    for r in judged:
+        r.update(decide_rounds(*r.pop("_rounds"), cfg, machine=machine, cells=len(judged)))
     # knob values only where needed to tell cells apart (default knobs would drown the table)
     short = [r["cell"] for r in rows]
     for r in rows:
@@ -243,7 +212,57 @@ def compare_runs(base_summary: pd.DataFrame, base_raw: pd.DataFrame, cur_summary
             r["cell"] = r["_full"]
     order = {s: i for i, s in enumerate(STATUSES)}
     df = pd.DataFrame(rows, columns=RESULT_COLUMNS)
-    return df.sort_values("status", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
+    df = df.sort_values("status", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
+    df.attrs["machine_spread"] = machine[0] if machine[1] else math.nan
+    return df
+
+
+def _samples(side: list[tuple[dict, dict]], key) -> tuple[list, list, list]:
+    """(rows present, rows failed, per-iteration samples of the ok runs that have them)."""
+    present = [(idx[key], x) for idx, x in side if key in idx]
+    failed = [r for r, _ in present if r["status"] != "ok"]
+    samples = [x[r["cell_id"]] for r, x in present if r["status"] == "ok" and r["cell_id"] in x
+               and len(x[r["cell_id"]])]
+    return [r for r, _ in present], failed, samples
+
+
+def _compare_cell(key, b_side, c_side, cfg: GateConfig, rounds: bool) -> dict:
+    b_rows, b_failed, b_x = _samples(b_side, key)
+    c_rows, c_failed, c_x = _samples(c_side, key)
+    ref = c_rows[0] if c_rows else b_rows[0]
+    row = {"cell": cell_label(ref, with_knobs=False), "_full": cell_label(ref), "scheme": ref.get("scheme"),
+           "sample_unit": ref.get("sample_unit", ""),
+           "baseline_cell_id": b_rows[0]["cell_id"] if b_rows else "",
+           "current_cell_id": c_rows[0]["cell_id"] if c_rows else "",
+           "baseline_x": math.nan, "current_x": math.nan, "ratio": math.nan, "detects": math.nan,
+           "p_value": math.nan, "test": "", "n_baseline": sum(map(len, b_x)), "n_current": sum(map(len, c_x)),
+           "runs_baseline": len(b_x), "runs_current": len(c_x), "spread": math.nan, "note": ""}
+    b_med = [float(np.median(x)) for x in b_x]
+    c_med = [float(np.median(x)) for x in c_x]
+    if b_med:
+        row["baseline_x"] = float(np.exp(np.mean(np.log(b_med))))
+    if c_med:
+        row["current_x"] = float(np.exp(np.mean(np.log(c_med))))
+    of = (lambda n, rows: f" (in {n} of {len(rows)} runs)" if len(rows) > 1 else "")
+    if not c_rows:
+        return {**row, "status": "incomparable", "note": "not in the current run"}
+    if c_failed:
+        return {**row, "status": "failed",
+                "note": (str(c_failed[0].get("reason") or "") + of(len(c_failed), c_rows))[:200]}
+    if not b_rows:
+        return {**row, "status": "new", "note": "not in the baseline"}
+    if len(b_failed) == len(b_rows):
+        return {**row, "status": "incomparable", "note": "failed in the baseline"}
+    if not b_x or not c_x:
+        side = "baseline" if not b_x else "current run"
+        return {**row, "status": "incomparable", "note": f"no per-iteration samples in the {side}"}
+    if rounds:
+        row["_rounds"] = (b_med, c_med)  # decided in compare_rounds, with the machine's spread
+    else:
+        row.update(decide(b_x[0], c_x[0], cfg))
+    if b_failed:
+        row["note"] = "; ".join(n for n in (row["note"], f"failed in {len(b_failed)} baseline runs") if n)
+    return row
 
 
 VERDICTS = ("worse", "failed", "improved", "same")  # a cell was judged; with none, nothing was compared
@@ -265,36 +284,3 @@ def compared_backends(base_summary: pd.DataFrame, cur_summary: pd.DataFrame) -> 
     base_s, cur_s = _measured(base_summary), _measured(cur_summary)
     keys = {cell_key(r) for _, r in base_s.iterrows()}
     return {str(r.get("backend")) for _, r in cur_s.iterrows() if cell_key(r) in keys and r.get("backend")}
-
-
-def _fmt(v, spec: str) -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
-
-
-def to_markdown(table: pd.DataFrame, cfg: GateConfig = GateConfig(), title: str = "") -> str:
-    """The gate's verdict as a Markdown table (GitHub job-summary ready)."""
-    units = sorted({u for u in table.get("sample_unit", pd.Series(dtype=str)).dropna() if u})
-    unit = "/".join(units) or "samples"
-    counts = table["status"].value_counts()
-    head = ", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts) or "no cells"
-    verdict = "FAIL" if gate_exit_code(table) else "pass"
-    if nothing_compared(table):
-        verdict = "FAIL: nothing compared (no cell of the current run matches a measured baseline cell)"
-    lines = [f"### {title or 'ddlbench compare'}: {verdict} ({head})", "",
-             f"X = median throughput ({unit}/s) over iterations, slowest rank per iteration; "
-             f"ratio = current / baseline; a change counts beyond x{cfg.factor:g} and if significant "
-             f"(Mann-Whitney U p < {cfg.alpha:g} with >= {cfg.min_samples} samples per side, "
-             f"else non-overlapping {cfg.ci_level:.0%} CIs of the mean).", "",
-             "| cell | baseline X | current X | ratio | p-value | status | note |",
-             "|---|---:|---:|---:|---:|---|---|"]
-    local = table[(table["scheme"] == "local") & table["status"].isin(["worse", "improved"])]
-    if len(local):
-        lines[2:2] = [f"Note: the 1-worker `local` cell (no communication) also changed "
-                      f"({', '.join(local['status'])}): the machine itself was likely faster or slower "
-                      f"(contention, clocks), not only the code under test.", ""]
-    for _, r in table.iterrows():
-        p = _fmt(r["p_value"], ".3g") if r["test"] == "mann-whitney" else (r["test"] or "-")
-        note = str(r["note"]).replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {r['cell']} | {_fmt(r['baseline_x'], '.1f')} | {_fmt(r['current_x'], '.1f')} | "
-                     f"{_fmt(r['ratio'], '.3f')} | {p} | {r['status']} | {note} |")
-    return "\n".join(lines) + "\n"

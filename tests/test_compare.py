@@ -16,9 +16,17 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import cli
-from harness.compare import (GateConfig, compare_runs, compared_backends, decide, gate_exit_code,
-                             iteration_throughputs, significance, to_markdown)
+from harness.compare import (
+    GateConfig,
+    compare_runs,
+    compared_backends,
+    decide,
+    gate_exit_code,
+    iteration_throughputs,
+    significance,
+)
 from harness.compare_env import check_environments
+from harness.compare_markdown import to_markdown
 from harness.errors import UserError
 
 BATCH = 8  # per worker
@@ -140,7 +148,7 @@ def test_slowest_rank_per_iteration_is_the_sample():
 
 def test_failed_new_and_incomparable_statuses():
     rng = np.random.default_rng(5)
-    t = lambda: iter_times(rng, 12, 0.1)  # noqa: E731
+    t = lambda: iter_times(rng, 12, 0.1)
     base = make_run({"a:ddp": t(), "b:ddp": t(), "c:ddp": "failed", "d:ddp": ("nosamples", t()), "e:ddp": t()})
     cur = make_run({"a:ddp": t(), "b:ddp": "failed", "c:ddp": t(), "d:ddp": t(), "f:ddp": t()}, run_id="cur")
     table = gate(base, cur)
@@ -154,7 +162,7 @@ def test_failed_new_and_incomparable_statuses():
     assert gate_exit_code(table) == 1                                # because of the failed cell
     assert list(table["status"])[0] == "failed"                      # failures first
     md = to_markdown(table)
-    assert "| cell | baseline X | current X | ratio | p-value | status |" in md
+    assert "| cell | baseline X | current X | ratio | detects | p-value | status |" in md
     assert "FAIL" in md.splitlines()[0]
 
 

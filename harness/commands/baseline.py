@@ -20,15 +20,18 @@ def command() -> None:
 
 @command.command("save")
 @click.argument("name")
-@click.argument("run")
+@click.argument("runs", nargs=-1, required=True)
 @click.option("--force", is_flag=True, help="Replace an existing baseline of that name, or store a run "
               "measured on a busy machine.")
 @_DIR
-def save(name: str, run: str, force: bool, root: str | None) -> None:
-    """Store RUN (a run directory or run id) as baseline NAME (letters, digits, - and _)."""
+def save(name: str, runs: tuple[str, ...], force: bool, root: str | None) -> None:
+    """Store RUNS (run directories or run ids) as baseline NAME (letters, digits, - and _).
 
-    dest = save_baseline(name, run, root, force)
-    click.echo(f"saved baseline {name} -> {dest}")
+    Give several runs of one sweep (3 or more) and `compare` knows each cell's run-to-run spread."""
+
+    dest = save_baseline(name, list(runs), root, force)
+    n = f" ({len(runs)} runs)" if len(runs) > 1 else " (1 run: the gate will not know the run-to-run spread)"
+    click.echo(f"saved baseline {name}{n} -> {dest}")
 
 
 @command.command("list")
@@ -40,8 +43,8 @@ def list_(root: str | None) -> None:
     if not rows:
         click.echo(f"no baselines in {baselines_root(root)} (save one with `ddlbench baseline save NAME RUN`)")
         return
-    click.echo(f"{'name':<20} {'saved (UTC)':<26} {'fingerprint':<14} {'cells ok/all':<13} source run")
+    click.echo(f"{'name':<20} {'saved (UTC)':<26} {'fingerprint':<14} {'cells ok/all':<13} {'runs':<5} source run")
     for m in rows:
         cells = f"{m.get('cells_ok', '?')}/{m.get('cells', '?')}"
         click.echo(f"{m['name']:<20} {m.get('created_utc', '?'):<26} {m.get('fingerprint', '?'):<14} "
-                   f"{cells:<13} {m.get('source_run', '?')}")
+                   f"{cells:<13} {m.get('rounds', 1)!s:<5} {m.get('source_run', '?')}")

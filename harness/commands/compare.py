@@ -1,6 +1,7 @@
-"""`ddlbench compare BASELINE CURRENT`: the regression gate (asv's rule; harness/compare.py decides).
+"""`ddlbench compare BASELINE CURRENT...`: the regression gate (harness/compare.py decides).
 
-    ddlbench compare cpu-tiny results/<run-id>              # a stored baseline vs a run
+    ddlbench compare cpu-tiny results/<run-id>              # a stored baseline (1 or more runs) vs a run
+    ddlbench compare cpu-tiny results/today-1 results/today-2   # several runs of the sweep: rounds
     ddlbench compare results/<old> results/<new> --factor 1.05
 
 Prints a Markdown table (also appended to $GITHUB_STEP_SUMMARY when set). Exit status 1 when any cell
@@ -13,33 +14,41 @@ import os
 
 import click
 
-from harness.baselines import resolve
-from harness.compare import GateConfig, compare_runs, compared_backends, gate_exit_code, to_markdown
+from harness.baselines import load_rounds, resolve, run_identity
+from harness.compare import GateConfig, compare_rounds, compared_backends, gate_exit_code
 from harness.compare_env import check_environments
-from harness.results.store import load_run
+from harness.compare_markdown import to_markdown
+from harness.errors import UserError
 
 
-def run_compare(baseline: str, current: str, cfg, allow_env_mismatch: bool = False,
+def run_compare(baseline: str, current, cfg, allow_env_mismatch: bool = False,
                 baselines_dir: str | None = None) -> tuple[str, int]:
-    """Load both sides, check environments, decide; returns (markdown, exit status)."""
+    """Load both sides (a stored baseline brings all its runs), check environments, decide; returns
+    (markdown, exit status)."""
 
-    b = load_run(resolve(baseline, baselines_dir))
-    c = load_run(resolve(current, baselines_dir))
-    backends = compared_backends(b.summary, c.summary)
-    env_note = check_environments(b.environment, c.environment, backends, allow_env_mismatch)
-    table = compare_runs(b.summary, b.raw, c.summary, c.raw, cfg)
-    md = to_markdown(table, cfg, title=f"ddlbench compare {b.path.name} -> {c.path.name}")
-    md += f"\n{env_note}.\n"
+    currents = [current] if isinstance(current, str) else list(current)
+    base = load_rounds(resolve(baseline, baselines_dir))
+    cur = [t for c in currents for t in load_rounds(resolve(c, baselines_dir))]
+    ids = [run_identity(t) for t in cur]
+    if len(set(ids)) < len(ids) or set(ids) & {run_identity(t) for t in base}:
+        raise UserError("the same run was given twice: each run of the sweep counts once, on one side; give "
+                        "separate runs (e.g. results/today-1 results/today-2)")
+    backends = compared_backends(base[0].summary, cur[0].summary)
+    notes = {check_environments(base[0].environment, c.environment, backends, allow_env_mismatch) for c in cur}
+    table = compare_rounds([(t.summary, t.raw) for t in base], [(t.summary, t.raw) for t in cur], cfg)
+    names = cur[0].path.name + (f" (+{len(cur) - 1} runs)" if len(cur) > 1 else "")
+    md = to_markdown(table, cfg, title=f"ddlbench compare {base[0].path.name} -> {names}")
+    md += "\n" + "\n".join(f"{n}." for n in sorted(notes)) + "\n"
     return md, gate_exit_code(table)
 
 
 @click.command("compare")
 @click.argument("baseline")
-@click.argument("current")
+@click.argument("current", nargs=-1, required=True)
 @click.option("--factor", type=click.FloatRange(min=1.0, min_open=True), default=1.10, show_default=True,
               help="A change counts only beyond this ratio of median throughputs.")
 @click.option("--alpha", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.05,
-              show_default=True, help="Significance level of the Mann-Whitney U test.")
+              show_default=True, help="Significance level of the test (Student's t on run medians, or Mann-Whitney U on iterations).")
 @click.option("--min-samples", type=click.IntRange(min=2), default=6, show_default=True,
               help="Fewest samples per side for Mann-Whitney U; below, non-overlapping 99% CIs decide.")
 @click.option("--allow-env-mismatch", is_flag=True,
@@ -51,7 +60,8 @@ def run_compare(baseline: str, current: str, cfg, allow_env_mismatch: bool = Fal
 def command(ctx, baseline, current, factor, alpha, min_samples, allow_env_mismatch, baselines_dir):
     """Compare CURRENT against BASELINE (each a run directory or a stored baseline name).
 
-    Exit status 1 if any cell is worse or failed, else 0."""
+    Give several CURRENT runs of the sweep (and a baseline saved from several) and the gate judges each
+    cell against its run-to-run spread. Exit status 1 if any cell is worse or failed, else 0."""
 
     cfg = GateConfig(factor=factor, alpha=alpha, min_samples=min_samples)
     md, code = run_compare(baseline, current, cfg, allow_env_mismatch, baselines_dir)

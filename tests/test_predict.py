@@ -18,7 +18,7 @@ from harness.predict.bucketed_sim import ddp_buckets
 from harness.predict.commbench_fit import fit_commbench, link_from_allreduce
 from harness.predict.network import AlphaBeta, Cluster, Link, get_link
 from harness.predict.predictor import STUDY_METHODS, Network, method_knobs, modelled, predict_rows, simulate
-from harness.report.validation import validate
+from harness.report.validation import format_validation, validate
 from harness.schema import SUMMARY_COLUMNS
 from harness.planning import MB, merge_plan
 
@@ -506,6 +506,13 @@ def test_testbed_validation_predicts_the_hierarchical_ps_at_2_hosts_x_2_workers(
     for name in ("bsp-ps", "wfbp-ps", "bytescheduler-ps"):
         rows = t[t["scheme"] == name].set_index("knob_local_reduce")["predicted_iter_s"]
         assert rows[1.0] < rows[0.0], name
+    # the per-cell table of validation.md tells the two PS cells apart by their local_reduce
+    table = [line for line in format_validation(t).splitlines() if line.startswith("| bert-base-tiny")]
+    labels = [tuple(c.strip() for c in line.split("|")[1:6]) for line in table]
+    assert format_validation(t).splitlines()[0].startswith("| workload | method | local_reduce |")
+    assert len(labels) == len(set(labels)) == len(t)
+    assert {lb[2] for lb in labels if lb[1].endswith("-ps")} == {"0", "1"}
+    assert {lb[2] for lb in labels if not lb[1].endswith("-ps")} == {"-"}
     from harness.errors import UserError
 
     with pytest.raises(UserError, match="intra-commbench"):  # 2 workers per host need the link inside a host

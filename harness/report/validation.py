@@ -44,13 +44,16 @@ def validate(predicted: pd.DataFrame, measured: pd.DataFrame, keys: list[str] | 
 
 
 def format_validation(v: pd.DataFrame) -> str:
-    """A Markdown table of the per-cell errors, the median APE last."""
+    """A Markdown table of the per-cell errors, the median APE last. Cells told apart by a PS scheme's
+    local_reduce knob (validated per value of it: `knob_local_reduce`) show it; other rows show "-"."""
     net = "network" in v.columns
-    lines = ["| workload | method | workers |" + (" network |" if net else "")
+    lr = "knob_local_reduce" in v.columns and bool(v["knob_local_reduce"].notna().any())
+    lines = ["| workload | method |" + (" local_reduce |" if lr else "") + " workers |" + (" network |" if net else "")
              + " predicted ms | measured ms | APE % | signed % |",
-             "|---|---|---:|" + ("---|" if net else "") + "---:|---:|---:|---:|"]
+             "|---|---|" + ("---:|" if lr else "") + "---:|" + ("---|" if net else "") + "---:|---:|---:|---:|"]
     for r in v.itertuples():
-        lines.append(f"| {r.workload} | {r.scheme} | {r.workers} |" + (f" {r.network} |" if net else "")
+        knob = "" if not lr else f" {'-' if pd.isna(r.knob_local_reduce) else int(r.knob_local_reduce)} |"
+        lines.append(f"| {r.workload} | {r.scheme} |{knob} {r.workers} |" + (f" {r.network} |" if net else "")
                      + f" {r.predicted_iter_s * 1000:.1f} | {r.measured_iter_s * 1000:.1f} | {r.ape_pct:.1f} | "
                        f"{r.signed_error_pct:+.1f} |")
     lines.append(f"\nmedian APE over {len(v)} cells: {v.attrs.get('median_ape_pct', math.nan):.1f} %")

@@ -36,13 +36,18 @@ from workloads.base import count_params, flops_per_sample, grad_bytes
 
 
 def _fault(cell: CellSpec, rank: int):
-    """Fault injection for tests: DDLBENCH_FAULT=crash|hang:RANK:ITER (only for the matching rank)."""
+    """Fault injection for tests: DDLBENCH_FAULT=crash|hang:RANK:ITER (only for the matching rank), or
+    slow:RANK:SECONDS[:SCHEME], a sleep in every iteration of that rank (of that scheme's cells only when
+    named): an injected regression, to show what the gate catches (README, "Reports and the CI regression
+    gate")."""
     spec = os.environ.get("DDLBENCH_FAULT", "")
     if not spec:
         return None
-    kind, r, it = spec.split(":")
-    if int(r) != rank:
+    kind, r, it, *only = spec.split(":")
+    if int(r) != rank or (only and only[0] != cell.scheme):
         return None
+    if kind == "slow":
+        return lambda _i: time.sleep(float(it))
 
     def fault(i: int) -> None:
         if i == int(it):

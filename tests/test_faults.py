@@ -16,8 +16,10 @@ import pandas as pd
 import pytest
 
 from harness.cell import CellSpec, resolve
+from harness.compare import compare_rounds
 from harness.execute import execute_cell, run_cells
 from harness.results import store
+from harness.results.store import load_run
 
 pytestmark = pytest.mark.slow
 
@@ -272,3 +274,22 @@ def test_run_directory_unwritable_mid_sweep(tmp_path):
     assert resumed.returncode == 0, out + err
     s = pd.read_parquet(run / "summary.parquet")
     assert sorted(s["scheme"]) == ["bsp-a2a", "local"] and (s["status"] == "ok").all()
+
+
+def test_an_injected_slowdown_is_a_regression_the_gate_calls_worse(tmp_path, monkeypatch):
+    """DDLBENCH_FAULT=slow:RANK:SECONDS:SCHEME sleeps in every iteration of that rank of that scheme's
+    cells only: the slowest-rank iteration time carries it, the other scheme does not, and the gate
+    (over rounds: two clean runs against one slowed) calls exactly the slowed cell worse."""
+    cells = [_cell("bsp-a2a", iters=8), _cell("ddp", iters=8)]
+    for k in (1, 2):
+        run_cells(cells, tmp_path / f"clean-{k}", "t", progress=False)
+    monkeypatch.setenv("DDLBENCH_FAULT", "slow:1:1.0:ddp")
+    run_cells(cells, tmp_path / "slow", "t", progress=False)
+    raw = pd.read_parquet(tmp_path / "slow" / "raw.parquet")
+    slowest = raw.groupby(["cell_id", "iteration"])["iter_s"].max().groupby(level="cell_id").min()
+    assert slowest[cells[1].cell_id] >= 1.0 and slowest[cells[0].cell_id] < 1.0
+    base = [load_run(tmp_path / f"clean-{k}") for k in (1, 2)]
+    cur = load_run(tmp_path / "slow")
+    table = compare_rounds([(t.summary, t.raw) for t in base], [(cur.summary, cur.raw)])
+    status = dict(zip(table["scheme"], table["status"]))
+    assert status == {"ddp": "worse", "bsp-a2a": "same"}, table.to_string()

@@ -164,12 +164,35 @@ def _store(run_dirs: list[Path], dest: Path, meta: dict) -> None:
             for f in _FILES:
                 if (run_dir / f).exists() and (k == 1 or f != "sweep.yaml"):
                     shutil.copy2(run_dir / f, where / f)
+            _strip_machine_paths(where / "environment.parquet")
         write_json_atomic(tmp / "meta.json", meta, indent=2)
         if dest.exists():
             shutil.rmtree(dest)
         os.replace(tmp, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _strip_machine_paths(env_file: Path) -> None:
+    """A baseline is meant to be committed: the package path it ran from becomes relative to the working
+    directory (e.g. `harness`), or just the package's folder name when it was installed elsewhere."""
+    if not env_file.exists():
+        return
+    env = pd.read_parquet(env_file)
+    if "package_path" not in env:
+        return
+
+    def rel(v):
+        p = Path(str(v))
+        if not p.is_absolute():
+            return v
+        try:
+            return str(p.relative_to(Path.cwd().resolve()))
+        except ValueError:
+            return p.name
+
+    env["package_path"] = env["package_path"].map(rel)
+    env.to_parquet(env_file)
 
 
 def list_baselines(root: str | Path | None = None) -> list[dict]:

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from harness.compare_stats import (DEFAULT_GATE, GateConfig, ci_of_mean, decide, decide_rounds, log_spread,
-                                   significance)
+                                   machine_prior, significance)
 from harness.errors import UserError
 
 __all__ = ["DEFAULT_GATE", "GateConfig", "ci_of_mean", "compare_rounds", "compare_runs", "compared_backends",
@@ -186,8 +186,8 @@ def compare_runs(base_summary: pd.DataFrame, base_raw: pd.DataFrame, cur_summary
 
 def compare_rounds(base: Rounds, cur: Rounds, cfg: GateConfig = DEFAULT_GATE) -> pd.DataFrame:
     """Runs of one sweep against runs of it: one row per cell of either side. With 3 or more runs over
-    both sides the runs' medians decide (decide_rounds, against the larger of the cell's own run-to-run
-    spread and the machine's, pooled over the compared cells), with one a side the iterations (decide)."""
+    both sides the runs' medians decide (decide_rounds: each cell's run-to-run spread shrunk toward the
+    machine's, fitted over the compared cells), with one a side the iterations (decide)."""
     if not base or not cur:
         raise UserError("a comparison needs at least one run on each side")
     b_side, c_side = _side(base, "baseline"), _side(cur, "current run")
@@ -200,11 +200,9 @@ def compare_rounds(base: Rounds, cur: Rounds, cfg: GateConfig = DEFAULT_GATE) ->
     rows = [_compare_cell(key, b_side, c_side, cfg, rounds)
             for key in list(c_union) + [k for k in b_union if k not in c_union]]
     judged = [r for r in rows if "_rounds" in r]
-    spreads = [log_spread(*r["_rounds"]) for r in judged]
-    df = sum(d for _, d in spreads)
-    machine = (math.sqrt(sum(ss for ss, _ in spreads) / df), df) if df else (0.0, 0)
+    prior = machine_prior([log_spread(*r["_rounds"]) for r in judged])
     for r in judged:
-        r.update(decide_rounds(*r.pop("_rounds"), cfg, machine=machine, cells=len(judged)))
+        r.update(decide_rounds(*r.pop("_rounds"), cfg, prior=prior, cells=len(judged)))
     # knob values only where needed to tell cells apart (default knobs would drown the table)
     short = [r["cell"] for r in rows]
     for r in rows:
@@ -213,7 +211,8 @@ def compare_rounds(base: Rounds, cur: Rounds, cfg: GateConfig = DEFAULT_GATE) ->
     order = {s: i for i, s in enumerate(STATUSES)}
     df = pd.DataFrame(rows, columns=RESULT_COLUMNS)
     df = df.sort_values("status", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
-    df.attrs["machine_spread"] = machine[0] if machine[1] else math.nan
+    df.attrs["machine_spread"] = math.sqrt(prior[0]) if judged and prior[0] > 0 else math.nan
+    df.attrs["machine_df"] = prior[1] if judged else math.nan
     return df
 
 

@@ -38,11 +38,11 @@ def to_markdown(table: pd.DataFrame, cfg: GateConfig = DEFAULT_GATE, title: str 
     if by_runs:
         rule.append(f"Over several runs of the sweep: X = geometric mean over runs of each run's median "
                     f"throughput ({unit}/s, slowest rank per iteration); a cell is worse or improved when the "
-                    f"ratio is beyond x{cfg.factor:g} and Student's t on the log run medians gives p < "
+                    f"ratio is beyond x{cfg.factor:g} and a moderated t on the log run medians gives p < "
                     f"{cfg.alpha:g}, the p-value multiplied by the number of cells judged (Bonferroni: at most "
-                    f"a {cfg.alpha:g} chance that an unchanged sweep fails the gate). Each cell's spread is its "
-                    f"own or the machine's (pooled over all cells), whichever is larger; `detects` is the ratio "
-                    f"below which the cell would have been called worse.")
+                    f"a {cfg.alpha:g} chance that an unchanged sweep fails the gate). Each cell's run-to-run "
+                    f"spread is its own shrunk toward the machine's (empirical Bayes over all cells, a "
+                    f"moderated t); `detects` is the ratio below which the cell would have been called worse.")
     if by_iters:
         rule.append(f"With one run a side: X = median throughput ({unit}/s) over iterations, slowest rank per "
                     f"iteration; a change counts beyond x{cfg.factor:g} and if significant (Mann-Whitney U "
@@ -73,8 +73,10 @@ def to_markdown(table: pd.DataFrame, cfg: GateConfig = DEFAULT_GATE, title: str 
         rc = int(table["runs_current"].max())
         lines.append("")
         machine = table.attrs.get("machine_spread", math.nan)
+        d0 = table.attrs.get("machine_df", math.nan)
+        worth = "as if known exactly" if d0 == math.inf else f"worth {_fmt(d0, '.1f')} runs' degrees of freedom"
         lines.append(f"Runs: {rb} baseline, {rc} current. Run-to-run spread (standard deviation of log run "
-                     f"medians): {_fmt(machine * 100, '.1f')}% pooled over the cells, "
+                     f"medians): the machine's {_fmt(machine * 100, '.1f')}% ({worth}); "
                      f"{_fmt(float(table['spread'].median()) * 100, '.1f')}% for the median cell, "
                      f"{_fmt(float(table['spread'].max()) * 100, '.1f')}% for the noisiest.")
     return "\n".join(lines) + "\n"

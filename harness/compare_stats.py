@@ -1,7 +1,7 @@
 """The regression gate's tests, one cell at a time (docs/ARCHITECTURE.md, "Regression gate").
 
     decide(base_iteration_x, cur_iteration_x, cfg)     # one run a side: asv's rule on iterations
-    decide_rounds(base_run_medians, cur_run_medians)   # several runs: Student's t on log run medians
+    decide_rounds(base_run_medians, cur_run_medians, machine_prior(spreads), cells)   # several runs
 
 Both return a dict with status (worse / improved / same / incomparable), the throughputs, the ratio
 current / baseline and the p-value; harness/compare.py matches cells and calls them.
@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import special
 from scipy import stats as st
 
 
@@ -90,32 +91,70 @@ def log_spread(base, cur) -> tuple[float, int]:
     return ss, lb.size + lc.size - 2
 
 
-def decide_rounds(base, cur, cfg: GateConfig = DEFAULT_GATE, machine: tuple[float, int] = (0.0, 0),
+def _trigamma_inverse(y: float) -> float:
+    """x with trigamma(x) = y (Newton's method on 1/trigamma, as limma's trigammaInverse)."""
+    if y > 1e7:
+        return 1 / math.sqrt(y)
+    if y < 1e-6:
+        return 1 / y
+    x = 0.5 + 1 / y
+    for _ in range(50):
+        tri = float(special.polygamma(1, x))
+        step = tri * (1 - tri / y) / float(special.polygamma(2, x))
+        x += step
+        if -step / x < 1e-8:
+            break
+    return x
+
+
+def machine_prior(spreads: list[tuple[float, int]]) -> tuple[float, float]:
+    """(s0^2, d0): the machine's run-to-run variance and how many degrees of freedom it is worth, fitted to
+    the cells' (sum of squares, df) of log run medians by empirical Bayes (Smyth 2004, limma's fitFDist:
+    each cell's variance is s0^2 times a scaled chi-square; moments of log s^2). d0 is infinite when the
+    cells' variances scatter no more than sampling alone would (then every cell shares s0^2), small when
+    cells differ (a bimodal cell then keeps most of its own spread)."""
+    fit = [(ss / d, d) for ss, d in spreads if d > 0 and ss > 0]
+    if len(fit) < 2:
+        return (fit[0][0] if fit else 0.0), 0.0
+    s2 = np.array([v for v, _ in fit])
+    d = np.array([float(k) for _, k in fit])
+    e = np.log(s2) - special.digamma(d / 2) + np.log(d / 2)
+    evar = float(e.var(ddof=1) - np.mean(special.polygamma(1, d / 2)))
+    if evar <= 0:
+        return float(math.exp(e.mean())), math.inf
+    d0 = 2 * _trigamma_inverse(evar)
+    return float(math.exp(e.mean() + special.digamma(d0 / 2) - math.log(d0 / 2))), d0
+
+
+def decide_rounds(base, cur, cfg: GateConfig = DEFAULT_GATE, prior: tuple[float, float] = (0.0, 0.0),
                   cells: int = 1) -> dict:
     """One cell's verdict from its per-run medians (one number per run of the sweep, higher is better):
-    Student's two-sample t on their logs, plus the factor (docs/ARCHITECTURE.md, "Regression gate").
+    a moderated t on their logs (Smyth 2004), plus the factor (docs/ARCHITECTURE.md, "Regression gate").
 
-    The spread is the cell's own or the machine's, whichever is larger: `machine` is (s, df) pooled over
-    every compared cell, so a cell is never assumed quieter than the machine, and a cell noisier than it
-    keeps its own spread and degrees of freedom. `cells` tests are made at once: each at alpha / cells
-    (Bonferroni), so the gate as a whole calls a change with probability <= alpha when nothing changed."""
+    The cell's variance is its own (pooled over both sides' runs) shrunk toward the machine's, `prior` =
+    (s0^2, d0) from machine_prior: s^2 = (d0 s0^2 + d s_own^2) / (d0 + d) with d0 + d degrees of freedom.
+    `cells` tests are made at once: each at alpha / cells (Bonferroni), so an unchanged sweep fails the
+    gate with probability <= alpha."""
     lb = np.log(np.asarray(base, dtype=float))
     lc = np.log(np.asarray(cur, dtype=float))
     nb, nc = lb.size, lc.size
-    ss, df = log_spread(base, cur)
-    own = math.sqrt(ss / df) if df > 0 else 0.0
-    s, df = (own, df) if own > machine[0] or machine[1] < 1 else machine
-    d = float(lc.mean() - lb.mean())
+    ss, d = log_spread(base, cur)
+    s0sq, d0 = prior
+    if math.isinf(d0):
+        s2, df = s0sq, 1e6  # every cell shares the machine's variance, known from many runs
+    else:
+        s2, df = ((d0 * s0sq + ss) / (d0 + d), d0 + d) if d0 + d > 0 else (0.0, 0.0)
+    diff = float(lc.mean() - lb.mean())
     out = {"baseline_x": float(math.exp(lb.mean())), "current_x": float(math.exp(lc.mean())),
-           "ratio": float(math.exp(d)), "test": f"t {nb}+{nc} runs", "runs_baseline": nb, "runs_current": nc,
-           "spread": own}
-    if df < 1:
+           "ratio": float(math.exp(diff)), "test": f"t {nb}+{nc} runs", "runs_baseline": nb,
+           "runs_current": nc, "spread": math.sqrt(ss / d) if d > 0 else math.nan}
+    if df <= 0:
         return {**out, "p_value": math.nan, "detects": math.nan, "status": "incomparable",
                 "note": "one run a side and no other cell's spread to go by"}
-    se = s * math.sqrt(1 / nb + 1 / nc)
+    se = math.sqrt(s2) * math.sqrt(1 / nb + 1 / nc)
     a = cfg.alpha / max(1, cells)
     t_crit = float(st.t.ppf(1 - a / 2, df))
-    p = min(1.0, float(2 * st.t.sf(abs(d) / se, df)) * max(1, cells)) if se > 0 else (0.0 if d else 1.0)
+    p = min(1.0, float(2 * st.t.sf(abs(diff) / se, df)) * max(1, cells)) if se > 0 else (0.0 if diff else 1.0)
     out.update(p_value=p, detects=float(min(1 / cfg.factor, math.exp(-t_crit * se))))
     sig = p < cfg.alpha
     if sig and out["ratio"] < 1 / cfg.factor:

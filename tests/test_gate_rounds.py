@@ -47,7 +47,8 @@ def tables(rng, run_id: str, slow: dict | None = None, level: dict | None = None
                             "iteration": i, "iter_s": t})
     env = pd.DataFrame([{"schema_version": 1, "run_id": run_id, "fingerprint": "fp",
                          "created_utc": "2026-01-01T00:00:00+00:00", "git_commit": "abc", "python": "3.11",
-                         "torch": "2.13.0+cpu", "cpu_model": cpu, "cpu_count": 2}])
+                         "torch": "2.13.0+cpu", "cpu_model": cpu, "cpu_count": 2,
+                         "package_path": "/opt/somewhere/site-packages/harness"}])
     return pd.DataFrame(summary), pd.DataFrame(raw), env
 
 
@@ -132,6 +133,8 @@ def test_cli_baseline_of_three_runs_and_a_gate_over_two_fresh_runs(tmp_path, mon
     stored = tmp_path / "results" / "baselines" / "cpu"
     assert (stored / "rounds" / "2" / "raw.parquet").exists() and (stored / "rounds" / "3" / "raw.parquet").exists()
     assert json.loads((stored / "meta.json").read_text())["rounds"] == 3
+    # a baseline is committed: no machine path of the box that measured it
+    assert {t.environment["package_path"].iloc[0] for t in load_rounds(stored)} == {"harness"}
     assert [t.path.name for t in load_rounds(stored)] == ["cpu", "2", "3"]
     r = runner.invoke(cli, ["baseline", "list"])
     line = next(ln for ln in r.output.splitlines() if ln.startswith("cpu"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 from collections import defaultdict
+from types import SimpleNamespace
 
 import pytest
 import torch.optim.optimizer as optim_hooks
@@ -20,7 +21,7 @@ from harness.cli import cli
 from harness.errors import UserError
 from harness.launch.distenv import DistEnv
 from harness.measure.trace import TracedScheme
-from harness.report.timeline import slowest_rank
+from harness.report.timeline import MAX_AUTO, find_traces, slowest_rank
 from harness.sweep import expand, sweep_from_dict
 from workloads import WORKLOADS
 from workloads.base import grad_bytes
@@ -188,3 +189,15 @@ def test_trace_option_reaches_the_cell(monkeypatch, args, want):
     assert res.exit_code == 2 and seen["cell"].trace_iters == want
     bad = CliRunner().invoke(cli, ["run", "--workload", WORKLOAD, "--trace", "0"])
     assert bad.exit_code == 2
+
+
+def test_timeline_all_chooses_every_traced_cell_beyond_the_default_few(tmp_path):
+    """`report --timeline all` draws every traced cell (the showcase's six), not the default first few."""
+    ids = [f"cell-{k}" for k in range(MAX_AUTO + 2)]
+    for c in ids:
+        (tmp_path / "cells" / c).mkdir(parents=True)
+        (tmp_path / "cells" / c / "trace.json").write_text("{}")
+    (tmp_path / "cells" / "untraced").mkdir()
+    run = SimpleNamespace(path=tmp_path)
+    assert [c for c, _ in find_traces([run], [])] == ids[:MAX_AUTO]
+    assert [c for c, _ in find_traces([run], ["all"])] == ids

@@ -49,8 +49,8 @@ def load_input(ref: str):
               help="Report directory, e.g. reports/NAME (created).")
 @click.option("--title", default=None, help="Page title (default: the run names).")
 @click.option("--timeline", "timelines", multiple=True, metavar="CELL_ID",
-              help="Draw the timeline of this traced cell (repeatable; default: the first few cells that have a "
-                   "trace.json, from `run --trace`).")
+              help="Draw the timeline of this traced cell (repeatable; `all`: every traced cell; default: the "
+                   "first few cells that have a trace.json, from `run --trace`).")
 @click.option("--dpi", type=click.IntRange(50, 300), default=100, show_default=True, help="PNG resolution.")
 def command(runs, output, title, timelines, dpi):
     """Write figures, report.md and report.html for RUNS (merged; e.g. one run per network).

@@ -35,8 +35,9 @@ CAPTION = ("Timeline of the slowest rank (the one whose traced iterations took l
 
 
 def find_traces(runs: list, chosen: list[str]) -> list[tuple[str, Path]]:
-    """(cell id, trace.json) of the chosen cells, or of every traced cell (at most MAX_AUTO) when none
-    is chosen; UserError naming the traced cells when a chosen one has no trace."""
+    """(cell id, trace.json) of the chosen cells, of every traced cell (at most MAX_AUTO) when none is
+    chosen, or of all of them for ["all"]; UserError naming the traced cells when a chosen one has no
+    trace."""
     found: dict[str, Path] = {}
     for r in runs:
         root = Path(getattr(r, "path", ""))
@@ -45,6 +46,8 @@ def find_traces(runs: list, chosen: list[str]) -> list[tuple[str, Path]]:
                 found.setdefault(p.parent.name, p)
     if not chosen:
         return sorted(found.items())[:MAX_AUTO]
+    if list(chosen) == ["all"]:
+        return sorted(found.items())
     missing = [c for c in chosen if c not in found]
     if missing:
         have = ", ".join(sorted(found)) or "none (run cells with `ddlbench run --trace` or `sweep --trace`)"

@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.atomic import write_json_atomic
-from harness.compare import cell_key
+from harness.compare import cell_key, measured_cells
 from harness.compare_env import check_environments
 from harness.errors import UserError
 from harness.results.files import check_output_dir, unwritable
@@ -76,7 +76,7 @@ def save_baseline(name: str, run, root: str | Path | None = None, force: bool = 
     env = tables.environment
     fingerprints = sorted({f for t in all_tables if "fingerprint" in t.environment
                            for f in t.environment["fingerprint"]})
-    measured = _measured_rows(tables.summary)
+    measured = measured_cells(tables.summary)
     meta = {
         "name": name,
         "source_run": str(tables.path),
@@ -98,10 +98,6 @@ def save_baseline(name: str, run, root: str | Path | None = None, force: bool = 
     return dest
 
 
-def _measured_rows(summary):
-    return summary[summary["source"].fillna("measured") == "measured"] if "source" in summary else summary
-
-
 def _checked_run(run, force: bool):
     tables = load_run(run)
     if tables.summary.empty:
@@ -118,14 +114,14 @@ def _checked_run(run, force: bool):
 
 def _check_same_sweep(first, other) -> None:
     """Rounds must be runs of one sweep on one machine kind: the same measured cells, alike environments."""
-    keys = [{cell_key(r) for _, r in _measured_rows(t.summary).iterrows()} for t in (first, other)]
+    keys = [{cell_key(r) for _, r in measured_cells(t.summary).iterrows()} for t in (first, other)]
     if keys[0] != keys[1]:
         extra = len(keys[1] - keys[0])
         missing = len(keys[0] - keys[1])
         raise UserError(f"run {other.path} is not a run of the same sweep as {first.path} ({missing} of its "
                         f"cells missing, {extra} others): a baseline's rounds are complete runs of one sweep; "
                         f"resume the incomplete run (`ddlbench sweep ... --resume`) or leave it out")
-    backends = {str(b) for b in _measured_rows(first.summary)["backend"].dropna()}
+    backends = {str(b) for b in measured_cells(first.summary)["backend"].dropna()}
     try:
         check_environments(first.environment, other.environment, backends)
     except UserError as e:

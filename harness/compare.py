@@ -41,7 +41,7 @@ from harness.compare_stats import (DEFAULT_GATE, GateConfig, ci_of_mean, decide,
 from harness.errors import UserError
 
 __all__ = ["DEFAULT_GATE", "GateConfig", "ci_of_mean", "compare_rounds", "compare_runs", "compared_backends",
-           "decide", "decide_rounds", "gate_exit_code", "iteration_throughputs", "significance"]
+           "decide", "decide_rounds", "gate_exit_code", "iteration_throughputs", "measured_cells", "significance"]
 
 MATCH_KEYS = ("workload", "scheme", "backend", "workers", "servers", "batch_per_worker", "seq_len",
               "knobs_json", "network", "dtype", "server_hosts")
@@ -124,7 +124,9 @@ standard deviation of log run medians, pooled over both sides (about the run-to-
 many runs of each side measured the cell."""
 
 
-def _measured(summary: pd.DataFrame) -> pd.DataFrame:
+def measured_cells(summary: pd.DataFrame) -> pd.DataFrame:
+    """The measured rows of a summary (not the predictor's `source=predicted` rows); an empty table with
+    the key columns when there is none."""
     if summary is None or summary.empty:
         return pd.DataFrame(columns=["cell_id", "status", *MATCH_KEYS])
     if "source" in summary:
@@ -164,7 +166,7 @@ def _side(rounds: Rounds, side: str) -> list[tuple[dict, dict]]:
     """Per run: (key -> summary row, cell_id -> per-iteration throughputs)."""
     out = []
     for k, (summary, raw) in enumerate(rounds):
-        s = _measured(summary)
+        s = measured_cells(summary)
         name = side if len(rounds) == 1 else f"{side} (run {k + 1})"
         out.append((_index(s, name), iteration_throughputs(s, raw)))
     return out
@@ -280,6 +282,6 @@ def gate_exit_code(table: pd.DataFrame) -> int:
 
 def compared_backends(base_summary: pd.DataFrame, cur_summary: pd.DataFrame) -> set[str]:
     """Backends of the cells present in both runs: only their libraries can change what is judged."""
-    base_s, cur_s = _measured(base_summary), _measured(cur_summary)
+    base_s, cur_s = measured_cells(base_summary), measured_cells(cur_summary)
     keys = {cell_key(r) for _, r in base_s.iterrows()}
     return {str(r.get("backend")) for _, r in cur_s.iterrows() if cell_key(r) in keys and r.get("backend")}

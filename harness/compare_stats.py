@@ -22,7 +22,8 @@ class GateConfig:
     factor: float = 1.10
     """A change must exceed this ratio of medians (1.10 = 10%) to count (asv's --factor)."""
     alpha: float = 0.05
-    """Significance level of the Mann-Whitney U test (two-sided)."""
+    """Significance level (two-sided): of Mann-Whitney U on iterations, or of the whole gate over runs
+    (each cell's moderated t at alpha / cells)."""
     min_samples: int = 6
     """Fewest per-iteration samples per side for Mann-Whitney U; below it, non-overlapping CIs decide."""
     ci_level: float = 0.99
@@ -73,14 +74,19 @@ def decide(base, cur, cfg: GateConfig = DEFAULT_GATE) -> dict:
     out.update(p_value=p, test=test)
     if sig is None:
         return {**out, "status": "incomparable", "note": "fewer than 2 samples on a side"}
+    return _verdict(out, sig, cfg, "not significant")
+
+
+def _verdict(out: dict, sig: bool, cfg: GateConfig, not_sig_note: str) -> dict:
+    """asv's rule on a computed ratio: worse or improved only when significant and beyond the factor;
+    `same` otherwise, with `not_sig_note` when the ratio was beyond the factor."""
     beyond_down = out["ratio"] < 1 / cfg.factor
     beyond_up = out["ratio"] > cfg.factor
     if sig and beyond_down:
         return {**out, "status": "worse", "note": ""}
     if sig and beyond_up:
         return {**out, "status": "improved", "note": ""}
-    note = "not significant" if (beyond_down or beyond_up) else ""
-    return {**out, "status": "same", "note": note}
+    return {**out, "status": "same", "note": not_sig_note if (beyond_down or beyond_up) else ""}
 
 
 def log_spread(base, cur) -> tuple[float, int]:
@@ -156,10 +162,4 @@ def decide_rounds(base, cur, cfg: GateConfig = DEFAULT_GATE, prior: tuple[float,
     t_crit = float(st.t.ppf(1 - a / 2, df))
     p = min(1.0, float(2 * st.t.sf(abs(diff) / se, df)) * max(1, cells)) if se > 0 else (0.0 if diff else 1.0)
     out.update(p_value=p, detects=float(min(1 / cfg.factor, math.exp(-t_crit * se))))
-    sig = p < cfg.alpha
-    if sig and out["ratio"] < 1 / cfg.factor:
-        return {**out, "status": "worse", "note": ""}
-    if sig and out["ratio"] > cfg.factor:
-        return {**out, "status": "improved", "note": ""}
-    beyond = out["ratio"] < 1 / cfg.factor or out["ratio"] > cfg.factor
-    return {**out, "status": "same", "note": "within the run-to-run spread" if beyond else ""}
+    return _verdict(out, p < cfg.alpha, cfg, "within the run-to-run spread")

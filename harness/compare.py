@@ -1,22 +1,22 @@
-"""The regression gate's statistics and decisions (pure: DataFrames in, DataFrames out; no I/O).
+"""The regression gate's cell matching and decisions (pure: DataFrames in, DataFrames out; no I/O).
 
-    from harness.compare import compare_runs, compare_rounds, to_markdown
-    table = compare_runs(base.summary, base.raw, cur.summary, cur.raw, factor=1.10)
+    from harness.compare import compare_runs, compare_rounds
+    table = compare_runs(base.summary, base.raw, cur.summary, cur.raw, cfg)
     table = compare_rounds([(b.summary, b.raw) for b in base_rounds], [(c.summary, c.raw) for c in cur], cfg)
 
 A cell changes only if the ratio of its throughputs is beyond `factor` **and** the difference is
 significant (asv's rule, asv's `_stats.is_different` and `compare --factor`). What "significant" tests
 depends on how many runs (rounds) of the same sweep each side holds (docs/ARCHITECTURE.md, "Regression
-gate"):
+gate"; the tests are in harness/compare_stats.py, the Markdown in harness/compare_markdown.py):
 
 - **Rounds** (at least 3 runs over both sides, e.g. a baseline of 3 and one fresh run): the unit of
   replication is a run. Each run gives one number per cell, the median over its iterations of the
-  slowest rank's throughput; the test is Student's two-sample t on the logs of those run medians (pooled
-  variance, R_b + R_c - 2 degrees of freedom). Iterations of one run share its start-up, placement and
-  neighbours, so they are not independent draws of what the next run will do; on a shared 2-core box
-  runs of the same sweep differ by far more than one run's iterations suggest. X is the geometric mean of
-  the run medians, the ratio X_current / X_baseline. Each row also says the smallest drop the gate could
-  have called (`detects`): below it, a cell is worse.
+  slowest rank's throughput; the test is a moderated t on the logs of those run medians (each cell's
+  variance shrunk toward the machine's, fitted over all compared cells), each cell at alpha / cells.
+  Iterations of one run share its start-up, placement and neighbours, so they are not independent draws
+  of what the next run will do; on a shared 2-core box runs of the same sweep differ by far more than one
+  run's iterations suggest. X is the geometric mean of the run medians, the ratio X_current /
+  X_baseline. Each row also says the smallest drop the gate could have called (`detects`).
 - **One run a side**: Mann-Whitney U (two-sided) on the per-iteration throughputs of the slowest rank
   when both sides have at least `min_samples` (6) iterations, else non-overlapping 99% confidence
   intervals of the mean; the table says the run-to-run spread was not known.

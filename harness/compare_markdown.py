@@ -41,8 +41,8 @@ def to_markdown(table: pd.DataFrame, cfg: GateConfig = DEFAULT_GATE, title: str 
                     f"ratio is beyond x{cfg.factor:g} and a moderated t on the log run medians gives p < "
                     f"{cfg.alpha:g}, the p-value multiplied by the number of cells judged (Bonferroni: at most "
                     f"a {cfg.alpha:g} chance that an unchanged sweep fails the gate). Each cell's run-to-run "
-                    f"spread is its own shrunk toward the machine's (empirical Bayes over all cells, a "
-                    f"moderated t); `detects` is the ratio below which the cell would have been called worse.")
+                    f"spread is its own shrunk toward the machine's (empirical Bayes over all cells); "
+                    f"`detects` is the ratio below which the cell would have been called worse.")
     if by_iters:
         rule.append(f"With one run a side: X = median throughput ({unit}/s) over iterations, slowest rank per "
                     f"iteration; a change counts beyond x{cfg.factor:g} and if significant (Mann-Whitney U "
@@ -67,8 +67,7 @@ def to_markdown(table: pd.DataFrame, cfg: GateConfig = DEFAULT_GATE, title: str 
         detects = r.get("detects", math.nan)
         lines.append(f"| {r['cell']} | {_fmt(r['baseline_x'], '.1f')} | {_fmt(r['current_x'], '.1f')} | "
                      f"{_fmt(r['ratio'], '.3f')} | {_fmt(detects, '.2f')} | {p} | {r['status']} | {note} |")
-    runs = table.get("runs_baseline")
-    if by_runs and runs is not None:
+    if by_runs:
         rb = int(table["runs_baseline"].max())
         rc = int(table["runs_current"].max())
         lines.append("")

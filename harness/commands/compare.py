@@ -48,7 +48,8 @@ def run_compare(baseline: str, current, cfg, allow_env_mismatch: bool = False,
 @click.option("--factor", type=click.FloatRange(min=1.0, min_open=True), default=1.10, show_default=True,
               help="A change counts only beyond this ratio of median throughputs.")
 @click.option("--alpha", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.05,
-              show_default=True, help="Significance level of the test (Student's t on run medians, or Mann-Whitney U on iterations).")
+              show_default=True, help="Significance level: of the whole gate over several runs (each cell's moderated t at "
+              "alpha / cells), or of Mann-Whitney U on iterations with one run a side.")
 @click.option("--min-samples", type=click.IntRange(min=2), default=6, show_default=True,
               help="Fewest samples per side for Mann-Whitney U; below, non-overlapping 99% CIs decide.")
 @click.option("--allow-env-mismatch", is_flag=True,

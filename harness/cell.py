@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 import torch
 
 from harness.backends import BACKENDS
+from harness.devices import check_dist_backend
 from harness.errors import UserError
 from harness.schemes import SCHEMES
 from harness.training import DTYPES
@@ -64,6 +65,10 @@ class CellSpec:
     """Where parameter servers run (PS schemes): dedicated (hosts no worker uses), colocated (the workers'
     hosts) or auto (dedicated when the testbed/allocation has hosts beyond the workers', else colocated);
     the row records what it resolved to (docs/ARCHITECTURE.md, "Server placement")."""
+    dist_backend: str = "auto"
+    """torch.distributed backend of the workers' collectives: auto (NCCL for CUDA tensors, gloo for CPU
+    ones), nccl, or gloo (on CUDA only on purpose: host copies, but several ranks may share one GPU). The
+    row's `dist_backend` records what the group really used (docs/ARCHITECTURE.md, "Devices")."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -76,8 +81,9 @@ class CellSpec:
     def cell_id(self) -> str:
         """Stable, readable id: the same spec always maps to the same id (resume relies on it)."""
         key = {k: v for k, v in asdict(self).items() if k not in ("timeout_s", "trace_iters")}
-        if key["server_hosts"] == "auto":  # the default: ids of cells from before the field stay the same
-            del key["server_hosts"]
+        for name in ("server_hosts", "dist_backend"):  # defaults: ids of cells from before the field stay
+            if key[name] == "auto":
+                del key[name]
         digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
         ps = f".s{self.servers}" if self.servers else ""
         low = f".{self.dtype}" if self.dtype != "fp32" else ""  # fp32 ids stay as they were
@@ -112,7 +118,8 @@ def resolve(cell: CellSpec) -> CellSpec:
     if not isinstance(cell.network, str) or not cell.network.strip():
         raise UserError(f"network label {cell.network!r} is empty: give the network a name for the rows "
                         f"(e.g. loopback, eth-10g)")
-    device = _resolve_device(cell.device, cell.workers, cell.nodes)
+    device = resolve_device(cell.device, cell.workers, cell.nodes, cell.dist_backend)
+    check_dist_backend(cell.dist_backend, device)
     check_dtype(cell.dtype, scheme, device)
     servers = cell.servers
     if scheme.parameter_server and servers == 0:
@@ -230,7 +237,10 @@ def check_capacity(cell: CellSpec, oversubscribe: bool = False) -> str | None:
     return None
 
 
-def _resolve_device(device: str, workers: int, nodes: int) -> str:
+def resolve_device(device: str, workers: int, nodes: int, dist_backend: str = "auto") -> str:
+    """cpu or cuda for `device` (cpu | cuda | auto); UserError when CUDA is asked and absent, or when a node
+    would carry more workers than GPUs (NCCL refuses two ranks of one communicator on one GPU; over gloo,
+    asked for on purpose, ranks may share one)."""
     if device not in ("auto", "cpu", "cuda"):
         raise UserError(f"unknown device {device!r}: use cpu, cuda or auto")
     if device == "auto":
@@ -240,9 +250,10 @@ def _resolve_device(device: str, workers: int, nodes: int) -> str:
             raise UserError("device cuda was selected but CUDA is not available here; use --device cpu")
         per_node = -(-workers // nodes)
         have = torch.cuda.device_count()
-        if per_node > have:
+        if per_node > have and dist_backend != "gloo":
             raise UserError(
                 f"{per_node} workers per node need {per_node} GPUs but this node has {have}: one worker "
-                f"runs per GPU; lower --workers or add nodes"
+                f"runs per GPU over NCCL; lower --workers, add nodes, or share GPUs over gloo on purpose "
+                f"(--dist-backend gloo)"
             )
     return device

@@ -44,11 +44,15 @@ __all__ = ["DEFAULT_GATE", "GateConfig", "ci_of_mean", "compare_rounds", "compar
            "decide", "decide_rounds", "gate_exit_code", "iteration_throughputs", "measured_cells", "significance"]
 
 MATCH_KEYS = ("workload", "scheme", "backend", "workers", "servers", "batch_per_worker", "seq_len",
-              "knobs_json", "network", "dtype", "server_hosts")
-KEY_DEFAULTS = {"dtype": "fp32", "server_hosts": None}
-"""What a run recorded before a key existed means: every earlier run was fp32, and placed its servers by
-the rule `auto` now names (an empty value: a cell without servers). `auto` is what a cell that failed
-before its placement was decided records; `_pair_placement` matches it to the placed cell."""
+              "knobs_json", "network", "dtype", "server_hosts", "dist_backend")
+KEY_DEFAULTS = {"dtype": "fp32", "server_hosts": None, "dist_backend": "gloo"}
+"""What a run recorded before a key existed means: every earlier run was fp32, placed its servers by the
+rule `auto` now names (an empty value: a cell without servers), and moved its tensors over gloo (before
+the column, CUDA cells too joined a gloo group). A cell on NCCL is thus never compared with one on gloo."""
+UNRESOLVED = {"server_hosts": ("", "auto"), "dist_backend": ("auto",)}
+"""Values of keys a cell resolves only when it runs (where its servers went, the backend its group really
+used) that mean "not resolved": what a cell that failed before that point records. `_pair_resolved`
+matches such a cell to the one resolved cell of the other side that equals it in every other key."""
 
 STATUSES = ("worse", "failed", "improved", "same", "new", "incomparable")
 """Every status a compared cell can get; `worse` and `failed` fail the gate (exit status 1)."""
@@ -77,7 +81,11 @@ def cell_key(row) -> tuple:
     key = []
     for k in MATCH_KEYS:
         v = _norm(row.get(k))
-        key.append(KEY_DEFAULTS.get(k) if (v is None or v in ("", "auto")) and k in KEY_DEFAULTS else v)
+        if k in UNRESOLVED and v in UNRESOLVED[k]:
+            v = None
+        elif (v is None or v == "") and k in KEY_DEFAULTS:
+            v = KEY_DEFAULTS[k]
+        key.append(v)
     return tuple(key)
 
 
@@ -145,14 +153,19 @@ def _index(summary: pd.DataFrame, side: str) -> dict[tuple, pd.Series]:
     return rows
 
 
-def _pair_placement(idx: dict, other: dict) -> dict:
-    """Keys of `idx` whose server placement is unknown (the cell failed before it was placed) take the
-    placement of the one cell of `other` that matches them in every other axis."""
-    where = MATCH_KEYS.index("server_hosts")
+_RESOLVED_AT = [MATCH_KEYS.index(k) for k in UNRESOLVED]
+
+
+def _pair_resolved(idx: dict, other: dict) -> dict:
+    """Keys of `idx` with a key left unresolved (UNRESOLVED: the cell failed before its servers were placed
+    or its group was joined) take the resolved values of the one cell of `other` that matches them in
+    every other axis."""
     out = {}
     for key, row in idx.items():
-        if key[where] is None and key not in other:
-            twins = [k for k in other if k[:where] + k[where + 1:] == key[:where] + key[where + 1:]]
+        open_at = [i for i in _RESOLVED_AT if key[i] is None]
+        if open_at and key not in other:
+            same = lambda k: all(a == b for i, (a, b) in enumerate(zip(k, key)) if i not in open_at)  # noqa: E731
+            twins = [k for k in other if same(k)]
             if len(twins) == 1 and twins[0] not in idx:
                 key = twins[0]
         out[key] = row
@@ -194,9 +207,9 @@ def compare_rounds(base: Rounds, cur: Rounds, cfg: GateConfig = DEFAULT_GATE) ->
         raise UserError("a comparison needs at least one run on each side")
     b_side, c_side = _side(base, "baseline"), _side(cur, "current run")
     b_union = _union(b_side)
-    c_side = [(_pair_placement(idx, b_union), x) for idx, x in c_side]
+    c_side = [(_pair_resolved(idx, b_union), x) for idx, x in c_side]
     c_union = _union(c_side)
-    b_side = [(_pair_placement(idx, c_union), x) for idx, x in b_side]
+    b_side = [(_pair_resolved(idx, c_union), x) for idx, x in b_side]
     b_union = _union(b_side)
     rounds = len(base) + len(cur) >= 3
     rows = [_compare_cell(key, b_side, c_side, cfg, rounds)

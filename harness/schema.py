@@ -56,6 +56,7 @@ SUMMARY_STATS = [
     "params", "grad_bytes", "flops_per_sample", "comm_bytes_per_iter", "intensity_flops_per_byte",
     "wall_s",
     "gpu_models",               # every rank's GPU, e.g. "2 x NVIDIA A100-SXM4-80GB" ("" on CPU)
+    "dist_backend",             # what moved the workers' tensors (dist.get_backend): gloo, nccl, horovod-nccl...
     "plan_json",                # the scheme's plan (buckets, groups, partitions, alpha/beta...), JSON
     # the network the traffic took (harness/results/netcheck.py)
     "iface",                    # interface the ranks named (a profile's, or their route to the rendezvous)
@@ -81,5 +82,6 @@ COMMBENCH_COLUMNS = [
     "algbw_gbit_s",     # size / time
     "busbw_gbit_s",     # algbw * 2(n-1)/n for all-reduce (nccl-tests' convention); = algbw for push-pull
     "network",
+    "dist_backend",     # what moved the tensors (dist.get_backend of the workers' group): gloo, nccl, ...
     "fit_alpha_s", "fit_beta_s_per_byte",  # least-squares t = alpha + beta*size over per-size medians
 ]

@@ -60,6 +60,9 @@ class SweepConfig:
     """Per-cell wall-clock limit, seconds."""
     device: str = "auto"
     """cpu | cuda | auto."""
+    dist_backend: str = "auto"
+    """torch.distributed backend of the workers: auto (NCCL for CUDA, gloo for CPU), nccl, or gloo (on
+    CUDA only on purpose: several ranks may then share one GPU; docs/ARCHITECTURE.md, "Devices")."""
     threads: int = 1
     """torch threads per worker on CPU."""
     network: str = "loopback"
@@ -180,7 +183,7 @@ def expand(cfg: SweepConfig, network: str | None = None, rate_mbit: float | None
     for s in cfg.knobs:
         SCHEMES.get(s)
     common = dict(warmup=cfg.warmup, iters=cfg.iters, timeout_s=float(cfg.timeout_s), device=cfg.device,
-                  threads=cfg.threads, batch=cfg.batch, seq_len=cfg.seq_len,
+                  dist_backend=cfg.dist_backend, threads=cfg.threads, batch=cfg.batch, seq_len=cfg.seq_len,
                   network=network or cfg.network, network_rate_mbit=rate_mbit)
     common["trace_iters"] = cfg.trace  # not part of the cell id
     for w in cfg.workers:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import Callable
 
 import torch
@@ -25,6 +26,18 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 every method would have to reproduce, and bf16 is what mixed-precision training runs on current hardware."""
 
 
+def set_precision(dtype: str) -> dict:
+    """fp32 means fp32: torch lets cuDNN convolutions use TF32 on Ampere and newer by default while matmuls
+    stay fp32, so a ResNet labelled fp32 would run TF32. Both are set from the compute dtype, by every
+    process that computes a cell's work (the worker, the profiler, the doctor's probe); returns the flags,
+    recorded with the result."""
+    full = dtype == "fp32"
+    torch.backends.cuda.matmul.allow_tf32 = not full
+    torch.backends.cudnn.allow_tf32 = not full
+    return {"matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
+
+
 def autocast_loss(loss_fn: Callable, dtype: str, device: torch.device) -> Callable:
     """`loss_fn(model, batch)` with forward and loss under torch.autocast for a bf16 cell (the master
     parameters, hence .grad and the optimizer, stay fp32; backward runs outside, as PyTorch's AMP recipe
@@ -37,6 +50,30 @@ def autocast_loss(loss_fn: Callable, dtype: str, device: torch.device) -> Callab
         with torch.autocast(device_type=device.type, dtype=low):
             return loss_fn(model, batch)
     return loss
+
+
+def bounded(fn: Callable[[], None], seconds: float, what: str) -> bool:
+    """Run fn() but give up after `seconds`: True if it returned, False (and a line on stderr) if it
+    hung. For teardown after every result is on disk (NCCL's destroy_process_group can hang when a peer
+    has already left): the process then leaves through exit_now instead of waiting for the cell's timeout."""
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as e:  # reported below, on the caller's thread
+            failure.append(e)
+        finally:
+            done.set()
+    threading.Thread(target=run, name=f"bounded:{what}", daemon=True).start()
+    if not done.wait(seconds):
+        print(f"warning: {what} did not finish within {seconds:.0f} s after the results were written; "
+              f"leaving without it", file=sys.stderr, flush=True)
+        return False
+    if failure:
+        raise failure[0]
+    return True
 
 
 def exit_now(code: int) -> None:

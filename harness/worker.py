@@ -22,7 +22,7 @@ import torch
 from harness.atomic import write_json_atomic
 from harness.backends import BACKENDS
 from harness.cell import CellSpec
-from harness.devices import device_name, rank_device
+from harness.devices import check_group_backend, device_name, rank_device
 from harness.errors import UserError
 from harness.launch.env import DistEnv, from_environ
 from harness.measure.loop import run_loop
@@ -30,7 +30,7 @@ from harness.measure.trace import Tracer
 from harness.netif import counter_delta, read_counters
 from harness.results.gpu_env import gpu_models
 from harness.schemes import SCHEMES, SchemeContext
-from harness.training import DTYPES, autocast_loss, exit_now, make_optimizer
+from harness.training import DTYPES, autocast_loss, bounded, exit_now, make_optimizer, set_precision
 from workloads import WORKLOADS
 from workloads.base import count_params, flops_per_sample, grad_bytes
 
@@ -59,7 +59,7 @@ def _fault(cell: CellSpec, rank: int):
 
 
 def _device(cell: CellSpec, env: DistEnv) -> torch.device:
-    return rank_device(env.local_rank, cell.device)  # the one device rule (harness/devices.py)
+    return rank_device(env.local_rank, cell.device, cell.dist_backend)  # the one device rule (harness/devices.py)
 
 
 def _build(cell: CellSpec, env: DistEnv, device: torch.device):
@@ -84,7 +84,7 @@ def _iterations(cell: CellSpec, scheme) -> tuple[int, int]:
 
 
 def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
-    precision = set_precision(cell)  # once, before anything computes; the result records these flags
+    precision = set_precision(cell.dtype)  # once, before anything computes; the result records these flags
     entry = SCHEMES.get(cell.scheme)
     backend = BACKENDS.get(cell.backend)
     if env.rank >= cell.workers:  # a parameter server
@@ -92,6 +92,8 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
         return None
     device = _device(cell, env)
     transport = backend.start(cell, env, device) if entry.communicates else None
+    if transport is not None:  # a CUDA cell on gloo by accident would be 10-100x off: one line, not a number
+        check_group_backend(device.type, cell.dist_backend, transport.facts.get("dist_backend", ""))
     t_start = time.perf_counter()
     spec, model, facts, batch = _build(cell, env, device)
     # a traced cell (docs/ARCHITECTURE.md, "Traces"); untraced, nothing of it exists
@@ -129,21 +131,20 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
                                                 precision, warmup, iters)
     if result is not None:  # before the group is torn down: NCCL's teardown can hang
         write_json_atomic(out / "result.json", result)
-    scheme.shutdown()
-    if transport is not None:
-        transport.shutdown()
+    # every rank's samples are in rank 0's result: a teardown that hangs (NCCL's destroy_process_group
+    # when a peer has gone) must not hold the cell until its timeout and fail it
+    bounded(lambda: _teardown(scheme, transport), TEARDOWN_S, "teardown")
     return result
 
 
-def set_precision(cell: CellSpec) -> dict:
-    """fp32 means fp32: torch lets cuDNN convolutions use TF32 on Ampere and newer by default while matmuls
-    stay fp32, so a ResNet labelled fp32 would run TF32. Both are set from the cell's dtype; returns the
-    flags, recorded with the result."""
-    full = cell.dtype == "fp32"
-    torch.backends.cuda.matmul.allow_tf32 = not full
-    torch.backends.cudnn.allow_tf32 = not full
-    return {"matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
+TEARDOWN_S = 30.0
+"""Seconds a rank waits for its scheme and process group to shut down once the results are gathered."""
+
+
+def _teardown(scheme, transport) -> None:
+    scheme.shutdown()
+    if transport is not None:
+        transport.shutdown()
 
 
 def precision_plan(cell: CellSpec, entry, scheme, device: torch.device) -> dict:

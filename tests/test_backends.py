@@ -230,6 +230,6 @@ def test_credit_returns_only_when_the_operation_has_finished():
         def wait(self):
             assert Work.polls > 3, "waited before the operation finished"
 
-    h = WorkHandle([Work()], cuda=True)
+    h = WorkHandle([Work()], poll=True)
     h.wait_sent()
     assert Work.polls == 4 and h.works == ()

@@ -172,7 +172,7 @@ def test_completion_probe_polls_until_the_operation_finished():
 
 def test_nccl_credit_returns_only_on_completion():
     w = FakeWork(5)
-    h = H.WorkHandle([w], cuda=True)
+    h = H.WorkHandle([w], poll=True)
     h.wait_sent()
     assert w.asked == 6 and w.waited
     h.wait()  # idempotent once finished

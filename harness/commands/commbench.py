@@ -12,8 +12,9 @@ import click
 import pandas as pd
 
 from harness.atomic import write_parquet_atomic
-from harness.cell import CellSpec, check_capacity, warn
+from harness.cell import check_capacity, warn
 from harness.commbench.rows import rows
+from harness.commbench.run import commbench_cell
 from harness.commbench.sizes import parse_size, sizes_between
 from harness.errors import CellFailed, UserError
 from harness.execute import write_environment
@@ -30,16 +31,13 @@ def run_commbench(workers: int, collective: str, min_size: str, max_size: str, r
                   network: str = "loopback", placement=None, oversubscribe: bool = False) -> Path:
     if collective not in ("allreduce", "pushpull"):
         raise UserError(f"unknown collective {collective!r}: use allreduce or pushpull")
-    if workers < 1 or reps < 1 or warmup < 0:
-        raise UserError("--workers and --reps must be >= 1 and --warmup >= 0")
     if not (math.isfinite(timeout_s) and timeout_s > 0):
         raise UserError(f"--timeout must be a finite number of seconds > 0, got {timeout_s}; fix --timeout")
     sizes = sizes_between(parse_size(min_size), parse_size(max_size))
-    servers = max(1, servers) if collective == "pushpull" else 0
-    cell = CellSpec(workload="-", scheme="commbench", workers=workers, servers=servers, device=device,
-                    timeout_s=timeout_s, network=network,
-                    knobs={"sizes": sizes, "reps": reps, "warmup": warmup, "collective": collective})
-    warn(check_capacity(cell.with_(nodes=placement.nodes if placement else 1), oversubscribe))
+    cell = commbench_cell(workers, collective, sizes, reps, warmup, servers, device, network, timeout_s,
+                          nodes=placement.nodes if placement else 1)
+    servers = cell.servers
+    warn(check_capacity(cell, oversubscribe))
     run_dir = output or Path("results") / new_run_id(f"commbench-{collective}")
     check_output_dir(run_dir)
     d = run_dir / "commbench" / f"{collective}.w{workers}.s{servers}"

@@ -16,7 +16,7 @@ from harness.predict.commbench_fit import links_from_commbench, read_commbench, 
 from harness.predict.compute import compute_model, get_device
 from harness.predict.network import Cluster, get_link
 from harness.predict.predictor import Network, method_knobs, predict_rows, resolve_methods
-from harness.predict.profile_table import PROFILE_COLUMNS
+from harness.predict.profile_table import PROFILE_COLUMNS, PROFILE_OPTIONAL
 from harness.predict.profiler import counted_profile
 from harness.predict.ps_sim import SERVER_GBYTE_S
 from harness.report.validation import format_validation, validate
@@ -100,15 +100,17 @@ def _check_knob(method: str, name: str, value, default) -> None:
 
 
 def _read_profile(path) -> pd.DataFrame:
+    """A stored profile table; columns added later (PROFILE_OPTIONAL) may be absent."""
     if not Path(path).is_file():
         raise UserError(f"profile {path} does not exist: make it with `ddlbench profile WORKLOAD -o {path}`")
     df = read_table(path, fix=f"make it again with `ddlbench profile WORKLOAD -o {path}`")
-    return _needs(df, PROFILE_COLUMNS, path, "a profile table", f"ddlbench profile WORKLOAD -o {path}")
+    return _needs(df, [c for c in PROFILE_COLUMNS if c not in PROFILE_OPTIONAL], path, "a profile table",
+                  f"ddlbench profile WORKLOAD -o {path}")
 
 
 def _needs(df: pd.DataFrame, columns, path, what: str, make: str) -> pd.DataFrame:
     """df, if it has rows and every column of its contract; else a UserError naming the file."""
-    missing = [c for c in columns if c not in df and c != "concurrent"]  # concurrent: added later, optional
+    missing = [c for c in columns if c not in df]
     if df.empty or missing:
         why = f"no {', '.join(missing[:3])} column" if missing else "no rows"
         raise UserError(f"{path} is not {what} ({why}): make one with `{make}`")

@@ -13,11 +13,13 @@ from harness.cell import check_shape
 from harness.errors import UserError
 from harness.predict.profiler import counted_profile, measure_profile
 from harness.results.files import check_output_file
+from harness.training import DTYPES
 from workloads import WORKLOADS
 
 
 def run_profile(workload: str, batch: int | None, seq_len: int | None, iters: int, warmup: int, threads: int,
-                device: str, output: Path | None, counted_only: bool = False, concurrent: int = 1):
+                device: str, output: Path | None, counted_only: bool = False, concurrent: int = 1,
+                dtype: str = "fp32"):
     if iters < 1 or warmup < 0 or threads < 1 or concurrent < 1:
         raise UserError("--iters, --threads and --concurrent must be >= 1 and --warmup >= 0; fix the option")
     if device not in ("cpu", "cuda"):
@@ -25,13 +27,16 @@ def run_profile(workload: str, batch: int | None, seq_len: int | None, iters: in
     if device == "cuda":
         if not torch.cuda.is_available():
             raise UserError("device cuda was selected but CUDA is not available here; use --device cpu")
+    if dtype not in DTYPES:
+        raise UserError(f"unknown dtype {dtype!r}: use {' or '.join(DTYPES)}; fix --dtype")
     batch, seq_len = check_shape(WORKLOADS.get(workload), batch, seq_len)
     out = output or Path(f"profile-{workload}.parquet")
     check_output_file(out, "-o/--output")
     if counted_only:
         df = counted_profile(workload, batch, seq_len)
     else:
-        df = measure_profile(workload, batch, seq_len, iters, warmup, threads, device, concurrent=concurrent)
+        df = measure_profile(workload, batch, seq_len, iters, warmup, threads, device, concurrent=concurrent,
+                             dtype=dtype)
     write_parquet_atomic(df, out)
     return df, out
 
@@ -47,7 +52,8 @@ def describe(df) -> str:
         how = "means" if shared else "medians"
         beside = f", {first['concurrent'] - 1} more copies computing beside it" if shared else ""
         lines.append(f"forward {fwd * 1000:.1f} ms, backward {bwd * 1000:.1f} ms, optimizer {opt * 1000:.1f} ms "
-                     f"({how} of {first['iters']} iterations, {first['threads']} thread(s) on {first['device']}"
+                     f"({how} of {first['iters']} iterations, {first['dtype']}, {first['threads']} thread(s) on "
+                     f"{first['device']}"
                      f"{beside})")
         top = df.groupby("layer")[["forward_s", "backward_s"]].sum().sum(axis=1).nlargest(5)
         lines.append("slowest layers (forward + backward): " +
@@ -67,12 +73,14 @@ def describe(df) -> str:
 @click.option("--concurrent", default=1, show_default=True, type=int,
               help="Workers computing at once on this machine (emulated hosts sharing its cores): the "
                    "others run the same training loop while this one is measured.")
+@click.option("--dtype", default="fp32", show_default=True,
+              help="Compute dtype, applied as a cell of it runs: fp32 (TF32 off) or bf16 (autocast).")
 @click.option("--counted-only", is_flag=True, help="Only count FLOPs and bytes (no timing; instant).")
 @click.option("-o", "--output", type=click.Path(path_type=Path),
               help="Parquet file (default profile-WORKLOAD.parquet).")
-def command(workload, batch, seq_len, iters, warmup, threads, device, concurrent, counted_only, output):
+def command(workload, batch, seq_len, iters, warmup, threads, device, concurrent, dtype, counted_only, output):
     """Measure WORKLOAD's per-layer forward/backward times, gradient bytes and FLOPs on this device."""
     df, out = run_profile(workload, batch, seq_len, iters, warmup, threads, device, output, counted_only,
-                          concurrent)
+                          concurrent, dtype)
     click.echo(describe(df))
     click.echo(f"wrote {out}")

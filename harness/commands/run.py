@@ -12,6 +12,7 @@ import click
 
 from harness.cell import CellSpec, check_capacity, resolve, warn
 from harness.commands.show import finish_run
+from harness.devices import DIST_BACKENDS
 from harness.errors import UserError
 from harness.execute import Interrupted, record_result, run_cells, write_environment
 from harness.launch.env import from_environ
@@ -103,6 +104,9 @@ def run_under_launcher(cell: CellSpec, output: Path) -> None:
               help="Cell time limit, seconds.")
 @click.option("--device", default="auto", show_default=True, help="cpu | cuda | auto.")
 @click.option("--threads", default=1, show_default=True, type=int, help="torch threads per worker (CPU).")
+@click.option("--dist-backend", default="auto", show_default=True, type=click.Choice(DIST_BACKENDS),
+              help="torch.distributed backend of the workers: auto (NCCL for CUDA, gloo for CPU), nccl, or gloo "
+                   "(CUDA tensors through host memory on purpose; lets several ranks share one GPU).")
 @click.option("--dtype", default="fp32", show_default=True,
               help="Compute dtype: fp32, or bf16 (autocast over forward and loss, fp32 master parameters).")
 @click.option("--knob", "knobs", multiple=True, help="Scheme knob NAME=VALUE (repeatable).")
@@ -128,14 +132,14 @@ def run_under_launcher(cell: CellSpec, output: Path) -> None:
 @click.pass_context
 def command(ctx, workload, scheme, backend, workers, servers, batch, seq_len, warmup, iters, timeout_s, device,
             threads, dtype, knobs, network, testbed, baseline, output, resume, overwrite, oversubscribe,
-            strict_network, server_hosts):
+            strict_network, server_hosts, dist_backend):
     """Run one benchmark cell and print its summary.
 
     Exit status 0 when every cell is ok, 1 when a cell failed, 2 on bad input."""
     cell = CellSpec(workload=workload, scheme=scheme, backend=backend, workers=workers, servers=servers,
                     batch=batch, seq_len=seq_len, warmup=warmup, iters=iters, timeout_s=timeout_s,
                     device=device, threads=threads, dtype=dtype, knobs=parse_knobs(knobs), network=network,
-                    server_hosts=server_hosts)
+                    server_hosts=server_hosts, dist_backend=dist_backend)
     cell = cell.with_(trace_iters=ctx.meta.get(TRACE_META, 0))
     if "TORCHELASTIC_RUN_ID" in os.environ or os.environ.get("DDLBENCH_IN_LAUNCHER") == "1":
         if output is None:

@@ -16,7 +16,7 @@ from harness.backends import BACKENDS
 from harness.cell import CellSpec
 from harness.commbench.sizes import push_pull_keys
 from harness.commbench.timer import check_allreduce, slowest, time_sizes
-from harness.devices import rank_device
+from harness.devices import check_group_backend, rank_device
 from harness.launch.env import from_environ
 
 
@@ -28,8 +28,9 @@ def run_rank(cell: CellSpec, out: Path) -> None:
     if env.rank >= cell.workers:
         backend.serve(cell, env)
         return
-    device = rank_device(env.local_rank, cell.device)  # the worker's device rule (harness/devices.py)
+    device = rank_device(env.local_rank, cell.device, cell.dist_backend)  # the worker's rule (harness/devices.py)
     t = backend.start(cell, env, device)
+    check_group_backend(device.type, cell.dist_backend, t.facts.get("dist_backend", ""))
     if collective == "pushpull":
         t.declare_keys(push_pull_keys(sizes))
     if collective == "allreduce" and kn.get("check", True):
@@ -39,7 +40,8 @@ def run_rank(cell: CellSpec, out: Path) -> None:
     t.shutdown()
     if env.rank == 0:
         write_json_atomic(out / "result.json", {"times": slowest(gathered, sizes, reps, collective),
-                                                 "workers": cell.workers})
+                                                 "workers": cell.workers,
+                                                 "dist_backend": t.facts.get("dist_backend", "")})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.cell import CellSpec
+from harness.cell import CellSpec, resolve_device
 from harness.commbench.rows import rows
 from harness.commbench.sizes import COLLECTIVES
 from harness.errors import UserError
@@ -28,6 +28,8 @@ def commbench_cell(workers: int, collective: str, sizes: list[int], reps: int, w
     if collective == "p2p" and workers < 2:
         raise UserError("a point-to-point ping-pong needs 2 workers: give --workers 2")
     servers = max(1, servers) if collective == "pushpull" else 0
+    # the cells' device rule: no more ranks per node than GPUs over NCCL, no CUDA where there is none
+    device = resolve_device(device, workers, nodes)
     knobs = {"sizes": list(sizes), "reps": reps, "warmup": warmup, "collective": collective}
     if not check:
         knobs["check"] = False

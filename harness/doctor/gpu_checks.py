@@ -1,4 +1,4 @@
-"""The checks only a GPU can make (issue 18: the first GPU run must be right), named so that a CPU
+"""The checks only a GPU can make (the first GPU run must be right), named so that a CPU
 machine's doctor says they were not run instead of staying silent about them. Pure data and one pure
 function; the checks live in the GPU test module (`python -m pytest -m gpu tests`), and the one-GPU ones
 also in harness/doctor/gpu_probe.py, which doctor runs on a CUDA node (status `ran: ...`)."""
@@ -28,6 +28,8 @@ GPU_CHECKS = (
              "without TF32 (Ampere and newer default cuDNN convs to TF32); doctor compares with float64"),
     GpuCheck("device rule", "a rank's GPU from its local rank and the visible devices, made current "
              "(harness/devices.py)"),
+    GpuCheck("NCCL process group", "a CUDA cell's workers' group really moves CUDA tensors over NCCL "
+             "(dist.get_backend, chosen from the device's type), world size 1 (doctor runs it)"),
     GpuCheck("exposed communication", "comm_wait_s/forward_wait_s and the overlap ratio non-trivial for "
              "wfbp/mgwfbp/bytescheduler on a socket-only NCCL cell", min_gpus=2),
     GpuCheck("NCCL credit window", "ByteScheduler's credit returns on real NCCL completion, so the window "

@@ -10,13 +10,13 @@ import time
 from typing import Callable
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
-from harness.cell import CellSpec
-from harness.devices import rank_device
+from harness.devices import process_group_backend, rank_device, tensor_backend
 from harness.doctor.gpu_checks import gpu_check_status
 from harness.measure.timer import PhaseTimer, make_clock
-from harness.worker import set_precision
+from harness.training import set_precision
 
 TOLERANCE = 0.05
 """Events and the synchronised wall clock agree within 5% (as the GPU test module asks)."""
@@ -50,7 +50,7 @@ def events_vs_wall(device: torch.device, reps: int = 10) -> str:
 
 def fp32_without_tf32(device: torch.device) -> str:
     """'' when an fp32 cell's precision flags are off and fp32 matmul and convolution match float64."""
-    flags = set_precision(CellSpec(workload="bert-base-tiny", scheme="local", dtype="fp32"))
+    flags = set_precision("fp32")
     if any(flags.values()):
         return f"TF32 flags on for an fp32 cell: {flags}"
     torch.manual_seed(0)
@@ -65,6 +65,25 @@ def fp32_without_tf32(device: torch.device) -> str:
     return "" if not bad else "relative error " + ", ".join(f"{n} {e:.1e}" for n, e in bad.items()) + " (TF32?)"
 
 
+def nccl_group(device: torch.device) -> str:
+    """'' when the process group a CUDA cell's ranks join moves CUDA tensors over NCCL (world size 1, the
+    backend chosen by harness/devices.py from the device's type) and an all-reduce through it works."""
+    if dist.is_initialized():
+        return "a process group is already initialised in this process"
+    dist.init_process_group(backend=process_group_backend(device), store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        raw = str(dist.get_backend())
+        actual = tensor_backend(raw, device.type)
+        x = torch.ones(1024, device=device)
+        dist.all_reduce(x)
+        total = float(x.sum())  # .item() synchronises with the collective
+    finally:
+        dist.destroy_process_group()
+    if actual != "nccl":
+        return f"CUDA tensors go through {actual or 'nothing'!r}, not NCCL (dist.get_backend: {raw})"
+    return "" if total == 1024 else f"all-reduce of ones over 1 rank summed to {total}, not 1024"
+
+
 def device_rule(device: torch.device) -> str:
     dev = rank_device(0, "cuda")
     return "" if torch.cuda.current_device() == dev.index else f"set_device left {torch.cuda.current_device()}"
@@ -74,6 +93,7 @@ RUNNABLE: dict[str, Callable[[torch.device], str]] = {
     "stream-correct timing": events_vs_wall,
     "TF32 off for fp32": fp32_without_tf32,
     "device rule": device_rule,
+    "NCCL process group": nccl_group,
 }
 """Check name (gpu_checks.GPU_CHECKS) -> what doctor runs for it on cuda:0 ('' = passed)."""
 

@@ -131,7 +131,7 @@ def smoke_lines(results: list[SmokeResult]) -> list[str]:
 
 def gpu_lines(checks: list[dict]) -> list[str]:
     ran = sum(bool(c.get("ran")) for c in checks)
-    lines = [f"GPU-only checks (issue 18): {ran} of {len(checks)} ran here"]
+    lines = [f"GPU-only checks: {ran} of {len(checks)} ran here"]
     lines += [f"  {c['name']:<26} {c['status']}" for c in checks]
     return lines
 

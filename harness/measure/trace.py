@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 from torch.optim.optimizer import (
@@ -33,7 +34,8 @@ from torch.optim.optimizer import (
 from harness.atomic import write_json_atomic
 from harness.measure.trace_json import chrome_trace
 from harness.measure.trace_scheme import TracedScheme
-from harness.measure.trace_transport import CommRecord, TracedTransport, now
+from harness.devices import tensor_backend
+from harness.measure.trace_transport import CommRecord, CompletionWatcher, EventDone, TracedTransport, now
 
 
 class Tracer:
@@ -52,6 +54,7 @@ class Tracer:
         self._opt_start: float | None = None
         self._in_pre = False  # inside a module's forward pre-hooks (the scheme's run between ours)
         self.sources: set[str] = set()
+        self.completions = CompletionWatcher()  # NCCL operations' real ends (trace_transport.py)
 
     # --- state ----------------------------------------------------------------------------------
     @property
@@ -223,9 +226,16 @@ class Tracer:
             fut = default_hooks.allreduce_hook(group, bucket)
             if rec is None:
                 return fut
+            # an NCCL future completes once the collective is queued: its end is its CUDA event's
+            nccl = buf.is_cuda and tensor_backend(str(dist.get_backend(group)), "cuda") == "nccl"
 
             def done(f):
-                rec.done(now(), "future")
+                if nccl:  # the callback runs on the collective's stream: an event there marks its end
+                    event = torch.cuda.Event()
+                    event.record()
+                    self.completions.add(rec, [EventDone(event)])
+                else:
+                    rec.done(now(), "future")
                 return f.value()
             return fut.then(done)
         return hook

@@ -2,9 +2,12 @@
 asynchronous operation recorded. Only created when a cell is traced (harness/measure/trace.py).
 
 What "end" means (END_MEANING, written into every trace): the earliest completion the process could see.
-On gloo (CPU tensors) that is the completion callback of the library's operation (its future), i.e. when
-gloo finished it; elsewhere (NCCL, Horovod, point-to-point works without futures) it is when a thread's
-wait() on the handle returned, which is later than the network finished when nobody waited yet.
+On gloo that is the completion callback of the library's operation (its future), i.e. when gloo finished
+it; on NCCL, whose wait() returns at once (it only orders the current stream behind the collective) and
+whose futures complete on the CPU before the GPU has finished, it is the first time a watcher thread finds
+the operation's CUDA event complete (Work.is_completed()); elsewhere (Horovod, point-to-point works
+without futures) it is when a thread's wait() on the handle returned, which is later than the network
+finished when nobody waited yet.
 """
 
 from __future__ import annotations
@@ -22,7 +25,12 @@ now = time.perf_counter
 END_MEANING = ("start: when the scheme (or its background thread, named in args.thread) asked for the "
                "operation; issued: when a sender thread really started a deferred push; end: the earliest "
                "completion seen: the library's completion callback (end_source=future, gloo collectives, "
-               "DDP buckets on CPU) or a thread's wait() returning (end_source=wait, an upper bound)")
+               "DDP buckets on CPU), an NCCL operation's CUDA event found complete by a watcher thread "
+               "(end_source=completed, within its poll interval) or a thread's wait() returning "
+               "(end_source=wait, an upper bound)")
+
+COMPLETION_POLL_S = 100e-6
+"""How often the watcher asks pending NCCL operations whether they have finished (a traced cell only)."""
 
 
 class CommRecord:
@@ -53,20 +61,75 @@ class CommRecord:
             self.end, self.end_source = t, source
 
 
-def follow(rec: CommRecord, handle) -> None:
+class CompletionWatcher:
+    """Stamps the end of NCCL operations when they really finish: a daemon thread, started with the first
+    operation, asks each pending operation's works `is_completed()` (their CUDA events) every
+    COMPLETION_POLL_S and sleeps while nothing is pending."""
+
+    def __init__(self, poll_s: float = COMPLETION_POLL_S):
+        self.poll_s = poll_s
+        self._pending: list[tuple[CommRecord, list]] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, rec: CommRecord, works) -> None:
+        with self._lock:
+            self._pending.append((rec, list(works)))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="trace-completion", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                pending = list(self._pending)
+            if not pending:
+                self._wake.wait()
+                self._wake.clear()
+                continue
+            finished = [(rec, works) for rec, works in pending if all(w.is_completed() for w in works)]
+            t = now()
+            for rec, _ in finished:
+                rec.done(t, "completed")
+            if finished:
+                with self._lock:
+                    self._pending = [p for p in self._pending if all(p is not f for f in finished)]
+            time.sleep(self.poll_s)
+
+
+class EventDone:
+    """A recorded CUDA event seen as a work: complete when the stream has reached it (for the watcher)."""
+
+    __slots__ = ("event",)
+
+    def __init__(self, event):
+        self.event = event
+
+    def is_completed(self) -> bool:
+        return bool(self.event.query())
+
+
+def follow(rec: CommRecord, handle, watcher: CompletionWatcher | None = None) -> None:
     """Ask the library to tell us when the operation finishes, where it can: a deferred push (a
-    concurrent Future resolving to the real handle once the sender thread started it) and gloo works'
-    futures. NCCL futures complete on the CPU before the GPU has finished, so CUDA handles are skipped."""
+    concurrent Future resolving to the real handle once the sender thread started it), gloo works'
+    futures, and NCCL works' CUDA events through `watcher` (NCCL futures complete on the CPU before the
+    GPU has finished, so they are not used)."""
     fut = getattr(handle, "future", None)
     if isinstance(fut, Future):
         def started(f):
             rec.issued = now()
             if f.exception() is None:
-                follow(rec, f.result())
+                follow(rec, f.result(), watcher)
         fut.add_done_callback(started)
         return
     works = getattr(handle, "works", None)
-    if not works or getattr(handle, "cuda", False):
+    if not works:
+        return
+    if getattr(handle, "poll", False):  # an NCCL operation (backends/torch_dist/handles.py)
+        if watcher is not None:
+            watcher.add(rec, works)
         return
     try:
         futs = [w.get_future() for w in works]
@@ -90,7 +153,8 @@ class TracedHandle(Handle):
         t0 = now()
         self.inner.wait()
         t1 = now()
-        self.rec.done(t1, "wait")
+        if not getattr(self.inner, "poll", False):  # an NCCL wait() returns before the operation ends
+            self.rec.done(t1, "wait")
         tr = self.tracer
         if threading.current_thread() is tr.main and 0 <= tr.iteration <= tr.iters:
             tr.add("wait", f"wait {self.rec.key}", t0, t1, key=self.rec.key, bytes=self.rec.nbytes)
@@ -112,7 +176,7 @@ class TracedTransport:
         if rec is None:
             return handle
         self._tracer.sources.add("transport")
-        follow(rec, handle)
+        follow(rec, handle, self._tracer.completions)
         return TracedHandle(handle, rec, self._tracer)
 
     def allreduce_async(self, tensor, name, priority=0):

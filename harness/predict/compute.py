@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from harness.errors import UserError
-from harness.predict.profile_table import PROFILE_COLUMNS
+from harness.predict.profile_table import PROFILE_COLUMNS, PROFILE_OPTIONAL
 
 
 @dataclass(frozen=True)
@@ -202,8 +202,7 @@ def _seq(df) -> int | None:
 
 
 def _check(df: pd.DataFrame) -> None:
-    optional = {"concurrent"}  # added later; older tables were measured alone
-    missing = [c for c in PROFILE_COLUMNS if c not in df.columns and c not in optional]
+    missing = [c for c in PROFILE_COLUMNS if c not in df.columns and c not in PROFILE_OPTIONAL]
     if missing:
         raise UserError(f"not a profile table (missing {', '.join(missing[:4])}...): make one with "
                         f"`ddlbench profile WORKLOAD -o FILE.parquet`")

@@ -10,6 +10,7 @@ from harness.schema import SCHEMA_VERSION
 PROFILE_COLUMNS = [
     "schema_version", "source", "workload", "sample_unit", "device", "threads", "batch", "seq_len", "iters",
     "concurrent",         # copies of the same training loop running at once while measuring (1 = alone)
+    "dtype",              # compute dtype the times were measured in (fp32 with TF32 off, or bf16 autocast)
     "layer", "layer_index", "forward_order", "param_name", "param_index", "ready_order", "numel", "grad_bytes",
     "forward_s",          # the owning layer's forward time, shared equally by the layer's tensors
     "ready_s",            # gradient ready, seconds after the start of backward (median)
@@ -21,11 +22,15 @@ PROFILE_COLUMNS = [
     "optimizer_mem_bytes",                          # SGD with momentum: p, g, buf read; p, buf written
 ]
 
+PROFILE_OPTIONAL = ("concurrent", "dtype")
+"""Columns added after tables were first stored: absent = measured alone, in fp32 (TF32 left at torch's
+default then, which changes nothing on CPU, where every stored profile was measured)."""
+
 SGD_BYTES_PER_ELEMENT = 5  # x element size: read param, grad, momentum; write param, momentum
 
 
 def build_table(spec, batch, seq_len, counts: dict, timing: dict | None, device: str, threads: int,
-                iters: int, concurrent: int = 1) -> pd.DataFrame:
+                iters: int, concurrent: int = 1, dtype: str = "fp32") -> pd.DataFrame:
     """The tidy profile table (PROFILE_COLUMNS), one row per parameter tensor in parameter order."""
     params, own = counts["params"], counts["owners"]
     layer_of = {}
@@ -57,7 +62,7 @@ def build_table(spec, batch, seq_len, counts: dict, timing: dict | None, device:
             "schema_version": SCHEMA_VERSION, "source": "measured" if timing else "counted",
             "workload": spec.name, "sample_unit": spec.sample_unit, "device": device, "threads": threads,
             "batch": batch, "seq_len": seq_len, "iters": iters if timing else 0,
-            "concurrent": concurrent if timing else 0, "layer": own[j][0], "layer_index": j, "forward_order": fwd_order[j],
+            "concurrent": concurrent if timing else 0, "dtype": dtype, "layer": own[j][0], "layer_index": j, "forward_order": fwd_order[j],
             "param_name": counts["names"][i], "param_index": i, "ready_order": ready_rank[i],
             "numel": p.numel(), "grad_bytes": p.numel() * elem,
             "forward_s": timing["layer_forward_s"][j] / share if timing else nan,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import statistics
-import time
 
 import pandas as pd
 import torch
@@ -25,49 +24,55 @@ import torch
 from harness.predict.flop_count import count_costs
 from harness.predict.layer_hooks import LayerHooks, charge_forward, forward_order_of, owners
 from harness.predict.profile_table import build_table
-from harness.training import make_optimizer
+from harness.measure.timer import Clock, make_clock
+from harness.training import autocast_loss, make_optimizer, set_precision
 from workloads import WORKLOADS
 
 
 def time_iterations(model, spec, data, params, own, iters: int, warmup: int, device: torch.device,
-                    reduce: str = "median"):
+                    reduce: str = "median", loss_fn=None, clock: Clock | None = None):
     """Run warmup + iters training iterations; median (or mean) forward seconds per owner, ready seconds
-    per tensor, backward and optimizer seconds, and the owners' forward order."""
+    per tensor, backward and optimizer seconds, and the owners' forward order.
+
+    Timed as a cell's loop times (harness/measure/timer.py): every stamp is a mark of `clock` (CUDA events
+    on the compute stream on GPU, taken in the hooks without synchronising anything), and each iteration
+    synchronises once, on its last mark. `loss_fn` carries the cell's precision (autocast for bf16)."""
+    loss_fn = loss_fn or spec.loss
+    clock = clock or make_clock(device)
     opt = make_optimizer(params)
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
-
-    def clock() -> float:
-        sync()
-        return time.perf_counter()
-
     hooks = LayerHooks(own, params)
-    fwd_runs, ready_runs, bwd_runs, opt_runs, events = [], [], [], [], []
-    state = {"t_bwd": 0.0}
-    seen = [0.0] * len(params)
-    hooks.on_layer = lambda j: events.append((clock(), j))
+    fwd_runs, ready_runs, bwd_runs, opt_runs = [], [], [], []
+    layer_marks: list = []
+    ready_marks: list = [None] * len(params)
+    hooks.on_layer = lambda j: layer_marks.append((clock.mark(), j))
 
     def on_ready(i):
-        seen[i] = clock() - state["t_bwd"]
+        ready_marks[i] = clock.mark()
     hooks.on_ready = on_ready
     try:
         for it in range(warmup + iters):
-            events.clear()
-            seen[:] = [float("nan")] * len(params)
-            t0 = clock()
-            loss = spec.loss(model, data)
-            t1 = clock()
-            state["t_bwd"] = t1
+            layer_marks.clear()
+            ready_marks[:] = [None] * len(params)
+            m0 = clock.mark()
+            loss = loss_fn(model, data)
+            m1 = clock.mark()
             loss.backward()
-            t2 = clock()
+            m2 = clock.mark()
             opt.step()
             opt.zero_grad(set_to_none=True)  # as a user's loop and the `local` baseline free them
-            t3 = clock()
-            if it >= warmup:
-                fwd_runs.append(charge_forward(events, t0, t1, len(own)))
-                ready_runs.append([t2 - t1 if s != s else s for s in seen])  # never ready: end of backward
-                bwd_runs.append(t2 - t1)
-                opt_runs.append(t3 - t2)
-                order = forward_order_of(events, len(own))
+            m3 = clock.mark()
+            clock.sync(m3)  # the one synchronisation of the iteration
+            if it < warmup:
+                continue
+            sec = lambda m: clock.elapsed(m0, m)  # noqa: E731
+            t1, t2, t3 = sec(m1), sec(m2), sec(m3)
+            events = [(sec(m), j) for m, j in layer_marks]
+            fwd_runs.append(charge_forward(events, 0.0, t1, len(own)))
+            # a tensor never ready counts as ready at the end of backward
+            ready_runs.append([t2 - t1 if m is None else sec(m) - t1 for m in ready_marks])
+            bwd_runs.append(t2 - t1)
+            opt_runs.append(t3 - t2)
+            order = forward_order_of(events, len(own))
     finally:
         hooks.remove()
     stat = statistics.mean if reduce == "mean" else statistics.median
@@ -126,7 +131,7 @@ def _load_copies(copies: int, workload: str, batch: int, seq_len, threads: int, 
 
 def measure_profile(workload: str, batch: int | None = None, seq_len: int | None = None, iters: int = 5,
                     warmup: int = 2, threads: int = 1, device: str = "cpu", seed: int = 0,
-                    concurrent: int = 1) -> pd.DataFrame:
+                    concurrent: int = 1, dtype: str = "fp32") -> pd.DataFrame:
     """Measure one worker's per-layer profile on this device (medians over the iterations).
 
     concurrent > 1: as many workers share the machine (emulated hosts on one box, several workers per
@@ -140,6 +145,7 @@ def measure_profile(workload: str, batch: int | None = None, seq_len: int | None
     dev = torch.device(device)
     if dev.type == "cpu":
         torch.set_num_threads(threads)
+    set_precision(dtype)  # as a cell of this dtype computes: an fp32 profile runs no TF32 convolution
     torch.manual_seed(seed)
     model = spec.build().to(dev)
     model.train()
@@ -148,11 +154,11 @@ def measure_profile(workload: str, batch: int | None = None, seq_len: int | None
     data = spec.make_batch(batch, seq_len=seq_len, device=dev, seed=seed + 1000)
     with _load_copies(concurrent - 1, workload, batch, seq_len, threads, device):
         timing = time_iterations(model, spec, data, params, own, iters, warmup, dev,
-                                 "mean" if concurrent > 1 else "median")
+                                 "mean" if concurrent > 1 else "median", autocast_loss(spec.loss, dtype, dev))
     counts = count_costs(spec, batch, seq_len)
     if len(counts["params"]) != len(params):
         raise RuntimeError("the meta copy of the model has a different parameter list")
-    return build_table(spec, batch, seq_len, counts, timing, device, threads, iters, concurrent)
+    return build_table(spec, batch, seq_len, counts, timing, device, threads, iters, concurrent, dtype)
 
 
 def counted_profile(workload: str, batch: int | None = None, seq_len: int | None = None) -> pd.DataFrame:

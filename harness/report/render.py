@@ -182,7 +182,7 @@ def _table_sections(page: Page, s: pd.DataFrame, env: pd.DataFrame) -> None:
     if env.empty:
         page.p("No environment table in these runs.")
     else:
-        page.table(T.environment_table(env))
+        page.table(T.environment_table(env, s))
 
 
 def _network_section(page: Page, s: pd.DataFrame) -> None:

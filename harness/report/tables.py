@@ -135,8 +135,10 @@ ENV_FIELDS = ["run_id", "created_utc", "fingerprint", "git_commit", "python", "t
               "cpu_model", "cpu_count", "hosts", "interfaces", "slurm_job_id", "slurm_nodelist", "command"]
 
 
-def environment_table(env: pd.DataFrame) -> pd.DataFrame:
-    """Fields as rows, one column per run (versions, devices, hosts, fingerprint)."""
+def environment_table(env: pd.DataFrame, summary: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Fields as rows, one column per run (versions, devices, hosts, fingerprint); with the runs' summary,
+    a `dist_backend` row: what moved the workers' tensors in that run's measured cells (a CUDA cell over
+    gloo is 10-100x off, so the page says which it was)."""
     # where the package sat on the measuring machine is recorded in environment.parquet, not shown: a
     # report is committed and shared, and a machine path says nothing about the numbers
     extra = [c for c in env.columns if c not in ENV_FIELDS and c not in ("schema_version", "run", "package_path")]
@@ -145,6 +147,13 @@ def environment_table(env: pd.DataFrame) -> pd.DataFrame:
     for i, (_, r) in enumerate(env.iterrows()):
         name = str(r.get("run", r.get("run_id", i)))
         out[name] = [verdict(r)] + [("" if pd.isna(r.get(f)) else str(r.get(f))) or "-" for f in fields]
+    if summary is not None and "dist_backend" in summary and "run_id" in env:
+        out["field"].append("dist_backend")
+        for i, (_, r) in enumerate(env.iterrows()):
+            name = str(r.get("run", r.get("run_id", i)))
+            ok = summary[(summary["run_id"] == r["run_id"]) & (summary["status"] == "ok")]
+            used = sorted({str(b) for b in ok["dist_backend"].dropna()} - {""})
+            out[name].append(", ".join(used) or "-")
     return pd.DataFrame(out)
 
 

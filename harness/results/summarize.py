@@ -45,6 +45,8 @@ def axes(run_id: str, cell, status: str, reason: str = "", log_tail: str = "", s
         "server_hosts": server_hosts,
         "batch_per_worker": cell.batch, "global_batch": (cell.batch or 0) * cell.workers,
         "seq_len": cell.seq_len, "dtype": cell.dtype, "device": cell.device,
+        # what the cell asked for; a measured row replaces it with what its group really used
+        "dist_backend": cell.dist_backend,
         "network": cell.network, "network_rate_mbit": cell.network_rate_mbit,
         "warmup": cell.warmup, "iters": cell.iters, "knobs_json": json.dumps(knobs, sort_keys=True),
     }
@@ -91,9 +93,16 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
         "intensity_flops_per_byte": flops_iter / comm_bytes if comm_bytes else math.nan,
         "wall_s": wall_s, "plan_json": json.dumps(result.get("plan", {}), sort_keys=True, default=str),
         "gpu_models": facts.get("gpu_models", ""),
+        "dist_backend": dist_backend(result["ranks"]),  # "" for a cell without communication
         **network_columns(result["ranks"], row["nodes"]),
     })
     return row
+
+
+def dist_backend(ranks: list[dict]) -> str:
+    """What moved the workers' tensors, as every rank recorded it (dist.get_backend of its group; horovod-*
+    for Horovod's own): one name, or several joined by commas when ranks disagree; "" without a transport."""
+    return ",".join(sorted({r.get("dist_backend", "") for r in ranks} - {""}))
 
 
 def failed_row(run_id: str, cell, reason: str, log_tail: str, sample_unit: str, wall_s: float) -> dict:

@@ -29,7 +29,8 @@ from harness.networks import network_env
 
 
 def launch_env(cell) -> dict:
-    return {"TORCH_EXTENSIONS_DIR": extensions_dir()}
+    # DS_ACCELERATOR from the cell's device type: DeepSpeed's own detection warns on every CPU import
+    return {"TORCH_EXTENSIONS_DIR": extensions_dir(), "DS_ACCELERATOR": "cuda" if cell.device == "cuda" else "cpu"}
 
 
 def launch_local(cell, cell_dir, placement=None):

@@ -19,6 +19,7 @@ import torch
 
 from harness.backends.interfaces import choose_interface
 from harness.backends.torch_dist import TorchTransport
+from harness.devices import process_group_backend
 from harness.launch.supervise import launcher_exe
 
 INSTALL = "bash scripts/install_frameworks.sh deepspeed"
@@ -44,14 +45,24 @@ def deepspeed_local_rank(device: torch.device, local_rank: int) -> str:
     return str(device.index if device.type == "cuda" and device.index is not None else local_rank)
 
 
+def name_accelerator(device_type: str) -> None:
+    """Tell DeepSpeed which accelerator it runs on before it is imported (DS_ACCELERATOR, unless the user
+    set it): left to detect it, DeepSpeed warns "Setting accelerator to CPU. If you have GPU ..." on
+    every CPU import, the first line of every doctor report and CPU cell log."""
+    os.environ.setdefault("DS_ACCELERATOR", "cuda" if device_type == "cuda" else "cpu")
+
+
 def start(cell, env, device):
     facts = choose_interface(env)
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", extensions_dir())
     device = torch.device(device)
     os.environ["LOCAL_RANK"] = deepspeed_local_rank(device, env.local_rank)  # before init: device_id
+    name_accelerator(device.type)
     import deepspeed  # optional: only this backend needs DeepSpeed
 
-    deepspeed.init_distributed(dist_backend="nccl" if str(device).startswith("cuda") else "gloo",
+    # the device's type decides (harness/devices.py): NCCL for CUDA unless the cell asks for gloo
+    backend = "nccl" if process_group_backend(device, cell.dist_backend).endswith("nccl") else "gloo"
+    deepspeed.init_distributed(dist_backend=backend,
                                timeout=datetime.timedelta(seconds=max(30.0, float(cell.timeout_s))),
                                verbose=False)
     transport = TorchTransport(cell, env, device)
@@ -69,6 +80,7 @@ def available() -> str | None:
 
 
 def versions() -> dict:
+    name_accelerator("cuda" if torch.cuda.is_available() else "cpu")
     import deepspeed  # optional: only this backend needs DeepSpeed
 
     return {"deepspeed": deepspeed.__version__, "torch": torch.__version__}

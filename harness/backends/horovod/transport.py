@@ -46,6 +46,9 @@ class HorovodTransport(Transport):
         why = device_check(device.type)
         if why:
             raise UserError(why)
+        if cell.dist_backend != "auto":
+            raise UserError(f"backend horovod picks its own transport (NCCL for CUDA tensors when built with it, "
+                            f"else gloo or MPI); drop --dist-backend {cell.dist_backend}")
         hvd.init()
         if hvd.size() != cell.workers:
             raise UserError(f"horovod reports {hvd.size()} ranks but the cell has {cell.workers} workers; "
@@ -56,6 +59,10 @@ class HorovodTransport(Transport):
         iface = os.environ.get("HOROVOD_GLOO_IFACE", "")
         self.facts.update(iface=iface, iface_addr="", iface_source="HOROVOD_GLOO_IFACE" if iface else "hostname")
         self.device = device
+        # which library moves this cell's tensors: NCCL for CUDA when Horovod was built with it, else its
+        # CPU controller (gloo or MPI); checked by the worker like a process group's backend
+        cpu_ops = "gloo" if hvd.gloo_enabled() else "mpi"
+        self.facts["dist_backend"] = "horovod-" + ("nccl" if device.type == "cuda" and hvd.nccl_built() else cpu_ops)
         self._seq = {"bcast": 0, "gather": 0}  # per kind: kinds may run on different threads
 
     def allreduce_async(self, tensor, name, priority=0) -> Handle:

@@ -23,17 +23,19 @@ def wait_done(works) -> None:
 
 
 class WorkHandle(Handle):
-    __slots__ = ("works", "after", "sent", "cuda")
+    __slots__ = ("works", "after", "sent", "poll")
 
-    def __init__(self, works, after=None, sent: int | None = None, cuda: bool = False):
+    def __init__(self, works, after=None, sent: int | None = None, poll: bool = False):
         self.works = works
         self.after = after
         self.sent = sent  # how many leading works are this rank's sends (push-pull); None = all
-        self.cuda = cuda  # an NCCL collective: completion is asked, not waited (wait_done)
+        # an NCCL collective on CUDA tensors: completion is asked, not waited (wait_done). Never on gloo,
+        # CUDA tensors included: its wait() blocks, and its CUDA works never report is_completed()
+        self.poll = poll
 
     def wait_sent(self) -> None:
         if self.sent is None:
-            if self.cuda:  # credit returns when the all-reduce has really finished
+            if self.poll:  # credit returns when the all-reduce has really finished
                 wait_done(self.works)
                 self.works = ()
                 return self.wait()

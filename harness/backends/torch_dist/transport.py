@@ -19,6 +19,7 @@ from harness.backends.base import Handle, Transport
 from harness.backends.interfaces import choose_interface
 from harness.backends.torch_dist import ps, ps_server
 from harness.backends.torch_dist.handles import WorkHandle
+from harness.devices import process_group_backend, tensor_backend
 
 
 def rendezvous_store(env, timeout: datetime.timedelta) -> dist.TCPStore:
@@ -41,11 +42,12 @@ def rendezvous_store(env, timeout: datetime.timedelta) -> dist.TCPStore:
                          timeout=timeout, master_listen_fd=fd)
 
 
-def init_process_group(cell, env, device: str) -> dict:
+def init_process_group(cell, env, device: torch.device) -> dict:
     """Join the job's process group on the interface of the network under test (interfaces.py); returns
-    that choice for the rank's record. With CUDA, gloo serves CPU tensors (PS traffic) beside nccl."""
+    that choice for the rank's record. The backend follows the device's type (harness/devices.py): with
+    CUDA, NCCL moves CUDA tensors and gloo CPU ones (PS traffic); gloo alone when the cell asks for it."""
     facts = choose_interface(env)
-    backend = "cpu:gloo,cuda:nccl" if device == "cuda" else "gloo"
+    backend = process_group_backend(device, cell.dist_backend)
     timeout = datetime.timedelta(seconds=max(30.0, float(cell.timeout_s)))
     dist.init_process_group(backend=backend, store=rendezvous_store(env, timeout), world_size=env.world_size,
                             rank=env.rank, timeout=timeout)
@@ -72,21 +74,33 @@ class TorchTransport(Transport):
             dist.all_gather_object(nodes, env.node_rank, group=self.group)
             local_reduce = bool((cell.knobs or {}).get("local_reduce", 1))
             self._ps = ps.PSClient(cell.workers, cell.servers, self.rank, nodes, local_reduce, device)
+        # what the groups really use (dist.get_backend), recorded in the row and checked by the worker
+        self.dist_backend = tensor_backend(dist.get_backend(self.group), device.type)
+        self.facts.update(dist_backend=self.dist_backend,
+                          dist_groups={"workers": str(dist.get_backend(self.group)),
+                                       "world": str(dist.get_backend())})
+        # only an NCCL operation finishes later than its wait() returns (handles.wait_done)
+        self._poll = self.dist_backend == "nccl"
 
     @property
     def servers(self) -> int:
         return self._servers
 
     def allreduce_async(self, tensor, name, priority=0) -> Handle:
-        return WorkHandle([dist.all_reduce(tensor, group=self.group, async_op=True)], cuda=tensor.is_cuda)
+        return WorkHandle([dist.all_reduce(tensor, group=self.group, async_op=True)], poll=self._polls(tensor))
 
     def reduce_scatter_async(self, tensor, out, name, priority=0) -> Handle:
         work = _REDUCE_SCATTER(out, tensor, group=self.group, async_op=True)
-        return WorkHandle([work], cuda=tensor.is_cuda)
+        return WorkHandle([work], poll=self._polls(tensor))
 
     def all_gather_async(self, tensor, out, name, priority=0) -> Handle:
         work = _ALL_GATHER(out, tensor, group=self.group, async_op=True)
-        return WorkHandle([work], cuda=tensor.is_cuda)
+        return WorkHandle([work], poll=self._polls(tensor))
+
+    def _polls(self, tensor) -> bool:
+        """Whether completion of an operation on `tensor` must be asked (NCCL), not waited for: gloo's
+        wait() blocks until it is done, and its CUDA works never report is_completed()."""
+        return self._poll and tensor.is_cuda
 
     def declare_keys(self, keys):
         return self._ps.declare(keys)
@@ -121,7 +135,8 @@ class TorchTransport(Transport):
 
 
 def start(cell, env, device):
-    facts = init_process_group(cell, env, str(device))
+    device = torch.device(device)
+    facts = init_process_group(cell, env, device)
     transport = TorchTransport(cell, env, torch.device(device))
     transport.facts.update(facts)
     transport.facts.update(reduce_scatter=f"torch.distributed.{_REDUCE_SCATTER.__name__}",
@@ -130,7 +145,7 @@ def start(cell, env, device):
 
 
 def serve(cell, env):
-    init_process_group(cell, env, "cpu")
+    init_process_group(cell, env, torch.device("cpu"))
     if cell.servers:
         dist.new_group(list(range(cell.workers)))  # collective: mirrors the workers' group creation
     ps_server.serve(cell.workers, cell.servers, env.rank)

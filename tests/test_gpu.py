@@ -1,22 +1,23 @@
 """Checks only real GPUs can make (python -m pytest -m gpu tests): run where CUDA is present, reported as
-not run elsewhere (a warning and a skip naming what is missing). `ddlbench doctor` lists them
-(harness/doctor/gpu_checks.py).
+NOT RUN elsewhere (a warning and a skip naming what is missing). `ddlbench doctor` lists them
+(harness/doctor/gpu_checks.py). The one-GPU part lives in tests/test_gpu_one.py (NCCL at world size 1,
+ranks sharing the GPU over gloo, TF32 by behaviour, throughput against a bare loop, the GPU profile); this
+file holds what needs two or more GPUs on one node:
 
 - every registered scheme lossless at 2 GPUs over NCCL (ranks bitwise identical, equal to single-process
-  training within fp tolerance);
-- on a communication-heavy cell (bert-base, NCCL forced onto sockets: no NVLink/P2P/SHM shortcut),
-  wfbp/mgwfbp/bytescheduler expose communication where it belongs (comm_wait_s, ByteScheduler's
+  training within fp tolerance), the group's backend asserted;
+- on a communication-heavy cell (bert-base, NCCL forced onto sockets: no NVLink/P2P/SHM/InfiniBand
+  shortcut), wfbp/mgwfbp/bytescheduler expose communication where it belongs (comm_wait_s, ByteScheduler's
   forward_wait_s), the probe times the real collective, and the overlap ratio is strictly between 0 and 1;
-- ByteScheduler's credit window bounds the bytes in flight (its partition trace, DDLBENCH_BS_TRACE=1);
-- the phases timed by CUDA events agree within 5% with a synchronised wall clock over the iteration;
-- fp32 cells run without TF32.
+- ByteScheduler's credit returns when NCCL has really finished a partition (its partition trace,
+  DDLBENCH_BS_TRACE=1): partitions take the network's time, not a launch's;
+- fp32 cells on two GPUs run without TF32, by behaviour (the ranks' results equal an fp32 reference).
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import time
 import warnings
 
 import pytest
@@ -25,18 +26,16 @@ import torch
 from harness.backends import BACKENDS
 from harness.cell import CellSpec, resolve
 from harness.launch.local import launch_cell
-from harness.measure.loop import run_loop
-from harness.schemes import SCHEMES, SchemeContext
-from harness.training import make_optimizer
+from harness.schemes import SCHEMES
 from test_lossless import SMALL, STEPS, check, reference, run_and_load
 from test_timing_units import in_flight_peak
-from workloads import WORKLOADS
 
 pytestmark = pytest.mark.gpu
 
 COMMUNICATING = sorted(n for n, e in SCHEMES.items() if e.communicates)
-SOCKETS_ONLY = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
-"""NCCL between two GPUs of one box through its socket transport: the communication-heavy setting."""
+SOCKETS_ONLY = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket"}
+"""NCCL between two GPUs of one box through its socket transport (no NVLink/P2P, no shared memory, and on an
+HGX box with InfiniBand HCAs not the IB verbs either): the communication-heavy setting."""
 HEAVY = dict(workload="bert-base", batch=8, seq_len=128)
 """440 MB of gradients over NCCL's sockets (hundreds of ms) against a backward of tens of ms: communication
 dominates, yet there is backward to overlap with (the overlap ratio has room above 0)."""
@@ -72,6 +71,8 @@ def test_every_scheme_is_lossless_on_two_gpus(tmp_path, monkeypatch, scheme):
     cell = CellSpec(workload=wl, scheme=scheme, backend=backend, workers=2, device="cuda", timeout_s=600,
                     servers=1 if entry.parameter_server else 0, **SMALL[wl])
     params = run_and_load(tmp_path, monkeypatch, cell)
+    result = json.loads((tmp_path / resolve(cell).cell_id / "result.json").read_text())
+    assert {r["dist_backend"] for r in result["ranks"]} <= {"nccl", "horovod-nccl"}, result["ranks"][0]
     # the reference on the CPU: fp32 throughout (TF32 off), so the comparison is in fp tolerance
     check([{k: v.cpu() for k, v in p.items()} for p in params],
           reference(wl, 2, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS), wl)
@@ -115,57 +116,32 @@ def test_credit_window_bounds_bytes_in_flight_on_nccl(tmp_path, monkeypatch):
     credit_mb, part_mb = 8.0, 2.0
     cell = CellSpec(scheme="bytescheduler-a2a", workers=2, device="cuda", warmup=2, iters=4, timeout_s=900,
                     knobs={"credit_mb": credit_mb, "partition_mb": part_mb}, **HEAVY)
-    trace = run(tmp_path, cell, "bs")["plan"]["partition_trace"]
-    credit = int(credit_mb * (1 << 20))
+    result = run(tmp_path, cell, "bs")
+    trace = result["plan"]["partition_trace"]
     largest = max(b for _, b, _, _ in trace)
     assert largest <= int(part_mb * (1 << 20)) + 4
+    # A partition's credit comes back when NCCL has really moved it. The window lets credit/partition of
+    # them share the link, so each takes at least its share of the link's time for the whole gradient:
+    # the probe's all-reduce of every gradient byte, alone. Credit returned at launch (wait() on NCCL)
+    # gives microseconds here.
+    comm_only = result["ranks"][0]["comm_only_s"]
+    grad_bytes = result["facts"]["grad_bytes"]
+    alone = comm_only * largest / grad_bytes  # one partition's time with the link to itself
     durations = sorted(e - s for _, _, s, e in trace)
-    # credit returned when is_completed() says so: partitions take the network's time, not a launch's
-    assert durations[len(durations) // 2] > 1e-3, f"median partition in flight {durations[len(durations) // 2]:.2e} s"
-    peak = in_flight_peak(trace)
-    assert peak <= max(credit, largest), f"{peak} bytes in flight under a {credit}-byte window"
-    assert peak < sum(b for _, b, _, _ in trace) / (cell.warmup + cell.iters), "everything went at once"
-
-
-# --- events against a synchronised wall clock -------------------------------------------------------------
-def test_event_timing_agrees_with_a_synchronised_wall_clock():
-    need_gpus(1)
-    device = torch.device("cuda", 0)
-    torch.cuda.set_device(device)
-    spec = WORKLOADS.get("resnet50")
-    torch.manual_seed(0)
-    model = spec.build().to(device)
-    batch = spec.make_batch(32, seq_len=None, device=device, seed=1)
-    entry = SCHEMES.get("local")
-    scheme = entry.cls(SchemeContext(transport=None, rank=0, workers=1, device=device,
-                                     knobs=entry.make_knobs(None), make_optimizer=make_optimizer))
-    fwd = scheme.setup(model)
-    samples = run_loop(fwd, scheme, spec.loss, batch, 5, 20, device, lambda: None)
-    events = statistics.median(s["forward_s"] + s["forward_wait_s"] + s["backward_s"] + s["comm_wait_s"]
-                               + s["optimizer_s"] for s in samples)
-    start_to_start = statistics.median(s["iter_s"] for s in samples)
-    walls = []
-    for _ in range(20):  # the same iteration, synchronised before and after (the reference clock)
-        torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        loss = spec.loss(fwd, batch)
-        scheme.before_backward()
-        scheme.backward(loss)
-        scheme.after_backward()
-        scheme.wait()
-        scheme.step()
-        torch.cuda.synchronize(device)
-        walls.append(time.perf_counter() - t0)
-    wall = statistics.median(walls)
-    assert events == pytest.approx(wall, rel=0.05), f"events {events:.4f} s, synchronised wall {wall:.4f} s"
-    assert start_to_start == pytest.approx(wall, rel=0.05), f"iter_s {start_to_start:.4f} s vs {wall:.4f} s"
+    median = durations[len(durations) // 2]
+    assert median >= 0.5 * alone, f"median partition in flight {median:.2e} s, alone it takes {alone:.2e} s"
+    assert in_flight_peak(trace) < sum(b for _, b, _, _ in trace) / (cell.warmup + cell.iters), \
+        "everything went at once"
 
 
 # --- precision ----------------------------------------------------------------------------------------------
 def test_fp32_cells_run_without_tf32(tmp_path, monkeypatch):
+    """By behaviour: a ResNet (convolutions, where cuDNN defaults to TF32) trained 5 steps on two GPUs equals
+    the CPU's fp32 training within fp32 rounding; with TF32 it drifts by ~1e-3 relative."""
     need_gpus(2)
-    monkeypatch.setenv("DDLBENCH_STEPS", "2")
-    cell = resolve(CellSpec(workload="resnet50-tiny", scheme="ddp", workers=2, device="cuda", timeout_s=300))
-    facts = json.loads(launch_cell(cell, tmp_path / "c").read_text())["facts"]
-    assert facts["matmul_allow_tf32"] is False and facts["cudnn_allow_tf32"] is False
+    wl = "resnet50-tiny"
+    cell = CellSpec(workload=wl, scheme="ddp", workers=2, device="cuda", timeout_s=300, **SMALL[wl])
+    params = run_and_load(tmp_path, monkeypatch, cell)
+    check([{k: v.cpu() for k, v in p.items()} for p in params], reference(wl, 2, SMALL[wl]["batch"], None, STEPS), wl)
+    facts = json.loads((tmp_path / resolve(cell).cell_id / "result.json").read_text())["facts"]
     assert facts["gpu_models"], "every rank's GPU model is recorded"

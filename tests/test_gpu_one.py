@@ -1,0 +1,254 @@
+"""What one GPU can prove (python -m pytest -m gpu tests): the machine a session may be lent has exactly one
+GPU, and NCCL refuses two ranks of one communicator on one device, so:
+
+(a) every scheme at 1 worker over NCCL (world size 1): the group's backend asserted, the scheme's
+    streams, events, credit logic and staging exercised, parameters equal to single-process training;
+(b) every torch-backend scheme at 2 ranks sharing the GPU over gloo with CUDA tensors
+    (`dist_backend: gloo`): lossless against the single-process reference, and the phases timed by CUDA
+    events within 5% of the synchronised start-to-start wall clock;
+(c) TF32 off for fp32 by behaviour: matmul and convolution match float64 to fp32 accuracy, and the same
+    with TF32 allowed does not (so the check can tell);
+(d) the real workloads at the study's batch sizes on one GPU, fp32 and bf16: the harness's `local` cell
+    against a bare hand-written loop (scripts/bare_loop.py) on the same model and batch, ratio >= 0.99;
+(e) `ddlbench profile` on the GPU (CUDA events in the hooks, the cell's precision) and the study's table
+    predicted from those profiles (scripts/study_prediction.py).
+
+DDLBENCH_GPU_REPORT=DIR keeps what (d) and (e) measured there (throughput.csv, profiles/, prediction/),
+as scripts/gpu_report.sh collects it for reports/gpu/. Elsewhere every check says NOT RUN and why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from harness.backends import BACKENDS
+from harness.cell import CellSpec, resolve
+from harness.commands.profile import run_profile
+from harness.doctor.gpu_probe import fp32_without_tf32
+from harness.launch.local import launch_cell
+from harness.measure.loop import run_loop
+from harness.schemes import SCHEMES, SchemeContext
+from harness.training import make_optimizer, set_precision
+from test_gpu import need_gpus
+from test_lossless import SMALL, STEPS, check, reference, run_and_load
+from workloads import WORKLOADS
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMUNICATING = sorted(n for n, e in SCHEMES.items() if e.communicates)
+TORCH_SCHEMES = sorted(n for n, e in SCHEMES.items() if e.communicates and "torch" in e.backends)
+STUDY = {"resnet50": {}, "bert-base": {}, "bert-large": {}, "gpt2-small": {}}
+"""The real workloads at their registered (the study's) batch and sequence length (README, "What a cell is")."""
+RATIO_GOAL = 0.99
+PHASE_TOLERANCE = 0.05
+
+
+def report_dir() -> Path | None:
+    d = os.environ.get("DDLBENCH_GPU_REPORT")
+    if not d:
+        return None
+    Path(d).mkdir(parents=True, exist_ok=True)
+    return Path(d)
+
+
+def usable(scheme: str) -> str:
+    """The backend a scheme runs on here, or a NOT RUN skip naming why none is usable."""
+    for backend in SCHEMES.get(scheme).backends:
+        if BACKENDS.get(backend).available() is None:
+            return backend
+    why = "; ".join(BACKENDS.get(b).available() for b in SCHEMES.get(scheme).backends)
+    warnings.warn(f"NOT RUN: {scheme} on this GPU: {why}")
+    pytest.skip(f"NOT RUN: {why}")
+
+
+def result_of(tmp_path: Path, cell: CellSpec) -> dict:
+    return json.loads((tmp_path / cell.cell_id / "result.json").read_text())
+
+
+# --- (a) every scheme at world size 1 over NCCL ----------------------------------------------------------
+@pytest.mark.parametrize("scheme", COMMUNICATING)
+def test_every_scheme_at_one_worker_over_nccl(tmp_path, monkeypatch, scheme):
+    need_gpus(1)
+    backend = usable(scheme)
+    entry = SCHEMES.get(scheme)
+    wl = "bert-base-tiny"
+    monkeypatch.setenv("DDLBENCH_BS_TRACE", "1")  # ByteScheduler's partition trace: credit returned on completion
+    cell = resolve(CellSpec(workload=wl, scheme=scheme, backend=backend, workers=1, device="cuda", timeout_s=600,
+                            servers=1 if entry.parameter_server else 0, **SMALL[wl]))
+    params = run_and_load(tmp_path, monkeypatch, cell)
+    result = result_of(tmp_path, cell)
+    rank = result["ranks"][0]
+    assert rank["dist_backend"] in ("nccl", "horovod-nccl"), rank
+    if "dist_groups" in rank:
+        assert "nccl" in rank["dist_groups"]["workers"], rank["dist_groups"]
+    assert rank["device_name"], "the rank recorded its GPU"
+    assert all(s["iter_s"] > 0 for s in rank["samples"])
+    trace = result["plan"].get("partition_trace")
+    if trace:  # in flight from issue to real completion: never negative, never all zero
+        assert all(e >= s for _, _, s, e in trace) and max(e - s for _, _, s, e in trace) > 0
+    check([{k: v.cpu() for k, v in params[0].items()}],
+          reference(wl, 1, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS), wl)
+
+
+# --- (b) several ranks sharing the GPU over gloo, CUDA tensors ------------------------------------------------
+@pytest.mark.parametrize("scheme", TORCH_SCHEMES)
+def test_ranks_sharing_the_gpu_over_gloo_are_lossless(tmp_path, monkeypatch, scheme):
+    need_gpus(1)
+    entry = SCHEMES.get(scheme)
+    wl = "bert-base-tiny"
+    cell = resolve(CellSpec(workload=wl, scheme=scheme, workers=2, device="cuda", timeout_s=600,
+                            dist_backend="gloo", servers=1 if entry.parameter_server else 0, **SMALL[wl]))
+    params = run_and_load(tmp_path, monkeypatch, cell)
+    assert {r["dist_backend"] for r in result_of(tmp_path, cell)["ranks"]} == {"gloo"}
+    check([{k: v.cpu() for k, v in p.items()} for p in params],
+          reference(wl, 2, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS), wl)
+
+
+@pytest.mark.parametrize("scheme", ["bsp-ps", "bytescheduler-a2a"])
+def test_three_ranks_sharing_the_gpu_with_batchnorm(tmp_path, monkeypatch, scheme):
+    need_gpus(1)
+    wl = "resnet50-tiny"
+    entry = SCHEMES.get(scheme)
+    cell = resolve(CellSpec(workload=wl, scheme=scheme, workers=3, device="cuda", timeout_s=600,
+                            dist_backend="gloo", servers=2 if entry.parameter_server else 0, **SMALL[wl]))
+    params = run_and_load(tmp_path, monkeypatch, cell)
+    check([{k: v.cpu() for k, v in p.items()} for p in params], reference(wl, 3, SMALL[wl]["batch"], None, STEPS), wl)
+
+
+@pytest.mark.parametrize("scheme", ["wfbp-a2a", "bytescheduler-a2a", "bsp-ps", "ddp"])
+def test_event_phases_match_the_synchronised_wall_clock_over_gloo(tmp_path, scheme):
+    """Per iteration the loop synchronises once, on its last mark, so the start-to-start wall clock is a
+    synchronised one; the phases (CUDA events on the compute stream) must add up to it within 5%."""
+    need_gpus(1)
+    entry = SCHEMES.get(scheme)
+    cell = resolve(CellSpec(workload="bert-base", batch=8, seq_len=64, scheme=scheme, workers=2, device="cuda",
+                            warmup=5, iters=20, timeout_s=900, dist_backend="gloo",
+                            servers=1 if entry.parameter_server else 0))
+    result = json.loads(launch_cell(cell, tmp_path / "c").read_text())
+    for rank in result["ranks"]:
+        s = rank["samples"]
+        phases = statistics.median(x["forward_s"] + x["forward_wait_s"] + x["backward_s"] + x["comm_wait_s"]
+                                   + x["optimizer_s"] for x in s)
+        wall = statistics.median(x["iter_s"] for x in s)
+        assert phases == pytest.approx(wall, rel=PHASE_TOLERANCE), \
+            f"rank {rank['rank']}: events {phases:.4f} s, wall {wall:.4f} s"
+
+
+def test_event_timing_agrees_with_a_synchronised_wall_clock():
+    """One process, no communication: the loop's event-timed phases against the same iteration
+    synchronised before and after (the reference clock)."""
+    need_gpus(1)
+    device = torch.device("cuda", 0)
+    torch.cuda.set_device(device)
+    set_precision("fp32")
+    spec = WORKLOADS.get("resnet50")
+    torch.manual_seed(0)
+    model = spec.build().to(device)
+    batch = spec.make_batch(32, seq_len=None, device=device, seed=1)
+    entry = SCHEMES.get("local")
+    scheme = entry.cls(SchemeContext(transport=None, rank=0, workers=1, device=device,
+                                     knobs=entry.make_knobs(None), make_optimizer=make_optimizer))
+    fwd = scheme.setup(model)
+    samples = run_loop(fwd, scheme, spec.loss, batch, 5, 20, device, lambda: None)
+    events = statistics.median(s["forward_s"] + s["forward_wait_s"] + s["backward_s"] + s["comm_wait_s"]
+                               + s["optimizer_s"] for s in samples)
+    start_to_start = statistics.median(s["iter_s"] for s in samples)
+    walls = []
+    for _ in range(20):
+        torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        loss = spec.loss(fwd, batch)
+        scheme.before_backward()
+        scheme.backward(loss)
+        scheme.after_backward()
+        scheme.wait()
+        scheme.step()
+        torch.cuda.synchronize(device)
+        walls.append(time.perf_counter() - t0)
+    wall = statistics.median(walls)
+    assert events == pytest.approx(wall, rel=PHASE_TOLERANCE), f"events {events:.4f} s, synchronised wall {wall:.4f} s"
+    assert start_to_start == pytest.approx(wall, rel=PHASE_TOLERANCE), f"iter_s {start_to_start:.4f} s vs {wall:.4f} s"
+
+
+# --- (c) TF32 off, by behaviour --------------------------------------------------------------------------------
+def test_fp32_means_fp32_by_behaviour():
+    need_gpus(1)
+    device = torch.device("cuda", 0)
+    assert fp32_without_tf32(device) == ""  # sets the fp32 policy, then compares with float64
+    if torch.cuda.get_device_capability(device)[0] < 8:
+        return  # no TF32 before Ampere: nothing to tell apart
+    set_precision("bf16")  # the low-precision policy allows TF32: the same comparison must now fail
+    try:
+        x, w = torch.randn(512, 4096, device=device), torch.randn(4096, 512, device=device)
+        err = float(((x @ w).double() - x.double() @ w.double()).norm() / (x.double() @ w.double()).norm())
+        assert err > 1e-4, f"TF32 allowed but matmul error {err:.1e}: the fp32 check could not tell"
+    finally:
+        set_precision("fp32")
+
+
+# --- (d) the harness against a bare loop ---------------------------------------------------------------------
+def _bare(workload: str, dtype: str, warmup: int, iters: int) -> dict:
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "bare_loop.py"), "--workload", workload,
+                          "--dtype", dtype, "--warmup", str(warmup), "--iters", str(iters), "--json"],
+                         capture_output=True, text=True, timeout=900, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("workload", sorted(STUDY))
+def test_harness_throughput_matches_a_bare_loop(tmp_path, workload, dtype):
+    need_gpus(1)
+    warmup, iters = 10, 30
+    before = _bare(workload, dtype, warmup, iters)
+    cell = resolve(CellSpec(workload=workload, scheme="local", workers=1, device="cuda", dtype=dtype,
+                            warmup=warmup, iters=iters, timeout_s=900))
+    result = json.loads(launch_cell(cell, tmp_path / "c").read_text())
+    after = _bare(workload, dtype, warmup, iters)
+    iter_s = [s["iter_s"] for s in result["ranks"][0]["samples"]]
+    harness = cell.batch / statistics.median(iter_s)
+    bare = statistics.mean([before["throughput"], after["throughput"]])
+    ratio = harness / bare
+    row = {"workload": workload, "dtype": dtype, "batch": cell.batch, "seq_len": cell.seq_len,
+           "gpu": result["ranks"][0]["device_name"], "harness_per_s": harness, "bare_per_s": bare,
+           "bare_before_per_s": before["throughput"], "bare_after_per_s": after["throughput"], "ratio": ratio,
+           "sample_unit": before["sample_unit"], "iters": iters}
+    if (d := report_dir()) is not None:
+        f = d / "throughput.csv"
+        pd.DataFrame([row]).to_csv(f, mode="a", header=not f.exists(), index=False)
+    assert ratio >= RATIO_GOAL, f"harness {harness:.1f}/s vs bare {bare:.1f}/s ({ratio:.3f})"
+
+
+# --- (e) the GPU profile and the study's table predicted from it ------------------------------------------------
+def test_gpu_profile_and_the_study_table_from_it(tmp_path):
+    need_gpus(1)
+    out = report_dir() or tmp_path
+    profiles = out / "profiles"
+    profiles.mkdir(parents=True, exist_ok=True)
+    for wl in ("resnet50", "bert-base", "bert-large"):
+        df, _ = run_profile(wl, None, None, iters=10, warmup=3, threads=1, device="cuda",
+                            output=profiles / f"profile-{wl}.parquet", dtype="fp32")
+        assert set(df["dtype"]) == {"fp32"} and (df["forward_s"] >= 0).all() and (df["backward_s"] >= 0).all()
+        # events in hooks add no synchronisation: the profiled iteration is the bare loop's, within 15%
+        profiled = df["forward_s"].sum() + df["backward_total_s"].iloc[0] + df["optimizer_s"].sum()
+        bare = _bare(wl, "fp32", 3, 10)["iter_s"]
+        assert profiled == pytest.approx(bare, rel=0.15), f"{wl}: profile {profiled:.4f} s vs bare {bare:.4f} s"
+    pred = out / "prediction"
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "study_prediction.py"), "--profiles", str(profiles),
+                          "--out", str(pred)], capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    table = pd.read_parquet(pred / "predictions.parquet")
+    assert len(table) and (table.select_dtypes("number").fillna(0) >= 0).all().all()

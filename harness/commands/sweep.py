@@ -6,9 +6,11 @@ Exit status 0 when every cell is ok, 1 when a cell failed (the summary is still 
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import click
+import torch
 
 from harness.atomic import write_text_atomic
 from harness.cell import check_capacity, warn
@@ -16,6 +18,8 @@ from harness.commands.run import TRACE_META, trace_option
 from harness.commands.show import finish_run
 from harness.errors import UserError
 from harness.execute import Interrupted, run_cells
+from harness.launch.nodes import Leader, NodesFailed, check_cell, open_store, run_agent
+from harness.launch.nodes_env import NodeJob, cell_nodes, node_job
 from harness.launch.srun import choose_launcher
 from harness.results.files import check_output_dir, unwritable
 from harness.results.lock import run_lock
@@ -27,7 +31,8 @@ from harness.testbed.sweep import run_on_testbed
 def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False,
               progress: bool = True, launcher: str | None = None, retry_failed: bool = False, *,
               overwrite: bool = False, oversubscribe: bool = False, server_hosts: str | None = None,
-              trace: int | None = None, dtype: str | None = None) -> Path:
+              trace: int | None = None, dtype: str | None = None, job: NodeJob | None = None,
+              join_timeout_s: float = 300.0) -> Path:
     """Run every cell of the sweep file at `path` into `output` (default results/<run-id>); returns the
     run directory. An existing run there is refused unless `resume` or `overwrite`; `server_hosts`
     replaces the file's `server_hosts:`."""
@@ -48,6 +53,8 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
         with run_lock(run_dir):
             prepare_run(run_dir, resume, overwrite)
             return run_on_testbed(cfg, run_dir, resume, progress, retry_failed)
+    if job is not None:  # node 0 of a multi-node job without Slurm (harness/launch/nodes.py)
+        return _lead_nodes(cfg, path, run_dir, job, resume, overwrite, progress, retry_failed, join_timeout_s)
     launch = choose_launcher(launcher)  # srun inside a Slurm allocation, else local
     cells = expand(cfg, nodes_for=launch.nodes_for)
     for c in cells if launch.check else ():
@@ -63,6 +70,54 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
         run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, launcher=launch.launch,
                   env_extra=launch.env_extra or None, retry_failed=retry_failed)
     return run_dir
+
+
+def _per_node(job: NodeJob, device: str) -> int:
+    """Workers a node runs: the scheduler's count, or (auto) one per GPU, one per CPU node."""
+    if job.nproc_per_node:
+        return job.nproc_per_node
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() and device != "cpu" else 0
+    return gpus or 1
+
+
+def _lead_nodes(cfg, path, run_dir: Path, job: NodeJob, resume, overwrite, progress, retry_failed,
+                join_timeout_s: float) -> Path:
+    """Node 0: plan the cells, meet the other nodes in the c10d store, run the cells through them."""
+    job = dataclasses.replace(job, nproc_per_node=_per_node(job, cfg.device))
+    cells = expand(cfg, nodes_for=lambda w: cell_nodes(w, job.nnodes, job.nproc_per_node))
+    for c in cells:
+        check_cell(c, job)  # refused before any node is waited for
+    with run_lock(run_dir):
+        prepare_run(run_dir, resume, overwrite)
+        write_text_atomic(run_dir / "sweep.yaml", Path(path).read_text())
+        store = open_store(job, join_timeout_s)
+        leader = Leader(store, job, join_timeout_s)
+        why = "done"
+        try:
+            run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, launcher=leader,
+                      env_extra={"hosts": f"{job.nnodes} nodes ({job.source})"}, retry_failed=retry_failed)
+        except BaseException as e:  # every agent ends with the leader, whatever ended it
+            why = str(e) or type(e).__name__
+            raise
+        finally:
+            leader.finish(why)
+    return run_dir
+
+
+NODE_FLAGS = ("nnodes", "node_rank", "nproc_per_node", "master_addr", "master_port")
+
+
+def nodes_option(f):
+    """The plain node list's flags (as `torchrun --nnodes` takes them); they win over the scheduler's."""
+    for name, kind, text in reversed((
+            ("--nnodes", int, "Nodes in a multi-node job without Slurm; every node runs this same command."),
+            ("--node-rank", int, "This node's index (0 leads: plans the cells, writes the run)."),
+            ("--nproc-per-node", int, "Workers per node (default: the scheduler's, else one per GPU, one on CPU)."),
+            ("--master-addr", str, "Node 0's address, where the c10d store listens."),
+            ("--master-port", int, "The store's port (default 29400)."))):
+        f = click.option(name, type=kind, help=text)(f)
+    return click.option("--join-timeout", "join_timeout_s", default=300.0, show_default=True, type=float,
+                        help="Seconds node 0 waits for every node to join (multi-node job).")(f)
 
 
 @click.command("sweep")
@@ -88,21 +143,33 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
 @click.option("--strict-network", is_flag=True,
               help="Exit 1 when a multi-node cell's traffic did not go mainly through the interface its network "
                    "profile names (summary column net_check).")
+@nodes_option
 @click.pass_context
 def command(ctx, sweep_file, output, resume, overwrite, retry_failed, oversubscribe, allow_failed_cells,
-            no_progress, launcher, strict_network, server_hosts, dtype):
+            no_progress, launcher, strict_network, server_hosts, dtype, join_timeout_s, **node_flags):
     """Run every cell of SWEEP_FILE and print the summary.
 
     Exit status 0 when every cell is ok, 1 when a cell failed (0 with --allow-failed-cells), 2 on bad
     input, 128+N when signal N stopped it (finish with --resume)."""
+    cfg = load_sweep(sweep_file)
+    # Kubeflow/JobSet/SkyPilot variables or the node-list flags: a multi-node job (harness/launch/nodes.py);
+    # inside a Slurm allocation the variables of an outer scheduler are not ours unless the flags say so
+    in_slurm = bool(os.environ.get("SLURM_JOB_ID")) and not any(node_flags.values())
+    job = None if in_slurm or launcher else node_job(os.environ, node_flags)
     if output is None and not resume:
-        output = Path("results") / new_run_id(load_sweep(sweep_file).name)
+        output = Path("results") / new_run_id(cfg.name)
     try:
+        if job is not None and job.node_rank > 0:  # an agent: no run directory of its own
+            store = open_store(job, join_timeout_s)
+            ctx.exit(run_agent(store, job, Path(f"{output}.node{job.node_rank}")))
         run_dir = run_sweep(sweep_file, output, resume, progress=not no_progress, launcher=launcher,
                             trace=ctx.meta.get(TRACE_META),
                             retry_failed=retry_failed, overwrite=overwrite, oversubscribe=oversubscribe,
-                            server_hosts=server_hosts, dtype=dtype)
+                            server_hosts=server_hosts, dtype=dtype, job=job, join_timeout_s=join_timeout_s)
     except Interrupted as e:
         ctx.exit(finish_run(output, interrupted=e))
+    except NodesFailed as e:  # the job cannot go on; what was measured is on disk
+        click.echo(f"error: {e}", err=True)
+        ctx.exit(1)
     code = finish_run(run_dir, strict_network=strict_network)
     ctx.exit(0 if code == 1 and allow_failed_cells else code)

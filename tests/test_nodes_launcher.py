@@ -208,7 +208,7 @@ def _wait_for(pred, timeout: float, what: str) -> None:
 @pytest.mark.slow
 def test_a_node_lost_mid_sweep_fails_its_cell_then_resume(hosts, tmp_path, monkeypatch):
     monkeypatch.setenv("DDLBENCH_NODE_LOST_S", "4")
-    sweep = _sweep_file(tmp_path, "lost", ["ddp", "bsp-a2a", "wfbp-a2a"], warmup=0, iters=400)
+    sweep = _sweep_file(tmp_path, "lost", ["ddp", "bsp-a2a", "wfbp-a2a"], warmup=0, iters=80)
     out = tmp_path / "run"
     procs = [_start(k, sweep, out, _kubeflow(k, 29412)) for k in (0, 1)]
     _wait_for(lambda: any(Path(f"{out}.node1").glob("*/rank1.log")), 120, "node 1's first rank")
@@ -220,8 +220,7 @@ def test_a_node_lost_mid_sweep_fails_its_cell_then_resume(hosts, tmp_path, monke
     assert "node(s) 1 lost" in s.iloc[0]["reason"]
     assert "--resume" in _log(out, 0).splitlines()[-1]
     # the node is back: the same command with --resume measures what is missing, keeps what was recorded
-    short = _sweep_file(tmp_path, "lost", ["ddp", "bsp-a2a", "wfbp-a2a"], warmup=0, iters=2)
-    procs = [_start(k, short, out, _kubeflow(k, 29413), "--resume") for k in (0, 1)]
+    procs = [_start(k, sweep, out, _kubeflow(k, 29413), "--resume") for k in (0, 1)]
     assert _wait(procs) == [1, 0]  # the leader: 1, the failed cell stays recorded (--retry-failed re-runs it)
     s = pd.read_parquet(out / "summary.parquet")
     assert len(s) == 3 and sorted(s["status"]) == ["failed", "ok", "ok"]

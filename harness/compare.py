@@ -105,6 +105,8 @@ def cell_label(row, with_knobs: bool = True) -> str:
             parts.append(knobs)
     if row.get("network") not in (None, "loopback"):
         parts.append(f"@{row.get('network')}")
+    if _norm(row.get("dist_backend")) not in (None, "", "gloo", "auto"):  # what moved the tensors, if not gloo
+        parts.append(f"[{row.get('dist_backend')}]")
     return " ".join(parts)
 
 

@@ -197,6 +197,7 @@ def test_the_gate_never_compares_nccl_with_gloo():
     assert len(res) == 2 and "same" not in set(res["status"])  # two cells: one gone, one new
     same = compare_runs(*_run("nccl"), *_run("nccl"))
     assert list(same["status"]) == ["same"]
+    assert "[nccl]" in same["cell"].iloc[0]
     # a cell that failed before joining its group (dist_backend still "auto") pairs with its measured twin
     paired = compare_runs(*_run("nccl"), *_run("auto", status="failed"))
     assert list(paired["status"]) == ["failed"]

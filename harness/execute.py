@@ -140,5 +140,7 @@ def _run_todo(todo, total, run_dir, run_id, placement_for, progress, launcher) -
             rows.append(row)
             if row["status"] != "ok":
                 bar.console.print(f"[red]failed[/red] {cell.cell_id}: {row['reason']}")
+            elif row["reason"]:  # measured, but a rank failed while shutting down
+                bar.console.print(f"[yellow]measured[/yellow] {cell.cell_id}, {row['reason']}")
             bar.advance(task)
     return rows

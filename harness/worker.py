@@ -41,7 +41,7 @@ def _fault(cell: CellSpec, rank: int):
     named): an injected regression, to show what the gate catches (README, "Reports and the CI regression
     gate")."""
     spec = os.environ.get("DDLBENCH_FAULT", "")
-    if not spec:
+    if not spec or spec.startswith("shutdown:"):  # that one fires after the loop (_shutdown_fault)
         return None
     kind, r, it, *only = spec.split(":")
     if int(r) != rank or (only and only[0] != cell.scheme):
@@ -199,7 +199,19 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:  # one line the launcher puts in the failed cell's reason (launch/supervise.py)
         print(f"error: {e}", file=sys.stderr, flush=True)
         return 2
-    return 0
+    return _shutdown_fault(env.rank, out)
+
+
+def _shutdown_fault(rank: int, out: Path) -> int:
+    """Fault injection for tests: DDLBENCH_FAULT=shutdown:RANK fails that rank (exit 1) once rank 0's
+    result.json is on disk, as a rank failing in teardown would (launch/supervise.py, Shutdown)."""
+    if os.environ.get("DDLBENCH_FAULT", "") != f"shutdown:{rank}":
+        return 0
+    deadline = time.monotonic() + 60
+    while not (out / "result.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    print("RuntimeError: injected fault: shutdown (Connection closed by peer)", file=sys.stderr, flush=True)
+    return 1
 
 
 if __name__ == "__main__":

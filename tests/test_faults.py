@@ -293,3 +293,17 @@ def test_an_injected_slowdown_is_a_regression_the_gate_calls_worse(tmp_path, mon
     table = compare_rounds([(t.summary, t.raw) for t in base], [(cur.summary, cur.raw)])
     status = dict(zip(table["scheme"], table["status"]))
     assert status == {"ddp": "worse", "bsp-a2a": "same"}, table.to_string()
+
+
+def test_a_rank_failing_in_shutdown_after_the_result_is_a_warning_not_a_failed_cell(tmp_path, monkeypatch):
+    """Issue 24: the supervisor owns the cell's outcome. Rank 1 exits 1 once result.json is on disk (as a
+    rank whose teardown fails would): the cell is measured, its row says what failed and the log line."""
+    run = tmp_path / "run"
+    monkeypatch.setenv("DDLBENCH_FAULT", "shutdown:1")
+    row = execute_cell(_cell("bsp-a2a"), run, "t")
+    assert row["status"] == "ok", row["reason"]
+    assert row["reason"].startswith("warning: rank 1 failed while shutting down (exit code 1)"), row["reason"]
+    assert "injected fault: shutdown" in row["log_tail"]
+    s = load_run(run).summary
+    assert s.iloc[0]["status"] == "ok" and s.iloc[0]["throughput_median"] > 0
+    assert s.iloc[0]["reason"] == row["reason"]

@@ -35,7 +35,8 @@ from harness.cli import cli  # noqa: E402
 from harness.launch.sweep_jobs import SweepJob, example_scripts, parse_time_min, plan_jobs, render_submit  # noqa: E402
 from harness.errors import UserError  # noqa: E402
 from harness.launch.slurm_client import cancel, job_state, wait_job  # noqa: E402
-from harness.launch.srun import choose_launcher, plan_cell, step_environment  # noqa: E402
+from harness.launch.launchers import choose_launcher  # noqa: E402
+from harness.launch.srun import plan_cell, step_environment  # noqa: E402
 from harness.launch.srun_plan import Allocation, cell_port, failure_reason, place  # noqa: E402
 from harness.launch.srun_task import task_env  # noqa: E402
 from harness.cell import CellSpec  # noqa: E402

@@ -18,9 +18,9 @@ from harness.commands.run import TRACE_META, trace_option
 from harness.commands.show import finish_run
 from harness.errors import UserError
 from harness.execute import Interrupted, run_cells
+from harness.launch.launchers import choose_launcher
 from harness.launch.nodes import Leader, NodesFailed, check_cell, open_store, run_agent
 from harness.launch.nodes_env import NodeJob, cell_nodes, node_job
-from harness.launch.srun import choose_launcher
 from harness.results.files import check_output_dir, unwritable
 from harness.results.lock import run_lock
 from harness.results.store import new_run_id, prepare_run

@@ -23,9 +23,12 @@ import harness
 from harness.cell import CellSpec
 from harness.errors import CellFailed
 from harness.launch.supervise import (
+    SHUTDOWN_GRACE_S,
     WORKER_MODULE,
+    Shutdown,
     base_env,
     free_port,
+    last_line,
     log_tail,
     orphan_proof,
     python_argv,
@@ -117,21 +120,34 @@ def launch_cell(cell: CellSpec, cell_dir: Path, placement: Placement | None = No
 
 
 def _watch(procs: list[subprocess.Popen], timeout_s: float, cell_dir: Path) -> None:
-    deadline = time.monotonic() + timeout_s
+    """Until every rank has left: a rank failing, or the timeout, fails the cell, unless result.json is
+    complete by then, which makes it a warning on the row (supervise.Shutdown)."""
+    end = Shutdown(cell_dir, timeout_s)
+    late: set[int] = set()
     while True:
         codes = [p.poll() for p in procs]
-        bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
-        if bad:
-            r, c = bad[0]
+        for r, c in enumerate(codes):
+            if c in (None, 0) or r in late:
+                continue
             what = f"signal {-c}" if c < 0 else f"exit code {c}"
-            raise CellFailed(with_rank_error(f"rank {r} died ({what})", cell_dir, r), log_tail(cell_dir, first=r))
-        if all(c == 0 for c in codes):
-            return
-        if time.monotonic() > deadline:
-            running = [r for r, c in enumerate(codes) if c is None]
-            raise CellFailed(f"timed out after {timeout_s:g} s with rank(s) {running} still running",
-                             log_tail(cell_dir, first=running[0]))
+            if not end.complete():
+                raise CellFailed(with_rank_error(f"rank {r} died ({what})", cell_dir, r),
+                                 log_tail(cell_dir, first=r))
+            late.add(r)
+            end.late(f"rank {r} failed while shutting down ({what}) after result.json was written",
+                     last_line(cell_dir, f"rank{r}.log"))
+        running = [r for r, c in enumerate(codes) if c is None]
+        if not running:
+            break
+        if end.expired():
+            if not end.complete():
+                raise CellFailed(f"timed out after {timeout_s:g} s with rank(s) {running} still running",
+                                 log_tail(cell_dir, first=running[0]))
+            end.late(f"rank(s) {running} still running {SHUTDOWN_GRACE_S:g} s after result.json was "
+                     f"written; killed", last_line(cell_dir, f"rank{running[0]}.log"))
+            break
         time.sleep(0.05)
+    end.record()
 
 
 def _kill(procs: list[subprocess.Popen]) -> None:

@@ -32,9 +32,8 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Mapping
 
 from harness.atomic import write_json_atomic
 from harness.backends import BACKENDS
@@ -47,13 +46,20 @@ from harness.launch.srun_plan import (
     cell_port,
     failure_reason,
     place,
-    check_one_box,
     server_hosts_in,
 )
-from harness.launch.supervise import log_tail, python_argv, usable_port, with_rank_error, worker_argv
+from harness.launch.supervise import (
+    SHUTDOWN_GRACE_S,
+    Shutdown,
+    last_line,
+    log_tail,
+    python_argv,
+    usable_port,
+    with_rank_error,
+    worker_argv,
+)
 from harness.networks import network_env
 
-LAUNCHERS = ("local", "srun")
 STOP_GRACE_S = 10.0
 """After SIGTERM, how long srun may take to end its step before the step is scancel'led and srun killed."""
 # Variables a step must not inherit from the batch environment: torch-style rank variables (the
@@ -181,22 +187,39 @@ def _run_steps(steps: list[Step], cell, cell_dir: Path) -> None:
 
 
 def _watch(procs, timeout_s: float, cell_dir: Path) -> None:
-    deadline = time.monotonic() + timeout_s
+    """Until the main steps have ended; a step failing, or the timeout, ends the cell, unless result.json
+    is complete by then, which makes it a warning on the row (supervise.Shutdown)."""
+    end = Shutdown(cell_dir, timeout_s)
     main = [(s, p) for s, p in procs if s.main]
+    late: set[str] = set()
     while True:
         for step, p in procs:
             code = p.poll()
             if code not in (None, 0) or (code == 0 and not step.main and any(q.poll() is None for _, q in main)):
-                raise _failure(step, code, cell_dir)
-        if all(p.poll() == 0 for _, p in main):
-            return
-        if time.monotonic() > deadline:
-            raise _Ended(f"timed out after {timeout_s:g} s; the step was cancelled", None)
+                if not end.complete():
+                    raise _failure(step, code, cell_dir)
+                if code != 0 and step.role not in late:
+                    late.add(step.role)
+                    e = _failure(step, code, cell_dir)
+                    end.late(f"{e.reason} after result.json was written",
+                             last_line(cell_dir, f"rank{e.rank}.log" if e.rank is not None else _log_name(step)))
+        if all(p.poll() is not None for _, p in main) and (all(p.poll() == 0 for _, p in main) or end.complete()):
+            break
+        if end.expired():
+            if not end.complete():
+                raise _Ended(f"timed out after {timeout_s:g} s; the step was cancelled", None)
+            end.late(f"steps still running {SHUTDOWN_GRACE_S:g} s after result.json was written; cancelled")
+            break
         time.sleep(0.1)
+    end.record()
+
+
+def _log_name(step: Step) -> str:
+    return "srun.log" if step.main else f"srun.{step.role}.log"
 
 
 def _failure(step: Step, code: int | None, cell_dir: Path) -> _Ended:
-    name = "srun.log" if step.main else f"srun.{step.role}.log"
+    name = _log_name(step)
     text = (cell_dir / name).read_text(errors="replace") if (cell_dir / name).exists() else ""
     if code == 0:
         return _Ended(f"the {step.role} step ended before the workers", None)
@@ -268,33 +291,3 @@ def _scancel_step(step: Step) -> None:
                 subprocess.run(["scancel", "--signal=KILL", step_id], capture_output=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         pass
-
-
-# ----------------------------------------------------------------------------- sweep integration
-
-@dataclass(frozen=True)
-class SweepLauncher:
-    name: str
-    """local | srun."""
-    launch: Callable | None
-    """launch_cell-compatible function; None = the default local spawner."""
-    nodes_for: Callable[[int], int] | None
-    """Nodes a cell of N workers spans (cell.nodes); None = 1."""
-    env_extra: dict
-    """Facts for the environment table (hosts of the allocation)."""
-    check: Callable | None = None
-    """check(cell): UserError, before anything runs, for a cell this launcher cannot place."""
-
-
-def choose_launcher(name: str | None = None, environ: Mapping[str, str] | None = None) -> SweepLauncher:
-    """`ddlbench sweep --launcher`: srun inside an allocation (SLURM_JOB_ID set), local otherwise."""
-    env = os.environ if environ is None else environ
-    name = name or ("srun" if env.get("SLURM_JOB_ID") else "local")
-    if name not in LAUNCHERS:
-        raise UserError(f"unknown launcher {name!r}; available: {', '.join(LAUNCHERS)}")
-    if name == "local":
-        return SweepLauncher("local", None, None, {}, check_one_box)
-    alloc = allocation_from_env(env)
-    return SweepLauncher("srun", launch_cell_srun, alloc.nodes_for, {"hosts": ",".join(alloc.nodes)},
-                         lambda cell: server_hosts_in(cell, alloc))
-

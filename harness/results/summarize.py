@@ -74,8 +74,8 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
     # model intensity is a per-workload figure: one worker's FLOPs per iteration over the bytes that
     # worker communicates per iteration (independent of N under weak scaling)
     flops_iter = facts.get("flops_per_sample", math.nan) * cell.batch
-    row = axes(run_id, cell, "ok", sample_unit=sample_unit, nodes=result.get("dist", {}).get("nodes"),
-               server_hosts=result.get("dist", {}).get("server_hosts"))
+    row = axes(run_id, cell, "ok", *shutdown_warnings(result), sample_unit=sample_unit,
+               nodes=result.get("dist", {}).get("nodes"), server_hosts=result.get("dist", {}).get("server_hosts"))
     row["warmup"] = result.get("effective", {}).get("warmup", cell.warmup)  # profiling may extend it
     row.update({
         "iter_s_median": d["median"], "iter_s_q1": d["q1"], "iter_s_q3": d["q3"], "iter_s_iqr": d["iqr"],
@@ -103,6 +103,16 @@ def dist_backend(ranks: list[dict]) -> str:
     """What moved the workers' tensors, as every rank recorded it (dist.get_backend of its group; horovod-*
     for Horovod's own): one name, or several joined by commas when ranks disagree; "" without a transport."""
     return ",".join(sorted({r.get("dist_backend", "") for r in ranks} - {""}))
+
+
+def shutdown_warnings(result: dict) -> tuple[str, str]:
+    """(reason, log_tail) of a measured cell: what failed after its result was complete, as a warning
+    (harness/launch/supervise.Shutdown), with each failing process's last log line; ("", "") if nothing."""
+    warnings = result.get("warnings") or []
+    if not warnings:
+        return "", ""
+    return ("warning: " + "; ".join(w["warning"] for w in warnings),
+            "\n".join(w["log"] for w in warnings if w.get("log")))
 
 
 def failed_row(run_id: str, cell, reason: str, log_tail: str, sample_unit: str, wall_s: float) -> dict:

@@ -26,7 +26,7 @@ from harness.backends.torch_dist.ps_node import (
     NodeAggregator,
     OwnerHandle,
 )
-from harness.backends.torch_dist.ps_server import CONTROL_TAG, STOP, send_table
+from harness.backends.torch_dist.ps_server import ACK_TAG, CONTROL_TAG, STOP, send_table
 from harness.backends.torch_dist.staging import Staged, Stager
 
 
@@ -93,13 +93,18 @@ class PSClient:
         return self.layout.describe() if self.layout else {}
 
     def stop(self) -> None:
+        """Say STOP on every channel this worker pushes on and wait until each receiver has acknowledged
+        it, then until this worker has acknowledged its node peers' STOPs (ps_server.py: no rank leaves
+        while a message is still on its way to it)."""
         self.sender.shutdown(wait=True)
-        stop = torch.tensor([STOP], dtype=torch.int64)
-        for s in range(self.servers):
-            dist.send(stop, dst=self.workers + s, tag=CONTROL_TAG)
-        if self.layout is not None:
-            for peer in self.layout.group_of(self.rank):
-                if peer != self.rank:
-                    dist.send(stop, dst=peer, tag=LOCAL_CONTROL_TAG)
+        peers = [p for p in self.layout.group_of(self.rank) if p != self.rank] if self.layout else []
+        channels = [(self.workers + s, CONTROL_TAG) for s in range(self.servers)]
+        channels += [(p, LOCAL_CONTROL_TAG) for p in peers]
+        stops = [torch.tensor([STOP], dtype=torch.int64) for _ in channels]
+        acks = [torch.zeros(1, dtype=torch.int64) for _ in channels]
+        works = [dist.irecv(ack, src=dst, tag=ACK_TAG) for ack, (dst, _) in zip(acks, channels)]
+        works += [dist.isend(stop, dst=dst, tag=tag) for stop, (dst, tag) in zip(stops, channels)]
+        for work in works:
+            work.wait()
         if self.agg is not None:
             self.agg.stop()

@@ -124,7 +124,12 @@ class NodeAggregator:
             raise RuntimeError(f"parameter-server node reduce failed: {self.errors[0]!r}") from self.errors[0]
 
     def stop(self) -> None:
+        """After this worker's own STOPs: wait for the peers' (each receiving thread acknowledges its
+        peer's STOP and ends), then end the push and pull threads."""
+        for t in self.threads[:len(self.peers)]:
+            t.join()
         self.pushes.put(None)
+        self.check()
 
 
 class OwnerHandle(Handle):

@@ -6,6 +6,12 @@ and pushes arrive in each worker's own order. A push is a header (the key) on th
 the data tagged with the key. Each arriving push is added into the key's sum at once, so summing overlaps
 the network (BytePS's servers do the same); when the key's last pusher has arrived the sum is sent back to
 every pusher: the same bytes to all, so every worker ends with a bitwise identical result.
+
+Stopping (docs/ARCHITECTURE.md, "What listens where"): a worker sends STOP on every channel it pushes on (its
+servers, its node peers) and waits for each receiver's acknowledgement; a receiver acknowledges a STOP
+only after its last read from that sender, and no rank leaves before it has acknowledged every STOP sent
+to it. So no rank exits while a message is still on its way to it: a rank that left first made its peers'
+stop messages fail ("Connection closed by peer", issue 24) and lost a measured cell.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ CONTROL_TAG = 1 << 30
 """Header channel from a worker to a server: key ids, or STOP."""
 STOP = -1
 """Header that says a worker is done."""
+ACK_TAG = (1 << 30) + 2
+"""Channel on which a STOP's receiver acknowledges it (see `receive_pushes`)."""
 
 
 class _Key:
@@ -54,22 +62,24 @@ class _Key:
 
 def receive_pushes(src: int, control_tag: int, buffer_of: Callable[[int], torch.Tensor],
                    tag_of: Callable[[int], int], arrived: Callable[[int], None]) -> None:
-    """The receiving side of pushes from one sender, until it says STOP: a header with the key on
-    `control_tag`, then the data into `buffer_of(key)` on `tag_of(key)`, then `arrived(key)`. One thread
-    per sender, because gloo's receive handles report completion only through wait() and each sender
-    pushes in its own order (the servers, and the owners of the node-local reduce, ps_node.py)."""
+    """The receiving side of pushes from one sender, until it says STOP, which is acknowledged: a header
+    with the key on `control_tag`, then the data into `buffer_of(key)` on `tag_of(key)`, then
+    `arrived(key)`. One thread per sender, because gloo's receive handles report completion only through
+    wait() and each sender pushes in its own order (the servers, and the owners of the node-local reduce,
+    ps_node.py)."""
     header = torch.zeros(1, dtype=torch.int64)
     while True:
         dist.recv(header, src=src, tag=control_tag)
         k = int(header.item())
         if k == STOP:
+            dist.send(torch.tensor([STOP], dtype=torch.int64), dst=src, tag=ACK_TAG)
             return
         dist.recv(buffer_of(k), src=src, tag=tag_of(k))
         arrived(k)
 
 
 def serve(workers: int, servers: int, rank: int) -> None:
-    """Run until every worker has said STOP."""
+    """Run until every worker has said STOP (and been acknowledged)."""
     box = [None]
     dist.recv_object_list(box, src=0)
     numel, server_of, pushers = box[0]

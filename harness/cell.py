@@ -14,6 +14,7 @@ import torch
 from harness.backends import BACKENDS
 from harness.devices import check_dist_backend
 from harness.errors import UserError
+from harness.networks import BUILTIN, profile_vars, resolve_network
 from harness.schemes import SCHEMES
 from harness.training import DTYPES
 from workloads import WORKLOADS
@@ -51,9 +52,13 @@ class CellSpec:
     threads: int = 1
     """torch intra-op threads per worker on CPU (one core per worker)."""
     network: str = "loopback"
-    """Network label recorded in the row (e.g. loopback, ib-rdma, ipoib, eth-10g, emulated-500mbit)."""
+    """Network profile (loopback, auto, eth, ipoib, ib-rdma, a site's or a sweep's) or declared label
+    (emulated-500mbit, a sweep's `labels:`), recorded in the row (docs/ARCHITECTURE.md, "Networks")."""
     network_rate_mbit: float | None = None
     """Link rate when known (emulated testbed), Mbit/s."""
+    network_env: dict | None = None
+    """The variables of the resolved profile (`resolve` sets them; {} for a label); launchers apply them
+    (`network_vars`) and never look the name up again. Not part of the cell id: it follows from `network`."""
     knobs: dict = field(default_factory=dict)
     """Scheme/backend knobs (e.g. bucket_cap_mb), resolved against the scheme's defaults."""
     seed: int = 0
@@ -80,7 +85,7 @@ class CellSpec:
     @property
     def cell_id(self) -> str:
         """Stable, readable id: the same spec always maps to the same id (resume relies on it)."""
-        key = {k: v for k, v in asdict(self).items() if k not in ("timeout_s", "trace_iters")}
+        key = {k: v for k, v in asdict(self).items() if k not in ("timeout_s", "trace_iters", "network_env")}
         for name in ("server_hosts", "dist_backend"):  # defaults: ids of cells from before the field stay
             if key[name] == "auto":
                 del key[name]
@@ -92,9 +97,19 @@ class CellSpec:
     def with_(self, **changes) -> "CellSpec":
         return replace(self, **changes)
 
+    def network_vars(self, nodes: int | None = None) -> dict[str, str]:
+        """The variables every rank gets from the cell's network, its ranks spanning `nodes` hosts (default
+        the cell's). A cell made without `resolve` (tests) gets the built-in profile's, or none."""
+        env = self.network_env
+        if env is None:
+            env = BUILTIN[self.network].env() if self.network in BUILTIN else {}
+        return profile_vars(self.network, env, self.nodes if nodes is None else nodes)
 
-def resolve(cell: CellSpec) -> CellSpec:
-    """Fill defaults from the registries and check every name and number; raises UserError."""
+
+def resolve(cell: CellSpec, networks: dict | None = None, labels: tuple = ()) -> CellSpec:
+    """Fill defaults from the registries and check every name and number; raises UserError. The network
+    is resolved once (harness/networks.py: `networks`, a sweep's profiles; `labels`, its declared labels)
+    and kept in `network_env`; a cell resolved already keeps its own."""
     wl = WORKLOADS.get(cell.workload)
     scheme = SCHEMES.get(cell.scheme)
     unusable = BACKENDS.get(cell.backend).available()
@@ -118,6 +133,9 @@ def resolve(cell: CellSpec) -> CellSpec:
     if not isinstance(cell.network, str) or not cell.network.strip():
         raise UserError(f"network label {cell.network!r} is empty: give the network a name for the rows "
                         f"(e.g. loopback, eth-10g)")
+    network_env = cell.network_env
+    if network_env is None or networks or labels:
+        network_env = resolve_network(cell.network, networks, tuple(labels)).env()
     device = resolve_device(cell.device, cell.workers, cell.nodes, cell.dist_backend)
     check_dist_backend(cell.dist_backend, device)
     check_dtype(cell.dtype, scheme, device)
@@ -133,7 +151,8 @@ def resolve(cell: CellSpec) -> CellSpec:
                         f"--knob bucket_cap_mb=25 or knobs: {{ddp: {{bucket_cap_mb: 25}}}}")
     knobs = scheme.resolve_knobs(cell.knobs)
     check_knob_values(cell.scheme, knobs)
-    return replace(cell, batch=batch, seq_len=seq, device=device, servers=servers, knobs=knobs)
+    return replace(cell, batch=batch, seq_len=seq, device=device, servers=servers, knobs=knobs,
+                   network_env=network_env)
 
 
 SERVER_HOSTS = ("auto", "dedicated", "colocated")

@@ -8,9 +8,11 @@ every rank, and the rank checks that the interface exists before joining the gro
 
 Built-in profiles: `loopback` (one box) and the three above with their usual interface names. A site
 defines its own in a YAML file (`DDLBENCH_NETWORKS`, else ~/.config/ddlbench/networks.yaml), mapping a
-name to these fields; a sweep file may also define profiles under `networks:`. A cell whose network is
-not a profile (an emulated testbed's label, or a free label) sets no variables: the launcher's own
-choice (the route to the rendezvous address, harness/backends/interfaces.py) applies.
+name to these fields; a sweep file may also define profiles under `networks:`. A cell's network is resolved
+once (`resolve_network`, from cell.resolve) into the variables the cell carries (`CellSpec.network_env`).
+A name that is no profile is refused unless it is declared as a label (a sweep file's `labels:`, the
+emulated testbed's emulated-<rate>): a label sets no variables, so the route to the rendezvous address
+applies (harness/backends/interfaces.py). A misspelt profile never becomes a label silently.
 """
 
 from __future__ import annotations
@@ -119,11 +121,24 @@ def profiles(extra: dict | None = None) -> dict[str, NetworkProfile]:
     return out
 
 
-def network_env(name: str, nodes: int = 1, extra: dict | None = None) -> dict[str, str]:
-    """The variables of profile `name` for a cell spanning `nodes` hosts; {} when `name` is a label, not
-    a profile, and for `loopback` (the default label) on a multi-node cell: there every rank takes the
-    route to the rendezvous address instead (harness/backends/interfaces.py) and records it."""
-    if name in LOOPBACK_NAMES and nodes > 1:
-        return {}
-    p = profiles(extra).get(name)
-    return p.env() if p else {}
+def resolve_network(name: str, networks: dict | None = None, labels: tuple = ()) -> NetworkProfile:
+    """The profile a cell's `network` names (cell.resolve calls this once; launchers apply the result and
+    never look it up again): a profile (built-in, the site's, or `networks`, a sweep file's `networks:`),
+    or a label declared as one (`labels`: a sweep file's `labels:`, the testbed's emulated-<rate>), which
+    sets no variables. Anything else is a misspelt profile: a UserError listing the known names."""
+    known = profiles(networks)
+    if name in known:
+        return known[name]
+    if name in labels:
+        return NetworkProfile(name, description="a label: no interface named, the route to the rendezvous")
+    where = os.environ.get(SITE_FILE_VAR) or DEFAULT_SITE_FILE
+    raise UserError(f"unknown network {name!r}: known profiles are {', '.join(sorted(known))}; fix --network "
+                    f"or `network:`, define the profile in {where} ({SITE_FILE_VAR}), or declare a free label "
+                    f"under `labels:` in the sweep file")
+
+
+def profile_vars(name: str, env: dict, nodes: int) -> dict[str, str]:
+    """The variables of a resolved profile (`env`, NetworkProfile.env()) for ranks spanning `nodes` hosts:
+    none for `loopback`/`auto` across hosts, where every rank takes the route to the rendezvous address
+    instead (harness/backends/interfaces.py) and records it. Pure."""
+    return {} if name in LOOPBACK_NAMES and nodes > 1 else dict(env)

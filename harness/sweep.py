@@ -66,7 +66,10 @@ class SweepConfig:
     threads: int = 1
     """torch threads per worker on CPU."""
     network: str = "loopback"
-    """Network label recorded in every row."""
+    """Network profile of every cell (docs/ARCHITECTURE.md, "Networks"), or a label from `labels:`."""
+    labels: tuple = ()
+    """Free network labels `network:` may name: recorded in the rows, they set no interface (a name that
+    is neither a profile nor declared here is refused as a misspelt profile)."""
     knobs: dict = field(default_factory=dict)
     """scheme -> {knob: value or list of values}; lists expand into the matrix."""
     baseline: bool = True
@@ -82,7 +85,7 @@ class SweepConfig:
     "Traces"); 0 = off. Cell ids stay the same."""
 
 
-_LISTS = ("workloads", "schemes", "backends", "workers", "servers", "server_hosts", "dtype")
+_LISTS = ("workloads", "schemes", "backends", "workers", "servers", "server_hosts", "dtype", "labels")
 # key -> (accepted types, what to write): every scalar is checked here, so a wrong type is a one-line
 # error naming the key, not a traceback later
 _TYPES = {
@@ -98,7 +101,8 @@ _TYPES = {
 }
 _ITEM_TYPES = {"workloads": (str, "names"), "schemes": (str, "names"), "backends": (str, "names"),
                "workers": (int, "integers >= 1"), "servers": (int, "integers >= 0"),
-               "server_hosts": (str, "auto, dedicated or colocated"), "dtype": (str, "fp32 and/or bf16")}
+               "server_hosts": (str, "auto, dedicated or colocated"), "dtype": (str, "fp32 and/or bf16"),
+               "labels": (str, "network labels")}
 
 
 def load_sweep(path: str | Path) -> SweepConfig:
@@ -157,7 +161,8 @@ def _checked(key: str, value, source: str):
 
 
 _EXAMPLES = {"workloads": "resnet50-tiny", "schemes": "ddp", "backends": "torch", "workers": "1, 2",
-             "servers": "1", "server_hosts": "auto", "dtype": "fp32, bf16"}
+             "servers": "1", "server_hosts": "auto", "dtype": "fp32, bf16",
+             "labels": "eth-10g"}
 
 
 def knob_value(text: str, option: str = "--knob"):
@@ -178,8 +183,10 @@ def _knob_grid(knobs: dict) -> list[dict]:
 
 
 def expand(cfg: SweepConfig, network: str | None = None, rate_mbit: float | None = None,
-           nodes_for=None) -> list[CellSpec]:
-    """All cells of the sweep, resolved (names checked, defaults filled), baseline cells first."""
+           nodes_for=None, labels: tuple = ()) -> list[CellSpec]:
+    """All cells of the sweep, resolved (names checked, defaults filled), baseline cells first. `labels`:
+    network labels declared beyond the file's `labels:` (the testbed's emulated-<rate>)."""
+    networks = dict(networks=cfg.networks, labels=tuple(cfg.labels) + tuple(labels))
     for s in cfg.knobs:
         SCHEMES.get(s)
     common = dict(warmup=cfg.warmup, iters=cfg.iters, timeout_s=float(cfg.timeout_s), device=cfg.device,
@@ -205,7 +212,7 @@ def expand(cfg: SweepConfig, network: str | None = None, rate_mbit: float | None
     for wl, dtype in itertools.product(cfg.workloads, cfg.dtype):
         common["dtype"] = dtype
         if cfg.baseline:
-            cells.append(resolve(CellSpec(workload=wl, scheme="local", workers=1, **common)))
+            cells.append(resolve(CellSpec(workload=wl, scheme="local", workers=1, **common), **networks))
         for scheme in cfg.schemes:
             entry = SCHEMES.get(scheme)
             if dtype not in entry.dtypes:
@@ -221,7 +228,8 @@ def expand(cfg: SweepConfig, network: str | None = None, rate_mbit: float | None
                             nodes = nodes_for(workers) if nodes_for else 1
                             cells.append(resolve(CellSpec(
                                 workload=wl, scheme=scheme, backend=backend, workers=workers,
-                                servers=servers, knobs=knobs, nodes=nodes, server_hosts=where, **common)))
+                                servers=servers, knobs=knobs, nodes=nodes, server_hosts=where, **common),
+                                **networks))
     seen, out = set(), []
     for c in cells:
         if c.cell_id not in seen:

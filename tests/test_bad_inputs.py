@@ -38,6 +38,8 @@ SWEEPS = {  # file name -> body (each expands to at most the baseline and one 1-
     "knob_unknown_scheme": "workloads: [resnet50-tiny]\nknobs: {nope: {x: 1}}\n",
     "workers_empty": "workloads: [resnet50-tiny]\nworkers: []\n",
     "workers_zero": "workloads: [resnet50-tiny]\nworkers: [0]\n",
+    "network_misspelt": "workloads: [resnet50-tiny]\nnetwork: ib-rmda\nlabels: [eth-10g]\n",
+    "labels_empty": "workloads: [resnet50-tiny]\nlabels: []\n",
     "workers_word": "workloads: [resnet50-tiny]\nworkers: [two]\n",
     "workers_float": "workloads: [resnet50-tiny]\nworkers: [1.5]\n",
     "workers_huge": "workloads: [resnet50-tiny]\nworkers: [100000]\n",
@@ -91,6 +93,8 @@ CASES = [
     ("run --workload bert-base-tiny --scheme bsp-ps --workers 1 --servers 100000 --output {t}/new",
      ["100000 parameter servers", "--oversubscribe"]),
     (RUN + " --network ''", ["network label '' is empty"]),
+    # a misspelt profile is refused, never a silent label (issue 24)
+    (RUN + " --network ib-rmda", ["unknown network 'ib-rmda'", "ib-rdma", "loopback", "labels:"]),
     # click's own usage errors, one line too
     (RUN + " --workers abc", ["Invalid value for '--workers'", "run --help`"]),
     ("run --output {t}/new", ["Missing option '--workload'", "run --help`"]),
@@ -126,6 +130,8 @@ CASES = [
     ("sweep {t}/knob_unknown_scheme.yaml --output {t}/new", ["unknown scheme 'nope'"]),
     ("sweep {t}/workers_empty.yaml --output {t}/new", ["`workers:`", "is empty"]),
     ("sweep {t}/workers_zero.yaml --output {t}/new", ["workers must be integers >= 1"]),
+    ("sweep {t}/network_misspelt.yaml --output {t}/new", ["unknown network 'ib-rmda'", "ib-rdma"]),
+    ("sweep {t}/labels_empty.yaml --output {t}/new", ["`labels:`", "is empty"]),
     ("sweep {t}/workers_word.yaml --output {t}/new", ["`workers:`", "'two'"]),
     ("sweep {t}/workers_float.yaml --output {t}/new", ["`workers:`", "1.5"]),
     ("sweep {t}/workers_huge.yaml --output {t}/new", ["100000 workers", "oversubscribe: true"]),

@@ -34,7 +34,6 @@ from harness.launch.supervise import (
     python_argv,
     with_rank_error,
 )
-from harness.networks import network_env
 
 PACKAGE_ROOT = str(Path(harness.__file__).resolve().parents[1])
 """Where this driver's harness/ and workloads/ live: ranks import exactly this code (-P keeps the
@@ -56,7 +55,7 @@ def _rank_env(cell: CellSpec, placement: "Placement") -> dict:
         # per-rank interface (the testbed's) wins; so does one the user set (GLOO_SOCKET_IFNAME).
         # Ranks spawned here without a prefix all run on this box, whatever "nodes" they pretend to be
         box = 1 if not placement.prefixes else placement.nodes
-        for var, value in network_env(cell.network, box).items():
+        for var, value in cell.network_vars(box).items():
             env.setdefault(var, value)
     return env
 

@@ -15,7 +15,6 @@ from harness.cell import CellSpec
 from harness.errors import CellFailed
 from harness.launch.local import PACKAGE_ROOT, rank_argv
 from harness.launch.supervise import WORKER_MODULE, base_env, log_tail, with_rank_error
-from harness.networks import network_env
 
 POLL_S = 0.1
 """How often a node looks at its ranks and the store while it supervises or waits."""
@@ -26,7 +25,7 @@ def rank_env(cell: CellSpec, rank: int, nodes: list[int], master: str, port: int
     mine = nodes[rank]
     workers_here = [r for r in range(cell.workers) if nodes[r] == mine]
     ranks_here = [r for r in range(len(nodes)) if nodes[r] == mine]
-    env = base_env(cell.threads, "nodes", network_env(cell.network, len(set(nodes))))
+    env = base_env(cell.threads, "nodes", cell.network_vars(len(set(nodes))))
     env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
     env.update(RANK=str(rank), WORLD_SIZE=str(len(nodes)), MASTER_ADDR=master, MASTER_PORT=str(port),
                LOCAL_RANK=str(workers_here.index(rank) if rank < cell.workers else 0),

@@ -58,7 +58,6 @@ from harness.launch.supervise import (
     with_rank_error,
     worker_argv,
 )
-from harness.networks import network_env
 
 STOP_GRACE_S = 10.0
 """After SIGTERM, how long srun may take to end its step before the step is scancel'led and srun killed."""
@@ -143,7 +142,7 @@ def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, .
     port = usable_port(cell_port(alloc.job_id, cell.cell_id), on_this_host=workers[0] == alloc.here)
     ctx = SrunContext(cell, alloc, cell_dir, node_addr(workers[0]), port, tuple(command or worker_command(cell_dir)),
                       backend.srun_variant(os.environ),
-                      extra_env={**network_env(cell.network, cell.nodes), **backend.launch_env(cell)})
+                      extra_env={**cell.network_vars(), **backend.launch_env(cell)})
     with backend.srun_session(ctx) as ready:
         _run_steps(backend.srun_plan(ready), cell, cell_dir)
     if not result.exists():

@@ -148,7 +148,7 @@ def testbed_cells(cfg, spec: TestbedSpec, profiles: list[NetworkProfile]) -> lis
     cells = []
     for p in profiles:
         cells += expand(cfg, network=p.label, rate_mbit=p.rate_mbit,
-                        nodes_for=lambda w: pl.nodes_for(w, spec.hosts))
+                        nodes_for=lambda w: pl.nodes_for(w, spec.hosts), labels=(p.label,))
     cells = [c.with_(nodes=pl.cell_nodes(c, spec.hosts, spec.worker_hosts)) for c in cells]
     for c in cells:
         pl.check_device(c, torch.cuda.device_count())
@@ -233,8 +233,10 @@ def on_testbed(cell: CellSpec, policy: str = "round-robin") -> tuple[CellSpec, T
     """`ddlbench run --testbed`: the cell moved onto the testbed that is up, and its launcher."""
     s = _testbed_up()
     label = rate_label(s.rate_mbit) if cell.network == "loopback" else cell.network
-    cell = resolve(cell)  # its servers (a -ps scheme has at least one) decide whether a host is kept for them
-    cell = cell.with_(nodes=pl.cell_nodes(cell, len(s.hosts)), network=label, network_rate_mbit=s.rate_mbit)
+    # its servers (a -ps scheme has at least one) decide whether a host is kept for them; the testbed
+    # declares its emulated-<rate> label
+    cell = resolve(cell.with_(network=label, network_rate_mbit=s.rate_mbit), labels=(rate_label(s.rate_mbit),))
+    cell = cell.with_(nodes=pl.cell_nodes(cell, len(s.hosts)))
     pl.check_device(cell, torch.cuda.device_count())
     pl.rank_hosts(cell.workers, cell.servers, cell.nodes, len(s.hosts), policy, cell.server_hosts)
     return cell, TestbedLauncher(len(s.hosts), policy, reconfigure=False)

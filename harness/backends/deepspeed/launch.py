@@ -25,7 +25,6 @@ from harness.launch.supervise import (
     run_supervised,
     worker_argv,
 )
-from harness.networks import network_env
 
 
 def launch_env(cell) -> dict:
@@ -39,7 +38,7 @@ def launch_local(cell, cell_dir, placement=None):
     argv = [launcher_exe("deepspeed"), "--num_gpus", str(cell.workers), "--master_port", str(free_port()),
             "--master_addr", "127.0.0.1", "--no_local_rank", "--module"] + worker_argv(cell_dir)[1:]
     # gloo on the cell's network (loopback on one box), whatever the hostname resolves to
-    env = base_env(cell.threads, "deepspeed", {**launch_env(cell), **network_env(cell.network, 1)})
+    env = base_env(cell.threads, "deepspeed", {**launch_env(cell), **cell.network_vars(1)})
     return run_supervised(argv, env, cell.timeout_s, cell_dir, "deepspeed launcher")
 
 

@@ -35,7 +35,6 @@ from harness.launch.supervise import (
     worker_argv,
 )
 from harness.netif import iface_towards
-from harness.networks import network_env
 
 MB = 1 << 20
 LAUNCH_VAR = "DDLBENCH_HOROVOD_LAUNCH"
@@ -86,7 +85,7 @@ def launch_local(cell, cell_dir, placement=None):
             *_knob_flags(cell.knobs or {}), *python_argv(), *worker_argv(cell_dir)]
     # gloo binds the interface it is told, else the one the hostname resolves to: the cell's network
     # (loopback on one box)
-    env = base_env(cell.threads, "horovodrun", network_env(cell.network, 1))
+    env = base_env(cell.threads, "horovodrun", cell.network_vars(1))
     return run_supervised(argv, env, cell.timeout_s, cell_dir, "horovodrun")
 
 

@@ -20,20 +20,12 @@ from harness.training import DTYPES
 from workloads import WORKLOADS
 
 
-@dataclass(frozen=True)
-class CellSpec:
-    workload: str
-    """Registered workload name, e.g. `bert-base-tiny`."""
-    scheme: str
-    """Registered scheme name, e.g. `wfbp-a2a`; `local` is the 1-worker, no-communication baseline."""
-    backend: str = "torch"
-    """Transport the scheme runs on."""
-    workers: int = 1
-    """Worker processes (one per GPU; on CPU one per core)."""
-    servers: int = 0
-    """Parameter-server processes (PS schemes only)."""
-    nodes: int = 1
-    """Hosts the workers span (1 on a single box; Slurm/testbed set more)."""
+@dataclass(frozen=True, kw_only=True)
+class CellSettings:
+    """The settings of a cell that a sweep file sets once for all of its cells and `ddlbench run` takes as
+    options: declared here only; SweepConfig (harness/sweep.py) inherits them and the `run` options
+    (harness/commands/cell_options.py) are made from them (names, types, defaults, these docstrings)."""
+
     batch: int | None = None
     """Per-worker batch (samples); None = the workload's default. Weak scaling: fixed per worker."""
     seq_len: int | None = None
@@ -46,14 +38,36 @@ class CellSpec:
     """Wall-clock limit for the whole cell (start-up included); a hung rank fails the cell after it."""
     device: str = "auto"
     """cpu | cuda | auto (cuda when available)."""
-    dtype: str = "fp32"
-    """Compute dtype: fp32 (the study's) or bf16 (autocast, fp32 master parameters; docs/ARCHITECTURE.md,
-    "Precision")."""
+    dist_backend: str = "auto"
+    """torch.distributed backend of the workers' collectives: auto (NCCL for CUDA tensors, gloo for CPU
+    ones), nccl, or gloo (on CUDA only on purpose: host copies, but several ranks may share one GPU). The
+    row's `dist_backend` records what the group really used (docs/ARCHITECTURE.md, "Devices")."""
     threads: int = 1
     """torch intra-op threads per worker on CPU (one core per worker)."""
     network: str = "loopback"
     """Network profile (loopback, auto, eth, ipoib, ib-rdma, a site's or a sweep's) or declared label
     (emulated-500mbit, a sweep's `labels:`), recorded in the row (docs/ARCHITECTURE.md, "Networks")."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellSpec(CellSettings):
+    """One measurement: its axis values and knobs, and the settings above."""
+
+    workload: str
+    """Registered workload name, e.g. `bert-base-tiny`."""
+    scheme: str
+    """Registered scheme name, e.g. `wfbp-a2a`; `local` is the 1-worker, no-communication baseline."""
+    backend: str = "torch"
+    """Transport the scheme runs on."""
+    workers: int = 1
+    """Worker processes (one per GPU; on CPU one per core)."""
+    servers: int = 0
+    """Parameter-server processes (PS schemes only; 0 = one for a -ps scheme)."""
+    nodes: int = 1
+    """Hosts the workers span (1 on a single box; Slurm/testbed set more)."""
+    dtype: str = "fp32"
+    """Compute dtype: fp32 (the study's) or bf16 (autocast, fp32 master parameters; docs/ARCHITECTURE.md,
+    "Precision")."""
     network_rate_mbit: float | None = None
     """Link rate when known (emulated testbed), Mbit/s."""
     network_env: dict | None = None
@@ -70,10 +84,6 @@ class CellSpec:
     """Where parameter servers run (PS schemes): dedicated (hosts no worker uses), colocated (the workers'
     hosts) or auto (dedicated when the testbed/allocation has hosts beyond the workers', else colocated);
     the row records what it resolved to (docs/ARCHITECTURE.md, "Server placement")."""
-    dist_backend: str = "auto"
-    """torch.distributed backend of the workers' collectives: auto (NCCL for CUDA tensors, gloo for CPU
-    ones), nccl, or gloo (on CUDA only on purpose: host copies, but several ranks may share one GPU). The
-    row's `dist_backend` records what the group really used (docs/ARCHITECTURE.md, "Devices")."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

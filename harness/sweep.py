@@ -16,20 +16,25 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from harness.baselines import check_name
-from harness.cell import CellSpec, resolve
+from harness.cell import CellSettings, CellSpec, resolve
 from harness.errors import UserError
 from harness.schemes import SCHEMES
 from harness.training import DTYPES
 
 
 @dataclass(frozen=True)
-class SweepConfig:
+class SweepConfig(CellSettings):
+    """A sweep file: the settings every cell shares (CellSettings: batch, seq_len, warmup, iters,
+    timeout_s, device, threads, network; declared there once), the axes, and what the sweep itself does."""
+
     name: str = "sweep"
     """Run name; the run id is <UTC time>-<name>."""
     workloads: tuple = ("bert-base-tiny",)
@@ -48,25 +53,6 @@ class SweepConfig:
     dtype: tuple = ("fp32",)
     """Compute dtypes, fp32 and/or bf16 (a list expands into the matrix; a scheme runs each it supports,
     each dtype gets its own baseline; docs/ARCHITECTURE.md, "Precision")."""
-    batch: int | None = None
-    """Per-worker batch; None = each workload's default."""
-    seq_len: int | None = None
-    """Sequence length; None = each workload's default."""
-    warmup: int = 10
-    """Discarded iterations per cell."""
-    iters: int = 30
-    """Measured iterations per cell."""
-    timeout_s: float = 600.0
-    """Per-cell wall-clock limit, seconds."""
-    device: str = "auto"
-    """cpu | cuda | auto."""
-    dist_backend: str = "auto"
-    """torch.distributed backend of the workers: auto (NCCL for CUDA, gloo for CPU), nccl, or gloo (on
-    CUDA only on purpose: several ranks may then share one GPU; docs/ARCHITECTURE.md, "Devices")."""
-    threads: int = 1
-    """torch threads per worker on CPU."""
-    network: str = "loopback"
-    """Network profile of every cell (docs/ARCHITECTURE.md, "Networks"), or a label from `labels:`."""
     labels: tuple = ()
     """Free network labels `network:` may name: recorded in the rows, they set no interface (a name that
     is neither a profile nor declared here is refused as a misspelt profile)."""
@@ -87,13 +73,26 @@ class SweepConfig:
 
 _LISTS = ("workloads", "schemes", "backends", "workers", "servers", "server_hosts", "dtype", "labels")
 # key -> (accepted types, what to write): every scalar is checked here, so a wrong type is a one-line
-# error naming the key, not a traceback later
+# error naming the key, not a traceback later. The cell settings' come from their declarations.
+
+
+def _setting_types() -> dict[str, tuple[tuple, str]]:
+    """(accepted types, what to write) of each CellSettings field, from its annotation."""
+    out = {}
+    for name, hint in typing.get_type_hints(CellSettings).items():
+        kinds = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        if float in kinds:
+            kinds += (int,)
+        main = next(k for k in kinds if k is not type(None))
+        number = "a number" + (" of seconds" if name.endswith("_s") else "")
+        what = {int: "an integer", str: "a name"}.get(main, number)
+        out[name] = (tuple(kinds), what)
+    return out
+
+
 _TYPES = {
-    "name": ((str,), "a name"), "batch": ((int, type(None)), "an integer"),
-    "seq_len": ((int, type(None)), "an integer"), "warmup": ((int,), "an integer"),
-    "iters": ((int,), "an integer"), "timeout_s": ((int, float), "a number of seconds"),
-    "device": ((str,), "cpu, cuda or auto"), "threads": ((int,), "an integer"),
-    "network": ((str,), "a label"), "knobs": ((dict,), "a mapping scheme -> {knob: value}"),
+    **_setting_types(),
+    "name": ((str,), "a name"), "knobs": ((dict,), "a mapping scheme -> {knob: value}"),
     "baseline": ((bool,), "true or false"), "oversubscribe": ((bool,), "true or false"),
     "trace": ((int,), "a number of iterations to trace (0 = off)"),
     "testbed": ((dict, type(None)), "a mapping {hosts: N, rate: R}"),
@@ -189,9 +188,8 @@ def expand(cfg: SweepConfig, network: str | None = None, rate_mbit: float | None
     networks = dict(networks=cfg.networks, labels=tuple(cfg.labels) + tuple(labels))
     for s in cfg.knobs:
         SCHEMES.get(s)
-    common = dict(warmup=cfg.warmup, iters=cfg.iters, timeout_s=float(cfg.timeout_s), device=cfg.device,
-                  dist_backend=cfg.dist_backend, threads=cfg.threads, batch=cfg.batch, seq_len=cfg.seq_len,
-                  network=network or cfg.network, network_rate_mbit=rate_mbit)
+    common = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(CellSettings)}  # what every cell shares
+    common.update(timeout_s=float(cfg.timeout_s), network=network or cfg.network, network_rate_mbit=rate_mbit)
     common["trace_iters"] = cfg.trace  # not part of the cell id
     for w in cfg.workers:
         if not isinstance(w, int) or w < 1:

@@ -11,8 +11,8 @@ from pathlib import Path
 import click
 
 from harness.cell import CellSpec, check_capacity, resolve, warn
+from harness.commands.cell_options import cell_options
 from harness.commands.show import finish_run
-from harness.devices import DIST_BACKENDS
 from harness.errors import UserError
 from harness.execute import Interrupted, record_result, run_cells, write_environment
 from harness.launch.env import from_environ
@@ -91,30 +91,8 @@ def run_under_launcher(cell: CellSpec, output: Path) -> None:
 
 
 @click.command("run")
-@click.option("--workload", required=True, help="Workload name (see `ddlbench list`).")
-@click.option("--scheme", default="ddp", show_default=True, help="Scheme name.")
-@click.option("--backend", default="torch", show_default=True, help="Backend name.")
-@click.option("--workers", default=2, show_default=True, type=int, help="Worker processes.")
-@click.option("--servers", default=0, type=int, help="Parameter servers (PS schemes; 0 = one).")
-@click.option("--batch", type=int, help="Per-worker batch (default: the workload's).")
-@click.option("--seq-len", type=int, help="Sequence length (default: the workload's).")
-@click.option("--warmup", default=10, show_default=True, type=int, help="Discarded iterations.")
-@click.option("--iters", default=30, show_default=True, type=int, help="Measured iterations.")
-@click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=float,
-              help="Cell time limit, seconds.")
-@click.option("--device", default="auto", show_default=True, help="cpu | cuda | auto.")
-@click.option("--threads", default=1, show_default=True, type=int, help="torch threads per worker (CPU).")
-@click.option("--dist-backend", default="auto", show_default=True, type=click.Choice(DIST_BACKENDS),
-              help="torch.distributed backend of the workers: auto (NCCL for CUDA, gloo for CPU), nccl, or gloo "
-                   "(CUDA tensors through host memory on purpose; lets several ranks share one GPU).")
-@click.option("--dtype", default="fp32", show_default=True,
-              help="Compute dtype: fp32, or bf16 (autocast over forward and loss, fp32 master parameters).")
+@cell_options
 @click.option("--knob", "knobs", multiple=True, help="Scheme knob NAME=VALUE (repeatable).")
-@click.option("--network", default="loopback", show_default=True, help="Network label for the row.")
-@click.option("--server-hosts", default="auto", show_default=True,
-              type=click.Choice(["auto", "dedicated", "colocated"]),
-              help="PS schemes: servers on hosts without workers (dedicated), on the workers' hosts (colocated), "
-                   "or dedicated when the testbed has a spare host (auto); recorded in the row.")
 @click.option("--testbed", is_flag=True,
               help="Run on the emulated testbed that is up (`ddlbench testbed up`); workers spread "
                    "over its hosts.")
@@ -130,16 +108,11 @@ def run_under_launcher(cell: CellSpec, output: Path) -> None:
               help="Exit 1 when a multi-node cell's traffic did not go mainly through the interface its network "
                    "profile names (summary column net_check).")
 @click.pass_context
-def command(ctx, workload, scheme, backend, workers, servers, batch, seq_len, warmup, iters, timeout_s, device,
-            threads, dtype, knobs, network, testbed, baseline, output, resume, overwrite, oversubscribe,
-            strict_network, server_hosts, dist_backend):
+def command(ctx, knobs, testbed, baseline, output, resume, overwrite, oversubscribe, strict_network, **settings):
     """Run one benchmark cell and print its summary.
 
     Exit status 0 when every cell is ok, 1 when a cell failed, 2 on bad input."""
-    cell = CellSpec(workload=workload, scheme=scheme, backend=backend, workers=workers, servers=servers,
-                    batch=batch, seq_len=seq_len, warmup=warmup, iters=iters, timeout_s=timeout_s,
-                    device=device, threads=threads, dtype=dtype, knobs=parse_knobs(knobs), network=network,
-                    server_hosts=server_hosts, dist_backend=dist_backend)
+    cell = CellSpec(**settings, knobs=parse_knobs(knobs))
     cell = cell.with_(trace_iters=ctx.meta.get(TRACE_META, 0))
     if "TORCHELASTIC_RUN_ID" in os.environ or os.environ.get("DDLBENCH_IN_LAUNCHER") == "1":
         if output is None:
@@ -148,7 +121,7 @@ def command(ctx, workload, scheme, backend, workers, servers, batch, seq_len, wa
         return
 
     launcher = None
-    run_dir = output = output or Path("results") / new_run_id(f"{workload}-{scheme}")
+    run_dir = output = output or Path("results") / new_run_id(f"{cell.workload}-{cell.scheme}")
     lease = netns.lease(f"ddlbench run {cell.workload} {cell.scheme} --testbed") if testbed else None
     try:
         with lease or contextlib.nullcontext():

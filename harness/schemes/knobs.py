@@ -114,7 +114,7 @@ def _convert(scheme: str, name: str, knob: Knob, value):
 @functools.cache
 def _spec(cls: type) -> dict[str, Knob]:
     hints = typing.get_type_hints(cls, include_extras=True)
-    docs = _field_docs(cls)
+    docs = field_docs(cls)
     out = {}
     for f in dataclasses.fields(cls):
         kind, optional, rng = _unpack(hints[f.name])
@@ -136,7 +136,7 @@ def _unpack(hint) -> tuple[type, bool, Range | None]:
     return hint, optional, rng
 
 
-def _field_docs(cls: type) -> dict[str, str]:
+def field_docs(cls: type) -> dict[str, str]:
     """The docstring under each field (PEP 257 attribute docstrings), read from the class source along
     its bases; Python itself does not keep them."""
     docs: dict[str, str] = {}

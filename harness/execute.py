@@ -14,11 +14,11 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, ContextManager, Iterator
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.atomic import write_parquet_atomic
+from harness.atomic import write_parquet_atomic, write_text_atomic
 from harness.backends import BACKENDS
 from harness.cell import CellSpec
 from harness.errors import CellFailed
@@ -110,22 +110,46 @@ def write_environment(run_dir: Path, run_id: str, device: str, extra: dict | Non
 def run_cells(cells: list[CellSpec], run_dir: Path, run_id: str, *, resume: bool = False,
               placement_for: Callable[[CellSpec], Placement | None] | None = None,
               progress: bool = True, env_extra: dict | None = None,
-              launcher: Callable | None = None, retry_failed: bool = False) -> list[dict]:
-    """Run cells in order with a progress bar; skip those already recorded when resuming (except
-    the failed ones with `retry_failed`: their rows are replaced, measured cells are never touched).
+              launcher: Callable | None = None, retry_failed: bool = False, new_run: bool = False,
+              overwrite: bool = False, files: dict[str, str] | None = None,
+              session: Callable[[], ContextManager[Callable]] | None = None) -> list[dict]:
+    """The one function that runs cells into a run directory (every command calls it: run, sweep on
+    every launcher, the testbed's sweeps, doctor): lock the directory (one writer); with `new_run`,
+    refuse or clear a run already there (store.prepare_run, by `resume` and `overwrite`) and write
+    `files` (name -> text, atomically: the sweep file); then run the cells in order with a progress bar,
+    skipping those already recorded when resuming (except the failed ones with `retry_failed`: their rows
+    are replaced, measured cells are never touched).
 
     `launcher(cell, cell_dir, placement) -> result.json path` defaults to the local spawner
-    (harness.launch.local.launch_cell); Slurm and the testbed pass their own."""
+    (harness.launch.local.launch_cell); Slurm and the testbed pass their own. `session()`, entered
+    under the lock around the cells, yields the launcher instead (the multi-node leader: its store)."""
     with run_lock(run_dir), signals_raise():
-        done = store.finished_cells(run_dir, include_failed=not retry_failed) if resume else set()
-        if done:  # rebuild the run's tables from its parts: a damaged or missing table comes back
-            store.rebuild(run_dir)
-        if not (run_dir / "environment.parquet").exists() or not resume:
-            write_environment(run_dir, run_id, cells[0].device if cells else "cpu", env_extra)
-        todo = [c for c in cells if c.cell_id not in done]
-        rows = _run_todo(todo, len(cells), run_dir, run_id, placement_for, progress, launcher)
-        environment.record_end(run_dir)  # the load after the last cell (docs/ARCHITECTURE.md, "Measurement hygiene")
-        return rows
+        if new_run:
+            store.prepare_run(run_dir, resume, overwrite)
+            _write_files(run_dir, files or {})
+        with session() if session else contextlib.nullcontext(launcher) as launcher:
+            return _run_in(cells, run_dir, run_id, resume, placement_for, progress, env_extra, launcher,
+                           retry_failed)
+
+
+def _write_files(run_dir: Path, files: dict[str, str]) -> None:
+    try:
+        for name, text in files.items():
+            write_text_atomic(run_dir / name, text)
+    except OSError as e:
+        raise unwritable(e, f"run directory {run_dir}", "choose a writable --output") from None
+
+
+def _run_in(cells, run_dir, run_id, resume, placement_for, progress, env_extra, launcher, retry_failed) -> list[dict]:
+    done = store.finished_cells(run_dir, include_failed=not retry_failed) if resume else set()
+    if done:  # rebuild the run's tables from its parts: a damaged or missing table comes back
+        store.rebuild(run_dir)
+    if not (run_dir / "environment.parquet").exists() or not resume:
+        write_environment(run_dir, run_id, cells[0].device if cells else "cpu", env_extra)
+    todo = [c for c in cells if c.cell_id not in done]
+    rows = _run_todo(todo, len(cells), run_dir, run_id, placement_for, progress, launcher)
+    environment.record_end(run_dir)  # the load after the last cell (docs/ARCHITECTURE.md, "Measurement hygiene")
+    return rows
 
 
 def _run_todo(todo, total, run_dir, run_id, placement_for, progress, launcher) -> list[dict]:

@@ -12,7 +12,6 @@ of every rank stopped cleanly.
 from __future__ import annotations
 
 import datetime
-import os
 import random
 import sys
 import time

@@ -18,8 +18,7 @@ from harness.execute import Interrupted, record_result, run_cells, write_environ
 from harness.launch.env import from_environ
 from harness.launch.srun_plan import check_one_box
 from harness.results.files import check_output_dir
-from harness.results.lock import run_lock
-from harness.results.store import cell_dir, new_run_id, prepare_run
+from harness.results.store import cell_dir, new_run_id
 from harness.sweep import knob_value
 from harness.testbed import netns
 from harness.testbed.sweep import on_testbed
@@ -67,9 +66,7 @@ def run_cell(cell: CellSpec, output: Path | None, baseline: bool = False, launch
     if baseline and cell.scheme != "local":
         cells.insert(0, resolve(cell.with_(scheme="local", workers=1, servers=0, nodes=1, knobs={},
                                            backend="torch", server_hosts="auto")))
-    with run_lock(run_dir):
-        prepare_run(run_dir, resume, overwrite)
-        run_cells(cells, run_dir, run_dir.name, resume=True, launcher=launcher)
+    run_cells(cells, run_dir, run_dir.name, resume=resume, overwrite=overwrite, new_run=True, launcher=launcher)
     return run_dir
 
 

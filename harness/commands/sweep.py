@@ -5,6 +5,7 @@ Exit status 0 when every cell is ok, 1 when a cell failed (the summary is still 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from pathlib import Path
@@ -12,7 +13,6 @@ from pathlib import Path
 import click
 import torch
 
-from harness.atomic import write_text_atomic
 from harness.cell import check_capacity, warn
 from harness.commands.run import TRACE_META, trace_option
 from harness.commands.show import finish_run
@@ -21,9 +21,8 @@ from harness.execute import Interrupted, run_cells
 from harness.launch.launchers import choose_launcher
 from harness.launch.nodes import Leader, NodesFailed, check_cell, open_store, run_agent
 from harness.launch.nodes_env import NodeJob, cell_nodes, node_job
-from harness.results.files import check_output_dir, unwritable
-from harness.results.lock import run_lock
-from harness.results.store import new_run_id, prepare_run
+from harness.results.files import check_output_dir
+from harness.results.store import new_run_id
 from harness.sweep import expand, load_sweep
 from harness.testbed.sweep import run_on_testbed
 
@@ -50,9 +49,7 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
     run_dir = output or Path("results") / new_run_id(cfg.name)
     check_output_dir(run_dir)
     if cfg.testbed or cfg.networks:
-        with run_lock(run_dir):
-            prepare_run(run_dir, resume, overwrite)
-            return run_on_testbed(cfg, run_dir, resume, progress, retry_failed)
+        return run_on_testbed(cfg, run_dir, resume, progress, retry_failed, overwrite=overwrite)
     if job is not None:  # node 0 of a multi-node job without Slurm (harness/launch/nodes.py)
         return _lead_nodes(cfg, path, run_dir, job, resume, overwrite, progress, retry_failed, join_timeout_s)
     launch = choose_launcher(launcher)  # srun inside a Slurm allocation, else local
@@ -61,14 +58,9 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
         launch.check(c)  # e.g. dedicated server hosts without a spare host: refused before anything runs
     for note in dict.fromkeys(check_capacity(c, oversubscribe or cfg.oversubscribe) for c in cells):
         warn(note)
-    with run_lock(run_dir):
-        prepare_run(run_dir, resume, overwrite)
-        try:
-            write_text_atomic(run_dir / "sweep.yaml", Path(path).read_text())
-        except OSError as e:
-            raise unwritable(e, f"run directory {run_dir}", "choose a writable --output") from None
-        run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, launcher=launch.launch,
-                  env_extra=launch.env_extra or None, retry_failed=retry_failed)
+    run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, launcher=launch.launch,
+              env_extra=launch.env_extra or None, retry_failed=retry_failed, new_run=True, overwrite=overwrite,
+              files={"sweep.yaml": Path(path).read_text()})
     return run_dir
 
 
@@ -87,21 +79,25 @@ def _lead_nodes(cfg, path, run_dir: Path, job: NodeJob, resume, overwrite, progr
     cells = expand(cfg, nodes_for=lambda w: cell_nodes(w, job.nnodes, job.nproc_per_node))
     for c in cells:
         check_cell(c, job)  # refused before any node is waited for
-    with run_lock(run_dir):
-        prepare_run(run_dir, resume, overwrite)
-        write_text_atomic(run_dir / "sweep.yaml", Path(path).read_text())
-        store = open_store(job, join_timeout_s)
-        leader = Leader(store, job, join_timeout_s)
-        why = "done"
-        try:
-            run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, launcher=leader,
-                      env_extra={"hosts": f"{job.nnodes} nodes ({job.source})"}, retry_failed=retry_failed)
-        except BaseException as e:  # every agent ends with the leader, whatever ended it
-            why = str(e) or type(e).__name__
-            raise
-        finally:
-            leader.finish(why)
+    run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, retry_failed=retry_failed,
+              env_extra={"hosts": f"{job.nnodes} nodes ({job.source})"}, new_run=True, overwrite=overwrite,
+              files={"sweep.yaml": Path(path).read_text()}, session=lambda: _leading(job, join_timeout_s))
     return run_dir
+
+
+@contextlib.contextmanager
+def _leading(job: NodeJob, join_timeout_s: float):
+    """Node 0's launcher for the run: the c10d store opened and every node joined; at the end, whatever
+    ended it, every agent is told (and ends its ranks)."""
+    leader = Leader(open_store(job, join_timeout_s), job, join_timeout_s)
+    why = "done"
+    try:
+        yield leader
+    except BaseException as e:  # every agent ends with the leader, whatever ended it
+        why = str(e) or type(e).__name__
+        raise
+    finally:
+        leader.finish(why)
 
 
 NODE_FLAGS = ("nnodes", "node_rank", "nproc_per_node", "master_addr", "master_port")

@@ -18,7 +18,6 @@ from typing import Callable
 
 from harness.doctor import facts, gpu_probe, render, smoke
 from harness.results.files import check_output_dir
-from harness.results.lock import run_lock
 from harness.results.store import prepare_run
 
 
@@ -30,9 +29,8 @@ def _run_dir(keep: Path | None, cells: bool):
         yield None
     elif keep is not None:
         check_output_dir(keep, "--keep")
-        with run_lock(keep):
-            prepare_run(keep, resume=False, overwrite=False)
-            yield keep
+        prepare_run(keep, resume=False, overwrite=False)  # refuses a run already there (only reads); the
+        yield keep                                         # smoke cells lock and prepare it for real
     else:
         with tempfile.TemporaryDirectory(prefix="ddlbench-doctor-") as tmp:
             yield Path(tmp) / "run"

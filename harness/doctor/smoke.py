@@ -121,7 +121,7 @@ def run(cells: list[CellSpec], run_dir: Path, progress: bool = True) -> list[Smo
     """Run the cells into `run_dir` with execute.run_cells and read each summary row's status and reason."""
     if not cells:
         return []
-    rows = run_cells(cells, run_dir, new_run_id("doctor"), progress=progress)
+    rows = run_cells(cells, run_dir, new_run_id("doctor"), progress=progress, new_run=True)
     by_id = {r["cell_id"]: r for r in rows}
     out = []
     for c in cells:

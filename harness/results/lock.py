@@ -4,8 +4,9 @@
         ...   # a second process gets a UserError naming this one's pid and command
 
 An advisory `fcntl.flock` on `<run_dir>/.lock` (flock(2)): the kernel drops it when the holder exits,
-however it exits (SIGKILL included), so a stale lock never needs cleaning up. The lock is re-entrant
-within one process (the CLI takes it before writing sweep.yaml, run_cells takes it again).
+however it exits (SIGKILL included), so a stale lock never needs cleaning up. Every command takes it
+through execute.run_cells (which also prepares the directory); it stays re-entrant within one process
+for library callers that hold it around a run_cells of their own.
 """
 
 from __future__ import annotations

@@ -200,22 +200,22 @@ def _record_placement(result_path: Path, cell: CellSpec, where: dict) -> None:
 
 
 def run_on_testbed(cfg, output: Path | None = None, resume: bool = False, progress: bool = True,
-                   retry_failed: bool = False) -> Path:
+                   retry_failed: bool = False, overwrite: bool = False) -> Path:
     """Run the sweep `cfg` (a harness.sweep.SweepConfig with `testbed:` and/or `networks:`) on the
-    emulated testbed; return the run directory. The testbed is left up (at the last profile's rate)."""
+    emulated testbed; return the run directory (a run already there is refused unless `resume` or
+    `overwrite`). The testbed is left up (at the last profile's rate)."""
     spec, profiles = parse_testbed(cfg.testbed, cfg.networks, cfg.network)
     cells = testbed_cells(cfg, spec, profiles)
     netns.check_system()  # not root / no iproute2: say so before the first cell, not as N failed cells
     run_dir = output or Path("results") / new_run_id(cfg.name)
-    run_dir.mkdir(parents=True, exist_ok=True)
     plain = json.loads(json.dumps(dataclasses.asdict(cfg)))  # tuples -> lists for YAML
-    (run_dir / "sweep.yaml").write_text(yaml.safe_dump(plain, sort_keys=False))
     env_extra = {"testbed_hosts": spec.hosts, "testbed_placement": spec.placement,
                  **({"testbed_worker_hosts": spec.worker_hosts} if spec.worker_hosts else {}),
                  "testbed_networks": ",".join(f"{p.label}={p.rate_mbit:g}mbit" for p in profiles)}
     with netns.lease(f"ddlbench sweep {cfg.name} -> {run_dir}"):
         run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, env_extra=env_extra,
-                  retry_failed=retry_failed, launcher=TestbedLauncher(spec.hosts, spec.placement))
+                  retry_failed=retry_failed, launcher=TestbedLauncher(spec.hosts, spec.placement), new_run=True,
+                  overwrite=overwrite, files={"sweep.yaml": yaml.safe_dump(plain, sort_keys=False)})
     return run_dir
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.atomic import write_json_atomic
+from harness.atomic import write_json_atomic, write_parquet_atomic
 from harness.compare import cell_key, measured_cells
 from harness.compare_env import check_environments
 from harness.errors import UserError
@@ -188,7 +188,7 @@ def _strip_machine_paths(env_file: Path) -> None:
             return p.name
 
     env["package_path"] = env["package_path"].map(rel)
-    env.to_parquet(env_file)
+    write_parquet_atomic(env, env_file)  # docs/ARCHITECTURE.md, "Tidy tables": only through atomic.py
 
 
 def list_baselines(root: str | Path | None = None) -> list[dict]:

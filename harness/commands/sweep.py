@@ -18,7 +18,7 @@ from harness.commands.run import TRACE_META, trace_option
 from harness.commands.show import finish_run
 from harness.errors import UserError
 from harness.execute import Interrupted, run_cells
-from harness.launch.launchers import choose_launcher
+from harness.launch.launchers import by_name, choose_launcher
 from harness.launch.nodes import Leader, NodesFailed, check_cell, open_store, run_agent
 from harness.launch.nodes_env import NodeJob, cell_nodes, node_job
 from harness.results.files import check_output_dir
@@ -130,7 +130,7 @@ def nodes_option(f):
                    "should say that the sweep ran, not how its cells fared.")
 @trace_option("each cell (replaces the file's `trace:`)")
 @click.option("--no-progress", is_flag=True, help="No progress bar (logs, CI).")
-@click.option("--launcher", type=click.Choice(["local", "srun"]),
+@click.option("--launcher", type=click.Choice(by_name()),
               help="How cells start: srun steps (default inside a Slurm allocation) or local processes.")
 @click.option("--server-hosts", type=click.Choice(["auto", "dedicated", "colocated"]),
               help="PS cells: servers on hosts without workers, on the workers' hosts, or dedicated when a host "

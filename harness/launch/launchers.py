@@ -1,47 +1,38 @@
-"""The launchers a sweep can run its cells with, by name (`ddlbench sweep --launcher`).
+"""Choosing a sweep's launcher by name (`ddlbench sweep --launcher`), over the registry of
+harness/launch/base.py. Importing this module registers the launchers chosen by name:
 
-    local   every rank on this box (harness/launch/local.py; a backend's own single-box launcher)
+    local   every rank on this box (harness/launch/local.py)
     srun    a job step per cell inside a Slurm allocation (harness/launch/srun.py)
 
-The emulated testbed's launcher is chosen by `ddlbench testbed sweep` (harness/testbed/sweep.py).
+The testbed's launcher (harness/testbed/sweep.py) is chosen by a sweep file's `testbed:`, the
+multi-node one (harness/launch/nodes.py) by the scheduler's variables; they register themselves too.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Mapping
 
+import harness.launch.local  # noqa: F401  (registers `local`)
+import harness.launch.srun  # noqa: F401  (registers `srun`)
 from harness.errors import UserError
-from harness.launch.srun import allocation_from_env, launch_cell_srun
-from harness.launch.srun_plan import check_one_box, server_hosts_in
+from harness.launch.base import LAUNCHERS, Launcher
 
-LAUNCHERS = ("local", "srun")
-
-
-@dataclass(frozen=True)
-class SweepLauncher:
-    name: str
-    """local | srun."""
-    launch: Callable | None
-    """launch_cell-compatible function; None = the default local spawner."""
-    nodes_for: Callable[[int], int] | None
-    """Nodes a cell of N workers spans (cell.nodes); None = 1."""
-    env_extra: dict
-    """Facts for the environment table (hosts of the allocation)."""
-    check: Callable | None = None
-    """check(cell): UserError, before anything runs, for a cell this launcher cannot place."""
+SweepLauncher = Launcher
+"""Its older name."""
 
 
-def choose_launcher(name: str | None = None, environ: Mapping[str, str] | None = None) -> SweepLauncher:
-    """`ddlbench sweep --launcher`: srun inside an allocation (SLURM_JOB_ID set), local otherwise."""
+def by_name() -> tuple[str, ...]:
+    """The launchers `--launcher` can name."""
+    return tuple(name for name, entry in LAUNCHERS.items() if entry.make is not None)
+
+
+def choose_launcher(name: str | None = None, environ: Mapping[str, str] | None = None) -> Launcher:
+    """`ddlbench sweep --launcher`: the one whose environment this is (srun inside an allocation), else
+    local."""
     env = os.environ if environ is None else environ
-    name = name or ("srun" if env.get("SLURM_JOB_ID") else "local")
-    if name not in LAUNCHERS:
-        raise UserError(f"unknown launcher {name!r}; available: {', '.join(LAUNCHERS)}")
-    if name == "local":
-        return SweepLauncher("local", None, None, {}, check_one_box)
-    alloc = allocation_from_env(env)
-    return SweepLauncher("srun", launch_cell_srun, alloc.nodes_for, {"hosts": ",".join(alloc.nodes)},
-                         lambda cell: server_hosts_in(cell, alloc))
-
+    if name is None:
+        name = next((n for n, e in LAUNCHERS.items() if e.make and e.detect(env)), "local")
+    if name not in by_name():
+        raise UserError(f"unknown launcher {name!r}; available: {', '.join(by_name())}")
+    return LAUNCHERS.get(name).make(env)

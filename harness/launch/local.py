@@ -22,6 +22,8 @@ from pathlib import Path
 import harness
 from harness.cell import CellSpec
 from harness.errors import CellFailed
+from harness.launch.base import Launcher, LauncherEntry, register
+from harness.launch.srun_plan import check_one_box
 from harness.launch.supervise import (
     SHUTDOWN_GRACE_S,
     WORKER_MODULE,
@@ -161,3 +163,9 @@ def _kill(procs: list[subprocess.Popen]) -> None:
             p.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+
+
+register(LauncherEntry(
+    "local", "every rank on this box (a backend's own single-box launcher where it has one); the default "
+             "outside a Slurm allocation",
+    make=lambda environ: Launcher("local", None, None, {}, check_one_box)))

@@ -38,6 +38,7 @@ from harness.atomic import write_json_atomic
 from harness.backends import BACKENDS
 from harness.cell import CellSpec
 from harness.errors import CellFailed, UserError
+from harness.launch.base import LauncherEntry, register
 from harness.launch.nodes_env import NodeJob, rank_nodes
 from harness.launch.nodes_ranks import POLL_S, rank_env, run_ranks
 from harness.launch.supervise import free_port, log_tail
@@ -288,3 +289,7 @@ def _run_cell(store, heart: Heart, k: int, n: int, scratch: Path) -> None:
         if not store.check([f"fail/{n}"]):
             _put(store, f"fail/{n}", {"reason": f"node {k}: {e.reason}"})
     _put(store, f"done/{n}/{k}", out)
+
+
+register(LauncherEntry("nodes", "ddlbench sweep on every node of a job without Slurm (Kubernetes, SkyPilot, a "
+                                "node list); chosen by the scheduler's variables or --nnodes"))

@@ -38,6 +38,7 @@ from typing import Mapping
 from harness.atomic import write_json_atomic
 from harness.backends import BACKENDS
 from harness.errors import CellFailed, UserError
+from harness.launch.base import Launcher, LauncherEntry, register
 from harness.launch.slurm_env import expand_tasks_per_node, hostnames, node_addr
 from harness.launch.srun_plan import (
     Allocation,
@@ -68,8 +69,6 @@ _STALE = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "
           "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "SLURM_NTASKS_PER_NODE",
           "SLURM_DISTRIBUTION", "SLURM_HOSTFILE", "SLURM_OVERCOMMIT", "SLURM_NTASKS", "SLURM_NPROCS")
 
-
-# ------------------------------------------------------------------------------------ allocation
 
 def allocation_from_env(environ: Mapping[str, str] | None = None, use_scontrol: bool = True) -> Allocation:
     env = os.environ if environ is None else environ
@@ -103,8 +102,6 @@ def _this_node(nodes: tuple[str, ...], use_scontrol: bool) -> str:
         return first
     return ""
 
-
-# --------------------------------------------------------------------------------------- launcher
 
 def worker_command(cell_dir: Path) -> tuple[str, ...]:
     return (*python_argv(), *worker_argv(cell_dir))
@@ -290,3 +287,13 @@ def _scancel_step(step: Step) -> None:
                 subprocess.run(["scancel", "--signal=KILL", step_id], capture_output=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         pass
+
+
+def _launcher(environ: Mapping[str, str]) -> Launcher:
+    alloc = allocation_from_env(environ)
+    return Launcher("srun", launch_cell_srun, alloc.nodes_for, {"hosts": ",".join(alloc.nodes)},
+                    lambda cell: server_hosts_in(cell, alloc))
+
+
+register(LauncherEntry("srun", "a job step per cell inside a Slurm allocation; the default inside one",
+                       make=_launcher, detect=lambda environ: bool(environ.get("SLURM_JOB_ID"))))

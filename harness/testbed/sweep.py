@@ -30,6 +30,7 @@ from harness.backends import BACKENDS
 from harness.cell import CellSpec, resolve
 from harness.errors import UserError
 from harness.execute import run_cells
+from harness.launch.base import LauncherEntry, register
 from harness.launch.local import Placement, launch_cell
 from harness.results.store import new_run_id
 from harness.sweep import expand
@@ -250,3 +251,7 @@ def testbed_placement_for(workers: int, servers: int = 0, policy: str = "round-r
     cell = CellSpec(workload="-", scheme="commbench", workers=workers, servers=servers,
                     nodes=pl.nodes_for(workers, len(s.hosts)))
     return rate_label(s.rate_mbit), pl.testbed_placement(cell, s, policy)
+
+
+register(LauncherEntry("testbed", "every rank in its host's network namespace of the emulated testbed; "
+                                  "chosen by a sweep file's `testbed:`/`networks:` or `run --testbed`"))

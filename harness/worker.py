@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _shutdown_fault(rank: int, out: Path) -> int:
     """Fault injection for tests: DDLBENCH_FAULT=shutdown:RANK fails that rank (exit 1) once rank 0's
-    result.json is on disk, as a rank failing in teardown would (launch/supervise.py, Shutdown)."""
+    result.json is on disk, as a rank failing in teardown would (launch/watch.py, Shutdown)."""
     if os.environ.get("DDLBENCH_FAULT", "") != f"shutdown:{rank}":
         return 0
     deadline = time.monotonic() + 60

@@ -37,6 +37,7 @@ FORBIDDEN = {
     "harness.launch.sbatch_text": ("harness.backends", "harness.cell"),
     "harness.launch.supervise": ("harness.backends", "harness.cell"),
     "harness.launch.slurm_client": ("harness.backends", "harness.cell"),
+    "harness.launch.watch": ("harness.backends", "harness.cell"),
     # schemes talk to a Transport object, never to a backend module
     "harness.schemes": ("harness.backends", "harness.commands", "harness.execute"),
     "workloads": ("harness.backends", "harness.schemes", "harness.cell"),
@@ -52,7 +53,8 @@ LAYERS = (
     ("harness.errors", "harness.registry", "harness.atomic", "harness.schema"),
     ("harness.planning", "harness.training", "harness.netif", "harness.networks", "harness.devices"),
     ("harness.launch.distenv", "harness.launch.slurm_env", "harness.launch.srun_plan",
-     "harness.launch.sbatch_text", "harness.launch.supervise", "harness.launch.slurm_client"),
+     "harness.launch.sbatch_text", "harness.launch.supervise", "harness.launch.slurm_client",
+     "harness.launch.watch"),
     ("harness.backends",),
     ("workloads",),
     # what schemes build on: the one clock, the collective timer and fit, each scheme's simulation model

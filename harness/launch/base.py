@@ -18,7 +18,7 @@ class Launcher:
     """Its registered name."""
     launch: Callable | None
     """Start and supervise one cell: launch(cell, cell_dir, placement) -> result.json, or CellFailed
-    (launch/supervise.Shutdown decides the outcome); None = the local spawner or the backend's own."""
+    (launch/watch.watch supervises it and decides the outcome); None = the local spawner or the backend's own."""
     nodes_for: Callable[[int], int] | None
     """Place: the nodes a cell of N workers spans (cell.nodes); None = 1."""
     env_extra: dict

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,17 +24,15 @@ from harness.errors import CellFailed
 from harness.launch.base import Launcher, LauncherEntry, register
 from harness.launch.srun_plan import check_one_box
 from harness.launch.supervise import (
-    SHUTDOWN_GRACE_S,
     WORKER_MODULE,
-    Shutdown,
     base_env,
     free_port,
-    last_line,
     log_tail,
     orphan_proof,
     python_argv,
     with_rank_error,
 )
+from harness.launch.watch import Ended, Proc, how, watch
 
 PACKAGE_ROOT = str(Path(harness.__file__).resolve().parents[1])
 """Where this driver's harness/ and workloads/ live: ranks import exactly this code (-P keeps the
@@ -121,34 +118,18 @@ def launch_cell(cell: CellSpec, cell_dir: Path, placement: Placement | None = No
 
 
 def _watch(procs: list[subprocess.Popen], timeout_s: float, cell_dir: Path) -> None:
-    """Until every rank has left: a rank failing, or the timeout, fails the cell, unless result.json is
-    complete by then, which makes it a warning on the row (supervise.Shutdown)."""
-    end = Shutdown(cell_dir, timeout_s)
-    late: set[int] = set()
-    while True:
-        codes = [p.poll() for p in procs]
-        for r, c in enumerate(codes):
-            if c in (None, 0) or r in late:
-                continue
-            what = f"signal {-c}" if c < 0 else f"exit code {c}"
-            if not end.complete():
-                raise CellFailed(with_rank_error(f"rank {r} died ({what})", cell_dir, r),
-                                 log_tail(cell_dir, first=r))
-            late.add(r)
-            end.late(f"rank {r} failed while shutting down ({what}) after result.json was written",
-                     last_line(cell_dir, f"rank{r}.log"))
-        running = [r for r, c in enumerate(codes) if c is None]
-        if not running:
-            break
-        if end.expired():
-            if not end.complete():
-                raise CellFailed(f"timed out after {timeout_s:g} s with rank(s) {running} still running",
-                                 log_tail(cell_dir, first=running[0]))
-            end.late(f"rank(s) {running} still running {SHUTDOWN_GRACE_S:g} s after result.json was "
-                     f"written; killed", last_line(cell_dir, f"rank{running[0]}.log"))
-            break
-        time.sleep(0.05)
-    end.record()
+    """The ranks under the one supervisor (launch/watch.py); CellFailed when the cell fails."""
+    def died(r: int):
+        return lambda code: Ended(with_rank_error(f"rank {r} died ({how(code)})", cell_dir, r), r)
+
+    def timed_out(running: list[Proc]) -> Ended:
+        ranks = [int(p.name.split()[1]) for p in running]
+        return Ended(f"timed out after {timeout_s:g} s with rank(s) {ranks} still running", ranks[0])
+    try:
+        watch([Proc(p, f"rank {r}", f"rank{r}.log", died(r)) for r, p in enumerate(procs)], timeout_s, cell_dir,
+              timed_out)
+    except Ended as e:
+        raise CellFailed(e.reason, log_tail(cell_dir, first=e.rank or 0)) from None
 
 
 def _kill(procs: list[subprocess.Popen]) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from harness.backends import BACKENDS
@@ -15,6 +14,7 @@ from harness.cell import CellSpec
 from harness.errors import CellFailed
 from harness.launch.local import PACKAGE_ROOT, rank_argv
 from harness.launch.supervise import WORKER_MODULE, base_env, log_tail, with_rank_error
+from harness.launch.watch import Ended, Proc, how, watch
 
 POLL_S = 0.1
 """How often a node looks at its ranks and the store while it supervises or waits."""
@@ -49,24 +49,18 @@ def run_ranks(cell: CellSpec, cell_dir: Path, ranks: list[int], env_of, abort) -
             logs.append(log)
             procs[r] = subprocess.Popen(rank_argv(WORKER_MODULE, "--cell", str(spec), "--out", str(cell_dir)),
                                         stdout=log, stderr=subprocess.STDOUT, env=env_of(r), start_new_session=True)
-        deadline = time.monotonic() + cell.timeout_s
-        while True:
-            for r, p in procs.items():
-                c = p.poll()
-                if c not in (None, 0):
-                    what = f"signal {-c}" if c < 0 else f"exit code {c}"
-                    raise CellFailed(with_rank_error(f"rank {r} died ({what})", cell_dir, r),
-                                     log_tail(cell_dir, first=r))
-            if all(p.poll() == 0 for p in procs.values()):
-                return
-            why = abort()
-            if why:
-                raise CellFailed(why, log_tail(cell_dir, first=ranks[0]) if ranks else "")
-            if time.monotonic() > deadline:
-                running = [r for r, p in procs.items() if p.poll() is None]
-                raise CellFailed(f"timed out after {cell.timeout_s:g} s with rank(s) {running} still running",
-                                 log_tail(cell_dir, first=running[0]))
-            time.sleep(POLL_S)
+        def died(r: int):
+            return lambda code: Ended(with_rank_error(f"rank {r} died ({how(code)})", cell_dir, r), r)
+
+        def timed_out(running: list[Proc]) -> Ended:
+            left = [int(p.name.split()[1]) for p in running]
+            return Ended(f"timed out after {cell.timeout_s:g} s with rank(s) {left} still running", left[0])
+        try:  # the one supervisor (launch/watch.py)
+            watch([Proc(p, f"rank {r}", f"rank{r}.log", died(r)) for r, p in procs.items()], cell.timeout_s,
+                  cell_dir, timed_out, abort=abort, poll_s=POLL_S)
+        except Ended as e:
+            first = e.rank if e.rank is not None else (ranks[0] if ranks else None)
+            raise CellFailed(e.reason, log_tail(cell_dir, first=first) if first is not None else "") from None
     finally:
         for p in procs.values():
             if p.poll() is None:

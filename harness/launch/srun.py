@@ -50,15 +50,13 @@ from harness.launch.srun_plan import (
     server_hosts_in,
 )
 from harness.launch.supervise import (
-    SHUTDOWN_GRACE_S,
-    Shutdown,
-    last_line,
     log_tail,
     python_argv,
     usable_port,
     with_rank_error,
     worker_argv,
 )
+from harness.launch.watch import Ended, Proc, watch
 
 STOP_GRACE_S = 10.0
 """After SIGTERM, how long srun may take to end its step before the step is scancel'led and srun killed."""
@@ -150,14 +148,6 @@ def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, .
     return result
 
 
-class _Ended(Exception):
-    """A cell ended badly: the reason, and the rank whose log matters most (None: every rank's)."""
-
-    def __init__(self, reason: str, rank: int | None):
-        super().__init__(reason)
-        self.reason, self.rank = reason, rank
-
-
 def _run_steps(steps: list[Step], cell, cell_dir: Path) -> None:
     procs: list[tuple[Step, subprocess.Popen]] = []
     logs = []
@@ -173,7 +163,7 @@ def _run_steps(steps: list[Step], cell, cell_dir: Path) -> None:
             procs.append((step, subprocess.Popen(list(step.argv), stdout=log, stderr=subprocess.STDOUT,
                                                  env=env, start_new_session=True)))
         _watch(procs, cell.timeout_s, cell_dir)
-    except _Ended as e:
+    except Ended as e:
         _stop(procs)  # first, so that the tail holds what the ranks printed last
         raise CellFailed(e.reason, _tail(cell_dir, e.rank)) from None
     finally:
@@ -183,45 +173,24 @@ def _run_steps(steps: list[Step], cell, cell_dir: Path) -> None:
 
 
 def _watch(procs, timeout_s: float, cell_dir: Path) -> None:
-    """Until the main steps have ended; a step failing, or the timeout, ends the cell, unless result.json
-    is complete by then, which makes it a warning on the row (supervise.Shutdown)."""
-    end = Shutdown(cell_dir, timeout_s)
-    main = [(s, p) for s, p in procs if s.main]
-    late: set[str] = set()
-    while True:
-        for step, p in procs:
-            code = p.poll()
-            if code not in (None, 0) or (code == 0 and not step.main and any(q.poll() is None for _, q in main)):
-                if not end.complete():
-                    raise _failure(step, code, cell_dir)
-                if code != 0 and step.role not in late:
-                    late.add(step.role)
-                    e = _failure(step, code, cell_dir)
-                    end.late(f"{e.reason} after result.json was written",
-                             last_line(cell_dir, f"rank{e.rank}.log" if e.rank is not None else _log_name(step)))
-        if all(p.poll() is not None for _, p in main) and (all(p.poll() == 0 for _, p in main) or end.complete()):
-            break
-        if end.expired():
-            if not end.complete():
-                raise _Ended(f"timed out after {timeout_s:g} s; the step was cancelled", None)
-            end.late(f"steps still running {SHUTDOWN_GRACE_S:g} s after result.json was written; cancelled")
-            break
-        time.sleep(0.1)
-    end.record()
+    """The steps under the one supervisor (launch/watch.py)."""
+    watch([Proc(p, f"the {step.role} step", _log_name(step), lambda code, step=step: _failure(step, code, cell_dir),
+                main=step.main) for step, p in procs], timeout_s, cell_dir,
+          lambda running: Ended(f"timed out after {timeout_s:g} s; the step was cancelled", None), poll_s=0.1)
 
 
 def _log_name(step: Step) -> str:
     return "srun.log" if step.main else f"srun.{step.role}.log"
 
 
-def _failure(step: Step, code: int | None, cell_dir: Path) -> _Ended:
+def _failure(step: Step, code: int | None, cell_dir: Path) -> Ended:
     name = _log_name(step)
     text = (cell_dir / name).read_text(errors="replace") if (cell_dir / name).exists() else ""
     if code == 0:
-        return _Ended(f"the {step.role} step ended before the workers", None)
+        return Ended(f"the {step.role} step ended before the workers", None)
     reason, rank = failure_reason(text, code, step.role)
     rank = rank if step.main else None  # main steps run the ranks
-    return _Ended(with_rank_error(reason, cell_dir, rank), rank)
+    return Ended(with_rank_error(reason, cell_dir, rank), rank)
 
 
 TAIL_RANKS = 8

@@ -5,34 +5,27 @@ A backend builds the launcher's argv and environment; `run_supervised` runs it w
 kills the launcher and everything it started when the cell ends, and turns a failure into CellFailed
 with the log's tail. The launcher's combined output (all ranks) goes to CELL_DIR/rank0.log.
 
-`Shutdown` is the one rule for a cell's outcome once rank 0 has written result.json (every launcher
-asks it): the measurement is complete, so a rank that then fails or hangs while shutting down is a
-warning on the row (its reason and log line), not a failed cell.
+Its processes are watched by the one supervisor, harness/launch/watch.py.
 
-This module knows no backend and imports nothing of the harness but its errors and the atomic writer, so
+This module knows no backend and imports nothing of the harness but its errors and the supervisor, so
 that backends may use it without import cycles.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 
-from harness.atomic import write_json_atomic
 from harness.errors import CellFailed
+from harness.launch.watch import Ended, Proc, how, watch
 
-SHUTDOWN_GRACE_S = 60.0
-"""Once result.json is written, how long the ranks may take to leave (within the cell's timeout) before
-the rest are killed and the row says so: leaving takes a few seconds (destroying the process group)."""
 LOG_TAIL_LINES = 30
 """Lines of the failing rank's log kept in a failed cell's row."""
 WORKER_MODULE = "harness.worker"
@@ -89,48 +82,6 @@ def with_rank_error(reason: str, cell_dir: Path, rank: int | None) -> str:
     """`reason`, followed by what the rank said was wrong when it said so."""
     said = rank_error(cell_dir, rank) if rank is not None else None
     return f"{reason}: {said}" if said else reason
-
-
-def last_line(cell_dir: Path, name: str) -> str:
-    """The last non-empty line of CELL_DIR/NAME (a traceback's ends with the exception), else ""."""
-    path = cell_dir / name
-    lines = path.read_text(errors="replace").splitlines() if path.exists() else []
-    return next((ln.strip() for ln in reversed(lines) if ln.strip()), "")
-
-
-class Shutdown:
-    """A cell's outcome at its end (module docstring): a launcher's watch loop asks `complete()` when a
-    rank fails and `expired()` while any runs, reports late failures with `late()`, and calls `record()`
-    once every process has ended or been killed."""
-
-    def __init__(self, cell_dir: Path, timeout_s: float):
-        self.result = cell_dir / "result.json"
-        self.deadline = time.monotonic() + timeout_s
-        self.completed_at: float | None = None
-        self.warnings: list[dict] = []
-
-    def complete(self) -> bool:
-        """Whether rank 0 has written result.json (atomically: it is whole once it exists)."""
-        if self.completed_at is None and self.result.exists():
-            self.completed_at = time.monotonic()
-        return self.completed_at is not None
-
-    def expired(self) -> bool:
-        """Past the cell's timeout, or past the shutdown grace once the result is complete."""
-        now = time.monotonic()
-        return now > self.deadline or (self.complete() and now > self.completed_at + SHUTDOWN_GRACE_S)
-
-    def late(self, warning: str, log_line: str = "") -> None:
-        """Something failed after the result was complete."""
-        self.warnings.append({"warning": warning, "log": log_line})
-
-    def record(self) -> None:
-        """Write the warnings into result.json (`warnings`), from where they reach the row."""
-        if not self.warnings or not self.result.exists():
-            return
-        data = json.loads(self.result.read_text())
-        data.setdefault("warnings", []).extend(self.warnings)
-        write_json_atomic(self.result, data)
 
 
 def launcher_exe(name: str) -> str:
@@ -204,28 +155,20 @@ def run_supervised(argv: list[str], env: dict, timeout_s: float, cell_dir: Path,
     cell_dir = cell_dir.resolve()
     result = cell_dir / "result.json"
     result.unlink(missing_ok=True)
-    end = Shutdown(cell_dir, timeout_s)
     with open(cell_dir / "rank0.log", "w") as log:
         log.write("$ " + " ".join(argv) + "\n")
         log.flush()
         proc = subprocess.Popen(orphan_proof(argv), stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
         try:
-            while (code := proc.poll()) is None and not end.expired():
-                time.sleep(0.1)
+            watch([Proc(proc, what, "rank0.log", lambda code: Ended(f"{what} failed ({how(code)})", None))],
+                  timeout_s, cell_dir, lambda running: Ended(f"{what} timed out after {timeout_s:g} s", None),
+                  poll_s=0.1)
+        except Ended as e:
+            kill_tree(proc)  # first, so that the tail holds what the ranks printed last
+            raise CellFailed(e.reason, log_tail(cell_dir)) from None
         finally:
             kill_tree(proc)  # stragglers (a launcher may exit before all of its ranks)
-    if code is None and not end.complete():
-        raise CellFailed(f"{what} timed out after {timeout_s:g} s", log_tail(cell_dir))
-    if code is None:
-        end.late(f"{what} still running {SHUTDOWN_GRACE_S:g} s after result.json was written; killed",
-                 last_line(cell_dir, "rank0.log"))
-    elif code != 0:
-        how = f"signal {-code}" if code < 0 else f"exit code {code}"
-        if not end.complete():
-            raise CellFailed(f"{what} failed ({how})", log_tail(cell_dir))
-        end.late(f"{what} failed ({how}) after result.json was written", last_line(cell_dir, "rank0.log"))
-    end.record()
     if not result.exists():
         raise CellFailed(f"{what} finished without rank 0 writing result.json", log_tail(cell_dir))
     return result

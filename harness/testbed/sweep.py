@@ -61,8 +61,9 @@ class TestbedSpec:
 
 
 @dataclass(frozen=True)
-class NetworkProfile:
-    """One network the sweep runs every cell on."""
+class EmulatedNetwork:
+    """One shaped network the sweep runs every cell on: a rate under a label (not a harness/networks.py
+    profile: the testbed places each rank on its host's interface itself)."""
 
     label: str
     """Recorded as the rows' `network`: the profile's name, or emulated-<rate> for a bare
@@ -92,7 +93,7 @@ def _mapping(value, where: str, fields: type) -> dict:
 
 
 def parse_testbed(testbed: dict | None, networks: dict | None,
-                  network: str = "loopback") -> tuple[TestbedSpec, list[NetworkProfile]]:
+                  network: str = "loopback") -> tuple[TestbedSpec, list[EmulatedNetwork]]:
     """Check the sweep file's `testbed:` and `networks:` blocks; return the spec and the profiles, in
     file order. Pure (no system access)."""
     spec = TestbedSpec(**_mapping(testbed, "testbed", TestbedSpec))
@@ -121,13 +122,13 @@ def parse_testbed(testbed: dict | None, networks: dict | None,
             body = _mapping(body, f"networks: {name}", _ProfileKeys)
             if "rate" not in body:
                 raise UserError(f"network profile {name!r} has no rate: write {{{name}: {{rate: 1gbit}}}}")
-            profiles.append(NetworkProfile(label=str(name), rate_mbit=netns.parse_rate(body["rate"])))
+            profiles.append(EmulatedNetwork(label=str(name), rate_mbit=netns.parse_rate(body["rate"])))
     elif spec.rate is None:
         raise UserError("`testbed:` needs a rate (e.g. {hosts: 2, rate: 500mbit}), or add `networks:` "
                         "with named rates")
     else:
         rate = netns.parse_rate(spec.rate)
-        profiles = [NetworkProfile(label=rate_label(rate), rate_mbit=rate)]
+        profiles = [EmulatedNetwork(label=rate_label(rate), rate_mbit=rate)]
     for p in profiles:
         netns.check_request(spec.hosts, p.rate_mbit)
     rates = [p.rate_mbit for p in profiles]
@@ -143,7 +144,7 @@ class _ProfileKeys:
     """Link rate of every host in each direction."""
 
 
-def testbed_cells(cfg, spec: TestbedSpec, profiles: list[NetworkProfile]) -> list[CellSpec]:
+def testbed_cells(cfg, spec: TestbedSpec, profiles: list[EmulatedNetwork]) -> list[CellSpec]:
     """Every cell of the sweep on every profile, profile by profile (so the testbed is reshaped once
     per profile). Cells of W workers span min(W, hosts) nodes; the `local` baseline spans one."""
     cells = []

@@ -27,7 +27,8 @@ from pathlib import Path
 import pandas as pd
 
 from harness.atomic import write_json_atomic, write_parquet_atomic
-from harness.compare import cell_key, measured_cells
+from harness.compare import measured_cells
+from harness.compare_keys import cell_key
 from harness.compare_env import check_environments
 from harness.errors import UserError
 from harness.results.files import check_output_dir, unwritable

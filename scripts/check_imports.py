@@ -66,8 +66,8 @@ LAYERS = (
     ("harness.cell",),
     ("harness.measure", "harness.worker", "harness.launch.env"),
     ("harness.launch", "harness.testbed", "harness.commbench"),
-    ("harness.results", "harness.execute", "harness.sweep", "harness.compare", "harness.compare_env",
-     "harness.compare_stats", "harness.compare_markdown", "harness.baselines"),
+    ("harness.results", "harness.execute", "harness.sweep", "harness.compare", "harness.compare_keys",
+     "harness.compare_env", "harness.compare_stats", "harness.compare_markdown", "harness.baselines"),
     # whole sweeps on one kind of infrastructure (sbatch job plans, the testbed's sweeps)
     ("harness.launch.slurm_jobs", "harness.launch.sweep_jobs", "harness.testbed.sweep", "harness.testbed.measure"),
     ("harness.predict", "harness.report"),

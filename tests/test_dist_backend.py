@@ -27,7 +27,8 @@ from harness.backends.torch_dist import transport as tt
 from harness.cell import CellSpec, resolve
 from harness.cli import cli
 from harness.commands.commbench import run_commbench
-from harness.compare import cell_key, compare_runs
+from harness.compare import compare_runs
+from harness.compare_keys import cell_key
 from harness.errors import UserError
 from harness.measure.timer import Clock
 from harness.measure.trace_transport import CommRecord, CompletionWatcher, TracedHandle, follow

@@ -102,7 +102,8 @@ class CellSpec(CellSettings):
         digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
         ps = f".s{self.servers}" if self.servers else ""
         low = f".{self.dtype}" if self.dtype != "fp32" else ""  # fp32 ids stay as they were
-        return f"{self.workload}.{self.scheme}.{self.backend}.w{self.workers}{ps}{low}.{digest}"
+        name = self.workload.replace(":", ".")  # a Python-path workload (pkg.mod:build): no ':' in paths
+        return f"{name}.{self.scheme}.{self.backend}.w{self.workers}{ps}{low}.{digest}"
 
     def with_(self, **changes) -> "CellSpec":
         return replace(self, **changes)

@@ -58,6 +58,7 @@ SWEEPS = {  # file name -> body (each expands to at most the baseline and one 1-
     "not_yaml": "workloads: [resnet50-tiny\n",
     "a_list": "- resnet50-tiny\n",
     "ok": "name: ok\nworkloads: [resnet50-tiny]\nworkers: [1]\n",
+    "byom_missing": "workloads: [no_such_pkg_xyz.models:build]\nworkers: [1]\n",
     "empty": "",
     "scheme_nowhere": "workloads: [resnet50-tiny]\nschemes: [ddp]\nbackends: [horovod]\n",
     "servers_huge": "workloads: [resnet50-tiny]\nschemes: [bsp-ps]\nworkers: [1]\nservers: [100000]\n",
@@ -238,6 +239,22 @@ CASES = [
     ("commbench --collective nope --output {t}/cb", ["unknown collective 'nope'"]),
     ("commbench --reps 0 --output {t}/cb", ["--reps must be >= 1"]),
     ("commbench --output {t}/notes.txt", ["is a file, not a directory"]),
+    # bring your own model: a workload named by its Python path (workloads/base.py: load_python_path)
+    ("run --workload no_such_pkg_xyz.models:build --output {t}/new", ["no module named 'no_such_pkg_xyz'",
+                                                                      "PYTHONPATH"]),
+    ("run --workload examples.byom_model:nope --output {t}/new", ["has no 'nope'"]),
+    ("run --workload examples.byom_model: --output {t}/new", ["nor a Python path", "package.module:function"]),
+    ("run --workload byom_import_error:build --output {t}/new", ["importing byom_import_error failed",
+                                                                 "not_a_real_package_for_ddlbench"]),
+    ("run --workload byom_bad:not_callable --output {t}/new", ["not a function"]),
+    ("run --workload byom_bad:not_a_spec --output {t}/new", ["returned a BagClassifier, not a", "WorkloadSpec"]),
+    ("run --workload byom_bad:raises --output {t}/new", ["raises() raised RuntimeError: no weights here"]),
+    ("run --workload byom_bad:bad_batch --output {t}/new", ["contract", "batch must be an integer >= 1"]),
+    ("run --workload byom_bad:no_params --output {t}/new", ["trainable parameters"]),
+    ("run --workload mymodel --output {t}/new", ["unknown workload 'mymodel'", "package.module:function"]),
+    ("sweep {t}/byom_missing.yaml --output {t}/new", ["no module named 'no_such_pkg_xyz'"]),
+    ("profile byom_bad:not_a_spec -o {t}/p.parquet", ["WorkloadSpec"]),
+    ("predict --workload byom_bad:raises --device-preset study-gpu", ["no weights here"]),
 ]
 
 

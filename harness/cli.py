@@ -12,7 +12,7 @@ from harness.errors import UserError
 # Subcommand modules in harness.commands; each exposes `command` (a click command or group).
 COMMANDS = [
     "list", "run", "sweep", "show", "commbench", "testbed", "profile", "predict",
-    "report", "compare", "baseline", "slurm", "doctor",
+    "report", "compare", "baseline", "slurm", "doctor", "advise",
 ]
 
 

@@ -12,9 +12,9 @@ import pkgutil
 
 from harness.errors import UserError
 from harness.schemes.base import SCHEMES, Scheme, SchemeContext, SchemeEntry, register
-from harness.schemes.knobs import Knob, Knobs, Range
+from harness.schemes.knobs import Grid, Knob, Knobs, Range
 
-__all__ = ["SCHEMES", "Knob", "Knobs", "Range", "Scheme", "SchemeContext", "SchemeEntry", "register"]
+__all__ = ["SCHEMES", "Grid", "Knob", "Knobs", "Range", "Scheme", "SchemeContext", "SchemeEntry", "register"]
 
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")

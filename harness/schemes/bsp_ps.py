@@ -11,12 +11,12 @@ from harness.predict.model import Model
 from harness.predict.ps_sim import SERVER_GBYTE_S
 from harness.schemes.base import register
 from harness.schemes.bucketed import BucketSync
-from harness.schemes.knobs import Knobs, Range
+from harness.schemes.knobs import Grid, Knobs, Range
 
 
 @dataclass(frozen=True)
 class PSKnobs(Knobs):
-    partition_mb: Annotated[float, Range(gt=0)] = 4.0
+    partition_mb: Annotated[float, Range(gt=0), Grid(1, 4, 16)] = 4.0
     """gradient partition pushed as one key, MB (BytePS-style, 4 MB)"""
     local_reduce: Annotated[int, Range(ge=0, le=1)] = 1
     """1 = the workers of a node sum each partition first and push one copy per node, as BytePS does;

@@ -9,14 +9,14 @@ from harness.predict.bytescheduler_sim import bytescheduler_a2a
 from harness.predict.model import Model
 from harness.schemes.base import register
 from harness.schemes.bytescheduler import ByteSchedulerEngine
-from harness.schemes.knobs import Knobs, Range
+from harness.schemes.knobs import Grid, Knobs, Range
 
 
 @dataclass(frozen=True)
 class ByteSchedulerKnobs(Knobs):
-    partition_mb: Annotated[float, Range(gt=0)] = 4.0
+    partition_mb: Annotated[float, Range(gt=0), Grid(1, 4, 16)] = 4.0
     """partition size, MB (ByteScheduler's default 4 MB)"""
-    credit_mb: Annotated[float, Range(gt=0)] = 16.0
+    credit_mb: Annotated[float, Range(gt=0), Grid(4, 16, 64)] = 16.0
     """credit window: bytes in flight at most, MB (default 16 MB)"""
 
 

@@ -15,12 +15,12 @@ from torch.nn.parallel import DistributedDataParallel
 from harness.predict.bucketed_sim import ddp as ddp_model
 from harness.predict.model import Model
 from harness.schemes.base import Scheme, register
-from harness.schemes.knobs import Knobs, Range
+from harness.schemes.knobs import Grid, Knobs, Range
 
 
 @dataclass(frozen=True)
 class DDPKnobs(Knobs):
-    bucket_cap_mb: Annotated[float, Range(gt=0)] = 25.0
+    bucket_cap_mb: Annotated[float, Range(gt=0), Grid(1, 5, 25, 100)] = 25.0
     """DDP gradient bucket size, MB (DDP's default 25)"""
     broadcast_buffers: Annotated[int, Range(ge=0, le=1)] = 1
     """1 = DDP broadcasts buffers (BatchNorm stats) from rank 0 every forward, as by default; 0 = off"""

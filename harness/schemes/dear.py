@@ -37,12 +37,12 @@ from harness.predict.dear_sim import dear_groups
 from harness.predict.layer_hooks import owners
 from harness.predict.model import Model
 from harness.schemes.base import Scheme, register
-from harness.schemes.knobs import Knobs, Range
+from harness.schemes.knobs import Grid, Knobs, Range
 
 
 @dataclass(frozen=True)
 class DeARKnobs(Knobs):
-    bucket_mb: Annotated[float, Range(gt=0)] = 25.0
+    bucket_mb: Annotated[float, Range(gt=0), Grid(1, 5, 25, 100)] = 25.0
     """tensor fusion threshold, MB: consecutive layers share a bucket while it stays under it (DeAR's 25)"""
     nearby_layers: Annotated[int, Range(ge=0)] = 0
     """> 0: buckets of this many consecutive layers instead of the threshold (1 = no fusion); 0 = use bucket_mb"""

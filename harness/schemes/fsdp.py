@@ -30,14 +30,14 @@ from harness.predict.fsdp_sim import block_units
 from harness.predict.fsdp_sim import fsdp as fsdp_model
 from harness.predict.model import Model
 from harness.schemes.base import Scheme, register
-from harness.schemes.knobs import Knobs, Range
+from harness.schemes.knobs import Grid, Knobs, Range
 
 WRAPS = ("block", "model")
 
 
 @dataclass(frozen=True)
 class FSDPKnobs(Knobs):
-    reshard_after_forward: Annotated[int, Range(ge=0, le=1)] = 1
+    reshard_after_forward: Annotated[int, Range(ge=0, le=1), Grid(1, 0)] = 1
     """1 = free each unit's gathered parameters after forward, all-gather again in backward (FSDP2's
     default); 0 = keep them"""
     wrap: str = "block"

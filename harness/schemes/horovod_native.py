@@ -18,14 +18,14 @@ from harness.errors import UserError
 from harness.predict.horovod_sim import horovod
 from harness.predict.model import Model
 from harness.schemes.base import Scheme, register
-from harness.schemes.knobs import Knobs, Range
+from harness.schemes.knobs import Grid, Knobs, Range
 
 MB = 1 << 20
 
 
 @dataclass(frozen=True)
 class HorovodKnobs(Knobs):
-    fusion_threshold_mb: Annotated[int, Range(ge=0)] = 128
+    fusion_threshold_mb: Annotated[int, Range(ge=0), Grid(0, 8, 32, 128)] = 128
     """HOROVOD_FUSION_THRESHOLD in MB (Horovod's default 128); 0 disables tensor fusion"""
     cycle_time_ms: Annotated[float, Range(ge=0)] = 1.0
     """HOROVOD_CYCLE_TIME, ms between fusion cycles (Horovod's default 1)"""

@@ -19,6 +19,7 @@ import ast
 import dataclasses
 import functools
 import inspect
+import itertools
 import math
 import textwrap
 import types
@@ -52,6 +53,19 @@ class Range:
 
 
 @dataclass(frozen=True)
+class Grid:
+    """The values of a knob `ddlbench advise` predicts over, declared beside the knob:
+    `bucket_cap_mb: Annotated[float, Range(gt=0), Grid(1, 5, 25, 100)] = 25.0`. A knob without one keeps
+    its default in every candidate."""
+
+    values: tuple
+    """Candidate values (the default among them, so the default configuration is always a candidate)."""
+
+    def __init__(self, *values):
+        object.__setattr__(self, "values", tuple(values))
+
+
+@dataclass(frozen=True)
 class Knob:
     """One knob as `ddlbench list` shows it (a view derived from a Knobs dataclass)."""
 
@@ -65,6 +79,8 @@ class Knob:
     """None is allowed (it means: decide at run time, e.g. measure)."""
     range: Range | None = None
     """Bounds, if any."""
+    grid: tuple = ()
+    """Values `ddlbench advise` tries (its Grid); empty = the default only."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,15 @@ class Knobs:
                             f"its knobs are {known} (see `ddlbench list`)")
         values = {name: _convert(scheme, name, knob, given.get(name, knob.default)) for name, knob in spec.items()}
         return cls(**values)
+
+    @classmethod
+    def grid(cls) -> list[dict]:
+        """Every combination of the declared Grid values (knobs without one at their default), the
+        default combination first: the knob settings `ddlbench advise` predicts for the scheme."""
+        spec = cls.spec()
+        axes = [[k.default, *(v for v in k.grid if v != k.default)] if k.grid else [k.default]
+                for k in spec.values()]
+        return [cls.resolve(dict(zip(spec, combo)), cls.__name__).as_dict() for combo in itertools.product(*axes)]
 
     def as_dict(self) -> dict:
         """The plain dict recorded in CellSpec.knobs (and the knob_* columns), in field order."""
@@ -117,23 +142,25 @@ def _spec(cls: type) -> dict[str, Knob]:
     docs = field_docs(cls)
     out = {}
     for f in dataclasses.fields(cls):
-        kind, optional, rng = _unpack(hints[f.name])
-        out[f.name] = Knob(f.default, docs.get(f.name, ""), kind, optional, rng)
+        kind, optional, rng, grid = _unpack(hints[f.name])
+        out[f.name] = Knob(f.default, docs.get(f.name, ""), kind, optional, rng, grid)
     return out
 
 
-def _unpack(hint) -> tuple[type, bool, Range | None]:
-    """(type, None allowed, range) from `Annotated[float | None, Range(...)]` and simpler hints."""
-    rng = None
+def _unpack(hint) -> tuple[type, bool, Range | None, tuple]:
+    """(type, None allowed, range, grid values) from `Annotated[float | None, Range(...), Grid(...)]` and
+    simpler hints."""
+    rng, grid = None, ()
     if typing.get_origin(hint) is typing.Annotated:
         hint, *extra = typing.get_args(hint)
         rng = next((e for e in extra if isinstance(e, Range)), None)
+        grid = next((e.values for e in extra if isinstance(e, Grid)), ())
     optional = False
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         optional = len(args) < len(typing.get_args(hint))
         hint = args[0]
-    return hint, optional, rng
+    return hint, optional, rng, grid
 
 
 def field_docs(cls: type) -> dict[str, str]:

@@ -19,12 +19,12 @@ from harness.predict.bucketed_sim import mgwfbp
 from harness.predict.model import Model
 from harness.schemes.base import register
 from harness.schemes.bucketed import BucketSync
-from harness.schemes.knobs import Knobs, Range
+from harness.schemes.knobs import Grid, Knobs, Range
 
 
 @dataclass(frozen=True)
 class MGWFBPKnobs(Knobs):
-    alpha_s: Annotated[float | None, Range(ge=0)] = None
+    alpha_s: Annotated[float | None, Range(ge=0), Grid(None, 0.001, 0.01)] = None
     """all-reduce start-up time, s (None = measure at start-up)"""
     beta_s_per_mb: Annotated[float | None, Range(ge=0)] = None
     """all-reduce time per MB, s (None = measure at start-up)"""

@@ -22,7 +22,7 @@ import torch
 
 from harness.predict.model import NoModel
 from harness.schemes.base import Scheme, register
-from harness.schemes.knobs import Knobs, Range
+from harness.schemes.knobs import Grid, Knobs, Range
 from harness.training import DTYPES
 
 MB = 1 << 20
@@ -32,7 +32,7 @@ MB = 1 << 20
 class ZeroKnobs(Knobs):
     """Knobs of stages 1-3 (stage 0 has none: DeepSpeed's fixed buffers)."""
 
-    reduce_bucket_mb: Annotated[float | None, Range(gt=0)] = None
+    reduce_bucket_mb: Annotated[float | None, Range(gt=0), Grid(None, 25, 200)] = None
     """ZeRO reduce_bucket_size in MB of fp32 (None = DeepSpeed's 5e8 elements)"""
     allgather_bucket_mb: Annotated[float | None, Range(gt=0)] = None
     """ZeRO allgather_bucket_size in MB of fp32 (None = DeepSpeed's 5e8 elements; stages 1-2)"""

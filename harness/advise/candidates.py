@@ -1,0 +1,122 @@
+"""What `ddlbench advise` may recommend: every method that runs here, over the knob grid declared beside
+its knobs (`Grid` in harness/schemes/knobs.py) and, for parameter servers, over the server counts and
+placements the layout offers. Pure: no process, no file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from harness.predict.model import Model
+from harness.schemes import SCHEMES
+
+REFERENCE = "ddp"
+"""The reference every recommendation is measured against: DDP with its default knobs."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the workers run, as the predictor and the cells see it."""
+
+    workers: int
+    """Worker processes in all."""
+    nodes: int = 1
+    """Hosts carrying workers."""
+    max_servers: int = 1
+    """Parameter-server processes a PS candidate may use (1..max_servers are tried)."""
+    spare_hosts: int = 0
+    """Hosts without workers (the testbed's or the allocation's): dedicated server hosts need one."""
+
+    @property
+    def workers_per_node(self) -> int:
+        return -(-self.workers // self.nodes)
+
+    def server_hosts(self) -> tuple[str, ...]:
+        """The server placements worth trying here (docs/ARCHITECTURE.md, "Server placement")."""
+        return ("colocated", "dedicated") if self.spare_hosts else ("colocated",)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration `advise` can predict and measure."""
+
+    scheme: str
+    """Registered scheme."""
+    backend: str
+    """Backend it runs on (the first of the scheme's backends that is usable here)."""
+    knobs: dict = field(default_factory=dict)
+    """The scheme's knobs, resolved (every knob, defaults filled)."""
+    servers: int = 0
+    """Parameter servers (PS schemes), else 0."""
+    server_hosts: str = "auto"
+    """colocated | dedicated (PS schemes), else auto."""
+
+    @property
+    def label(self) -> str:
+        """Readable and unique: `ddp bucket_cap_mb=5`, `bsp-ps partition_mb=4 s2 dedicated`; knobs at
+        their defaults are left out."""
+        defaults = SCHEMES.get(self.scheme).knob_class.grid()[0]
+        changed = [f"{k}={_text(v)}" for k, v in self.knobs.items() if v != defaults.get(k)]
+        ps = [f"s{self.servers}", self.server_hosts] if self.servers else []
+        backend = [] if self.backend == SCHEMES.get(self.scheme).backends[0] else [f"on {self.backend}"]
+        return " ".join([self.scheme, *changed, *ps, *backend])
+
+    @property
+    def knobs_json(self) -> str:
+        return json.dumps(self.knobs, sort_keys=True)
+
+    @property
+    def is_reference(self) -> bool:
+        return self.scheme == REFERENCE and self.knobs == SCHEMES.get(REFERENCE).knob_class.grid()[0]
+
+
+def _text(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def reference(backend: str = "torch") -> Candidate:
+    return Candidate(REFERENCE, backend, SCHEMES.get(REFERENCE).knob_class.grid()[0])
+
+
+def candidates(methods: list[str], layout: Layout, usable: dict[str, bool], full_grid: bool = True
+               ) -> tuple[list[Candidate], dict[str, str]]:
+    """(every candidate of `methods` on `layout`, {method: why it is left out}). `usable`: backend name
+    -> whether it runs here. Methods without a simulation model are left out (they cannot be ranked);
+    `full_grid=False` keeps each method's default knobs only."""
+    out: list[Candidate] = []
+    skipped: dict[str, str] = {}
+    for name in methods:
+        entry = SCHEMES.get(name)
+        if not isinstance(entry.model, Model):
+            skipped[name] = f"no simulation model ({getattr(entry.model, 'reason', 'none registered')})"
+            continue
+        backend = next((b for b in entry.backends if usable.get(b)), None)
+        if backend is None:
+            skipped[name] = f"none of its backends ({', '.join(entry.backends)}) is usable here"
+            continue
+        grid = entry.knob_class.grid() if full_grid else entry.knob_class.grid()[:1]
+        places = ([(s, h) for s in range(1, layout.max_servers + 1) for h in layout.server_hosts()]
+                  if entry.parameter_server else [(0, "auto")])
+        out += [Candidate(name, backend, knobs, s, h) for knobs in grid for s, h in places]
+    return out, skipped
+
+
+def shortlist(ranked: list[Candidate], k: int) -> list[Candidate]:
+    """The top k of `ranked` (best predicted first) plus the reference (DDP default) when it is not
+    among them: what gets measured."""
+    top = list(ranked[:k])
+    ref = next((c for c in ranked if c.is_reference), None)
+    if ref is not None and ref not in top:
+        top.append(ref)
+    return top
+
+
+def sweep_mapping(c: Candidate, base: dict, iters: int, name: str) -> dict:
+    """The sweep file (as a mapping) that measures candidate `c` alone, and reproduces it: `base` holds
+    the settings every candidate shares (workloads, workers, warmup, batch, testbed, ...)."""
+    out = {"name": name, **base, "schemes": [c.scheme], "backends": [c.backend], "iters": iters,
+           "baseline": False, "knobs": {c.scheme: dict(c.knobs)} if c.knobs else {}}
+    if c.servers:
+        out.update(servers=[c.servers], server_hosts=[c.server_hosts])
+    return out

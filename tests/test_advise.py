@@ -145,3 +145,31 @@ def test_a_candidate_slowed_by_an_injected_fault_is_not_recommended(tmp_path, mo
     rec = json.loads((out / "advise" / "recommendation.json").read_text())
     assert rec["winner"] != "wfbp-a2a"
     assert "recommended: ddp" in printed
+
+
+def test_the_validation_sweeps_hold_exactly_advises_grid():
+    """scripts/advise_validation.py's exhaustive sweep expands to the same configurations advise predicts."""
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "scripts"))
+    import advise_validation as av
+    cfg = sweep_from_dict(av.exhaustive_sweep("bert-base-tiny", 2, av.METHODS, True, 20, av.RATES, box=True))
+    swept = sorted((c.scheme, json.dumps(c.knobs, sort_keys=True), c.servers) for c in expand(cfg))
+    cands, _ = candidates(av.METHODS, Layout(2, 1, 1, 0), USABLE)
+    assert swept == sorted((c.scheme, c.knobs_json, c.servers) for c in cands)
+    assert len(swept) == 39
+
+
+def test_the_regret_row_compares_both_picks_as_measured_in_the_exhaustive_run():
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "scripts"))
+    import advise_validation as av
+    rows = [("ddp", '{"bucket_cap_mb": 25.0}', 100.0), ("ddp", '{"bucket_cap_mb": 5.0}', 110.0),
+            ("bsp-a2a", "{}", 90.0), ("wfbp-a2a", "{}", float("nan"))]
+    ex = pd.DataFrame([{"scheme": s, "backend": "torch", "knobs_json": k, "servers": 0, "server_hosts": "",
+                        "throughput_mean": x, "wall_s": 30.0, "status": "ok" if x == x else "failed",
+                        "network": "emulated-200mbit"} for s, k, x in rows])
+    s = av.Setting("bert-base-tiny", 2, "200mbit")
+    r = av.regret_row(s, ex, {"label": "ddp", "scheme": "ddp", "servers": 0, "knobs_json": '{"bucket_cap_mb": 25.0}'},
+                      3, 100.0)
+    assert math.isclose(r["regret"], 1 - 100 / 110) and r["grid"] == 4 and r["share_measured"] == 0.75
+    assert r["exhaustive_best"] == "ddp bucket_cap_mb=5" and r["exhaustive_wall_s"] == 90.0

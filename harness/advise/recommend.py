@@ -39,7 +39,7 @@ class Recommendation:
             text += "; DDP with its default knobs is itself the best measured"
         if self.tied:
             v = self.verdict
-            text += (f"; statistically tied with {self.runner_up.candidate.label} over {v.rounds} alternated rounds "
+            text += (f"; statistically tied with {self.runner_up.candidate.label} over {v.rounds} paired measurements "
                      f"(ratio {v.ratio:.3f}, 95% CI {v.low:.3f}-{v.high:.3f}): either will do")
         return text
 

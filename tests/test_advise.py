@@ -173,3 +173,20 @@ def test_the_regret_row_compares_both_picks_as_measured_in_the_exhaustive_run():
                       3, 100.0)
     assert math.isclose(r["regret"], 1 - 100 / 110) and r["grid"] == 4 and r["share_measured"] == 0.75
     assert r["exhaustive_best"] == "ddp bucket_cap_mb=5" and r["exhaustive_wall_s"] == 90.0
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_advise_on_the_testbed_runs_its_cells_on_the_emulated_hosts(clean_machine, tmp_path):
+    """`ddlbench advise --testbed`: the network measured between the hosts, every measured cell an ordinary
+    testbed cell (2 hosts, the emulated network's label), a recommendation (about 6 minutes here)."""
+    from harness.testbed import netns
+
+    netns.up(2, "2gbit")
+    out, printed = _advise(tmp_path, "--testbed", "--schemes", "ddp,bsp-a2a,bsp-ps", "--top-k", "2")
+    assert "recommended: " in printed and "the emulated testbed (2 hosts at emulated-2gbit)" in printed
+    summary = pd.read_parquet(out / "summary.parquet")
+    assert (summary["status"] == "ok").all() and (summary["network"] == "emulated-2gbit").all()
+    assert (summary["nodes"] == 2).all()
+    cb = pd.read_parquet(out / "advise" / "commbench.parquet")
+    assert set(cb["collective"]) == {"allreduce", "pushpull"}

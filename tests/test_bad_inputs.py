@@ -255,6 +255,17 @@ CASES = [
     ("sweep {t}/byom_missing.yaml --output {t}/new", ["no module named 'no_such_pkg_xyz'"]),
     ("profile byom_bad:not_a_spec -o {t}/p.parquet", ["WorkloadSpec"]),
     ("predict --workload byom_bad:raises --device-preset study-gpu", ["no weights here"]),
+    # advise
+    ("advise --workload nope --output {t}/new", ["unknown workload 'nope'"]),
+    ("advise --workload bert-base-tiny --workers 1 --output {t}/new", ["--workers >= 2"]),
+    ("advise --workload bert-base-tiny --schemes ddp,nope --output {t}/new", ["unknown scheme 'nope'"]),
+    ("advise --workload bert-base-tiny --target-ci 3 --output {t}/new", ["--target-ci must be between 0 and 1"]),
+    ("advise --workload bert-base-tiny --network nope --output {t}/new", ["nope"]),
+    ("advise --workload bert-base-tiny --network eth-10g --commbench {t}/cbrun --output {t}/new", ["give one"]),
+    ("advise --workload bert-base-tiny --profile {t}/missing.parquet --output {t}/new", ["does not exist",
+                                                                                         "ddlbench profile"]),
+    ("advise --workload bert-base-tiny --output {t}/run", ["already holds a run", "--resume"]),
+    ("advise --workload byom_bad:not_a_spec --output {t}/new", ["WorkloadSpec"]),
 ]
 
 

@@ -39,6 +39,7 @@ from harness.commands.sweep import run_sweep
 from harness.errors import UserError
 from harness.launch.srun import choose_launcher
 from harness.predict.compute import compute_model
+from harness.predict.network import get_link
 from harness.results.files import check_output_dir
 from harness.results.store import holds_run, new_run_id
 from harness.schemes import SCHEMES
@@ -134,6 +135,7 @@ def run_advise(workload: str, workers: int, *, output: Path | None = None, resum
     methods = [n for n in SCHEMES if n != "local"] if schemes == "all" else [s.strip() for s in schemes.split(",")]
     for m in methods:
         SCHEMES.get(m)
+    _check_inputs(profile, commbench, network)
     run_dir = output or Path("results") / new_run_id("advise")
     check_output_dir(run_dir)
     if holds_run(run_dir) and not resume:
@@ -169,6 +171,17 @@ def run_advise(workload: str, workers: int, *, output: Path | None = None, resum
         {"winner": rec.winner.candidate.label, "cell_id": rec.winner.cell_ids[-1], "tied": rec.tied,
          "gain": rec.gain, "line": rec.line()}, indent=1))
     return run_dir, rec.line()
+
+
+def _check_inputs(profile: Path | None, commbench: tuple, network: str | None) -> None:
+    """Stored inputs and the preset checked before anything is measured."""
+    if network:
+        get_link(network)
+    for path, make in [(profile, "ddlbench profile WORKLOAD -o FILE")] + [(c, "ddlbench commbench --output DIR")
+                                                                          for c in commbench]:
+        if path is not None and not Path(path).exists():
+            raise UserError(f"{path} does not exist: make it with `{make}`, or leave the option out and advise "
+                            f"measures it")
 
 
 def _all(pred: pd.DataFrame) -> list[Candidate]:

@@ -48,6 +48,10 @@ def test_candidates_cover_grids_servers_and_placements_and_say_what_is_left_out(
     assert "zero2" in skipped and "simulation model" in skipped["zero2"]
     assert "byteps" in skipped
     assert {c.backend for c in cands if c.scheme == "horovod"} == {"horovod"}
+    every, _ = candidates([n for n in SCHEMES if n != "local"], Layout(2, 2, 2, 1), USABLE)
+    for c in every:  # the label survives the trip through predicted.csv (JSON sorts the knobs)
+        again = Candidate(c.scheme, c.backend, json.loads(c.knobs_json), c.servers, c.server_hosts)
+        assert again.label == c.label and again == c
     one_box, _ = candidates(["bsp-ps"], Layout(2, 1, 1, 0), USABLE, full_grid=False)
     assert [(c.servers, c.server_hosts) for c in one_box] == [(1, "colocated")]
 

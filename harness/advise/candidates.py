@@ -57,7 +57,9 @@ class Candidate:
         """Readable and unique: `ddp bucket_cap_mb=5`, `bsp-ps partition_mb=4 s2 dedicated`; knobs at
         their defaults are left out."""
         defaults = SCHEMES.get(self.scheme).knob_class.grid()[0]
-        changed = [f"{k}={_text(v)}" for k, v in self.knobs.items() if v != defaults.get(k)]
+        # in the knobs' declared order, whatever order the dict came in (a JSON round trip sorts it)
+        order = [k for k in defaults if k in self.knobs] + sorted(k for k in self.knobs if k not in defaults)
+        changed = [f"{k}={_text(self.knobs[k])}" for k in order if self.knobs[k] != defaults.get(k)]
         ps = [f"s{self.servers}", self.server_hosts] if self.servers else []
         backend = [] if self.backend == SCHEMES.get(self.scheme).backends[0] else [f"on {self.backend}"]
         return " ".join([self.scheme, *changed, *ps, *backend])

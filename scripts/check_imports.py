@@ -71,6 +71,7 @@ LAYERS = (
     # whole sweeps on one kind of infrastructure (sbatch job plans, the testbed's sweeps)
     ("harness.launch.slurm_jobs", "harness.launch.sweep_jobs", "harness.testbed.sweep", "harness.testbed.measure"),
     ("harness.predict", "harness.report"),
+    ("harness.advise",),  # `ddlbench advise`'s parts over the predictor; it measures through the command's runner
     ("harness.commands", "harness.cli", "harness.doctor", "harness"),
 )
 UPWARD_ALLOWED = {

@@ -37,7 +37,7 @@ from harness.atomic import write_text_atomic
 from harness.backends import BACKENDS
 from harness.commands.sweep import run_sweep
 from harness.errors import UserError
-from harness.launch.srun import choose_launcher
+from harness.launch.launchers import choose_launcher
 from harness.predict.compute import compute_model
 from harness.predict.network import get_link
 from harness.results.files import check_output_dir

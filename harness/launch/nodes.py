@@ -175,21 +175,26 @@ class Leader:
     def _abort(self, n: int, nodes: list[int]) -> str | None:
         if self.store.check([f"fail/{n}"]):
             return _get(self.store, f"fail/{n}")["reason"]
+        if self._check_lost():
+            _put(self.store, f"fail/{n}", {"reason": self.lost})
+            return self.lost
+        return None
+
+    def _check_lost(self) -> bool:
+        """Whether a node's heartbeat has stopped (then `self.lost` says which, and how to go on)."""
         gone = self.heart.lost(range(self.job.nnodes))
         if gone:
             self.lost = (f"node(s) {', '.join(map(str, gone))} lost (no heartbeat for {LOST_S:g} s); every row "
                          f"measured so far is kept: when the node is back, run the same command on every node "
                          f"with --resume (--retry-failed measures the failed cell again)")
-            _put(self.store, f"fail/{n}", {"reason": self.lost})
-            return self.lost
-        return None
+        return bool(gone)
 
     def _settle(self, n: int) -> None:
-        """After a failure: wait until every other node has reported cell n or is declared lost."""
+        """After a failure: wait until every other node has reported cell n or is declared lost (a lost node
+        shows first as a rank here losing its peer: the heartbeats are asked directly, fail/n is set)."""
         waiting = [k for k in range(1, self.job.nnodes) if not self.store.check([f"done/{n}/{k}"])]
         deadline = time.monotonic() + LOST_S + 2 * BEAT_S
-        while waiting and not self.lost and time.monotonic() < deadline:
-            self._abort(n, [])
+        while waiting and not self._check_lost() and time.monotonic() < deadline:
             waiting = [k for k in waiting if not self.store.check([f"done/{n}/{k}"])]
             time.sleep(POLL_S)
 

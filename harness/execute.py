@@ -19,10 +19,9 @@ from typing import Callable, ContextManager, Iterator
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.atomic import write_parquet_atomic, write_text_atomic
-from harness.backends import BACKENDS
 from harness.cell import CellSpec
 from harness.errors import CellFailed
-from harness.launch.local import Placement, launch_cell
+from harness.launch.local import Placement, launch_one_box
 from harness.launch.supervise import log_tail
 from harness.results import environment, store
 from harness.results.files import unwritable
@@ -83,7 +82,7 @@ def execute_cell(cell: CellSpec, run_dir: Path, run_id: str, placement: Placemen
     """Launch one cell and record it (ok or failed). Returns the summary row."""
     d = store.cell_dir(run_dir, cell.cell_id)
     t0 = time.monotonic()
-    launcher = launcher or BACKENDS.get(cell.backend).launch or launch_cell
+    launcher = launcher or launch_one_box
     try:
         result_path = launcher(cell, d, placement)
         result = json.loads(Path(result_path).read_text())
@@ -121,7 +120,7 @@ def run_cells(cells: list[CellSpec], run_dir: Path, run_id: str, *, resume: bool
     are replaced, measured cells are never touched).
 
     `launcher(cell, cell_dir, placement) -> result.json path` defaults to the local spawner
-    (harness.launch.local.launch_cell); Slurm and the testbed pass their own. `session()`, entered
+    (harness.launch.local.launch_one_box); Slurm and the testbed pass their own. `session()`, entered
     under the lock around the cells, yields the launcher instead (the multi-node leader: its store)."""
     with run_lock(run_dir), signals_raise():
         if new_run:

@@ -11,6 +11,8 @@
 3. No file over MAX_FILE_LINES lines and no function over MAX_FUNCTION_LINES lines in `harness/`.
 4. The layering of docs/ARCHITECTURE.md ("Packages"): FORBIDDEN lists what a package may not import,
    and generic code (GENERIC) never branches on a backend's name (`x == "horovod"`, `x in (...)`).
+5. One launcher = one module: no code outside a launcher's own modules (LAUNCHER_HOMES) and the launcher
+   registry branches on its name (`launcher == "srun"`); everything else asks the launcher or the recipe.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ FORBIDDEN = {
     # backends: a transport and its launch recipes; they never reach up into cells, schemes or runs
     "harness.backends": ("harness.cell", "harness.schemes", "harness.worker", "harness.execute", "harness.sweep",
                          "harness.commands", "harness.results", "harness.predict", "harness.report"),
+    # launchers ask a backend's recipe (harness/launch/recipes.py), never a backend module
+    "harness.launch": ("harness.backends",),
+    "harness.testbed": ("harness.backends",),
+    "harness.execute": ("harness.backends",),
     # the generic launch pieces backends build on
     "harness.launch.distenv": ("harness.backends", "harness.cell"),
     "harness.launch.slurm_env": ("harness.backends", "harness.cell"),
@@ -45,6 +51,15 @@ FORBIDDEN = {
 GENERIC = ("harness.launch", "harness.execute", "harness.sweep", "harness.cell", "harness.worker",
            "harness.results", "harness.measure", "harness.testbed")
 BACKEND_NAMES = frozenset({"torch", "horovod", "horovodrun", "deepspeed", "byteps"})
+LAUNCHER_HOMES = {
+    # each launcher's own modules (docs/ARCHITECTURE.md, "Launcher"): the only code that may name it
+    "local": ("harness.launch.local",),
+    "srun": ("harness.launch.srun", "harness.launch.srun_plan", "harness.launch.srun_task"),
+    "nodes": ("harness.launch.nodes", "harness.launch.nodes_env", "harness.launch.nodes_ranks"),
+    "testbed": ("harness.testbed",),
+}
+LAUNCHER_REGISTRY = ("harness.launch.base", "harness.launch.launchers", "harness.launch.recipes")
+"""Where every launcher may be named: the registry, its recipe types."""
 MAX_FILE_LINES = 300
 MAX_FUNCTION_LINES = 60
 LAYERS = (
@@ -52,7 +67,7 @@ LAYERS = (
     # below; an import of a higher layer runs up the order. The longest matching prefix places a module.
     ("harness.errors", "harness.registry", "harness.atomic", "harness.schema"),
     ("harness.planning", "harness.training", "harness.netif", "harness.networks", "harness.devices"),
-    ("harness.launch.distenv", "harness.launch.slurm_env", "harness.launch.srun_plan",
+    ("harness.launch.distenv", "harness.launch.slurm_env", "harness.launch.srun_plan", "harness.launch.recipes",
      "harness.launch.sbatch_text", "harness.launch.supervise", "harness.launch.slurm_client",
      "harness.launch.watch"),
     ("harness.backends",),
@@ -176,14 +191,39 @@ def layering(edges: dict[str, set[str]], known: dict[str, Path]) -> list[str]:
                         out.append(f"{mod} imports {dep}: {pkg} may not import {', '.join(banned)}")
         if not any(mod == g or mod.startswith(g + ".") for g in GENERIC):
             continue
-        for node in ast.walk(ast.parse(known[mod].read_text())):
-            if isinstance(node, ast.Compare):
-                sides = [node.left, *node.comparators]
-                consts = sides + [e for c in sides if isinstance(c, (ast.Tuple, ast.List, ast.Set)) for e in c.elts]
-                names = {c.value for c in consts if isinstance(c, ast.Constant) and c.value in BACKEND_NAMES}
-                if names:
-                    out.append(f"{known[mod].relative_to(ROOT)}:{node.lineno}: generic code branches on backend "
-                               f"name(s) {', '.join(sorted(names))}: ask the backend (BackendEntry) instead")
+        for line, names in _compared(ast.parse(known[mod].read_text()), BACKEND_NAMES):
+            out.append(f"{known[mod].relative_to(ROOT)}:{line}: generic code branches on backend "
+                       f"name(s) {', '.join(sorted(names))}: ask the backend (BackendEntry) instead")
+    return out + launcher_names(known)
+
+
+def _compared(tree: ast.AST, names: frozenset, about: str = "") -> list[tuple[int, set]]:
+    """(line, the names among `names` compared with there) for each comparison with such a constant;
+    with `about`, only comparisons of an expression whose text contains it (`row["launcher"] == "srun"`:
+    "local" is also a scheme's name)."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and about in ast.unparse(node).replace('"', "").replace("'", ""):
+            sides = [node.left, *node.comparators]
+            consts = sides + [e for c in sides if isinstance(c, (ast.Tuple, ast.List, ast.Set)) for e in c.elts]
+            found = {c.value for c in consts if isinstance(c, ast.Constant) and c.value in names}
+            if found:
+                out.append((node.lineno, found))
+    return out
+
+
+def launcher_names(known: dict[str, Path]) -> list[str]:
+    """Comparisons with a launcher's name outside its own modules and the registry (rule 5)."""
+    out = []
+    for mod, path in sorted(known.items()):
+        if not mod.startswith("harness") or any(mod == r for r in LAUNCHER_REGISTRY):
+            continue
+        for line, names in _compared(ast.parse(path.read_text()), frozenset(LAUNCHER_HOMES), "launcher"):
+            foreign = sorted(n for n in names
+                             if not any(mod == h or mod.startswith(h + ".") for h in LAUNCHER_HOMES[n]))
+            if foreign:
+                out.append(f"{path.relative_to(ROOT)}:{line}: branches on launcher name(s) {', '.join(foreign)} "
+                           f"outside its module: ask the launcher or the backend's recipe instead")
     return out
 
 

@@ -28,6 +28,7 @@ from harness.backends import BACKENDS
 from harness.backends.byteps import byteps_role_env, slurm_layout
 from harness.cell import CellSpec, resolve
 from harness.errors import UserError
+from harness.launch.recipes import LocalRecipe, recipe
 
 _spec = importlib.util.spec_from_file_location("_lossless", Path(__file__).with_name("test_lossless.py"))
 _lossless = importlib.util.module_from_spec(_spec)
@@ -64,7 +65,7 @@ def run_backend(tmp_path, monkeypatch, cell: CellSpec, steps: int) -> tuple[list
     monkeypatch.setenv("DDLBENCH_DUMP_PARAMS", "1")
     cell = resolve(cell)
     d = tmp_path / cell.cell_id
-    result = json.loads(Path(BACKENDS.get(cell.backend).launch(cell, d, None)).read_text())
+    result = json.loads(Path(recipe(cell.backend, LocalRecipe).launch(cell, d, None)).read_text())
     return [torch.load(d / f"params.rank{r}.pt") for r in range(cell.workers)], result
 
 

@@ -22,7 +22,7 @@ from test_lossless import SMALL, STEPS, initial
 from harness.backends import BACKENDS
 from harness.cell import CellSpec, resolve
 from harness.errors import UserError
-from harness.launch.local import launch_cell
+from harness.launch.local import launch_one_box
 from harness.schemes import SCHEMES
 from harness.sweep import expand, sweep_from_dict
 from harness.training import autocast_loss, make_optimizer
@@ -64,8 +64,7 @@ def run_bf16(tmp_path, monkeypatch, cell: CellSpec) -> tuple[list[dict], dict]:
     monkeypatch.setenv("DDLBENCH_DUMP_PARAMS", "1")
     cell = resolve(cell)
     d = tmp_path / cell.cell_id
-    launch = BACKENDS.get(cell.backend).launch or launch_cell  # None: the generic local spawner
-    result = json.loads(Path(launch(cell, d, None)).read_text())
+    result = json.loads(Path(launch_one_box(cell, d, None)).read_text())
     return [torch.load(d / f"params.rank{r}.pt") for r in range(cell.workers)], result
 
 

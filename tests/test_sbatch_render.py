@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.errors import UserError  # noqa: E402
 from harness.launch.env import from_environ  # noqa: E402
-from harness.launch.sbatch import LAUNCH_STYLES, SbatchSpec, render_sbatch  # noqa: E402
+from harness.launch.sbatch import SbatchSpec, launch_styles, render_sbatch  # noqa: E402
 from harness.launch.slurm_env import (  # noqa: E402
     expand_hostlist, expand_tasks_per_node, from_slurm, port_for_job,
 )
@@ -45,6 +45,9 @@ REFERENCE_SPECS = {
         gpus_per_node=4, cpus_per_task=8, launch="byteps", ps_servers=2, ps_server_nodes=1,
         extra_sbatch=("--constraint=ib",)),
 }
+
+
+LAUNCH_STYLES = tuple(launch_styles())
 
 
 def reference_path(style: str) -> Path:

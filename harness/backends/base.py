@@ -10,16 +10,15 @@ for its two halves, a reduce-scatter and an all-gather, where the backend has th
 
 from __future__ import annotations
 
-import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 
 from harness.errors import UserError
-from harness.launch.srun_plan import SrunContext, Step, all_ranks_step
+from harness.launch import recipes
+from harness.launch.recipes import BackendLaunch
 from harness.registry import Registry
 
 
@@ -113,19 +112,10 @@ class Transport(ABC):
 
 
 @dataclass(frozen=True)
-class SbatchStyle:
-    """One way a batch script starts the workers (`SbatchSpec.launch`), owned by a backend."""
-
-    render: Callable[[Any], str]
-    """(SbatchSpec) -> the script's launch block, after the rendezvous lines."""
-    extra_nodes: Callable[[Any], int] = lambda spec: 0
-    """(SbatchSpec) -> nodes the job needs beyond the worker nodes (e.g. dedicated server nodes)."""
-
-
-@dataclass(frozen=True)
 class BackendEntry:
     """Everything about one backend (docs/ARCHITECTURE.md, "Backend"): its transport, its server loop,
-    and how each launcher starts it. Generic code asks these fields and never tests a backend's name."""
+    and how the launchers start it (`launch`: one recipe per launcher, harness/launch/recipes.py).
+    Generic code asks these fields and the recipes, and never tests a backend's name."""
 
     name: str
     """Registered name: torch | horovod | deepspeed | byteps."""
@@ -142,33 +132,15 @@ class BackendEntry:
     Horovod built without NCCL cannot reduce CUDA tensors on the GPU)."""
     versions: Callable[[], dict] = field(default=lambda: {})
     """Library versions recorded in the environment table."""
-    launch: Callable | None = None
-    """How a cell on this backend is started on one box, the way its users start it (e.g. horovodrun):
-    (cell, cell_dir, placement) -> result.json path. None = the generic local spawner."""
-    dist_env: Callable[[Mapping[str, str]], Any] = lambda environ: None
-    """(environment) -> DistEnv when a rank was started by this framework's own launcher (e.g. the
-    HOROVOD_* variables horovodrun sets), else None."""
-    launch_env: Callable[[Any], dict] = lambda cell: {}
-    """(cell) -> variables every rank needs whatever launches it (e.g. DeepSpeed's compiled-ops folder)."""
-    srun_plan: Callable[[SrunContext], list[Step]] = all_ranks_step
-    """(SrunContext) -> the job steps that run one cell inside a Slurm allocation (pure)."""
-    srun_session: Callable[[SrunContext], Any] = contextlib.nullcontext
-    """(SrunContext) -> a context manager around the steps, yielding the context to plan with (Horovod
-    starts its rendezvous server here); default: nothing to start."""
-    placed_session: Callable[[Any, Any], Any] = lambda cell, placement: contextlib.nullcontext(placement)
-    """(cell, Placement) -> a context manager around a cell whose ranks ddlbench spawns on placed hosts (the
-    testbed), yielding the Placement to launch with (Horovod starts its rendezvous server on rank 0's host
-    and adds the slot variables horovodrun would set); default: the placement as it is."""
-    srun_variant: Callable[[Mapping[str, str]], str | None] = lambda environ: None
-    """(environment) -> the launch variant the user chose for srun (None = the backend's default)."""
-    task_envs: dict = field(default_factory=dict)
-    """Shim styles this backend defines: style -> (environ) -> {variable: value or None to unset}; run by
-    `python -m harness.launch.srun_task STYLE -- ARGV` in front of each task."""
-    sbatch_styles: dict = field(default_factory=dict)
-    """Launch styles of batch scripts this backend renders: style -> SbatchStyle."""
-    sbatch_examples: tuple = ()
-    """Example batch scripts (slurm/*.sbatch) for this backend: dicts of name, sweep, notes and SbatchSpec
-    fields (see harness/launch/sweep_jobs.py: example_scripts)."""
+    launch: BackendLaunch = field(default_factory=BackendLaunch)
+    """How the launchers start it: the variables every rank needs, how its own launcher names ranks,
+    and its recipe for each launcher that starts it differently from the default."""
 
 
 BACKENDS: Registry[BackendEntry] = Registry("backend")
+
+
+def register(entry: BackendEntry) -> BackendEntry:
+    """Register a backend and its launch recipes (the one call a backend's package makes)."""
+    recipes.register(entry.name, entry.launch)
+    return BACKENDS.register(entry.name, entry)

@@ -17,11 +17,12 @@ import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-import harness
 from harness.cell import CellSpec
 from harness.errors import CellFailed
 from harness.launch.base import Launcher, LauncherEntry, register
+from harness.launch.recipes import LocalRecipe, recipe
 from harness.launch.srun_plan import check_one_box
 from harness.launch.supervise import (
     WORKER_MODULE,
@@ -34,12 +35,6 @@ from harness.launch.supervise import (
 )
 from harness.launch.watch import Ended, Proc, how, watch
 
-PACKAGE_ROOT = str(Path(harness.__file__).resolve().parents[1])
-"""Where this driver's harness/ and workloads/ live: ranks import exactly this code (-P keeps the
-working directory off sys.path, this goes first on PYTHONPATH); recorded as package_path."""
-
-
-
 def rank_argv(module: str, *args: str) -> list[str]:
     """`python -P -m MODULE ARGS`, behind the parent-death trampoline."""
     return orphan_proof([*python_argv(), "-m", module, *args])
@@ -47,7 +42,6 @@ def rank_argv(module: str, *args: str) -> list[str]:
 
 def _rank_env(cell: CellSpec, placement: "Placement") -> dict:
     env = base_env(cell.threads, "local", placement.extra_env)
-    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
     if not placement.envs:
         # the cell's network profile names the interface of every library (harness/networks.py: on one
         # box `loopback`); gloo would otherwise bind whatever the hostname resolves to. A placement's own
@@ -88,48 +82,66 @@ def launch_cell(cell: CellSpec, cell_dir: Path, placement: Placement | None = No
     world = cell.workers + cell.servers
     port = free_port()
     per_node = -(-cell.workers // placement.nodes)
-    procs: list[subprocess.Popen] = []
-    logs = []
-    try:
-        for r in range(world):
-            env = _rank_env(cell, placement)
-            env.update(
-                RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r % per_node if r < cell.workers else 0),
-                LOCAL_WORLD_SIZE=str(min(per_node, world)), GROUP_WORLD_SIZE=str(placement.nodes),
-                MASTER_ADDR=placement.master_addr, MASTER_PORT=str(port),
-                NODE_RANK=str(r // per_node if r < cell.workers else 0),
-            )
-            if r < len(placement.envs):
-                env.update(placement.envs[r])
-            prefix = list(placement.prefixes[r]) if r < len(placement.prefixes) else []
-            argv = prefix + rank_argv(module, "--cell", str(spec_path), "--out", str(cell_dir))
-            log = open(cell_dir / f"rank{r}.log", "w")
-            logs.append(log)
-            procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                          start_new_session=True))
-        _watch(procs, cell.timeout_s, cell_dir)
-    finally:
-        _kill(procs)
-        for log in logs:
-            log.close()
+    ranks = {}
+    for r in range(world):
+        env = _rank_env(cell, placement)
+        env.update(
+            RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r % per_node if r < cell.workers else 0),
+            LOCAL_WORLD_SIZE=str(min(per_node, world)), GROUP_WORLD_SIZE=str(placement.nodes),
+            MASTER_ADDR=placement.master_addr, MASTER_PORT=str(port),
+            NODE_RANK=str(r // per_node if r < cell.workers else 0),
+        )
+        if r < len(placement.envs):
+            env.update(placement.envs[r])
+        prefix = list(placement.prefixes[r]) if r < len(placement.prefixes) else []
+        ranks[r] = (prefix + rank_argv(module, "--cell", str(spec_path), "--out", str(cell_dir)), env)
+    run_ranks(cell, cell_dir, ranks)
     if not result.exists():
         raise CellFailed("rank 0 finished without writing result.json", log_tail(cell_dir))
     return result
 
 
-def _watch(procs: list[subprocess.Popen], timeout_s: float, cell_dir: Path) -> None:
+def run_ranks(cell: CellSpec, cell_dir: Path, ranks: dict[int, tuple[list[str], dict]],
+              abort: Callable[[], str | None] = lambda: None, poll_s: float = 0.05) -> None:
+    """Start each rank (rank -> (argv, environment), its output in CELL_DIR/rank<r>.log, in a session of
+    its own) and hand them to the one supervisor until they all exit; CellFailed when one fails, the cell
+    times out, or `abort()` gives a reason. Every rank started here is killed when this returns or raises.
+    The local, testbed and multi-node launchers all start their ranks here."""
+    procs: dict[int, subprocess.Popen] = {}
+    logs = []
+    try:
+        for r, (argv, env) in ranks.items():
+            log = open(cell_dir / f"rank{r}.log", "w")
+            logs.append(log)
+            procs[r] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                        start_new_session=True)
+        _watch(procs, cell.timeout_s, cell_dir, abort, poll_s)
+    finally:
+        _kill(list(procs.values()))
+        for log in logs:
+            log.close()
+
+
+def launch_one_box(cell: CellSpec, cell_dir: Path, placement: Placement | None = None) -> Path:
+    """The local launcher: the backend's own single-box launcher where its `LocalRecipe` has one
+    (horovodrun, the deepspeed launcher), else `launch_cell`."""
+    return (recipe(cell.backend, LocalRecipe).launch or launch_cell)(cell, cell_dir, placement)
+
+
+def _watch(procs: dict[int, subprocess.Popen], timeout_s: float, cell_dir: Path, abort, poll_s: float) -> None:
     """The ranks under the one supervisor (launch/watch.py); CellFailed when the cell fails."""
     def died(r: int):
         return lambda code: Ended(with_rank_error(f"rank {r} died ({how(code)})", cell_dir, r), r)
 
     def timed_out(running: list[Proc]) -> Ended:
-        ranks = [int(p.name.split()[1]) for p in running]
-        return Ended(f"timed out after {timeout_s:g} s with rank(s) {ranks} still running", ranks[0])
+        left = [int(p.name.split()[1]) for p in running]
+        return Ended(f"timed out after {timeout_s:g} s with rank(s) {left} still running", left[0])
     try:
-        watch([Proc(p, f"rank {r}", f"rank{r}.log", died(r)) for r, p in enumerate(procs)], timeout_s, cell_dir,
-              timed_out)
+        watch([Proc(p, f"rank {r}", f"rank{r}.log", died(r)) for r, p in procs.items()], timeout_s, cell_dir,
+              timed_out, abort=abort, poll_s=poll_s)
     except Ended as e:
-        raise CellFailed(e.reason, log_tail(cell_dir, first=e.rank or 0)) from None
+        first = e.rank if e.rank is not None else min(procs, default=None)
+        raise CellFailed(e.reason, log_tail(cell_dir, first=first) if first is not None else "") from None
 
 
 def _kill(procs: list[subprocess.Popen]) -> None:

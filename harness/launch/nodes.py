@@ -35,11 +35,11 @@ from pathlib import Path
 import torch.distributed as dist
 
 from harness.atomic import write_json_atomic
-from harness.backends import BACKENDS
 from harness.cell import CellSpec
 from harness.errors import CellFailed, UserError
 from harness.launch.base import LauncherEntry, register
 from harness.launch.nodes_env import NodeJob, rank_nodes
+from harness.launch.recipes import NodesRecipe, recipe
 from harness.launch.nodes_ranks import POLL_S, rank_env, run_ranks
 from harness.launch.supervise import free_port, log_tail
 
@@ -114,9 +114,9 @@ class Heart:
 
 def check_cell(cell: CellSpec, job: NodeJob) -> None:
     """UserError before anything runs for a cell this launcher cannot place."""
-    if BACKENDS.get(cell.backend).launch is not None:
-        raise UserError(f"backend {cell.backend} starts its ranks with its own launcher, which the multi-node "
-                        f"launcher does not drive; run its cells under Slurm (`--launcher srun`) or on one box")
+    refusal = recipe(cell.backend, NodesRecipe).refuse
+    if refusal:
+        raise UserError(refusal)
     rank_nodes(cell, job.nnodes, job.nproc_per_node)
 
 

@@ -6,7 +6,7 @@ tests/data/sbatch_reference_<style>.sh). Submitting and following jobs: harness/
                                     command=("ddlbench", "run", "--scheme", "wfbp-a2a")))
 
 The lines every script shares (directives, rendezvous, port) are written here. How the script starts
-the workers is the launch style's, and every style belongs to a backend (BackendEntry.sbatch_styles:
+the workers is the launch style's, and every style belongs to a backend (its `SbatchRecipe`, harness/launch/recipes.py:
 e.g. `srun` to torch, `horovodrun` to horovod), which starts them the way that framework's users do
 (docs/ARCHITECTURE.md, "Launching"). One style starts no workers itself:
 
@@ -21,9 +21,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from harness.backends import BACKENDS
-from harness.backends.base import SbatchStyle
 from harness.errors import UserError
+from harness.launch.recipes import SbatchRecipe, SbatchStyle, every
 from harness.launch.sbatch_text import argv_words
 from harness.launch.slurm_env import PORT_BASE, PORT_SPAN
 
@@ -31,11 +30,7 @@ from harness.launch.slurm_env import PORT_BASE, PORT_SPAN
 
 def launch_styles() -> dict[str, SbatchStyle]:
     """Styles in which the script's tasks are the workers, each owned by a backend (name -> style)."""
-    return {name: style for _, entry in BACKENDS.items() for name, style in entry.sbatch_styles.items()}
-
-
-LAUNCH_STYLES = tuple(launch_styles())
-"""Their names, in the backends' order."""
+    return {name: style for _, r in every(SbatchRecipe) for name, style in r.styles.items()}
 SWEEP_STYLE = "sweep"
 """Style in which the script runs a ddlbench sweep once and the harness launches each cell."""
 
@@ -67,7 +62,7 @@ class SbatchSpec:
     env: dict[str, str] = field(default_factory=dict)
     """Variables exported before launching (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, ...)."""
     launch: str = "srun"
-    """How workers start: one of LAUNCH_STYLES, or SWEEP_STYLE (see the module docstring)."""
+    """How workers start: one of launch_styles(), or SWEEP_STYLE (see the module docstring)."""
     notes: tuple[str, ...] = ()
     """Comment lines under the script's first line: what it is for, what to edit, how to submit it."""
     variables: tuple[tuple[str, str, str], ...] = ()
@@ -103,8 +98,8 @@ class SbatchSpec:
 
 
 def _validate(s: SbatchSpec) -> None:
-    if s.launch not in LAUNCH_STYLES + (SWEEP_STYLE,):
-        raise UserError(f"unknown launch style {s.launch!r}; available: {', '.join(LAUNCH_STYLES)}, "
+    if s.launch not in (*launch_styles(), SWEEP_STYLE):
+        raise UserError(f"unknown launch style {s.launch!r}; available: {', '.join(launch_styles())}, "
                         f"or {SWEEP_STYLE!r} for a script that runs a ddlbench sweep")
     if not s.command:
         raise UserError("the sbatch spec has an empty command; give the argv each worker runs")

@@ -17,8 +17,8 @@ no GPUs, so they get all of the job's GPUs on their nodes (Slurm's default for a
 each worker takes GPU number LOCAL_RANK (harness.worker).
 
 Each backend starts the way its users start it under Slurm: its package plans the steps
-(`BackendEntry.srun_plan` over the generic pieces of harness/launch/srun_plan.py), may run a service
-around them (`srun_session`: Horovod's rendezvous server), and defines the shim styles that give each
+(its `SrunRecipe.plan`, harness/launch/recipes.py, over the generic pieces of srun_plan.py), may run a
+service around them (`SrunRecipe.session`: Horovod's rendezvous server), and defines the shim styles that give each
 task its framework's variables (`python -m harness.launch.srun_task STYLE -- ARGV`). This module only
 runs the steps, watches them and stops them (docs/ARCHITECTURE.md, "Launching").
 """
@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Mapping
 
 from harness.atomic import write_json_atomic
-from harness.backends import BACKENDS
 from harness.errors import CellFailed, UserError
+from harness.launch import recipes
 from harness.launch.base import Launcher, LauncherEntry, register
+from harness.launch.recipes import SrunRecipe, recipe
 from harness.launch.slurm_env import expand_tasks_per_node, hostnames, node_addr
 from harness.launch.srun_plan import (
     Allocation,
@@ -119,7 +120,7 @@ def plan_cell(cell, alloc: Allocation, cell_dir: Path, master_addr: str, port: i
     every task."""
     ctx = SrunContext(cell, alloc, cell_dir, master_addr, port, tuple(command), style, rendezvous,
                       dict(extra_env or {}))
-    return BACKENDS.get(cell.backend).srun_plan(ctx)
+    return recipe(cell.backend, SrunRecipe).plan(ctx)
 
 
 def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, ...] | None = None) -> Path:
@@ -132,14 +133,14 @@ def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, .
     (cell_dir / "cell.json").write_text(cell.to_json())
     result = cell_dir / "result.json"
     result.unlink(missing_ok=True)
-    backend = BACKENDS.get(cell.backend)
+    backend = recipe(cell.backend, SrunRecipe)
     workers, _ = place(cell, alloc)
     port = usable_port(cell_port(alloc.job_id, cell.cell_id), on_this_host=workers[0] == alloc.here)
     ctx = SrunContext(cell, alloc, cell_dir, node_addr(workers[0]), port, tuple(command or worker_command(cell_dir)),
-                      backend.srun_variant(os.environ),
-                      extra_env={**cell.network_vars(), **backend.launch_env(cell)})
-    with backend.srun_session(ctx) as ready:
-        _run_steps(backend.srun_plan(ready), cell, cell_dir)
+                      backend.variant(os.environ),
+                      extra_env={**cell.network_vars(), **recipes.rank_env(cell)})
+    with backend.session(ctx) as ready:
+        _run_steps(backend.plan(ready), cell, cell_dir)
     if not result.exists():
         raise CellFailed("rank 0 finished without writing result.json", _tail(cell_dir))
     data = json.loads(result.read_text())  # where the servers ran: dedicated | colocated ("" without)

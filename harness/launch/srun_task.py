@@ -3,7 +3,7 @@
     python -m harness.launch.srun_task STYLE -- python -m harness.worker --cell C --out D
 
 harness/launch/srun.py puts this in front of each rank's argv for backends whose framework does not
-read SLURM_*. The styles belong to the backends (`BackendEntry.task_envs`: e.g. `torch` gives torchrun's
+read SLURM_*. The styles belong to the backends (`SrunRecipe.task_envs`, harness/launch/recipes.py: e.g. `torch` gives torchrun's
 RANK, WORLD_SIZE, LOCAL_RANK, ...; `horovod` the variables horovodrun gives each slot); this module only
 looks the style up, applies it and execs (docs/ARCHITECTURE.md, "Launching").
 """
@@ -15,13 +15,13 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
-from harness.backends import BACKENDS
 from harness.errors import UserError
+from harness.launch.recipes import SrunRecipe, every
 
 
 def task_env(style: str, environ: Mapping[str, str]) -> dict[str, str | None]:
     """Variables the shim sets (None = unset) for one task of `style`, from its environment."""
-    styles = {name: fn for _, entry in BACKENDS.items() for name, fn in entry.task_envs.items()}
+    styles = {name: fn for _, r in every(SrunRecipe) for name, fn in r.task_envs.items()}
     if style not in styles:
         raise UserError(f"unknown task environment style {style!r}; use one of {', '.join(sorted(styles))}")
     return styles[style](environ)

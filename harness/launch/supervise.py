@@ -35,6 +35,12 @@ OUR_RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_R
                  "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
 
 
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+"""Where this driver's harness/ and workloads/ live: every rank, whoever starts it (our spawner, horovodrun,
+the deepspeed launcher), imports exactly this code (-P keeps the working directory off sys.path, this goes
+first on PYTHONPATH), not whatever an install elsewhere points at; recorded as package_path."""
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free on `host` right now (the OS picks it)."""
     with socket.socket() as s:
@@ -136,6 +142,7 @@ def base_env(threads: int, launcher: str, extra: dict | None = None) -> dict:
     env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1",
                PYTHONSAFEPATH="1", DDLBENCH_LAUNCHER=launcher)
     env.update(extra or {})
+    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from harness.backends import BACKENDS
 from harness.errors import UserError
+from harness.launch.recipes import SbatchRecipe, every
 from harness.launch.sbatch import SWEEP_STYLE, SbatchSpec, render_sbatch
 from harness.schemes import SCHEMES
 from harness.sweep import expand, sweep_from_dict
@@ -165,8 +165,8 @@ def example_scripts() -> dict[str, str]:
         spec("cpu", "cpu-tiny", nodes=2, tasks_per_node=1, gpus_per_node=0, cpus_per_task=2, time_limit_min=60,
              notes=["CPU nodes, one worker per node: try the harness (or the cluster) before asking for GPUs."]),
     ]
-    # Each backend brings its own examples (BackendEntry.sbatch_examples).
+    # Each backend brings its own examples (its SbatchRecipe, harness/launch/recipes.py).
     specs += [spec(ex["name"], ex["sweep"], list(ex["notes"]),
                    **{k: v for k, v in ex.items() if k not in ("name", "sweep", "notes")})
-              for _, entry in BACKENDS.items() for ex in entry.sbatch_examples]
+              for _, r in every(SbatchRecipe) for ex in r.examples]
     return {f"{s.job_name.removeprefix('ddlbench-')}.sbatch": render_sbatch(s) for s in specs}

@@ -26,12 +26,12 @@ import torch
 import yaml
 
 from harness.atomic import write_json_atomic
-from harness.backends import BACKENDS
 from harness.cell import CellSpec, resolve
 from harness.errors import UserError
 from harness.execute import run_cells
 from harness.launch.base import LauncherEntry, register
 from harness.launch.local import Placement, launch_cell
+from harness.launch.recipes import PlacedRecipe, recipe
 from harness.results.store import new_run_id
 from harness.sweep import expand
 from harness.testbed import netns
@@ -186,7 +186,7 @@ class TestbedLauncher:
     def __call__(self, cell: CellSpec, cell_dir: Path, placement: Placement | None = None) -> Path:
         state = self.testbed_for(cell)
         placement = pl.testbed_placement(cell, state, self.policy)
-        with BACKENDS.get(cell.backend).placed_session(cell, placement) as placement:
+        with recipe(cell.backend, PlacedRecipe).session(cell, placement) as placement:
             result = launch_cell(cell, cell_dir, placement)
         _record_placement(result, cell, pl.describe(cell, state, self.policy))
         return result

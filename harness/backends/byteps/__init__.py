@@ -2,18 +2,20 @@
 ranks run, roles.py the three roles and their layout, launch.py how launchers start them. BytePS cannot
 be installed on a CPU-only machine: `available()` says so in one line."""
 
-from harness.backends.base import BACKENDS, BackendEntry
+from harness.backends.base import BackendEntry, register
 from harness.backends.byteps import launch
 from harness.backends.byteps.roles import byteps_role_env, slurm_layout
 from harness.backends.byteps.transport import BytePSTransport, available, versions
+from harness.launch.recipes import BackendLaunch, SbatchRecipe, SrunRecipe
 
 __all__ = ["byteps_role_env", "slurm_layout"]
 
-BACKENDS.register("byteps", BackendEntry(
+register(BackendEntry(
     name="byteps",
     description="BytePS push-pull with its own servers (needs CUDA+NCCL: not runnable on CPU-only machines)",
     start=lambda cell, env, device: BytePSTransport(cell, env, device),
-    available=available, versions=versions, srun_plan=launch.srun_plan,
-    task_envs={"byteps": launch.byteps_task_env},
-    sbatch_styles=launch.SBATCH_STYLES, sbatch_examples=launch.SBATCH_EXAMPLES,
+    available=available, versions=versions,
+    launch=BackendLaunch(recipes=(
+        SrunRecipe(plan=launch.srun_plan, task_envs={"byteps": launch.byteps_task_env}),
+        SbatchRecipe(styles=launch.SBATCH_STYLES, examples=launch.SBATCH_EXAMPLES))),
 ))

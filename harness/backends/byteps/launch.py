@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.backends.base import SbatchStyle
+from harness.launch.recipes import SbatchStyle
 from harness.backends.byteps.roles import shared_env
 from harness.launch.sbatch_text import argv_words, step_cpus
 from harness.launch.slurm_env import from_slurm

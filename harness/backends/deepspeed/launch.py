@@ -13,7 +13,7 @@ compiles them again).
 
 from __future__ import annotations
 
-from harness.backends.base import SbatchStyle
+from harness.launch.recipes import SbatchStyle
 from harness.backends.deepspeed.transport import extensions_dir
 from harness.launch.sbatch_text import argv_words, step_cpus
 from harness.launch.srun_plan import SrunContext, Step, all_ranks_step
@@ -25,6 +25,11 @@ from harness.launch.supervise import (
     run_supervised,
     worker_argv,
 )
+
+
+NODES_REFUSAL = ("backend deepspeed starts its ranks with its own launcher (deepspeed), which the multi-node "
+                 "launcher does not drive; run its cells under Slurm (`--launcher srun`) or on one box")
+"""Why `ddlbench sweep` run on every node cannot start DeepSpeed's ranks (harness/launch/nodes.py)."""
 
 
 def launch_env(cell) -> dict:

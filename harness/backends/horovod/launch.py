@@ -20,7 +20,7 @@ import dataclasses
 import socket
 from collections.abc import Mapping
 
-from harness.backends.base import SbatchStyle
+from harness.launch.recipes import SbatchStyle
 from harness.errors import CellFailed
 from harness.launch.distenv import DistEnv
 from harness.launch.sbatch_text import argv_words
@@ -39,6 +39,11 @@ from harness.netif import iface_towards
 MB = 1 << 20
 LAUNCH_VAR = "DDLBENCH_HOROVOD_LAUNCH"
 """srun (default) or horovodrun: how cells on this backend start inside an allocation."""
+
+
+NODES_REFUSAL = ("backend horovod starts its ranks with its own launcher (horovodrun), which the multi-node "
+                 "launcher does not drive; run its cells under Slurm (`--launcher srun`) or on one box")
+"""Why `ddlbench sweep` run on every node cannot start Horovod's ranks (harness/launch/nodes.py)."""
 
 
 def knob_env(knobs: Mapping) -> dict[str, str]:

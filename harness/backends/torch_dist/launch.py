@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.backends.base import SbatchStyle
+from harness.launch.recipes import SbatchStyle
 from harness.launch.sbatch_text import argv_words, step_cpus
 from harness.launch.slurm_env import from_slurm
 

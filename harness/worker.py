@@ -112,6 +112,7 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
     loss_fn = spec.loss if scheme.native_precision else autocast_loss(spec.loss, cell.dtype, device)
     if tracer is not None:
         scheme, barrier = tracer.attach(fwd, model, scheme, barrier)
+    started = startup_s(time.time())  # the first warm-up iteration starts now
     samples = run_loop(fwd, scheme, loss_fn, batch, warmup, iters, device, barrier, _fault(cell, env.rank))
     net = _net_bytes(before, read_counters() if counting else {}, warmup + iters)
     # one worker still pushes and pulls through its servers; one all-reduce rank moves nothing
@@ -120,7 +121,7 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
         torch.save(scheme.final_parameters(model), out / f"params.rank{env.rank}.pt")
     mine = {"rank": env.rank, "host": socket.gethostname(), "device_name": device_name(device),
             "samples": samples, "comm_only_s": comm_only,
-            "setup_s": time.perf_counter() - t_start, "net_bytes_per_iter": net,
+            "setup_s": time.perf_counter() - t_start, "net_bytes_per_iter": net, **started,
             **(transport.facts if transport is not None else {})}
     gathered = transport.gather_object(mine) if transport is not None else [mine]
     if tracer is not None:
@@ -135,6 +136,21 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
     # when a peer has gone) must not hold the cell until its timeout and fail it
     bounded(lambda: _teardown(scheme, transport), TEARDOWN_S, "teardown")
     return result
+
+
+PLACED_AT_VAR = "DDLBENCH_PLACED_AT"
+"""time.time() when the launcher began placing the cell's ranks (docs/ARCHITECTURE.md, "Warm ranks")."""
+
+
+def startup_s(now: float) -> dict:
+    """{"startup_s": seconds from the launcher placing the cell's ranks (PLACED_AT_VAR) to `now`, this
+    rank's first warm-up iteration}: what starting a rank costs (interpreter, imports, process group,
+    model); {} when the launcher did not set the variable."""
+    try:
+        placed = float(os.environ[PLACED_AT_VAR])
+    except (KeyError, ValueError):
+        return {}
+    return {"startup_s": now - placed}
 
 
 TEARDOWN_S = 30.0

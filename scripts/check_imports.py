@@ -44,12 +44,15 @@ FORBIDDEN = {
     "harness.launch.supervise": ("harness.backends", "harness.cell"),
     "harness.launch.slurm_client": ("harness.backends", "harness.cell"),
     "harness.launch.watch": ("harness.backends", "harness.cell"),
+    # warm ranks: the zygote pre-loads the worker by name (importlib), it never imports what is above it
+    "harness.warm": ("harness.backends", "harness.cell", "harness.worker", "harness.schemes", "workloads",
+                     "harness.launch.local", "harness.launch.base", "harness.launch.launchers", "harness.execute"),
     # schemes talk to a Transport object, never to a backend module
     "harness.schemes": ("harness.backends", "harness.commands", "harness.execute"),
     "workloads": ("harness.backends", "harness.schemes", "harness.cell"),
 }
 GENERIC = ("harness.launch", "harness.execute", "harness.sweep", "harness.cell", "harness.worker",
-           "harness.results", "harness.measure", "harness.testbed")
+           "harness.results", "harness.measure", "harness.testbed", "harness.warm")
 BACKEND_NAMES = frozenset({"torch", "horovod", "horovodrun", "deepspeed", "byteps"})
 LAUNCHER_HOMES = {
     # each launcher's own modules (docs/ARCHITECTURE.md, "Launcher"): the only code that may name it
@@ -69,7 +72,7 @@ LAYERS = (
     ("harness.planning", "harness.training", "harness.netif", "harness.networks", "harness.devices"),
     ("harness.launch.distenv", "harness.launch.slurm_env", "harness.launch.srun_plan", "harness.launch.recipes",
      "harness.launch.sbatch_text", "harness.launch.supervise", "harness.launch.slurm_client",
-     "harness.launch.watch"),
+     "harness.launch.watch", "harness.warm"),
     ("harness.backends",),
     ("workloads",),
     # what schemes build on: the one clock, the collective timer and fit, each scheme's simulation model

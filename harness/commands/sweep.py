@@ -100,9 +100,6 @@ def _leading(job: NodeJob, join_timeout_s: float):
         leader.finish(why)
 
 
-NODE_FLAGS = ("nnodes", "node_rank", "nproc_per_node", "master_addr", "master_port")
-
-
 def nodes_option(f):
     """The plain node list's flags (as `torchrun --nnodes` takes them); they win over the scheduler's."""
     for name, kind, text in reversed((

@@ -1,0 +1,243 @@
+"""The zygote: a fork server that has imported the ranks' libraries once (docs/ARCHITECTURE.md, "Warm
+ranks").
+
+    python -P -m harness.warm.zygote --socket PATH [--preload MODULE ...]   # started by client.WarmPool
+
+At start-up it imports PRELOAD (torch, the rank entry point `harness.worker`, which imports the backends,
+schemes and workloads), PRELOAD_OPTIONAL (transformers and the model modules the workloads import as they
+build, where installed) and any `--preload` module. It imports them by name through importlib and runs
+nothing of theirs but their module-level code, so it stays in the layer of the generic launch pieces
+(scripts/check_imports.py) although what it pre-loads sits above it; the module a request names is
+imported and run the same way, in the child. It never initialises CUDA and runs no torch op: no OpenMP
+pool and no device context exist to be inherited by a fork.
+
+Then it listens on the Unix socket PATH for its one client (the driver's WarmPool). Requests and replies
+are JSON lines:
+    -> {"op": "spawn", "id": N, "module": M, "argv": [...], "env": {...}, "log": PATH, "netns": PATH|null,
+        "cwd": PATH|null}
+    <- {"id": N, "pid": PID}  or  {"id": N, "error": "why"}       (the child is set up, or could not be)
+    <- {"pid": PID, "exit": CODE}                                (Popen.returncode: -SIGNAL when killed)
+Each spawn forks a child that becomes a rank (harness/warm/child.py). The zygote's own work runs in one
+thread (a fork copies only the calling one; the libraries' threads, e.g. pyarrow's jemalloc background
+thread, handle a fork themselves, and numpy's BLAS pool is kept to one thread: client.zygote_env), reaps its children on SIGCHLD, and when its client goes away
+(or on SIGTERM) kills every child's process group and exits. It runs behind the parent-death
+trampoline (launch/supervise.orphan_proof), so it dies with the driver, and its children die with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import time
+
+from harness.launch.supervise import WORKER_MODULE
+from harness.warm.child import become_rank
+
+PRELOAD = ("torch", WORKER_MODULE)
+"""Imported once by the zygote: torch and the rank entry point (with the backends, schemes, workloads)."""
+PRELOAD_OPTIONAL = ("transformers", "transformers.models.bert.modeling_bert", "transformers.models.gpt2.modeling_gpt2",
+                    "torch.profiler")
+"""Imported when they can be: what the workloads (bert, gpt2) and the tracer import only as they build a
+model; without them a forked rank still spends about a second importing them."""
+CHILD_SETUP_S = 30.0
+"""How long a forked child may take to set itself up (session, namespace, environment, log) before the
+spawn is answered with an error."""
+REAP_KILL_S = 5.0
+"""On shutdown, how long the zygote waits for its killed children."""
+
+
+def preload(extra: list[str]) -> list[str]:
+    """Import PRELOAD, what it can of PRELOAD_OPTIONAL, and `extra` (by name, so no harness module is
+    imported at module level here); return what was imported. Refuses to serve if that initialised
+    CUDA: a forked child could not use it."""
+    done = []
+    for name in (*PRELOAD, *PRELOAD_OPTIONAL, *extra):
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            if name not in PRELOAD_OPTIONAL:
+                raise
+            print(f"zygote: not pre-loaded: {name} ({e})", flush=True)
+            continue
+        done.append(name)
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        raise SystemExit("zygote: importing the ranks' modules initialised CUDA; a forked rank cannot use it")
+    return done
+
+
+def native_threads() -> list[str]:
+    """The names of this process's threads (/proc/self/task): a fork copies only the calling one."""
+    names = []
+    for tid in sorted(os.listdir("/proc/self/task")):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            continue
+    return names
+
+
+class Zygote:
+    """The serving loop over one client connection."""
+
+    def __init__(self, conn: socket.socket):
+        self.conn = conn
+        self.children: dict[int, int] = {}  # pid -> request id
+        self.buf = b""
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # a Python handler, so that the wake-up fd is written
+        signal.set_wakeup_fd(self.wake_w)
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(conn, selectors.EVENT_READ)
+        self.sel.register(self.wake_r, selectors.EVENT_READ)
+
+    def send(self, msg: dict) -> None:
+        self.conn.sendall((json.dumps(msg) + "\n").encode())
+
+    def serve(self) -> None:
+        """Until the client closes its end: answer requests, report exits."""
+        while True:
+            for key, _ in self.sel.select(timeout=1.0):
+                if key.fileobj is self.conn:
+                    data = self.conn.recv(1 << 16)
+                    if not data:
+                        return
+                    self.buf += data
+                    while b"\n" in self.buf:
+                        line, self.buf = self.buf.split(b"\n", 1)
+                        self.handle(json.loads(line))
+                else:
+                    while True:
+                        try:
+                            if not os.read(self.wake_r, 512):
+                                break
+                        except BlockingIOError:
+                            break
+            self.reap()
+
+    def handle(self, req: dict) -> None:
+        if req.get("op") != "spawn":
+            self.send({"id": req.get("id"), "error": f"unknown op {req.get('op')!r}"})
+            return
+        try:
+            log_fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            self.send({"id": req["id"], "error": f"cannot open the log {req['log']}: {e}"})
+            return
+        pid, error = self.fork(req, log_fd)
+        self.children[pid] = req["id"]
+        self.send({"id": req["id"], "error": error} if error else {"id": req["id"], "pid": pid})
+
+    def fork(self, req: dict, log_fd: int) -> tuple[int, str]:
+        """Fork a child that becomes the rank; (its pid, "" or why its set-up failed)."""
+        status_r, status_w = os.pipe()
+        me = os.getpid()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(status_r)
+            become_rank(req, log_fd, status_w, zygote_pid=me,
+                        inherited=(self.conn.fileno(), self.wake_r, self.wake_w, self.sel.fileno()))
+        os.close(status_w)
+        os.close(log_fd)
+        error, deadline = b"", time.monotonic() + CHILD_SETUP_S
+        with selectors.DefaultSelector() as sel:
+            sel.register(status_r, selectors.EVENT_READ)
+            while time.monotonic() < deadline:
+                if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                    continue
+                chunk = os.read(status_r, 4096)
+                if not chunk:  # closed: set up, the module is running
+                    break
+                error += chunk
+            else:
+                error = b"the child did not finish setting itself up in time"
+                kill_group(pid)
+        os.close(status_r)
+        return pid, error.decode(errors="replace")
+
+    def reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if self.children.pop(pid, None) is not None:
+                self.send({"pid": pid, "exit": os.waitstatus_to_exitcode(status)})
+
+    def kill_all(self) -> None:
+        """SIGKILL every child's process group and reap them (bounded)."""
+        for pid in list(self.children):
+            kill_group(pid)
+        deadline = time.monotonic() + REAP_KILL_S
+        while self.children and time.monotonic() < deadline:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid:
+                self.children.pop(pid, None)
+            else:
+                time.sleep(0.01)
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group a child leads, or the child itself before it has made one."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def listen(path: str) -> socket.socket:
+    if os.path.exists(path):
+        os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    return listener
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.warm.zygote")
+    ap.add_argument("--socket", required=True, help="Unix socket path to serve on (one client)")
+    ap.add_argument("--preload", action="append", default=[], help="another module to import up front")
+    a = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # through the finally below: children killed
+    t0 = time.monotonic()
+    loaded = preload(a.preload)
+    import_s = time.monotonic() - t0
+    threads = native_threads()
+    print(f"zygote {os.getpid()}: imported {', '.join(loaded)} in {import_s:.2f} s; threads {threads}", flush=True)
+    listener = listen(a.socket)
+    conn, _ = listener.accept()
+    listener.close()
+    os.unlink(a.socket)  # one client: nobody else can connect
+    zygote = Zygote(conn)
+    try:
+        zygote.send({"ready": True, "pid": os.getpid(), "preloaded": loaded, "import_s": import_s,
+                     "threads": threads})
+        zygote.serve()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        zygote.kill_all()
+    print(f"zygote {os.getpid()}: client gone, children killed; exiting", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -56,6 +56,7 @@ SUMMARY_STATS = [
     "params", "grad_bytes", "flops_per_sample", "comm_bytes_per_iter", "intensity_flops_per_byte",
     "wall_s",
     "startup_s",                # launcher placing the ranks -> rank 0's first warm-up iteration; NaN: not recorded
+    "rank_start",               # warm (forked from the pre-imported zygote) | cold (a fresh interpreter); "": not recorded
     "gpu_models",               # every rank's GPU, e.g. "2 x NVIDIA A100-SXM4-80GB" ("" on CPU)
     "dist_backend",             # what moved the workers' tensors (dist.get_backend): gloo, nccl, horovod-nccl...
     "plan_json",                # the scheme's plan (buckets, groups, partitions, alpha/beta...), JSON

@@ -66,6 +66,9 @@ class SweepConfig(CellSettings):
     """Named network profiles (name -> {rate: ..}) on the testbed; each cell runs on each profile."""
     oversubscribe: bool = False
     """Allow more workers x threads than this box has cores (correctness runs; timings are then noise)."""
+    cold: bool = False
+    """Start every cell's ranks as fresh interpreters, as before warm ranks (docs/ARCHITECTURE.md, "Warm
+    ranks"): for comparison; the numbers are the same, start-up costs seconds more per cell."""
     trace: int = 0
     """Measured iterations of each cell to record as a timeline (trace.json; docs/ARCHITECTURE.md,
     "Traces"); 0 = off. Cell ids stay the same."""
@@ -94,6 +97,7 @@ _TYPES = {
     **_setting_types(),
     "name": ((str,), "a name"), "knobs": ((dict,), "a mapping scheme -> {knob: value}"),
     "baseline": ((bool,), "true or false"), "oversubscribe": ((bool,), "true or false"),
+    "cold": ((bool,), "true or false"),
     "trace": ((int,), "a number of iterations to trace (0 = off)"),
     "testbed": ((dict, type(None)), "a mapping {hosts: N, rate: R}"),
     "networks": ((dict, type(None)), "a mapping name -> {rate: R}"),

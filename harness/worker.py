@@ -25,6 +25,7 @@ from harness.cell import CellSpec
 from harness.devices import check_group_backend, device_name, rank_device
 from harness.errors import UserError
 from harness.launch.env import DistEnv, from_environ
+from harness.launch.supervise import PLACED_AT_VAR, RANK_START_VAR
 from harness.measure.loop import run_loop
 from harness.measure.trace import Tracer
 from harness.netif import counter_delta, read_counters
@@ -138,19 +139,15 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
     return result
 
 
-PLACED_AT_VAR = "DDLBENCH_PLACED_AT"
-"""time.time() when the launcher began placing the cell's ranks (docs/ARCHITECTURE.md, "Warm ranks")."""
-
-
 def startup_s(now: float) -> dict:
     """{"startup_s": seconds from the launcher placing the cell's ranks (PLACED_AT_VAR) to `now`, this
     rank's first warm-up iteration}: what starting a rank costs (interpreter, imports, process group,
-    model); {} when the launcher did not set the variable."""
+    model), and how it was started (RANK_START_VAR: warm | cold); {} when the launcher did not set it."""
     try:
         placed = float(os.environ[PLACED_AT_VAR])
     except (KeyError, ValueError):
         return {}
-    return {"startup_s": now - placed}
+    return {"startup_s": now - placed, "rank_start": os.environ.get(RANK_START_VAR, "cold")}
 
 
 TEARDOWN_S = 30.0

@@ -52,7 +52,7 @@ def trace_option(what: str):
 
 
 def run_cell(cell: CellSpec, output: Path | None, baseline: bool = False, launcher=None, *,
-             resume: bool = False, overwrite: bool = False, oversubscribe: bool = False) -> Path:
+             resume: bool = False, overwrite: bool = False, oversubscribe: bool = False, cold: bool = False) -> Path:
     """Resolve, run (plus the local baseline if asked) and record; returns the run directory.
     `launcher` as in run_cells (default: spawn the ranks on this box). An existing run directory is
     refused unless `resume` (skip its measured cells) or `overwrite` (discard it)."""
@@ -66,7 +66,8 @@ def run_cell(cell: CellSpec, output: Path | None, baseline: bool = False, launch
     if baseline and cell.scheme != "local":
         cells.insert(0, resolve(cell.with_(scheme="local", workers=1, servers=0, nodes=1, knobs={},
                                            backend="torch", server_hosts="auto")))
-    run_cells(cells, run_dir, run_dir.name, resume=resume, overwrite=overwrite, new_run=True, launcher=launcher)
+    run_cells(cells, run_dir, run_dir.name, resume=resume, overwrite=overwrite, new_run=True, launcher=launcher,
+              cold=cold)
     return run_dir
 
 
@@ -104,8 +105,11 @@ def run_under_launcher(cell: CellSpec, output: Path) -> None:
 @click.option("--strict-network", is_flag=True,
               help="Exit 1 when a multi-node cell's traffic did not go mainly through the interface its network "
                    "profile names (summary column net_check).")
+@click.option("--cold", is_flag=True,
+              help="Start the ranks as fresh interpreters instead of forking them from one pre-imported process.")
 @click.pass_context
-def command(ctx, knobs, testbed, baseline, output, resume, overwrite, oversubscribe, strict_network, **settings):
+def command(ctx, knobs, testbed, baseline, output, resume, overwrite, oversubscribe, strict_network, cold,
+            **settings):
     """Run one benchmark cell and print its summary.
 
     Exit status 0 when every cell is ok, 1 when a cell failed, 2 on bad input."""
@@ -125,7 +129,7 @@ def command(ctx, knobs, testbed, baseline, output, resume, overwrite, oversubscr
             if testbed:
                 cell, launcher = on_testbed(cell)
             run_dir = run_cell(cell, output, baseline, launcher, resume=resume, overwrite=overwrite,
-                               oversubscribe=oversubscribe)
+                               oversubscribe=oversubscribe, cold=cold)
     except Interrupted as e:
         ctx.exit(finish_run(run_dir, interrupted=e))
     ctx.exit(finish_run(run_dir, strict_network=strict_network))

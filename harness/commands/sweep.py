@@ -21,6 +21,7 @@ from harness.execute import Interrupted, run_cells
 from harness.launch.launchers import by_name, choose_launcher
 from harness.launch.nodes import Leader, NodesFailed, check_cell, open_store, run_agent
 from harness.launch.nodes_env import NodeJob, cell_nodes, node_job
+from harness.launch.spawn import warm_ranks
 from harness.results.files import check_output_dir
 from harness.results.store import new_run_id
 from harness.sweep import expand, load_sweep
@@ -31,11 +32,12 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
               progress: bool = True, launcher: str | None = None, retry_failed: bool = False, *,
               overwrite: bool = False, oversubscribe: bool = False, server_hosts: str | None = None,
               trace: int | None = None, dtype: str | None = None, job: NodeJob | None = None,
-              join_timeout_s: float = 300.0) -> Path:
+              join_timeout_s: float = 300.0, cold: bool = False) -> Path:
     """Run every cell of the sweep file at `path` into `output` (default results/<run-id>); returns the
     run directory. An existing run there is refused unless `resume` or `overwrite`; `server_hosts`
-    replaces the file's `server_hosts:`."""
+    replaces the file's `server_hosts:`; `cold` (or the file's `cold: true`) starts ranks cold."""
     cfg = load_sweep(path)
+    cold = cold or cfg.cold
     if trace is not None:  # --trace N replaces the file's `trace:` (docs/ARCHITECTURE.md, "Traces")
         cfg = dataclasses.replace(cfg, trace=trace)
     if server_hosts:
@@ -49,9 +51,9 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
     run_dir = output or Path("results") / new_run_id(cfg.name)
     check_output_dir(run_dir)
     if cfg.testbed or cfg.networks:
-        return run_on_testbed(cfg, run_dir, resume, progress, retry_failed, overwrite=overwrite)
+        return run_on_testbed(cfg, run_dir, resume, progress, retry_failed, overwrite=overwrite, cold=cold)
     if job is not None:  # node 0 of a multi-node job without Slurm (harness/launch/nodes.py)
-        return _lead_nodes(cfg, path, run_dir, job, resume, overwrite, progress, retry_failed, join_timeout_s)
+        return _lead_nodes(cfg, path, run_dir, job, resume, overwrite, progress, retry_failed, join_timeout_s, cold)
     launch = choose_launcher(launcher)  # srun inside a Slurm allocation, else local
     cells = expand(cfg, nodes_for=launch.nodes_for)
     for c in cells if launch.check else ():
@@ -60,7 +62,7 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
         warn(note)
     run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, launcher=launch.launch,
               env_extra=launch.env_extra or None, retry_failed=retry_failed, new_run=True, overwrite=overwrite,
-              files={"sweep.yaml": Path(path).read_text()})
+              files={"sweep.yaml": Path(path).read_text()}, cold=cold)
     return run_dir
 
 
@@ -73,7 +75,7 @@ def _per_node(job: NodeJob, device: str) -> int:
 
 
 def _lead_nodes(cfg, path, run_dir: Path, job: NodeJob, resume, overwrite, progress, retry_failed,
-                join_timeout_s: float) -> Path:
+                join_timeout_s: float, cold: bool) -> Path:
     """Node 0: plan the cells, meet the other nodes in the c10d store, run the cells through them."""
     job = dataclasses.replace(job, nproc_per_node=_per_node(job, cfg.device))
     cells = expand(cfg, nodes_for=lambda w: cell_nodes(w, job.nnodes, job.nproc_per_node))
@@ -81,7 +83,8 @@ def _lead_nodes(cfg, path, run_dir: Path, job: NodeJob, resume, overwrite, progr
         check_cell(c, job)  # refused before any node is waited for
     run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, retry_failed=retry_failed,
               env_extra={"hosts": f"{job.nnodes} nodes ({job.source})"}, new_run=True, overwrite=overwrite,
-              files={"sweep.yaml": Path(path).read_text()}, session=lambda: _leading(job, join_timeout_s))
+              files={"sweep.yaml": Path(path).read_text()}, session=lambda: _leading(job, join_timeout_s),
+              cold=cold)
     return run_dir
 
 
@@ -136,10 +139,13 @@ def nodes_option(f):
 @click.option("--strict-network", is_flag=True,
               help="Exit 1 when a multi-node cell's traffic did not go mainly through the interface its network "
                    "profile names (summary column net_check).")
+@click.option("--cold", is_flag=True,
+              help="Start every cell's ranks as fresh interpreters instead of forking them from one pre-imported "
+                   "process (warm, the default): for comparison; replaces the sweep file's `cold:`.")
 @nodes_option
 @click.pass_context
 def command(ctx, sweep_file, output, resume, overwrite, retry_failed, oversubscribe, allow_failed_cells,
-            no_progress, launcher, strict_network, server_hosts, dtype, join_timeout_s, **node_flags):
+            no_progress, launcher, strict_network, server_hosts, dtype, cold, join_timeout_s, **node_flags):
     """Run every cell of SWEEP_FILE and print the summary.
 
     Exit status 0 when every cell is ok, 1 when a cell failed (0 with --allow-failed-cells), 2 on bad
@@ -154,11 +160,13 @@ def command(ctx, sweep_file, output, resume, overwrite, retry_failed, oversubscr
     try:
         if job is not None and job.node_rank > 0:  # an agent: no run directory of its own
             store = open_store(job, join_timeout_s)
-            ctx.exit(run_agent(store, job, Path(f"{output}.node{job.node_rank}")))
+            with warm_ranks(not (cold or cfg.cold)):
+                ctx.exit(run_agent(store, job, Path(f"{output}.node{job.node_rank}")))
         run_dir = run_sweep(sweep_file, output, resume, progress=not no_progress, launcher=launcher,
                             trace=ctx.meta.get(TRACE_META),
                             retry_failed=retry_failed, overwrite=overwrite, oversubscribe=oversubscribe,
-                            server_hosts=server_hosts, dtype=dtype, job=job, join_timeout_s=join_timeout_s)
+                            server_hosts=server_hosts, dtype=dtype, job=job, join_timeout_s=join_timeout_s,
+                            cold=cold)
     except Interrupted as e:
         ctx.exit(finish_run(output, interrupted=e))
     except NodesFailed as e:  # the job cannot go on; what was measured is on disk

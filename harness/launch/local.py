@@ -21,24 +21,19 @@ from typing import Callable
 
 from harness.cell import CellSpec
 from harness.errors import CellFailed
+from harness.launch import spawn
 from harness.launch.base import Launcher, LauncherEntry, register
 from harness.launch.recipes import LocalRecipe, recipe
+from harness.launch.spawn import RankStart, placed_now
 from harness.launch.srun_plan import check_one_box
 from harness.launch.supervise import (
     WORKER_MODULE,
     base_env,
     free_port,
     log_tail,
-    orphan_proof,
-    python_argv,
     with_rank_error,
 )
 from harness.launch.watch import Ended, Proc, how, watch
-
-def rank_argv(module: str, *args: str) -> list[str]:
-    """`python -P -m MODULE ARGS`, behind the parent-death trampoline."""
-    return orphan_proof([*python_argv(), "-m", module, *args])
-
 
 def _rank_env(cell: CellSpec, placement: "Placement") -> dict:
     env = base_env(cell.threads, "local", placement.extra_env)
@@ -82,7 +77,7 @@ def launch_cell(cell: CellSpec, cell_dir: Path, placement: Placement | None = No
     world = cell.workers + cell.servers
     port = free_port()
     per_node = -(-cell.workers // placement.nodes)
-    ranks = {}
+    ranks, placed = {}, placed_now()
     for r in range(world):
         env = _rank_env(cell, placement)
         env.update(
@@ -93,28 +88,29 @@ def launch_cell(cell: CellSpec, cell_dir: Path, placement: Placement | None = No
         )
         if r < len(placement.envs):
             env.update(placement.envs[r])
-        prefix = list(placement.prefixes[r]) if r < len(placement.prefixes) else []
-        ranks[r] = (prefix + rank_argv(module, "--cell", str(spec_path), "--out", str(cell_dir)), env)
+        env.update(placed)
+        prefix = tuple(placement.prefixes[r]) if r < len(placement.prefixes) else ()
+        ranks[r] = RankStart(module, ("--cell", str(spec_path), "--out", str(cell_dir)), env, prefix)
     run_ranks(cell, cell_dir, ranks)
     if not result.exists():
         raise CellFailed("rank 0 finished without writing result.json", log_tail(cell_dir))
     return result
 
 
-def run_ranks(cell: CellSpec, cell_dir: Path, ranks: dict[int, tuple[list[str], dict]],
+def run_ranks(cell: CellSpec, cell_dir: Path, ranks: dict[int, RankStart],
               abort: Callable[[], str | None] = lambda: None, poll_s: float = 0.05) -> None:
-    """Start each rank (rank -> (argv, environment), its output in CELL_DIR/rank<r>.log, in a session of
-    its own) and hand them to the one supervisor until they all exit; CellFailed when one fails, the cell
-    times out, or `abort()` gives a reason. Every rank started here is killed when this returns or raises.
-    The local, testbed and multi-node launchers all start their ranks here."""
+    """Start each rank (its output in CELL_DIR/rank<r>.log, in a session of its own; warm or cold,
+    launch/spawn.py) and hand them to the one supervisor until they all exit; CellFailed when one fails,
+    the cell times out, or `abort()` gives a reason. Every rank started here is killed when this returns
+    or raises. The local, testbed and multi-node launchers all start their ranks here."""
     procs: dict[int, subprocess.Popen] = {}
     logs = []
     try:
-        for r, (argv, env) in ranks.items():
-            log = open(cell_dir / f"rank{r}.log", "w")
+        for r, rank in ranks.items():
+            path = cell_dir / f"rank{r}.log"
+            log = open(path, "w")
             logs.append(log)
-            procs[r] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                        start_new_session=True)
+            procs[r] = spawn.start(rank, path, log)
         _watch(procs, cell.timeout_s, cell_dir, abort, poll_s)
     finally:
         _kill(list(procs.values()))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.cell import CellSpec
 from harness.launch import local, recipes
-from harness.launch.local import rank_argv
+from harness.launch.spawn import RankStart, placed_now
 from harness.launch.supervise import WORKER_MODULE, base_env
 
 POLL_S = 0.1
@@ -36,5 +36,6 @@ def run_ranks(cell: CellSpec, cell_dir: Path, ranks: list[int], env_of, abort) -
     cell_dir.mkdir(parents=True, exist_ok=True)
     spec = cell_dir / "cell.json"
     spec.write_text(cell.to_json())
-    argv = rank_argv(WORKER_MODULE, "--cell", str(spec), "--out", str(cell_dir))
-    local.run_ranks(cell, cell_dir, {r: (argv, env_of(r)) for r in ranks}, abort=abort, poll_s=POLL_S)
+    args, placed = ("--cell", str(spec), "--out", str(cell_dir)), placed_now()
+    local.run_ranks(cell, cell_dir, {r: RankStart(WORKER_MODULE, args, {**env_of(r), **placed}) for r in ranks},
+                    abort=abort, poll_s=POLL_S)

@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -39,6 +40,13 @@ PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 """Where this driver's harness/ and workloads/ live: every rank, whoever starts it (our spawner, horovodrun,
 the deepspeed launcher), imports exactly this code (-P keeps the working directory off sys.path, this goes
 first on PYTHONPATH), not whatever an install elsewhere points at; recorded as package_path."""
+
+
+PLACED_AT_VAR = "DDLBENCH_PLACED_AT"
+"""time.time() when the launcher began placing the cell's ranks (docs/ARCHITECTURE.md, "Warm ranks"):
+every launcher sets it, the worker records `startup_s` from it."""
+RANK_START_VAR = "DDLBENCH_RANK_START"
+"""How the rank was started, `warm` (forked from the zygote) or `cold`; unset = cold (launch/spawn.py)."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -143,6 +151,7 @@ def base_env(threads: int, launcher: str, extra: dict | None = None) -> dict:
                PYTHONSAFEPATH="1", DDLBENCH_LAUNCHER=launcher)
     env.update(extra or {})
     env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
+    env.setdefault(PLACED_AT_VAR, repr(time.time()))
     return env
 
 

@@ -88,6 +88,7 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
         "comm_only_s": float(result["ranks"][0].get("comm_only_s", 0.0)),
         # rank 0's start-up (docs/ARCHITECTURE.md, "Warm ranks"): absent where the launcher set no placing time
         "startup_s": float(result["ranks"][0].get("startup_s", math.nan)),
+        "rank_start": str(result["ranks"][0].get("rank_start", "")),
         "straggler_rank": straggler,
         "rank_iter_s_min": min(rank_medians.values()), "rank_iter_s_max": max(rank_medians.values()),
         "params": facts.get("params"), "grad_bytes": facts.get("grad_bytes"),

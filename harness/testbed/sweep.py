@@ -202,7 +202,7 @@ def _record_placement(result_path: Path, cell: CellSpec, where: dict) -> None:
 
 
 def run_on_testbed(cfg, output: Path | None = None, resume: bool = False, progress: bool = True,
-                   retry_failed: bool = False, overwrite: bool = False) -> Path:
+                   retry_failed: bool = False, overwrite: bool = False, cold: bool = False) -> Path:
     """Run the sweep `cfg` (a harness.sweep.SweepConfig with `testbed:` and/or `networks:`) on the
     emulated testbed; return the run directory (a run already there is refused unless `resume` or
     `overwrite`). The testbed is left up (at the last profile's rate)."""
@@ -217,7 +217,7 @@ def run_on_testbed(cfg, output: Path | None = None, resume: bool = False, progre
     with netns.lease(f"ddlbench sweep {cfg.name} -> {run_dir}"):
         run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, env_extra=env_extra,
                   retry_failed=retry_failed, launcher=TestbedLauncher(spec.hosts, spec.placement), new_run=True,
-                  overwrite=overwrite, files={"sweep.yaml": yaml.safe_dump(plain, sort_keys=False)})
+                  overwrite=overwrite, files={"sweep.yaml": yaml.safe_dump(plain, sort_keys=False)}, cold=cold)
     return run_dir
 
 

@@ -25,6 +25,27 @@ def require(condition: bool, reason: str) -> None:
     pytest.skip(f"NOT RUN: {reason}")
 
 
+def rank_pids(under: Path, rank: int | None = None) -> list[int]:
+    """Live rank processes of the cells under `under`: those whose output (fd 1) is a `rank<r>.log` there
+    (`rank`: that one only). Warm or cold alike: a rank forked by the zygote has the zygote's command line
+    and environment in /proc, so neither says which rank it is; its log does."""
+    key, name = str(Path(under).resolve()), f"rank{rank}.log" if rank is not None else None
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or int(proc.name) == os.getpid():
+                continue
+            out = os.readlink(proc / "fd" / "1")
+            if not out.startswith(key + os.sep) or not Path(out).name.startswith("rank") or \
+                    (name and Path(out).name != name):
+                continue
+            if (proc / "stat").read_text().split(")")[-1].split()[0] != "Z":
+                pids.append(int(proc.name))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
 @pytest.fixture
 def run_dir(tmp_path) -> Path:
     return tmp_path / "run"

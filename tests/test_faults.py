@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import rank_pids
 
 from harness.cell import CellSpec, resolve
 from harness.compare import compare_rounds
@@ -62,14 +63,7 @@ def test_worker_killed_from_outside(tmp_path):
     d = store.cell_dir(run, cell.cell_id)
 
     def rank1_pid():
-        for proc in Path("/proc").iterdir():
-            try:
-                if str(d.resolve()) in (proc / "cmdline").read_bytes().decode(errors="replace") and \
-                        b"RANK=1" in (proc / "environ").read_bytes().split(b"\0"):
-                    return int(proc.name)
-            except (OSError, ValueError):
-                continue
-        return None
+        return next(iter(rank_pids(d, rank=1)), None)
 
     def kill_rank1_when_training():
         deadline = time.monotonic() + 100
@@ -158,37 +152,28 @@ SWEEP_TWO = ("name: driver\nworkloads: [resnet50-tiny]\nschemes: [bsp-a2a]\nwork
 
 
 def _procs_under(run: Path) -> list[int]:
-    """Pids of live processes whose command line names a path inside `run` (every rank does: --out)."""
-    key = str(run.resolve())
-    pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and key in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                if (proc / "stat").read_text().split(")")[-1].split()[0] != "Z":
-                    pids.append(int(proc.name))
-        except OSError:
-            continue
-    return pids
+    """Pids of the live ranks of the cells in `run` (warm or cold; conftest.rank_pids)."""
+    return rank_pids(run)
 
 
-def _start_sweep(tmp_path: Path, run: Path, fault: str = "", *extra: str) -> subprocess.Popen:
+def _start_sweep(tmp_path: Path, run: Path, fault: str = "", *extra: str, iters: int = 3) -> subprocess.Popen:
     """`ddlbench sweep` in its own session (a signal sent to it reaches nobody else); rank 1 of the
     2-worker cell hangs at iteration 1 when fault is set (the 1-worker baseline has no rank 1)."""
     sweep = tmp_path / "s.yaml"
-    sweep.write_text(SWEEP_TWO)
+    sweep.write_text(SWEEP_TWO.replace("iters: 3", f"iters: {iters}"))
     env = {**os.environ, "DDLBENCH_FAULT": fault} if fault else dict(os.environ)
     return subprocess.Popen([sys.executable, "-m", "harness.cli", "sweep", str(sweep), "--output", str(run),
                              "--no-progress", *extra], start_new_session=True, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _wait_until_second_cell_runs(run: Path, proc: subprocess.Popen) -> None:
-    """Until the baseline is recorded and both ranks of the next cell are alive."""
+def _wait_until_second_cell_runs(run: Path, proc: subprocess.Popen, settle_s: float = 2.0) -> None:
+    """Until the baseline is recorded and both ranks of the next cell are alive (then `settle_s` more)."""
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
         if run.exists() and len(store.finished_cells(run)) == 1 and len(_procs_under(run)) >= 2:
-            time.sleep(2)  # into the hang
+            time.sleep(settle_s)  # into the hang
             return
         time.sleep(0.2)
     pytest.fail("the second cell never started")
@@ -256,8 +241,8 @@ def _make_unwritable(d: Path, on: bool) -> None:
 
 def test_run_directory_unwritable_mid_sweep(tmp_path):
     run = tmp_path / "run"
-    proc = _start_sweep(tmp_path, run)
-    _wait_until_second_cell_runs(run, proc)
+    proc = _start_sweep(tmp_path, run, iters=60)  # still measuring when its directory turns read-only
+    _wait_until_second_cell_runs(run, proc, settle_s=0)
     _make_unwritable(run, True)
     try:
         out, err = proc.communicate(timeout=300)
@@ -269,7 +254,7 @@ def test_run_directory_unwritable_mid_sweep(tmp_path):
     s = pd.read_parquet(run / "summary.parquet")  # the table before the failed write: the baseline
     assert list(s["scheme"]) == ["local"] and (s["status"] == "ok").all()
 
-    resumed = _start_sweep(tmp_path, run, "", "--resume")
+    resumed = _start_sweep(tmp_path, run, "", "--resume", iters=60)
     out, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, out + err
     s = pd.read_parquet(run / "summary.parquet")

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import psutil
 import pytest
+from conftest import rank_pids
 import torch
 import yaml
 
@@ -186,15 +186,10 @@ def test_a_node_that_never_joins_ends_the_sweep(hosts, tmp_path):
     assert "node(s) 1 of 2 never joined within 8 s (skypilot" in log and "Traceback" not in log
 
 
-def _ranks_of(path: Path) -> list[psutil.Process]:
-    out = []
-    for p in psutil.process_iter(["cmdline"]):
-        try:
-            if any(str(path) in a for a in (p.info["cmdline"] or [])) and "harness.worker" in p.info["cmdline"]:
-                out.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return out
+def _ranks_of(path: Path) -> list[int]:
+    """The live ranks of the run at `path` on every node (their logs are under `path` and `path.nodeK`,
+    beside it in the test's own folder; conftest.rank_pids)."""
+    return rank_pids(path.parent)
 
 
 def _wait_for(pred, timeout: float, what: str) -> None:

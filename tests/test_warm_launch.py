@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
+from conftest import rank_pids
 import torch
 import yaml
 
@@ -87,9 +88,10 @@ def test_a_rank_killed_mid_cell_fails_that_cell_only(tmp_path, monkeypatch):
         while time.monotonic() < deadline and not killed:
             for log in run_dir.glob("cells/*.ddp.*/rank1.log"):
                 if "injected fault: hang" in log.read_text(errors="replace"):
-                    ranks = sorted((c for z in _zygotes() for c in z.children()), key=lambda p: p.create_time())
-                    ranks[-1].send_signal(signal.SIGKILL)  # the youngest child: rank 1
-                    killed.append(ranks[-1].pid)
+                    pid = rank_pids(log.parent, rank=1)[0]
+                    assert psutil.Process(pid).ppid() in [z.pid for z in _zygotes()]  # forked, not started
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
             time.sleep(0.2)
     threading.Thread(target=kill_the_hung_rank, daemon=True).start()
     run_sweep(_sweep(tmp_path), run_dir, progress=False)
@@ -106,33 +108,56 @@ def test_driver_sigkill_leaves_no_zygote_and_no_rank(tmp_path):
     driver = subprocess.Popen([sys.executable, "-m", "harness.cli", "sweep", str(_sweep(tmp_path)), "--output", str(out),
                                "--no-progress"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def marked() -> list[psutil.Process]:
-        found = []
+    zygotes: list[int] = []
+
+    def left() -> list[int]:
+        """Ranks of the run (by their logs; a forked rank's /proc environment is not its own), the
+        zygote (by the pid seen before the kill) and any process with the marker in its environment."""
+        found = set(rank_pids(out)) | {z for z in zygotes if psutil.pid_exists(z) and
+                                        psutil.Process(z).status() != psutil.STATUS_ZOMBIE}
         for p in psutil.process_iter():
             try:
                 if p.pid != driver.pid and p.environ().get("DDLBENCH_TEST_MARKER") == marker:
-                    found.append(p)
+                    found.add(p.pid)
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 pass
-        return found
+        return sorted(found)
     try:
         deadline = time.monotonic() + 120
         while not any("injected fault" in p.read_text(errors="replace") for p in out.glob("cells/*/rank0.log")):
             assert time.monotonic() < deadline and driver.poll() is None, "the first cell never reached its hang"
             time.sleep(0.2)
-        assert _zygotes(driver.pid) and len(marked()) >= 3  # the zygote (and its trampoline) and the cell's two ranks
+        zygotes.extend(z.pid for z in _zygotes(driver.pid))
+        assert zygotes and len(rank_pids(out)) == 2  # the zygote and the cell's two ranks
         driver.send_signal(signal.SIGKILL)
         driver.wait(timeout=10)
         t0 = time.monotonic()
-        while marked() and time.monotonic() - t0 < 10:
+        while left() and time.monotonic() - t0 < 10:
             time.sleep(0.2)
-        left = [(p.pid, " ".join(p.cmdline()[:4])) for p in marked()]
-        assert not left, f"still running 10 s after the driver's SIGKILL: {left}"
+        assert not left(), f"still running 10 s after the driver's SIGKILL: {left()}"
     finally:
-        for p in marked():
-            p.kill()
+        for pid in left():
+            os.kill(pid, signal.SIGKILL)
         if driver.poll() is None:
             driver.kill()
+
+
+def test_a_warm_rank_shows_its_own_command_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("DDLBENCH_FAULT", "hang:0:1:ddp")
+    titles = []
+
+    def look():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not titles:
+            for log in (tmp_path / "t").glob("cells/*.ddp.*/rank0.log"):
+                if "injected fault" in log.read_text(errors="replace"):
+                    pid = rank_pids(log.parent, rank=0)[0]
+                    titles.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.2)
+    threading.Thread(target=look, daemon=True).start()
+    run_sweep(_sweep(tmp_path, schemes=["ddp"]), tmp_path / "t", progress=False)
+    assert titles and "-m harness.worker --cell" in titles[0] and str(tmp_path / "t") in titles[0], titles
 
 
 def test_warm_blocks_nest_and_cold_wins_inside():

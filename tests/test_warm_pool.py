@@ -19,7 +19,6 @@ import math
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -33,7 +32,7 @@ import torch
 from harness.cell import CellSpec, resolve
 from harness.errors import CellFailed
 from harness.launch import local
-from harness.launch.supervise import WORKER_MODULE, base_env, free_port, python_argv
+from harness.launch.supervise import PACKAGE_ROOT, WORKER_MODULE, base_env, free_port, python_argv
 from harness.results.summarize import add_scaling, summary_row
 from harness.warm.client import LOST, PoolDead, WarmPool
 
@@ -75,7 +74,7 @@ def spawn_cell(pool: WarmPool, cell: CellSpec, cell_dir: Path, extra: dict | Non
 def run_cell(pool: WarmPool, cell: CellSpec, cell_dir: Path) -> dict:
     procs = spawn_cell(pool, cell, cell_dir)
     try:
-        local._watch(procs, cell.timeout_s, cell_dir)
+        local._watch(dict(enumerate(procs)), cell.timeout_s, cell_dir)
     finally:
         local._kill(procs)
     assert [p.returncode for p in procs] == [0] * len(procs), [p.returncode for p in procs]
@@ -126,7 +125,7 @@ def test_rank_killed_mid_cell_fails_it_and_killpg_ends_the_other(pool, tmp_path)
     threading.Thread(target=kill_rank1, daemon=True).start()
     try:
         with pytest.raises(CellFailed, match=r"rank [01] died") as failed:  # rank 0 may lose its peer first
-            local._watch(procs, cell.timeout_s, d)
+            local._watch(dict(enumerate(procs)), cell.timeout_s, d)
         print(f"\n{failed.value.reason}")
         assert procs[1].wait(timeout=10) == -signal.SIGKILL
     finally:
@@ -170,11 +169,29 @@ time.sleep(300)
     proc = subprocess.Popen([*python_argv(), "-c", driver], env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "spawned"
-        wait_for(lambda: len(marked(marker)) == 4, 30)  # the driver, its zygote and the zygote's two ranks
+        # the driver and its zygote carry the marker; the ranks show their own title (setproctitle writes
+        # over the environment /proc shows), so they are found as the zygote's children
+        # found through the driver: setproctitle (which shows each rank's own command line) writes over
+        # the environment /proc shows, the zygote's included
+        def zygote():
+            return next((p for p in psutil.Process(proc.pid).children(recursive=True)
+                         if "harness.warm.zygote" in " ".join(p.cmdline())), None)
+        wait_for(lambda: zygote() is not None and len(zygote().children()) == 2, 30)
+        started = [zygote(), *zygote().children()]
+
+        def alive() -> list[int]:
+            out = []
+            for p in started:
+                try:
+                    if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                        out.append(p.pid)
+                except psutil.Error:
+                    pass
+            return out
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         t0 = time.monotonic()
-        wait_for(lambda: not marked(marker), 10)
+        wait_for(lambda: not alive() and not marked(marker), 10)
         print(f"\nzygote and ranks gone {time.monotonic() - t0:.2f} s after the driver's SIGKILL")
     finally:
         for p in marked(marker):
@@ -229,7 +246,7 @@ def test_rank_enters_the_network_namespace_it_is_given(pool, tmp_path):
 
 def probe_env(threads: int = 1, marker: str = "") -> dict:
     env = base_env(threads, "local", {"WARM_PROBE_MARKER": marker})
-    env["PYTHONPATH"] = os.pathsep.join([TESTS, local.PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = os.pathsep.join([TESTS, PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 

@@ -55,6 +55,7 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
     if job is not None:  # node 0 of a multi-node job without Slurm (harness/launch/nodes.py)
         return _lead_nodes(cfg, path, run_dir, job, resume, overwrite, progress, retry_failed, join_timeout_s, cold)
     launch = choose_launcher(launcher)  # srun inside a Slurm allocation, else local
+    cold = cold or not launch.warm
     cells = expand(cfg, nodes_for=launch.nodes_for)
     for c in cells if launch.check else ():
         launch.check(c)  # e.g. dedicated server hosts without a spare host: refused before anything runs

@@ -25,6 +25,9 @@ class Launcher:
     """Record: facts for the run's environment table (the allocation's hosts)."""
     check: Callable | None = None
     """Check before anything runs: check(cell) raises UserError for a cell it cannot place."""
+    warm: bool = True
+    """Whether its ranks can start warm (ddlbench's own spawner starts them, launch/spawn.py); False: they
+    are started by something else (srun), so no zygote is started for the run."""
 
 
 @dataclass(frozen=True)

@@ -124,7 +124,8 @@ def launch_one_box(cell: CellSpec, cell_dir: Path, placement: Placement | None =
     return (recipe(cell.backend, LocalRecipe).launch or launch_cell)(cell, cell_dir, placement)
 
 
-def _watch(procs: dict[int, subprocess.Popen], timeout_s: float, cell_dir: Path, abort, poll_s: float) -> None:
+def _watch(procs: dict[int, subprocess.Popen], timeout_s: float, cell_dir: Path,
+           abort: Callable[[], str | None] = lambda: None, poll_s: float = 0.05) -> None:
     """The ranks under the one supervisor (launch/watch.py); CellFailed when the cell fails."""
     def died(r: int):
         return lambda code: Ended(with_rank_error(f"rank {r} died ({how(code)})", cell_dir, r), r)

@@ -4,8 +4,9 @@ zygote (harness/warm/), or cold, a fresh interpreter (`python -P -m harness.work
 `warm_ranks(enabled)` is entered around a run's cells (execute.run_cells). Inside it, every worker rank
 the local spawner starts (one box, the testbed's namespaces, a node of the multi-node launcher) is a new
 process forked from the zygote: fresh process group, model, optimizer, allocator, hooks and threads; only
-the imports are shared. The zygote is started at the first rank (that cell's start-up pays it) and again
-after it dies (the cell that lost it failed like any cell whose rank was killed). Cold instead: outside
+the imports are shared. The zygote is started as the block is entered, importing while the driver
+prepares the run (the first cell's start-up pays what is left of it), and again at the next rank after it
+dies (the cell that lost it failed like any cell whose rank was killed). Cold instead: outside
 `warm_ranks`, with `enabled=False` (`--cold`), off the driver's main thread (the kernel's parent-death
 signal follows the thread that started the zygote), for a module other than the worker, and for a
 placement prefix other than entering a network namespace.
@@ -52,12 +53,12 @@ class _Warm:
         self.started = 0
         """Zygotes started in this block (the first, and one after each that died)."""
 
-    def get(self) -> WarmPool:
+    def get(self, wait: bool = True) -> WarmPool:
         if self.pool is not None and not self.pool.alive:
             self.pool.close()
             self.pool = None
         if self.pool is None:
-            self.pool = WarmPool()
+            self.pool = WarmPool(wait=wait)
             self.started += 1
         return self.pool
 
@@ -71,6 +72,8 @@ def warm_ranks(enabled: bool = True) -> Iterator[_Warm]:
     when both are on. The zygote and its ranks are ended on the way out."""
     outer = _active[-1] if _active else None
     block = outer if (outer is not None and outer.enabled and enabled) else _Warm(enabled)
+    if block.enabled and block is not outer and threading.current_thread() is threading.main_thread():
+        block.get(wait=False)  # it imports while the driver prepares the run; the first rank waits for it
     _active.append(block)
     try:
         yield block

@@ -262,7 +262,7 @@ def _scancel_step(step: Step) -> None:
 def _launcher(environ: Mapping[str, str]) -> Launcher:
     alloc = allocation_from_env(environ)
     return Launcher("srun", launch_cell_srun, alloc.nodes_for, {"hosts": ",".join(alloc.nodes)},
-                    lambda cell: server_hosts_in(cell, alloc))
+                    lambda cell: server_hosts_in(cell, alloc), warm=False)
 
 
 register(LauncherEntry("srun", "a job step per cell inside a Slurm allocation; the default inside one",

@@ -23,6 +23,13 @@ import signal
 import sys
 import traceback
 
+try:  # an ordinary dependency (pyproject.toml), but a rank runs without it: see show_title
+    import setproctitle
+except ImportError:
+    setproctitle = None
+else:  # it finds the memory it may write the title into from the C environment, which a child replaces:
+    setproctitle.getproctitle()  # look now, in the zygote, while the environment is the one exec gave
+
 LIBC = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG = 1  # prctl(2)
 CLONE_NEWNET = 0x40000000  # setns(2): Python 3.11 has no os.setns
@@ -148,6 +155,14 @@ def set_threads(environ) -> None:
             return
 
 
+def show_title(module: str, argv: list[str]) -> None:
+    """Show the command line a cold rank has (`python -P -m MODULE ARGV`) in ps, top and /proc/PID/cmdline,
+    instead of the zygote's: users and tools find ranks by it. Where setproctitle is missing (a machine
+    set up without it) the rank keeps the zygote's title."""
+    if setproctitle is not None:
+        setproctitle.setproctitle(" ".join([sys.executable, "-P", "-m", module, *argv]))
+
+
 def run(module: str, argv: list[str]) -> int:
     """MODULE.main(argv)'s exit status (SystemExit's code; 1 and the traceback in the log on an exception)."""
     try:
@@ -157,6 +172,7 @@ def run(module: str, argv: list[str]) -> int:
                     importlib.import_module(name)
         mod = importlib.import_module(module)
         sys.argv = [getattr(mod, "__file__", None) or module, *argv]
+        show_title(module, argv)
         code = mod.main(argv)
     except SystemExit as e:
         code = e.code

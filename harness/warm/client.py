@@ -110,7 +110,9 @@ class WarmPool:
     """A zygote for this driver, and the ranks it forked."""
 
     def __init__(self, env: dict | None = None, preload: tuple[str, ...] = (),
-                 ready_timeout_s: float = READY_TIMEOUT_S, log_path: str | Path | None = None):
+                 ready_timeout_s: float = READY_TIMEOUT_S, log_path: str | Path | None = None, wait: bool = True):
+        """Start the zygote; with `wait`, return once it is ready, else at once (it imports while the
+        driver goes on; the first `spawn` waits for it)."""
         self._dir = tempfile.mkdtemp(prefix="ddlbench-warm-")
         self.socket_path = os.path.join(self._dir, "zygote.sock")
         self.log_path = Path(log_path) if log_path else Path(self._dir) / "zygote.log"
@@ -123,11 +125,19 @@ class WarmPool:
         argv = [*python_argv(), "-m", ZYGOTE_MODULE, "--socket", self.socket_path]
         for name in preload:
             argv += ["--preload", name]
-        t0 = time.monotonic()
+        self._t0, self._ready_timeout_s, self._sock = time.monotonic(), ready_timeout_s, None
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(orphan_proof(argv), stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, env=zygote_env(env), start_new_session=True)
         self.pid = self.proc.pid
+        if wait:
+            self._handshake()
+
+    def _handshake(self) -> None:
+        """Wait for the zygote's hello (once); PoolDead when it does not come in time."""
+        if self._sock is not None:
+            return
+        t0, ready_timeout_s = self._t0, self._ready_timeout_s
         try:
             self._sock = self._connect(t0 + ready_timeout_s, ready_timeout_s)
             self._rfile = self._sock.makefile("rb")
@@ -184,6 +194,8 @@ class WarmPool:
         proc = WarmProc([module, *args])
         req = {"op": "spawn", "module": module, "argv": [str(a) for a in args], "env": dict(env),
                "log": os.path.abspath(log_path), "netns": netns, "cwd": os.path.abspath(cwd or os.getcwd())}
+        if self.alive:
+            self._handshake()  # a pool started without waiting: its first spawn waits for the zygote
         with self._lock:
             if not self.alive:
                 raise PoolDead(self._dead or "the warm pool is closed or its zygote has exited")

@@ -43,6 +43,18 @@ def run_rounds(sweep: Path, results: Path, rounds: int) -> None:
             print(f"{out.name}: {wall:.1f} s (exit {code})", flush=True)
 
 
+def scrubbed_copy(src: Path, dst: Path, prefixes: dict[str, str] | None = None) -> None:
+    """Copy a table to be committed, with this machine's paths (the checkout, the temporary folder) made
+    relative or named: they say nothing about the numbers."""
+    prefixes = prefixes or {str(ROOT) + "/": "", str(ROOT): ".", "/tmp/": "TMP/"}
+    df = pd.read_parquet(src)
+    for c in df.columns:
+        if df[c].dtype == object:
+            for old, new in prefixes.items():
+                df[c] = df[c].map(lambda v, o=old, n=new: v.replace(o, n) if isinstance(v, str) else v)
+    df.to_parquet(dst, index=False)
+
+
 def per_run(results: Path) -> pd.DataFrame:
     rows = []
     for d in sorted(p for p in results.iterdir() if (p / "summary.parquet").exists()):
@@ -84,7 +96,7 @@ def write_report(results: Path, report: Path) -> None:
         if (d / "summary.parquet").exists():
             (report / "runs" / d.name).mkdir(parents=True, exist_ok=True)
             for t in ("summary", "environment"):
-                shutil.copy(d / f"{t}.parquet", report / "runs" / d.name / f"{t}.parquet")
+                scrubbed_copy(d / f"{t}.parquet", report / "runs" / d.name / f"{t}.parquet")
     verdict = gate(results, report)
     by_mode = runs.groupby("mode")[["sweep_wall_s", "measured_share", "fixed_cost_median_s", "startup_median_s"]].median()
     load = os.getloadavg()

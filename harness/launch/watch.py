@@ -96,6 +96,33 @@ def how(code: int) -> str:
     return f"signal {-code}" if code < 0 else f"exit code {code}"
 
 
+FAILURE_SETTLE_S = 0.3
+"""When a process has failed, how long the others' exits may take to arrive (a warm rank's comes through its
+zygote) before the supervisor names the first to fail: the cause, not a peer that lost it."""
+
+
+def _failed(procs: list[Proc], seen: dict[int, float], late: set[int]) -> list[int]:
+    """Indices of the processes that have failed (or, a helper, ended early), noting when each was first seen."""
+    running_main = any(q.main and q.popen.poll() is None for q in procs)
+    out = []
+    for i, p in enumerate(procs):
+        code = p.popen.poll()
+        if i not in late and (code not in (None, 0) or (code == 0 and not p.main and running_main)):
+            seen.setdefault(i, time.monotonic())
+            out.append(i)
+    return out
+
+
+def _first_to_fail(procs: list[Proc], seen: dict[int, float], late: set[int]) -> Ended:
+    """Why the cell failed: the process that ended first (by the time its zygote reaped it where known, else
+    when this supervisor first saw it), after FAILURE_SETTLE_S for the others' exits to arrive."""
+    _failed(procs, seen, late)
+    time.sleep(FAILURE_SETTLE_S)
+    failed = _failed(procs, seen, late)
+    first = min(failed, key=lambda i: (getattr(procs[i].popen, "ended_at", None) or seen[i], i))
+    return procs[first].failure(procs[first].popen.poll())
+
+
 def watch(procs: list[Proc], timeout_s: float, cell_dir: Path, timed_out: Callable[[list[Proc]], Ended],
           abort: Callable[[], str | None] = lambda: None, poll_s: float = 0.05) -> None:
     """Until every main process has ended: one failing, a helper ending first, `abort()` giving a reason,
@@ -103,6 +130,7 @@ def watch(procs: list[Proc], timeout_s: float, cell_dir: Path, timed_out: Callab
     then, which makes it a warning written into result.json."""
     end = Shutdown(cell_dir, timeout_s)
     late: set[int] = set()
+    seen: dict[int, float] = {}
     while True:
         running = [p for p in procs if p.popen.poll() is None]
         for i, p in enumerate(procs):
@@ -111,7 +139,7 @@ def watch(procs: list[Proc], timeout_s: float, cell_dir: Path, timed_out: Callab
             if i in late or not (code not in (None, 0) or early):
                 continue
             if not end.complete():
-                raise p.failure(code)
+                raise _first_to_fail(procs, seen, late)
             late.add(i)
             if code != 0:
                 end.late(f"{p.name} failed while shutting down ({how(code)}) after result.json was written",

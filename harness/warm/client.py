@@ -70,6 +70,8 @@ class WarmProc:
         """Wall-clock time the spawn was asked for."""
         self.requested_monotonic = time.monotonic()
         """The same moment on the monotonic clock."""
+        self.ended_at: float | None = None
+        """time.monotonic() (the system's clock, the same in every process) when the zygote reaped it."""
         self.spawn_s: float | None = None
         """Seconds from the request to the zygote's answer (the child set up, its module starting)."""
         self._answered = threading.Event()
@@ -232,6 +234,7 @@ class WarmPool:
                     elif "exit" in msg:
                         proc = self._running.pop(msg["pid"], None)
                         if proc is not None:
+                            proc.ended_at = msg.get("at")
                             proc._end(msg["exit"])
         except (OSError, ValueError):
             pass

@@ -16,7 +16,7 @@ are JSON lines:
     -> {"op": "spawn", "id": N, "module": M, "argv": [...], "env": {...}, "log": PATH, "netns": PATH|null,
         "cwd": PATH|null}
     <- {"id": N, "pid": PID}  or  {"id": N, "error": "why"}       (the child is set up, or could not be)
-    <- {"pid": PID, "exit": CODE}                                (Popen.returncode: -SIGNAL when killed)
+    <- {"pid": PID, "exit": CODE, "at": T}      (Popen.returncode: -SIGNAL when killed; T: time.monotonic() at reaping)
 Each spawn forks a child that becomes a rank (harness/warm/child.py). The zygote's own work runs in one
 thread (a fork copies only the calling one; the libraries' threads, e.g. pyarrow's jemalloc background
 thread, handle a fork themselves, and numpy's BLAS pool is kept to one thread: client.zygote_env), reaps its children on SIGCHLD, and when its client goes away
@@ -175,7 +175,7 @@ class Zygote:
             if pid == 0:
                 return
             if self.children.pop(pid, None) is not None:
-                self.send({"pid": pid, "exit": os.waitstatus_to_exitcode(status)})
+                self.send({"pid": pid, "exit": os.waitstatus_to_exitcode(status), "at": time.monotonic()})
 
     def kill_all(self) -> None:
         """SIGKILL every child's process group and reap them (bounded)."""

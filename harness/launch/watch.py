@@ -116,9 +116,9 @@ def _failed(procs: list[Proc], seen: dict[int, float], late: set[int]) -> list[i
 def _first_to_fail(procs: list[Proc], seen: dict[int, float], late: set[int]) -> Ended:
     """Why the cell failed: the process that ended first (by the time its zygote reaped it where known, else
     when this supervisor first saw it), after FAILURE_SETTLE_S for the others' exits to arrive."""
-    _failed(procs, seen, late)
+    before = _failed(procs, seen, late)
     time.sleep(FAILURE_SETTLE_S)
-    failed = _failed(procs, seen, late)
+    failed = set(before) | set(_failed(procs, seen, late))  # a helper that ended early stays the cause
     first = min(failed, key=lambda i: (getattr(procs[i].popen, "ended_at", None) or seen[i], i))
     return procs[first].failure(procs[first].popen.poll())
 

@@ -24,13 +24,14 @@ from harness.errors import CellFailed
 from harness.launch import spawn
 from harness.launch.base import Launcher, LauncherEntry, register
 from harness.launch.recipes import LocalRecipe, recipe
-from harness.launch.spawn import RankStart, placed_now
+from harness.launch.spawn import RankStart
 from harness.launch.srun_plan import check_one_box
 from harness.launch.supervise import (
     WORKER_MODULE,
     base_env,
     free_port,
     log_tail,
+    placed_now,
     with_rank_error,
 )
 from harness.launch.watch import Ended, Proc, how, watch

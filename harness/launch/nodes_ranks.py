@@ -8,8 +8,8 @@ from pathlib import Path
 
 from harness.cell import CellSpec
 from harness.launch import local, recipes
-from harness.launch.spawn import RankStart, placed_now
-from harness.launch.supervise import WORKER_MODULE, base_env
+from harness.launch.spawn import RankStart
+from harness.launch.supervise import WORKER_MODULE, base_env, placed_now
 
 POLL_S = 0.1
 """How often a node looks at its ranks and the store while it supervises or waits."""

@@ -11,8 +11,9 @@ dies (the cell that lost it failed like any cell whose rank was killed). Cold in
 signal follows the thread that started the zygote), for a module other than the worker, and for a
 placement prefix other than entering a network namespace.
 
-Every rank, warm or cold, gets PLACED_AT_VAR: the wall time its cell's ranks began to be placed, from
-which the worker records `startup_s` (placement to the first warm-up iteration).
+Every rank, warm or cold, gets supervise.PLACED_AT_VAR (from supervise.placed_now): the wall time its
+cell's ranks began to be placed, from which the worker records `startup_s` (placement to the first
+warm-up iteration).
 """
 
 from __future__ import annotations
@@ -20,12 +21,11 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from harness.launch.supervise import PLACED_AT_VAR, RANK_START_VAR, WORKER_MODULE, orphan_proof, python_argv
+from harness.launch.supervise import RANK_START_VAR, WORKER_MODULE, orphan_proof, python_argv
 from harness.warm.client import PoolDead, WarmPool
 _NSENTER = "nsenter"
 
@@ -111,8 +111,3 @@ def start(rank: RankStart, log_path: Path, log) -> subprocess.Popen:
             return block.get().spawn(rank.module, list(rank.args), env, log_path, netns=netns_of(rank.prefix))
     return subprocess.Popen(rank.argv(), stdout=log, stderr=subprocess.STDOUT, env={**rank.env, RANK_START_VAR: "cold"},
                             start_new_session=True)
-
-
-def placed_now() -> dict[str, str]:
-    """The variable that dates a cell's placement (PLACED_AT_VAR), for every rank of a cell placed now."""
-    return {PLACED_AT_VAR: repr(time.time())}

@@ -51,8 +51,8 @@ from harness.launch.srun_plan import (
     server_hosts_in,
 )
 from harness.launch.supervise import (
-    PLACED_AT_VAR,
     log_tail,
+    placed_now,
     python_argv,
     usable_port,
     with_rank_error,
@@ -139,7 +139,7 @@ def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, .
     port = usable_port(cell_port(alloc.job_id, cell.cell_id), on_this_host=workers[0] == alloc.here)
     ctx = SrunContext(cell, alloc, cell_dir, node_addr(workers[0]), port, tuple(command or worker_command(cell_dir)),
                       backend.variant(os.environ),
-                      extra_env={**cell.network_vars(), **recipes.rank_env(cell), PLACED_AT_VAR: repr(time.time())})
+                      extra_env={**cell.network_vars(), **recipes.rank_env(cell), **placed_now()})
     with backend.session(ctx) as ready:
         _run_steps(backend.plan(ready), cell, cell_dir)
     if not result.exists():

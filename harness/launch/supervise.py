@@ -49,6 +49,11 @@ RANK_START_VAR = "DDLBENCH_RANK_START"
 """How the rank was started, `warm` (forked from the zygote) or `cold`; unset = cold (launch/spawn.py)."""
 
 
+def placed_now() -> dict[str, str]:
+    """The variable that dates a cell's placement (PLACED_AT_VAR), for every rank of a cell placed now."""
+    return {PLACED_AT_VAR: repr(time.time())}
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free on `host` right now (the OS picks it)."""
     with socket.socket() as s:
@@ -151,7 +156,7 @@ def base_env(threads: int, launcher: str, extra: dict | None = None) -> dict:
                PYTHONSAFEPATH="1", DDLBENCH_LAUNCHER=launcher)
     env.update(extra or {})
     env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
-    env.setdefault(PLACED_AT_VAR, repr(time.time()))
+    env.update(placed_now())
     return env
 
 
@@ -188,6 +193,16 @@ def run_supervised(argv: list[str], env: dict, timeout_s: float, cell_dir: Path,
     if not result.exists():
         raise CellFailed(f"{what} finished without rank 0 writing result.json", log_tail(cell_dir))
     return result
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group `pid` leads (a rank, the warm-rank zygote), or `pid` alone when it leads
+    none yet (a child between fork and setsid)."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def kill_tree(proc: subprocess.Popen) -> None:

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import harness
-from harness.launch.supervise import orphan_proof, python_argv
+from harness.launch.supervise import kill_group, orphan_proof, python_argv
 
 ZYGOTE_MODULE = "harness.warm.zygote"
 READY_TIMEOUT_S = 120.0
@@ -247,7 +247,7 @@ class WarmPool:
             running, self._running = list(self._running.values()), {}
             waiting, self._waiting = list(self._waiting.values()), {}
         for proc in running:
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             proc._end(LOST)
         for proc in waiting:
             proc._error = why
@@ -261,7 +261,7 @@ class WarmPool:
         with self._lock:
             pids = list(self._running)
         for pid in pids:
-            _kill_group(pid)
+            kill_group(pid)
         sock = getattr(self, "_sock", None)
         if sock is not None:
             try:
@@ -272,7 +272,7 @@ class WarmPool:
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            _kill_group(self.proc.pid)
+            kill_group(self.proc.pid)
             self.proc.wait(timeout=10)
         reader = getattr(self, "_reader", None)
         if reader is not None:
@@ -285,12 +285,3 @@ class WarmPool:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _kill_group(pid: int) -> None:
-    """SIGKILL the process group `pid` leads (a rank, the zygote), or `pid` alone."""
-    for kill in (os.killpg, os.kill):
-        try:
-            kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass

@@ -36,7 +36,7 @@ import socket
 import sys
 import time
 
-from harness.launch.supervise import WORKER_MODULE
+from harness.launch.supervise import WORKER_MODULE, kill_group
 from harness.warm.child import become_rank
 
 PRELOAD = ("torch", WORKER_MODULE)
@@ -191,15 +191,6 @@ class Zygote:
                 self.children.pop(pid, None)
             else:
                 time.sleep(0.01)
-
-
-def kill_group(pid: int) -> None:
-    """SIGKILL the process group a child leads, or the child itself before it has made one."""
-    for kill in (os.killpg, os.kill):
-        try:
-            kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def listen(path: str) -> socket.socket:

@@ -112,7 +112,8 @@ def run_cells(cells: list[CellSpec], run_dir: Path, run_id: str, *, resume: bool
               progress: bool = True, env_extra: dict | None = None,
               launcher: Callable | None = None, retry_failed: bool = False, new_run: bool = False,
               overwrite: bool = False, files: dict[str, str] | None = None,
-              session: Callable[[], ContextManager[Callable]] | None = None, cold: bool = False) -> list[dict]:
+              session: Callable[[], ContextManager[Callable]] | None = None, cold: bool = False,
+              zygote_here: bool = True) -> list[dict]:
     """The one function that runs cells into a run directory (every command calls it: run, sweep on
     every launcher, the testbed's sweeps, doctor): lock the directory (one writer); with `new_run`,
     refuse or clear a run already there (store.prepare_run, by `resume` and `overwrite`) and write
@@ -123,10 +124,11 @@ def run_cells(cells: list[CellSpec], run_dir: Path, run_id: str, *, resume: bool
     `launcher(cell, cell_dir, placement) -> result.json path` defaults to the local spawner
     (harness.launch.local.launch_one_box); Slurm and the testbed pass their own. `session()`, entered
     under the lock around the cells, yields the launcher instead (the multi-node leader: its store).
-    Ranks the local spawner starts are warm (forked from one pre-imported zygote, launch/spawn.py) unless
-    `cold`; the environment table records which (`warm_ranks`)."""
+    Ranks are warm (forked from a pre-imported zygote: this box's, started at once unless not
+    `zygote_here`, or the srun launcher's on each node; launch/spawn.py) unless `cold`; the environment
+    table records which (`warm_ranks`)."""
     env_extra = {**(env_extra or {}), "warm_ranks": not cold}
-    with run_lock(run_dir), signals_raise(), spawn.warm_ranks(not cold):
+    with run_lock(run_dir), signals_raise(), spawn.warm_ranks(not cold, here=zygote_here):
         if new_run:
             store.prepare_run(run_dir, resume, overwrite)
             _write_files(run_dir, files or {})

@@ -72,13 +72,15 @@ def test_every_method_crosses_two_nodes_one_task_each(cluster, tmp_path):  # noq
     frames = [_summary(tmp_path, s.stem) for s in sweeps]
     df = pd.concat(frames, ignore_index=True)
     print(df[["scheme", "backend", "status", "reason", "iface", "net_check", "net_bytes_per_iter",
-              "throughput_median"]].to_string())
+              "throughput_median", "rank_start", "startup_s"]].to_string())
     assert state == "COMPLETED", out
     assert sorted(df["scheme"]) == sorted(TORCH_SCHEMES + ["horovod", "zero2"])
     assert (df["status"] == "ok").all(), df[["scheme", "reason"]]
     assert (df["nodes"] == 2).all()
     # the profile's interface named by every rank, and the bytes went through it
     assert (df["iface"] == "fast0").all() and (df["net_check"] == "ok").all(), df[["scheme", "net_bytes_json"]]
+    # each node's zygote (in that node's namespace, reached at its own address) forked the torch ranks
+    assert (frames[0]["rank_start"] == "warm").all(), frames[0][["scheme", "rank_start"]]
 
 
 def test_two_tasks_per_node_and_the_ps_reduces_inside_the_node(cluster, tmp_path):  # noqa: F811

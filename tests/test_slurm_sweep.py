@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -23,8 +24,9 @@ import warnings
 from pathlib import Path
 
 import pandas as pd
+import psutil
 import pytest
-from conftest import require
+from conftest import rank_pids, require
 import yaml
 from click.testing import CliRunner
 
@@ -478,6 +480,7 @@ def test_two_node_sweep_lands_in_the_tables(jobs):
     assert (summary["nodes"] == 2).all() and (summary["workers_per_node"] == 1).all()
     raw = pd.read_parquet(part / "raw.parquet")
     assert raw.groupby("cell_id")["rank"].apply(lambda r: sorted(set(r))).tolist() == [[0, 1], [0, 1]]
+    assert (summary["rank_start"] == "warm").all()  # forked by the zygote of each node (launch/srun_warm.py)
     env = pd.read_parquet(part / "environment.parquet").iloc[0]
     assert (env["slurm_job_id"], env["slurm_nodelist"], env["hosts"]) == (job, "n[1-2]", "n1,n2")
     for cell in (part / "cells").iterdir():
@@ -490,6 +493,41 @@ def test_two_node_sweep_lands_in_the_tables(jobs):
     merged = pd.read_parquet(run.parent / "two-node-merged" / "summary.parquet")
     assert sorted(merged["cell_id"]) == sorted(summary["cell_id"])
     assert json.loads((run.parent / "two-node-merged" / "slurm-jobs.json").read_text())[0]["job_id"] == job
+
+
+@pytest.mark.root
+def test_warm_ranks_in_an_allocation_a_killed_rank_fails_its_cell_only(jobs, tmp_path):
+    """Inside salloc the srun launcher forks each cell's ranks from one zygote per node (one long step,
+    launch/srun_warm.py): rows say warm; a rank SIGKILLed mid-cell fails that cell and the next one runs;
+    nothing of the run is left once the allocation's command ends."""
+    sweep = _sweep(tmp_path, "warm", schemes=["ddp", "wfbp-a2a"], iters=5)
+    out = tmp_path / "warm-run"
+    env = {**os.environ, "DDLBENCH_FAULT": "hang:1:2:ddp"}  # rank 1 of the ddp cell stops at iteration 2
+    driver = subprocess.Popen(["salloc", "-N2", "--ntasks-per-node=1", "--time=10", sys.executable, "-m", "harness.cli",
+                               "sweep", str(sweep), "--output", str(out), "--no-progress"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    killed = []
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    while driver.poll() is None and not killed and time.monotonic() < deadline:
+        for log in out.glob("cells/*.ddp.*/rank1.log"):
+            if "injected fault: hang" in log.read_text(errors="replace"):
+                [pid] = rank_pids(log.parent, rank=1)
+                parent = " ".join(psutil.Process(psutil.Process(pid).ppid()).cmdline())
+                assert "harness.warm.zygote --tcp" in parent, parent  # forked by its node's zygote
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+        time.sleep(0.2)
+    output = driver.communicate(timeout=JOB_TIMEOUT_S)[0]
+    assert killed, f"the hung rank was never found: {output}"
+    s = pd.read_parquet(out / "summary.parquet").set_index("scheme")
+    assert s.loc["ddp", "status"] == "failed" and s.loc["ddp", "reason"].startswith("rank 1 died (signal 9)"), s["reason"]
+    assert s.loc["wfbp-a2a", "status"] == "ok" and s.loc["wfbp-a2a", "rank_start"] == "warm", output
+    assert s.loc["wfbp-a2a", "nodes"] == 2 and 0 < s.loc["wfbp-a2a", "startup_s"] < 60
+    assert bool(pd.read_parquet(out / "environment.parquet")["warm_ranks"].iloc[0])
+    assert sorted(p.name for p in (out / "zygotes").glob("zygote.*.json")) == ["zygote.n1.json", "zygote.n2.json"]
+    print(f"\nwarm under srun: startup_s {s['startup_s'].round(2).to_dict()}")
+    left = subprocess.run(["pgrep", "-f", f"harness.warm.zygote --tcp {out}"], capture_output=True, text=True).stdout
+    assert not left.split() and not rank_pids(out), f"left after the allocation's command: {left}"
 
 
 @pytest.mark.root

@@ -28,6 +28,8 @@ import torch
 import yaml
 
 from harness.commands.sweep import run_sweep
+from harness.entry import forks_here
+from harness.launch import spawn
 from harness.launch.spawn import RankStart, netns_of, warm_ranks
 from harness.warm.client import ZYGOTE_MODULE
 
@@ -166,3 +168,23 @@ def test_warm_blocks_nest_and_cold_wins_inside():
             assert inner is outer  # one zygote for an advise run's sweeps
         with warm_ranks(False) as off:
             assert off is not outer and not off.enabled
+
+
+def test_the_console_script_starts_the_zygote_early_only_where_ranks_fork_here():
+    assert forks_here(["run", "--workload", "bert-base-tiny"], {}) and forks_here(["sweep", "s.yaml"], {})
+    assert forks_here(["advise", "--workload", "w"], {})
+    assert not forks_here(["run", "--cold"], {}) and not forks_here(["sweep", "s.yaml", "--help"], {})
+    assert not forks_here(["report", "results/x"], {}) and not forks_here([], {})
+    assert not forks_here(["sweep", "s.yaml"], {"SLURM_JOB_ID": "7"})  # the srun launcher forks on the nodes
+
+
+def test_an_early_zygote_is_adopted_by_a_warm_run_and_closed_by_a_cold_one():
+    spawn.start_early()
+    [early] = spawn._early
+    with warm_ranks(True) as block:
+        assert block.pool is early and not spawn._early  # adopted: no second zygote
+    assert not early.alive
+    spawn.start_early()
+    [early] = spawn._early
+    with warm_ranks(False):
+        assert not spawn._early and not early.alive  # a cold run forks nothing: it must not import beside it

@@ -55,7 +55,6 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
     if job is not None:  # node 0 of a multi-node job without Slurm (harness/launch/nodes.py)
         return _lead_nodes(cfg, path, run_dir, job, resume, overwrite, progress, retry_failed, join_timeout_s, cold)
     launch = choose_launcher(launcher)  # srun inside a Slurm allocation, else local
-    cold = cold or not launch.warm
     cells = expand(cfg, nodes_for=launch.nodes_for)
     for c in cells if launch.check else ():
         launch.check(c)  # e.g. dedicated server hosts without a spare host: refused before anything runs
@@ -63,7 +62,7 @@ def run_sweep(path: str | Path, output: Path | None = None, resume: bool = False
         warn(note)
     run_cells(cells, run_dir, run_dir.name, resume=resume, progress=progress, launcher=launch.launch,
               env_extra=launch.env_extra or None, retry_failed=retry_failed, new_run=True, overwrite=overwrite,
-              files={"sweep.yaml": Path(path).read_text()}, cold=cold)
+              files={"sweep.yaml": Path(path).read_text()}, cold=cold, zygote_here=launch.warm)
     return run_dir
 
 

@@ -26,8 +26,9 @@ class Launcher:
     check: Callable | None = None
     """Check before anything runs: check(cell) raises UserError for a cell it cannot place."""
     warm: bool = True
-    """Whether its ranks can start warm (ddlbench's own spawner starts them, launch/spawn.py); False: they
-    are started by something else (srun), so no zygote is started for the run."""
+    """Whether a zygote on this box starts with the run (ddlbench's own spawner starts the ranks here,
+    launch/spawn.py); False: the ranks start elsewhere (srun: forked by a zygote on each node,
+    launch/srun_warm.py), so none is started here."""
 
 
 @dataclass(frozen=True)

@@ -18,16 +18,18 @@ warm-up iteration).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 from harness.launch.supervise import RANK_START_VAR, WORKER_MODULE, orphan_proof, python_argv
 from harness.warm.client import PoolDead, WarmPool
 _NSENTER = "nsenter"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ class _Warm:
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
+        self.resources: dict[str, object] = {}
+        """A launcher's own warm ranks (the srun launcher's zygote per node), by key; closed with the block."""
         self.pool: WarmPool | None = None
         self.started = 0
         """Zygotes started in this block (the first, and one after each that died)."""
@@ -58,29 +62,71 @@ class _Warm:
             self.pool.close()
             self.pool = None
         if self.pool is None:
-            self.pool = WarmPool(wait=wait)
+            self.pool = _adopt() or WarmPool(wait=wait)
             self.started += 1
         return self.pool
 
 
 _active: list[_Warm] = []
+_early: list[WarmPool] = []
+"""A zygote started before the command's imports (harness/entry.py), for the run's block to adopt."""
+
+
+def start_early() -> None:
+    """Start this box's zygote now (from the main thread, before the command line's imports): the first
+    `warm_ranks` block that forks here adopts it; one that does not (cold, or srun) closes it, and so does
+    the end of the process."""
+    if not _early and threading.current_thread() is threading.main_thread():
+        _early.append(WarmPool(wait=False))
+        atexit.register(_close_early)
+
+
+def _adopt() -> WarmPool | None:
+    while _early:
+        pool = _early.pop()
+        if pool.alive:
+            return pool
+        pool.close()
+    return None
+
+
+def _close_early() -> None:
+    while _early:
+        _early.pop().close()
 
 
 @contextlib.contextmanager
-def warm_ranks(enabled: bool = True) -> Iterator[_Warm]:
+def warm_ranks(enabled: bool = True, here: bool = True) -> Iterator[_Warm]:
     """Ranks started inside are warm (module docstring); nested blocks share the outer block's zygote
-    when both are on. The zygote and its ranks are ended on the way out."""
+    when both are on. With `here`, this box's zygote starts at once (False: the launcher starts its ranks
+    elsewhere, e.g. srun's zygote per node, `resource`). The zygotes and their ranks are ended on the way out."""
     outer = _active[-1] if _active else None
     block = outer if (outer is not None and outer.enabled and enabled) else _Warm(enabled)
-    if block.enabled and block is not outer and threading.current_thread() is threading.main_thread():
+    if block.enabled and here and block is not outer and threading.current_thread() is threading.main_thread():
         block.get(wait=False)  # it imports while the driver prepares the run; the first rank waits for it
+    elif not (block.enabled and here):
+        _close_early()  # nothing here will fork from it: it must not take CPU from what is measured
     _active.append(block)
     try:
         yield block
     finally:
         _active.pop()
-        if block is not outer and block.pool is not None:
-            block.pool.close()
+        if block is not outer:
+            for res in block.resources.values():
+                res.close()
+            if block.pool is not None:
+                block.pool.close()
+
+
+def resource(key: str, make: Callable[[], T]) -> T | None:
+    """A launcher's warm-rank machinery for the active `warm_ranks` block (made at its first use, closed
+    as the block ends), or None when ranks start cold (outside a block, or --cold)."""
+    block = _active[-1] if _active else None
+    if block is None or not block.enabled:
+        return None
+    if key not in block.resources:
+        block.resources[key] = make()
+    return block.resources[key]
 
 
 def netns_of(prefix: tuple) -> str | None:

@@ -37,7 +37,7 @@ from typing import Mapping
 
 from harness.atomic import write_json_atomic
 from harness.errors import CellFailed, UserError
-from harness.launch import recipes
+from harness.launch import recipes, spawn, srun_tasks, srun_warm
 from harness.launch.base import Launcher, LauncherEntry, register
 from harness.launch.recipes import SrunRecipe, recipe
 from harness.launch.slurm_env import expand_tasks_per_node, hostnames, node_addr
@@ -141,7 +141,16 @@ def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, .
                       backend.variant(os.environ),
                       extra_env={**cell.network_vars(), **recipes.rank_env(cell), **placed_now()})
     with backend.session(ctx) as ready:
-        _run_steps(backend.plan(ready), cell, cell_dir)
+        steps = backend.plan(ready)
+        tasks = srun_tasks.warm_tasks(steps)
+        zygotes = tasks and spawn.resource("srun", lambda: srun_warm.NodeZygotes(
+            alloc, cell_dir.parent.parent / "zygotes", step_environment(os.environ, Step("zygotes", ()))))
+        if zygotes and zygotes.usable():  # warm: forked by each node's zygote (launch/srun_warm.py)
+            for step in steps:
+                _hostfile(step, cell_dir)  # the placement on record, as a cold step leaves it
+            srun_warm.run_tasks(zygotes, tasks, cell.timeout_s, cell_dir)
+        else:
+            _run_steps(steps, cell, cell_dir)
     if not result.exists():
         raise CellFailed("rank 0 finished without writing result.json", _tail(cell_dir))
     data = json.loads(result.read_text())  # where the servers ran: dedicated | colocated ("" without)
@@ -157,9 +166,7 @@ def _run_steps(steps: list[Step], cell, cell_dir: Path) -> None:
         for step in steps:
             env = step_environment(os.environ, step)
             if step.hosts:
-                hostfile = cell_dir / f"hosts.{step.role}"
-                hostfile.write_text("\n".join(step.hosts) + "\n")
-                env["SLURM_HOSTFILE"] = str(hostfile)
+                env["SLURM_HOSTFILE"] = str(_hostfile(step, cell_dir))
             log = open(cell_dir / ("srun.log" if step.main else f"srun.{step.role}.log"), "a")
             logs.append(log)
             procs.append((step, subprocess.Popen(list(step.argv), stdout=log, stderr=subprocess.STDOUT,
@@ -172,6 +179,13 @@ def _run_steps(steps: list[Step], cell, cell_dir: Path) -> None:
         _stop(procs)
         for log in logs:
             log.close()
+
+
+def _hostfile(step: Step, cell_dir: Path) -> Path:
+    """cell_dir/hosts.ROLE: the step's node for each task, one a line (srun's SLURM_HOSTFILE format)."""
+    path = cell_dir / f"hosts.{step.role}"
+    path.write_text("\n".join(step.hosts) + "\n")
+    return path
 
 
 def _watch(procs, timeout_s: float, cell_dir: Path) -> None:
@@ -263,7 +277,7 @@ def _scancel_step(step: Step) -> None:
 def _launcher(environ: Mapping[str, str]) -> Launcher:
     alloc = allocation_from_env(environ)
     return Launcher("srun", launch_cell_srun, alloc.nodes_for, {"hosts": ",".join(alloc.nodes)},
-                    lambda cell: server_hosts_in(cell, alloc), warm=False)
+                    lambda cell: server_hosts_in(cell, alloc), warm=False)  # warm through its own zygotes
 
 
 register(LauncherEntry("srun", "a job step per cell inside a Slurm allocation; the default inside one",

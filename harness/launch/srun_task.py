@@ -1,15 +1,19 @@
 """The per-task shim of the srun launcher: give one task the variables its framework reads, then exec.
 
     python -m harness.launch.srun_task STYLE -- python -m harness.worker --cell C --out D
+    harness.launch.srun_task.main([STYLE, "--here", "--", "-m", "harness.worker", ...])   # a warm rank
 
 harness/launch/srun.py puts this in front of each rank's argv for backends whose framework does not
 read SLURM_*. The styles belong to the backends (`SrunRecipe.task_envs`, harness/launch/recipes.py: e.g. `torch` gives torchrun's
 RANK, WORLD_SIZE, LOCAL_RANK, ...; `horovod` the variables horovodrun gives each slot); this module only
-looks the style up, applies it and execs (docs/ARCHITECTURE.md, "Launching").
+looks the style up, applies it and execs (docs/ARCHITECTURE.md, "Launching"). With `--here` it runs the
+module in this process instead (`-m MODULE ARGS`: its `main(ARGS)`): a warm rank forked by a node's
+zygote under Slurm (launch/srun_warm.py) gets its style on its own node, as a cold task does.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -28,9 +32,11 @@ def task_env(style: str, environ: Mapping[str, str]) -> dict[str, str | None]:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m harness.launch.srun_task STYLE [--log-dir D] -- ARGV`: set, then exec."""
+    """`python -m harness.launch.srun_task STYLE [--here | --log-dir D] -- ARGV`: set, then exec (or run
+    here)."""
     style, rest = argv[0], argv[1:]
-    log_dir = None
+    log_dir, here = None, rest[:1] == ["--here"]
+    rest = rest[1:] if here else rest
     if rest[:1] == ["--log-dir"]:
         log_dir, rest = rest[1], rest[2:]
     if rest[:1] == ["--"]:
@@ -44,6 +50,10 @@ def main(argv: list[str]) -> int:
         fd = os.open(Path(log_dir) / f"rank{os.environ['RANK']}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
+    if here:
+        if rest[:1] != ["-m"] or len(rest) < 2:
+            raise UserError(f"srun_task --here runs `-m MODULE ARGS`, not {' '.join(rest)!r}")
+        return importlib.import_module(rest[1]).main(rest[2:])
     os.execvp(rest[0], rest)
     return 127
 

@@ -2,6 +2,7 @@
 ranks").
 
     python -P -m harness.warm.zygote --socket PATH [--preload MODULE ...]   # started by client.WarmPool
+    srun ... python -P -m harness.warm.zygote --tcp DIR                    # one per node: launch/srun_warm.py
 
 At start-up it imports PRELOAD (torch, the rank entry point `harness.worker`, which imports the backends,
 schemes and workloads), PRELOAD_OPTIONAL (transformers and the model modules the workloads import as they
@@ -11,12 +12,18 @@ nothing of theirs but their module-level code, so it stays in the layer of the g
 imported and run the same way, in the child. It never initialises CUDA and runs no torch op: no OpenMP
 pool and no device context exist to be inherited by a fork.
 
-Then it listens on the Unix socket PATH for its one client (the driver's WarmPool). Requests and replies
-are JSON lines:
+Then it listens on the Unix socket PATH for its one client (the driver's WarmPool); or, with `--tcp`, on
+a TCP port of every address of its node, announced in DIR/zygote.NODE.json, for the one client that first
+sends the token it was given in DDLBENCH_ZYGOTE_TOKEN (connections without it are closed; the token
+reaches it through Slurm's own authenticated launch, never the network). Requests and replies are JSON
+lines:
     -> {"op": "spawn", "id": N, "module": M, "argv": [...], "env": {...}, "log": PATH, "netns": PATH|null,
-        "cwd": PATH|null}
+        "cwd": PATH|null, "inherit": BOOL, "unset": [...]}
     <- {"id": N, "pid": PID}  or  {"id": N, "error": "why"}       (the child is set up, or could not be)
     <- {"pid": PID, "exit": CODE, "at": T}      (Popen.returncode: -SIGNAL when killed; T: time.monotonic() at reaping)
+    -> {"op": "signal", "pid": PID, "sig": S, "group": BOOL}   (to a child; its process group with group)
+A spawn's environment is exactly `env`, or with `inherit` the zygote's own as it started (what Slurm gave
+the task on its node: SLURM_*, CUDA_VISIBLE_DEVICES) updated by `env`, less the `unset` names.
 Each spawn forks a child that becomes a rank (harness/warm/child.py). The zygote's own work runs in one
 thread (a fork copies only the calling one; the libraries' threads, e.g. pyarrow's jemalloc background
 thread, handle a fork themselves, and numpy's BLAS pool is kept to one thread: client.zygote_env), reaps its children on SIGCHLD, and when its client goes away
@@ -38,6 +45,7 @@ import time
 
 from harness.launch.supervise import WORKER_MODULE, kill_group
 from harness.warm.child import become_rank
+from harness.warm.listen import TOKEN_VAR, accept_tcp, accept_unix
 
 PRELOAD = ("torch", WORKER_MODULE)
 """Imported once by the zygote: torch and the rank entry point (with the backends, schemes, workloads)."""
@@ -50,6 +58,8 @@ CHILD_SETUP_S = 30.0
 spawn is answered with an error."""
 REAP_KILL_S = 5.0
 """On shutdown, how long the zygote waits for its killed children."""
+ACCEPT_TIMEOUT_S = 600.0
+"""With --tcp: how long the zygote waits for its client before it gives up and exits."""
 
 
 def preload(extra: list[str]) -> list[str]:
@@ -87,8 +97,9 @@ def native_threads() -> list[str]:
 class Zygote:
     """The serving loop over one client connection."""
 
-    def __init__(self, conn: socket.socket):
+    def __init__(self, conn: socket.socket, own_env: dict | None = None):
         self.conn = conn
+        self.own_env = dict(os.environ if own_env is None else own_env)
         self.children: dict[int, int] = {}  # pid -> request id
         self.buf = b""
         self.wake_r, self.wake_w = os.pipe()
@@ -125,9 +136,15 @@ class Zygote:
             self.reap()
 
     def handle(self, req: dict) -> None:
+        if req.get("op") == "signal":
+            self.signal(req)
+            return
         if req.get("op") != "spawn":
             self.send({"id": req.get("id"), "error": f"unknown op {req.get('op')!r}"})
             return
+        if req.get("inherit"):
+            unset = set(req.get("unset") or ())
+            req = {**req, "env": {k: v for k, v in {**self.own_env, **req["env"]}.items() if k not in unset}}
         try:
             log_fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         except OSError as e:
@@ -166,6 +183,17 @@ class Zygote:
         os.close(status_r)
         return pid, error.decode(errors="replace")
 
+    def signal(self, req: dict) -> None:
+        """Signal one of its own children (never another process: the pid must be a child still running)."""
+        pid = int(req.get("pid", 0))
+        if pid not in self.children:
+            return
+        try:
+            (os.killpg if req.get("group") else os.kill)(pid, int(req["sig"]))
+        except (ProcessLookupError, PermissionError):
+            if req.get("group"):
+                kill_group(pid)  # between fork and setsid it leads no group yet
+
     def reap(self) -> None:
         while self.children:
             try:
@@ -193,31 +221,33 @@ class Zygote:
                 time.sleep(0.01)
 
 
-def listen(path: str) -> socket.socket:
-    if os.path.exists(path):
-        os.unlink(path)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(1)
-    return listener
+def client(a, token: str) -> socket.socket:
+    """The one connection this zygote serves: on the Unix socket, or (--tcp) the one with the token."""
+    if a.tcp:
+        return accept_tcp(a.tcp, token, ACCEPT_TIMEOUT_S)
+    return accept_unix(a.socket)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.warm.zygote")
-    ap.add_argument("--socket", required=True, help="Unix socket path to serve on (one client)")
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--socket", help="Unix socket path to serve on (one client)")
+    where.add_argument("--tcp", metavar="DIR", help="serve on a TCP port announced in DIR (one client, with "
+                                                    f"the token in {TOKEN_VAR})")
     ap.add_argument("--preload", action="append", default=[], help="another module to import up front")
     a = ap.parse_args(argv)
+    token = os.environ.pop(TOKEN_VAR, "")
+    if a.tcp and not token:
+        raise SystemExit(f"zygote: --tcp needs the client's token in {TOKEN_VAR}")
+    own_env = dict(os.environ)  # what a spawn with `inherit` starts from
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # through the finally below: children killed
     t0 = time.monotonic()
     loaded = preload(a.preload)
     import_s = time.monotonic() - t0
     threads = native_threads()
     print(f"zygote {os.getpid()}: imported {', '.join(loaded)} in {import_s:.2f} s; threads {threads}", flush=True)
-    listener = listen(a.socket)
-    conn, _ = listener.accept()
-    listener.close()
-    os.unlink(a.socket)  # one client: nobody else can connect
-    zygote = Zygote(conn)
+    conn = client(a, token)
+    zygote = Zygote(conn, own_env)
     try:
         zygote.send({"ready": True, "pid": os.getpid(), "preloaded": loaded, "import_s": import_s,
                      "threads": threads})

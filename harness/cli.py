@@ -18,7 +18,17 @@ COMMANDS = [
 
 class _Group(click.Group):
     """Turns a UserError raised anywhere below, and click's own usage errors (a wrong option type, a
-    missing argument, an unknown command), into one line on stderr and exit status 2."""
+    missing argument, an unknown command), into one line on stderr and exit status 2. Subcommands are
+    imported when asked for (`ddlbench run` imports run's module, not report's matplotlib or list's every
+    scheme), so that a short command does not pay for the others' imports."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in COMMANDS:
+            self.add_command(importlib.import_module(f"harness.commands.{name.replace('-', '_')}").command, name)
+        return self.commands.get(name)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -37,10 +47,6 @@ class _Group(click.Group):
 @click.version_option(package_name="ddlbench")
 def cli() -> None:
     """Benchmark communication methods for data-parallel distributed deep learning."""
-
-
-for _name in COMMANDS:
-    cli.add_command(importlib.import_module(f"harness.commands.{_name.replace('-', '_')}").command)
 
 
 def main() -> None:

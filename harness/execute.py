@@ -24,7 +24,7 @@ from harness.errors import CellFailed
 from harness.launch import spawn
 from harness.launch.local import Placement, launch_one_box
 from harness.launch.supervise import log_tail
-from harness.results import environment, store
+from harness.results import environment, machine_load, store
 from harness.results.files import unwritable
 from harness.results.lock import run_lock
 from harness.results.summarize import failed_row, raw_rows, summary_row
@@ -99,8 +99,11 @@ def execute_cell(cell: CellSpec, run_dir: Path, run_id: str, placement: Placemen
     return record_result(run_dir, run_id, cell, result, time.monotonic() - t0)
 
 
-def write_environment(run_dir: Path, run_id: str, device: str, extra: dict | None = None) -> None:
-    env = environment.collect(run_id, device=device, extra=extra)
+def write_environment(run_dir: Path, run_id: str, device: str, extra: dict | None = None,
+                      sample_load: bool = True) -> None:
+    """The run's environment row; with `sample_load`, the machine's load over the next second (blocking:
+    for commands that measure no cells; run_cells records the load around its cells instead)."""
+    env = environment.collect(run_id, device=device, extra=extra, sample_load=sample_load)
     try:
         write_parquet_atomic(environment.to_frame(env), run_dir / "environment.parquet")
     except OSError as e:
@@ -149,15 +152,23 @@ def _run_in(cells, run_dir, run_id, resume, placement_for, progress, env_extra, 
     done = store.finished_cells(run_dir, include_failed=not retry_failed) if resume else set()
     if done:  # rebuild the run's tables from its parts: a damaged or missing table comes back
         store.rebuild(run_dir)
-    if not (run_dir / "environment.parquet").exists() or not resume:
-        write_environment(run_dir, run_id, cells[0].device if cells else "cpu", env_extra)
+    load = machine_load.Watch(run_dir)  # the load around the cells (docs/ARCHITECTURE.md, "Measurement hygiene")
+    resumed = (run_dir / "environment.parquet").exists() and resume
+    if not resumed:
+        write_environment(run_dir, run_id, cells[0].device if cells else "cpu", env_extra, sample_load=False)
+
+    def after_cell() -> None:
+        start = load.mark()
+        if start and not resumed:  # recorded at once: a run killed later keeps it
+            environment.record_load(run_dir, start)
+
     todo = [c for c in cells if c.cell_id not in done]
-    rows = _run_todo(todo, len(cells), run_dir, run_id, placement_for, progress, launcher)
-    environment.record_end(run_dir)  # the load after the last cell (docs/ARCHITECTURE.md, "Measurement hygiene")
+    rows = _run_todo(todo, len(cells), run_dir, run_id, placement_for, progress, launcher, after_cell)
+    environment.record_load(run_dir, load.finish(), merge=resumed)
     return rows
 
 
-def _run_todo(todo, total, run_dir, run_id, placement_for, progress, launcher) -> list[dict]:
+def _run_todo(todo, total, run_dir, run_id, placement_for, progress, launcher, after_cell) -> list[dict]:
     rows = []
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, disable=not progress, transient=False) as bar:
@@ -167,6 +178,7 @@ def _run_todo(todo, total, run_dir, run_id, placement_for, progress, launcher) -
             placement = placement_for(cell) if placement_for else None
             row = execute_cell(cell, run_dir, run_id, placement, launcher)
             rows.append(row)
+            after_cell()
             if row["status"] != "ok":
                 bar.console.print(f"[red]failed[/red] {cell.cell_id}: {row['reason']}")
             elif row["reason"]:  # measured, but a rank failed while shutting down

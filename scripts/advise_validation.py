@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from harness.advise.candidates import Candidate
 from harness.advise.measure import Policy
 from harness.commands.advise import run_advise
 from harness.commands.sweep import run_sweep
+from harness.results.scrub import machine_paths, scrubbed_copy
 from harness.results.store import load_run
 from harness.schemes import SCHEMES
 from harness.testbed import netns
@@ -193,14 +193,14 @@ KEPT = ("summary.parquet", "environment.parquet", "advise/report.md", "advise/pr
 
 def keep_evidence(results: Path, out: Path) -> None:
     """What the report stands on, small enough to commit: each run's summary and environment tables and
-    each advise run's report, tables and winner sweep file (the raw tables stay in results/)."""
+    each advise run's report, tables and winner sweep file (the raw tables stay in results/), with this
+    machine's paths replaced (harness/results/scrub.py)."""
+    prefixes = machine_paths(ROOT, RESULTS=results)
     for run in sorted(p for p in results.iterdir() if p.is_dir() and p.name.startswith(("exhaustive-", "advise-"))):
         for name in KEPT:
             src = run / name
             if src.is_file():
-                dst = out / "runs" / run.name / name
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dst)
+                scrubbed_copy(src, out / "runs" / run.name / name, prefixes)
 
 
 def render(t: pd.DataFrame) -> str:

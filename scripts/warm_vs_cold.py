@@ -7,6 +7,7 @@ rounds (`ddlbench compare`, the cold runs as the baseline) and the cost of start
     python scripts/warm_vs_cold.py run --under "salloc -N2 --ntasks-per-node=1 --time=30" \
         --sweep slurm/sweeps/cpu-tiny.yaml --rounds 2 --results results/warm-vs-cold-slurm \
         --out reports/warm-vs-cold-slurm           # the same inside a Slurm allocation (srun launcher)
+    python scripts/warm_vs_cold.py one --before ../old-checkout   # a one-iteration `ddlbench run`, timed
 
 Writes reports/warm-vs-cold/: README.md (the gate's verdict table, per-run wall, measured share, fixed
 cost per cell, start-up per cell), runs/<run>/{summary,environment}.parquet, gate.txt. Per cell:
@@ -22,10 +23,13 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
+
+from harness.results.scrub import machine_paths, scrubbed_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,20 +52,33 @@ def run_rounds(sweep: Path, results: Path, rounds: int, under: list[str]) -> Non
             print(f"{out.name}: {wall:.1f} s (exit {code})", flush=True)
 
 
-PATHS = {str(ROOT) + "/": "", str(ROOT): ".", "/tmp/": "TMP/"}
-"""This machine's paths in a committed table -> what they stand for."""
+ONE_CELL = ["run", "--workload", "bert-base-tiny", "--scheme", "ddp", "--workers", "2", "--iters", "1",
+            "--warmup", "0"]
+"""The one-iteration command the issue times (its wall, from the shell, includes every import)."""
 
 
-def scrubbed_copy(src: Path, dst: Path, prefixes: dict[str, str] | None = None) -> None:
-    """Copy a table to be committed, with this machine's paths (the checkout, the temporary folder) made
-    relative or named: they say nothing about the numbers."""
-    prefixes = prefixes or PATHS
-    df = pd.read_parquet(src)
-    for c in df.columns:
-        if df[c].dtype == object:
-            for old, new in prefixes.items():
-                df[c] = df[c].map(lambda v, o=old, n=new: v.replace(o, n) if isinstance(v, str) else v)
-    df.to_parquet(dst, index=False)
+def time_one_cell(rounds: int, before: Path | None, out: Path) -> pd.DataFrame:
+    """The one-iteration `ddlbench run`, `rounds` times each way, alternated: the installed console script
+    (warm, the default), the same with --cold, and `before` (another checkout, `python -m harness.cli`)."""
+    ways = {"warm": ["ddlbench"], "cold": ["ddlbench"]}
+    if before is not None:
+        ways["before"] = [sys.executable, "-m", "harness.cli"]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(rounds):
+            for way in (list(ways) if i % 2 == 0 else list(reversed(ways))):
+                env = {**os.environ, "PYTHONPATH": str(before)} if way == "before" else None
+                argv = [*ways[way], *ONE_CELL, "--output", f"{tmp}/{way}-{i}"] + (["--cold"] if way == "cold" else [])
+                t0 = time.monotonic()
+                code = subprocess.run(argv, cwd=before if way == "before" else ROOT, env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+                rows.append({"way": way, "round": i + 1, "wall_s": round(time.monotonic() - t0, 2), "exit": code})
+                print(f"{way} {i + 1}: {rows[-1]['wall_s']} s (exit {code})", flush=True)
+    df = pd.DataFrame(rows)
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / "one-cell.csv", index=False)
+    print(df.groupby("way")["wall_s"].describe()[["count", "min", "50%", "max"]].to_string())
+    return df
 
 
 def per_run(results: Path) -> pd.DataFrame:
@@ -106,7 +123,7 @@ def write_report(results: Path, report: Path, title: str) -> None:
             (report / "runs" / d.name).mkdir(parents=True, exist_ok=True)
             for t in ("summary", "environment"):
                 scrubbed_copy(d / f"{t}.parquet", report / "runs" / d.name / f"{t}.parquet",
-                              {str(results.resolve()) + "/": "RESULTS/", **PATHS})
+                              machine_paths(ROOT, RESULTS=results))
     verdict = gate(results, report)
     by_mode = runs.groupby("mode")[["sweep_wall_s", "measured_share", "fixed_cost_median_s", "startup_median_s"]].median()
     load = os.getloadavg()
@@ -130,13 +147,17 @@ def _md(df: pd.DataFrame) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["run", "table"])
+    ap.add_argument("what", choices=["run", "table", "one"])
     ap.add_argument("--sweep", type=Path, default=ROOT / "sweeps" / "quick.yaml")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--results", type=Path, default=ROOT / "results" / "warm-vs-cold")
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "warm-vs-cold")
     ap.add_argument("--under", default="", help="a command to run each sweep inside, e.g. \"salloc -N2\"")
+    ap.add_argument("--before", type=Path, help="with `one`: a checkout of an earlier commit to time beside")
     a = ap.parse_args()
+    if a.what == "one":
+        time_one_cell(a.rounds, a.before, a.out)
+        return 0
     under = shlex.split(a.under)
     if a.what == "run":
         run_rounds(a.sweep, a.results, a.rounds, under)

@@ -146,13 +146,15 @@ def test_show_warns_about_a_busy_machine(tmp_path):
     assert r.exit_code == 0 and "busy" not in r.stderr
 
 
-def _spin(detached: bool) -> tuple[int, object]:
-    """A process burning one core: our child, or (via a shell that exits at once) no longer in our tree."""
+def _spin(detached: bool, *names: str) -> tuple[int, object]:
+    """A process burning one core: our child, or (via a shell that exits at once) no longer in our tree;
+    `names` are extra words of its command line."""
     code = "import time\nt = time.time() + 60\nwhile time.time() < t: pass\n"
     if not detached:
-        p = subprocess.Popen([sys.executable, "-c", code])
+        p = subprocess.Popen([sys.executable, "-c", code, *names])
         return p.pid, p
-    sh = subprocess.run(["sh", "-c", f"{shlex.quote(sys.executable)} -c {shlex.quote(code)} >/dev/null 2>&1 & "
+    words = " ".join(map(shlex.quote, names))
+    sh = subprocess.run(["sh", "-c", f"{shlex.quote(sys.executable)} -c {shlex.quote(code)} {words} >/dev/null 2>&1 & "
                          "echo $!"], capture_output=True, text=True, check=True)
     return int(sh.stdout.strip()), None
 
@@ -174,14 +176,58 @@ def test_load_sample_lists_other_busy_processes_but_never_the_runs_own(monkeypat
     assert machine_load.busy_reason(snap | {"others_cores_start": 0.6}).startswith("other processes used 0.60")
 
 
-def test_environment_records_the_load_at_start_and_end(tmp_path):
-    row = environment.collect("r", sample_load=True)
-    assert {"load_1m_start", "load_15m_start", "others_cores_start", "others_start"} <= set(row)
-    environment.to_frame(row).to_parquet(tmp_path / "environment.parquet")
-    environment.record_end(tmp_path)
-    env = pd.read_parquet(tmp_path / "environment.parquet")
-    assert {"load_5m_end", "others_cores_end", "others_end"} <= set(env.columns)
-    assert env["others_cores_end"].iloc[0] >= 0
+def test_a_runs_windows_flag_others_but_not_its_own_ranks_wherever_they_were_started(tmp_path, monkeypatch):
+    """Windows between cells (machine_load.Watch): a process of someone else's is in the start, end and
+    busiest windows; the run's child and a rank that srun started (not a descendant, but its command
+    line names the run directory) never are; nothing waits when the run outlasts a window."""
+    monkeypatch.setattr(machine_load, "PROCESS_MIN_CORES", 0.05)  # the 2 shared cores may be loaded
+    run = tmp_path / "run"
+    run.mkdir()
+    watch = machine_load.Watch(run, window_s=0.5)
+    other, _ = _spin(detached=True)
+    srun_rank, _ = _spin(True, "-m", "harness.worker", "--cell", str(run / "cells" / "c" / "cell.json"))
+    child_pid, child = _spin(detached=False)
+    try:
+        time.sleep(0.3)
+        assert watch.mark() is None  # a window shorter than 0.5 s stays open
+        time.sleep(0.4)
+        start = watch.mark()  # the first window closed: its columns, to be recorded at once
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        cols = watch.finish()  # the open window is short: the end reaches back over the last closed one
+        assert time.monotonic() - t0 < 0.3
+    finally:
+        for pid in (other, srun_rank):
+            os.kill(pid, signal.SIGKILL)
+        child.kill()
+        child.wait()
+    for when in ("start", "end", "max"):
+        text = (start if when == "start" else cols)[f"others_{when}"]
+        assert f"[pid {other}]" in text, (when, text)
+        assert f"[pid {srun_rank}]" not in text and f"[pid {child_pid}]" not in text, (when, text)
+    assert cols["others_cores_max"] >= cols["others_cores_end"] > 0.05 and cols["load_1m_end"] >= 0
+    assert machine_load.busy_reason({**cols, "others_cores_start": 0.0, "others_cores_end": 0.0,
+                                     "others_cores_max": 0.9}).startswith("other processes used 0.90 cores in "
+                                                                           "the busiest window")
+    pd.DataFrame([{"run_id": "r", "others_cores_start": 0.0, "others_cores_max": 2.0, "others_max": "x"}]).to_parquet(
+        run / "environment.parquet")
+    environment.record_load(run, cols, merge=True)  # resumed: the first start and the busier max are kept
+    env = pd.read_parquet(run / "environment.parquet").iloc[0]
+    assert (env["others_cores_start"], env["others_cores_max"]) == (0.0, 2.0)
+    assert env["others_cores_end"] == cols["others_cores_end"] and env["others_end"] == cols["others_end"]
+
+
+def test_a_run_records_its_load_without_waiting_for_a_sample(tmp_path):
+    """A real one-cell run records start, end and busiest-window columns; the start ones are on disk as
+    soon as its first window closed."""
+    out = tmp_path / "one"
+    r = CliRunner().invoke(cli, ["run", "--workload", "bert-base-tiny", "--scheme", "ddp", "--workers", "2",
+                                 "--iters", "2", "--warmup", "0", "--output", str(out)])
+    assert r.exit_code == 0, r.output
+    env = pd.read_parquet(out / "environment.parquet").iloc[0]
+    for when in ("start", "end", "max"):
+        assert env[f"others_cores_{when}"] >= 0 and isinstance(env[f"others_{when}"], str)
+    assert env["load_1m_start"] >= 0 and env["load_1m_end"] >= 0
 
 
 def test_the_end_of_a_run_warns_about_a_busy_machine(tmp_path, capsys):

@@ -20,7 +20,10 @@ def invoke(*args):
 
 
 def _commands(group: click.Group, prefix=()):
-    for name, cmd in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # the top group loads its commands when asked (harness/cli.py)
+        cmd = group.get_command(ctx, name)
+        assert cmd is not None and cmd.name == name, f"`ddlbench {' '.join(prefix + (name,))}` does not load"
         yield prefix + (name,), cmd
         if isinstance(cmd, click.Group):
             yield from _commands(cmd, prefix + (name,))

@@ -9,6 +9,7 @@ import time
 
 import pytest
 import torch
+from scipy import stats as st  # the reference for describe()'s CI; the harness itself does not import it
 
 from harness.backends.base import Handle
 from harness.backends.torch_dist import handles as H
@@ -17,6 +18,7 @@ from harness.backends.deepspeed.transport import deepspeed_local_rank
 from harness import devices
 from harness.errors import UserError
 from harness.measure import loop as loop_mod
+from harness.measure.stats import describe
 from harness.measure.timer import Clock, CudaClock, ForwardWaits, PhaseTimer, make_clock
 from harness.schemes import SCHEMES, SchemeContext
 from harness.schemes.base import Scheme
@@ -330,3 +332,15 @@ def test_backward_profile_reads_the_clock_marks_of_the_gradient_hooks():
     assert s.syncs == 1
     assert sorted(ready) == pytest.approx([0.001 * k for k in range(1, len(ready) + 1)])
     assert [ready[i] for i in scheme._order] == sorted(ready), "ready times follow the hooks' order"
+
+
+def test_the_ci_of_the_mean_is_students_t():
+    """describe()'s 95% CI is t_{0.975,n-1} * s / sqrt(n): 12.706 for two samples one apart from the
+    mean, and the same as scipy.stats' t quantile at every n (harness/measure/stats.py)."""
+    d = describe([1.0, 3.0])
+    assert abs((d["ci95_high"] - d["mean"]) - 12.7062) < 1e-3
+    for n in (2, 3, 6, 30, 200):
+        x = [float(i % 7) for i in range(n)]
+        d = describe(x)
+        half = st.t.ppf(0.975, n - 1) * d["std"] / n ** 0.5
+        assert abs((d["ci95_high"] - d["mean"]) - half) < 1e-9 * max(1.0, half)

@@ -7,7 +7,8 @@ column named after the backend (LIBRARY_KEYS; torch's is common). `fingerprint_k
 set; the gate compares those values, not a hash. The `fingerprint` column hashes every key (a run's
 short label). Host names and dates are recorded but not compared (CI runners change names).
 
-The machine's load at the start and end of a run (harness/results/machine_load.py) is recorded here too.
+The machine's load at the start and end of a run, and in its busiest window (harness/results/machine_load.py),
+is recorded here too.
 """
 
 from __future__ import annotations
@@ -134,13 +135,17 @@ def fingerprint(row: dict) -> str:
     return hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def record_end(run_dir: Path) -> None:
-    """Add the end-of-run load sample to the run's environment row (rewritten atomically)."""
+def record_load(run_dir: Path, columns: dict, merge: bool = False) -> None:
+    """Set the machine-load columns (harness/results/machine_load.py) of the run's environment row
+    (rewritten atomically); with `merge`, combined with those a resumed run's first invocation recorded
+    (machine_load.merge_resumed)."""
     path = Path(run_dir) / "environment.parquet"
     if not path.exists():
         return
     env = read_table(path)
-    for k, v in machine_load.sample("end").items():
+    if merge:
+        columns = machine_load.merge_resumed(env.iloc[0].to_dict(), columns)
+    for k, v in columns.items():
         env[k] = v
     write_parquet_atomic(env, path)
 

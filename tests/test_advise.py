@@ -151,6 +151,18 @@ def test_a_candidate_slowed_by_an_injected_fault_is_not_recommended(tmp_path, mo
     assert "recommended: ddp" in printed
 
 
+def test_a_node_of_a_multi_node_job_without_slurm_is_refused_in_one_line(tmp_path, monkeypatch):
+    """On a Kubeflow pod (PET_*) advise would measure its own node alone: refused before anything runs."""
+    for k, v in {"PET_NNODES": "2", "PET_NODE_RANK": "0", "PET_NPROC_PER_NODE": "1", "PET_MASTER_ADDR": "10.0.0.1",
+                 "PET_MASTER_PORT": "29400"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    res = CliRunner().invoke(cli, ["advise", "--workload", "bert-base-tiny", "--output", str(tmp_path / "a")])
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1, res.output
+    assert "does not span the nodes of a multi-node job without Slurm" in res.stderr and "2 nodes" in res.stderr
+    assert not (tmp_path / "a").exists()
+
+
 def test_the_validation_sweeps_hold_exactly_advises_grid():
     """scripts/advise_validation.py's exhaustive sweep expands to the same configurations advise predicts."""
     import sys

@@ -12,6 +12,7 @@ is; a profile naming a missing interface fails its cell with that reason; a fail
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -115,3 +116,31 @@ def test_slow_and_fast_profiles_differ_as_their_links_and_a_missing_interface_fa
     assert slow.iter_s_median > 1.5 * fast.iter_s_median
     assert missing.status == "failed" and "nope0 does not exist" in missing.reason, missing.reason
     assert os.path.exists(tmp_path / "on-missing" / "summary.parquet")
+
+
+def test_commbench_and_advise_measure_the_network_between_the_nodes(cluster, tmp_path):  # noqa: F811
+    """Inside an allocation `ddlbench commbench` and advise's network measurement run as a job step over
+    the allocation's nodes (launch/srun.py: run_module), not on the first node's loopback: one rank on
+    each node, and busbw under the shaped 1 Gbit/s link; advise's candidates then run on both nodes."""
+    (tmp_path / "networks.yaml").write_text(yaml.safe_dump(PROFILES))
+    py = f"{sys.executable} -m harness.cli"
+    lines = ["#!/bin/sh", f"export DDLBENCH_NETWORKS={tmp_path}/networks.yaml PYTHONPATH={ROOT}", "set -e",
+             f"{py} commbench --workers 2 --min-size 1M --max-size 8M --reps 3 --output {tmp_path}/cb",
+             f"{py} advise --workload bert-base-tiny --workers 2 --schemes ddp,bsp-a2a --grid default --top-k 1 "
+             f"--iters 4 --max-iters 4 --rounds 0 --warmup 1 --batch 4 --seq-len 32 --output {tmp_path}/adv "
+             f"--no-progress"]
+    state, out = _sbatch(tmp_path, "\n".join(lines) + "\n", "--nodes=2", "--ntasks-per-node=1", "--time=20",
+                         "--job-name=cross-node-net", timeout_s=JOB_TIMEOUT_S)
+    assert state == "COMPLETED", out
+    [cell] = (tmp_path / "cb" / "commbench").iterdir()
+    assert sorted((cell / "hosts.workers").read_text().split()) == ["node1", "node2"], out
+    cb = pd.read_parquet(tmp_path / "cb" / "commbench.parquet")
+    big = cb[cb["size_bytes"] == cb["size_bytes"].max()]
+    print(f"commbench across the nodes: busbw {big['busbw_gbit_s'].median():.3f} Gbit/s at {big['size_bytes'].iloc[0]} B")
+    assert 0.05 < big["busbw_gbit_s"].median() < 1.2  # the shaped link (1 Gbit/s at most), not a loopback
+    adv = tmp_path / "adv" / "advise"
+    assert sorted((adv / "commbench" / "allreduce" / "hosts.workers").read_text().split()) == ["node1", "node2"]
+    measured = pd.read_parquet(tmp_path / "adv" / "summary.parquet")
+    assert (measured["status"] == "ok").all() and (measured["nodes"] == 2).all(), measured[["scheme", "reason"]]
+    assert json.loads((adv / "recommendation.json").read_text())["winner"] and "Slurm allocation (2 nodes)" in (
+        adv / "report.md").read_text()

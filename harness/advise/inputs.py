@@ -13,6 +13,7 @@ from harness.atomic import write_parquet_atomic
 from harness.commbench.run import commbench_cell, measure
 from harness.commbench.sizes import parse_size, sizes_between
 from harness.errors import CellFailed, UserError
+from harness.launch.base import Launcher
 from harness.predict.commbench_fit import read_commbench
 from harness.predict.profiler import measure_profile
 from harness.results.files import read_table
@@ -38,10 +39,10 @@ def profile_table(workload: str, batch: int | None, seq_len: int | None, device:
 
 
 def commbench_table(layout: Layout, device: str, testbed: bool, pushpull: bool, stored: list[Path],
-                    keep: Path) -> pd.DataFrame:
+                    keep: Path, launcher: Launcher | None = None) -> pd.DataFrame:
     """Stored commbench runs, else the table kept from an earlier try, else all-reduce (and push-pull with
-    one server when a PS candidate exists) measured at the layout's worker count, on the testbed's hosts
-    with `testbed`."""
+    one server when a PS candidate exists) measured at the layout's worker count: on the testbed's hosts
+    with `testbed`, across the layout's nodes through `launcher` (srun in an allocation), else here."""
     if stored:
         return read_commbench(stored)
     if keep.is_file():
@@ -51,10 +52,12 @@ def commbench_table(layout: Layout, device: str, testbed: bool, pushpull: bool, 
     for collective in ("allreduce", "pushpull") if pushpull else ("allreduce",):
         servers = 1 if collective == "pushpull" else 0
         network, placement = testbed_placement_for(layout.workers, servers) if testbed else ("loopback", None)
+        nodes = placement.nodes if placement else (layout.nodes if launcher is not None else 1)
         cell = commbench_cell(layout.workers, collective, sizes, reps=3, warmup=1, servers=servers, device=device,
-                              network=network, nodes=placement.nodes if placement else 1)
+                              network=network, nodes=nodes)
         try:
-            frames.append(measure(cell, keep.parent / "commbench" / collective, "advise-commbench", placement))
+            frames.append(measure(cell, keep.parent / "commbench" / collective, "advise-commbench", placement,
+                                  launcher))
         except CellFailed as e:
             raise UserError(f"measuring the network ({collective}) failed: {e.reason}; see the logs in "
                             f"{keep.parent / 'commbench' / collective}, or give --commbench DIR") from None

@@ -2,7 +2,7 @@
 
     ddlbench advise --workload bert-base-tiny --workers 2                   # this box
     ddlbench advise --workload mypkg.models:build --workers 2 --testbed     # the emulated hosts that are up
-    ddlbench advise --workload bert-base --workers 16 --network eth-25g     # inside a Slurm allocation
+    ddlbench advise --workload bert-base --workers 16                        # inside a Slurm allocation
 
 Profile the model and measure the network (or take stored ones), predict every method over the knob grid
 declared beside its knobs (harness/advise/candidates.py), measure the best predicted few plus DDP with
@@ -37,7 +37,9 @@ from harness.atomic import write_text_atomic
 from harness.backends import BACKENDS
 from harness.commands.sweep import run_sweep
 from harness.errors import UserError
+from harness.launch.base import Launcher
 from harness.launch.launchers import choose_launcher
+from harness.launch.nodes_env import node_job
 from harness.predict.compute import compute_model
 from harness.predict.network import get_link
 from harness.results.files import check_output_dir
@@ -62,6 +64,8 @@ class Where:
     """Token-bucket shaped links (the testbed)."""
     shared_cores: bool = True
     """Every worker computes on this machine's cores (one box, the testbed)."""
+    launcher: Launcher | None = None
+    """What starts the network's measurement across nodes (srun in an allocation); None: here."""
 
 
 def where(workers: int, servers: int, testbed: bool) -> Where:
@@ -79,7 +83,7 @@ def where(workers: int, servers: int, testbed: bool) -> Where:
         nodes = launch.nodes_for(workers)
         hosts = len(launch.env_extra.get("hosts", "").split(","))
         return Where(Layout(workers, nodes, servers, max(0, hosts - nodes)), f"Slurm allocation ({hosts} nodes)",
-                     {}, shared_cores=False)
+                     {}, shared_cores=False, launcher=launch)
     return Where(Layout(workers, 1, servers, 0), "this box", {})
 
 
@@ -114,7 +118,7 @@ def predictions(workload, batch, seq_len, device, place: Where, methods, full_gr
     else:
         pushpull = any(c.servers for c in cands)
         cb = commbench_table(place.layout, device, "testbed" in place.sweep, pushpull, commbench,
-                             keep / "commbench.parquet")
+                             keep / "commbench.parquet", place.launcher)
         net = measured_network(cb, place.layout, place.shaped, "measured")
         how = f"network measured (all-reduce{' and push-pull' if pushpull else ''}, commbench)"
     pred = predict_candidates(cands, compute_model(prof), net, place.layout)
@@ -136,6 +140,7 @@ def run_advise(workload: str, workers: int, *, output: Path | None = None, resum
     for m in methods:
         SCHEMES.get(m)
     _check_inputs(profile, commbench, network)
+    _check_one_place(testbed)
     run_dir = output or Path("results") / new_run_id("advise")
     check_output_dir(run_dir)
     if holds_run(run_dir) and not resume:
@@ -182,6 +187,18 @@ def _check_inputs(profile: Path | None, commbench: tuple, network: str | None) -
         if path is not None and not Path(path).exists():
             raise UserError(f"{path} does not exist: make it with `{make}`, or leave the option out and advise "
                             f"measures it")
+
+
+def _check_one_place(testbed: bool) -> None:
+    """advise measures on this box, the testbed or across a Slurm allocation; a node of a multi-node job
+    without Slurm (Kubeflow, SkyPilot: harness/launch/nodes_env.py) would measure itself alone and
+    recommend for a placement it does not have."""
+    job = None if testbed or os.environ.get("SLURM_JOB_ID") else node_job(os.environ)
+    if job is not None:
+        raise UserError(f"advise does not span the nodes of a multi-node job without Slurm ({job.source}: "
+                        f"{job.nnodes} nodes) and would measure this node alone; run it on one node with the "
+                        f"scheduler's variables unset, then measure its picks across the nodes with `ddlbench "
+                        f"sweep RUN/advise/winner.yaml` on every node")
 
 
 def _all(pred: pd.DataFrame) -> list[Candidate]:

@@ -4,7 +4,6 @@ alpha-beta fit, as tidy rows in <run>/commbench.parquet."""
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from pathlib import Path
 
@@ -14,11 +13,12 @@ import pandas as pd
 from harness.atomic import write_parquet_atomic
 from harness.cell import check_capacity, warn
 from harness.commbench.rows import rows
-from harness.commbench.run import commbench_cell
+from harness.commbench.run import commbench_cell, time_cell
 from harness.commbench.sizes import parse_size, sizes_between
 from harness.errors import CellFailed, UserError
 from harness.execute import write_environment
-from harness.launch.local import launch_cell
+from harness.launch.base import Launcher
+from harness.launch.launchers import choose_launcher
 from harness.results.files import check_output_dir, read_table
 from harness.results.lock import run_lock
 from harness.results.store import load_run, new_run_id
@@ -28,25 +28,31 @@ from harness.testbed.sweep import testbed_placement_for
 
 def run_commbench(workers: int, collective: str, min_size: str, max_size: str, reps: int, warmup: int,
                   servers: int, output: Path | None, timeout_s: float, device: str = "cpu",
-                  network: str = "loopback", placement=None, oversubscribe: bool = False) -> Path:
+                  network: str = "loopback", placement=None, oversubscribe: bool = False,
+                  launcher: Launcher | None = None) -> Path:
+    """Measure one collective into OUTPUT/commbench.parquet: on this box, on the testbed's hosts
+    (`placement`), or through `launcher` (srun: the workers spread over the allocation's nodes as a
+    sweep's cells are)."""
     if collective not in ("allreduce", "pushpull"):
         raise UserError(f"unknown collective {collective!r}: use allreduce or pushpull")
     if not (math.isfinite(timeout_s) and timeout_s > 0):
         raise UserError(f"--timeout must be a finite number of seconds > 0, got {timeout_s}; fix --timeout")
     sizes = sizes_between(parse_size(min_size), parse_size(max_size))
+    nodes = placement.nodes if placement else (launcher.nodes_for(workers) if launcher and launcher.nodes_for else 1)
     cell = commbench_cell(workers, collective, sizes, reps, warmup, servers, device, network, timeout_s,
-                          nodes=placement.nodes if placement else 1)
+                          nodes=nodes)
     servers = cell.servers
-    warn(check_capacity(cell, oversubscribe))
+    if launcher is None or launcher.run_module is None:
+        warn(check_capacity(cell, oversubscribe))  # this box's cores
     run_dir = output or Path("results") / new_run_id(f"commbench-{collective}")
     check_output_dir(run_dir)
     d = run_dir / "commbench" / f"{collective}.w{workers}.s{servers}"
     with run_lock(run_dir):  # SIGTERM ends this process; the ranks follow (parent-death signal)
         try:
-            result_path = launch_cell(cell, d, placement, module="harness.commbench")
+            result = time_cell(cell, d, placement, launcher)
         except CellFailed as e:
             raise UserError(f"commbench failed: {e.reason}; see logs in {d}") from None
-        _store(run_dir, rows(run_dir.name, cell, json.loads(result_path.read_text())), collective, workers, device)
+        _store(run_dir, rows(run_dir.name, cell, result), collective, workers, device)
     return run_dir
 
 
@@ -95,13 +101,17 @@ def format_table(df) -> str:
 @click.option("--oversubscribe", is_flag=True, help="Allow more ranks than this box has cores.")
 def command(workers, collective, min_size, max_size, reps, warmup, servers, timeout_s, device, testbed, output,
             oversubscribe):
-    """Measure all-reduce or push-pull over message sizes; fit alpha and beta."""
+    """Measure all-reduce or push-pull over message sizes; fit alpha and beta.
+
+    On this box; on the emulated hosts with --testbed; inside a Slurm allocation as a job step across its
+    nodes (the workers placed as a sweep's cells are)."""
     network, placement = "loopback", None
     lease = netns.lease(f"ddlbench commbench --testbed --collective {collective}") if testbed else None
+    launcher = None if testbed else choose_launcher()  # srun across the nodes inside a Slurm allocation
     with lease or contextlib.nullcontext():
         if testbed:
             network, placement = testbed_placement_for(workers, max(1, servers) if collective == "pushpull" else 0)
         run_dir = run_commbench(workers, collective, min_size, max_size, reps, warmup, servers, output,
-                                timeout_s, device, network, placement, oversubscribe)
+                                timeout_s, device, network, placement, oversubscribe, launcher)
     click.echo(format_table(load_run(run_dir).commbench))
     click.echo(f"results: {run_dir}")

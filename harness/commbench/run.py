@@ -1,6 +1,7 @@
 """A commbench cell: build it, launch its ranks (the generic local spawner, optionally placed on the
-emulated testbed's hosts) and read rank 0's result. What `ddlbench commbench`, `ddlbench testbed
-measure` and the predictor's loopback probe (scripts/loopback_probe.py) all run."""
+emulated testbed's hosts, or a launcher's `run_module`: srun steps across a Slurm allocation's nodes)
+and read rank 0's result. What `ddlbench commbench`, `ddlbench testbed measure`, `ddlbench advise` and
+the predictor's loopback probe (scripts/loopback_probe.py) all run."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from harness.cell import CellSpec, resolve_device
 from harness.commbench.rows import rows
 from harness.commbench.sizes import COLLECTIVES
 from harness.errors import UserError
+from harness.launch.base import Launcher
 from harness.launch.local import launch_cell
+
+MODULE = "harness.commbench"
+"""The rank module of a commbench cell (harness/commbench/__main__.py)."""
 
 
 def commbench_cell(workers: int, collective: str, sizes: list[int], reps: int, warmup: int, servers: int = 0,
@@ -37,13 +42,15 @@ def commbench_cell(workers: int, collective: str, sizes: list[int], reps: int, w
                     timeout_s=timeout_s, network=network, knobs=knobs, nodes=nodes)
 
 
-def time_cell(cell: CellSpec, cell_dir: Path, placement=None) -> dict:
-    """Run the cell's ranks; rank 0's result ({"times": {size: [seconds per repetition]}, "workers"}).
-    Raises CellFailed when a rank fails or the cell exceeds its timeout."""
-    result = launch_cell(cell, cell_dir, placement, module="harness.commbench")
+def time_cell(cell: CellSpec, cell_dir: Path, placement=None, launcher: Launcher | None = None) -> dict:
+    """Run the cell's ranks (on this box, or through `launcher`'s run_module); rank 0's result ({"times":
+    {size: [seconds per repetition]}, "workers"}). Raises CellFailed when a rank fails or the cell exceeds
+    its timeout."""
+    run = (launcher.run_module if launcher is not None and launcher.run_module else None) or launch_cell
+    result = run(cell, cell_dir, placement, module=MODULE)
     return json.loads(Path(result).read_text())
 
 
-def measure(cell: CellSpec, cell_dir: Path, run_id: str, placement=None) -> pd.DataFrame:
+def measure(cell: CellSpec, cell_dir: Path, run_id: str, placement=None, launcher: Launcher | None = None) -> pd.DataFrame:
     """Run the cell and return its tidy commbench rows."""
-    return rows(run_id, cell, time_cell(cell, cell_dir, placement))
+    return rows(run_id, cell, time_cell(cell, cell_dir, placement, launcher))

@@ -25,6 +25,10 @@ class Launcher:
     """Record: facts for the run's environment table (the allocation's hosts)."""
     check: Callable | None = None
     """Check before anything runs: check(cell) raises UserError for a cell it cannot place."""
+    run_module: Callable | None = None
+    """Start a cell's ranks running another rank module than the worker (the collective timer,
+    harness.commbench): run_module(cell, cell_dir, placement, module) -> result.json, or CellFailed;
+    None = on this box (launch/local.launch_cell)."""
     warm: bool = True
     """Whether a zygote on this box starts with the run (ddlbench's own spawner starts the ranks here,
     launch/spawn.py); False: the ranks start elsewhere (srun: forked by a zygote on each node,

@@ -51,6 +51,7 @@ from harness.launch.srun_plan import (
     server_hosts_in,
 )
 from harness.launch.supervise import (
+    WORKER_MODULE,
     log_tail,
     placed_now,
     python_argv,
@@ -274,10 +275,19 @@ def _scancel_step(step: Step) -> None:
         pass
 
 
+def run_module_srun(cell, cell_dir: Path, placement=None, module: str = WORKER_MODULE) -> Path:
+    """`launch_cell_srun` for ranks that run `module` instead of the worker (`python -m MODULE --cell
+    cell.json --out cell_dir`, the worker's command line): the commbench timer between the allocation's
+    nodes. They start as job steps (cold)."""
+    cell_dir = cell_dir.resolve()
+    return launch_cell_srun(cell, cell_dir, placement, (*python_argv(), *worker_argv(cell_dir, module)))
+
+
 def _launcher(environ: Mapping[str, str]) -> Launcher:
     alloc = allocation_from_env(environ)
     return Launcher("srun", launch_cell_srun, alloc.nodes_for, {"hosts": ",".join(alloc.nodes)},
-                    lambda cell: server_hosts_in(cell, alloc), warm=False)  # warm through its own zygotes
+                    lambda cell: server_hosts_in(cell, alloc), run_module=run_module_srun,
+                    warm=False)  # warm through its own zygotes
 
 
 register(LauncherEntry("srun", "a job step per cell inside a Slurm allocation; the default inside one",

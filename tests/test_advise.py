@@ -66,6 +66,22 @@ def test_the_shortlist_is_the_top_k_plus_ddp_default():
     assert not Candidate("ddp", "torch", {**ref.knobs, "bucket_cap_mb": 5.0}).is_reference
 
 
+def test_the_shortlist_passes_over_variants_the_model_cannot_tell_apart():
+    """Six parameter-server variants predicted alike are one measurement; a DDP variant predicted as DDP
+    default is the reference's; a variant predicted 5% apart is its own; the reference is always there."""
+    ref = reference()
+    ps = [Candidate("bytescheduler-ps", "torch", {"partition_mb": p, "credit_mb": c}, 1, "colocated")
+          for p in (1.0, 4.0, 16.0) for c in (4.0, 64.0)]
+    mg = [Candidate("mgwfbp", "torch", {"alpha_s": None}), Candidate("mgwfbp", "torch", {"alpha_s": 0.01})]
+    ddp1 = Candidate("ddp", "torch", {**ref.knobs, "bucket_cap_mb": 1.0})
+    dear = Candidate("dear", "torch")
+    ranked = [*ps, mg[0], ddp1, ref, mg[1], dear]
+    times = [0.1268] * 6 + [0.1269, 0.1283, 0.1283, 0.1343, 0.1339]
+    assert shortlist(ranked, 4, times, same_within=0.03) == [ps[0], mg[0], ref, mg[1]]  # DDP default counts
+    assert shortlist(ranked, 5, times, same_within=0.03) == [ps[0], mg[0], ref, mg[1], dear]
+    assert shortlist(ranked, 4) == ranked[:4] + [ref]  # without predictions: the plain top k
+
+
 def test_a_candidates_sweep_file_expands_to_exactly_its_cell():
     c = Candidate("bytescheduler-a2a", "torch", {"partition_mb": 1.0, "credit_mb": 64.0})
     base = {"workloads": ["bert-base-tiny"], "workers": [2], "warmup": 1, "device": "cpu"}
@@ -179,16 +195,19 @@ def test_the_regret_row_compares_both_picks_as_measured_in_the_exhaustive_run():
     import sys
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "scripts"))
     import advise_validation as av
-    rows = [("ddp", '{"bucket_cap_mb": 25.0}', 100.0), ("ddp", '{"bucket_cap_mb": 5.0}', 110.0),
-            ("bsp-a2a", "{}", 90.0), ("wfbp-a2a", "{}", float("nan"))]
+    # (scheme, knobs, mean iteration s, mean of per-iteration throughputs): bytescheduler-a2a's iterations
+    # vary, so the mean of their throughputs ranks it first although it sustains the least
+    rows = [("ddp", '{"bucket_cap_mb": 25.0}', 0.16, 101.0), ("ddp", '{"bucket_cap_mb": 5.0}', 16 / 110, 111.0),
+            ("bsp-a2a", "{}", 16 / 90, 91.0), ("bytescheduler-a2a", "{}", 0.2, 130.0),
+            ("wfbp-a2a", "{}", float("nan"), float("nan"))]
     ex = pd.DataFrame([{"scheme": s, "backend": "torch", "knobs_json": k, "servers": 0, "server_hosts": "",
-                        "throughput_mean": x, "wall_s": 30.0, "status": "ok" if x == x else "failed",
-                        "network": "emulated-200mbit"} for s, k, x in rows])
+                        "global_batch": 16, "iter_s_mean": t, "throughput_mean": x, "wall_s": 30.0,
+                        "status": "ok" if x == x else "failed", "network": "emulated-200mbit"} for s, k, t, x in rows])
     s = av.Setting("bert-base-tiny", 2, "200mbit")
     r = av.regret_row(s, ex, {"label": "ddp", "scheme": "ddp", "servers": 0, "knobs_json": '{"bucket_cap_mb": 25.0}'},
                       3, 100.0)
-    assert math.isclose(r["regret"], 1 - 100 / 110) and r["grid"] == 4 and r["share_measured"] == 0.75
-    assert r["exhaustive_best"] == "ddp bucket_cap_mb=5" and r["exhaustive_wall_s"] == 90.0
+    assert math.isclose(r["regret"], 1 - 100 / 110) and r["grid"] == 5 and r["share_measured"] == 0.6
+    assert r["exhaustive_best"] == "ddp bucket_cap_mb=5" and r["exhaustive_wall_s"] == 120.0
 
 
 @pytest.mark.root

@@ -104,11 +104,28 @@ def candidates(methods: list[str], layout: Layout, usable: dict[str, bool], full
     return out, skipped
 
 
-def shortlist(ranked: list[Candidate], k: int) -> list[Candidate]:
-    """The top k of `ranked` (best predicted first) plus the reference (DDP default) when it is not
-    among them: what gets measured."""
-    top = list(ranked[:k])
+def shortlist(ranked: list[Candidate], k: int, predicted_s: list[float] | None = None,
+              same_within: float = 0.0) -> list[Candidate]:
+    """What gets measured: the best k of `ranked` (best predicted first, with their predicted iteration
+    times), plus the reference (DDP default) when it is not among them. A knob variant predicted within
+    `same_within` (relative) of a variant of the same method already chosen, the reference included,
+    is passed over: the model says the knob does not matter there, and what it gets wrong about one
+    variant (the method's schedule, how its traffic shares the machine) it gets wrong about the other,
+    so a second measurement tells only the run-to-run spread while a candidate of another method is left
+    unmeasured. Pure."""
+    times = {c.label: t for c, t in zip(ranked, predicted_s)} if predicted_s is not None else {}
     ref = next((c for c in ranked if c.is_reference), None)
+    top: list[Candidate] = []
+
+    def alike(c: Candidate, d: Candidate) -> bool:
+        return (c.scheme, c.backend) == (d.scheme, d.backend) and c.label in times and d.label in times and \
+            abs(times[c.label] / times[d.label] - 1) <= same_within
+
+    for c in ranked:
+        if len(top) == k:
+            break
+        if c is ref or not any(alike(c, d) for d in [*top, *([ref] if ref is not None else [])]):
+            top.append(c)
     if ref is not None and ref not in top:
         top.append(ref)
     return top

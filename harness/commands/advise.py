@@ -158,7 +158,8 @@ def run_advise(workload: str, workers: int, *, output: Path | None = None, resum
                 **place.sweep}
         run = sweep_runner(base, keep / "sweeps", progress, oversubscribe)
         by_label = {c.label: c for c in _all(pred)}
-        short = shortlist([by_label[label] for label in pred["label"]], top_k)
+        short = shortlist([by_label[label] for label in pred["label"]], top_k, list(pred["pred_iter_s"]),
+                          same_within=policy.target)
         measured = [measure(c, run, run_dir, policy) for c in short]
         rec, verdict = _decide(measured, run, keep, policy)
     meas = frame(measured)
@@ -167,7 +168,9 @@ def run_advise(workload: str, workers: int, *, output: Path | None = None, resum
     write_text_atomic(keep / "winner.yaml", yaml.safe_dump(winner, sort_keys=False))
     context = {"workload": workload, "placement": f"{workers} workers on {place.layout.nodes} host(s), "
                f"{place.label}", "inputs": inputs,
-               "candidates": f"{len(pred)} predicted, {len(short)} measured ({len(short) / len(pred):.0%})",
+               "candidates": f"{len(pred)} predicted, {len(short)} measured ({len(short) / len(pred):.0%}); a knob "
+                             f"variant predicted within {policy.target:.0%} of a measured variant of its method "
+                             f"is not measured (the model cannot tell them apart)",
                "target": f"95% CI of the mean within {policy.target:.0%}, {policy.iters}-{policy.max_iters} iterations",
                "wall time": f"{time.monotonic() - t0:.0f} s (this invocation)"}
     text = render(rec, pred, meas, context, skipped, winner, str(keep / "winner.yaml"), str(run_dir))

@@ -209,8 +209,13 @@ def keep_evidence(results: Path, out: Path) -> None:
     """What the report stands on, small enough to commit: each run's summary and environment tables and
     each advise run's report, tables and winner sweep file (the raw tables stay in results/), with this
     machine's paths replaced (harness/results/scrub.py)."""
-    prefixes = machine_paths(ROOT, RESULTS=results)
-    for run in sorted(p for p in results.iterdir() if p.is_dir() and p.name.startswith(("exhaustive-", "advise-"))):
+    runs = [p for p in results.iterdir() if p.is_dir() and p.name.startswith(("exhaustive-", "advise-"))]
+    # the checkout the ranks imported harness from (an editable install may be another clone than ROOT)
+    packages = sorted({str(Path(v).parent) for r in runs if (r / "environment.parquet").is_file()
+                       for v in pd.read_parquet(r / "environment.parquet").get("package_path", pd.Series()).dropna()})
+    prefixes = machine_paths(ROOT, RESULTS=results, OUT=out,
+                             **{f"PACKAGE{i or ''}": p for i, p in enumerate(packages)})
+    for run in sorted(runs):
         for name in KEPT:
             src = run / name
             if src.is_file():

@@ -35,7 +35,7 @@ def scrub_text(text: str, prefixes: dict[str, str]) -> str:
 def scrub_frame(df: pd.DataFrame, prefixes: dict[str, str]) -> pd.DataFrame:
     df = df.copy()
     for c in df.columns:
-        if df[c].dtype == object:
+        if df[c].dtype == object or pd.api.types.is_string_dtype(df[c].dtype):  # pandas 3 reads text as str
             df[c] = df[c].map(lambda v: scrub_text(v, prefixes) if isinstance(v, str) else v)
     return df
 

@@ -19,6 +19,8 @@ RAW_COLUMNS = [
     "backward_s",
     "comm_wait_s",     # time blocked waiting for communication after backward (exposed on this rank)
     "optimizer_s",
+    "host_issue_s",    # host time from the iteration's start until its optimizer step was issued (NaN: older run)
+    "device_lag_s",    # how long after the host issued the iteration's start the device reached it (CUDA; CPU ~0)
 ]
 
 # Axis and identity columns of a summary row (knobs are added as `knob_<name>` columns, and in full as
@@ -58,6 +60,13 @@ SUMMARY_STATS = [
     "startup_s",                # launcher placing the ranks -> rank 0's first warm-up iteration; NaN: not recorded
     "rank_start",               # warm (forked from the pre-imported zygote) | cold (a fresh interpreter); "": not recorded
     "gpu_models",               # every rank's GPU, e.g. "2 x NVIDIA A100-SXM4-80GB" ("" on CPU)
+    "host_issue_s",             # median host issue time per iteration (slowest rank's iterations)
+    "device_lag_s",             # median lag of the device behind the host at each iteration's start (CUDA)
+    "launch_bound",             # True: the device waited for the host (kernel launches, Python), so the cell
+                                # measures the host, not the GPU or the network; None on CPU
+    "mfu",                      # model FLOPs utilisation of one device (fraction); None: device/dtype not in
+                                # harness/results/peaks.py, or CPU
+    "device_peak_tflops",       # the dense peak MFU was taken against
     "dist_backend",             # what moved the workers' tensors (dist.get_backend): gloo, nccl, horovod-nccl...
     "plan_json",                # the scheme's plan (buckets, groups, partitions, alpha/beta...), JSON
     # the network the traffic took (harness/results/netcheck.py)

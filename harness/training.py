@@ -5,6 +5,7 @@ harness.worker (an entry point) for a helper."""
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import sys
 import threading
@@ -50,6 +51,13 @@ def autocast_loss(loss_fn: Callable, dtype: str, device: torch.device) -> Callab
         with torch.autocast(device_type=device.type, dtype=low):
             return loss_fn(model, batch)
     return loss
+
+
+def crash_stacks() -> None:
+    """A crash in native code (a segmentation fault in a C++ extension, NCCL, gloo) prints every thread's
+    Python stack to stderr, which is the rank's log: call once the output is where it stays (a warm rank's
+    is redirected before its main runs). Without it such a rank dies with an empty log."""
+    faulthandler.enable(file=sys.stderr, all_threads=True)
 
 
 def bounded(fn: Callable[[], None], seconds: float, what: str) -> bool:

@@ -10,6 +10,7 @@ writes `result.json` (every rank's raw samples) atomically into CELL_DIR.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import socket
@@ -31,18 +32,20 @@ from harness.measure.trace import Tracer
 from harness.netif import counter_delta, read_counters
 from harness.results.gpu_env import gpu_models
 from harness.schemes import SCHEMES, SchemeContext
-from harness.training import DTYPES, autocast_loss, bounded, exit_now, make_optimizer, set_precision
+from harness.training import (DTYPES, autocast_loss, bounded, crash_stacks, exit_now, make_optimizer,
+                              set_precision)
 from workloads import WORKLOADS
 from workloads.base import count_params, flops_per_sample, grad_bytes
 
 
 def _fault(cell: CellSpec, rank: int):
-    """Fault injection for tests: DDLBENCH_FAULT=crash|hang:RANK:ITER (only for the matching rank), or
+    """Fault injection for tests: DDLBENCH_FAULT=crash|hang|segv:RANK:ITER (only for the matching rank;
+    segv reads address 0 in native code, a real segmentation fault), or
     slow:RANK:SECONDS[:SCHEME], a sleep in every iteration of that rank (of that scheme's cells only when
     named): an injected regression, to show what the gate catches (README, "Reports and the CI regression
     gate")."""
     spec = os.environ.get("DDLBENCH_FAULT", "")
-    if not spec or spec.startswith("shutdown:"):  # that one fires after the loop (_shutdown_fault)
+    if not spec or spec.startswith(("shutdown:", "dropgrad:")):  # _shutdown_fault, _dropped_gradient
         return None
     kind, r, it, *only = spec.split(":")
     if int(r) != rank or (only and only[0] != cell.scheme):
@@ -55,8 +58,39 @@ def _fault(cell: CellSpec, rank: int):
             print(f"injected fault: {kind} at iteration {i}", flush=True)
             if kind == "crash":
                 os._exit(17)
+            if kind == "segv":
+                ctypes.string_at(0)  # a real invalid read in C: SIGSEGV, as a crash inside a library
             time.sleep(10**6)
     return fault
+
+
+def _dropped_gradient(rank: int, loss_fn):
+    """The lossless check's negative control: DDLBENCH_FAULT=dropgrad:RANK:ITER makes that rank's loss zero
+    in that iteration, so its gradient for that step is dropped (all zeros) while every scheme runs as
+    usual; a check that passes such a run cannot tell a lost gradient from rounding (tests/test_lossless.py)."""
+    spec = os.environ.get("DDLBENCH_FAULT", "")
+    if not spec.startswith("dropgrad:"):
+        return loss_fn
+    _, r, it = spec.split(":")
+    if int(r) != rank:
+        return loss_fn
+    calls = [0]
+
+    def loss(model, batch):
+        out = loss_fn(model, batch)
+        calls[0] += 1
+        return out * 0.0 if calls[0] - 1 == int(it) else out
+    return loss
+
+
+def deterministic() -> None:
+    """DDLBENCH_DETERMINISTIC=1 (the lossless tests): deterministic algorithms where the device has them, so
+    a reference computed on the same device runs the same kernels (cuBLAS needs CUBLAS_WORKSPACE_CONFIG
+    set before its first use: the tests set it in the ranks' environment)."""
+    if os.environ.get("DDLBENCH_DETERMINISTIC") == "1":
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
 
 
 def _device(cell: CellSpec, env: DistEnv) -> torch.device:
@@ -86,6 +120,7 @@ def _iterations(cell: CellSpec, scheme) -> tuple[int, int]:
 
 def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
     precision = set_precision(cell.dtype)  # once, before anything computes; the result records these flags
+    deterministic()
     entry = SCHEMES.get(cell.scheme)
     backend = BACKENDS.get(cell.backend)
     if env.rank >= cell.workers:  # a parameter server
@@ -111,6 +146,7 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
     counting = env.local_rank == 0  # one rank per node reads the node's interface counters
     before = read_counters() if counting else {}
     loss_fn = spec.loss if scheme.native_precision else autocast_loss(spec.loss, cell.dtype, device)
+    loss_fn = _dropped_gradient(env.rank, loss_fn)
     if tracer is not None:
         scheme, barrier = tracer.attach(fwd, model, scheme, barrier)
     started = startup_s(time.time())  # the first warm-up iteration starts now
@@ -201,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cell", required=True, help="cell spec JSON file")
     ap.add_argument("--out", required=True, help="cell directory (result.json lands here)")
     a = ap.parse_args(argv)
+    crash_stacks()
     cell = CellSpec.from_json(Path(a.cell).read_text())
     if cell.device == "cpu":
         torch.set_num_threads(cell.threads)

@@ -43,6 +43,20 @@ def test_facts_report_names_torch_every_backend_and_the_gpu_checks():
     assert "\nsmoke cells:" not in out  # --no-cells
 
 
+def test_a_cpu_torch_on_a_machine_with_an_nvidia_gpu_is_warned_about(monkeypatch, tmp_path):
+    """An NVIDIA driver present (its /proc file faked here) with a CPU build of torch: the report says so."""
+    from harness.doctor import facts
+
+    sign = tmp_path / "version"
+    sign.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.1\n")
+    assert facts.nvidia_hardware(signs=(str(sign),))
+    monkeypatch.setattr(facts, "nvidia_hardware", lambda: True)
+    out = invoke("--no-cells", "--device", "cpu").stdout
+    assert "WARNING" in out and "has an NVIDIA GPU but torch" in out and "CPU build" in out
+    monkeypatch.setattr(facts, "nvidia_hardware", lambda: False)
+    assert "has an NVIDIA GPU" not in invoke("--no-cells", "--device", "cpu").stdout
+
+
 def test_json_parses_and_has_the_keys():
     res = invoke("--no-cells", "--json")
     assert res.exit_code == 0, res.output

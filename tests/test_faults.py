@@ -19,6 +19,7 @@ from conftest import rank_pids
 from harness.cell import CellSpec, resolve
 from harness.compare import compare_rounds
 from harness.execute import execute_cell, run_cells
+from harness.launch.spawn import warm_ranks
 from harness.results import store
 from harness.results.store import load_run
 
@@ -57,6 +58,20 @@ def test_crash_and_hang_fail_their_cells_and_keep_the_rest(tmp_path, monkeypatch
     assert not list(run.glob("**/.*.tmp*")), "temporary files left behind"
 
 
+@pytest.mark.parametrize("cold", [False, True], ids=["warm", "cold"])
+def test_a_native_crash_names_its_signal_and_leaves_the_stack(tmp_path, monkeypatch, cold):
+    """A segmentation fault inside native code (DDLBENCH_FAULT=segv: a real invalid read in C, as in gloo's
+    CUDA all-gather) fails the cell with the signal's name, where it crashed, and every thread's Python stack
+    in the rank's log (faulthandler), whether the rank was forked warm or started cold."""
+    monkeypatch.setenv("DDLBENCH_FAULT", "segv:1:1")
+    with warm_ranks(enabled=not cold):
+        row = execute_cell(_cell("bsp-a2a"), tmp_path / "run", "t")
+    assert row["status"] == "failed"
+    assert "rank 1 died (SIGSEGV: crash in native code): Fatal Python error: Segmentation fault, in " in row["reason"]
+    assert "(harness/worker.py:" in row["reason"], row["reason"]
+    assert "Current thread" in row["log_tail"] and "run_loop" in row["log_tail"], row["log_tail"]
+
+
 def test_worker_killed_from_outside(tmp_path):
     run = tmp_path / "run"
     cell = _cell("bytescheduler-a2a", iters=400)
@@ -80,7 +95,7 @@ def test_worker_killed_from_outside(tmp_path):
     row = execute_cell(cell, run, "t")
     killer.join()
     assert row["status"] == "failed"
-    assert "rank 1 died (signal 9)" in row["reason"]
+    assert "rank 1 died (SIGKILL)" in row["reason"]
 
 
 def test_interrupted_sweep_resumes_only_missing_cells(tmp_path):

@@ -73,9 +73,9 @@ def test_every_scheme_is_lossless_on_two_gpus(tmp_path, monkeypatch, scheme):
     params = run_and_load(tmp_path, monkeypatch, cell)
     result = json.loads((tmp_path / resolve(cell).cell_id / "result.json").read_text())
     assert {r["dist_backend"] for r in result["ranks"]} <= {"nccl", "horovod-nccl"}, result["ranks"][0]
-    # the reference on the CPU: fp32 throughout (TF32 off), so the comparison is in fp tolerance
+    # the reference on the GPU, fp32 throughout (TF32 off), deterministic kernels: the same kernels as the ranks
     check([{k: v.cpu() for k, v in p.items()} for p in params],
-          reference(wl, 2, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS), wl)
+          reference(wl, 2, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS, device="cuda"), wl)
 
 
 # --- exposed communication and overlap on a communication-heavy cell ------------------------------------
@@ -142,6 +142,6 @@ def test_fp32_cells_run_without_tf32(tmp_path, monkeypatch):
     wl = "resnet50-tiny"
     cell = CellSpec(workload=wl, scheme="ddp", workers=2, device="cuda", timeout_s=300, **SMALL[wl])
     params = run_and_load(tmp_path, monkeypatch, cell)
-    check([{k: v.cpu() for k, v in p.items()} for p in params], reference(wl, 2, SMALL[wl]["batch"], None, STEPS), wl)
+    check([{k: v.cpu() for k, v in p.items()} for p in params], reference(wl, 2, SMALL[wl]["batch"], None, STEPS, device="cuda"), wl)
     facts = json.loads((tmp_path / resolve(cell).cell_id / "result.json").read_text())["facts"]
     assert facts["gpu_models"], "every rank's GPU model is recorded"

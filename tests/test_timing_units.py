@@ -4,6 +4,7 @@ probe, the stager, the device rule, and ByteScheduler's credit window seen throu
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -19,7 +20,7 @@ from harness import devices
 from harness.errors import UserError
 from harness.measure import loop as loop_mod
 from harness.measure.stats import describe
-from harness.measure.timer import Clock, CudaClock, ForwardWaits, PhaseTimer, make_clock
+from harness.measure.timer import Clock, CudaClock, ForwardWaits, IterationTimer, make_clock
 from harness.schemes import SCHEMES, SchemeContext
 from harness.schemes.base import Scheme
 from harness.training import make_optimizer
@@ -27,11 +28,14 @@ from harness.training import make_optimizer
 
 # --- a fake CUDA: one stream with its own timeline, events that count synchronisations ---------------
 class FakeStream:
-    """The device's timeline: `now` advances as the test says work ran on the stream."""
+    """The device's timeline: `now` is where work issued next would start (the test advances it as work
+    is issued); the device has finished everything up to `reached` (everything, unless a test holds it back)."""
 
     def __init__(self):
         self.now = 0.0
+        self.reached = math.inf
         self.syncs = 0
+        self.settles = 0
 
 
 class FakeEvent:
@@ -42,50 +46,119 @@ class FakeEvent:
     def record(self, stream: FakeStream) -> None:
         self.t = stream.now
 
+    def query(self) -> bool:
+        return self.t is not None and self.t <= self.stream.reached
+
     def synchronize(self) -> None:
         self.stream.syncs += 1
+        self.stream.reached = max(self.stream.reached, self.t)
 
     def elapsed_time(self, end: "FakeEvent") -> float:  # milliseconds, as torch.cuda.Event
-        assert self.t is not None and end.t is not None, "both events must be recorded"
+        assert self.query() and end.query(), "read only events the device has reached"
         return (end.t - self.t) * 1000.0
 
 
 def fake_cuda_clock() -> tuple[CudaClock, FakeStream]:
     s = FakeStream()
-    return CudaClock(torch.device("cpu"), event=lambda **kw: FakeEvent(s, **kw), stream=lambda _d: s), s
+
+    def settle(_device) -> None:
+        s.settles += 1
+        s.reached = math.inf
+    return CudaClock(torch.device("cpu"), event=lambda **kw: FakeEvent(s, **kw), stream=lambda _d: s,
+                     settle=settle), s
 
 
 # --- timer ---------------------------------------------------------------------------------------------
 def test_cpu_clock_phases_are_perf_counter_intervals():
-    timer = PhaseTimer(make_clock(torch.device("cpu")))
-    wall = timer.begin()
-    time.sleep(0.02)
-    timer.phase("a")
-    time.sleep(0.01)
-    timer.phase("b")
-    phases, waited = timer.collect([])
-    span = time.perf_counter() - wall
-    assert phases["a"] >= 0.02 and phases["b"] >= 0.01
-    assert phases["a"] + phases["b"] <= span and waited == 0.0
+    timer = IterationTimer(make_clock(torch.device("cpu")))
+    timer.start_window()
+    for _ in range(2):
+        t0 = time.perf_counter()
+        timer.begin()
+        time.sleep(0.02)
+        timer.phase("a")
+        time.sleep(0.01)
+        timer.phase("b")
+        timer.end([])
+        span = time.perf_counter() - t0
+    rows = timer.finish()
+    assert len(rows) == 2
+    for r in rows:
+        assert r["a"] >= 0.02 and r["b"] >= 0.01 and r["a_waited_s"] == 0.0
+        assert r["a"] + r["b"] <= r["iter_s"] and r["host_issue_s"] <= r["iter_s"]
+        assert r["device_lag_s"] < 1e-3, "on the CPU the clock is the host's"
+    assert rows[1]["a"] + rows[1]["b"] <= span
 
 
-def test_cuda_clock_uses_events_on_the_stream_and_synchronises_once():
+def test_cuda_clock_reads_events_after_the_device_passed_them_and_never_waits_inside_the_window():
     clock, s = fake_cuda_clock()
-    timer = PhaseTimer(clock)
+    timer = IterationTimer(clock)
     waits = ForwardWaits(clock)
-    timer.begin()
-    s.now += 0.010                 # forward kernels
-    with waits.waiting():
-        s.now += 0.004             # the stream idles while the CPU is blocked
-    s.now += 0.001
-    timer.phase("forward")
-    s.now += 0.020
-    timer.phase("backward_s")
-    phases, waited = timer.collect(waits.take())
-    assert s.syncs == 1, "one synchronisation per iteration, on its last mark"
-    assert phases == pytest.approx({"forward": 0.015, "backward_s": 0.020})
-    assert waited == pytest.approx(0.004)
+    timer.start_window()
+    assert s.syncs == 1, "one anchor before the window"
+    s.reached = -1.0  # the device falls behind: nothing issued from now on has finished
+    for i in range(3):
+        timer.begin()
+        s.now += 0.010                 # forward kernels
+        with waits.waiting():
+            s.now += 0.004             # the stream idles while the CPU is blocked
+        s.now += 0.001
+        timer.phase("forward")
+        s.now += 0.020
+        timer.phase("backward_s")
+        timer.end(waits.take())
+        s.now += 0.002                 # between iterations (the next iteration starts later)
+    assert s.syncs == 1 and s.settles == 0, "no synchronisation inside the window"
+    assert timer._read == [], "nothing read before the device passed it"
+    s.reached = 0.037                  # the device has finished the first iteration only
+    timer.poll()
+    assert len(timer._read) == 1 and "iter_s" not in timer._read[0], "its end is the next one's start"
+    rows = timer.finish()
+    assert s.settles == 1 and s.syncs == 2, "one synchronisation after the window"
+    assert len(rows) == 3
+    for r in rows:
+        assert r["forward"] == pytest.approx(0.015) and r["backward_s"] == pytest.approx(0.020)
+        assert r["forward_waited_s"] == pytest.approx(0.004)
+        assert r["host_issue_s"] >= 0.0
+    assert [r["iter_s"] for r in rows[:2]] == pytest.approx([0.037, 0.037]), "device start-to-start"
+    assert rows[2]["iter_s"] == pytest.approx(0.037), "the last one ends at the idle device's mark"
     assert waits.take() == [], "take() forgets what it returned"
+
+
+def test_cuda_events_come_from_a_reused_pool():
+    clock, s = fake_cuda_clock()
+    timer = IterationTimer(clock)
+    timer.start_window()
+    for _ in range(200):
+        timer.begin()
+        for name in ("forward", "backward_s", "comm_wait_s", "optimizer_s"):
+            s.now += 0.001
+            timer.phase(name)
+        timer.end()
+    rows = timer.finish()
+    assert len(rows) == 200 and all(r["iter_s"] == pytest.approx(0.004) for r in rows)
+    assert clock.created <= 12, f"{clock.created} events for 200 iterations: the pool is not reused"
+
+
+def test_device_lag_tells_an_idle_device_from_one_running_behind():
+    """Device time is placed on the host's time line by the anchor: a device that reaches each iteration's
+    first mark as the host issues it waited for the host (launch-bound); one 5 ms behind did not."""
+    for backlog in (0.0, 0.005):
+        clock, s = fake_cuda_clock()
+        timer = IterationTimer(clock)
+        s.now = time.perf_counter()
+        timer.start_window()
+        anchor_dev, anchor_host = s.now, timer._anchor[1]
+        for _ in range(5):
+            time.sleep(0.002)
+            s.now = anchor_dev + (time.perf_counter() - anchor_host) + backlog  # where the device is
+            timer.begin()
+            s.now += 0.001
+            timer.phase("step")
+            timer.end()
+        rows = timer.finish()
+        lags = [r["device_lag_s"] for r in rows]
+        assert max(lags) == pytest.approx(backlog, abs=1e-3), (backlog, lags)
 
 
 def test_make_clock_is_perf_counter_on_cpu():
@@ -141,15 +214,16 @@ def test_loop_bills_forward_waits_to_forward_wait_s_and_phases_sum():
         assert total <= s["iter_s"] + 1e-9
 
 
-def test_loop_synchronises_once_per_iteration_on_cuda_path(monkeypatch):
+def test_loop_never_synchronises_inside_the_window_on_cuda_path(monkeypatch):
     clock, stream = fake_cuda_clock()
     monkeypatch.setattr(loop_mod, "make_clock", lambda _d: clock)
     model, loss_fn, batch = _model_and_loss()
     scheme = Scheme(_ctx())
     fwd = scheme.setup(model)
     samples = loop_mod.run_loop(fwd, scheme, loss_fn, batch, 2, 4, torch.device("cpu"), lambda: None)
-    assert stream.syncs == 6, "one synchronisation per iteration (warm-up included), not one per phase"
-    assert all(s["forward_wait_s"] == 0.0 for s in samples)
+    assert stream.syncs == 2 and stream.settles == 1, "the anchor before the window and one sync after it"
+    assert len(samples) == 4 and [s["iteration"] for s in samples] == [0, 1, 2, 3]
+    assert all(s["forward_wait_s"] == 0.0 and "host_issue_s" in s and "device_lag_s" in s for s in samples)
 
 
 # --- completion probe ------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from harness.commbench.sizes import push_pull_keys
 from harness.commbench.timer import check_allreduce, slowest, time_sizes
 from harness.devices import check_group_backend, rank_device
 from harness.launch.env import from_environ
+from harness.training import crash_stacks
 
 
 def run_rank(cell: CellSpec, out: Path) -> None:
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cell", required=True)
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
+    crash_stacks()
     cell = CellSpec.from_json(Path(a.cell).read_text())
     if cell.device == "cpu":
         torch.set_num_threads(cell.threads)

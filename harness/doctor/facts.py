@@ -64,10 +64,19 @@ def gpu_facts() -> dict:
                             "compute_capability": f"{p.major}.{p.minor}"})
     smi = shutil.which("nvidia-smi")
     driver = run_tool(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]) if smi else None
-    return {"count": len(devices), "devices": devices, "nvidia_smi": smi,
+    return {"count": len(devices), "devices": devices, "nvidia_smi": smi, "nvidia_hardware": nvidia_hardware(),
             "driver": driver.splitlines()[0].strip() if driver else None,
             "topology": run_tool(["nvidia-smi", "topo", "-m"]) if smi else None,
             "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
+NVIDIA_SIGNS = ("/proc/driver/nvidia/version", "/dev/nvidia0", "/dev/nvidiactl")
+"""Files the NVIDIA kernel driver makes: an NVIDIA GPU is installed whatever torch sees."""
+
+
+def nvidia_hardware(signs=NVIDIA_SIGNS) -> bool:
+    """Whether this machine has an NVIDIA GPU and its driver (independent of torch's build)."""
+    return shutil.which("nvidia-smi") is not None or any(Path(f).exists() for f in signs)
 
 
 def _first_line(e: BaseException) -> str:

@@ -27,7 +27,13 @@ def _gpus(g: dict, t: dict) -> list[str]:
     if not g["devices"]:
         why = "torch sees no CUDA device" + ("" if t["cuda_build"] else " (a CPU build of torch)")
         smi = f"; nvidia-smi at {g['nvidia_smi']}" if g["nvidia_smi"] else "; no nvidia-smi"
-        return [_line("GPUs", f"none: {why}{smi}")]
+        lines = [_line("GPUs", f"none: {why}{smi}")]
+        if g.get("nvidia_hardware") and not t["cuda_build"]:
+            lines.append(_line("WARNING", f"this machine has an NVIDIA GPU but torch {t['version']} is a CPU "
+                                          f"build: every cell would run on the CPU. Keep or install a CUDA "
+                                          f"build of torch and install ddlbench beside it (README, \"GPUs\"); "
+                                          f"the README's first command is for CPU machines"))
+        return lines
     lines = [_line("GPUs", f"{g['count']}, driver {g['driver'] or '?'}"
                    + (f", CUDA_VISIBLE_DEVICES={g['visible_devices']}" if g["visible_devices"] else ""))]
     for d in g["devices"]:

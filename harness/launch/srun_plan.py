@@ -14,12 +14,14 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import CellFailed, UserError
 from harness.launch.slurm_env import PORT_BASE, PORT_SPAN
+from harness.launch.watch import signal_name
 
 SHIM_MODULE = "harness.launch.srun_task"
 """The per-task shim that gives a task its framework's variables (harness/launch/srun_task.py)."""
@@ -229,10 +231,15 @@ def failure_reason(srun_log: str, code: int | None, role: str = "workers") -> tu
         return f"{_who(role)} {rank} died (exit code {m.group(2)})", rank
     m = _TASK_SIGNAL.search(srun_log)
     if m:
-        return f"{_who(role)} {int(m.group(1))} died ({m.group(2).lower()})", int(m.group(1))
+        return f"{_who(role)} {int(m.group(1))} died ({signal_name(_SRUN_SIGNALS[m.group(2)])})", int(m.group(1))
     last = [ln for ln in srun_log.splitlines() if ln.strip()][-1:] or ["no message"]
     what = f"exit code {code}" if code is not None and code >= 0 else f"signal {-(code or 0)}"
     return f"{role} step ended ({what}): {last[0].strip()}", 0
+
+
+_SRUN_SIGNALS = {"Killed": signal.SIGKILL, "Terminated": signal.SIGTERM, "Segmentation fault": signal.SIGSEGV,
+                 "Aborted": signal.SIGABRT, "Bus error": signal.SIGBUS}
+"""srun's words for the signal that ended a task (its 'task N: Segmentation fault' lines)."""
 
 
 def _who(role: str) -> str:

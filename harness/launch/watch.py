@@ -13,6 +13,7 @@ Generic: it knows no backend and no launcher.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -92,8 +93,24 @@ class Proc:
     them fails the cell."""
 
 
+NATIVE_CRASH = {signal.SIGSEGV: "crash in native code", signal.SIGBUS: "crash in native code",
+                signal.SIGILL: "crash in native code", signal.SIGFPE: "crash in native code",
+                signal.SIGABRT: "aborted in native code"}
+"""Signals that end a process from inside native code (a C++ extension, a CUDA or communication library):
+the rank's Python stack is in its log, written by faulthandler (harness/worker.py)."""
+
+
+def signal_name(number: int) -> str:
+    """'SIGSEGV: crash in native code', 'SIGKILL', or 'signal 77' for a number without a name."""
+    try:
+        sig = signal.Signals(number)
+    except ValueError:
+        return f"signal {number}"
+    return f"{sig.name}: {NATIVE_CRASH[sig]}" if sig in NATIVE_CRASH else sig.name
+
+
 def how(code: int) -> str:
-    return f"signal {-code}" if code < 0 else f"exit code {code}"
+    return signal_name(-code) if code < 0 else f"exit code {code}"
 
 
 FAILURE_SETTLE_S = 0.3

@@ -62,13 +62,27 @@ SHARED_NOTE = (f"{SHARED_MARK} overlap cannot be above 0 here: the cell's ranks 
                f"the CPU) only runs in compute's time slices; read these cells' exposed time, not their overlap.")
 
 
+LAUNCH_MARK = "‡"
+LAUNCH_WHY = ("the GPU waited for the host (Python and kernel launches), so these cells measure the host, not "
+              "the GPU or the network, and a comparison of methods on them says little about communication; "
+              "give each GPU more work per iteration (a larger per-GPU batch or sequence).")
+LAUNCH_NOTE = f"{LAUNCH_MARK} launch-bound: {LAUNCH_WHY}"
+
+
+def is_launch_bound(r) -> bool:
+    """The row's `launch_bound` is True (None/NaN: CPU, or a run from before it was recorded)."""
+    v = r.get("launch_bound")
+    return bool(pd.notna(v) and v)
+
+
 def summary_table(summary: pd.DataFrame, env: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
     """One short line per measured cell, about 110 characters wide: median X with the 95% CI of the
     mean as +-, CV, efficiency, exposed comm, overlap. Columns whose value is the same in every row go
     into the caption (returned second); the full summary is in the report's summary.csv/.parquet."""
     s = _sorted(measured(summary))
     boxes = _boxes(env)
-    rows, shared = [], False
+    rows, shared, launch = [], False, False
+    with_mfu = "mfu" in s and s["mfu"].notna().any()
     for _, r in s.iterrows():
         cores, one_box = boxes.get(r.get("run"), boxes.get(r.get("run_id"), (0, False)))
         scheme = r["scheme"] + ("" if r.get("backend") in (None, "torch") else f"/{r['backend']}")
@@ -82,12 +96,17 @@ def summary_table(summary: pd.DataFrame, env: pd.DataFrame | None = None) -> tup
         ovl = _f(r.get("overlap_ratio"), ".2f")
         if okay and ovl != "-" and cores_shared(r, cores, one_box):
             ovl, shared = ovl + SHARED_MARK, True
-        rows.append({"workload": r["workload"], "network": str(r.get("network") or "-"),
-                     "scheme": scheme, "N": int(r["workers"]),
-                     "X/s (±95% CI)": f"{_f(r.get('throughput_median'), '.1f')} ±{_f(half, '.1f')}" if okay
-                     else r["status"],
-                     "CV": _f(r.get("iter_s_cv"), ".3f"), "eff.": _f(r.get("scaling_efficiency"), ".2f"),
-                     "exp. ms": _f(r.get("exposed_comm_s"), ".0f", 1e3), "overlap": ovl})
+        mark = LAUNCH_MARK if okay and is_launch_bound(r) else ""
+        launch = launch or bool(mark)
+        row = {"workload": r["workload"], "network": str(r.get("network") or "-"),
+               "scheme": scheme, "N": int(r["workers"]),
+               "X/s (±95% CI)": f"{_f(r.get('throughput_median'), '.1f')} ±{_f(half, '.1f')}{mark}" if okay
+               else r["status"],
+               "CV": _f(r.get("iter_s_cv"), ".3f"), "eff.": _f(r.get("scaling_efficiency"), ".2f"),
+               "exp. ms": _f(r.get("exposed_comm_s"), ".0f", 1e3), "overlap": ovl}
+        if with_mfu:
+            row["MFU"] = _f(r.get("mfu"), ".0%")
+        rows.append(row)
     df = pd.DataFrame(rows)
     caption = []
     for col in ("workload", "network", "N"):
@@ -97,9 +116,10 @@ def summary_table(summary: pd.DataFrame, env: pd.DataFrame | None = None) -> tup
             df = df.drop(columns=col)
     head = ("X = median throughput over iterations; ± = half width of the 95% CI of the mean; CV of the "
             "iteration time; eff. = X_N/(N·X₁); exp. ms = exposed communication (median iteration - 1-worker "
-            "compute-only iteration)")
+            "compute-only iteration)" + ("; MFU = model FLOPs utilisation of one GPU against its dense peak "
+                                         "for the dtype" if with_mfu else ""))
     text = head + (f"; same in every row: {', '.join(caption)}" if caption else "") + "."
-    return df, text + (f" {SHARED_NOTE}" if shared else "")
+    return df, text + (f" {SHARED_NOTE}" if shared else "") + (f" {LAUNCH_NOTE}" if launch else "")
 
 
 def failed_table(bad: pd.DataFrame) -> pd.DataFrame:
@@ -195,6 +215,11 @@ def sanity_checks(summary: pd.DataFrame, cv_limit: float = 0.10) -> list[str]:
             out.append(f"{len(noisy)} of {len(s)} cells have an iteration-time CV above {cv_limit:.0%} "
                        f"(median CV {s['iter_s_cv'].median():.0%}): differences smaller than that are not "
                        f"resolved by these runs")
+    if "launch_bound" in s:
+        bound = s[[is_launch_bound(r) for _, r in s.iterrows()]]
+        if len(bound):
+            cells = ", ".join(f"{r['workload']} {r['scheme']} N={int(r['workers'])}" for _, r in bound.iterrows())
+            out.append(f"{len(bound)} GPU cell(s) are launch-bound ({cells}): {LAUNCH_WHY}")
     if {"exposed_comm_s", "comm_only_s"} <= set(s.columns):
         multi = s[(s["workers"] > 1) & (s["comm_only_s"] > 0)]
         over = multi[multi["exposed_comm_s"] > 2 * multi["comm_only_s"]]

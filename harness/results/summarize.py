@@ -15,10 +15,17 @@ import pandas as pd
 
 from harness.measure.stats import describe, slowest_rank
 from harness.results.netcheck import network_columns
+from harness.results.peaks import ImpossibleMFU, mfu, peak_tflops, single_model
 from harness.schema import RAW_COLUMNS, SCHEMA_VERSION, SUMMARY_COLUMNS
 
 PHASES = ("forward_s", "forward_wait_s", "backward_s", "comm_wait_s", "optimizer_s")
 """forward_wait_s: absent from runs before it was measured (their forward_s includes those waits): NaN."""
+HOST = ("host_issue_s", "device_lag_s")
+"""The host's side of each iteration (harness/measure/timer.py); NaN in runs from before they were recorded."""
+LAUNCH_MARGIN = 0.05
+"""A CUDA cell is launch-bound when its host issue time is within this share of its device iteration time
+and the device reached each iteration's start within this share of it after the host issued it: the device
+waited for the host (docs/ARCHITECTURE.md, "Launch-bound cells and MFU")."""
 
 
 def raw_rows(run_id: str, cell_id: str, result: dict) -> pd.DataFrame:
@@ -26,7 +33,7 @@ def raw_rows(run_id: str, cell_id: str, result: dict) -> pd.DataFrame:
     for rk in result["ranks"]:
         for s in rk["samples"]:
             rows.append({"schema_version": SCHEMA_VERSION, "run_id": run_id, "cell_id": cell_id,
-                         "rank": rk["rank"], **{k: s.get(k, math.nan) for k in ("iteration", "iter_s", *PHASES)}})
+                         "rank": rk["rank"], **{k: s.get(k, math.nan) for k in ("iteration", "iter_s", *PHASES, *HOST)}})
     return pd.DataFrame(rows, columns=RAW_COLUMNS)
 
 
@@ -67,14 +74,20 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
     worst = m.argmax(axis=0)
     by_rank = {rk["rank"]: rk["samples"] for rk in result["ranks"]}
     phase = {p: float(np.median([by_rank[ranks[w]][i].get(p, math.nan) for i, w in enumerate(worst)]))
-             for p in PHASES}
+             for p in (*PHASES, *HOST)}
     rank_medians = {r: float(np.median(v)) for r, v in per_rank.items()}
     facts = result["facts"]
     comm_bytes = facts.get("comm_bytes_per_iter", 0)
     # model intensity is a per-workload figure: one worker's FLOPs per iteration over the bytes that
     # worker communicates per iteration (independent of N under weak scaling)
     flops_iter = facts.get("flops_per_sample", math.nan) * cell.batch
-    row = axes(run_id, cell, "ok", *shutdown_warnings(result), sample_unit=sample_unit,
+    gpu = facts.get("gpu_models", "")
+    utilisation, refused = device_utilisation(facts.get("flops_per_sample"), tp["median"] / cell.workers,
+                                              single_model(gpu), cell.dtype)
+    reason, log_tail = shutdown_warnings(result)
+    if refused:
+        reason = "; ".join(x for x in (reason, f"warning: {refused}") if x)
+    row = axes(run_id, cell, "ok", reason, log_tail, sample_unit=sample_unit,
                nodes=result.get("dist", {}).get("nodes"), server_hosts=result.get("dist", {}).get("server_hosts"))
     row["warmup"] = result.get("effective", {}).get("warmup", cell.warmup)  # profiling may extend it
     row.update({
@@ -95,11 +108,30 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
         "flops_per_sample": facts.get("flops_per_sample"), "comm_bytes_per_iter": comm_bytes,
         "intensity_flops_per_byte": flops_iter / comm_bytes if comm_bytes else math.nan,
         "wall_s": wall_s, "plan_json": json.dumps(result.get("plan", {}), sort_keys=True, default=str),
-        "gpu_models": facts.get("gpu_models", ""),
+        "gpu_models": gpu,
+        "launch_bound": launch_bound(cell.device, phase["host_issue_s"], phase["device_lag_s"], d["median"]),
+        "mfu": utilisation, "device_peak_tflops": peak_tflops(single_model(gpu), cell.dtype),
         "dist_backend": dist_backend(result["ranks"]),  # "" for a cell without communication
         **network_columns(result["ranks"], row["nodes"]),
     })
     return row
+
+
+def launch_bound(device: str, host_issue_s: float, device_lag_s: float, iter_s: float) -> bool | None:
+    """True when the device waited for the host (LAUNCH_MARGIN); None on the CPU, where the host is the
+    device, and for runs from before the host's times were recorded."""
+    if device != "cuda" or not all(v == v for v in (host_issue_s, device_lag_s, iter_s)) or iter_s <= 0:
+        return None
+    return host_issue_s >= (1 - LAUNCH_MARGIN) * iter_s and device_lag_s <= LAUNCH_MARGIN * iter_s
+
+
+def device_utilisation(flops_per_sample, per_device_per_s: float, device_name: str,
+                       dtype: str) -> tuple[float | None, str]:
+    """(MFU or None, '' or the reason an impossible MFU was refused) of one device of the cell."""
+    try:
+        return mfu(flops_per_sample, per_device_per_s, device_name, dtype), ""
+    except ImpossibleMFU as e:
+        return None, str(e)
 
 
 def dist_backend(ranks: list[dict]) -> str:

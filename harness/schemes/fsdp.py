@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 import torch
+import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -95,8 +96,21 @@ class FSDP(Scheme):
         return self._grad_bytes
 
     def final_parameters(self, model) -> dict:
-        """Full parameters on every rank (each holds a shard: gathered, collectively)."""
-        return {n: p.full_tensor().detach().cpu().clone() for n, p in model.named_parameters()}
+        """Full parameters on every rank (each holds a dim-0 shard: gathered, collectively). Gathered as host
+        copies of the local shards through the group's object all-gather, a path every backend supports
+        for CUDA tensors: DTensor's `full_tensor()` goes through the coalesced all-gather, which gloo lacks
+        for CUDA tensors (pytorch issue 152645: a segmentation fault with ranks sharing a GPU over gloo)."""
+        group = self.ctx.transport.group
+        out = {}
+        for n, p in model.named_parameters():
+            local = p.to_local().detach().cpu().clone()
+            if p.dim() == 0:  # nothing to shard
+                out[n] = local
+                continue
+            shards = [None] * dist.get_world_size(group)
+            dist.all_gather_object(shards, local, group=group)
+            out[n] = torch.cat([s.reshape(-1, *p.shape[1:]) for s in shards])[:p.shape[0]].reshape(p.shape)
+        return out
 
     def probe_comm(self, reps: int = 3) -> float:
         """One reduce-scatter and one all-gather of all gradient bytes, nothing to overlap."""

@@ -24,80 +24,81 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "workloads")
-ALLOWED_LOCAL = ("horovod", "deepspeed", "byteps", "matplotlib", "transformers")
+ALLOWED_LOCAL = ("horovod", "deepspeed", "byteps", "matplotlib", "transformers", "torch.profiler")
 """Optional or heavy dependencies a function may import where it needs them (with a comment why):
 the frameworks are optional, matplotlib and transformers take seconds to import and most commands
 never need them."""
+LAYERS = (
+    # docs/ARCHITECTURE.md ("Packages"), from the bottom up: each layer is one folder (a package of
+    # harness/, or the workloads package), and a module may import its own folder and those below.
+    "harness.core",         # errors, registry, atomic writes, column contracts
+    "harness.procs",        # starting, supervising and killing processes
+    "harness.warm",         # warm ranks: the zygote and its client; spawning a rank warm or cold
+    "harness.networks",     # network profiles and interfaces
+    "harness.contracts",    # cell spec, transport interface, launcher and recipe registries, device rule, training recipe, schedules
+    "harness.measure",      # the timing loop, clocks, statistics, traces, the collective timer
+    "harness.results",      # tidy tables on disk, summaries, environments
+    "harness.gate",         # the regression gate
+    "harness.sim",          # simulation models, one per scheme
+    "harness.testbed",      # the emulated network (namespaces, shaped links)
+    "harness.launchers",    # one folder per launcher
+    "harness.backends",     # one package per backend: transport, server loop, recipes
+    "workloads",            # the models
+    "harness.schemes",      # one file per scheme
+    "harness.rank",         # the processes' entry points: worker, commbench rank
+    "harness.experiment",   # cell resolution, sweep files, the one sweep path
+    "harness.jobs",         # whole sweeps as Slurm batch jobs
+    "harness.commbench",    # the communication micro-benchmark (driver side)
+    "harness.predict",      # the predictor
+    "harness.report",       # reports
+    "harness.advise",       # ddlbench advise
+    "harness.doctor",       # ddlbench doctor
+    "harness.cli",          # the command line: one module per subcommand
+)
+GROUND = ("harness",)
+"""Package faces below every layer: the root package's __init__ only names the version."""
+COMMANDS = "harness.cli.commands"
+"""One module per subcommand; no command imports another (asv's rule): what two share lives below."""
 FORBIDDEN = {
     # backends: a transport and its launch recipes; they never reach up into cells, schemes or runs
-    "harness.backends": ("harness.cell", "harness.schemes", "harness.worker", "harness.execute", "harness.sweep",
-                         "harness.commands", "harness.results", "harness.predict", "harness.report"),
-    # launchers ask a backend's recipe (harness/launch/recipes.py), never a backend module
-    "harness.launch": ("harness.backends",),
-    "harness.testbed": ("harness.backends",),
-    "harness.execute": ("harness.backends",),
-    # the generic launch pieces backends build on
-    "harness.launch.distenv": ("harness.backends", "harness.cell"),
-    "harness.launch.slurm_env": ("harness.backends", "harness.cell"),
-    "harness.launch.srun_plan": ("harness.backends", "harness.cell"),
-    "harness.launch.sbatch_text": ("harness.backends", "harness.cell"),
-    "harness.launch.supervise": ("harness.backends", "harness.cell"),
-    "harness.launch.slurm_client": ("harness.backends", "harness.cell"),
-    "harness.launch.watch": ("harness.backends", "harness.cell"),
-    # warm ranks: the zygote pre-loads the worker by name (importlib), it never imports what is above it
-    "harness.warm": ("harness.backends", "harness.cell", "harness.worker", "harness.schemes", "workloads",
-                     "harness.launch.local", "harness.launch.base", "harness.launch.launchers", "harness.execute"),
-    # schemes talk to a Transport object, never to a backend module
-    "harness.schemes": ("harness.backends", "harness.commands", "harness.execute"),
-    "workloads": ("harness.backends", "harness.schemes", "harness.cell"),
+    # (the layer order says most of it; these are the rules within reach of the order)
+    "harness.launchers": ("harness.backends",),
+    "harness.schemes": ("harness.backends",),
+    "workloads": ("harness.backends", "harness.schemes"),
 }
-GENERIC = ("harness.launch", "harness.execute", "harness.sweep", "harness.cell", "harness.worker",
-           "harness.results", "harness.measure", "harness.testbed", "harness.warm")
-BACKEND_NAMES = frozenset({"torch", "horovod", "horovodrun", "deepspeed", "byteps"})
-LAUNCHER_HOMES = {
-    # each launcher's own modules (docs/ARCHITECTURE.md, "Launcher"): the only code that may name it
-    "local": ("harness.launch.local",),
-    "srun": ("harness.launch.srun", "harness.launch.srun_plan", "harness.launch.srun_task"),
-    "nodes": ("harness.launch.nodes", "harness.launch.nodes_env", "harness.launch.nodes_ranks"),
-    "testbed": ("harness.testbed",),
-}
-LAUNCHER_REGISTRY = ("harness.launch.base", "harness.launch.launchers", "harness.launch.recipes")
-"""Where every launcher may be named: the registry, its recipe types."""
+GENERIC = ("harness.launchers", "harness.experiment", "harness.rank", "harness.results", "harness.measure",
+           "harness.testbed", "harness.warm", "harness.procs", "harness.contracts", "harness.core")
+LAUNCHERS_PKG = ROOT / "harness" / "launchers"
+BACKENDS_PKG = ROOT / "harness" / "backends"
 MAX_FILE_LINES = 300
 MAX_FUNCTION_LINES = 60
-LAYERS = (
-    # docs/ARCHITECTURE.md ("Packages"), from the bottom up: a module may import its own layer and those
-    # below; an import of a higher layer runs up the order. The longest matching prefix places a module.
-    ("harness.errors", "harness.registry", "harness.atomic", "harness.schema"),
-    ("harness.planning", "harness.training", "harness.netif", "harness.networks", "harness.devices"),
-    ("harness.launch.distenv", "harness.launch.slurm_env", "harness.launch.srun_plan", "harness.launch.recipes",
-     "harness.launch.sbatch_text", "harness.launch.supervise", "harness.launch.slurm_client",
-     "harness.launch.watch", "harness.warm"),
-    ("harness.backends",),
-    ("workloads",),
-    # what schemes build on: the one clock, the collective timer and fit, each scheme's simulation model
-    ("harness.measure.timer", "harness.commbench.timer", "harness.commbench.sizes", "harness.commbench.fit",
-     "harness.predict.model", "harness.predict.des", "harness.predict.network", "harness.predict.layer_hooks",
-     "harness.predict.bucketed_sim", "harness.predict.ps_sim", "harness.predict.bytescheduler_sim",
-     "harness.predict.dear_sim", "harness.predict.fsdp_sim", "harness.predict.horovod_sim"),
-    ("harness.schemes",),
-    ("harness.cell",),
-    ("harness.measure", "harness.worker", "harness.launch.env"),
-    ("harness.launch", "harness.testbed", "harness.commbench"),
-    ("harness.results", "harness.execute", "harness.sweep", "harness.compare", "harness.compare_keys",
-     "harness.compare_env", "harness.compare_stats", "harness.compare_markdown", "harness.baselines"),
-    # whole sweeps on one kind of infrastructure (sbatch job plans, the testbed's sweeps)
-    ("harness.launch.slurm_jobs", "harness.launch.sweep_jobs", "harness.testbed.sweep", "harness.testbed.measure"),
-    ("harness.predict", "harness.report"),
-    ("harness.advise",),  # `ddlbench advise`'s parts over the predictor; it measures through the command's runner
-    ("harness.commands", "harness.cli", "harness.doctor", "harness"),
-)
-UPWARD_ALLOWED = {
-    # the documented exceptions (docs/ARCHITECTURE.md, "Packages"), each with its reason
-    ("harness.worker", "harness.results.gpu_env"): "a rank records its GPU with the environment table's reader",
-    ("harness.commbench.fit", "harness.results"): "MG-WFBP reads alpha/beta from a stored commbench run",
-    ("harness.commbench.fit", "harness.results.store"): "the same",
-}
+
+
+def _registered_names(folder: Path, pattern: str) -> set[str]:
+    """Names registered by the packages under `folder` (each subfolder's `pattern` argument), read from
+    their source: the checker knows every backend and launcher without a list of its own."""
+    import re
+    out = set()
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").exists()):
+        for f in sub.rglob("*.py"):
+            out.update(re.findall(pattern, f.read_text()))
+    return out
+
+
+def backend_names() -> frozenset:
+    """Every backend's registered name (BackendEntry(name="...")) and its framework launcher's words."""
+    return frozenset(_registered_names(BACKENDS_PKG, r'BackendEntry\(\s*name="([\w-]+)"') | {"horovodrun"})
+
+
+def launcher_homes() -> dict[str, tuple[str, ...]]:
+    """launcher name -> its own package (harness/launchers/<name>/): the only code that may name it."""
+    return {p.name: (f"harness.launchers.{p.name}",) for p in sorted(LAUNCHERS_PKG.iterdir())
+            if p.is_dir() and (p / "__init__.py").exists()}
+
+
+LAUNCHER_REGISTRY = ("harness.contracts.launcher", "harness.contracts.recipes", "harness.launchers.choose",
+                     "harness.launchers")
+"""Where every launcher may be named: the registries."""
 
 
 def module_name(path: Path) -> str:
@@ -172,7 +173,8 @@ def scan(known: dict[str, Path]):
                     if in_function:
                         what = ([a.name for a in child.names] if isinstance(child, ast.Import)
                                 else [_resolve(child, mod, is_pkg)])
-                        if hits or not all(w.split(".")[0] in ALLOWED_LOCAL for w in what):
+                        if hits or not all(any(w == a or w.startswith(a + ".") for a in ALLOWED_LOCAL)
+                                           for w in what):
                             local.append((path, child.lineno, ", ".join(what)))
                 fn = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
                 if fn and mod.startswith("harness") and child.end_lineno - child.lineno + 1 > MAX_FUNCTION_LINES:
@@ -194,7 +196,7 @@ def layering(edges: dict[str, set[str]], known: dict[str, Path]) -> list[str]:
                         out.append(f"{mod} imports {dep}: {pkg} may not import {', '.join(banned)}")
         if not any(mod == g or mod.startswith(g + ".") for g in GENERIC):
             continue
-        for line, names in _compared(ast.parse(known[mod].read_text()), BACKEND_NAMES):
+        for line, names in _compared(ast.parse(known[mod].read_text()), backend_names()):
             out.append(f"{known[mod].relative_to(ROOT)}:{line}: generic code branches on backend "
                        f"name(s) {', '.join(sorted(names))}: ask the backend (BackendEntry) instead")
     return out + launcher_names(known)
@@ -218,12 +220,13 @@ def _compared(tree: ast.AST, names: frozenset, about: str = "") -> list[tuple[in
 def launcher_names(known: dict[str, Path]) -> list[str]:
     """Comparisons with a launcher's name outside its own modules and the registry (rule 5)."""
     out = []
+    homes = launcher_homes()
     for mod, path in sorted(known.items()):
         if not mod.startswith("harness") or any(mod == r for r in LAUNCHER_REGISTRY):
             continue
-        for line, names in _compared(ast.parse(path.read_text()), frozenset(LAUNCHER_HOMES), "launcher"):
+        for line, names in _compared(ast.parse(path.read_text()), frozenset(homes), "launcher"):
             foreign = sorted(n for n in names
-                             if not any(mod == h or mod.startswith(h + ".") for h in LAUNCHER_HOMES[n]))
+                             if not any(mod == h or mod.startswith(h + ".") for h in homes[n]))
             if foreign:
                 out.append(f"{path.relative_to(ROOT)}:{line}: branches on launcher name(s) {', '.join(foreign)} "
                            f"outside its module: ask the launcher or the backend's recipe instead")
@@ -231,26 +234,51 @@ def launcher_names(known: dict[str, Path]) -> list[str]:
 
 
 def layer_of(mod: str) -> int:
-    best, where = -1, len(LAYERS) - 1
-    for i, prefixes in enumerate(LAYERS):
-        for p in prefixes:
-            if (mod == p or mod.startswith(p + ".")) and len(p) > best:
-                best, where = len(p), i
-    return where
+    """The layer a module belongs to: the folder it lives in (GROUND: -1); ValueError for a module in
+    no layer (a loose module in harness/, a new folder missing from LAYERS)."""
+    if mod in GROUND:
+        return -1
+    for i, pkg in enumerate(LAYERS):
+        if mod == pkg or mod.startswith(pkg + "."):
+            return i
+    raise ValueError(mod)
 
 
-def upward(edges: dict[str, set[str]]) -> tuple[list[str], list[str]]:
-    """(imports up the layer order not documented as exceptions, the documented ones found). Passing
-    through a package whose __init__ imports nothing (harness, harness.launch) is no dependency."""
-    bad, allowed = [], []
+def folders(known: dict[str, Path]) -> list[str]:
+    """Modules that belong to no layer: harness/ holds only its folders (each a layer) and __init__.py."""
+    out = []
+    for mod in sorted(known):
+        try:
+            layer_of(mod)
+        except ValueError:
+            out.append(f"{known[mod].relative_to(ROOT)} belongs to no layer: move it into the folder of its "
+                       f"layer (or add its folder to LAYERS and docs/ARCHITECTURE.md)")
+    return out
+
+
+def commands_import_commands(edges: dict[str, set[str]]) -> list[str]:
+    """A subcommand importing another (COMMANDS): what two commands share belongs in a layer below."""
+    return [f"{mod} imports {dep}: commands never import commands; move what they share below"
+            for mod, deps in sorted(edges.items()) if mod.startswith(COMMANDS + ".")
+            for dep in sorted(deps) if dep.startswith(COMMANDS + ".") and dep != mod]
+
+
+def upward(edges: dict[str, set[str]]) -> list[str]:
+    """Imports up the layer order (no exceptions: move what is needed down)."""
+    bad = []
     for mod, deps in sorted(edges.items()):
+        try:
+            here = layer_of(mod)
+        except ValueError:
+            continue
         for dep in sorted(deps):
-            if not edges[dep] and any(m.startswith(dep + ".") for m in edges):
+            try:
+                there = layer_of(dep)
+            except ValueError:
                 continue
-            if layer_of(dep) > layer_of(mod):
-                line = f"{mod} (layer {layer_of(mod)}) imports {dep} (layer {layer_of(dep)})"
-                (allowed if (mod, dep) in UPWARD_ALLOWED else bad).append(line)
-    return bad, allowed
+            if there > here:
+                bad.append(f"{mod} ({LAYERS[here]}) imports {dep} ({LAYERS[there]})")
+    return bad
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -292,6 +320,7 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graph", action="store_true", help="print every module's harness imports")
+    ap.add_argument("--layers", action="store_true", help="print the layer order (one folder each), bottom first")
     args = ap.parse_args(argv)
     known = modules()
     edges, local, long_functions = scan(known)
@@ -300,13 +329,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.graph:
         for m in sorted(edges):
             print(f"{m} -> {', '.join(sorted(edges[m])) or '-'}")
+    if args.layers:
+        for i, pkg in enumerate(LAYERS):
+            print(f"{i + 1:2d}  {pkg}")
+        return 0
     found = cycles(edges)
-    layers = layering(edges, known)
-    up, up_allowed = upward(edges)
+    layers = layering(edges, known) + folders(known) + commands_import_commands(edges)
+    up = upward(edges)
     for line in layers:
         print(f"layering: {line}")
     for line in up:
-        print(f"upward import: {line}: move what it needs down, or document the exception")
+        print(f"upward import: {line}: move what it needs down")
     for comp in found:
         print(f"import cycle ({len(comp)} modules): {' <-> '.join(comp)}")
         for m in comp:
@@ -320,8 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{path.relative_to(ROOT)}:{line}: function {name} has {n} lines, over {MAX_FUNCTION_LINES}")
     bad = len(found) + len(local) + len(long_files) + len(long_functions) + len(layers) + len(up)
     print(f"check_imports: {len(known)} modules, {sum(map(len, edges.values()))} harness imports; "
-          f"{len(found)} cycle(s), {len(layers)} layering breach(es), {len(up)} upward import(s) "
-          f"(+{len(up_allowed)} documented), {len(local)} function-local import(s) to move, {len(long_files)} file(s) "
+          f"{len(found)} cycle(s), {len(layers)} layering breach(es), {len(up)} upward import(s), "
+          f"{len(local)} function-local import(s) to move, {len(long_files)} file(s) "
           f"and {len(long_functions)} function(s) over size")
     return 1 if bad else 0
 

@@ -10,7 +10,7 @@
 #         (pytest-xdist, -n 8 where it is installed): every scheme at world size 1 over NCCL, ranks sharing
 #         the GPU over gloo (lossless against a reference on the GPU, and the negative control), TF32.
 # Part 2: `pytest -m "gpu and timing"`, one at a time: the event phases against the device iteration and a
-#         synchronised wall clock, and scripts/gpu_timing.py (harness against bare loops for every study
+#         synchronised wall clock, and harness/doctor/gpu_timing.py (harness against bare loops for every study
 #         workload and dtype, the variants explaining a difference, kernels, profiles, the study's table).
 # Commit OUT as reports/gpu/<date>-<gpu>/. Runs from a checkout without installing (PYTHONPATH=the checkout),
 # as on a machine with torch (CUDA), transformers, pandas, pyarrow, click, rich, scipy and matplotlib.
@@ -38,7 +38,7 @@ EOF
 
 if [ "$part" != timing ]; then
     t0=$(now)
-    "$PY" -m harness.cli doctor --device cuda --quick > "$out/doctor.txt" 2>&1
+    "$PY" -m harness.cli.main doctor --device cuda --quick > "$out/doctor.txt" 2>&1
     echo "[gpu_report] doctor exit status $?" | tee -a "$out/doctor.txt"
     par=()
     "$PY" -c "import xdist" 2>/dev/null && par=(-n 8)

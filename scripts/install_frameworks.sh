@@ -107,7 +107,7 @@ if [ -n "${DDLBENCH_FAKE_TORCH_CUDA:-}" ]; then
 fi
 TORCH_BASE="${TORCH_VERSION%%+*}"                       # 2.13.0
 # JIT-compiled ops are only valid for the torch and python they were built with: key the folder by both
-# (tests/test_frameworks_install.py computes the same default)
+# (tests/integration/processes/test_frameworks_install.py computes the same default)
 export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$CACHE/torch_extensions/torch$TORCH_BASE-$PY_TAG-$TORCH_LOCAL}"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/ddlbench-install.XXXXXX")"

@@ -1,10 +1,10 @@
-"""Workload functions that break the bring-your-own-model contract, for tests/test_bad_inputs.py
+"""Workload functions that break the bring-your-own-model contract, for tests/unit/cli/test_bad_inputs.py
 (imported by its Python path, `byom_bad:NAME`; pytest puts tests/ on sys.path)."""
 
 import torch
 
-from workloads.base import WorkloadSpec
 from examples import byom_model
+from workloads.base import WorkloadSpec
 
 not_callable = 42
 

@@ -1,4 +1,4 @@
-"""A user's module whose own import fails (tests/test_bad_inputs.py: `byom_import_error:build`)."""
+"""A user's module whose own import fails (tests/unit/cli/test_bad_inputs.py: `byom_import_error:build`)."""
 
 import not_a_real_package_for_ddlbench  # noqa: F401
 

@@ -1,49 +1,30 @@
-"""Shared fixtures. Multi-process tests run real worker processes (gloo over loopback)."""
+"""Shared fixtures (shared functions: tests/helpers.py). Multi-process tests run real worker processes (gloo over
+loopback)."""
 
 from __future__ import annotations
 
 import os
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
+
+from harness.warm.spawn import warm_ranks
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-def require(condition: bool, reason: str) -> None:
-    """Skip loudly (a warning and the reason in the summary), or fail under CI (CI=true) where a required
-    part must be present. Test modules use it as `from conftest import require`."""
-    if condition:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"required for CI but missing: {reason}")
-    warnings.warn(f"NOT RUN: {reason}")
-    pytest.skip(f"NOT RUN: {reason}")
-
-
-def rank_pids(under: Path, rank: int | None = None) -> list[int]:
-    """Live rank processes of the cells under `under`: those whose output (fd 1) is a `rank<r>.log` there
-    (`rank`: that one only). Warm or cold alike: a rank forked by the zygote has the zygote's command line
-    and environment in /proc, so neither says which rank it is; its log does."""
-    key, name = str(Path(under).resolve()), f"rank{rank}.log" if rank is not None else None
-    pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if not proc.name.isdigit() or int(proc.name) == os.getpid():
-                continue
-            out = os.readlink(proc / "fd" / "1")
-            if not out.startswith(key + os.sep) or not Path(out).name.startswith("rank") or \
-                    (name and Path(out).name != name):
-                continue
-            if (proc / "stat").read_text().split(")")[-1].split()[0] != "Z":
-                pids.append(int(proc.name))
-        except (OSError, ValueError):
-            continue
-    return pids
+@pytest.fixture(scope="module", autouse=True)
+def _warm_module(request):
+    """Every cell a test module starts runs warm, forked from one pre-imported zygote for the module
+    (docs/ARCHITECTURE.md, "Warm ranks"), as a user's run does: a rank's imports are paid once per module, not
+    once per rank and cell. A run's own block nests in this one and shares its zygote; tests of cold starts
+    ask for them (`warm_ranks(enabled=False)`, `cold: true`, `--cold`); a module that counts zygotes itself
+    says `WARM_SESSION = False`."""
+    with warm_ranks(getattr(request.module, "WARM_SESSION", True), here=False):  # started by the first rank
+        yield
 
 
 @pytest.fixture

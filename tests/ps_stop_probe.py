@@ -1,4 +1,4 @@
-"""The `torch` backend's parameter-server stop protocol, repeated (tests/test_ps_shutdown.py).
+"""The `torch` backend's parameter-server stop protocol, repeated (tests/integration/processes/test_ps_shutdown.py).
 
     python -P tests/ps_stop_probe.py ROUNDS PORT
 
@@ -23,7 +23,7 @@ import torch.multiprocessing as mp
 
 from harness.backends.torch_dist.ps import PSClient
 from harness.backends.torch_dist.ps_server import serve
-from harness.training import exit_now
+from harness.contracts.training import exit_now
 
 WORKERS, SERVERS = 4, 2
 NODES = [0, 0, 1, 1]
@@ -51,7 +51,7 @@ def _round(rank: int, world: int, port: int, i: int) -> None:
         print(f"rank {rank} round {i}: stop failed", file=sys.stderr, flush=True)
         traceback.print_exc()
         exit_now(1)
-    exit_now(0)  # as the worker leaves (harness/training.py: torch's destructors may abort at teardown)
+    exit_now(0)  # as the worker leaves (harness/contracts/training.py: torch's destructors may abort at teardown)
 
 
 def _store(port: int) -> None:

@@ -1,5 +1,5 @@
 """A toy scheme, added the way a user adds one: this file (scheme, knobs, simulation model) plus its test
-(tests/test_scheme_contract.py), nothing else touched. Loaded by the ranks through
+(tests/integration/processes/test_scheme_contract.py), nothing else touched. Loaded by the ranks through
 DDLBENCH_SCHEME_MODULES=toy_scheme (see harness/schemes/__init__.py).
 
 `toy`: after backward, one all-reduce per gradient tensor in parameter order, waited for before the
@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from harness.predict.bucketed_sim import collective_channel
-from harness.predict.des import Sim
-from harness.predict.model import Model, Outcome
 from harness.schemes import Knobs, Range, Scheme, register
+from harness.sim.bucketed import collective_channel
+from harness.sim.des import Sim
+from harness.sim.model import Model, Outcome
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
-"""A rank stand-in for tests/test_warm_pool.py: reports what a process started by the warm pool (or fresh)
+"""A rank stand-in for tests/integration/processes/test_warm_pool.py: reports what a process started by the warm pool (or fresh)
 sees, as JSON, to the file after --report.
 
     python -P -m warm_probe --report OUT.json [--sleep S] [--worker --cell CELL.json --out DIR]
 
-With --worker it first runs harness.worker.main on the rest of the arguments (a real cell) and reports
+With --worker it first runs harness.rank.worker.main on the rest of the arguments (a real cell) and reports
 the thread counts the worker left torch with."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     sleep = float(argv[argv.index("--sleep") + 1]) if "--sleep" in argv else 0.0
     code = 0
     if "--worker" in argv:
-        from harness import worker
+        from harness.rank import worker
 
         code = worker.main(argv[argv.index("--worker") + 1:])
     out = snapshot()

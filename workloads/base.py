@@ -20,8 +20,8 @@ from typing import Callable
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from harness.errors import UserError
-from harness.registry import Registry
+from harness.core.errors import UserError
+from harness.core.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class WorkloadSpec:
     """One line for `ddlbench list`."""
     per_sample_norm: bool = True
     """False when the model normalises over the batch (BatchNorm): data parallelism then equals
-    per-shard, not concatenated-batch, single-process training (see tests/test_lossless.py)."""
+    per-shard, not concatenated-batch, single-process training (see tests/integration/processes/test_lossless.py)."""
     config: dict = field(default_factory=dict)
     """The architecture knobs, recorded with results."""
 

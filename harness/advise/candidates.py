@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from harness.predict.model import Model
+from harness.sim.model import Model
 from harness.schemes import SCHEMES
 
 REFERENCE = "ddp"

@@ -9,15 +9,15 @@ from pathlib import Path
 import pandas as pd
 
 from harness.advise.candidates import Layout
-from harness.atomic import write_parquet_atomic
+from harness.core.atomic import write_parquet_atomic
 from harness.commbench.run import commbench_cell, measure
-from harness.commbench.sizes import parse_size, sizes_between
-from harness.errors import CellFailed, UserError
-from harness.launch.base import Launcher
+from harness.measure.sizes import parse_size, sizes_between
+from harness.core.errors import CellFailed, UserError
+from harness.contracts.launcher import Launcher
 from harness.predict.commbench_fit import read_commbench
 from harness.predict.profiler import measure_profile
 from harness.results.files import read_table
-from harness.testbed.sweep import testbed_placement_for
+from harness.launchers.testbed.launcher import testbed_placement_for
 
 COMMBENCH_SIZES = ("4K", "32M")
 """Message sizes the network is measured over: the largest gradient buckets and partitions of the grids."""

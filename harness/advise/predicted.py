@@ -8,12 +8,12 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.advise.candidates import Candidate, Layout
-from harness.errors import UserError
+from harness.core.errors import UserError
 from harness.predict.commbench_fit import links_from_commbench, testbed_burst_bytes
 from harness.predict.compute import ComputeModel
-from harness.predict.network import Cluster, get_link
+from harness.sim.network import Cluster, get_link
 from harness.predict.predictor import Network, predict_rows
-from harness.predict.ps_sim import SERVER_GBYTE_S
+from harness.sim.ps import SERVER_GBYTE_S
 
 PREDICTED_COLUMNS = ["rank", "label", "scheme", "backend", "servers", "server_hosts", "knobs_json",
                      "pred_iter_s", "pred_throughput", "pred_compute_s", "pred_exposed_comm_s", "pred_comm_only_s",

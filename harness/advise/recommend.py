@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from harness.advise.decide import Verdict, gain
 from harness.advise.measure import Measured
-from harness.errors import UserError
+from harness.core.errors import UserError
 
 
 @dataclass(frozen=True)

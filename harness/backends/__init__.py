@@ -1,7 +1,9 @@
 """Backends: the transports schemes run on, one package each owning everything about it (transport,
-server loop, how every launcher starts it), registered by name (docs/ARCHITECTURE.md, "Backend")."""
+server loop, what it provides, how every launcher starts it), registered by name (docs/ARCHITECTURE.md,
+"Backend"). Registration order is the order schemes list the backends they run on: torch first."""
 
-from harness.backends import byteps, deepspeed, horovod, torch_dist  # noqa: E402  (each registers itself)
-from harness.backends.base import BACKENDS, BackendEntry, Handle, Transport
+from harness.backends import torch_dist  # noqa: F401  (each package registers itself; torch first)
+from harness.backends import byteps, deepspeed, horovod  # noqa: F401
+from harness.backends.base import BACKENDS, BackendEntry
 
-__all__ = ["BACKENDS", "BackendEntry", "Handle", "Transport", "byteps", "deepspeed", "horovod", "torch_dist"]
+__all__ = ["BACKENDS", "BackendEntry"]

@@ -17,8 +17,8 @@ import ipaddress
 import os
 from collections.abc import MutableMapping
 
-from harness.launch.distenv import DistEnv
-from harness.netif import read_counters, refuse_loopback, route_towards
+from harness.contracts.distenv import DistEnv
+from harness.networks.netif import read_counters, refuse_loopback, route_towards
 
 IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
 """gloo's, NCCL's and tensorpipe's interface variables (GLOO_SOCKET_IFNAME takes one concrete name)."""

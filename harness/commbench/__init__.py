@@ -12,7 +12,7 @@ per-size medians is stored with the rows; `mgwfbp` can read it (knob commbench_r
 Rooms:
   sizes     message sizes: the size parser, size ranges, push-pull keys (pure)
   timer     the rank loop: time one collective over sizes on a Transport
-  rank      the rank entry point (`python -m harness.commbench --cell C.json --out DIR`)
+  rank      the rank entry point (`python -m harness.rank.commbench --cell C.json --out DIR`)
   run       a commbench cell: build it, launch its ranks, read its result
   rows      result -> tidy commbench rows with the alpha-beta fit
   fit       the fit a stored run recorded (mgwfbp's knob commbench_run)

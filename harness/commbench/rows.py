@@ -1,4 +1,4 @@
-"""Tidy commbench rows (harness.schema.COMMBENCH_COLUMNS) from a cell's result, with the alpha-beta fit
+"""Tidy commbench rows (harness.core.schema.COMMBENCH_COLUMNS) from a cell's result, with the alpha-beta fit
 over the per-size medians (pure)."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from harness.measure.stats import busbw_factor
-from harness.planning import fit_alpha_beta
-from harness.schema import COMMBENCH_COLUMNS, SCHEMA_VERSION
+from harness.contracts.planning import fit_alpha_beta
+from harness.core.schema import COMMBENCH_COLUMNS, SCHEMA_VERSION
 
 if TYPE_CHECKING:  # annotations only
-    from harness.cell import CellSpec
+    from harness.contracts.cell import CellSpec
 
 
 def rows(run_id: str, cell: CellSpec, result: dict) -> pd.DataFrame:

@@ -1,7 +1,7 @@
 """A commbench cell: build it, launch its ranks (the generic local spawner, optionally placed on the
 emulated testbed's hosts, or a launcher's `run_module`: srun steps across a Slurm allocation's nodes)
 and read rank 0's result. What `ddlbench commbench`, `ddlbench testbed measure`, `ddlbench advise` and
-the predictor's loopback probe (scripts/loopback_probe.py) all run."""
+the predictor's loopback probe (scripts/reference/loopback_probe.py) all run."""
 
 from __future__ import annotations
 
@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.cell import CellSpec, resolve_device
+from harness.experiment.cells import resolve_device
+from harness.contracts.cell import CellSpec
 from harness.commbench.rows import rows
-from harness.commbench.sizes import COLLECTIVES
-from harness.errors import UserError
-from harness.launch.base import Launcher
-from harness.launch.local import launch_cell
+from harness.measure.sizes import COLLECTIVES
+from harness.core.errors import UserError
+from harness.contracts.launcher import Launcher
+from harness.launchers.local.launcher import launch_cell
 
-MODULE = "harness.commbench"
+MODULE = "harness.rank.commbench"
 """The rank module of a commbench cell (harness/commbench/__main__.py)."""
 
 

@@ -1,6 +1,6 @@
 """One doctor's visit: check the options, collect the facts, run the smoke cells, name the GPU-only checks;
 the report's lines go to `echo` as they become known and everything comes back as one dict (the --json
-document). `ddlbench doctor` (harness/commands/doctor.py) is this function behind click options.
+document). `ddlbench doctor` (harness/cli/commands/doctor.py) is this function behind click options.
 
     report = diagnose(quick=True)              # prints the report, returns {"facts", "smoke", "ok", ...}
     report = diagnose(cells=False, echo=None)  # facts only, silent

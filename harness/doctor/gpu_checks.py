@@ -27,7 +27,7 @@ GPU_CHECKS = (
     GpuCheck("TF32 off for fp32", "conv and matmul precision set from the cell's dtype: fp32 cells run "
              "without TF32 (Ampere and newer default cuDNN convs to TF32); doctor compares with float64"),
     GpuCheck("device rule", "a rank's GPU from its local rank and the visible devices, made current "
-             "(harness/devices.py)"),
+             "(harness/contracts/devices.py)"),
     GpuCheck("NCCL process group", "a CUDA cell's workers' group really moves CUDA tensors over NCCL "
              "(dist.get_backend, chosen from the device's type), world size 1 (doctor runs it)"),
     GpuCheck("exposed communication", "comm_wait_s/forward_wait_s and the overlap ratio non-trivial for "

@@ -13,10 +13,10 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from harness.devices import process_group_backend, rank_device, tensor_backend
+from harness.contracts.devices import process_group_backend, rank_device, tensor_backend
 from harness.doctor.gpu_checks import gpu_check_status
 from harness.measure.timer import IterationTimer, make_clock
-from harness.training import set_precision
+from harness.contracts.training import set_precision
 
 TOLERANCE = 0.05
 """Events and the synchronised wall clock agree within 5% (as the GPU test module asks)."""
@@ -68,7 +68,7 @@ def fp32_without_tf32(device: torch.device) -> str:
 
 def nccl_group(device: torch.device) -> str:
     """'' when the process group a CUDA cell's ranks join moves CUDA tensors over NCCL (world size 1, the
-    backend chosen by harness/devices.py from the device's type) and an all-reduce through it works."""
+    backend chosen by harness/contracts/devices.py from the device's type) and an all-reduce through it works."""
     if dist.is_initialized():
         return "a process group is already initialised in this process"
     dist.init_process_group(backend=process_group_backend(device), store=dist.HashStore(), rank=0, world_size=1)

@@ -17,8 +17,8 @@ import shutil
 import socket
 import subprocess
 
-from harness.errors import UserError
-from harness.netif import LOOPBACK_IFACE, parse_addr_show, resolve, route_towards
+from harness.core.errors import UserError
+from harness.networks.netif import LOOPBACK_IFACE, parse_addr_show, resolve, route_towards
 
 SYS_NET = "/sys/class/net"
 TOOL_TIMEOUT_S = 10.0

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import torch
 
-from harness.cell import CellSpec, resolve
-from harness.errors import UserError
-from harness.execute import run_cells
+from harness.experiment.cells import resolve
+from harness.contracts.cell import CellSpec
+from harness.core.errors import UserError
+from harness.experiment.execute import run_cells
 from harness.results.store import new_run_id
 from harness.schemes import SCHEMES
 from workloads import WORKLOADS

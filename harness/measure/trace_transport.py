@@ -18,7 +18,7 @@ from concurrent.futures import Future
 
 import torch
 
-from harness.backends.base import Handle
+from harness.contracts.transport import Handle
 
 now = time.perf_counter
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.commbench.sizes import PART, parse_size
-from harness.errors import UserError
-from harness.planning import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta
-from harness.predict.network import AlphaBeta, Cluster, Link
-from harness.predict.ps_sim import ps_link_from_pushpull
+from harness.measure.sizes import PART, parse_size
+from harness.core.errors import UserError
+from harness.contracts.planning import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta
+from harness.sim.network import AlphaBeta, Cluster, Link
+from harness.sim.ps import ps_link_from_pushpull
 from harness.testbed.state import TBF_BURST
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from harness.errors import UserError
+from harness.core.errors import UserError
 from harness.predict.profile_table import PROFILE_COLUMNS, PROFILE_OPTIONAL
 
 

@@ -8,7 +8,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
-from harness.predict.layer_hooks import LayerHooks, forward_order_of, owners, param_names
+from harness.sim.layer_hooks import LayerHooks, forward_order_of, owners, param_names
 
 
 class _ChargingCounter(FlopCounterMode):

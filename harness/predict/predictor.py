@@ -1,9 +1,9 @@
 """Predictions over a grid (workloads x networks x placements x methods) as summary-shaped rows with
-source=predicted: the same columns as a measured summary (harness.schema.SUMMARY_COLUMNS), statistics
+source=predicted: the same columns as a measured summary (harness.core.schema.SUMMARY_COLUMNS), statistics
 that a single prediction cannot have left NaN.
 
 A method is a registered scheme; its simulation is the Model registered beside it
-(`register(..., model=Model(...))`, harness.predict.model): the predictor keeps no registry of its own.
+(`register(..., model=Model(...))`, harness.sim.model): the predictor keeps no registry of its own.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.errors import UserError
+from harness.core.errors import UserError
 from harness.predict.compute import ComputeModel
-from harness.predict.model import Model, NoModel, Outcome
-from harness.predict.network import Cluster, Link
-from harness.schema import SCHEMA_VERSION, SUMMARY_COLUMNS
+from harness.sim.model import Model, NoModel, Outcome
+from harness.sim.network import Cluster, Link
+from harness.core.schema import SCHEMA_VERSION, SUMMARY_COLUMNS
 from harness.schemes import SCHEMES, SchemeEntry
 
 STUDY_METHODS = ("bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps")

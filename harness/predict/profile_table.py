@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.schema import SCHEMA_VERSION
+from harness.core.schema import SCHEMA_VERSION
 
 PROFILE_COLUMNS = [
     "schema_version", "source", "workload", "sample_unit", "device", "threads", "batch", "seq_len", "iters",

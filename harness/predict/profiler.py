@@ -17,15 +17,25 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import statistics
+from pathlib import Path
 
 import pandas as pd
 import torch
 
-from harness.predict.flop_count import count_costs
-from harness.predict.layer_hooks import LayerHooks, charge_forward, forward_order_of, owners
-from harness.predict.profile_table import build_table
+from harness.contracts.training import (
+    DTYPES,
+    autocast_loss,
+    make_optimizer,
+    set_precision,
+)
+from harness.core.atomic import write_parquet_atomic
+from harness.core.errors import UserError
+from harness.experiment.cells import check_shape
 from harness.measure.timer import Clock, make_clock
-from harness.training import autocast_loss, make_optimizer, set_precision
+from harness.predict.flop_count import count_costs
+from harness.predict.profile_table import build_table
+from harness.results.files import check_output_file
+from harness.sim.layer_hooks import LayerHooks, charge_forward, forward_order_of, owners
 from workloads import WORKLOADS
 
 
@@ -167,3 +177,29 @@ def counted_profile(workload: str, batch: int | None = None, seq_len: int | None
     batch = batch or spec.batch
     seq_len = seq_len if seq_len is not None else spec.seq_len
     return build_table(spec, batch, seq_len, count_costs(spec, batch, seq_len), None, "meta", 0, 0)
+
+
+def run_profile(workload: str, batch: int | None, seq_len: int | None, iters: int, warmup: int, threads: int,
+                device: str, output: Path | None, counted_only: bool = False, concurrent: int = 1,
+                dtype: str = "fp32"):
+    """`ddlbench profile`: the per-layer table of `workload` (measured, or FLOP-counted only), checked and
+    written atomically to `output` (default profile-<workload>.parquet); returns (table, path)."""
+    if iters < 1 or warmup < 0 or threads < 1 or concurrent < 1:
+        raise UserError("--iters, --threads and --concurrent must be >= 1 and --warmup >= 0; fix the option")
+    if device not in ("cpu", "cuda"):
+        raise UserError(f"unknown device {device!r}: use cpu or cuda")
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError("device cuda was selected but CUDA is not available here; use --device cpu")
+    if dtype not in DTYPES:
+        raise UserError(f"unknown dtype {dtype!r}: use {' or '.join(DTYPES)}; fix --dtype")
+    batch, seq_len = check_shape(WORKLOADS.get(workload), batch, seq_len)
+    out = output or Path(f"profile-{workload}.parquet")
+    check_output_file(out, "-o/--output")
+    if counted_only:
+        df = counted_profile(workload, batch, seq_len)
+    else:
+        df = measure_profile(workload, batch, seq_len, iters, warmup, threads, device, concurrent=concurrent,
+                             dtype=dtype)
+    write_parquet_atomic(df, out)
+    return df, out

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.planning import MB
-from harness.predict.network import Link, get_link
+from harness.contracts.planning import MB
+from harness.sim.network import Link, get_link
 from harness.predict.predictor import Network
 
 NODES = 8
@@ -26,7 +26,7 @@ paper's PS set-up, ddl-benchmarks/byteps/launch.sh: servers on hosts gpu9.. apar
 TCP_MESSAGE_S = 20e-6
 """Host CPU per TCP message (kernel stack: system calls, copies, wake-ups); see TCP_MESSAGE_SOURCE."""
 TCP_MESSAGE_SOURCE = (
-    "measured, not from a datasheet: `python scripts/tcp_message_cost.py` (64-byte messages, TCP_NODELAY, "
+    "measured, not from a datasheet: `python scripts/reference/tcp_message_cost.py` (64-byte messages, TCP_NODELAY, "
     "loopback: no NIC and no wire, so what remains is the stack) on the development VM, 2026-11-23: min "
     "20.1 us one way over 5 x 20000 round trips with both cores busy (load ~3); on the quiet machine "
     "30.7 and 33.5 us (load 1.6 and 0.7), where the receiver sleeps between messages and each message "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.compare_keys import cell_key
+from harness.gate.keys import cell_key
 
 PHASES = ("forward_s", "backward_s", "comm_wait_s", "optimizer_s")
 

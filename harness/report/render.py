@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.atomic import write_parquet_atomic, write_text_atomic
+from harness.core.atomic import write_parquet_atomic, write_text_atomic
 from harness.report import breakdown as B
 from harness.report import figures as F
 from harness.report import figures_model as FM

@@ -7,6 +7,7 @@ import math
 import pandas as pd
 
 from harness.report.data import measured, schemes
+from harness.results.environment import library_columns
 from harness.results.machine_load import verdict
 
 
@@ -151,8 +152,9 @@ def workload_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 ENV_FIELDS = ["run_id", "created_utc", "fingerprint", "git_commit", "python", "torch", "transformers",
-              "cuda", "nccl", "horovod", "deepspeed", "byteps", "device", "device_name", "device_count",
+              "cuda", "nccl", "device", "device_name", "device_count",
               "cpu_model", "cpu_count", "hosts", "interfaces", "slurm_job_id", "slurm_nodelist", "command"]
+"""The environment table's rows, in order; each run's backend library columns (`libraries`) follow nccl."""
 
 
 def environment_table(env: pd.DataFrame, summary: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -161,8 +163,10 @@ def environment_table(env: pd.DataFrame, summary: pd.DataFrame | None = None) ->
     gloo is 10-100x off, so the page says which it was)."""
     # where the package sat on the measuring machine is recorded in environment.parquet, not shown: a
     # report is committed and shared, and a machine path says nothing about the numbers
-    extra = [c for c in env.columns if c not in ENV_FIELDS and c not in ("schema_version", "run", "package_path")]
-    fields = [f for f in ENV_FIELDS if f in env] + extra
+    libs = sorted({c for _, r in env.iterrows() for c in library_columns(r)} & set(env.columns))
+    order = ENV_FIELDS[:ENV_FIELDS.index("nccl") + 1] + libs + ENV_FIELDS[ENV_FIELDS.index("nccl") + 1:]
+    extra = [c for c in env.columns if c not in order and c not in ("schema_version", "run", "package_path", "libraries")]
+    fields = [f for f in order if f in env] + extra
     out = {"field": ["machine"] + fields}
     for i, (_, r) in enumerate(env.iterrows()):
         name = str(r.get("run", r.get("run_id", i)))

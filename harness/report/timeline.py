@@ -20,7 +20,7 @@ matplotlib.use("Agg")  # no display: the report is files (must precede pyplot)
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
-from harness.errors import UserError
+from harness.core.errors import UserError
 
 MAX_AUTO = 4
 """Timelines drawn when no cell is chosen (the first traced cells in id order)."""

@@ -3,8 +3,9 @@
 What can change a cell's numbers regardless of the code under test (docs/ARCHITECTURE.md, "Regression
 gate"): COMMON_KEYS (CPU model and count, device kind/name/count, GPU driver and topology, Python minor
 version, torch, CUDA, NCCL, the number of hosts) and the version of the cell's own backend library: the
-column named after the backend (LIBRARY_KEYS; torch's is common). `fingerprint_keys(backend)` is that
-set; the gate compares those values, not a hash. The `fingerprint` column hashes every key (a run's
+column named after the backend (each backend names its library, BackendEntry.library; the row's
+`libraries` lists the columns; torch's is common). `fingerprint_keys(backend)` is that set; the gate
+compares those values, not a hash. The `fingerprint` column hashes every key (a run's
 short label). Host names and dates are recorded but not compared (CI runners change names).
 
 The machine's load at the start and end of a run, and in its busiest window (harness/results/machine_load.py),
@@ -27,17 +28,16 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from harness.atomic import write_parquet_atomic
+from harness.core.atomic import write_parquet_atomic
 from harness.results import gpu_env, machine_load
 from harness.results.files import read_table
-from harness.schema import SCHEMA_VERSION
+from harness.core.schema import SCHEMA_VERSION
 
 COMMON_KEYS = ("python", "torch", "cuda", "nccl", "device", "device_name", "device_count", "cpu_model",
                "cpu_count", "hosts", "gpu_driver", "gpu_topology")
 """Compared for every cell. gpu_driver/gpu_topology are absent on CPU (absent on both sides = equal)."""
-LIBRARY_KEYS = ("horovod", "deepspeed", "byteps")
-"""Backend libraries, each recorded in the column named after its backend; compared only for its cells."""
-FINGERPRINT_KEYS = COMMON_KEYS + LIBRARY_KEYS
+LEGACY_LIBRARIES = ("horovod", "deepspeed", "byteps")
+"""The library columns of runs recorded before the row listed its `libraries`."""
 
 
 def _version(dist: str) -> str:
@@ -77,21 +77,24 @@ def interfaces() -> str:
 
 
 def collect(run_id: str, device: str = "cpu", hosts: list[str] | None = None, extra: dict | None = None,
-            sample_load: bool = True) -> dict:
-    """The environment row of a run; with `sample_load`, the machine's load now (takes about 1 s)."""
+            sample_load: bool = True, libraries: dict | None = None) -> dict:
+    """The environment row of a run; with `sample_load`, the machine's load now (takes about 1 s).
+    `libraries`: backend -> the distribution whose installed version goes in the column named after the
+    backend ("" when not installed), as the backends declare them (harness/experiment/execute.py asks)."""
     cuda = torch.cuda.is_available()
     row = {
         "schema_version": SCHEMA_VERSION, "run_id": run_id,
         "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
         "git_commit": git_commit(),
-        # the code the workers import: launch/local.py starts them with -P and this package first on
+        # the code the workers import: launchers/local/launcher.py starts them with -P and this package first on
         # PYTHONPATH, so a stray harness/ in the working directory cannot shadow it
         "package_path": str(Path(__file__).resolve().parents[1]),
         "python": ".".join(map(str, sys.version_info[:2])),
         "torch": torch.__version__, "transformers": _version("transformers"),
         "cuda": torch.version.cuda or "", "nccl": "",
-        "horovod": _version("horovod"), "deepspeed": _version("deepspeed"), "byteps": _version("byteps"),
+        **{name: _version(dist) for name, dist in sorted((libraries or {}).items())},
+        "libraries": ",".join(sorted(libraries or {})),
         "device": device,
         "device_name": torch.cuda.get_device_name(0) if (cuda and device == "cuda") else cpu_model(),
         "device_count": torch.cuda.device_count() if device == "cuda" else (os.cpu_count() or 1),
@@ -115,8 +118,17 @@ def collect(run_id: str, device: str = "cpu", hosts: list[str] | None = None, ex
 
 
 def fingerprint_keys(backend: str | None = None) -> tuple[str, ...]:
-    """What can change the numbers of a cell of `backend`: COMMON_KEYS plus its own library, if any."""
-    return COMMON_KEYS + ((backend,) if backend in LIBRARY_KEYS else ())
+    """What can change the numbers of a cell of `backend`: COMMON_KEYS plus its own library's column (named
+    after it; absent on both sides when the backend records none, which compares equal)."""
+    return COMMON_KEYS + ((backend,) if backend and backend not in COMMON_KEYS else ())
+
+
+def library_columns(row) -> tuple[str, ...]:
+    """The row's backend library columns (`libraries`; the legacy set for runs from before it)."""
+    listed = row.get("libraries") if hasattr(row, "get") else None
+    if isinstance(listed, str):
+        return tuple(c for c in listed.split(",") if c)
+    return LEGACY_LIBRARIES
 
 
 def fingerprint_value(row, key: str) -> str:
@@ -130,7 +142,7 @@ def fingerprint_value(row, key: str) -> str:
 
 
 def fingerprint(row: dict) -> str:
-    key = {k: fingerprint_value(row, k) for k in FINGERPRINT_KEYS}
+    key = {k: fingerprint_value(row, k) for k in COMMON_KEYS + library_columns(row)}
     key["hosts"] = key["hosts"] or "1"
     return hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 

@@ -5,7 +5,7 @@
     check_output_file(path, "-o")
     raise unwritable(err, "run directory X", "make it writable, then resume with --resume")
 
-Writing stays with harness/atomic.py (the one atomic writer); this module only reads and checks.
+Writing stays with harness/core/atomic.py (the one atomic writer); this module only reads and checks.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow
 
-from harness.errors import UserError
+from harness.core.errors import UserError
 
 RUN_TABLE_FIX = "`ddlbench sweep FILE --resume --output RUN` rebuilds a run's tables from its cells/"
 

@@ -3,7 +3,7 @@ topology (`nvidia-smi topo -m`), the NCCL_* variables, torch's precision default
 Every value is a string, empty on a machine without CUDA (or without nvidia-smi): nothing here fails.
 `gpu_driver` and `gpu_topology` are fingerprinted (harness/results/environment.py).
 
-Ranks record their own device's name (harness/worker.py, `device_name`); `gpu_models` summarises them
+Ranks record their own device's name (harness/rank/worker.py, `device_name`); `gpu_models` summarises them
 per cell, so a multi-node cell names every node's GPUs, not only the driver's."""
 
 from __future__ import annotations

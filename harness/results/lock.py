@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from harness.errors import UserError
+from harness.core.errors import UserError
 from harness.results.files import unwritable
 
 LOCK_NAME = ".lock"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.atomic import write_json_atomic, write_parquet_atomic
-from harness.errors import UserError
+from harness.core.atomic import write_json_atomic, write_parquet_atomic
+from harness.core.errors import UserError
 from harness.results import store
 from harness.results.files import RUN_TABLE_FIX, read_table
 

@@ -1,6 +1,6 @@
 """Which network a cell's traffic really took (docs/ARCHITECTURE.md, "Networks"): every rank records the
 interface it was told or chose (harness/backends/interfaces.py), one rank per node the bytes each of the
-node's interfaces carried per iteration (harness/worker.py); these pure functions turn that into summary
+node's interfaces carried per iteration (harness/rank/worker.py); these pure functions turn that into summary
 columns and a verdict.
 
 A multi-node cell whose traffic did not go mainly through the interface its ranks named is flagged

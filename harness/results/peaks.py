@@ -3,7 +3,7 @@
 
 MFU = FLOPs per sample x samples per second per device / the device's dense peak for the cell's compute
 dtype (torchtitan's definition; Korthikanti et al. 2022). The peak is the vendor's dense figure (no 2:4
-sparsity): for `fp32` cells, which run with TF32 off (harness/training.py), the FP32 rate of the CUDA cores;
+sparsity): for `fp32` cells, which run with TF32 off (harness/contracts/training.py), the FP32 rate of the CUDA cores;
 for `bf16`, the tensor cores' BF16 rate with FP32 accumulation. A device or dtype not in the table gets no
 MFU rather than a guessed one, and an MFU above 100% is refused: it means a wrong peak or a wrong clock.
 """

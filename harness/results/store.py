@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.atomic import write_parquet_atomic
-from harness.errors import UserError
+from harness.core.atomic import write_parquet_atomic
+from harness.core.errors import UserError
 from harness.results.files import RUN_TABLE_FIX, read_table, unwritable
 from harness.results.summarize import add_scaling
-from harness.schema import SCHEMA_VERSION
+from harness.core.schema import SCHEMA_VERSION
 
 TABLES = ("raw", "summary", "environment", "commbench")
 
@@ -153,5 +153,5 @@ def load_run(run: str | Path) -> RunTables:
 
 
 SUMMARY_NEEDS = ("cell_id", "status", "workload", "scheme", "workers")
-"""Columns every reader of a summary relies on (the full contract: harness.schema.SUMMARY_COLUMNS)."""
+"""Columns every reader of a summary relies on (the full contract: harness.core.schema.SUMMARY_COLUMNS)."""
 COMMBENCH_NEEDS = ("collective", "workers", "size_bytes", "time_s", "network")

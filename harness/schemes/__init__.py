@@ -10,7 +10,7 @@ import importlib
 import os
 import pkgutil
 
-from harness.errors import UserError
+from harness.core.errors import UserError
 from harness.schemes.base import SCHEMES, Scheme, SchemeContext, SchemeEntry, register
 from harness.schemes.knobs import Grid, Knob, Knobs, Range
 

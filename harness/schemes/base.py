@@ -1,6 +1,6 @@
 """The scheme contract: how gradients are synchronised between backward and the optimizer step.
 
-A scheme is written once against harness.backends.base.Transport. The timing loop
+A scheme is written once against harness.contracts.transport.Transport. The timing loop
 (harness.measure.loop) calls, per iteration: forward, `before_backward()`, `backward(loss)`,
 `after_backward()`, `wait()`, `step()`; `quiesce()` before the first measured iteration and `flush()`
 once at the end. The worker calls `setup()` first and, after the loop, `probe_comm()`,
@@ -8,7 +8,7 @@ once at the end. The worker calls `setup()` first and, after the loop, `probe_co
 here with a no-op (or plain) default, so the loop and the worker never probe for one. Hooks registered
 in `setup` may start communication during backward (and, for ByteScheduler, finish it during the next
 forward). A scheme registers its knobs (a frozen dataclass, harness.schemes.knobs) and its simulation
-model (harness.predict.model) beside it: see docs/ARCHITECTURE.md, "Scheme".
+model (harness.sim.model) beside it: see docs/ARCHITECTURE.md, "Scheme".
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Any, Callable, ClassVar
 import torch
 
 from harness.measure.timer import ForwardWaits, make_clock
-from harness.registry import Registry
+from harness.contracts.capabilities import check_words, providers
+from harness.core.registry import Registry
 from harness.schemes.knobs import Knob, Knobs
 
 
@@ -165,8 +166,8 @@ class SchemeEntry:
     """Scheme subclass."""
     description: str
     """One line for `ddlbench list`."""
-    backends: tuple = ("torch",)
-    """Backends the scheme runs on (the first labels its predicted rows)."""
+    needs: frozenset = frozenset({"allreduce"})
+    """What it asks of a backend (harness/contracts/capabilities.py); it runs on every backend that provides it."""
     knob_class: type = Knobs
     """The scheme's frozen Knobs dataclass."""
     parameter_server: bool = False
@@ -174,9 +175,14 @@ class SchemeEntry:
     communicates: bool = True
     """False only for the `local` baseline."""
     model: Any = None
-    """Its simulation model (harness.predict.model.Model), or NoModel(reason) saying why there is none."""
+    """Its simulation model (harness.sim.model.Model), or NoModel(reason) saying why there is none."""
     dtypes: tuple = ("fp32", "bf16")
-    """Compute dtypes the scheme runs (harness.training.DTYPES); a cell asking another is refused."""
+    """Compute dtypes the scheme runs (harness.contracts.training.DTYPES); a cell asking another is refused."""
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        """Backends the scheme runs on, from what each provides (the first labels its predicted rows)."""
+        return providers(self.needs)
 
     @property
     def knobs(self) -> dict[str, Knob]:
@@ -195,9 +201,10 @@ class SchemeEntry:
 SCHEMES: Registry[SchemeEntry] = Registry("scheme")
 
 
-def register(name: str, cls: type, description: str, *, backends=("torch",), knobs: type = Knobs,
+def register(name: str, cls: type, description: str, *, needs=("allreduce",), knobs: type = Knobs,
              parameter_server=False, communicates=True, model=None, dtypes=("fp32", "bf16")) -> SchemeEntry:
-    """Register a scheme under `name`, with its Knobs dataclass and its simulation model."""
+    """Register a scheme under `name`: what it needs of a backend (harness/contracts/capabilities.py), its
+    Knobs dataclass and its simulation model."""
     cls.name = name
-    return SCHEMES.register(name, SchemeEntry(name, cls, description, tuple(backends), knobs,
-                                              parameter_server, communicates, model, tuple(dtypes)))
+    return SCHEMES.register(name, SchemeEntry(name, cls, description, check_words(needs, f"scheme {name!r}"),
+                                              knobs, parameter_server, communicates, model, tuple(dtypes)))

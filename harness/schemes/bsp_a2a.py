@@ -1,7 +1,7 @@
 """`bsp-a2a`: backward finishes, then all gradients are all-reduced as one fused buffer. No overlap."""
 
-from harness.predict.bucketed_sim import bsp_a2a
-from harness.predict.model import Model
+from harness.sim.bucketed import bsp_a2a
+from harness.sim.model import Model
 from harness.schemes.base import register
 from harness.schemes.bucketed import BucketSync
 
@@ -11,4 +11,4 @@ class BspA2A(BucketSync):
 
 
 register("bsp-a2a", BspA2A, "bulk-synchronous: one fused all-reduce after backward, no overlap",
-         backends=("torch", "horovod"), model=Model(bsp_a2a))
+         needs=("allreduce",), model=Model(bsp_a2a))

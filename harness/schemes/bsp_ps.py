@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from harness.predict.bucketed_sim import bsp_ps
-from harness.predict.model import Model
-from harness.predict.ps_sim import SERVER_GBYTE_S
+from harness.sim.bucketed import bsp_ps
+from harness.sim.model import Model
+from harness.sim.ps import SERVER_GBYTE_S
 from harness.schemes.base import register
 from harness.schemes.bucketed import BucketSync
 from harness.schemes.knobs import Grid, Knobs, Range
@@ -29,4 +29,4 @@ class BspPS(BucketSync):
 
 
 register("bsp-ps", BspPS, "bulk-synchronous on parameter servers: push-pull of all partitions after backward",
-         knobs=PSKnobs, parameter_server=True, model=Model(bsp_ps, {"server_gbyte_s": SERVER_GBYTE_S}))
+         needs=("push_pull",), knobs=PSKnobs, parameter_server=True, model=Model(bsp_ps, {"server_gbyte_s": SERVER_GBYTE_S}))

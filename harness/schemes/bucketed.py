@@ -14,10 +14,10 @@ import statistics
 
 import torch
 
-from harness.commbench.timer import probe_gradient_sync
+from harness.measure.collective import probe_gradient_sync
 from harness.measure.timer import make_clock
 from harness.schemes.base import Scheme
-from harness.planning import partition
+from harness.contracts.planning import partition
 
 MB = 1 << 20
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.predict.model import NoModel
+from harness.sim.model import NoModel
 from harness.schemes.base import Scheme, register
 
 
@@ -30,6 +30,6 @@ class BytePSNative(Scheme):
 
 
 register("byteps", BytePSNative, "BytePS DistributedOptimizer: push-pull via its servers, its own scheduling",
-         backends=("byteps",), parameter_server=True,  # a BytePS job always has >= 1 server (DMLC_NUM_SERVER)
+         needs=("byteps_engine",), parameter_server=True,  # a BytePS job always has >= 1 server (DMLC_NUM_SERVER)
          model=NoModel("BytePS's own scheduling (its partitioning, priorities and server-side engine) is not "
                        "simulated; the bsp-ps/wfbp-ps/bytescheduler-ps models cover the study's BytePS runs"))

@@ -23,9 +23,9 @@ import time
 
 import torch
 
-from harness.commbench.timer import probe_gradient_sync
+from harness.measure.collective import probe_gradient_sync
 from harness.schemes.base import Scheme
-from harness.planning import partition
+from harness.contracts.planning import partition
 
 MB = 1 << 20
 TRACE_VAR = "DDLBENCH_BS_TRACE"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from harness.predict.bytescheduler_sim import bytescheduler_a2a
-from harness.predict.model import Model
+from harness.sim.bytescheduler import bytescheduler_a2a
+from harness.sim.model import Model
 from harness.schemes.base import register
 from harness.schemes.bytescheduler import ByteSchedulerEngine
 from harness.schemes.knobs import Grid, Knobs, Range
@@ -26,4 +26,4 @@ class ByteSchedulerA2A(ByteSchedulerEngine):
 
 register("bytescheduler-a2a", ByteSchedulerA2A,
          "ByteScheduler on all-reduce: priority partitions under a credit window, overlapping next forward",
-         backends=("torch", "horovod"), knobs=ByteSchedulerKnobs, model=Model(bytescheduler_a2a))
+         needs=("allreduce",), knobs=ByteSchedulerKnobs, model=Model(bytescheduler_a2a))

@@ -3,9 +3,9 @@
 from dataclasses import dataclass
 from typing import Annotated
 
-from harness.predict.bytescheduler_sim import bytescheduler_ps
-from harness.predict.model import Model
-from harness.predict.ps_sim import SERVER_GBYTE_S
+from harness.sim.bytescheduler import bytescheduler_ps
+from harness.sim.model import Model
+from harness.sim.ps import SERVER_GBYTE_S
 from harness.schemes.base import register
 from harness.schemes.bytescheduler import ByteSchedulerEngine
 from harness.schemes.bytescheduler_a2a import ByteSchedulerKnobs
@@ -25,5 +25,5 @@ class ByteSchedulerPS(ByteSchedulerEngine):
 
 register("bytescheduler-ps", ByteSchedulerPS,
          "ByteScheduler on parameter servers: priority push-pull under a credit window",
-         knobs=ByteSchedulerPSKnobs, parameter_server=True,
+         needs=("push_pull",), knobs=ByteSchedulerPSKnobs, parameter_server=True,
          model=Model(bytescheduler_ps, {"server_gbyte_s": SERVER_GBYTE_S}))

@@ -12,8 +12,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from harness.predict.bucketed_sim import ddp as ddp_model
-from harness.predict.model import Model
+from harness.sim.bucketed import ddp as ddp_model
+from harness.sim.model import Model
 from harness.schemes.base import Scheme, register
 from harness.schemes.knobs import Grid, Knobs, Range
 
@@ -57,4 +57,4 @@ class DDP(Scheme):
 
 
 register("ddp", DDP, "torch DistributedDataParallel: bucketed all-reduce overlapped with backward",
-         knobs=DDPKnobs, model=Model(ddp_model))
+         needs=("process_group",), knobs=DDPKnobs, model=Model(ddp_model))

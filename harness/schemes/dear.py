@@ -5,7 +5,7 @@ all-gather overlapped with the next iteration's forward.
 - Buckets (tensor fusion): consecutive layers in forward order (a layer = the module that first holds
   parameters directly), joined while the bucket stays under `bucket_mb` (the paper's and its public
   code's default threshold: 25 MB), or `nearby_layers` layers per bucket (1 = no fusion). The rule is
-  harness.predict.dear_sim.dear_groups, shared with the simulation.
+  harness.sim.dear.dear_groups, shared with the simulation.
 - Backward: each gradient is copied into its bucket's padded buffer as it becomes ready; a bucket's
   reduce-scatter starts once all its gradients are in and every later bucket has started (buckets go
   last layer first, the same order on every rank: collectives must match).
@@ -31,11 +31,11 @@ from typing import Annotated
 
 import torch
 
-from harness.planning import MB
-from harness.predict.dear_sim import dear as dear_model
-from harness.predict.dear_sim import dear_groups
-from harness.predict.layer_hooks import owners
-from harness.predict.model import Model
+from harness.contracts.planning import MB
+from harness.sim.dear import dear as dear_model
+from harness.sim.dear import dear_groups
+from harness.sim.layer_hooks import owners
+from harness.sim.model import Model
 from harness.schemes.base import Scheme, register
 from harness.schemes.knobs import Grid, Knobs, Range
 
@@ -175,4 +175,4 @@ class DeAR(Scheme):
 
 
 register("dear", DeAR, "DeAR: bucketed reduce-scatter overlapped with backward, all-gather with the next forward",
-         backends=("torch", "horovod"), knobs=DeARKnobs, model=Model(dear_model))
+         needs=("reduce_scatter", "all_gather"), knobs=DeARKnobs, model=Model(dear_model))

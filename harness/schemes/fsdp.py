@@ -1,6 +1,6 @@
 """`fsdp`: PyTorch's native FSDP2 (`torch.distributed.fsdp.fully_shard`) as its users apply it, the way
 torchtitan's parallelize step does: `fully_shard` on each repeated unit of the model (each transformer
-block, each ResNet stage; the rule is harness.predict.fsdp_sim.block_units, shared with the simulation),
+block, each ResNet stage; the rule is harness.sim.fsdp.block_units, shared with the simulation),
 then on the root, which holds everything else (embeddings, stem, head).
 
 Every parameter is a DTensor sharded over the workers (dim 0). Forward all-gathers a unit's parameters
@@ -26,10 +26,10 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-from harness.errors import UserError
-from harness.predict.fsdp_sim import block_units
-from harness.predict.fsdp_sim import fsdp as fsdp_model
-from harness.predict.model import Model
+from harness.core.errors import UserError
+from harness.sim.fsdp import block_units
+from harness.sim.fsdp import fsdp as fsdp_model
+from harness.sim.model import Model
 from harness.schemes.base import Scheme, register
 from harness.schemes.knobs import Grid, Knobs, Range
 
@@ -132,4 +132,4 @@ class FSDP(Scheme):
 
 
 register("fsdp", FSDP, "PyTorch FSDP2 (fully_shard per block, then the root): sharded parameters, gradients, state",
-         knobs=FSDPKnobs, model=Model(fsdp_model))
+         needs=("process_group",), knobs=FSDPKnobs, model=Model(fsdp_model))

@@ -14,9 +14,9 @@ import os
 from dataclasses import dataclass
 from typing import Annotated
 
-from harness.errors import UserError
-from harness.predict.horovod_sim import horovod
-from harness.predict.model import Model
+from harness.core.errors import UserError
+from harness.sim.horovod import horovod
+from harness.sim.model import Model
 from harness.schemes.base import Scheme, register
 from harness.schemes.knobs import Grid, Knobs, Range
 
@@ -67,4 +67,4 @@ class HorovodNative(Scheme):
 
 register("horovod", HorovodNative,
          "Horovod DistributedOptimizer: tensor fusion of gradients handed over during backward",
-         backends=("horovod",), knobs=HorovodKnobs, model=Model(horovod))
+         needs=("horovod_engine",), knobs=HorovodKnobs, model=Model(horovod))

@@ -27,7 +27,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import UserError
+from harness.core.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """`local`: one worker, no communication. The sweep's measured X_1 and compute-only iteration."""
 
-from harness.predict.bucketed_sim import local as local_model
-from harness.predict.model import Model
+from harness.sim.bucketed import local as local_model
+from harness.sim.model import Model
 from harness.schemes.base import Scheme, register
 
 
@@ -10,4 +10,4 @@ class Local(Scheme):
 
 
 register("local", Local, "1 worker, no communication: the compute-only baseline every sweep measures",
-         communicates=False, model=Model(local_model))
+         needs=(), communicates=False, model=Model(local_model))

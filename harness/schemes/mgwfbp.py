@@ -12,11 +12,11 @@ import statistics
 from dataclasses import dataclass
 from typing import Annotated
 
-from harness.commbench.fit import fit_from_run
-from harness.commbench.timer import time_sizes
-from harness.planning import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta, merge_plan
-from harness.predict.bucketed_sim import mgwfbp
-from harness.predict.model import Model
+from harness.results.alpha_beta import fit_from_run
+from harness.measure.collective import time_sizes
+from harness.contracts.planning import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta, merge_plan
+from harness.sim.bucketed import mgwfbp
+from harness.sim.model import Model
 from harness.schemes.base import register
 from harness.schemes.bucketed import BucketSync
 from harness.schemes.knobs import Grid, Knobs, Range
@@ -75,4 +75,4 @@ class MGWFBP(BucketSync):
 
 
 register("mgwfbp", MGWFBP, "merged-gradient WFBP: groups chosen by the alpha-beta model and profiled backward",
-         backends=("torch", "horovod"), knobs=MGWFBPKnobs, model=Model(mgwfbp))
+         needs=("allreduce",), knobs=MGWFBPKnobs, model=Model(mgwfbp))

@@ -1,8 +1,8 @@
 """`wfbp-a2a` (wait-free backprop): each tensor's all-reduce starts as soon as its gradient is ready,
 overlapping communication with the rest of backward; the optimizer waits for all of them."""
 
-from harness.predict.bucketed_sim import wfbp_a2a
-from harness.predict.model import Model
+from harness.sim.bucketed import wfbp_a2a
+from harness.sim.model import Model
 from harness.schemes.base import register
 from harness.schemes.bucketed import BucketSync
 
@@ -13,4 +13,4 @@ class WfbpA2A(BucketSync):
 
 
 register("wfbp-a2a", WfbpA2A, "wait-free backprop: one all-reduce per tensor, started from gradient hooks",
-         backends=("torch", "horovod"), model=Model(wfbp_a2a))
+         needs=("allreduce",), model=Model(wfbp_a2a))

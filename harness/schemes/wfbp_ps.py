@@ -1,9 +1,9 @@
 """`wfbp-ps`: each gradient's partitions are pushed to the servers as soon as the gradient is ready;
 the optimizer waits for all pulls."""
 
-from harness.predict.bucketed_sim import wfbp_ps
-from harness.predict.model import Model
-from harness.predict.ps_sim import SERVER_GBYTE_S
+from harness.sim.bucketed import wfbp_ps
+from harness.sim.model import Model
+from harness.sim.ps import SERVER_GBYTE_S
 from harness.schemes.base import register
 from harness.schemes.bsp_ps import PSKnobs
 from harness.schemes.bucketed import BucketSync
@@ -16,4 +16,4 @@ class WfbpPS(BucketSync):
 
 
 register("wfbp-ps", WfbpPS, "wait-free backprop on parameter servers: push-pull per partition from hooks",
-         knobs=PSKnobs, parameter_server=True, model=Model(wfbp_ps, {"server_gbyte_s": SERVER_GBYTE_S}))
+         needs=("push_pull",), knobs=PSKnobs, parameter_server=True, model=Model(wfbp_ps, {"server_gbyte_s": SERVER_GBYTE_S}))

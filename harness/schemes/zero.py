@@ -1,6 +1,6 @@
 """`zero0`..`zero3`: DeepSpeed's engine with ZeRO stage 0-3, as DeepSpeed users run it.
 
-The model and the one SGD recipe (harness.worker.make_optimizer, passed as the client optimizer, hence
+The model and the one SGD recipe (harness.rank.worker.make_optimizer, passed as the client optimizer, hence
 `zero_allow_untested_optimizer`) go to deepspeed.initialize; fp32 (or, for a bf16 cell, DeepSpeed's
 own bf16 section: bf16 module, fp32 master copy in its optimizer wrapper, gradients reduced in its
 communication_data_type, bf16 by default; docs/ARCHITECTURE.md, "Precision"), no loss scaling, no gradient
@@ -20,10 +20,10 @@ from typing import Annotated
 
 import torch
 
-from harness.predict.model import NoModel
+from harness.sim.model import NoModel
 from harness.schemes.base import Scheme, register
 from harness.schemes.knobs import Grid, Knobs, Range
-from harness.training import DTYPES
+from harness.contracts.training import DTYPES
 
 MB = 1 << 20
 
@@ -150,5 +150,5 @@ for _stage, _what in ((0, "DeepSpeed engine without ZeRO: gradients all-reduced 
                       (2, "DeepSpeed ZeRO-2: gradients and optimizer state partitioned"),
                       (3, "DeepSpeed ZeRO-3: parameters, gradients and optimizer state partitioned")):
     _cls = type(f"Zero{_stage}", (Zero,), {"stage": _stage})
-    register(f"zero{_stage}", _cls, _what, backends=("deepspeed",), knobs=Knobs if _stage == 0 else ZeroKnobs,
+    register(f"zero{_stage}", _cls, _what, needs=("deepspeed_engine",), knobs=Knobs if _stage == 0 else ZeroKnobs,
              model=NO_MODEL)

@@ -7,7 +7,7 @@ import os
 import re
 import shutil
 
-from harness.errors import UserError
+from harness.core.errors import UserError
 from harness.testbed import state as st
 
 MAX_MEANINGFUL_RATE_MBIT = 2000.0

@@ -7,7 +7,7 @@ import contextlib
 import fcntl
 import os
 
-from harness.errors import UserError
+from harness.core.errors import UserError
 from harness.testbed import state as st
 
 

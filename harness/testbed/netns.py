@@ -20,7 +20,7 @@ import signal
 import subprocess
 import time
 
-from harness.errors import UserError
+from harness.core.errors import UserError
 from harness.testbed import state as st
 from harness.testbed.checks import (  # noqa: F401  (part of this module's interface)
     MAX_MEANINGFUL_RATE_MBIT, MIN_RATE_MBIT, check_request, check_system, parse_rate,

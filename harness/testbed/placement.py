@@ -1,4 +1,4 @@
-"""Where each rank of a cell runs on the emulated testbed, as a Placement for harness.launch.local.
+"""Where each rank of a cell runs on the emulated testbed, as a Placement for harness.launchers.local.launcher.
 
     from harness.testbed import netns, placement
     s = netns.up(2, "500mbit")
@@ -20,9 +20,9 @@ Rules (the pure `rank_hosts` decides, `testbed_placement` turns it into argv pre
 
 from __future__ import annotations
 
-from harness.cell import CellSpec, server_placement
-from harness.errors import UserError
-from harness.launch.local import Placement
+from harness.contracts.cell import CellSpec, server_placement
+from harness.core.errors import UserError
+from harness.contracts.placement import Placement
 from harness.testbed.state import TestbedState
 
 POLICIES = ("round-robin", "blocked")

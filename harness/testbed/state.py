@@ -23,8 +23,8 @@ import re
 import time
 from dataclasses import asdict, dataclass
 
-from harness.atomic import write_text_atomic
-from harness.errors import UserError
+from harness.core.atomic import write_text_atomic
+from harness.core.errors import UserError
 
 STATE_PATH = "/run/ddlbench-testbed.json"
 """Where the state of the (single) testbed on this machine lives; /run is cleared on reboot, as are netns."""

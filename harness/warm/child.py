@@ -7,7 +7,7 @@ namespace it was placed in (as `nsenter --net`), exactly the environment it was 
 too: CUDA, NCCL and gloo read it later), the working directory, its log on fd 1 and 2 (unbuffered, as
 PYTHONUNBUFFERED would), a fresh interpreter's signal dispositions, and torch's intra-op thread count from
 the environment (torch and its OpenMP runtime read OMP_NUM_THREADS when the zygote imported them, not
-now). Then it runs MODULE.main(ARGV) and leaves with os._exit (as harness.training.exit_now does).
+now). Then it runs MODULE.main(ARGV) and leaves with os._exit (as harness.contracts.training.exit_now does).
 
 Set-up errors go back to the zygote through `status_w` (the spawn fails with them); once the module
 runs, what it prints goes to its log.
@@ -63,7 +63,7 @@ def setup(req: dict, log_fd: int, zygote_pid: int, inherited: tuple[int, ...]) -
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
     if os.getppid() != zygote_pid:  # the zygote died before the prctl: nobody would kill this process
         os._exit(ORPHANED)
-    default_signals()
+    default_signals(req.get("ignored", ()))
     for fd in inherited:  # the zygote's socket, wake-up pipe and selector
         try:
             os.close(fd)
@@ -81,9 +81,27 @@ def setup(req: dict, log_fd: int, zygote_pid: int, inherited: tuple[int, ...]) -
     set_threads(os.environ)
 
 
-def default_signals() -> None:
-    """A fresh interpreter's dispositions: default everywhere but SIGINT (KeyboardInterrupt) and SIGPIPE,
-    SIGXFSZ (ignored); no wake-up fd, nothing blocked."""
+def ignored_signals() -> list[int]:
+    """The signals this process ignores, which a process it starts through exec would inherit as ignored
+    (signal(7): ignored stays ignored across execve; handled ones reset to default). SIGPIPE and SIGXFSZ
+    are left out: subprocess resets them and every Python ignores them anyway. Asked by the spawner
+    (harness/warm/link.py), so a forked rank starts as a cold one would (`nohup cmd &` ignores SIGINT)."""
+    out = []
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGPIPE, signal.SIGXFSZ):
+            continue
+        try:
+            if signal.getsignal(sig) == signal.SIG_IGN:
+                out.append(int(sig))
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def default_signals(ignored=()) -> None:
+    """A fresh interpreter's dispositions, as the spawner's exec would leave them: `ignored` (the spawner's
+    ignored signals) stay ignored, everything else default but SIGINT (KeyboardInterrupt, unless ignored)
+    and SIGPIPE, SIGXFSZ (ignored); no wake-up fd, nothing blocked."""
     signal.set_wakeup_fd(-1)
     for sig in signal.valid_signals():
         if sig in (signal.SIGKILL, signal.SIGSTOP):
@@ -92,7 +110,13 @@ def default_signals() -> None:
             signal.signal(sig, signal.SIG_DFL)
         except (OSError, RuntimeError, ValueError):
             pass
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in ignored:
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except (OSError, RuntimeError, ValueError):
+            pass
+    if signal.SIGINT not in ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_SETMASK, set())

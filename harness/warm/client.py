@@ -1,9 +1,9 @@
 """The driver's side of warm ranks on this box (docs/ARCHITECTURE.md, "Warm ranks"): `WarmPool` starts
 the zygote (harness/warm/zygote.py) and asks it for ranks; each is a `WarmProc` (harness/warm/link.py),
-the part of `subprocess.Popen` the launchers and the one supervisor (launch/watch.py) use.
+the part of `subprocess.Popen` the launchers and the one supervisor (procs/supervisor.py) use.
 
     with WarmPool() as pool:
-        proc = pool.spawn("harness.worker", ["--cell", CELL_JSON, "--out", CELL_DIR], env, CELL_DIR / "rank0.log")
+        proc = pool.spawn("harness.rank.worker", ["--cell", CELL_JSON, "--out", CELL_DIR], env, CELL_DIR / "rank0.log")
         ...  os.killpg(proc.pid, signal.SIGKILL) ends it and whatever it started (it leads its session)
 
 The protocol and the WarmProc are harness/warm/link.py's (the srun launcher speaks it to a zygote per
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import harness
-from harness.launch.supervise import kill_group, orphan_proof, python_argv
+from harness.procs.processes import kill_group, orphan_proof, python_argv
 from harness.warm.link import LOST, PoolDead, WarmProc, ZygoteLink
 
 __all__ = ["LOST", "PoolDead", "WarmPool", "WarmProc", "zygote_env"]

@@ -1,8 +1,8 @@
 """One connection to a zygote (harness/warm/zygote.py) and the ranks it forked (docs/ARCHITECTURE.md,
 "Warm ranks"). `ZygoteLink` speaks the zygote's JSON-lines protocol over a connected socket: the Unix
 socket of the driver's own zygote (client.WarmPool), or TCP to the zygote of one node of a Slurm
-allocation (launch/srun_warm.py). Each rank is a `WarmProc`, the part of `subprocess.Popen` the launchers
-and the one supervisor (launch/watch.py) use: `pid`, `poll()`, `wait(timeout)`, `returncode`, `kill()`,
+allocation (launchers/srun/warm.py). Each rank is a `WarmProc`, the part of `subprocess.Popen` the launchers
+and the one supervisor (procs/supervisor.py) use: `pid`, `poll()`, `wait(timeout)`, `returncode`, `kill()`,
 `terminate()`, `send_signal()`, `args`, plus `kill_group()`.
 
 A rank's exit status comes from the zygote, which reaps it (the driver is not its parent), through a
@@ -23,7 +23,8 @@ import threading
 import time
 from pathlib import Path
 
-from harness.launch.supervise import kill_group
+from harness.warm.child import ignored_signals
+from harness.procs.processes import kill_group
 
 SPAWN_TIMEOUT_S = 60.0
 """How long a spawn may take to be answered (the zygote forks and waits for the child's set-up)."""
@@ -148,7 +149,7 @@ class ZygoteLink:
         proc = WarmProc([module, *args], self)
         req = {"op": "spawn", "module": module, "argv": [str(a) for a in args], "env": dict(env),
                "log": os.path.abspath(log_path), "netns": netns, "cwd": os.path.abspath(cwd or os.getcwd()),
-               "inherit": inherit, "unset": list(unset)}
+               "inherit": inherit, "unset": list(unset), "ignored": ignored_signals()}
         with self._lock:
             if self._dead:
                 raise PoolDead(self._dead)

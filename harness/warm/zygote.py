@@ -2,9 +2,9 @@
 ranks").
 
     python -P -m harness.warm.zygote --socket PATH [--preload MODULE ...]   # started by client.WarmPool
-    srun ... python -P -m harness.warm.zygote --tcp DIR                    # one per node: launch/srun_warm.py
+    srun ... python -P -m harness.warm.zygote --tcp DIR                    # one per node: launchers/srun/warm.py
 
-At start-up it imports PRELOAD (torch, the rank entry point `harness.worker`, which imports the backends,
+At start-up it imports PRELOAD (torch, the rank entry point `harness.rank.worker`, which imports the backends,
 schemes and workloads), PRELOAD_OPTIONAL (transformers and the model modules the workloads import as they
 build, where installed) and any `--preload` module. It imports them by name through importlib and runs
 nothing of theirs but their module-level code, so it stays in the layer of the generic launch pieces
@@ -43,7 +43,7 @@ import socket
 import sys
 import time
 
-from harness.launch.supervise import WORKER_MODULE, kill_group
+from harness.procs.processes import WORKER_MODULE, kill_group
 from harness.warm.child import become_rank
 from harness.warm.listen import TOKEN_VAR, accept_tcp, accept_unix
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# ddl-deepspeed: 8 workers (2 nodes x 4), launched with deepspeed. Written by harness/launch/sbatch.py.
+# ddl-deepspeed: 8 workers (2 nodes x 4), launched with deepspeed. Written by harness/launchers/sbatch/script.py.
 #SBATCH --job-name=ddl-deepspeed  # name in squeue; %x in --output
 #SBATCH --nodes=2                 # nodes in the allocation
 #SBATCH --ntasks-per-node=4       # workers per node (one per GPU, or per core on CPU)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# ddl-horovod: 8 workers (2 nodes x 4), launched with horovodrun. Written by harness/launch/sbatch.py.
+# ddl-horovod: 8 workers (2 nodes x 4), launched with horovodrun. Written by harness/launchers/sbatch/script.py.
 #SBATCH --job-name=ddl-horovod    # name in squeue; %x in --output
 #SBATCH --nodes=2                 # nodes in the allocation
 #SBATCH --ntasks-per-node=4       # workers per node (one per GPU, or per core on CPU)
@@ -14,7 +14,7 @@ set -euo pipefail
 mapfile -t HOSTS < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
 MASTER_ADDR=$(scontrol show node "${HOSTS[0]}" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2 || true)
 export MASTER_ADDR=${MASTER_ADDR:-${HOSTS[0]}}
-export MASTER_PORT=${MASTER_PORT:-$((20000 + SLURM_JOB_ID % 12000))}  # = harness.launch.slurm_env.port_for_job
+export MASTER_PORT=${MASTER_PORT:-$((20000 + SLURM_JOB_ID % 12000))}  # = harness.launchers.srun.env.port_for_job
 echo "job $SLURM_JOB_ID: ${#HOSTS[@]} nodes (${HOSTS[*]}), rendezvous $MASTER_ADDR:$MASTER_PORT"
 
 # horovodrun is the job's launcher: one copy on the first node drives all 8 workers;

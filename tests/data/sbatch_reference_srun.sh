@@ -1,5 +1,5 @@
 #!/bin/bash
-# ddl-srun: 2 workers (2 nodes x 1), launched with srun. Written by harness/launch/sbatch.py.
+# ddl-srun: 2 workers (2 nodes x 1), launched with srun. Written by harness/launchers/sbatch/script.py.
 #SBATCH --job-name=ddl-srun         # name in squeue; %x in --output
 #SBATCH --nodes=2                   # nodes in the allocation
 #SBATCH --ntasks-per-node=1         # workers per node (one per GPU, or per core on CPU)
@@ -18,9 +18,9 @@ export OMP_NUM_THREADS=1
 mapfile -t HOSTS < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
 MASTER_ADDR=$(scontrol show node "${HOSTS[0]}" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2 || true)
 export MASTER_ADDR=${MASTER_ADDR:-${HOSTS[0]}}
-export MASTER_PORT=${MASTER_PORT:-$((20000 + SLURM_JOB_ID % 12000))}  # = harness.launch.slurm_env.port_for_job
+export MASTER_PORT=${MASTER_PORT:-$((20000 + SLURM_JOB_ID % 12000))}  # = harness.launchers.srun.env.port_for_job
 echo "job $SLURM_JOB_ID: ${#HOSTS[@]} nodes (${HOSTS[*]}), rendezvous $MASTER_ADDR:$MASTER_PORT"
 
-# One task per worker; each reads its rank from SLURM_* (harness.launch.slurm_env).
+# One task per worker; each reads its rank from SLURM_* (harness.launchers.srun.env).
 # --kill-on-bad-exit: one failed rank ends the step instead of leaving the others hung.
 srun --kill-on-bad-exit=1 --cpus-per-task=2 ddlbench run --workload resnet50 --method wfbp-a2a --note 'two words'

@@ -6,13 +6,17 @@ from harness.backends.base import BackendEntry, register
 from harness.backends.byteps import launch
 from harness.backends.byteps.roles import byteps_role_env, slurm_layout
 from harness.backends.byteps.transport import BytePSTransport, available, versions
-from harness.launch.recipes import BackendLaunch, SbatchRecipe, SrunRecipe
+from harness.contracts.recipes import BackendLaunch
+from harness.launchers.sbatch.recipe import SbatchRecipe
+from harness.launchers.srun.recipe import SrunRecipe
 
 __all__ = ["byteps_role_env", "slurm_layout"]
 
 register(BackendEntry(
     name="byteps",
     description="BytePS push-pull with its own servers (needs CUDA+NCCL: not runnable on CPU-only machines)",
+    provides=frozenset({"byteps_engine"}),
+    library="byteps",
     start=lambda cell, env, device: BytePSTransport(cell, env, device),
     available=available, versions=versions,
     launch=BackendLaunch(recipes=(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from harness.errors import UserError
+from harness.core.errors import UserError
 
 ROLES = ("scheduler", "server", "worker")
 def byteps_role_env(role: str, num_workers: int, num_servers: int, scheduler_host: str,

@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 import torch
 
-from harness.backends.base import Handle, Transport
-from harness.errors import UserError
+from harness.contracts.transport import Handle, Transport
+from harness.core.errors import UserError
 
 WHY = ("backend byteps is not available here: BytePS is not installed and cannot be on this machine "
        "(its build needs CUDA and NCCL and does not support current torch); use the -ps schemes on "

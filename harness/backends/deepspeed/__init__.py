@@ -10,7 +10,11 @@ from harness.backends.deepspeed.launch import (
     launch_local,
     srun_plan,
 )
-from harness.launch.recipes import BackendLaunch, LocalRecipe, NodesRecipe, SbatchRecipe, SrunRecipe
+from harness.contracts.recipes import BackendLaunch
+from harness.launchers.sbatch.recipe import SbatchRecipe
+from harness.launchers.nodes.recipe import NodesRecipe
+from harness.launchers.srun.recipe import SrunRecipe
+from harness.launchers.local.recipe import LocalRecipe
 from harness.backends.deepspeed.transport import (
     available,
     extensions_dir,
@@ -23,6 +27,8 @@ __all__ = ["extensions_dir"]
 register(BackendEntry(
     name="deepspeed",
     description="DeepSpeed engine (ZeRO stages 0-3; gloo on CPU), started by the deepspeed launcher",
+    provides=frozenset({"deepspeed_engine"}),
+    library="deepspeed",
     start=start, available=available, versions=versions,
     launch=BackendLaunch(rank_env=launch_env, recipes=(
         LocalRecipe(launch=launch_local), SrunRecipe(plan=srun_plan), NodesRecipe(refuse=NODES_REFUSAL),

@@ -1,9 +1,9 @@
 """How the `deepspeed` backend is started by each launcher (docs/ARCHITECTURE.md, "Backend"):
 
 - one box: the `deepspeed` launcher, as DeepSpeed users start a job
-  (`deepspeed --num_gpus W --master_port P --no_local_rank --module harness.worker --cell ... --out ...`;
+  (`deepspeed --num_gpus W --master_port P --no_local_rank --module harness.rank.worker --cell ... --out ...`;
   on a CPU box --num_gpus is the number of local processes). It sets RANK/WORLD_SIZE/LOCAL_RANK/MASTER_*
-  for every rank, which harness/launch/env.py reads, and deepspeed.init_distributed joins them.
+  for every rank, which harness/launchers/identity.py reads, and deepspeed.init_distributed joins them.
   --no_local_rank: the worker takes its rank from the environment, not from --local_rank;
 - srun: one task per rank given the torch variables deepspeed.init_distributed reads (the `torch` shim);
 - batch scripts: the `deepspeed` launch style.
@@ -13,11 +13,11 @@ compiles them again).
 
 from __future__ import annotations
 
-from harness.launch.recipes import SbatchStyle
+from harness.launchers.sbatch.recipe import SbatchStyle
 from harness.backends.deepspeed.transport import extensions_dir
-from harness.launch.sbatch_text import argv_words, step_cpus
-from harness.launch.srun_plan import SrunContext, Step, all_ranks_step
-from harness.launch.supervise import (
+from harness.launchers.sbatch.text import argv_words, step_cpus
+from harness.launchers.srun.plan import SrunContext, Step, all_ranks_step
+from harness.procs.processes import (
     base_env,
     free_port,
     launcher_exe,
@@ -29,7 +29,7 @@ from harness.launch.supervise import (
 
 NODES_REFUSAL = ("backend deepspeed starts its ranks with its own launcher (deepspeed), which the multi-node "
                  "launcher does not drive; run its cells under Slurm (`--launcher srun`) or on one box")
-"""Why `ddlbench sweep` run on every node cannot start DeepSpeed's ranks (harness/launch/nodes.py)."""
+"""Why `ddlbench sweep` run on every node cannot start DeepSpeed's ranks (harness/launchers/nodes/launcher.py)."""
 
 
 def launch_env(cell) -> dict:

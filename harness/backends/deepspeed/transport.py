@@ -19,8 +19,8 @@ import torch
 
 from harness.backends.interfaces import choose_interface
 from harness.backends.torch_dist import TorchTransport
-from harness.devices import process_group_backend
-from harness.launch.supervise import launcher_exe
+from harness.contracts.devices import process_group_backend
+from harness.procs.processes import launcher_exe
 
 INSTALL = "bash scripts/install_frameworks.sh deepspeed"
 
@@ -41,7 +41,7 @@ def deepspeed_local_rank(device: torch.device, local_rank: int) -> str:
     """The LOCAL_RANK DeepSpeed must see. DeepSpeed reads LOCAL_RANK as the CUDA ordinal (the process
     group's device_id, the engine's device, ZeRO-3's partitions), so under per-task GPU binding, where a
     task sees one device, the launcher's local rank 1 is an invalid ordinal: give it the device the
-    harness chose (harness/devices.py, the worker's rule). CPU: unchanged."""
+    harness chose (harness/contracts/devices.py, the worker's rule). CPU: unchanged."""
     return str(device.index if device.type == "cuda" and device.index is not None else local_rank)
 
 
@@ -60,7 +60,7 @@ def start(cell, env, device):
     name_accelerator(device.type)
     import deepspeed  # optional: only this backend needs DeepSpeed
 
-    # the device's type decides (harness/devices.py): NCCL for CUDA unless the cell asks for gloo
+    # the device's type decides (harness/contracts/devices.py): NCCL for CUDA unless the cell asks for gloo
     backend = "nccl" if process_group_backend(device, cell.dist_backend).endswith("nccl") else "gloo"
     deepspeed.init_distributed(dist_backend=backend,
                                timeout=datetime.timedelta(seconds=max(30.0, float(cell.timeout_s))),

@@ -4,18 +4,18 @@ transport.py is what the ranks run, launch.py how launchers start it (horovodrun
 from harness.backends.base import BackendEntry, register
 from harness.backends.horovod import launch, placed
 from harness.backends.horovod.transport import available, device_check, start, versions
-from harness.launch.recipes import (
-    BackendLaunch,
-    LocalRecipe,
-    NodesRecipe,
-    PlacedRecipe,
-    SbatchRecipe,
-    SrunRecipe,
-)
+from harness.contracts.recipes import BackendLaunch
+from harness.launchers.sbatch.recipe import SbatchRecipe
+from harness.launchers.nodes.recipe import NodesRecipe
+from harness.launchers.testbed.recipe import PlacedRecipe
+from harness.launchers.srun.recipe import SrunRecipe
+from harness.launchers.local.recipe import LocalRecipe
 
 register(BackendEntry(
     name="horovod",
     description="Horovod (gloo on CPU): named async all-reduce with tensor fusion, started by horovodrun",
+    provides=frozenset({"allreduce", "reduce_scatter", "all_gather", "horovod_engine"}),
+    library="horovod",
     start=start, available=available, device_check=device_check, versions=versions,
     launch=BackendLaunch(identity=launch.horovodrun_dist_env, recipes=(
         LocalRecipe(launch=launch.launch_local),

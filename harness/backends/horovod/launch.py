@@ -2,7 +2,7 @@
 (docs/ARCHITECTURE.md, "Backend"):
 
 - one box: `horovodrun -np W -H localhost:W --gloo [--fusion-threshold-mb N --cycle-time-ms T] python -m
-  harness.worker ...`; the `horovod` scheme's knobs become horovodrun's own flags, which set
+  harness.rank.worker ...`; the `horovod` scheme's knobs become horovodrun's own flags, which set
   HOROVOD_FUSION_THRESHOLD / HOROVOD_CYCLE_TIME for every rank before hvd.init();
 - srun, variant `srun` (default): one srun task per rank with the variables horovodrun gives each slot
   (HOROVOD_RANK, ..., set by the `horovod` shim style); this process runs the gloo rendezvous server
@@ -20,13 +20,13 @@ import dataclasses
 import socket
 from collections.abc import Mapping
 
-from harness.launch.recipes import SbatchStyle
-from harness.errors import CellFailed
-from harness.launch.distenv import DistEnv
-from harness.launch.sbatch_text import argv_words
-from harness.launch.slurm_env import expand_tasks_per_node, from_slurm, node_addr
-from harness.launch.srun_plan import SrunContext, Step, beside_python, env_items
-from harness.launch.supervise import (
+from harness.launchers.sbatch.recipe import SbatchStyle
+from harness.core.errors import CellFailed
+from harness.contracts.distenv import DistEnv
+from harness.launchers.sbatch.text import argv_words
+from harness.launchers.srun.env import expand_tasks_per_node, from_slurm, node_addr
+from harness.launchers.srun.plan import SrunContext, Step, beside_python, env_items
+from harness.procs.processes import (
     base_env,
     launcher_exe,
     prepare_cell_dir,
@@ -34,7 +34,7 @@ from harness.launch.supervise import (
     run_supervised,
     worker_argv,
 )
-from harness.netif import iface_towards
+from harness.networks.netif import iface_towards
 
 MB = 1 << 20
 LAUNCH_VAR = "DDLBENCH_HOROVOD_LAUNCH"
@@ -43,7 +43,7 @@ LAUNCH_VAR = "DDLBENCH_HOROVOD_LAUNCH"
 
 NODES_REFUSAL = ("backend horovod starts its ranks with its own launcher (horovodrun), which the multi-node "
                  "launcher does not drive; run its cells under Slurm (`--launcher srun`) or on one box")
-"""Why `ddlbench sweep` run on every node cannot start Horovod's ranks (harness/launch/nodes.py)."""
+"""Why `ddlbench sweep` run on every node cannot start Horovod's ranks (harness/launchers/nodes/launcher.py)."""
 
 
 def knob_env(knobs: Mapping) -> dict[str, str]:

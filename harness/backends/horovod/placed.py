@@ -18,8 +18,8 @@ import subprocess
 import sys
 
 from harness.backends.horovod.launch import knob_env
-from harness.errors import CellFailed
-from harness.launch.supervise import orphan_proof, python_argv
+from harness.core.errors import CellFailed
+from harness.procs.processes import orphan_proof, python_argv
 
 MODULE = "harness.backends.horovod.placed"
 

@@ -1,7 +1,7 @@
 """The `horovod` backend's transport: the Transport over Horovod's named asynchronous collectives (gloo on CPU).
 
 Every rank is started by `horovodrun` or srun (launch.py), as Horovod users start jobs; the
-ranks learn who they are from HOROVOD_RANK/HOROVOD_SIZE (harness.launch.env). Sums are
+ranks learn who they are from HOROVOD_RANK/HOROVOD_SIZE (harness.launchers.identity). Sums are
 `hvd.allreduce_async_(t, name, op=hvd.Sum)` completed by `hvd.synchronize` (reduce-scatter and
 all-gather: `hvd.reducescatter_async`/`hvd.allgather_async`, their result copied into the caller's
 buffer); Horovod's background thread fuses outstanding tensors under its fusion threshold and cycle time. Horovod has no priorities: the
@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from harness.backends.base import Handle, Transport
-from harness.errors import UserError
-from harness.launch.supervise import launcher_exe
+from harness.contracts.transport import Handle, Transport
+from harness.core.errors import UserError
+from harness.procs.processes import launcher_exe
 
 INSTALL = "bash scripts/install_frameworks.sh horovod"
 

@@ -2,7 +2,9 @@
 point-to-point. transport.py is what the ranks run, ps.py the server, launch.py how launchers start it."""
 
 from harness.backends.base import BackendEntry, register
-from harness.launch.recipes import BackendLaunch, SbatchRecipe, SrunRecipe
+from harness.contracts.recipes import BackendLaunch
+from harness.launchers.sbatch.recipe import SbatchRecipe
+from harness.launchers.srun.recipe import SrunRecipe
 from harness.backends.torch_dist.launch import (
     SBATCH_EXAMPLES,
     SBATCH_STYLES,
@@ -21,6 +23,7 @@ __all__ = ["TorchTransport", "init_process_group", "serve", "start", "versions"]
 register(BackendEntry(
     name="torch",
     description="torch.distributed: gloo on CPU, nccl on GPU; parameter servers over gloo point-to-point",
+    provides=frozenset({"allreduce", "push_pull", "reduce_scatter", "all_gather", "process_group"}),
     start=start, serve=serve, versions=versions,
     launch=BackendLaunch(recipes=(SrunRecipe(task_envs={"torch": torch_task_env}),
                                   SbatchRecipe(styles=SBATCH_STYLES, examples=SBATCH_EXAMPLES))),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import Future
 
-from harness.backends.base import Handle
+from harness.contracts.transport import Handle
 
 COMPLETION_POLL_S = 50e-6
 """How often a credit window asks an NCCL operation whether it has finished (is_completed)."""

@@ -1,7 +1,7 @@
 """How the `torch` backend is started by each launcher (docs/ARCHITECTURE.md, "Backend").
 
-- one box: the generic local spawner (harness/launch/local.py), one process per rank;
-- srun: one task per rank (workers, then servers) reading SLURM_* (harness/launch/slurm_env.py);
+- one box: the generic local spawner (harness/launchers/local/launcher.py), one process per rank;
+- srun: one task per rank (workers, then servers) reading SLURM_* (harness/launchers/srun/env.py);
   the plain plan `all_ranks_step`;
 - a shim style `torch` that gives a task torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, ...),
   for code that reads only those (deepspeed.init_distributed does);
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.launch.recipes import SbatchStyle
-from harness.launch.sbatch_text import argv_words, step_cpus
-from harness.launch.slurm_env import from_slurm
+from harness.launchers.sbatch.recipe import SbatchStyle
+from harness.launchers.sbatch.text import argv_words, step_cpus
+from harness.launchers.srun.env import from_slurm
 
 
 def torch_task_env(environ: Mapping[str, str]) -> dict[str, str | None]:
@@ -28,7 +28,7 @@ def torch_task_env(environ: Mapping[str, str]) -> dict[str, str | None]:
 
 def sbatch_srun(spec) -> str:
     return (
-        "# One task per worker; each reads its rank from SLURM_* (harness.launch.slurm_env).\n"
+        "# One task per worker; each reads its rank from SLURM_* (harness.launchers.srun.env).\n"
         "# --kill-on-bad-exit: one failed rank ends the step instead of leaving the others hung.\n"
         f"srun --kill-on-bad-exit=1 {step_cpus(spec)} {argv_words(spec)}\n"
     )
@@ -39,5 +39,5 @@ SBATCH_STYLES = {"srun": SbatchStyle(sbatch_srun)}
 SBATCH_EXAMPLES = (
     {"name": "torch-srun", "sweep": "torch", "nodes": 2, "notes": [
         "torch.distributed (nccl on GPU, gloo on CPU): each cell is one srun step, one task per GPU;",
-        "every task reads its rank from SLURM_PROCID/SLURM_LOCALID (harness/launch/slurm_env.py)."]},
+        "every task reads its rank from SLURM_PROCID/SLURM_LOCALID (harness/launchers/srun/env.py)."]},
 )

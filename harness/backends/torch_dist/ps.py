@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 import torch.distributed as dist
 
-from harness.backends.base import Handle
+from harness.contracts.transport import Handle
 from harness.backends.torch_dist.handles import DeferredHandle, WorkHandle
 from harness.backends.torch_dist.ps_layout import PSLayout
 from harness.backends.torch_dist.ps_node import (

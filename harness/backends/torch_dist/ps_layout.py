@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.planning import assign_servers
+from harness.contracts.planning import assign_servers
 
 
 @dataclass(frozen=True)

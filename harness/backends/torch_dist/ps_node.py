@@ -16,7 +16,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from harness.backends.base import Handle
+from harness.contracts.transport import Handle
 from harness.backends.torch_dist.ps_server import receive_pushes
 
 LOCAL_CONTROL_TAG = (1 << 30) + 1

@@ -15,11 +15,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from harness.backends.base import Handle, Transport
+from harness.contracts.transport import Handle, Transport
 from harness.backends.interfaces import choose_interface
 from harness.backends.torch_dist import ps, ps_server
 from harness.backends.torch_dist.handles import WorkHandle
-from harness.devices import process_group_backend, tensor_backend
+from harness.contracts.devices import process_group_backend, tensor_backend
 
 
 def rendezvous_store(env, timeout: datetime.timedelta) -> dist.TCPStore:
@@ -44,7 +44,7 @@ def rendezvous_store(env, timeout: datetime.timedelta) -> dist.TCPStore:
 
 def init_process_group(cell, env, device: torch.device) -> dict:
     """Join the job's process group on the interface of the network under test (interfaces.py); returns
-    that choice for the rank's record. The backend follows the device's type (harness/devices.py): with
+    that choice for the rank's record. The backend follows the device's type (harness/contracts/devices.py): with
     CUDA, NCCL moves CUDA tensors and gloo CPU ones (PS traffic); gloo alone when the cell asks for it."""
     facts = choose_interface(env)
     backend = process_group_backend(device, cell.dist_backend)

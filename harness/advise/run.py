@@ -1,0 +1,263 @@
+"""`ddlbench advise` (harness/cli/commands/advise.py): which method and knobs to use for this workload on this placement, with evidence.
+
+    ddlbench advise --workload bert-base-tiny --workers 2                   # this box
+    ddlbench advise --workload mypkg.models:build --workers 2 --testbed     # the emulated hosts that are up
+    ddlbench advise --workload bert-base --workers 16                        # inside a Slurm allocation
+
+Profile the model and measure the network (or take stored ones), predict every method over the knob grid
+declared beside its knobs (harness/advise/candidates.py), measure the best predicted few plus DDP with
+its default knobs as ordinary cells of an ordinary run directory (through `ddlbench sweep`'s own
+function: one sweep file per candidate and try, kept under RUN/advise/sweeps/), re-measure the best two in
+alternated rounds when their CIs overlap, and write RUN/advise/report.md. Resumable: run it again with
+--resume and the same options, and it measures only what is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+import yaml
+
+from harness.advise.candidates import Candidate, Layout, candidates, reference, shortlist, sweep_mapping
+from harness.advise.inputs import commbench_table, profile_table
+from harness.advise.measure import Policy, alternated_rounds, frame, measure
+from harness.advise.predicted import measured_network, predict_candidates, preset_network
+from harness.advise.recommend import recommend
+from harness.advise.report import render
+from harness.backends import BACKENDS
+from harness.contracts.launcher import Launcher
+from harness.core.atomic import write_text_atomic
+from harness.core.errors import UserError
+from harness.experiment.options import RunOptions
+from harness.experiment.run import launcher_for, run_sweep_file
+from harness.launchers.testbed.launcher import rate_label
+from harness.predict.compute import compute_model
+from harness.results.files import check_output_dir
+from harness.results.store import holds_run, new_run_id
+from harness.schemes import SCHEMES
+from harness.sim.network import get_link
+from harness.testbed import netns
+from harness.testbed import placement as pl
+from workloads import WORKLOADS
+
+
+@dataclass(frozen=True)
+class AdviseSpec:
+    """Everything `ddlbench advise` is asked (its options, harness/cli/commands/advise.py)."""
+
+    workload: str
+    """Workload name, or your own as package.module:function."""
+    workers: int
+    """Worker processes (>= 2)."""
+    output: Path | None = None
+    """Run directory (default results/<run-id>)."""
+    resume: bool = False
+    """Go on with the advise run in `output`: measure only what is missing."""
+    testbed: bool = False
+    """Measure on the emulated testbed that is up."""
+    servers: int = 1
+    """Parameter servers available: PS candidates try 1..N."""
+    schemes: str = "all"
+    """Methods to consider, comma-separated, or all."""
+    full_grid: bool = True
+    """Each method over its declared knob grid (False: at its default knobs only)."""
+    top_k: int = 6
+    """Best predicted candidates to measure (DDP with default knobs is measured besides)."""
+    policy: Policy = Policy()
+    """How long each candidate is measured, and the alternated rounds of the best two."""
+    warmup: int = 5
+    """Discarded iterations per cell."""
+    batch: int | None = None
+    """Per-worker batch (None: the workload's)."""
+    seq_len: int | None = None
+    """Sequence length (None: the workload's)."""
+    device: str = "auto"
+    """cpu | cuda | auto."""
+    timeout_s: float = 600.0
+    """Cell time limit, seconds."""
+    profile: Path | None = None
+    """Stored profile (`ddlbench profile`) instead of measuring one."""
+    commbench: tuple = ()
+    """Stored commbench run(s) measured on this placement instead of measuring the network."""
+    network: str | None = None
+    """A network preset instead of measuring it."""
+    oversubscribe: bool = False
+    """Allow more workers than cores (timings are then noise)."""
+    progress: bool = True
+    """Progress bars."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Where:
+    """Where the candidates run, and the sweep settings that put them there."""
+
+    layout: Layout
+    label: str
+    """this box | the emulated testbed (N hosts at R) | Slurm allocation (N nodes)."""
+    sweep: dict
+    """Sweep-file settings for the place (testbed block), merged into every candidate's file."""
+    shaped: bool = False
+    """Token-bucket shaped links (the testbed)."""
+    shared_cores: bool = True
+    """Every worker computes on this machine's cores (one box, the testbed)."""
+    launcher: Launcher | None = None
+    """What starts the network's measurement across nodes (srun in an allocation); None: here."""
+
+
+def where(workers: int, servers: int, testbed: bool) -> Where:
+    if testbed:
+        s = netns.status()
+        if s is None:
+            raise UserError("--testbed needs a testbed that is up, and none is: start one with "
+                            "`ddlbench testbed up --hosts 2 --rate 500mbit`")
+        nodes = pl.nodes_for(workers, len(s.hosts))
+        return Where(Layout(workers, nodes, servers, len(s.hosts) - nodes),
+                     f"the emulated testbed ({len(s.hosts)} hosts at {rate_label(s.rate_mbit)})",
+                     {"testbed": {"hosts": len(s.hosts), "rate": f"{s.rate_mbit:g}mbit"}}, shaped=True)
+    launch = launcher_for(None, RunOptions())
+    if launch.run_module is not None:  # an allocation whose nodes the network's measurement spans (srun)
+        nodes = launch.nodes_for(workers)
+        hosts = len(launch.env_extra.get("hosts", "").split(","))
+        return Where(Layout(workers, nodes, servers, max(0, hosts - nodes)), f"Slurm allocation ({hosts} nodes)",
+                     {}, shared_cores=False, launcher=launch)
+    return Where(Layout(workers, 1, servers, 0), "this box", {})
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-")
+
+
+def sweep_runner(base: dict, sweeps: Path, progress: bool, oversubscribe: bool):
+    """run(candidate, iters, run_dir) over `ddlbench sweep`'s function: writes the candidate's sweep file
+    (kept: it reproduces that cell) and runs it into run_dir, skipping what is already there."""
+    def run(c: Candidate, iters: int, run_dir: Path) -> None:
+        path = sweeps / f"{_slug(c.label)}-i{iters}.yaml"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(path, yaml.safe_dump(sweep_mapping(c, base, iters, "advise"), sort_keys=False))
+        run_sweep_file(path, RunOptions(output=run_dir, resume=True, progress=progress, oversubscribe=oversubscribe))
+    return run
+
+
+def predictions(workload, batch, seq_len, device, place: Where, methods, full_grid, profile, commbench, network,
+                keep: Path) -> tuple[pd.DataFrame, dict, str]:
+    """(predicted table, skipped methods, a line on the inputs)."""
+    usable = {b: BACKENDS.get(b).available() is None for b in BACKENDS}
+    cands, skipped = candidates(methods, place.layout, usable, full_grid)
+    if not any(c.is_reference for c in cands):
+        cands.append(reference())
+    concurrent = place.layout.workers if place.shared_cores and device == "cpu" else 1
+    prof = profile_table(workload, batch, seq_len, device, concurrent, profile, keep / "profile.parquet")
+    if network:
+        net = preset_network(network)
+        how = f"network preset {network}"
+    else:
+        pushpull = any(c.servers for c in cands)
+        cb = commbench_table(place.layout, device, "testbed" in place.sweep, pushpull, commbench,
+                             keep / "commbench.parquet", place.launcher)
+        net = measured_network(cb, place.layout, place.shaped, "measured")
+        how = f"network measured (all-reduce{' and push-pull' if pushpull else ''}, commbench)"
+    pred = predict_candidates(cands, compute_model(prof), net, place.layout)
+    return pred, skipped, f"profile of {len(prof)} tensors ({'given' if profile else 'measured here'}); {how}"
+
+
+def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
+    """Everything `ddlbench advise` does; returns (run directory, the recommendation line)."""
+    t0 = time.monotonic()
+    (workload, workers, output, resume, testbed, servers, schemes, full_grid, top_k, policy, warmup, batch, seq_len,
+     device, timeout_s, profile, commbench, network, oversubscribe, progress) = (
+        getattr(spec, f.name) for f in dataclasses.fields(spec))
+    WORKLOADS.get(workload)
+    if workers < 2 or top_k < 1 or servers < 1 or policy.iters < 2 or policy.max_iters < policy.iters:
+        raise UserError("advise needs --workers >= 2, --top-k >= 1, --servers >= 1 and 2 <= --iters <= --max-iters")
+    device = device if device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    methods = [n for n in SCHEMES if n != "local"] if schemes == "all" else [s.strip() for s in schemes.split(",")]
+    for m in methods:
+        SCHEMES.get(m)
+    _check_inputs(profile, commbench, network)
+    _check_one_place(testbed)
+    run_dir = output or Path("results") / new_run_id("advise")
+    check_output_dir(run_dir)
+    if holds_run(run_dir) and not resume:
+        raise UserError(f"{run_dir} already holds a run: add --resume to go on with it, or give another --output")
+    keep = run_dir / "advise"
+    lease = netns.lease(f"ddlbench advise {workload}") if testbed else contextlib.nullcontext()
+    with lease:
+        place = where(workers, servers, testbed)
+        pred, skipped, inputs = predictions(workload, batch, seq_len, device, place, methods, full_grid, profile,
+                                            commbench, network, keep)
+        keep.mkdir(parents=True, exist_ok=True)
+        pred.to_csv(keep / "predicted.csv", index=False)
+        base = {"workloads": [workload], "workers": [workers], "warmup": warmup, "device": device,
+                "timeout_s": timeout_s, **({"batch": batch} if batch else {}), **({"seq_len": seq_len} if seq_len else {}),
+                **place.sweep}
+        run = sweep_runner(base, keep / "sweeps", progress, oversubscribe)
+        by_label = {c.label: c for c in _all(pred)}
+        short = shortlist([by_label[label] for label in pred["label"]], top_k, list(pred["pred_iter_s"]),
+                          same_within=policy.target)
+        measured = [measure(c, run, run_dir, policy) for c in short]
+        rec, verdict = _decide(measured, run, keep, policy)
+    meas = frame(measured)
+    meas.to_csv(keep / "measured.csv", index=False)
+    winner = sweep_mapping(rec.winner.candidate, base, int(rec.winner.row["iters"]), "advise-winner")
+    write_text_atomic(keep / "winner.yaml", yaml.safe_dump(winner, sort_keys=False))
+    context = {"workload": workload, "placement": f"{workers} workers on {place.layout.nodes} host(s), "
+               f"{place.label}", "inputs": inputs,
+               "candidates": f"{len(pred)} predicted, {len(short)} measured ({len(short) / len(pred):.0%}); a knob "
+                             f"variant predicted within {policy.target:.0%} of a measured variant of its method "
+                             f"is not measured (the model cannot tell them apart)",
+               "target": f"95% CI of the mean within {policy.target:.0%}, {policy.iters}-{policy.max_iters} iterations",
+               "wall time": f"{time.monotonic() - t0:.0f} s (this invocation)"}
+    text = render(rec, pred, meas, context, skipped, winner, str(keep / "winner.yaml"), str(run_dir))
+    write_text_atomic(keep / "report.md", text)
+    write_text_atomic(keep / "recommendation.json", json.dumps(
+        {"winner": rec.winner.candidate.label, "cell_id": rec.winner.cell_ids[-1], "tied": rec.tied,
+         "gain": rec.gain, "line": rec.line()}, indent=1))
+    return run_dir, rec.line()
+
+
+def _check_inputs(profile: Path | None, commbench: tuple, network: str | None) -> None:
+    """Stored inputs and the preset checked before anything is measured."""
+    if network:
+        get_link(network)
+    for path, make in [(profile, "ddlbench profile WORKLOAD -o FILE")] + [(c, "ddlbench commbench --output DIR")
+                                                                          for c in commbench]:
+        if path is not None and not Path(path).exists():
+            raise UserError(f"{path} does not exist: make it with `{make}`, or leave the option out and advise "
+                            f"measures it")
+
+
+def _check_one_place(testbed: bool) -> None:
+    """advise measures on this box, the testbed or across a Slurm allocation (a launcher that runs the
+    network's measurement across its nodes); a node of a multi-node job that cannot (a node list without
+    Slurm: Kubeflow, SkyPilot) would measure itself alone and recommend for a placement it does not have."""
+    if testbed:
+        return
+    launch = launcher_for(None, RunOptions())
+    if launch.follow is not None or (launch.nodes_for is not None and launch.run_module is None):
+        raise UserError(f"advise does not span the nodes of this multi-node job ({launch.env_extra.get('hosts', launch.name)}) "
+                        f"and would measure this node alone; run it on one node with the scheduler's variables unset, "
+                        f"then measure its picks across the nodes with `ddlbench sweep RUN/advise/winner.yaml` on "
+                        f"every node")
+
+
+def _all(pred: pd.DataFrame) -> list[Candidate]:
+    return [Candidate(r.scheme, r.backend, json.loads(r.knobs_json), int(r.servers), r.server_hosts)
+            for r in pred.itertuples()]
+
+
+def _decide(measured, run, keep: Path, policy: Policy):
+    """The recommendation, after alternated rounds of the best two when their CIs overlap."""
+    first = recommend(measured)
+    verdict = None
+    if first.runner_up is not None and policy.rounds and first.winner.estimate.overlaps(first.runner_up.estimate):
+        verdict = alternated_rounds(first.winner, first.runner_up, run, keep / "rounds", policy.rounds)
+    return recommend(measured, verdict), verdict

@@ -1,0 +1,68 @@
+"""`ddlbench advise`: which method and knobs to use for this workload on this placement, with evidence
+(the workflow: harness/advise/run.py).
+
+    ddlbench advise --workload bert-base-tiny --workers 2                   # this box
+    ddlbench advise --workload mypkg.models:build --workers 2 --testbed     # the emulated hosts that are up
+    ddlbench advise --workload bert-base --workers 16                        # inside a Slurm allocation
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from harness.advise.measure import Policy
+from harness.advise.run import AdviseSpec, run_advise
+from harness.core.errors import UserError
+
+
+@click.command("advise")
+@click.option("--workload", required=True, help="Workload name, or your own as package.module:function.")
+@click.option("--workers", default=2, show_default=True, type=int, help="Worker processes.")
+@click.option("--servers", default=1, show_default=True, type=int,
+              help="Parameter servers available: PS candidates try 1..N.")
+@click.option("--testbed", is_flag=True, help="Measure on the emulated testbed that is up (`ddlbench testbed up`).")
+@click.option("--schemes", default="all", show_default=True, help="Methods to consider, comma-separated, or all.")
+@click.option("--grid", type=click.Choice(["full", "default"]), default="full", show_default=True,
+              help="Each method over its declared knob grid, or at its default knobs only.")
+@click.option("--top-k", default=6, show_default=True, type=int,
+              help="Best predicted candidates to measure (DDP with default knobs is measured besides).")
+@click.option("--iters", default=20, show_default=True, type=int, help="Measured iterations of a first try.")
+@click.option("--max-iters", default=200, show_default=True, type=int, help="Bound on the iterations of one try.")
+@click.option("--target-ci", default=0.03, show_default=True, type=float,
+              help="Wanted half width of the 95% CI of the mean iteration time, relative.")
+@click.option("--rounds", default=3, show_default=True, type=int,
+              help="Alternated rounds of the best two when their CIs overlap (0 = none).")
+@click.option("--warmup", default=5, show_default=True, type=int, help="Discarded iterations per cell.")
+@click.option("--batch", type=int, help="Per-worker batch (default: the workload's).")
+@click.option("--seq-len", type=int, help="Sequence length (default: the workload's).")
+@click.option("--device", default="auto", show_default=True, help="cpu | cuda | auto.")
+@click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=float, help="Cell time limit, s.")
+@click.option("--profile", type=click.Path(dir_okay=False, path_type=Path),
+              help="Stored profile (`ddlbench profile`) instead of measuring one.")
+@click.option("--commbench", multiple=True, type=click.Path(path_type=Path),
+              help="Stored commbench run(s) measured on this placement instead of measuring the network.")
+@click.option("--network", help="A network preset (`ddlbench predict --network`) instead of measuring it.")
+@click.option("--output", type=click.Path(path_type=Path), help="Run directory (default results/<run-id>).")
+@click.option("--resume", is_flag=True, help="Go on with the advise run in --output: measure only what is missing.")
+@click.option("--oversubscribe", is_flag=True, help="Allow more workers than cores (timings are then noise).")
+@click.option("--no-progress", is_flag=True, help="No progress bars.")
+def command(workload, workers, servers, testbed, schemes, grid, top_k, iters, max_iters, target_ci, rounds, warmup,
+            batch, seq_len, device, timeout_s, profile, commbench, network, output, resume, oversubscribe, no_progress):
+    """Recommend a method and knobs for WORKLOAD here: predict every candidate, measure the best few and DDP.
+
+    Prints the recommendation (gain over DDP default with its 95% CI, or a statistical tie) and writes
+    RUN/advise/report.md. Exit status 0, 2 on bad input."""
+    if not 0 < target_ci < 1 or rounds < 0:
+        raise UserError("--target-ci must be between 0 and 1 (0.03 = 3%) and --rounds >= 0; fix the option")
+    if network and commbench:
+        raise UserError("--network and --commbench both describe the network: give one")
+    run_dir, line = run_advise(AdviseSpec(
+        workload, workers, output=output, resume=resume, testbed=testbed, servers=servers, schemes=schemes,
+        full_grid=grid == "full", top_k=top_k, policy=Policy(iters, max_iters, target_ci, rounds), warmup=warmup,
+        batch=batch, seq_len=seq_len, device=device, timeout_s=timeout_s, profile=profile, commbench=commbench,
+        network=network, oversubscribe=oversubscribe, progress=not no_progress))
+    click.echo((run_dir / "advise" / "report.md").read_text())
+    click.echo(line)
+    click.echo(f"report: {run_dir / 'advise' / 'report.md'}")

@@ -1,0 +1,74 @@
+"""`ddlbench compare BASELINE CURRENT...`: the regression gate (harness/gate/compare.py decides).
+
+    ddlbench compare cpu-tiny results/<run-id>              # a stored baseline (1 or more runs) vs a run
+    ddlbench compare cpu-tiny results/today-1 results/today-2   # several runs of the sweep: rounds
+    ddlbench compare results/<old> results/<new> --factor 1.05
+
+Prints a Markdown table (also appended to $GITHUB_STEP_SUMMARY when set). Exit status 1 when any cell
+is worse or failed, 0 otherwise, 2 on a usage error (including unlike environments).
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from harness.gate.baselines import load_rounds, resolve, run_identity
+from harness.gate.compare import GateConfig, compare_rounds, compared_backends, gate_exit_code
+from harness.gate.env import check_environments
+from harness.gate.markdown import to_markdown
+from harness.core.errors import UserError
+
+
+def run_compare(baseline: str, current, cfg, allow_env_mismatch: bool = False,
+                baselines_dir: str | None = None) -> tuple[str, int]:
+    """Load both sides (a stored baseline brings all its runs), check environments, decide; returns
+    (markdown, exit status)."""
+
+    currents = [current] if isinstance(current, str) else list(current)
+    base = load_rounds(resolve(baseline, baselines_dir))
+    cur = [t for c in currents for t in load_rounds(resolve(c, baselines_dir))]
+    ids = [run_identity(t) for t in cur]
+    if len(set(ids)) < len(ids) or set(ids) & {run_identity(t) for t in base}:
+        raise UserError("the same run was given twice: each run of the sweep counts once, on one side; give "
+                        "separate runs (e.g. results/today-1 results/today-2)")
+    backends = compared_backends(base[0].summary, cur[0].summary)
+    notes = {check_environments(base[0].environment, c.environment, backends, allow_env_mismatch) for c in cur}
+    table = compare_rounds([(t.summary, t.raw) for t in base], [(t.summary, t.raw) for t in cur], cfg)
+    names = cur[0].path.name + (f" (+{len(cur) - 1} runs)" if len(cur) > 1 else "")
+    md = to_markdown(table, cfg, title=f"ddlbench compare {base[0].path.name} -> {names}")
+    md += "\n" + "\n".join(f"{n}." for n in sorted(notes)) + "\n"
+    return md, gate_exit_code(table)
+
+
+@click.command("compare")
+@click.argument("baseline")
+@click.argument("current", nargs=-1, required=True)
+@click.option("--factor", type=click.FloatRange(min=1.0, min_open=True), default=1.10, show_default=True,
+              help="A change counts only beyond this ratio of median throughputs.")
+@click.option("--alpha", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.05,
+              show_default=True, help="Significance level: of the whole gate over several runs (each cell's moderated t at "
+              "alpha / cells), or of Mann-Whitney U on iterations with one run a side.")
+@click.option("--min-samples", type=click.IntRange(min=2), default=6, show_default=True,
+              help="Fewest samples per side for Mann-Whitney U; below, non-overlapping 99% CIs decide.")
+@click.option("--allow-env-mismatch", is_flag=True,
+              help="Compare even when the environments differ (machine, python/torch, the compared "
+              "cells' backend libraries).")
+@click.option("--baselines-dir", type=click.Path(file_okay=False), default=None,
+              help="Where stored baselines live (default $DDLBENCH_BASELINES or results/baselines).")
+@click.pass_context
+def command(ctx, baseline, current, factor, alpha, min_samples, allow_env_mismatch, baselines_dir):
+    """Compare CURRENT against BASELINE (each a run directory or a stored baseline name).
+
+    Give several CURRENT runs of the sweep (and a baseline saved from several) and the gate judges each
+    cell against its run-to-run spread. Exit status 1 if any cell is worse or failed, else 0."""
+
+    cfg = GateConfig(factor=factor, alpha=alpha, min_samples=min_samples)
+    md, code = run_compare(baseline, current, cfg, allow_env_mismatch, baselines_dir)
+    click.echo(md)
+    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_file:
+        with open(summary_file, "a", encoding="utf-8") as f:
+            f.write(md + "\n")
+    ctx.exit(code)

@@ -1,0 +1,83 @@
+"""`ddlbench predict`: iteration time, throughput and scaling efficiency of every method at any scale,
+from a per-layer profile (or FLOP counts and a device preset) and a network model."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from harness.core.errors import UserError
+from harness.predict.run import (
+    PredictSpec,
+    check_inputs,
+    parse_method_knobs,
+    run_predict,
+)
+from harness.report.validation import format_validation, validate
+from harness.results.store import load_run
+
+
+@click.command("predict")
+@click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
+              help="Profile table from `ddlbench profile` (repeatable).")
+@click.option("--workload", "workloads", multiple=True,
+              help="Workload to predict from FLOP counts (needs --device-preset; repeatable).")
+@click.option("--device-preset", help="Device preset for calibration (e.g. study-gpu).")
+@click.option("--throughput", type=float, help="Measured one-device throughput, samples/s (calibration).")
+@click.option("--batch", type=int, help="Per-worker batch (default: the preset's or the profile's).")
+@click.option("--compute", type=click.Choice(["auto", "profile", "flops"]), default="auto", show_default=True,
+              help="Per-layer times from the measured profile or from FLOP/byte counts (roofline).")
+@click.option("--network", "networks", multiple=True, default=("ib-100g",), show_default=True,
+              help="Network preset between nodes (repeatable): eth-10g, eth-25g, ib-100g, ipoib-100g, ...")
+@click.option("--commbench", multiple=True, type=click.Path(),
+              help="Measured communication (a commbench run directory or Parquet; repeatable): all-reduce "
+                   "rows fit alpha/beta, point-to-point rows the parameter-server link.")
+@click.option("--label", help="Network label for --commbench rows (default commbench).")
+@click.option("--intra", default="pcie3-x16", show_default=True, help="Link inside a node (pcie3-x16, nvlink2).")
+@click.option("--nodes", default="1,2,4,8", show_default=True, help="Node counts, comma-separated.")
+@click.option("--gpus-per-node", "--workers-per-node", "gpus_per_node", default="4", show_default=True,
+              help="Workers per node, comma-separated.")
+@click.option("--servers", default=0, show_default=True, type=int,
+              help="Parameter servers (0 = one per worker node).")
+@click.option("--server-hosts", type=click.Choice(["dedicated", "colocated"]), default="dedicated",
+              show_default=True,
+              help="Servers on hosts of their own (the study), or on the worker hosts sharing their NICs "
+                   "(a testbed with no spare host).")
+@click.option("--testbed-shaping", "shaped", is_flag=True,
+              help="The --commbench rows were measured on `ddlbench testbed`: model its tbf token buckets "
+                   "(small transfers after an idle spell pass unshaped).")
+@click.option("--schemes", default="all", show_default=True,
+              help="Methods, comma-separated; `all`, or `study` for the study's seven.")
+@click.option("--allreduce", type=click.Choice(["ring", "hierarchical"]), default="ring", show_default=True,
+              help="All-reduce model across nodes.")
+@click.option("--knob", "knob_pairs", multiple=True, help="METHOD.NAME=VALUE, e.g. ddp.bucket_cap_mb=50.")
+@click.option("--validate", "against", type=click.Path(file_okay=False),
+              help="A run directory: compare the predictions with its measured summary.")
+@click.option("-o", "--output", type=click.Path(), help="Write the rows as Parquet.")
+@click.option("--dtype", default="fp32", show_default=True, help="Compute dtype of the predicted cells: fp32 only.")
+def command(profiles, workloads, device_preset, throughput, batch, compute, networks, commbench, label, intra,
+            nodes, gpus_per_node, servers, server_hosts, shaped, schemes, allreduce, knob_pairs, against, output,
+            dtype):
+    """Predict iteration time, throughput and scaling efficiency of each method at any scale."""
+    if dtype != "fp32":  # docs/ARCHITECTURE.md, "Precision"
+        raise UserError(f"predict models fp32 cells only, not {dtype!r}: its compute comes from an fp32 profile or "
+                        f"fp32 FLOP rates, and it does not invent a bf16 speed-up; measure with `ddlbench run "
+                        f"--dtype {dtype}`")
+
+    knobs = parse_method_knobs(knob_pairs)
+    profiles = check_inputs(profiles, workloads, device_preset, throughput, batch, networks, commbench, intra, nodes,
+                 gpus_per_node, servers, schemes, knobs, output, against)
+    t0, c0 = time.perf_counter(), time.process_time()
+    df = run_predict(PredictSpec(tuple(profiles), tuple(workloads), device_preset, throughput, batch, compute,
+                                 tuple(networks), tuple(commbench), intra, label, nodes, gpus_per_node, servers,
+                                 schemes, allreduce, knobs, output, shaped, server_hosts))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    cols = ["workload", "network", "nodes", "workers", "scheme", "iter_s_median", "throughput_median",
+            "scaling_efficiency", "exposed_comm_s"]
+    click.echo(df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    click.echo(f"{len(df)} predictions in {wall:.2f} s ({cpu:.2f} s CPU)")
+    if against:
+        click.echo(format_validation(validate(df, load_run(against).summary)))
+    if output:
+        click.echo(f"wrote {output}")

@@ -1,0 +1,92 @@
+"""Options more than one command takes (docs/ARCHITECTURE.md, "Commands"): the `ddlbench run` options that set
+a cell, made from CellSpec's declarations (harness/contracts/cell.py: one option per field, its type and
+default from the field, its help from the field's docstring; only an option's spelling and the few defaults
+`run` chooses differently are written here), `--knob`, `--trace`, and the node-list launcher's flags."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+
+import click
+
+from harness.contracts.cell import SERVER_HOSTS, CellSettings, CellSpec
+from harness.contracts.devices import DIST_BACKENDS
+from harness.core.errors import UserError
+from harness.experiment.sweep import knob_value
+from harness.schemes.knobs import field_docs
+
+RUN_FIELDS = ("workload", "scheme", "backend", "workers", "servers",
+              *(f.name for f in dataclasses.fields(CellSettings)), "dtype", "server_hosts")
+"""The CellSpec fields `ddlbench run` takes as options (knobs come as --knob NAME=VALUE)."""
+SPELLING = {"timeout_s": "--timeout"}
+"""Options not spelt --<field-name>."""
+RUN_DEFAULTS = {"scheme": "ddp", "workers": 2}
+"""Defaults of `run` that differ from the cell's: a single command should compare something."""
+CHOICES = {"server_hosts": SERVER_HOSTS, "dist_backend": DIST_BACKENDS}
+
+
+def _kind(hint):
+    """The click type of a field's annotation (`int | None` -> int)."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    return hint
+
+
+def cell_options(command):
+    """Decorate a click command with one option per RUN_FIELDS field, passed as that field's name."""
+    docs, hints = field_docs(CellSpec), typing.get_type_hints(CellSpec)
+    declared = {f.name: f.default for f in dataclasses.fields(CellSpec)}
+    for name in reversed(RUN_FIELDS):
+        default = RUN_DEFAULTS.get(name, declared[name])
+        required = default is dataclasses.MISSING
+        kind = click.Choice(CHOICES[name]) if name in CHOICES else _kind(hints[name])
+        given = {"required": True} if required else {"default": default, "show_default": default is not None}
+        command = click.option(SPELLING.get(name, "--" + name.replace("_", "-")), name, type=kind,
+                               help=docs[name], **given)(command)
+    return command
+
+
+def parse_knobs(pairs: tuple[str, ...]) -> dict:
+    """`--knob NAME=VALUE` pairs as a dict (values typed as in a sweep file)."""
+    out = {}
+    for pair in pairs:
+        k, _, v = pair.partition("=")
+        if not _ or not k.strip():
+            raise UserError(f"--knob {pair!r} is not NAME=VALUE; write e.g. --knob bucket_cap_mb=25")
+        out[k.strip()] = knob_value(v)
+    return out
+
+
+TRACE_META = "ddlbench_trace_iters"
+
+
+def trace_option(what: str):
+    """`--trace [N]` (N = 3 when omitted): record a timeline of N measured iterations of every rank. Kept
+    in the click context (ctx.meta[TRACE_META]) rather than passed as a parameter."""
+    def keep(ctx, _param, value):
+        if value is not None:
+            ctx.meta[TRACE_META] = value
+        return value
+    return click.option("--trace", type=click.IntRange(min=1), is_flag=False, flag_value=3, default=None,
+                        expose_value=False, callback=keep, metavar="[N]",
+                        help=f"Record a timeline of the first N measured iterations (default 3) of every rank "
+                             f"of {what} into the cell's trace.json (Perfetto, chrome://tracing); same cell id.")
+
+
+NODE_FLAGS = ("nnodes", "node_rank", "nproc_per_node", "master_addr", "master_port", "join_timeout_s")
+"""The node-list launcher's flags, passed to the launcher as `RunOptions.launcher_flags`."""
+
+
+def nodes_option(f):
+    """The plain node list's flags (as `torchrun --nnodes` takes them); they win over the scheduler's."""
+    for name, kind, text in reversed((
+            ("--nnodes", int, "Nodes in a multi-node job without Slurm; every node runs this same command."),
+            ("--node-rank", int, "This node's index (0 leads: plans the cells, writes the run)."),
+            ("--nproc-per-node", int, "Workers per node (default: the scheduler's, else one per GPU, one on CPU)."),
+            ("--master-addr", str, "Node 0's address, where the c10d store listens."),
+            ("--master-port", int, "The store's port (default 29400)."))):
+        f = click.option(name, type=kind, help=text)(f)
+    return click.option("--join-timeout", "join_timeout_s", default=300.0, show_default=True, type=float,
+                        help="Seconds node 0 waits for every node to join (multi-node job).")(f)

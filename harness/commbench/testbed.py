@@ -1,0 +1,69 @@
+"""Check an emulated network with a real gloo all-reduce, one rank per emulated host, timed by the one
+collective timer (harness.commbench: its rank loop, its rows) placed on the testbed's hosts.
+
+    from harness.testbed import netns
+    from harness.commbench import testbed as measure
+    s = netns.up(2, "500mbit")
+    measure.measure_allreduce_busbw(s)   # {'busbw_gbit_s': 0.47..., 'busbw_over_rate': 0.95..., ...}
+
+busbw follows nccl-tests' convention (PERFORMANCE.md there; harness.measure.stats.busbw_factor):
+algbw = S / t, busbw = algbw * 2(n-1)/n, the rate each rank's link must carry for a ring all-reduce;
+it is comparable to the configured link rate. For n = 2, busbw == algbw.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from pathlib import Path
+
+from harness.commbench.run import commbench_cell, measure
+from harness.core.errors import UserError
+from harness.measure import stats
+from harness.testbed.placement import nodes_for, testbed_placement
+from harness.testbed.state import TestbedState
+from harness.launchers.testbed.launcher import rate_label
+
+
+def busbw_factor(n: int) -> float:
+    """nccl-tests' all-reduce bus-bandwidth factor 2(n-1)/n (harness.measure.stats.busbw_factor). Pure."""
+    return stats.busbw_factor("allreduce", n)
+
+
+def measure_allreduce_busbw(
+    state: TestbedState,
+    size_bytes: int = 32 * 2**20,
+    reps: int = 5,
+    hosts: int = 2,
+    warmup: int = 2,
+    timeout_s: float = 120.0,
+) -> dict:
+    """Time `reps` gloo all-reduces of `size_bytes` between ranks on hosts 0..hosts-1 (after `warmup`).
+
+    Returns sizes, the raw per-rep times (slowest rank), and from their median algbw/busbw in Gbit/s
+    (10^9 bit/s) with busbw_over_rate = busbw / configured rate. Raises CellFailed if a rank fails or
+    the whole run exceeds `timeout_s` (then every rank is killed)."""
+    if not 2 <= hosts <= len(state.hosts):
+        raise UserError(
+            f"cannot measure on {hosts} hosts: the testbed has {len(state.hosts)}; "
+            f"give 2..{len(state.hosts)} or bring up more hosts"
+        )
+    cell = commbench_cell(hosts, "allreduce", [size_bytes], reps, warmup, network=rate_label(state.rate_mbit),
+                          timeout_s=timeout_s, nodes=nodes_for(hosts, len(state.hosts)))
+    with tempfile.TemporaryDirectory(prefix="ddlbench-testbed-measure-") as tmp:  # private (0700)
+        rows = measure(cell, Path(tmp) / "allreduce", "testbed-measure", testbed_placement(cell, state))
+    times = rows.sort_values("rep")["time_s"].tolist()
+    t = statistics.median(times)
+    algbw = size_bytes * 8 / t / 1e9
+    busbw = algbw * busbw_factor(hosts)
+    return {
+        "hosts": hosts,
+        "size_bytes": size_bytes,
+        "reps": reps,
+        "times_s": times,
+        "time_s_median": t,
+        "algbw_gbit_s": algbw,
+        "busbw_gbit_s": busbw,
+        "rate_mbit": state.rate_mbit,
+        "busbw_over_rate": busbw * 1e3 / state.rate_mbit,
+    }

@@ -1,0 +1,283 @@
+"""The GPU timing checks, serial and alone on the GPU, in one process (README, "GPUs"): the harness's
+one-worker cells against bare loops on the same model and batch, and what explains a difference.
+
+    python -m harness.doctor.gpu_timing OUT                                  # the study's workloads, fp32 and bf16
+    python -m harness.doctor.gpu_timing OUT --device cpu --workloads bert-base-tiny --warmup 1 --iters 3 --no-bounds
+
+Order (each model built once, in this process):
+  round A   per workload and dtype, interleaved: the bare loop (harness/doctor/bare_loop.py); the bare loop with one
+            CPU thread (as ranks run: OMP_NUM_THREADS=1); the bare loop with a device synchronisation per
+            iteration (what the harness's loop did before it read its events after the window); the
+            harness's own loop (harness/measure/loop.py) called in this process;
+  harness   the harness's `local` cells, one warm `ddlbench sweep` in a child process (OUT/sweep/);
+  round B   round A again, variants in reverse order;
+  kernels   torch.profiler over one bare iteration per case: kernels and copies per iteration;
+  profiles  `ddlbench profile` of resnet50, bert-base, bert-large (fp32) against the bare loop (15%), then the
+            study's table predicted from them (OUT/profiles/, OUT/prediction/).
+The machine's state is read before, between and after (nvidia-smi: clocks, power, throttling, other compute
+processes; CPU affinity, quota, threads, load): OUT/host.json.
+
+Writes OUT/throughput.csv (per workload and dtype: harness cell, bare before/after, ratio, MFU, launch-bound,
+verdict), OUT/variants.csv (every timed loop), OUT/kernels.csv. Exit status 1 when a ratio lies outside
+[RATIO_LOW, RATIO_HIGH] or a profile misses its bare loop by more than PROFILE_TOLERANCE (--no-bounds: never).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from harness.contracts.training import make_optimizer
+from harness.doctor.bare_loop import Bare
+from harness.measure.loop import run_loop
+from harness.predict.profiler import run_profile
+from harness.schemes import SCHEMES, SchemeContext
+
+ROOT = Path(__file__).resolve().parents[2]
+STUDY = ("resnet50", "bert-base", "bert-large", "gpt2-small")
+"""The real workloads at their registered (the study's) batch and sequence length."""
+PROFILED = ("resnet50", "bert-base", "bert-large")
+"""The study's table is predicted from these three profiles."""
+RATIO_LOW, RATIO_HIGH = 0.995, 1.03
+"""harness / bare: the harness may cost at most 0.5%, and may never be faster than a bare loop by more than
+the two bare runs' own spread allows (a harness faster than its reference measures something else)."""
+PROFILE_TOLERANCE = 0.15
+"""A profiled iteration (events in every hook) against the bare loop's."""
+EXTRA_SHARE = 2 / 3
+"""Each variant beside the plain bare loop times this share of its --iters (20 of 30): the plain loop is the
+reference, the variants explain it."""
+
+
+def smi(*query: str) -> list[dict]:
+    """nvidia-smi --query-...=query as a list of dicts ([] without nvidia-smi)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    kind, fields = query[0], list(query[1:])
+    out = subprocess.run([exe, f"--query-{kind}={','.join(fields)}", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, timeout=20)
+    if out.returncode != 0:
+        return [{"error": out.stderr.strip()[-300:]}]
+    return [dict(zip(fields, (v.strip() for v in line.split(",")))) for line in out.stdout.splitlines() if line]
+
+
+def host_state(label: str) -> dict:
+    """What can make a GPU loop slower or faster from outside it, now."""
+    quota = Path("/sys/fs/cgroup/cpu.max")
+    return {
+        "when": label, "time": time.time(), "load_avg": os.getloadavg(),
+        "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu_count": os.cpu_count(), "cpu_quota": quota.read_text().strip() if quota.exists() else "",
+        "torch_threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS", ""),
+        "gpu": smi("gpu", "name", "clocks.sm", "clocks.max.sm", "clocks.mem", "power.draw", "power.limit",
+                   "temperature.gpu", "utilization.gpu", "pstate", "clocks_throttle_reasons.active"),
+        "compute_apps": smi("compute-apps", "pid", "process_name", "used_memory"),
+    }
+
+
+class InProcessHarness:
+    """The harness's timing loop and `local` scheme around an already built model (no process, no group)."""
+
+    def __init__(self, bare: Bare):
+        entry = SCHEMES.get("local")
+        self.bare = bare
+        self.scheme = entry.cls(SchemeContext(transport=None, rank=0, workers=1, device=bare.device,
+                                              knobs=entry.make_knobs(None), make_optimizer=make_optimizer,
+                                              dtype=bare.dtype))
+        self.fwd = self.scheme.setup(bare.model)
+
+    def time(self, warmup: int, iters: int) -> dict:
+        samples = run_loop(self.fwd, self.scheme, self.bare.loss, self.bare.data, warmup, iters, self.bare.device,
+                           lambda: None)
+        t = statistics.median(s["iter_s"] for s in samples)
+        return {"iter_s": t, "throughput": self.bare.batch / t,
+                "host_issue_s": statistics.median(s["host_issue_s"] for s in samples),
+                "device_lag_s": statistics.median(s["device_lag_s"] for s in samples)}
+
+
+VARIANTS = ("bare", "bare-1-thread", "bare-sync-per-iteration", "harness-loop-in-process")
+
+
+def one_round(name: str, models: dict, harness: dict, cases: list, warmup: int, iters: int,
+              reverse: bool) -> list[dict]:
+    rows = []
+    for wl, dtype in cases:
+        bare = models[wl].use(dtype)
+        order = VARIANTS[::-1] if reverse else VARIANTS
+        for v in order:
+            n = iters if v == "bare" else max(1, round(iters * EXTRA_SHARE))
+            if v == "harness-loop-in-process":
+                r = harness[wl].time(warmup, n)
+            else:
+                r = bare.time(warmup, n, threads=1 if v == "bare-1-thread" else None,
+                              sync_each=v == "bare-sync-per-iteration")
+            rows.append({"round": name, "workload": wl, "dtype": dtype, "variant": v, "iters": n,
+                         "iter_s": r["iter_s"], "per_s": r["throughput"],
+                         "host_issue_s": r.get("host_issue_s"), "device_lag_s": r.get("device_lag_s")})
+            print(f"[gpu_timing] {name} {wl:12s} {dtype} {v:26s} {r['throughput']:9.1f}/s", flush=True)
+    return rows
+
+
+def harness_cells(out: Path, cases: list, device: str, warmup: int, iters: int) -> pd.DataFrame:
+    """The harness's `local` cells as a user runs them: one warm sweep (child processes)."""
+    workloads = sorted({wl for wl, _ in cases}, key=[wl for wl, _ in cases].index)
+    dtypes = sorted({d for _, d in cases}, key=[d for _, d in cases].index)
+    sweep = out / "sweep.yaml"
+    sweep.write_text(f"name: gpu-timing\nworkloads: [{', '.join(workloads)}]\nschemes: [local]\nworkers: [1]\n"
+                     f"dtype: [{', '.join(dtypes)}]\nwarmup: {warmup}\niters: {iters}\ndevice: {device}\n"
+                     f"timeout_s: 900\n")
+    run = out / "sweep"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    subprocess.run([sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--output", str(run), "--no-progress"],
+                   check=True, cwd=ROOT, env=env, timeout=1200)
+    return pd.read_parquet(run / "summary.parquet")
+
+
+def kernels(models: dict, cases: list) -> list[dict]:
+    """Kernels (and copies, sets) the device ran for one bare iteration, and the host's time for it."""
+    from torch.profiler import (  # heavy, and only here: imported on use
+        ProfilerActivity,
+        profile,
+    )
+
+    rows = []
+    for wl, dtype in cases:
+        bare = models[wl].use(dtype)
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if bare.device.type == "cuda" else [])
+        bare.step()
+        bare.sync()
+        with profile(activities=acts) as prof:
+            bare.step()
+            bare.sync()
+        events = prof.events()
+        device_ops = [e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
+        cpu_ops = [e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CPU]
+        rows.append({"workload": wl, "dtype": dtype, "device_ops_per_iter": len(device_ops),
+                     "cpu_ops_per_iter": len(cpu_ops)})
+    return rows
+
+
+def profiles(out: Path, device: str, bare_iter: dict) -> list[dict]:
+    """`ddlbench profile` of the study's three against the bare loop, then the study's table from them."""
+    folder = out / "profiles"
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for wl in bare_iter:
+        df, _ = run_profile(wl, None, None, iters=10, warmup=3, threads=1, device=device,
+                            output=folder / f"profile-{wl}.parquet", dtype="fp32")
+        profiled = float(df["forward_s"].sum() + df["backward_total_s"].iloc[0] + df["optimizer_s"].sum())
+        ratio = profiled / bare_iter[wl]
+        rows.append({"workload": wl, "profiled_iter_s": profiled, "bare_iter_s": bare_iter[wl], "ratio": ratio,
+                     "ok": abs(ratio - 1) <= PROFILE_TOLERANCE})
+    if set(bare_iter) == set(PROFILED):
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "study_prediction.py"), "--profiles", str(folder),
+                        "--out", str(out / "prediction")], check=True, cwd=ROOT, timeout=900)
+    return rows
+
+
+def verdicts(variants: pd.DataFrame, cells: pd.DataFrame, bounds: bool) -> pd.DataFrame:
+    rows = []
+    bare = variants[variants["variant"] == "bare"]
+    for (wl, dtype), b in bare.groupby(["workload", "dtype"], sort=False):
+        before = float(b[b["round"] == "A"]["per_s"].iloc[0])
+        after = float(b[b["round"] == "B"]["per_s"].iloc[0])
+        cell = cells[(cells["workload"] == wl) & (cells["dtype"] == dtype)].iloc[0]
+        ratio = cell["throughput_median"] / statistics.mean([before, after])
+        ok = (RATIO_LOW <= ratio <= RATIO_HIGH) if bounds else True
+        rows.append({"workload": wl, "dtype": dtype, "batch": int(cell["batch_per_worker"]),
+                     "seq_len": cell["seq_len"], "gpu": cell.get("gpu_models", ""),
+                     "harness_per_s": cell["throughput_median"], "bare_before_per_s": before,
+                     "bare_after_per_s": after, "bare_spread": abs(before - after) / max(before, after),
+                     "ratio": ratio, "mfu": cell.get("mfu"), "launch_bound": cell.get("launch_bound"),
+                     "host_issue_s": cell.get("host_issue_s"), "device_lag_s": cell.get("device_lag_s"),
+                     "iter_s_median": cell["iter_s_median"], "ok": ok})
+    return pd.DataFrame(rows)
+
+
+class Parts:
+    """Seconds each part took, and the machine's state after it (OUT/host.json)."""
+
+    def __init__(self):
+        self.t0 = time.monotonic()
+        self.seconds: dict[str, float] = {}
+        self.states = [host_state("start")]
+
+    def run(self, name: str, fn, *args, state: bool = False):
+        t = time.monotonic()
+        out = fn(*args)
+        self.seconds[name] = time.monotonic() - t
+        if state:
+            self.states.append(host_state(f"after {name}"))
+        return out
+
+    def write(self, out: Path) -> None:
+        self.seconds["total"] = time.monotonic() - self.t0
+        (out / "host.json").write_text(json.dumps({"states": self.states, "parts_s": self.seconds}, indent=1,
+                                                  default=str))
+
+
+def measure_all(a, out: Path, parts: Parts) -> tuple[pd.DataFrame, pd.DataFrame, list]:
+    """(variants, verdicts, profile checks): the rounds around the harness sweep, kernels, profiles."""
+    cases = [(wl, d) for wl in a.workloads for d in a.dtypes]
+    models = parts.run("build", lambda: {wl: Bare(wl, device=a.device) for wl in a.workloads})
+    harness = {wl: InProcessHarness(models[wl]) for wl in a.workloads}
+    rows = parts.run("round A", one_round, "A", models, harness, cases, a.warmup, a.iters, False, state=True)
+    cells = parts.run("harness sweep", harness_cells, out, cases, a.device, a.warmup, a.iters, state=True)
+    rows += parts.run("round B", one_round, "B", models, harness, cases, a.warmup, a.iters, True, state=True)
+    variants = pd.DataFrame(rows)
+    variants.to_csv(out / "variants.csv", index=False)
+    parts.run("kernels", lambda: pd.DataFrame(kernels(models, cases)).to_csv(out / "kernels.csv", index=False))
+    table = verdicts(variants, cells, not a.no_bounds)
+    table.to_csv(out / "throughput.csv", index=False)
+    prof = []
+    if not a.no_profiles:
+        bare_fp32 = variants[(variants["variant"] == "bare") & (variants["dtype"] == "fp32")]
+        wanted = [wl for wl in PROFILED if wl in a.workloads] or a.workloads[:1]
+        bare_iter = {wl: float(bare_fp32[bare_fp32["workload"] == wl]["iter_s"].mean()) for wl in wanted
+                     if (bare_fp32["workload"] == wl).any()}
+        del models, harness
+        prof = parts.run("profiles", profiles, out, a.device, bare_iter)
+        pd.DataFrame(prof).to_csv(out / "profile-check.csv", index=False)
+    return variants, table, prof
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--workloads", nargs="+", default=list(STUDY))
+    ap.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"])
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--no-bounds", action="store_true", help="record, never fail (a CPU run of the logic)")
+    ap.add_argument("--no-profiles", action="store_true", help="skip the profile check")
+    a = ap.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    parts = Parts()
+    _, table, prof = measure_all(a, a.out, parts)
+    parts.write(a.out)
+    print(table[["workload", "dtype", "harness_per_s", "bare_before_per_s", "bare_after_per_s", "ratio", "mfu",
+                 "launch_bound", "ok"]].to_string(index=False))
+    for name, s in parts.seconds.items():
+        print(f"[gpu_timing] {name}: {s:.0f} s")
+    bad = [f"{r.workload} {r.dtype}: harness/bare {r.ratio:.3f} outside [{RATIO_LOW}, {RATIO_HIGH}]"
+           for r in table.itertuples() if not r.ok]
+    bad += [f"{p['workload']}: profile {p['profiled_iter_s']:.4f} s vs bare {p['bare_iter_s']:.4f} s"
+            for p in prof if not p["ok"] and not a.no_bounds]
+    for line in bad:
+        print(f"[gpu_timing] FAILED {line}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

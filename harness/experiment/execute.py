@@ -1,0 +1,191 @@
+"""Run cells and sweeps into a run directory (plain functions; the CLI and the tests call these).
+
+A failed or hung cell is recorded with its reason and log tail and the sweep goes on; every finished
+cell is on disk before the next starts; `resume` skips cells already recorded. One writer per run
+directory (harness.results.lock). SIGTERM or SIGINT to the driver ends the running cell's ranks, records
+the cell as interrupted (run again by --resume) and raises Interrupted; earlier cells stay on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from harness.core.atomic import write_parquet_atomic, write_text_atomic
+from harness.backends import BACKENDS
+from harness.contracts.cell import CellSpec
+from harness.contracts.launcher import Launcher
+from harness.core.errors import CellFailed
+from harness.warm import spawn
+from harness.launchers.local.launcher import launch_one_box
+from harness.contracts.placement import Placement
+from harness.procs.processes import log_tail
+from harness.results import environment, machine_load, store
+from harness.results.files import unwritable
+from harness.results.lock import run_lock
+from harness.results.summarize import failed_row, raw_rows, summary_row
+from harness.experiment.options import RunOptions
+from workloads import WORKLOADS
+
+
+class Interrupted(BaseException):
+    """The driver got SIGTERM or SIGINT (a CI cancel, `timeout`, the end of a Slurm job, Ctrl-C).
+    A BaseException, like KeyboardInterrupt, so that no `except Exception` swallows it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum  # the shell's convention for "killed by signal N"
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """While inside: SIGTERM and SIGINT raise Interrupted in the main thread (so `finally` blocks kill
+    the ranks); later ones are ignored while that cleanup runs. Elsewhere (threads) a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = (signal.SIGTERM, signal.SIGINT)
+    before = {s: signal.getsignal(s) for s in caught}
+
+    def handler(signum, _frame):
+        for s in caught:
+            signal.signal(s, signal.SIG_IGN)
+        raise Interrupted(signum)
+    for s in caught:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+
+
+def _unit(cell: CellSpec) -> str:
+    return WORKLOADS.get(cell.workload).sample_unit
+
+
+def record_result(run_dir: Path, run_id: str, cell: CellSpec, result: dict, wall_s: float) -> dict:
+    raw = raw_rows(run_id, cell.cell_id, result)
+    row = summary_row(run_id, cell, result, _unit(cell), wall_s)
+    store.save_cell(run_dir, cell.cell_id, raw, row)
+    return row
+
+
+def execute_cell(cell: CellSpec, run_dir: Path, run_id: str, placement: Placement | None = None,
+                 launcher: Callable | None = None) -> dict:
+    """Launch one cell and record it (ok or failed). Returns the summary row."""
+    d = store.cell_dir(run_dir, cell.cell_id)
+    t0 = time.monotonic()
+    launcher = launcher or launch_one_box
+    try:
+        result_path = launcher(cell, d, placement)
+        result = json.loads(Path(result_path).read_text())
+    except CellFailed as e:
+        row = failed_row(run_id, cell, e.reason, e.log_tail, _unit(cell), time.monotonic() - t0)
+        store.save_cell(run_dir, cell.cell_id, None, row)
+        return row
+    except Interrupted as e:  # the launcher's `finally` has killed the ranks; say so, then stop
+        reason = f"{store.INTERRUPTED} by {e} after {time.monotonic() - t0:.0f} s (run again by --resume)"
+        row = failed_row(run_id, cell, reason, log_tail(d), _unit(cell), time.monotonic() - t0)
+        store.save_cell(run_dir, cell.cell_id, None, row)
+        raise
+    return record_result(run_dir, run_id, cell, result, time.monotonic() - t0)
+
+
+def write_environment(run_dir: Path, run_id: str, device: str, extra: dict | None = None,
+                      sample_load: bool = True) -> None:
+    """The run's environment row; with `sample_load`, the machine's load over the next second (blocking:
+    for commands that measure no cells; run_cells records the load around its cells instead)."""
+    libraries = {name: entry.library for name, entry in BACKENDS.items() if entry.library}
+    env = environment.collect(run_id, device=device, extra=extra, sample_load=sample_load, libraries=libraries)
+    try:
+        write_parquet_atomic(environment.to_frame(env), run_dir / "environment.parquet")
+    except OSError as e:
+        raise unwritable(e, f"run directory {run_dir}", "choose a writable --output or fix its permissions") from None
+
+
+def run_cells(cells: list[CellSpec], run_dir: Path, options: RunOptions = RunOptions(),
+              launcher: Launcher | None = None, *, new_run: bool = False, files: dict[str, str] | None = None,
+              run_id: str | None = None) -> list[dict]:
+    """The one function that runs cells into a run directory (the one sweep path, harness/experiment/run.py,
+    and doctor call it): lock the directory (one writer); with `new_run`, refuse or clear a run already there
+    (store.prepare_run, by `options.resume` and `options.overwrite`) and write `files` (name -> text,
+    atomically: the sweep file); then run the cells in order with a progress bar, skipping those already
+    recorded when resuming (except the failed ones with `options.retry_failed`: their rows are replaced,
+    measured cells are never touched).
+
+    `launcher` (harness/contracts/launcher.py; None = the local one) starts each cell: its `session()`,
+    entered under the lock around the cells, yields the per-cell launch callable (the multi-node leader's
+    store, the testbed's lease), else its `launch` (None: the local spawner,
+    harness.launchers.local.launcher.launch_one_box). Ranks are warm (forked from a pre-imported zygote:
+    this box's, started at once unless the launcher starts its ranks elsewhere, or the srun launcher's on
+    each node; harness/warm/spawn.py) unless `options.cold`; the environment table records which
+    (`warm_ranks`)."""
+    run_id = run_id or run_dir.name
+    env_extra = {**((launcher.env_extra if launcher else None) or {}), "warm_ranks": not options.cold}
+    here = launcher.warm if launcher else True
+    session = launcher.session if launcher and launcher.session else None
+    launch = launcher.launch if launcher else None
+    with run_lock(run_dir), signals_raise(), spawn.warm_ranks(not options.cold, here=here):
+        if new_run:
+            store.prepare_run(run_dir, options.resume, options.overwrite)
+            _write_files(run_dir, files or {})
+        with session() if session else contextlib.nullcontext(launch) as launch:
+            return _run_in(cells, run_dir, run_id, options, env_extra, launch)
+
+
+def _write_files(run_dir: Path, files: dict[str, str]) -> None:
+    try:
+        for name, text in files.items():
+            write_text_atomic(run_dir / name, text)
+    except OSError as e:
+        raise unwritable(e, f"run directory {run_dir}", "choose a writable --output") from None
+
+
+def _run_in(cells, run_dir, run_id, options: RunOptions, env_extra, launch) -> list[dict]:
+    done = store.finished_cells(run_dir, include_failed=not options.retry_failed) if options.resume else set()
+    if done:  # rebuild the run's tables from its parts: a damaged or missing table comes back
+        store.rebuild(run_dir)
+    load = machine_load.Watch(run_dir)  # the load around the cells (docs/ARCHITECTURE.md, "Measurement hygiene")
+    resumed = (run_dir / "environment.parquet").exists() and options.resume
+    if not resumed:
+        write_environment(run_dir, run_id, cells[0].device if cells else "cpu", env_extra, sample_load=False)
+
+    def after_cell() -> None:
+        start = load.mark()
+        if start and not resumed:  # recorded at once: a run killed later keeps it
+            environment.record_load(run_dir, start)
+
+    todo = [c for c in cells if c.cell_id not in done]
+    rows = _run_todo(todo, len(cells), run_dir, run_id, options.progress, launch, after_cell)
+    environment.record_load(run_dir, load.finish(), merge=resumed)
+    return rows
+
+
+def _run_todo(todo, total, run_dir, run_id, progress, launch, after_cell) -> list[dict]:
+    rows = []
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, disable=not progress, transient=False) as bar:
+        task = bar.add_task("cells", total=total, completed=total - len(todo))
+        for cell in todo:
+            bar.update(task, description=f"{cell.workload} {cell.scheme} w{cell.workers}")
+            row = execute_cell(cell, run_dir, run_id, None, launch)
+            rows.append(row)
+            after_cell()
+            if row["status"] != "ok":
+                bar.console.print(f"[red]failed[/red] {cell.cell_id}: {row['reason']}")
+            elif row["reason"]:  # measured, but a rank failed while shutting down
+                bar.console.print(f"[yellow]measured[/yellow] {cell.cell_id}, {row['reason']}")
+            bar.advance(task)
+    return rows

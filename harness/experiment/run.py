@@ -1,0 +1,125 @@
+"""The one sweep path (docs/ARCHITECTURE.md, "Data path"): a sweep's cells, planned by the launcher the
+registry chooses for this request (local, srun, the node leader, the testbed), run into one run directory.
+`ddlbench sweep`, `ddlbench run`, advise and the tests all come through here; nothing else branches on how
+cells start.
+
+    run_dir = run_sweep(load_sweep("sweeps/quick.yaml"), RunOptions(output=Path("results/quick")))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import yaml
+
+from harness.contracts.cell import CellSpec
+from harness.contracts.launcher import Launcher, LaunchRequest
+from harness.core.errors import UserError
+from harness.experiment.cells import check_capacity, resolve, warn
+from harness.experiment.execute import record_result, run_cells, write_environment
+from harness.launchers.identity import from_environ
+from harness.rank.worker import run_worker
+from harness.results.store import cell_dir
+from harness.experiment.options import RunOptions
+from harness.experiment.sweep import SweepConfig, expand, load_sweep
+from harness.launchers.choose import choose_launcher, this_box
+from harness.results.files import check_output_dir
+from harness.results.store import new_run_id
+
+
+def launcher_for(cfg: SweepConfig | None, options: RunOptions, title: str = "") -> Launcher:
+    """The launcher of this run (harness/launchers/choose.py): named by `options.launcher`, else the first
+    that the environment and the sweep file claim."""
+    request = LaunchRequest(os.environ, sweep=cfg, flags=options.launcher_flags, title=title)
+    return choose_launcher(request, options.launcher)
+
+
+def sweep_cells(cfg: SweepConfig, launcher: Launcher) -> list[CellSpec]:
+    """Every cell of the sweep as this launcher places it: once per network the launcher runs (the testbed's
+    profiles, one after the other, so it is reshaped once per profile), spread over its nodes, checked."""
+    cells = []
+    for net in launcher.networks or (None,):
+        if net is None:
+            cells += expand(cfg, nodes_for=launcher.nodes_for)
+        else:
+            cells += expand(cfg, network=net.label, rate_mbit=net.rate_mbit, nodes_for=launcher.nodes_for,
+                            labels=(net.label,))
+    if launcher.place:
+        cells = [launcher.place(c) for c in cells]
+    for c in cells if launcher.check else ():
+        launcher.check(c)  # e.g. dedicated server hosts without a spare host: refused before anything runs
+    return cells
+
+
+def sweep_text(cfg: SweepConfig, text: str | None) -> str:
+    """What the run directory keeps as sweep.yaml: the file as the user wrote it, else the configuration
+    written out (a sweep made in code)."""
+    return text if text is not None else yaml.safe_dump(json.loads(json.dumps(dataclasses.asdict(cfg))),
+                                                        sort_keys=False)
+
+
+def run_sweep(cfg: SweepConfig, options: RunOptions = RunOptions(), text: str | None = None,
+              launcher: Launcher | None = None) -> Path:
+    """Run every cell of `cfg` into `options.output` (default results/<run-id>); returns the run directory.
+    An existing run there is refused unless `resume` or `overwrite`; `cold` here or in the file starts
+    ranks cold. `text`: the sweep file as written, kept in the run directory."""
+    if options.resume and options.output is None:
+        raise UserError("--resume needs --output RUN_DIR: the run directory of the interrupted sweep")
+    run_dir = options.output or Path("results") / new_run_id(cfg.name)
+    check_output_dir(run_dir)
+    launcher = launcher or launcher_for(cfg, options, f"ddlbench sweep {cfg.name} -> {run_dir}")
+    if launcher.follow is not None:
+        raise UserError("this node does not lead the job (its node rank is not 0): it serves node 0's cells "
+                        "through `ddlbench sweep`, not through a sweep of its own")
+    cells = sweep_cells(cfg, launcher)
+    for note in dict.fromkeys(check_capacity(c, options.oversubscribe or cfg.oversubscribe) for c in cells):
+        warn(note)
+    options = dataclasses.replace(options, cold=options.cold or cfg.cold)
+    run_cells(cells, run_dir, options, launcher, new_run=True, files={"sweep.yaml": sweep_text(cfg, text)})
+    return run_dir
+
+
+def run_sweep_file(path: str | Path, options: RunOptions = RunOptions()) -> Path:
+    """`run_sweep` of the sweep file at `path`, kept as written."""
+    return run_sweep(load_sweep(path), options, Path(path).read_text())
+
+
+def run_cell(cell: CellSpec, options: RunOptions = RunOptions(), baseline: bool = False,
+             launcher: Launcher | None = None) -> Path:
+    """One cell (plus the local 1-worker baseline with `baseline`): resolved, checked by its launcher
+    (default: this box's), run and recorded; returns the run directory."""
+    cell = resolve(cell)
+    if launcher is None:
+        request = LaunchRequest(os.environ, flags=options.launcher_flags)
+        launcher = choose_launcher(request, options.launcher) if options.launcher else this_box(request)
+    if launcher.check:
+        launcher.check(cell)  # e.g. dedicated server hosts need a host one box does not have
+    warn(check_capacity(cell, options.oversubscribe))
+    run_dir = options.output or Path("results") / new_run_id(f"{cell.workload}-{cell.scheme}")
+    check_output_dir(run_dir)
+    cells = [cell]
+    if baseline and cell.scheme != "local":
+        cells.insert(0, resolve(cell.with_(scheme="local", workers=1, servers=0, nodes=1, knobs={},
+                                           backend="torch", server_hosts="auto")))
+    run_cells(cells, run_dir, options, launcher, new_run=True)
+    return run_dir
+
+
+def run_as_rank(cell: CellSpec, output: Path) -> None:
+    """Started by torchrun/srun: be one rank; rank 0 records the cell."""
+
+    cell = resolve(cell)
+    env = from_environ()
+    if env.world_size != cell.workers + cell.servers:
+        raise UserError(f"the launcher started {env.world_size} processes but the cell needs "
+                        f"{cell.workers} workers + {cell.servers} servers; match --workers to it")
+    d = cell_dir(output, cell.cell_id)
+    d.mkdir(parents=True, exist_ok=True)
+    if env.rank == 0:
+        write_environment(output, output.name, cell.device, env.extra)
+    result = run_worker(cell, env, d)
+    if env.rank == 0 and result is not None:
+        record_result(output, output.name, cell, json.loads(json.dumps(result)), 0.0)

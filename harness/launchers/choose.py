@@ -1,0 +1,40 @@
+"""Choosing a run's launcher (docs/ARCHITECTURE.md, "Launcher"), over the registry of
+harness/contracts/launcher.py. ORDER is every launcher, by its folder's name, in the order they are asked
+whether a request is theirs; importing this module imports (registers) them all:
+
+    testbed  every rank in its host's namespace of the emulated testbed (the sweep file's `testbed:`)
+    nodes    a multi-node job without Slurm (the scheduler's variables, or --nnodes)
+    srun     a job step per cell inside a Slurm allocation (SLURM_JOB_ID)
+    local    every rank on this box (what no other claims)
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from harness.contracts.launcher import LAUNCHERS, Launcher, LaunchRequest
+from harness.core.errors import UserError
+
+ORDER = ("testbed", "nodes", "srun", "local")
+"""The launchers (harness/launchers/<name>/launcher.py), asked in this order; the last takes any request."""
+for _name in ORDER:
+    importlib.import_module(f"harness.launchers.{_name}.launcher")
+
+
+def by_name() -> tuple[str, ...]:
+    """The launchers `--launcher` can name."""
+    return tuple(name for name in ORDER if LAUNCHERS.get(name).named)
+
+
+def this_box(request: LaunchRequest) -> Launcher:
+    """The launcher of a single `ddlbench run` cell unless told otherwise: the one that takes any request."""
+    return LAUNCHERS.get(ORDER[-1]).make(request)
+
+
+def choose_launcher(request: LaunchRequest, name: str | None = None) -> Launcher:
+    """The launcher `name` (`--launcher`), else the first in ORDER whose `detect` claims the request."""
+    if name is None:
+        name = next((n for n in ORDER if LAUNCHERS.get(n).detect(request)), ORDER[-1])
+    elif name not in by_name():
+        raise UserError(f"unknown launcher {name!r}; available: {', '.join(by_name())}")
+    return LAUNCHERS.get(name).make(request)

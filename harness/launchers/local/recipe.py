@@ -1,0 +1,20 @@
+"""The recipe a backend gives the local launcher (docs/ARCHITECTURE.md, "Launcher"): how it starts the backend's ranks
+differently from the default; a backend that gives none gets this type's defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, ClassVar
+
+from harness.contracts.recipes import recipe_type
+
+
+@recipe_type
+@dataclass(frozen=True)
+class LocalRecipe:
+    """One box (harness/launchers/local/launcher.py)."""
+
+    launcher: ClassVar[str] = "local"
+    launch: Callable | None = None
+    """The framework's own single-box launcher, the way its users start it (horovodrun, the deepspeed
+    launcher): (cell, cell_dir, placement) -> result.json. None = ddlbench's local spawner."""

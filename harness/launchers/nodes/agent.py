@@ -1,0 +1,65 @@
+"""Nodes 1.. of a multi-node job without Slurm (harness/launchers/nodes/launcher.py has the protocol): start
+the ranks each cell gives this node, end them when the cell fails anywhere, report back."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+from harness.contracts.cell import CellSpec
+from harness.core.errors import CellFailed
+from harness.launchers.nodes.env import NodeJob
+from harness.launchers.nodes.ranks import POLL_S, rank_env, run_ranks
+from harness.launchers.nodes.store import Heart, NodesFailed, _get, _put
+
+def run_agent(store, job: NodeJob, scratch: Path) -> int:
+    """Nodes 1..: start the ranks each cell gives this node and report, until the leader says the end
+    (exit status 0 when the sweep finished, 1 when it was ended); NodesFailed when node 0 is gone."""
+    k = job.node_rank
+    heart = None
+    try:
+        _put(store, f"node/{k}", {"host": socket.gethostname(), "cores": os.cpu_count()})
+        heart = Heart(store, job)
+        n = 0
+        while True:
+            while not store.check([f"cell/{n}"]):
+                if store.check(["end"]):
+                    why = _get(store, "end")["why"]
+                    _put(store, f"bye/{k}", {})
+                    return 0 if why == "done" else 1
+                if heart.broken:
+                    raise NodesFailed(f"node {k}: lost node 0 ({heart.broken}); this node's ranks were ended")
+                time.sleep(POLL_S)
+            _run_cell(store, heart, k, n, scratch)
+            n += 1
+    except (RuntimeError, OSError) as e:  # the store's connection broke: node 0 is gone
+        raise NodesFailed(f"node {k}: lost node 0 ({str(e).splitlines()[0][:160] if str(e) else type(e).__name__}); "
+                          f"this node's ranks were ended") from None
+    finally:
+        if heart is not None:
+            heart.stop()
+
+
+def _run_cell(store, heart: Heart, k: int, n: int, scratch: Path) -> None:
+    """Node k's part of cell n: its ranks, ended when the cell fails anywhere; its outcome in done/n/k."""
+    plan = _get(store, f"cell/{n}")
+    cell = CellSpec.from_json(json.dumps(plan["cell"]))
+    nodes = plan["nodes"]
+    mine = [r for r, node in enumerate(nodes) if node == k]
+    out = {"ok": True, "reason": "", "log_tail": ""}
+
+    def abort() -> str | None:
+        if heart.broken:
+            raise NodesFailed(f"node {k}: lost node 0 ({heart.broken}); this node's ranks were ended")
+        return _get(store, f"fail/{n}")["reason"] if store.check([f"fail/{n}"]) else None
+    try:
+        run_ranks(cell, scratch / cell.cell_id, mine,
+                  lambda r: rank_env(cell, r, nodes, plan["master"], plan["port"]), abort)
+    except CellFailed as e:
+        out = {"ok": False, "reason": e.reason, "log_tail": e.log_tail}
+        if not store.check([f"fail/{n}"]):
+            _put(store, f"fail/{n}", {"reason": f"node {k}: {e.reason}"})
+    _put(store, f"done/{n}/{k}", out)

@@ -1,0 +1,143 @@
+"""Node 0 of a multi-node job without Slurm (harness/launchers/nodes/launcher.py has the protocol): it
+publishes each cell's ranks per node, runs its own, waits for the others' outcomes and ends the job."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+from harness.contracts.cell import CellSpec
+from harness.contracts.recipes import recipe
+from harness.core.atomic import write_json_atomic
+from harness.core.errors import CellFailed, UserError
+from harness.launchers.nodes.env import NodeJob, rank_nodes
+from harness.launchers.nodes.ranks import POLL_S, rank_env, run_ranks
+from harness.launchers.nodes.recipe import NodesRecipe
+from harness.launchers.nodes.store import BEAT_S, GRACE_S, LOST_S, Heart, NodesFailed, _get, _put, address_towards
+from harness.procs.processes import free_port, log_tail
+
+def check_cell(cell: CellSpec, job: NodeJob) -> None:
+    """UserError before anything runs for a cell this launcher cannot place."""
+    refusal = recipe(cell.backend, NodesRecipe).refuse
+    if refusal:
+        raise UserError(refusal)
+    rank_nodes(cell, job.nnodes, job.nproc_per_node)
+
+
+class Leader:
+    """Node 0: the launcher `run_cells` calls for each cell, over the store (see the module docstring)."""
+
+    def __init__(self, store, job: NodeJob, join_timeout_s: float):
+        self.store, self.job = store, job
+        self.n = 0
+        self.lost: str | None = None
+        self.addr = address_towards(job.master_addr)
+        _put(store, "node/0", {"host": socket.gethostname(), "cores": os.cpu_count()})
+        self.heart = Heart(store, job)
+        self._join(join_timeout_s)
+
+    def _join(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        missing = list(range(1, self.job.nnodes))
+        while missing and time.monotonic() < deadline:
+            missing = [k for k in missing if not self.store.check([f"node/{k}"])]
+            time.sleep(POLL_S)
+        if missing:
+            why = (f"node(s) {', '.join(map(str, missing))} of {self.job.nnodes} never joined within {timeout_s:g} s "
+                   f"({self.job.source}: every node must run the same `ddlbench sweep`; check that they reach "
+                   f"{self.job.master_addr}:{self.job.master_port})")
+            _put(self.store, "end", {"why": why})
+            raise NodesFailed(why)
+
+    def __call__(self, cell: CellSpec, cell_dir: Path, placement=None) -> Path:
+        if self.lost:
+            raise NodesFailed(self.lost)
+        n, self.n = self.n, self.n + 1
+        nodes, where = rank_nodes(cell, self.job.nnodes, self.job.nproc_per_node)
+        port = free_port(self.addr)
+        _put(self.store, f"cell/{n}", {"cell": json.loads(cell.to_json()), "port": port, "nodes": nodes,
+                                       "master": self.addr})
+        cell_dir = cell_dir.resolve()
+        mine = [r for r, k in enumerate(nodes) if k == 0]
+        try:
+            run_ranks(cell, cell_dir, mine, lambda r: rank_env(cell, r, nodes, self.addr, port),
+                      lambda: self._abort(n, nodes))
+            self._wait_others(n, cell, nodes)
+        except CellFailed as e:
+            if not self.store.check([f"fail/{n}"]):
+                _put(self.store, f"fail/{n}", {"reason": e.reason})
+            self._settle(n)  # a node that went away is the reason, and ends the sweep after this row
+            if self.lost and self.lost not in e.reason:
+                raise CellFailed(f"{self.lost}; {e.reason}", e.log_tail) from None
+            raise
+        result = cell_dir / "result.json"
+        if not result.exists():
+            raise CellFailed("rank 0 finished without writing result.json", log_tail(cell_dir))
+        _note_placement(result, where, nodes)
+        return result
+
+    def _abort(self, n: int, nodes: list[int]) -> str | None:
+        if self.store.check([f"fail/{n}"]):
+            return _get(self.store, f"fail/{n}")["reason"]
+        if self._check_lost():
+            _put(self.store, f"fail/{n}", {"reason": self.lost})
+            return self.lost
+        return None
+
+    def _check_lost(self) -> bool:
+        """Whether a node's heartbeat has stopped (then `self.lost` says which, and how to go on)."""
+        gone = self.heart.lost(range(self.job.nnodes))
+        if gone:
+            self.lost = (f"node(s) {', '.join(map(str, gone))} lost (no heartbeat for {LOST_S:g} s); every row "
+                         f"measured so far is kept: when the node is back, run the same command on every node "
+                         f"with --resume (--retry-failed measures the failed cell again)")
+        return bool(gone)
+
+    def _settle(self, n: int) -> None:
+        """After a failure: wait until every other node has reported cell n or is declared lost (a lost node
+        shows first as a rank here losing its peer: the heartbeats are asked directly, fail/n is set)."""
+        waiting = [k for k in range(1, self.job.nnodes) if not self.store.check([f"done/{n}/{k}"])]
+        deadline = time.monotonic() + LOST_S + 2 * BEAT_S
+        while waiting and not self._check_lost() and time.monotonic() < deadline:
+            waiting = [k for k in waiting if not self.store.check([f"done/{n}/{k}"])]
+            time.sleep(POLL_S)
+
+    def _wait_others(self, n: int, cell: CellSpec, nodes: list[int]) -> None:
+        deadline = time.monotonic() + cell.timeout_s + GRACE_S
+        others = [k for k in range(1, self.job.nnodes)]
+        while others:
+            for k in list(others):
+                if self.store.check([f"done/{n}/{k}"]):
+                    out = _get(self.store, f"done/{n}/{k}")
+                    if not out["ok"]:
+                        raise CellFailed(f"node {k}: {out['reason']}", out.get("log_tail", ""))
+                    others.remove(k)
+            why = self._abort(n, nodes)
+            if why:
+                raise CellFailed(why, "")
+            if time.monotonic() > deadline:
+                raise CellFailed(f"node(s) {others} did not report within {cell.timeout_s + GRACE_S:g} s", "")
+            time.sleep(POLL_S)
+
+    def finish(self, why: str = "done") -> None:
+        """Tell every agent the sweep is over and wait (briefly) until each has seen it: the store lives in
+        this process, and an agent that finds it gone first would report node 0 lost."""
+        if not self.store.check(["end"]):
+            _put(self.store, "end", {"why": why})
+        deadline = time.monotonic() + 5 * BEAT_S
+        others = [f"bye/{k}" for k in range(1, self.job.nnodes)]
+        while others and not self.store.check(others) and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        self.heart.stop()
+
+
+def _note_placement(result: Path, where: str, nodes: list[int]) -> None:
+    """The row's server placement and node count come from the result's `dist` block (summarize.py)."""
+    data = json.loads(result.read_text())
+    dist_block = data.setdefault("dist", {})
+    dist_block["server_hosts"] = where
+    dist_block["nodes"] = max(nodes[:data["cell"]["workers"]]) + 1
+    write_json_atomic(result, data)

@@ -1,0 +1,263 @@
+"""Runs and sweeps on the emulated multi-host testbed (harness/testbed/netns.py).
+
+    # sweeps/testbed-2host.yaml: one network
+    testbed: {hosts: 2, rate: 500mbit}          # optional: placement: round-robin | blocked
+    # sweeps/testbed-profiles.yaml: every cell on every named network, one run directory
+    testbed: {hosts: 2}
+    networks: {slow: {rate: 300mbit}, fast: {rate: 1gbit}}
+
+    ddlbench sweep sweeps/testbed-2host.yaml     # brings the testbed up (or keeps it), runs, leaves it up
+    ddlbench testbed up --hosts 2 --rate 500mbit && ddlbench run --workload bert-base-tiny --testbed
+
+A cell of W workers uses min(W, hosts) hosts (its `nodes`); placement.py puts the ranks there. Rows say
+network = `emulated-<rate>` (or the profile's name) and network_rate_mbit. Profiles differ in the cell
+id, so a run directory holds every profile's cells and `--resume` skips finished cells of any profile;
+the testbed is reshaped (netns.up with the profile's rate) only when a cell of another rate must run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from harness.core.atomic import write_json_atomic
+from harness.contracts.cell import CellSpec
+from harness.core.errors import UserError
+from harness.contracts.launcher import Launcher, LauncherEntry, LaunchRequest, Network, register
+from harness.launchers.local.launcher import launch_cell
+from harness.contracts.placement import Placement
+from harness.contracts.recipes import recipe
+from harness.launchers.testbed.recipe import PlacedRecipe
+from harness.testbed import netns
+from harness.testbed import placement as pl
+from harness.testbed.state import MAX_HOSTS, MIN_HOSTS, TestbedState
+
+DEFAULT_HOSTS = 2
+
+
+@dataclass(frozen=True)
+class TestbedSpec:
+    """The `testbed:` block of a sweep file."""
+
+    __test__ = False  # not a pytest test class despite its name
+
+    hosts: int = DEFAULT_HOSTS
+    """Emulated hosts to bring up (2..16); a cell of W workers uses min(W, hosts) of them."""
+    rate: str | float | None = None
+    """Link rate of every host in each direction (500mbit, 1gbit; a number is Mbit/s); omit it when
+    `networks:` sets the rates."""
+    placement: str = "round-robin"
+    """Workers onto hosts: round-robin (rank r on host r mod nodes) or blocked (consecutive ranks
+    together)."""
+    worker_hosts: int | None = None
+    """Hosts that carry workers (default: all of them); fewer leaves the others to the parameter servers
+    (`server_hosts: auto` then puts them there)."""
+
+
+@dataclass(frozen=True)
+class EmulatedNetwork:
+    """One shaped network the sweep runs every cell on: a rate under a label (not a harness/networks/profiles.py
+    profile: the testbed places each rank on its host's interface itself)."""
+
+    label: str
+    """Recorded as the rows' `network`: the profile's name, or emulated-<rate> for a bare
+    `testbed: {rate:}`."""
+    rate_mbit: float
+    """tbf rate of every link in each direction, Mbit/s."""
+
+
+def rate_label(rate_mbit: float) -> str:
+    """emulated-500mbit, emulated-1gbit, emulated-2.5gbit. Pure."""
+    if rate_mbit >= 1000:
+        return f"emulated-{rate_mbit / 1000:g}gbit"
+    return f"emulated-{rate_mbit:g}mbit"
+
+
+def _mapping(value, where: str, fields: type) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UserError(f"`{where}` in the sweep file must be a mapping like {{hosts: 2, rate: 500mbit}}")
+    known = [f.name for f in dataclasses.fields(fields)]
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise UserError(f"unknown key(s) {', '.join(map(str, unknown))} under `{where}`: known keys are "
+                        f"{', '.join(known)}")
+    return value
+
+
+def parse_testbed(testbed: dict | None, networks: dict | None,
+                  network: str = "loopback") -> tuple[TestbedSpec, list[EmulatedNetwork]]:
+    """Check the sweep file's `testbed:` and `networks:` blocks; return the spec and the profiles, in
+    file order. Pure (no system access)."""
+    spec = TestbedSpec(**_mapping(testbed, "testbed", TestbedSpec))
+    hosts = spec.hosts
+    if not isinstance(hosts, int) or isinstance(hosts, bool) or not MIN_HOSTS <= hosts <= MAX_HOSTS:
+        raise UserError(f"testbed hosts must be an integer in {MIN_HOSTS}..{MAX_HOSTS}, got {spec.hosts!r}; "
+                        f"fix `testbed: {{hosts: ...}}`")
+    pl.check_policy(spec.placement)
+    wh = spec.worker_hosts
+    if wh is not None and (not isinstance(wh, int) or isinstance(wh, bool) or not 1 <= wh <= hosts):
+        raise UserError(f"testbed worker_hosts must be an integer in 1..{hosts} (the testbed's hosts), got "
+                        f"{wh!r}; fix `testbed: {{worker_hosts: ...}}`")
+    if network != "loopback":
+        raise UserError(f"`network: {network}` labels loopback sweeps; on the testbed the label is "
+                        f"emulated-<rate>, or name profiles under `networks:` "
+                        f"(e.g. {{{network}: {{rate: 1gbit}}}})")
+    if networks is not None:
+        if spec.rate is not None:
+            raise UserError("both `testbed: {rate:}` and `networks:` are given: the profiles set the rates; "
+                            "drop `rate` from `testbed:`")
+        if not isinstance(networks, dict) or not networks:
+            raise UserError("`networks:` must map profile names to {rate: ...}, e.g. "
+                            "{slow: {rate: 300mbit}, fast: {rate: 1gbit}}")
+        profiles = []
+        for name, body in networks.items():
+            body = _mapping(body, f"networks: {name}", _ProfileKeys)
+            if "rate" not in body:
+                raise UserError(f"network profile {name!r} has no rate: write {{{name}: {{rate: 1gbit}}}}")
+            profiles.append(EmulatedNetwork(label=str(name), rate_mbit=netns.parse_rate(body["rate"])))
+    elif spec.rate is None:
+        raise UserError("`testbed:` needs a rate (e.g. {hosts: 2, rate: 500mbit}), or add `networks:` "
+                        "with named rates")
+    else:
+        rate = netns.parse_rate(spec.rate)
+        profiles = [EmulatedNetwork(label=rate_label(rate), rate_mbit=rate)]
+    for p in profiles:
+        netns.check_request(spec.hosts, p.rate_mbit)
+    rates = [p.rate_mbit for p in profiles]
+    if len(set(rates)) != len(rates):
+        raise UserError(f"two network profiles have the same rate ({', '.join(f'{r:g}' for r in rates)} "
+                        f"Mbit/s): they would measure the same network twice; give each its own rate")
+    return spec, profiles
+
+
+@dataclass(frozen=True)
+class _ProfileKeys:
+    rate: str | float | None = None
+    """Link rate of every host in each direction."""
+
+
+@dataclass(frozen=True)
+class TestbedLauncher:
+    """A run_cells launcher: run each cell's ranks inside the testbed's host namespaces.
+
+    With `reconfigure`, the testbed is brought to (hosts, the cell's rate) first (netns.up is a no-op when
+    it already is); without, the testbed that is up is used as it is and a mismatch is an error."""
+
+    __test__ = False
+
+    hosts: int
+    """Testbed size the cells were planned for."""
+    policy: str = "round-robin"
+    """Worker placement (placement.POLICIES)."""
+    reconfigure: bool = True
+    """Bring the testbed up / reshape it for each cell's rate (sweeps); False for `ddlbench run --testbed`."""
+
+    def testbed_for(self, cell: CellSpec) -> TestbedState:
+        if self.reconfigure:
+            return netns.up(self.hosts, cell.network_rate_mbit)
+        s = netns.status()
+        if s is None or len(s.hosts) != self.hosts or s.rate_mbit != cell.network_rate_mbit:
+            raise UserError(f"the testbed changed or went down during the run; bring it back with `ddlbench "
+                            f"testbed up --hosts {self.hosts} --rate {cell.network_rate_mbit:g}mbit`")
+        return s
+
+    def __call__(self, cell: CellSpec, cell_dir: Path, placement: Placement | None = None) -> Path:
+        state = self.testbed_for(cell)
+        placement = pl.testbed_placement(cell, state, self.policy)
+        with recipe(cell.backend, PlacedRecipe).session(cell, placement) as placement:
+            result = launch_cell(cell, cell_dir, placement)
+        _record_placement(result, cell, pl.describe(cell, state, self.policy))
+        return result
+
+
+def _record_placement(result_path: Path, cell: CellSpec, where: dict) -> None:
+    """Add the placement to rank 0's result. `dist.nodes` becomes the cell's: the worker derives it as
+    WORLD_SIZE // LOCAL_WORLD_SIZE, which is wrong once hosts carry unequal numbers of ranks (3 workers
+    on 2 hosts, or a parameter server beside the workers)."""
+    result = json.loads(Path(result_path).read_text())
+    result.setdefault("dist", {}).update(nodes=cell.nodes, launcher="testbed", **where)
+    write_json_atomic(Path(result_path), result)
+
+
+def check_cell(cell: CellSpec, spec: TestbedSpec) -> None:
+    """A cell this testbed can place, or UserError now (before anything runs)."""
+    pl.check_device(cell, torch.cuda.device_count())
+    pl.rank_hosts(cell.workers, cell.servers, cell.nodes, spec.hosts, spec.placement, cell.server_hosts)
+
+
+@contextlib.contextmanager
+def _leased(title: str, launch):
+    """The run holds the testbed (no other run reshapes it meanwhile). Not root, no iproute2: one line
+    before the first cell, not one failed cell after another."""
+    netns.check_system()
+    with netns.lease(title):
+        yield launch
+
+
+def make(request: LaunchRequest) -> Launcher:
+    """The sweep's `testbed:` and `networks:`: every cell on every network profile, in its hosts'
+    namespaces (the testbed is brought up, or reshaped, per profile and left up)."""
+    cfg = request.sweep
+    spec, profiles = parse_testbed(cfg.testbed, cfg.networks, cfg.network)
+    env_extra = {"testbed_hosts": spec.hosts, "testbed_placement": spec.placement,
+                 **({"testbed_worker_hosts": spec.worker_hosts} if spec.worker_hosts else {}),
+                 "testbed_networks": ",".join(f"{p.label}={p.rate_mbit:g}mbit" for p in profiles)}
+    launch = TestbedLauncher(spec.hosts, spec.placement)
+    return Launcher("testbed", launch, lambda w: pl.nodes_for(w, spec.hosts), env_extra,
+                    lambda cell: check_cell(cell, spec),
+                    networks=tuple(Network(p.label, p.rate_mbit) for p in profiles),
+                    place=lambda cell: cell.with_(nodes=pl.cell_nodes(cell, spec.hosts, spec.worker_hosts)),
+                    session=lambda: _leased(request.title or "ddlbench sweep", launch))
+
+
+def _testbed_up() -> TestbedState:
+    """The testbed that is up, for `--testbed` (a one-line error when there is none)."""
+    netns.check_system()
+    s = netns.status()
+    if s is None:
+        raise UserError("--testbed needs a testbed that is up, and none is: start one with "
+                        "`ddlbench testbed up --hosts 2 --rate 500mbit`")
+    return s
+
+
+def on_testbed(cell: CellSpec, resolve: Callable[..., CellSpec],
+               policy: str = "round-robin") -> tuple[CellSpec, Launcher]:
+    """`ddlbench run --testbed`: the cell moved onto the testbed that is up (`resolve`, the experiment's
+    cell resolution, re-resolves its network as the testbed's label), and its launcher (the run holds the
+    testbed's lease; a testbed that changes meanwhile fails the cell)."""
+    s = _testbed_up()
+    label = rate_label(s.rate_mbit) if cell.network == "loopback" else cell.network
+    # its servers (a -ps scheme has at least one) decide whether a host is kept for them; the testbed
+    # declares its emulated-<rate> label
+    cell = resolve(cell.with_(network=label, network_rate_mbit=s.rate_mbit), labels=(rate_label(s.rate_mbit),))
+    cell = cell.with_(nodes=pl.cell_nodes(cell, len(s.hosts)))
+    pl.check_device(cell, torch.cuda.device_count())
+    pl.rank_hosts(cell.workers, cell.servers, cell.nodes, len(s.hosts), policy, cell.server_hosts)
+    launch = TestbedLauncher(len(s.hosts), policy, reconfigure=False)
+    title = f"ddlbench run {cell.workload} {cell.scheme} --testbed"
+    return cell, Launcher("testbed", launch, None, {}, session=lambda: _leased(title, launch))
+
+
+def testbed_placement_for(workers: int, servers: int = 0, policy: str = "round-robin") -> tuple[str, Placement]:
+    """(network label, Placement) for a program that is not a benchmark cell (`ddlbench commbench
+    --testbed`): `workers` ranks and `servers` parameter servers placed on the testbed that is up by
+    the same rules as a cell's."""
+    s = _testbed_up()
+    cell = CellSpec(workload="-", scheme="commbench", workers=workers, servers=servers,
+                    nodes=pl.nodes_for(workers, len(s.hosts)))
+    return rate_label(s.rate_mbit), pl.testbed_placement(cell, s, policy)
+
+
+register(LauncherEntry("testbed", "every rank in its host's network namespace of the emulated testbed; "
+                                  "chosen by a sweep file's `testbed:`/`networks:` or `run --testbed`",
+                       make=make, named=False,
+                       detect=lambda request: bool(request.sweep is not None
+                                                   and (request.sweep.testbed or request.sweep.networks))))

@@ -1,0 +1,234 @@
+"""`ddlbench predict` (harness/cli/commands/predict.py): a cluster described by presets or measured commbench runs, compute
+from profiles or FLOP counts, every method predicted; `PredictSpec` carries what the command was asked."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.core.atomic import write_parquet_atomic
+from harness.core.errors import UserError
+from harness.experiment.sweep import knob_value
+from harness.predict.commbench_fit import (
+    links_from_commbench,
+    read_commbench,
+    testbed_burst_bytes,
+)
+from harness.predict.compute import compute_model, get_device
+from harness.predict.predictor import (
+    Network,
+    method_knobs,
+    predict_rows,
+    resolve_methods,
+)
+from harness.predict.profile_table import PROFILE_COLUMNS, PROFILE_OPTIONAL
+from harness.predict.profiler import counted_profile
+from harness.results.files import check_output_file, read_table
+from harness.results.store import COMMBENCH_NEEDS, load_run
+from harness.sim.network import Cluster, get_link
+from harness.sim.ps import SERVER_GBYTE_S
+from workloads import WORKLOADS
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        out = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"{what} must be comma-separated integers like 1,2,4,8, got {text!r}") from None
+    if not out or min(out) < 1:
+        raise UserError(f"{what} must be integers >= 1, got {text!r}")
+    return out
+
+
+def parse_method_knobs(pairs) -> dict:
+    out: dict = {}
+    for pair in pairs:
+        if "=" not in pair or "." not in pair.split("=", 1)[0]:
+            raise UserError(f"--knob {pair!r} is not METHOD.NAME=VALUE; write e.g. --knob ddp.bucket_cap_mb=50")
+        key, value = pair.split("=", 1)
+        method, name = key.split(".", 1)
+        out.setdefault(method.strip(), {})[name.strip()] = knob_value(value)
+    return out
+
+
+def check_inputs(profiles, workloads, device_preset, throughput, batch, networks, commbench, intra, nodes,
+                 gpus_per_node, servers, schemes, knobs, output, against) -> list:
+    """Every input checked before any work (FLOP counting takes seconds per workload); returns the
+    profile tables, read once."""
+
+    for name, value, low in (("--throughput", throughput, 0.0), ("--batch", batch, 0)):
+        if value is not None and not (math.isfinite(value) and value > low):
+            raise UserError(f"{name} must be a finite number > 0, got {value}; fix the option")
+    if servers < 0:
+        raise UserError(f"--servers must be >= 0 (0 = one per worker node), got {servers}")
+    _ints(nodes, "--nodes"), _ints(gpus_per_node, "--gpus-per-node")
+    for n in (*networks, intra):
+        get_link(n)
+    methods = resolve_methods(schemes)
+    for method, given in knobs.items():
+        if method not in methods:
+            raise UserError(f"--knob {method}.*: method {method!r} is not predicted here (--schemes gives "
+                            f"{', '.join(methods)}); add it to --schemes or drop the knob")
+        defaults = method_knobs(method)
+        for name, value in method_knobs(method, given).items():
+            _check_knob(method, name, value, defaults[name])
+    preset = get_device(device_preset) if device_preset else None
+    tables = [p if isinstance(p, pd.DataFrame) else _read_profile(p) for p in profiles]
+    for w in workloads:
+        WORKLOADS.get(w)
+    for w in [*workloads, *(str(t["workload"].iloc[0]) for t in tables if len(t) and "workload" in t)]:
+        if preset is not None and throughput is None and w not in preset.throughput:
+            known = ", ".join(sorted(preset.throughput)) or "none"
+            raise UserError(f"device preset {preset.name!r} has no measured throughput for {w!r} (it has: "
+                            f"{known}); give --throughput SAMPLES_PER_S measured on one device")
+    for c in commbench:
+        f = Path(c) / "commbench.parquet" if Path(c).is_dir() else Path(c)
+        if not f.is_file():
+            raise UserError(f"commbench table {f} does not exist: run `ddlbench commbench --output DIR`")
+        _needs(read_table(f, fix="measure it again with `ddlbench commbench --output DIR`"), COMMBENCH_NEEDS, f,
+               "a commbench table", "ddlbench commbench --output DIR")
+    if against and load_run(against).summary.empty:
+        raise UserError(f"--validate {against} holds no measured cells to compare with: give a run directory "
+                        f"of `ddlbench sweep`")
+    if output:
+        check_output_file(output, "-o/--output")
+    return tables
+
+
+def _check_knob(method: str, name: str, value, default) -> None:
+    if isinstance(default, str) or (value is None and default is None):
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise UserError(f"--knob {method}.{name}={value!r} must be a finite number >= 0 (default "
+                        f"{default!r}); fix the value")
+
+
+def _read_profile(path) -> pd.DataFrame:
+    """A stored profile table; columns added later (PROFILE_OPTIONAL) may be absent."""
+    if not Path(path).is_file():
+        raise UserError(f"profile {path} does not exist: make it with `ddlbench profile WORKLOAD -o {path}`")
+    df = read_table(path, fix=f"make it again with `ddlbench profile WORKLOAD -o {path}`")
+    return _needs(df, [c for c in PROFILE_COLUMNS if c not in PROFILE_OPTIONAL], path, "a profile table",
+                  f"ddlbench profile WORKLOAD -o {path}")
+
+
+def _needs(df: pd.DataFrame, columns, path, what: str, make: str) -> pd.DataFrame:
+    """df, if it has rows and every column of its contract; else a UserError naming the file."""
+    missing = [c for c in columns if c not in df]
+    if df.empty or missing:
+        why = f"no {', '.join(missing[:3])} column" if missing else "no rows"
+        raise UserError(f"{path} is not {what} ({why}): make one with `{make}`")
+    return df
+
+
+def load_models(profiles, workloads, device_preset, throughput, batch, compute):
+    if not profiles and not workloads:
+        raise UserError("nothing to predict: give --profile FILE.parquet (from `ddlbench profile`) or "
+                        "--workload NAME with --device-preset")
+    tables = [p if isinstance(p, pd.DataFrame) else _read_profile(p) for p in profiles]
+    for w in workloads:
+        if device_preset is None and throughput is None:
+            raise UserError(f"--workload {w} predicts from FLOP counts, which need --device-preset (and its "
+                            f"measured throughput) or --throughput; or give --profile")
+        tables.append(counted_profile(w, batch if device_preset is None else None))
+    return [compute_model(t, device_preset, throughput, batch, compute) for t in tables]
+
+
+def load_networks(names, commbench, intra, label, shaped: bool = False, gpus_per_node="4", servers=0,
+                  server_hosts="dedicated"):
+    intra_link = get_link(intra)
+    nets = [Network(n, get_link(n), intra_link) for n in names]
+    if shaped and not commbench:
+        raise UserError("--testbed-shaping models the testbed's links from its measured all-reduce: give "
+                        "--commbench DIR from `ddlbench commbench --testbed` at the same rate")
+    if commbench:
+        df = read_commbench(commbench)
+        link, p2p, measured = links_from_commbench(df, testbed_burst_bytes() if shaped else 0.0,
+                                                   _ps_layout(df, gpus_per_node, servers, server_hosts),
+                                                   SERVER_GBYTE_S)
+        nets.append(Network(label or "commbench", link, link, measured, p2p))
+    return nets
+
+
+def _ps_layout(df, gpus_per_node, servers, server_hosts):
+    """Where workers and servers sat for the commbench push-pull rows (of table `df`), to fit the
+    parameter-server link: their worker count over the first --workers-per-node, with --servers and
+    --server-hosts."""
+    if df is None:
+        return None
+
+    pp = df[df["collective"] == "pushpull"]
+    if pp.empty:
+        return None
+    workers, g = int(pp["workers"].max()), _ints(gpus_per_node, "--gpus-per-node")[0]
+    if workers % g:
+        raise UserError(f"the push-pull rows have {workers} workers, which --workers-per-node {g} does not "
+                        f"divide: give the layout they were measured on")
+    link = get_link("eth-10g")  # unused: only the layout matters for the fit
+    return Cluster(workers // g, g, link, link, servers, server_hosts=server_hosts)
+
+
+@dataclass(frozen=True)
+class PredictSpec:
+    """What `ddlbench predict` is asked (its options, harness/cli/commands/predict.py)."""
+
+    profiles: tuple = ()
+    """Profile tables from `ddlbench profile`."""
+    workloads: tuple = ()
+    """Workloads to predict from FLOP counts (with `device_preset`)."""
+    device_preset: str | None = None
+    """Device preset for calibration (e.g. study-gpu)."""
+    throughput: float | None = None
+    """Measured one-device throughput, samples/s (calibration)."""
+    batch: int | None = None
+    """Per-worker batch (None: the preset's or the profile's)."""
+    compute: str = "auto"
+    """auto | profile | flops: per-layer times from the measured profile or from FLOP counts."""
+    networks: tuple = ("ib-100g",)
+    """Inter-node network presets."""
+    commbench: tuple | None = None
+    """Measured commbench runs instead of presets."""
+    intra: str = "pcie3-x16"
+    """The link between the GPUs of a node."""
+    label: str | None = None
+    """The rows' network label for a measured network."""
+    nodes: str = "1,2,4,8"
+    """Node counts, comma-separated."""
+    gpus_per_node: int | str = 4
+    """GPUs (workers) per node."""
+    servers: int = 0
+    """Parameter-server hosts (0: as many as worker nodes)."""
+    schemes: str = "all"
+    """Methods, comma-separated, or all."""
+    allreduce: str = "ring"
+    """The all-reduce algorithm modelled."""
+    knobs: dict | None = None
+    """method -> knobs."""
+    output: str | Path | None = None
+    """Where the table goes (Parquet)."""
+    shaped: bool = False
+    """Token-bucket shaped links (the testbed)."""
+    server_hosts: str = "dedicated"
+    """Where parameter servers run."""
+
+
+def run_predict(spec: PredictSpec = PredictSpec(), **changes):
+    """The predicted table for `spec` (with `changes` applied: run_predict(workloads=("resnet50",), ...))."""
+    spec = dataclasses.replace(spec, **changes)
+    (profiles, workloads, device_preset, throughput, batch, compute, networks, commbench, intra, label, nodes,
+     gpus_per_node, servers, schemes, allreduce, knobs, output, shaped, server_hosts) = (
+        getattr(spec, f.name) for f in dataclasses.fields(spec))
+    profiles = check_inputs(profiles, workloads, device_preset, throughput, batch, networks, commbench or (),
+                            intra, nodes, gpus_per_node, servers, schemes, knobs or {}, output, None)
+    models = load_models(profiles, workloads, device_preset, throughput, batch, compute)
+    nets = load_networks([] if (commbench and tuple(networks) == ("ib-100g",)) else networks,
+                         commbench, intra, label, shaped, gpus_per_node, servers, server_hosts)
+    df = predict_rows(models, nets, _ints(nodes, "--nodes"), _ints(gpus_per_node, "--gpus-per-node"),
+                      resolve_methods(schemes), servers, allreduce, knobs, server_hosts=server_hosts)
+    if output:
+        write_parquet_atomic(df, Path(output))
+    return df

@@ -1,0 +1,64 @@
+"""The rank entry point of a commbench cell: `python -m harness.rank.commbench --cell C.json --out DIR`.
+
+Ranks below `cell.workers` time the collective (harness.measure.collective) on the cell's backend; the
+others serve as parameter servers. Rank 0 writes result.json: per size, the slowest rank's times.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+from harness.core.atomic import write_json_atomic
+from harness.backends import BACKENDS
+from harness.contracts.cell import CellSpec
+from harness.measure.sizes import push_pull_keys
+from harness.measure.collective import check_allreduce, slowest, time_sizes
+from harness.contracts.devices import check_group_backend, rank_device
+from harness.launchers.identity import from_environ
+from harness.contracts.training import crash_stacks, exit_now
+
+
+def run_rank(cell: CellSpec, out: Path) -> None:
+    env = from_environ()
+    kn = cell.knobs
+    sizes, reps, warm, collective = kn["sizes"], kn["reps"], kn["warmup"], kn["collective"]
+    backend = BACKENDS.get(cell.backend)
+    if env.rank >= cell.workers:
+        backend.serve(cell, env)
+        return
+    device = rank_device(env.local_rank, cell.device, cell.dist_backend)  # the worker's rule (harness/contracts/devices.py)
+    t = backend.start(cell, env, device)
+    check_group_backend(device.type, cell.dist_backend, t.facts.get("dist_backend", ""))
+    if collective == "pushpull":
+        t.declare_keys(push_pull_keys(sizes))
+    if collective == "allreduce" and kn.get("check", True):
+        check_allreduce(t, min(sizes) // 4, env.rank, cell.workers, device)
+    times = time_sizes(t, collective, sizes, reps, warm, env.rank, device)
+    gathered = t.gather_object(times)
+    t.shutdown()
+    if env.rank == 0:
+        write_json_atomic(out / "result.json", {"times": slowest(gathered, sizes, reps, collective),
+                                                 "workers": cell.workers,
+                                                 "dist_backend": t.facts.get("dist_backend", "")})
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.rank.commbench")
+    ap.add_argument("--cell", required=True)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    crash_stacks()
+    cell = CellSpec.from_json(Path(a.cell).read_text())
+    if cell.device == "cpu":
+        torch.set_num_threads(cell.threads)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    run_rank(cell, out)
+    return 0
+
+
+if __name__ == "__main__":
+    exit_now(main())

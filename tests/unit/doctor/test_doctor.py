@@ -1,0 +1,154 @@
+"""`ddlbench doctor`: the facts report through click's CliRunner, the hostname-to-loopback verdict as a pure
+function, bad options as one-line errors, and a real `ddlbench doctor --quick` whose smoke cells run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from helpers import require
+
+from harness.backends import BACKENDS
+from harness.cli.main import cli
+from harness.doctor.gpu_checks import GPU_CHECKS, gpu_check_status
+from harness.doctor.network import hostname_verdict
+from harness.doctor.smoke import SmokeConfig, plan, schemes_for
+
+FACT_KEYS = {"python", "torch", "gpus", "network", "backends", "slurm", "testbed", "deepspeed_ops", "device"}
+SMOKE_TIMEOUT_S = 240
+"""Per cell in the subprocess test: the suite may run beside other multi-process tests on 2 cores, where
+a cell that takes 15 s alone can take a minute; the doctor's own default (60 s) is for a quiet machine."""
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, ["doctor", *args], catch_exceptions=False)
+
+
+def test_facts_report_names_torch_every_backend_and_the_gpu_checks():
+    res = invoke("--no-cells", "--device", "cpu")
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "what this machine offers" in out and "\ntorch " in out
+    for name, _ in BACKENDS.items():
+        assert f"  {name} " in out, f"backend {name} missing from the report"
+    for section in ("network", "hostname", "slurm", "testbed", "ds ops"):
+        assert f"\n{section}" in out
+    for check in GPU_CHECKS:  # CPU here: each GPU-only check named, and said to be not run
+        assert f"{check.name}" in out
+    assert out.count("not run: no CUDA device") == len(GPU_CHECKS)
+    assert "\nsmoke cells:" not in out  # --no-cells
+
+
+def test_a_cpu_torch_on_a_machine_with_an_nvidia_gpu_is_warned_about(monkeypatch, tmp_path):
+    """An NVIDIA driver present (its /proc file faked here) with a CPU build of torch: the report says so."""
+    from harness.doctor import facts
+
+    sign = tmp_path / "version"
+    sign.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.1\n")
+    assert facts.nvidia_hardware(signs=(str(sign),))
+    monkeypatch.setattr(facts, "nvidia_hardware", lambda: True)
+    out = invoke("--no-cells", "--device", "cpu").stdout
+    assert "WARNING" in out and "has an NVIDIA GPU but torch" in out and "CPU build" in out
+    monkeypatch.setattr(facts, "nvidia_hardware", lambda: False)
+    assert "has an NVIDIA GPU" not in invoke("--no-cells", "--device", "cpu").stdout
+
+
+def test_json_parses_and_has_the_keys():
+    res = invoke("--no-cells", "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)  # stdout is the document only (library chatter goes to stderr)
+    assert {"facts", "smoke", "gpu_checks", "ok", "wall_s"} <= set(doc)
+    assert FACT_KEYS <= set(doc["facts"])
+    assert doc["facts"]["torch"]["version"]
+    assert {b["name"] for b in doc["facts"]["backends"]} == set(BACKENDS)
+    for b in doc["facts"]["backends"]:
+        assert b["available"] == (b["reason"] is None)
+    assert doc["smoke"] == [] and doc["ok"] is True
+
+
+@pytest.mark.parametrize("hostname, address, iface, loopback", [
+    ("vm", "127.0.1.1", "lo", True),          # Debian's /etc/hosts line for the hostname
+    ("vm", "127.0.0.1", "lo", True),
+    ("n1", "::1", "lo", True),
+    ("n1", "10.0.0.5", "eth0", False),
+    ("n1", "10.0.0.5", None, False),          # no `ip`: the address alone decides
+])
+def test_hostname_loopback_verdict(hostname, address, iface, loopback):
+    v = hostname_verdict(hostname, address, iface, suggest="eth0")
+    assert v["loopback"] is loopback
+    if loopback:
+        assert "multi-node" in v["verdict"] and "GLOO_SOCKET_IFNAME=eth0" in v["verdict"]
+    else:
+        assert "not loopback" in v["verdict"]
+
+
+def test_hostname_that_does_not_resolve():
+    v = hostname_verdict("ghost", None, None)
+    assert v["loopback"] is None and "does not resolve" in v["verdict"]
+
+
+def test_gpu_checks_by_gpu_count():
+    assert {c["status"] for c in gpu_check_status(0)} == {"not run: no CUDA device"}
+    one = {c["name"]: c["status"] for c in gpu_check_status(1)}
+    assert one["NCCL credit window"].startswith("not run: needs 2 GPUs")
+    assert all("pytest -m gpu" in c["status"] for c in gpu_check_status(8))
+
+
+def test_plan_skips_unusable_backends_and_never_runs_local():
+    backends = [{"name": "torch", "reason": None, "device_reason": None},
+                {"name": "byteps", "reason": "backend byteps is not installed", "device_reason": None}]
+    cells, known = plan(SmokeConfig(device="cpu", quick=False), backends)
+    assert {c.backend for c in cells} == {"torch"} and "local" not in {c.scheme for c in cells}
+    assert {c.scheme for c in cells} == set(schemes_for("torch", quick=False))
+    assert [(k.backend, k.status, k.reason) for k in known] == [("byteps", "skipped", "backend byteps is not installed")]
+    assert all(c.workers == 2 and c.batch == 2 and c.iters == 2 and c.warmup == 1 for c in cells)
+    assert len(schemes_for("torch", quick=True)) == 1
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--workload", "resnet51"], ["unknown workload 'resnet51'", "resnet50-tiny"]),
+    (["--device", "tpu"], ["unknown device 'tpu'"]),
+    (["--timeout", "0"], ["--timeout must be"]),
+    (["--timeout", "nan"], ["--timeout must be"]),
+])
+def test_bad_option_is_one_line_exit_2(args, words):
+    res = invoke(*args)
+    assert res.exit_code == 2, res.output
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and "Traceback" not in res.output, res.output
+    for w in words:
+        assert w in lines[0]
+
+
+def test_keep_refuses_a_directory_holding_a_run(tmp_path):
+    (tmp_path / "summary.parquet").write_bytes(b"")
+    res = invoke("--keep", str(tmp_path))
+    assert res.exit_code == 2 and "already holds a run" in res.output, res.output
+
+
+@pytest.mark.slow
+def test_doctor_quick_runs_a_smoke_cell_per_usable_backend(tmp_path):
+    exe = shutil.which("ddlbench")
+    assert exe, "the ddlbench entry point is not on PATH: pip install -e ."
+    keep = tmp_path / "doctor"
+    p = subprocess.run([exe, "doctor", "--quick", "--device", "cpu", "--json", "--keep", str(keep),
+                        "--timeout", str(SMOKE_TIMEOUT_S)], capture_output=True, text=True, timeout=1200)
+    doc = json.loads(p.stdout)
+    by_backend = {r["backend"]: r for r in doc["smoke"]}
+    assert set(by_backend) == set(BACKENDS)  # one row per backend with --quick: run or skipped
+    for b in doc["facts"]["backends"]:
+        row = by_backend[b["name"]]
+        if b["available"]:  # torch always; horovod and deepspeed are installed on this machine kind
+            assert row["status"] == "ok", (row, p.stderr[-2000:])
+        else:
+            assert row["status"] == "skipped" and row["reason"] == b["reason"]
+    assert p.returncode == 0 and doc["ok"], p.stderr[-2000:]
+    summary = pd.read_parquet(keep / "summary.parquet")  # the smoke run kept, as any run directory
+    assert sorted(summary["status"]) == ["ok"] * sum(b["available"] for b in doc["facts"]["backends"])
+    usable = {b["name"] for b in doc["facts"]["backends"] if b["available"]}
+    require({"horovod", "deepspeed"} <= usable, f"horovod and deepspeed are not both usable here (usable: "
+                                                f"{', '.join(sorted(usable))}); run scripts/install_frameworks.sh")

@@ -1,0 +1,72 @@
+"""The launcher layer (issue 24): one registry of launchers, and the one supervisor every launcher hands
+its processes to (procs/supervisor.py), with its rule for a cell's outcome."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.contracts.launcher import LAUNCHERS, LaunchRequest
+from harness.core.errors import UserError
+from harness.launchers.choose import ORDER, by_name, choose_launcher
+from harness.procs import supervisor as w
+
+
+def test_every_launcher_is_registered_once_and_chosen_by_name_only_when_it_can_be():
+    assert sorted(LAUNCHERS) == sorted(ORDER) == ["local", "nodes", "srun", "testbed"]
+    assert by_name() == ("nodes", "srun", "local")
+    with pytest.raises(UserError, match="unknown launcher 'testbed'; available: nodes, srun, local"):
+        choose_launcher(LaunchRequest({}), "testbed")
+    with pytest.raises(ValueError, match="registered twice"):
+        LAUNCHERS.register("local", LAUNCHERS.get("local"))
+
+
+STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _kill_started():
+    yield
+    for p in STARTED:  # what a launcher's `finally` kills
+        p.kill()
+        p.wait()
+    STARTED.clear()
+
+
+def _proc(code: int, sleep_s: float = 0.0, main: bool = True, name: str = "rank 0") -> w.Proc:
+    p = subprocess.Popen([sys.executable, "-c", f"import time, sys; time.sleep({sleep_s}); sys.exit({code})"])
+    STARTED.append(p)
+    return w.Proc(p, name, "rank0.log", lambda c: w.Ended(f"{name} died ({w.how(c)})", 0), main=main)
+
+
+def _timed_out(running):
+    return w.Ended("timed out", None)
+
+
+def test_a_failure_before_the_result_fails_the_cell_after_it_is_a_warning(tmp_path):
+    with pytest.raises(w.Ended, match="rank 0 died \\(exit code 3\\)"):
+        w.watch([_proc(3)], 30, tmp_path, _timed_out)
+    (tmp_path / "rank0.log").write_text("Traceback ...\nRuntimeError: Connection closed by peer\n")
+    (tmp_path / "result.json").write_text(json.dumps({"ranks": []}))
+    w.watch([_proc(0), _proc(3, name="rank 1")], 30, tmp_path, _timed_out)
+    warnings = json.loads((tmp_path / "result.json").read_text())["warnings"]
+    assert warnings == [{"warning": "rank 1 failed while shutting down (exit code 3) after result.json was written",
+                         "log": "RuntimeError: Connection closed by peer"}]
+
+
+def test_a_helper_ending_first_an_abort_and_a_hang_after_the_result(tmp_path, monkeypatch):
+    with pytest.raises(w.Ended, match="servers"):
+        w.watch([_proc(0, 5), _proc(0, main=False, name="servers")], 30, tmp_path, _timed_out)
+    with pytest.raises(w.Ended, match="failed elsewhere"):
+        w.watch([_proc(0, 5)], 30, tmp_path, _timed_out, abort=lambda: "failed elsewhere")
+    with pytest.raises(w.Ended, match="timed out"):
+        w.watch([_proc(0, 5)], 0.5, tmp_path, _timed_out)
+    (tmp_path / "result.json").write_text("{}")
+    monkeypatch.setattr(w, "SHUTDOWN_GRACE_S", 0.5)
+    hung = _proc(0, 30, name="rank 2")
+    w.watch([hung], 30, tmp_path, _timed_out)
+    assert "rank 2 still running 0.5 s after result.json" in json.loads((tmp_path / "result.json").read_text())[
+        "warnings"][0]["warning"]

@@ -1,0 +1,532 @@
+"""The predictor's pure parts: network models, each method's simulated schedule, rows, validation.
+
+    pytest -q tests/unit/predict/test_predict.py -s      # -s prints the speed of the full grid
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+from helpers import ROOT
+
+from harness.contracts.planning import MB, merge_plan
+from harness.core.schema import SUMMARY_COLUMNS
+from harness.predict import study
+from harness.predict.commbench_fit import fit_commbench, link_from_allreduce
+from harness.predict.compute import ComputeModel
+from harness.predict.predictor import (
+    STUDY_METHODS,
+    Network,
+    method_knobs,
+    modelled,
+    predict_rows,
+    simulate,
+)
+from harness.report import testbed_validation
+from harness.report.validation import format_validation, validate
+from harness.sim.bucketed import ddp_buckets
+from harness.sim.network import AlphaBeta, Cluster, Link, get_link
+
+A2A = ["bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "ddp", "horovod"]
+
+
+def toy(sizes_mb, backward_ms, forward_ms=None, optimizer_ms=1.0, batch=32, workload="toy") -> ComputeModel:
+    """Tensors in parameter order (input side first); each layer owns one tensor; backward visits
+    them in reverse (output side ready first), tensor i taking backward_ms[i]."""
+    n = len(sizes_mb)
+    numels = tuple(int(s * MB / 4) for s in sizes_mb)
+    order = tuple(reversed(range(n)))
+    ready, t = [0.0] * n, 0.0
+    for i in order:
+        t += backward_ms[i] / 1000
+        ready[i] = t
+    fwd = forward_ms or [b / 2 for b in backward_ms]
+    return ComputeModel(workload, "seq", batch, 64, tuple(x * 4 for x in numels), numels, order, tuple(ready), t,
+                        tuple((i,) for i in range(n)), tuple(f / 1000 for f in fwd),
+                        tuple(optimizer_ms / 1000 * s / sum(sizes_mb) for s in sizes_mb), 1e9, "toy")
+
+
+BERTISH = toy([90.0] + [2.25, 2.25, 0.01, 0.01, 9.0, 0.01, 9.0, 0.01] * 12 + [2.25],
+              [5.0] + [1.0, 1.0, 0.1, 0.1, 3.0, 0.1, 3.0, 0.1] * 12 + [1.0])
+
+
+def cluster(nodes=2, g=4, inter="ib-100g", intra="pcie3-x16", **kw) -> Cluster:
+    return Cluster(nodes, g, get_link(inter), get_link(intra), **kw)
+
+
+# --- network ---------------------------------------------------------------------------------------------
+
+def test_ring_allreduce_is_the_textbook_formula():
+    link = Link("x", 8.0, 10e-6)  # 1 GB/s
+    c = Cluster(4, 1, link, link)
+    ab = c.allreduce_cost()
+    m = 100e6
+    assert ab.time_s(m) == pytest.approx(2 * 3 / 4 * m / 1e9 + 2 * 3 * 10e-6)
+
+
+def test_flat_ring_is_bounded_by_the_slower_link_and_hierarchical_differs():
+    fast, slow = Link("fast", 800.0, 1e-6), Link("slow", 8.0, 20e-6)
+    ring = Cluster(4, 4, slow, fast).allreduce_cost()
+    assert ring.beta_s_per_byte == pytest.approx(2 * 15 / 16 / 1e9)
+    assert ring.alpha_s == pytest.approx(2 * 15 * 20e-6)
+    hier = Cluster(4, 4, slow, fast, allreduce="hierarchical").allreduce_cost()
+    assert hier.alpha_s == pytest.approx(2 * 3 * 1e-6 + 2 * 3 * 20e-6)
+    assert hier.beta_s_per_byte == pytest.approx(2 * 3 / 4 / 100e9 + 2 * 3 / 4 / 1e9)
+    assert Cluster(1, 1, slow, fast).allreduce_cost() == AlphaBeta(0.0, 0.0)
+
+
+def test_presets_cite_a_source():
+    from harness.sim.network import LINKS
+
+    for name, link in LINKS.items():
+        assert link.source and link.rate_gbit_s > 0 and link.latency_s > 0, name
+    for name in ("eth-10g", "eth-25g", "ib-100g", "ipoib-100g", "pcie3-x16", "nvlink2"):
+        assert name in LINKS
+
+
+def test_commbench_fit_round_trips_through_the_ring_model():
+    alpha, beta = 60e-6, 1 / 1.2e9
+    rows = [{"collective": "allreduce", "workers": 4, "size_bytes": s, "rep": r, "time_s": alpha + beta * s}
+            for s in (4096, 65536, 1 << 20, 1 << 24) for r in range(3)]
+    fits = fit_commbench(pd.DataFrame(rows))
+    fit = fits["allreduce"][4]
+    assert fit.alpha_s == pytest.approx(alpha) and fit.beta_s_per_byte == pytest.approx(beta)
+    link = link_from_allreduce(fit, 4, "fitted")
+    again = Cluster(4, 1, link, link).allreduce_cost()  # same N: the same line
+    assert again.alpha_s == pytest.approx(alpha) and again.beta_s_per_byte == pytest.approx(beta)
+    eight = Cluster(8, 1, link, link).allreduce_cost()  # extrapolated along the ring model
+    assert eight.alpha_s == pytest.approx(alpha * 7 / 3)
+
+
+# --- methods ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", A2A + ["local"])
+def test_a_single_worker_predicts_no_communication(name):
+    c = BERTISH
+    out = simulate(name, c, cluster(1, 1, inter="eth-10g"))
+    slack = method_knobs("horovod")["cycle_time_ms"] / 1000 if name == "horovod" else 0.0
+    assert c.iteration_s - 1e-9 <= out.iter_s <= c.iteration_s + slack + 1e-9
+
+
+def test_bsp_is_compute_plus_one_allreduce_of_all_bytes():
+    c = BERTISH
+    for net in ("ib-100g", "eth-10g"):
+        cl = cluster(4, 4, inter=net)
+        out = simulate("bsp-a2a", c, cl)
+        assert out.iter_s == pytest.approx(c.iteration_s + cl.allreduce_cost().time_s(c.total_grad_bytes))
+
+
+@pytest.mark.parametrize("net", ["ib-100g", "ipoib-100g", "eth-25g", "eth-10g"])
+@pytest.mark.parametrize("nodes", [1, 2, 8, 64])
+def test_wfbp_beats_bsp_unless_its_extra_startups_cost_more_than_the_overlap(net, nodes):
+    # WFBP pays one start-up (alpha) per tensor instead of one in all: the most it can lose to BSP
+    # is (tensors - 1) * alpha; on a few nodes, where alpha is small, it must win.
+    c = toy([8.0] * 20, [4.0] * 20)
+    cl = cluster(nodes, 4, inter=net)
+    wfbp, bsp = simulate("wfbp-a2a", c, cl).iter_s, simulate("bsp-a2a", c, cl).iter_s
+    assert wfbp <= bsp + 19 * cl.allreduce_cost().alpha_s + 1e-12
+    if nodes <= 8:
+        assert wfbp <= bsp + 1e-12
+
+
+def test_mgwfbp_is_not_slower_than_wfbp_when_alpha_dominates():
+    c = toy([0.01] * 200, [0.05] * 200)  # 200 tiny tensors, 10 ms of backward
+    for n in (2, 8, 32):
+        cl = cluster(n, 4, inter="eth-10g")
+        mg, wf = simulate("mgwfbp", c, cl), simulate("wfbp-a2a", c, cl)
+        assert mg.iter_s <= wf.iter_s + 1e-12
+        assert len(mg.plan["group_sizes"]) < 200  # it did merge
+
+
+def test_mgwfbp_uses_merge_plan_with_the_clusters_alpha_beta():
+    c = BERTISH
+    cl = cluster(4, 4, inter="ipoib-100g")
+    ab = cl.allreduce_cost()
+    groups = merge_plan(c.backward_deltas(), [c.grad_bytes[i] for i in c.ready_order], ab.alpha_s, ab.beta_s_per_byte)
+    out = simulate("mgwfbp", c, cl)
+    assert out.plan["group_sizes"] == [len(g) for g in groups]
+
+
+def test_bytescheduler_overlaps_communication_with_the_next_forward():
+    # Input layer: small gradient, ready last, needed first. Output layer: 64 MB, ready first.
+    c = toy([0.5, 0.5, 0.5, 64.0], [2.0, 2.0, 2.0, 2.0], forward_ms=[20.0, 20.0, 20.0, 1.0])
+    cl = cluster(2, 1, inter="eth-10g")
+    bs, wf = simulate("bytescheduler-a2a", c, cl), simulate("wfbp-a2a", c, cl)
+    comm_only = simulate("bsp-a2a", c, cl).iter_s - c.iteration_s
+    assert bs.iter_s < wf.iter_s - 0.040  # the first three layers' forward (60 ms) hid communication
+    assert bs.iter_s < c.iteration_s + comm_only
+    assert bs.forward_s > c.forward_s  # the last layer waited for its parameters during forward
+    assert bs.comm_wait_s == 0.0 and bs.optimizer_s == 0.0  # as the timing loop sees ByteScheduler
+
+
+def test_bytescheduler_credit_window_matters():
+    c = toy([0.5, 0.5, 0.5, 64.0], [2.0, 2.0, 2.0, 2.0], forward_ms=[20.0, 20.0, 20.0, 1.0])
+    cl = cluster(2, 1, inter="eth-10g")
+    tight = simulate("bytescheduler-a2a", c, cl, {"credit_mb": 4.0})
+    unlimited = simulate("bytescheduler-a2a", c, cl, {"credit_mb": 1e6})
+    assert tight.iter_s < unlimited.iter_s  # with no credit the 64 MB block is all queued ahead
+
+
+@pytest.mark.parametrize("name", ["bsp-ps", "wfbp-ps", "bytescheduler-ps"])
+def test_more_parameter_servers_are_not_slower(name):
+    c = BERTISH
+    times = [simulate(name, c, cluster(4, 4, inter="ib-100g", servers=s)).iter_s for s in (1, 2, 4, 8, 16)]
+    assert all(b <= a + 1e-9 for a, b in zip(times, times[1:])), times
+    assert times[-1] < times[0]
+
+
+@pytest.mark.parametrize("name", ["bsp-ps", "wfbp-ps", "bytescheduler-ps"])
+def test_local_reduce_pushes_one_copy_per_node(name):
+    """BytePS's hierarchy (knob local_reduce, the default): a node's workers sum each key first and one
+    copy crosses the NIC; flat, each of the g workers pushes its own (g times the bytes)."""
+    c = BERTISH
+    cl = cluster(4, 4, inter="eth-10g", servers=4)
+    flat, hybrid = (simulate(name, c, cl, {"local_reduce": v}) for v in (0, 1))
+    assert hybrid.iter_s < flat.iter_s
+    assert flat.comm_wait_s > 2 * hybrid.comm_wait_s or name == "bytescheduler-ps"
+    one = cluster(4, 1, inter="eth-10g", servers=4)  # one worker per node: nothing to reduce locally
+    assert simulate(name, c, one, {"local_reduce": 0}).iter_s == simulate(name, c, one, {"local_reduce": 1}).iter_s
+
+
+def test_ps_time_follows_the_server_nic_bound():
+    # One server, W workers, everything after backward: the server NIC carries W x bytes each way,
+    # both directions at once (full duplex), so pushes of one key overlap pulls of the previous:
+    # ~ W * M / B plus one key's pull (BytePS's non-colocated PS bound, max(M/B, W*M/(S*B))).
+    c = toy([4.0] * 10, [1.0] * 10)
+    link = Link("l", 8.0, 0.0)  # 1 GB/s, no latency
+    cl = Cluster(4, 1, link, link, servers=1)
+    out = simulate("bsp-ps", c, cl, {"server_gbyte_s": 1e9})
+    one_way = 4 * c.total_grad_bytes / 1e9
+    assert one_way < out.iter_s - c.iteration_s < one_way * 1.15
+    two = simulate("bsp-ps", c, cl.with_(servers=2), {"server_gbyte_s": 1e9})
+    assert two.iter_s - c.iteration_s < (out.iter_s - c.iteration_s) * 0.6  # halved, plus the tail
+
+
+def test_colocated_server_spares_its_own_hosts_traffic():
+    # 2 hosts, one worker each, one server: on a host of its own its NIC carries both workers' pushes;
+    # on worker host 0 only worker 1's (worker 0 pushes through loopback): half the bytes each way.
+    c = toy([4.0] * 10, [1.0] * 10)
+    link = Link("l", 8.0, 0.0)  # 1 GB/s
+    cl = Cluster(2, 1, link, link, servers=1)
+    ded = simulate("bsp-ps", c, cl, {"server_gbyte_s": 1e9}).iter_s - c.iteration_s
+    col = simulate("bsp-ps", c, cl.with_(server_hosts="colocated"), {"server_gbyte_s": 1e9}).iter_s - c.iteration_s
+    one_way = c.total_grad_bytes / 1e9
+    assert 2 * one_way < ded < 2 * one_way * 1.15
+    assert one_way < col < one_way * 1.15
+    for name in ("wfbp-ps", "bytescheduler-ps"):  # every PS method runs on co-located servers
+        out = simulate(name, c, cl.with_(server_hosts="colocated"), {"server_gbyte_s": 1e9})
+        assert c.iteration_s < out.iter_s < c.iteration_s + 2 * col
+
+
+def test_token_bucket_lets_a_burst_through_after_idling():
+    from harness.sim.des import Fifo, Sim
+
+    sim = Sim()
+    link = Fifo(sim, "shaped", rate=1e6, burst=5e5, peak=1e8)       # 1 MB/s, 0.5 MB bucket, 100 MB/s under it
+    assert link.reserve_bytes(1e6, 0.001) == pytest.approx(0.001 + 5e5 / 1e8 + 5e5 / 1e6)
+    end = link.reserve_bytes(1e5)                                     # back to back: bucket empty
+    assert end - 0.506 == pytest.approx(0.1)
+    sim.now = end + 0.2                                               # idle 0.2 s: 0.2 MB of tokens
+    assert link.reserve_bytes(3e5) - sim.now == pytest.approx(2e5 / 1e8 + 1e5 / 1e6)
+    plain = Fifo(Sim(), "plain", rate=1e6)
+    assert plain.reserve_bytes(1e6, 0.001) == pytest.approx(1.001)
+
+
+def test_shaped_fit_ignores_the_bucket_and_averages_small_messages():
+    from harness.predict.commbench_fit import fit_shaped
+
+    burst, beta, rows = 1e6, 8e-9, []
+    for size in [4096 * 4 ** k for k in range(8)]:                    # 4 KiB .. 64 MiB
+        for rep in range(4):
+            if size <= 64 * 1024:
+                t = [0.5e-3, 0.5e-3, 0.5e-3, 4.5e-3][rep]               # a timer tick now and then
+            else:
+                t = 1e-3 + max(0.0, size - burst) * beta + min(size, burst) * 1e-10
+            rows.append({"collective": "allreduce", "workers": 2, "size_bytes": size, "rep": rep, "time_s": t,
+                         "network": "tb"})
+    df = pd.DataFrame(rows)
+    (ab, peak), = fit_shaped(df, burst).values()
+    assert ab.alpha_s == pytest.approx(1.5e-3)                        # the mean, not the median 0.5 ms
+    assert ab.beta_s_per_byte == pytest.approx(beta, rel=1e-6)
+    naive = fit_commbench(df)["allreduce"][2]
+    assert naive.beta_s_per_byte != pytest.approx(beta, rel=0.01) or naive.alpha_s < 1e-3
+
+
+def test_shaped_link_makes_small_gradients_cheaper_than_the_plain_fit():
+    c = toy([0.5] * 4, [5.0] * 4)                                     # 2 MB, comm-bound, idle between
+    plain = Link("p", 0.2, 1e-3)
+    shaped = Link("s", 0.2, 1e-3, burst_bytes=1e6, peak_gbit_s=5.0)
+    t_plain = simulate("bsp-a2a", c, Cluster(2, 1, plain, plain)).iter_s
+    t_shaped = simulate("bsp-a2a", c, Cluster(2, 1, shaped, shaped)).iter_s
+    saved = 1e6 / (0.2e9 / 8) - 1e6 / (5e9 / 8)                       # the bucket at rate vs at peak
+    assert t_plain - t_shaped == pytest.approx(saved, rel=0.02)
+
+
+def test_ddp_buckets_follow_the_reducer():
+    sizes = [int(0.6 * MB), int(0.6 * MB), 10 * MB, 20 * MB, 1 * MB]
+    assert ddp_buckets([0, 1, 2, 3, 4], sizes, 25 * MB) == [[0, 1], [2, 3], [4]]
+
+
+# --- rows and validation ---------------------------------------------------------------------------------
+
+def _net(name="ib-100g"):
+    return Network(name, get_link(name), get_link("pcie3-x16"))
+
+
+def test_predicted_rows_have_the_summary_columns():
+    df = predict_rows([BERTISH], [_net()], [1, 2], 4, list(modelled()))
+    assert list(df.columns[:len(SUMMARY_COLUMNS)]) == SUMMARY_COLUMNS
+    assert (df["source"] == "predicted").all() and (df["status"] == "ok").all()
+    assert len(df) == 2 * len(modelled())
+    assert df["scaling_efficiency"].between(0, 1 + 1e-9).all()
+    ps = df[df["scheme"].str.endswith("-ps")]
+    assert (ps["servers"] == ps["nodes"]).all()
+    x1 = BERTISH.batch / BERTISH.iteration_s
+    assert df["baseline_throughput"].eq(x1).all()
+
+
+def test_validate_reports_ape_per_cell_and_the_median():
+    keys = dict(workload="w", batch_per_worker=8, seq_len=float("nan"))
+    pred = pd.DataFrame([{**keys, "scheme": s, "workers": 2, "iter_s_median": t, "throughput_median": 16 / t,
+                          "source": "predicted"} for s, t in (("a", 1.1), ("b", 0.5), ("c", 3.0))])
+    meas = pd.DataFrame([{**keys, "scheme": s, "workers": 2, "iter_s_median": t, "throughput_median": 16 / t,
+                          "source": "measured", "status": st} for s, t, st in
+                         (("a", 1.0, "ok"), ("b", 1.0, "ok"), ("c", 1.0, "failed"))])
+    v = validate(pred, meas)
+    assert list(v["scheme"]) == ["a", "b"]
+    assert list(v["ape_pct"].round(6)) == [10.0, 50.0]
+    assert v.attrs["median_ape_pct"] == pytest.approx(30.0)
+
+
+def test_validate_matches_cells_on_their_own_network():
+    keys = dict(workload="w", batch_per_worker=8, seq_len=float("nan"), scheme="a", workers=2)
+    pred = pd.DataFrame([{**keys, "network": n, "iter_s_median": t, "throughput_median": 16 / t}
+                         for n, t in (("slow", 2.0), ("fast", 1.0))])
+    meas = pd.DataFrame([{**keys, "network": n, "iter_s_median": t, "throughput_median": 16 / t, "status": "ok"}
+                         for n, t in (("slow", 2.2), ("fast", 1.1))])
+    v = validate(pred, meas)
+    assert len(v) == 2 and sorted(v["network"]) == ["fast", "slow"]
+    assert v["ape_pct"].round(6).tolist() == [9.090909, 9.090909]
+
+
+# --- speed -------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def real_models():
+    from harness.predict.compute import compute_model
+    from harness.predict.profiler import counted_profile
+
+    out = []
+    for wl, thr in (("resnet50", 253.1), ("bert-base", 212.8), ("bert-large", 49.0), ("gpt2-small", 20.0)):
+        out.append(compute_model(counted_profile(wl, batch=2), "study-gpu", throughput=thr, batch=8))
+    return out
+
+
+def test_the_whole_grid_predicts_in_seconds(real_models):
+    nodes = [1, 2, 4, 8, 16, 32, 64, 128, 256, 1024]
+    t0, c0 = time.perf_counter(), time.process_time()
+    df = predict_rows(real_models, [_net("ib-100g")], nodes, 4, [m for m in modelled() if m != "local"])
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    # CPU time is the figure to compare across machines: on a shared box wall time is CPU time
+    # divided by the share of a core this process got.
+    print(f"\n{len(df)} predictions (4 workloads x {len(nodes)} scales x {len(modelled()) - 1} methods) "
+          f"in {wall:.2f} s wall, {cpu:.2f} s CPU")
+    assert len(df) == 4 * len(nodes) * (len(modelled()) - 1)
+    assert df["iter_s_median"].map(math.isfinite).all()
+    big = df[(df["workers"] == 4096) & df["scheme"].isin(STUDY_METHODS)]
+    assert (big["scaling_efficiency"] < 1).all()
+
+
+# --- the study's cluster (harness/predict/study_cluster.py) ----------------------------------------------
+
+def _study(label):
+    from harness.predict.study_cluster import study_networks
+
+    return next(sn for sn in study_networks() if sn.network.label == label)
+
+
+def _study_cluster(label, **kw):
+    from harness.predict.study_cluster import GPUS_PER_NODE, NODES, SERVER_HOSTS
+
+    net = _study(label).network
+    return Cluster(kw.pop("nodes", NODES), kw.pop("g", GPUS_PER_NODE), net.inter, net.intra, SERVER_HOSTS,
+                   host=kw.pop("host", net.host), **kw)
+
+
+def test_study_presets_cite_a_source_and_place_servers_on_their_own_hosts():
+    from harness.predict.study_cluster import SERVER_HOSTS, assumptions, study_networks
+
+    nets = study_networks()
+    assert [sn.network.label for sn in nets] == ["ib-100g", "ipoib-100g", "eth-10g"]
+    for sn in nets:
+        for link in (sn.network.inter, sn.network.intra, sn.network.host):
+            assert link.source and link.rate_gbit_s > 0 and link.latency_s > 0, link.name
+    assert SERVER_HOSTS == 8  # one server host per four of the 32 GPU workers
+    assert len(assumptions()) >= 7
+
+
+def test_no_p2p_staging_through_the_shared_host_path_slows_allreduce():
+    """GeForce GPUs stage every hop through host memory over one PCIe 3.0 x16: on 100 Gb/s RDMA the
+    node's host path, not the NIC, bounds the ring (5 step-chunks each way per step with 4 GPUs), so
+    every all-reduce method slows; on 10 GbE the NIC stays the bottleneck and nothing changes."""
+    c = BERTISH
+    ib, direct = _study_cluster("ib-100g"), _study_cluster("ib-100g", host=None)
+    host = ib.host.bytes_per_s
+    assert ib.allreduce_cost().beta_s_per_byte == pytest.approx(2 * 31 / 32 * 5 / host)
+    for name in ("bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a"):
+        assert simulate(name, c, ib).iter_s > simulate(name, c, direct).iter_s, name
+    assert _study_cluster("ib-100g", g=1).allreduce_cost().beta_s_per_byte == pytest.approx(2 * 7 / 8 * 2 / host)
+    eth, eth_direct = _study_cluster("eth-10g"), _study_cluster("eth-10g", host=None)
+    assert eth.allreduce_cost().beta_s_per_byte == pytest.approx(eth_direct.allreduce_cost().beta_s_per_byte)
+
+
+def _nic_and_host_busy(cl, local_reduce):
+    from harness.sim.des import Sim
+    from harness.sim.ps import ParameterServers
+
+    sim = Sim()
+    ps = ParameterServers(sim, cl, 1e9, None, local_reduce)
+    for k in range(16):
+        ps.push_pull(4e6, k % cl.n_servers)
+    sim.run()
+    return ps.up.busy_s + ps.down.busy_s, sum(f.busy_s for f in ps.host[0])
+
+
+def test_local_reduce_cuts_ps_nic_bytes_4x_and_keeps_the_host_path_busy():
+    """BytePS's hierarchy on 4 GPUs per node: one copy per node through the NIC instead of four; the
+    intra-node reduce and broadcast now cross the host path, which carries 2 x 4 copies each way either
+    way (flat: 4 pushes and 4 pulls staged; hybrid: 3 gather hops, 1 push, 1 pull, 3 broadcast hops)."""
+    cl = _study_cluster("eth-10g")
+    (nic_flat, host_flat), (nic_hier, host_hier) = (_nic_and_host_busy(cl, v) for v in (0, 1))
+    assert nic_flat == pytest.approx(4 * nic_hier)
+    assert host_hier == pytest.approx(host_flat) == pytest.approx(2 * 2 * 4 * 16 * 4e6 / cl.host.bytes_per_s)
+    c = BERTISH
+    for name in ("bsp-ps", "wfbp-ps"):  # on 10 GbE the NIC is the bottleneck: local reduce wins
+        assert simulate(name, c, cl, {"local_reduce": 1}).iter_s < simulate(name, c, cl, {"local_reduce": 0}).iter_s
+
+
+def test_tcp_per_message_cost_penalises_wfbp_without_fusion_more_than_rdma_and_bsp():
+    """One all-reduce per tensor pays the TCP stack's per-message cost on every ring step of every
+    tensor; BSP pays it once; RDMA (verbs) not at all."""
+    from dataclasses import replace
+
+    c = BERTISH
+    penalty = {}
+    for label in ("ib-100g", "ipoib-100g", "eth-10g"):
+        cl = _study_cluster(label)
+        free = cl.with_(inter=replace(cl.inter, per_message_s=0.0))
+        for name in ("wfbp-a2a", "bsp-a2a"):
+            penalty[label, name] = simulate(name, c, cl).iter_s - simulate(name, c, free).iter_s
+    assert penalty["ib-100g", "wfbp-a2a"] == 0.0
+    for tcp in ("ipoib-100g", "eth-10g"):
+        assert penalty[tcp, "wfbp-a2a"] > 10 * penalty[tcp, "bsp-a2a"] > 0
+        assert penalty[tcp, "wfbp-a2a"] > penalty["ib-100g", "wfbp-a2a"]
+
+
+def test_study_mgwfbp_plans_with_the_hard_coded_alpha_beta():
+    """The study's MG-WFBP planned with alpha/beta hard-coded in its code (the 56 Gb IB table on IB and
+    IPoIB, the 10 GbE table on 10 GbE, P = 32), not with the network's own."""
+    c = BERTISH
+    expected = {"ib-100g": (4.06e-4, 4.91e-10), "ipoib-100g": (4.06e-4, 4.91e-10), "eth-10g": (4.04e-3, 8.64e-10)}
+    for label, (alpha, beta) in expected.items():
+        sn = _study(label)
+        cl = _study_cluster(label)
+        out = simulate("mgwfbp", c, cl, sn.knobs["mgwfbp"])
+        assert out.plan["alpha_s"] == pytest.approx(alpha, rel=2e-3)
+        assert out.plan["beta_s_per_mb"] == pytest.approx(beta * MB, rel=2e-3)
+        groups = merge_plan(c.backward_deltas(), [c.grad_bytes[i] for i in c.ready_order], out.plan["alpha_s"],
+                            out.plan["beta_s_per_mb"] / MB)
+        assert out.plan["group_sizes"] == [len(g) for g in groups]
+        true = simulate("mgwfbp", c, cl)  # the scheme's own probe: the network's alpha/beta
+        assert true.plan["alpha_s"] != pytest.approx(alpha, rel=0.05)
+
+
+def test_study_table_predicts_in_under_2_s_of_cpu():
+    """The whole study table (3 workloads x 3 networks x the seven methods + DDP and Horovod, 8 x 4
+    GPUs) from FLOP-count compute models; the table's CPU time, as the study script measures it."""
+    sp = study
+    models = sp.compute_models(None, "flops")
+    c0 = time.process_time()
+    df = sp.predict_study(models, "flops")
+    cpu = time.process_time() - c0
+    print(f"\nstudy table: {len(df)} predictions in {cpu:.2f} s CPU")
+    assert len(df) == 3 * 3 * 9 and df["iter_s_median"].map(math.isfinite).all()
+    ps = df[df["scheme"].str.endswith("-ps")]
+    assert (ps["servers"] == 8).all() and (df["workers"] == 32).all()
+    assert cpu < 2.0, cpu
+
+
+# --- the committed testbed validation ---------------------------------------------------------------------
+
+def test_committed_testbed_validation_reproduces_and_meets_its_target():
+    """The measured inputs in reports/study-prediction/testbed/inputs, predicted again by the current
+    code: every measured multi-worker cell is matched, and the median APE stays within issue 8's 15 %."""
+    predict_runs = testbed_validation.predict_runs
+    d = ROOT / "reports" / "study-prediction" / "testbed" / "inputs"
+    runs = sorted(d.glob("sweep-*host"))
+    tables = predict_runs(runs, sorted(d.glob("commbench-*")), sorted(d.glob("profile-*.parquet")))
+    measured = pd.concat([pd.read_parquet(r / "summary.parquet") for r in runs])
+    cells = measured[(measured["status"] == "ok") & (measured["workers"] > 1)]
+    t = tables["calibrated"]
+    assert len(t) == len(cells) == 64
+    assert set(t["hosts"]) == {2, 3} and set(t["rate_mbit"]) == {200.0, 1000.0}
+    assert t.attrs["median_ape_pct"] <= 15.0, t.attrs["median_ape_pct"]
+
+
+def test_testbed_validation_predicts_the_hierarchical_ps_at_2_hosts_x_2_workers(tmp_path):
+    """The validation's code path for 2 hosts x 2 workers with a dedicated server host (the lead
+    measures the real cells with sweeps/testbed-ps.yaml): every cell is predicted on its own layout,
+    PS cells once per local_reduce value; with one copy per host through the shaped link the
+    hierarchical PS is predicted faster than the flat one. The 'measured' cells here are the committed
+    2-host cells relabelled (their times are not what is checked)."""
+    tv = testbed_validation
+    root = ROOT / "reports" / "study-prediction"
+    d = root / "testbed" / "inputs"
+    m = pd.read_parquet(d / "sweep-2host" / "summary.parquet")
+    m = m[(m["workload"] == "bert-base-tiny") & (m["network_rate_mbit"] == 200.0)]
+    local = m[m["scheme"] == "local"]
+    cells = m[m["scheme"].isin(["bsp-a2a", "ddp", "bsp-ps", "wfbp-ps", "bytescheduler-ps"]) & (m["workers"] == 2)]
+    cells = cells.assign(workers=4, nodes=2, workers_per_node=2, global_batch=cells["batch_per_worker"] * 4)
+    ps = cells["scheme"].str.endswith("-ps")
+    cells = cells.assign(servers=cells["servers"].where(~ps, 1), server_hosts=ps.map({True: "dedicated", False: ""}))
+    flat, hier = cells[ps].assign(knob_local_reduce=0.0), cells[ps].assign(knob_local_reduce=1.0)
+    measured = pd.concat([local, cells[~ps], flat, hier], ignore_index=True)
+    prof = pd.read_parquet(d / "profile-bert-base-tiny-c3.parquet").assign(concurrent=4)
+    prof.to_parquet(tmp_path / "profile-c4.parquet")
+    tables = tv.predict_runs([measured], [d / "commbench-2host-200mbit"],
+                             [d / "profile-bert-base-tiny-c1.parquet", tmp_path / "profile-c4.parquet"],
+                             [root / "loopback" / "commbench-allreduce.parquet"])
+    t = tables["calibrated"]
+    assert len(t) == len(measured) - len(local) == 2 + 2 * 3
+    assert set(t["hosts"]) == {2} and set(t["workers_per_host"]) == {2}
+    for name in ("bsp-ps", "wfbp-ps", "bytescheduler-ps"):
+        rows = t[t["scheme"] == name].set_index("knob_local_reduce")["predicted_iter_s"]
+        assert rows[1.0] < rows[0.0], name
+    # the per-cell table of validation.md tells the two PS cells apart by their local_reduce
+    table = [line for line in format_validation(t).splitlines() if line.startswith("| bert-base-tiny")]
+    labels = [tuple(c.strip() for c in line.split("|")[1:6]) for line in table]
+    assert format_validation(t).splitlines()[0].startswith("| workload | method | local_reduce |")
+    assert len(labels) == len(set(labels)) == len(t)
+    assert {lb[2] for lb in labels if lb[1].endswith("-ps")} == {"0", "1"}
+    assert {lb[2] for lb in labels if not lb[1].endswith("-ps")} == {"-"}
+    from harness.core.errors import UserError
+
+    with pytest.raises(UserError, match="intra-commbench"):  # 2 workers per host need the link inside a host
+        tv.predict_runs([measured], [d / "commbench-2host-200mbit"],
+                        [d / "profile-bert-base-tiny-c1.parquet", tmp_path / "profile-c4.parquet"])
+
+
+def test_testbed_reports_take_the_same_arguments(capsys):
+    """scripts/reports/testbed_validation.py and scripts/reports/beyond_report.py build their command lines from one
+    parser: each refuses a call without the runs, commbench runs and profiles, naming all three (exit 2)."""
+    for name in ("testbed_validation", "beyond_report"):
+        run = subprocess.run([sys.executable, str(ROOT / "scripts" / "reports" / f"{name}.py"), "--out", "unused"],
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 2, name
+        err = run.stderr
+        assert "--run, --commbench, --profile" in err and f"scripts/reports/{name}.py" in err, err

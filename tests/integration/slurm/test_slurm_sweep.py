@@ -217,7 +217,7 @@ srun: error: n1: task 0: Killed
 
 def test_failure_reason_names_the_first_failed_rank():
     assert failure_reason(SRUN_CRASH, 143) == ("rank 1 died (exit code 17)", 1)
-    assert failure_reason(SRUN_KILLED, 137) == ("rank 1 died (killed)", 1)
+    assert failure_reason(SRUN_KILLED, 137) == ("rank 1 died (SIGKILL)", 1)
     assert failure_reason("srun: error: Unable to create step for job 9: Invalid node name", 1)[0] == (
         "workers step ended (exit code 1): srun: error: Unable to create step for job 9: Invalid node name")
 
@@ -524,7 +524,7 @@ def test_warm_ranks_in_an_allocation_a_killed_rank_fails_its_cell_only(jobs, tmp
     output = driver.communicate(timeout=JOB_TIMEOUT_S)[0]
     assert killed, f"the hung rank was never found: {output}"
     s = pd.read_parquet(out / "summary.parquet").set_index("scheme")
-    assert s.loc["ddp", "status"] == "failed" and s.loc["ddp", "reason"].startswith("rank 1 died (signal 9)"), s["reason"]
+    assert s.loc["ddp", "status"] == "failed" and s.loc["ddp", "reason"].startswith("rank 1 died (SIGKILL)"), s["reason"]
     assert s.loc["wfbp-a2a", "status"] == "ok" and s.loc["wfbp-a2a", "rank_start"] == "warm", output
     assert s.loc["wfbp-a2a", "nodes"] == 2 and 0 < s.loc["wfbp-a2a", "startup_s"] < 60
     assert bool(pd.read_parquet(out / "environment.parquet")["warm_ranks"].iloc[0])

@@ -50,7 +50,7 @@ from harness.results.scrub import machine_paths, scrubbed_copy
 from harness.results.store import load_run
 from harness.testbed import netns
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_sweeps(a) -> list[Path]:

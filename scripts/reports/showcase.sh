@@ -10,7 +10,7 @@
 # Per workload, the Horovod cells (sweeps/showcase-horovod-*.yaml) are measured into the same run
 # directory as the others, so they share its 1-worker baselines.
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 out=${SHOWCASE_RESULTS:-results}
 for part in resnet50 bert; do
     run="$out/showcase-$part"

@@ -7,7 +7,7 @@
 #   scripts/reports/trace_cost.sh            # 3 rounds, about 10 min on 2 cores; nothing else running
 #   TRACE_COST_ROUNDS=5 scripts/reports/trace_cost.sh
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 rounds=${TRACE_COST_ROUNDS:-3}
 out=${TRACE_COST_RESULTS:-results/trace-cost}
 iters=$(python -c "from harness.experiment.sweep import load_sweep; print(load_sweep('sweeps/trace-cost.yaml').iters)")

@@ -31,7 +31,7 @@ import pandas as pd
 
 from harness.results.scrub import machine_paths, scrubbed_copy
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_rounds(sweep: Path, results: Path, rounds: int, under: list[str]) -> None:

@@ -4,8 +4,10 @@ few small readers. Import it as `from helpers import ...` (tests/ is on sys.path
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -13,10 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness.backends import BACKENDS
 from harness.contracts.cell import CellSpec
+from harness.contracts.recipes import recipe
 from harness.contracts.training import make_optimizer, set_precision
 from harness.experiment.cells import resolve
 from harness.launchers.local.launcher import launch_cell
+from harness.launchers.local.recipe import LocalRecipe
 from workloads import WORKLOADS
 
 TESTS = Path(__file__).resolve().parent
@@ -189,3 +194,27 @@ def netns_sbatch(tmp_path: Path, script: str, *args: str, timeout_s: float = NET
         subprocess.run(["scancel", job], env=netns_env(), timeout=10, check=False)
     out_file = tmp_path / f"job-{job}.out"
     return state, out_file.read_text() if out_file.exists() else ""
+
+
+# --- frameworks (tests/integration/processes/test_backends.py) ------------------------------------------
+
+def must_have(backend: str) -> None:
+    """Skip loudly naming the install command; fail where CI requires the frameworks."""
+    reason = BACKENDS.get(backend).available()
+    if reason is None:
+        return
+    msg = f"FRAMEWORK MISSING: {reason}"
+    if os.environ.get("CI") == "true" and os.environ.get("DDLBENCH_REQUIRE_FRAMEWORKS") == "1":
+        pytest.fail(f"{msg} (CI=true and DDLBENCH_REQUIRE_FRAMEWORKS=1 make this a failure)")
+    print(f"\n*** {msg}", file=sys.__stderr__)
+    pytest.skip(msg)
+
+
+def run_backend(tmp_path, monkeypatch, cell: CellSpec, steps: int) -> tuple[list[dict], dict]:
+    """One cell through its backend's own launcher; every rank's final parameters and rank 0's result."""
+    monkeypatch.setenv("DDLBENCH_STEPS", str(steps))
+    monkeypatch.setenv("DDLBENCH_DUMP_PARAMS", "1")
+    cell = resolve(cell)
+    d = tmp_path / cell.cell_id
+    result = json.loads(Path(recipe(cell.backend, LocalRecipe).launch(cell, d, None)).read_text())
+    return [torch.load(d / f"params.rank{r}.pt") for r in range(cell.workers)], result

@@ -16,55 +16,27 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
-from pathlib import Path
 
 import helpers as _lossless  # the lossless check (tests/helpers.py)
 import pytest
 import torch
 from click.testing import CliRunner
-from helpers import SMALL, check
+from helpers import SMALL, check, must_have, run_backend
 
 from harness.backends import BACKENDS
 from harness.backends.byteps import byteps_role_env, slurm_layout
 from harness.contracts.cell import CellSpec
-from harness.contracts.recipes import recipe
 from harness.core.errors import UserError
 from harness.experiment.cells import resolve
-from harness.launchers.local.recipe import LocalRecipe
 
 STEPS = int(os.environ.get("LOSSLESS_STEPS", "5"))  # > the bucketed schemes' 2 profiling iterations
 ZERO_STEPS = 3  # ZeRO has no profiling phase; fewer steps keep the file's wall time down
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reference(workload: str, workers: int, batch: int, seq_len, steps: int):
     with torch.random.fork_rng():
         return _lossless.reference(workload, workers, batch, seq_len, steps)
-
-
-def _must_have(backend: str) -> None:
-    """Skip loudly naming the install command; fail where CI requires the frameworks."""
-    reason = BACKENDS.get(backend).available()
-    if reason is None:
-        return
-    msg = f"FRAMEWORK MISSING: {reason}"
-    if os.environ.get("CI") == "true" and os.environ.get("DDLBENCH_REQUIRE_FRAMEWORKS") == "1":
-        pytest.fail(f"{msg} (CI=true and DDLBENCH_REQUIRE_FRAMEWORKS=1 make this a failure)")
-    print(f"\n*** {msg}", file=sys.__stderr__)
-    pytest.skip(msg)
-
-
-def run_backend(tmp_path, monkeypatch, cell: CellSpec, steps: int) -> tuple[list[dict], dict]:
-    """One cell through its backend's own launcher; every rank's final parameters and rank 0's result."""
-    import json
-
-    monkeypatch.setenv("DDLBENCH_STEPS", str(steps))
-    monkeypatch.setenv("DDLBENCH_DUMP_PARAMS", "1")
-    cell = resolve(cell)
-    d = tmp_path / cell.cell_id
-    result = json.loads(Path(recipe(cell.backend, LocalRecipe).launch(cell, d, None)).read_text())
-    return [torch.load(d / f"params.rank{r}.pt") for r in range(cell.workers)], result
 
 
 def bert_cell(backend: str, scheme: str, knobs: dict | None = None) -> CellSpec:
@@ -86,7 +58,7 @@ HOROVOD_CASES = [
                          ids=[f"{s}-{'-'.join(f'{k}{v}' for k, v in kn.items()) or 'default'}"
                               for s, kn in HOROVOD_CASES])
 def test_horovod_lossless(scheme, knobs, tmp_path, monkeypatch):
-    _must_have("horovod")
+    must_have("horovod")
     params, result = run_backend(tmp_path, monkeypatch, bert_cell("horovod", scheme, knobs), STEPS)
     check(params, reference("bert-base-tiny", 2, 2, 16, STEPS), "bert-base-tiny")
     assert result["versions"]["horovod"] == "0.28.1"
@@ -100,7 +72,7 @@ def test_horovod_lossless(scheme, knobs, tmp_path, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
 def test_deepspeed_zero_lossless(stage, tmp_path, monkeypatch):
-    _must_have("deepspeed")
+    must_have("deepspeed")
     knobs = {} if stage == 0 else {"reduce_bucket_mb": 1.0, "overlap_comm": 1}  # small buckets: several
     params, result = run_backend(tmp_path, monkeypatch, bert_cell("deepspeed", f"zero{stage}", knobs), ZERO_STEPS)
     check(params, reference("bert-base-tiny", 2, 2, 16, ZERO_STEPS), "bert-base-tiny")

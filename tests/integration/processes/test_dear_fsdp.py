@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import torch
-from tests.test_lossless import SMALL, STEPS, check, reference, run_and_load
+from helpers import SMALL, STEPS, check, must_have, reference, run_and_load, run_backend
 
 from harness.contracts.cell import CellSpec
 from harness.core.errors import UserError
@@ -48,9 +48,7 @@ def test_dear_lossless_no_fusion(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_dear_lossless_on_horovod(tmp_path, monkeypatch):
     """The same scheme over Horovod's reducescatter/allgather, started by horovodrun."""
-    from tests.test_backends import _must_have, run_backend
-
-    _must_have("horovod")
+    must_have("horovod")
     cell = CellSpec(workload="bert-base-tiny", scheme="dear", backend="horovod", workers=2, device="cpu",
                     knobs={"bucket_mb": 0.5}, timeout_s=420, **SMALL["bert-base-tiny"])
     params, result = run_backend(tmp_path, monkeypatch, cell, STEPS)
@@ -108,20 +106,3 @@ def test_transport_without_the_primitive_refuses_in_one_line():
     assert "reduce-scatter" in str(e.value) and "\n" not in str(e.value)
     with pytest.raises(UserError, match="all-gather"):
         Bare().all_gather_async(torch.zeros(2), torch.zeros(4), "x")
-
-
-@pytest.mark.parametrize("scheme", ["dear", "fsdp"])
-def test_predict_simulates_both(scheme):
-    from tests.test_predict import BERTISH, cluster
-
-    from harness.predict.predictor import simulate
-
-    c = BERTISH
-    alone = simulate(scheme, c, cluster(1, 1, inter="eth-10g"))
-    assert alone.iter_s == pytest.approx(c.iteration_s, rel=0.05)  # one worker: compute only
-    slow = simulate(scheme, c, cluster(2, 1, inter="eth-10g"))
-    fast = simulate(scheme, c, cluster(2, 1, inter="ib-100g"))
-    assert slow.iter_s > fast.iter_s > alone.iter_s * 0.99
-    if scheme == "dear":  # the two halves overlap backward and forward: never slower than BSP's all-reduce
-        assert slow.iter_s <= simulate("bsp-a2a", c, cluster(2, 1, inter="eth-10g")).iter_s + 1e-9
-        assert slow.plan["buckets"] >= 2

@@ -153,9 +153,8 @@ def test_sigterm_and_sigint_become_interrupted_only_inside():
 
     before = signal.getsignal(signal.SIGTERM)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        with pytest.raises(Interrupted) as got:
-            with signals_raise():
-                os.kill(os.getpid(), sig)
-                signal.sigtimedwait([], 0.5) if hasattr(signal, "sigtimedwait") else None
+        with pytest.raises(Interrupted) as got, signals_raise():
+            os.kill(os.getpid(), sig)
+            signal.sigtimedwait([], 0.5) if hasattr(signal, "sigtimedwait") else None
         assert got.value.signum == sig and got.value.exit_code == 128 + sig
     assert signal.getsignal(signal.SIGTERM) == before  # restored on the way out

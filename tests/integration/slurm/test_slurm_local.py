@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, require
 
-from harness.jobs.client import cancel, job_state, submit, wait_job  # noqa: E402
-from harness.launchers.sbatch.script import SbatchSpec, render_sbatch  # noqa: E402
-from harness.launchers.srun.env import expand_hostlist, port_for_job  # noqa: E402
+from harness.jobs.client import cancel, job_state, submit, wait_job
+from harness.launchers.sbatch.script import SbatchSpec, render_sbatch
+from harness.launchers.srun.env import expand_hostlist, port_for_job
 
 pytestmark = pytest.mark.root
 

@@ -27,7 +27,7 @@ from helpers import (
     require,
 )
 
-from harness.testbed import netns as testbed  # noqa: E402
+from harness.testbed import netns as testbed
 
 pytestmark = pytest.mark.root
 

@@ -30,22 +30,22 @@ import yaml
 from click.testing import CliRunner
 from helpers import ROOT, rank_pids, require
 
-from harness.cli.main import cli  # noqa: E402
-from harness.contracts.cell import CellSpec  # noqa: E402
+from harness.cli.main import cli
+from harness.contracts.cell import CellSpec
 from harness.contracts.launcher import LaunchRequest
-from harness.core.errors import UserError  # noqa: E402
-from harness.jobs.client import cancel, job_state, wait_job  # noqa: E402
-from harness.jobs.sweep_jobs import (  # noqa: E402
+from harness.core.errors import UserError
+from harness.jobs.client import cancel, job_state, wait_job
+from harness.jobs.sweep_jobs import (
     SweepJob,
     example_scripts,
     parse_time_min,
     plan_jobs,
     render_submit,
 )
-from harness.launchers.choose import choose_launcher  # noqa: E402
-from harness.launchers.srun.launcher import plan_cell, step_environment  # noqa: E402
-from harness.launchers.srun.plan import Allocation, cell_port, failure_reason, place  # noqa: E402
-from harness.launchers.srun.task import task_env  # noqa: E402
+from harness.launchers.choose import choose_launcher
+from harness.launchers.srun.launcher import plan_cell, step_environment
+from harness.launchers.srun.plan import Allocation, cell_port, failure_reason, place
+from harness.launchers.srun.task import task_env
 
 DATA = ROOT / "tests" / "data"
 UP, DOWN = ROOT / "slurm" / "local" / "up.sh", ROOT / "slurm" / "local" / "down.sh"

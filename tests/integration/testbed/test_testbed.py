@@ -183,9 +183,8 @@ def test_a_testbed_in_use_is_not_reshaped_or_taken_by_another_run(clean_machine)
         holder.kill()
         holder.wait()
     assert netns.lease_holder() is None  # a dead holder's lock is gone with it
-    with netns.lease("mine"):
-        with netns.lease("nested in the same process"):
-            assert netns.lease_holder() is None
+    with netns.lease("mine"), netns.lease("nested in the same process"):
+        assert netns.lease_holder() is None
 
 
 def test_cuda_workers_on_the_testbed_get_a_gpu_each_and_nccl_crosses_the_links():

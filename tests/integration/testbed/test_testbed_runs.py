@@ -263,7 +263,7 @@ def test_horovod_runs_across_two_hosts_losslessly(clean_machine, tmp_path, monke
     """2 hosts x 2 workers: Horovod's rendezvous on host 0, its ranks in their hosts, parameters equal on
     every rank and to single-process training, and the gradient crossed the shaped link."""
     import torch
-    from tests.test_lossless import SMALL, STEPS, check, reference
+    from helpers import SMALL, STEPS, check, reference
 
     monkeypatch.setenv("DDLBENCH_STEPS", str(STEPS))
     monkeypatch.setenv("DDLBENCH_DUMP_PARAMS", "1")

@@ -13,7 +13,7 @@ SOURCES = [p for d in ("harness", "workloads", "scripts", "slurm") for p in (ROO
 
 
 def test_every_cited_section_exists():
-    sections = set(re.findall(r"^#{2,3} (.+)$", DOC.read_text(), re.M))
+    sections = set(re.findall(r"^#{2,3} (.+)$", DOC.read_text(), re.MULTILINE))
     cited = {}
     for path in SOURCES:
         text = " ".join(path.read_text(errors="replace").split())  # citations may wrap over lines

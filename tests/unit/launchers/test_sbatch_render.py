@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from helpers import ROOT
 
-from harness.core.errors import UserError  # noqa: E402
-from harness.launchers.identity import from_environ  # noqa: E402
-from harness.launchers.sbatch.script import SbatchSpec, launch_styles, render_sbatch  # noqa: E402
-from harness.launchers.srun.env import (  # noqa: E402
+from harness.core.errors import UserError
+from harness.launchers.identity import from_environ
+from harness.launchers.sbatch.script import SbatchSpec, launch_styles, render_sbatch
+from harness.launchers.srun.env import (
     expand_hostlist,
     expand_tasks_per_node,
     from_slurm,

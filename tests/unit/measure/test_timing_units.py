@@ -62,7 +62,7 @@ class FakeEvent:
         self.stream.syncs += 1
         self.stream.reached = max(self.stream.reached, self.t)
 
-    def elapsed_time(self, end: "FakeEvent") -> float:  # milliseconds, as torch.cuda.Event
+    def elapsed_time(self, end: FakeEvent) -> float:  # milliseconds, as torch.cuda.Event
         assert self.query() and end.query(), "read only events the device has reached"
         return (end.t - self.t) * 1000.0
 

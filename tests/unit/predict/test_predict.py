@@ -530,3 +530,16 @@ def test_testbed_reports_take_the_same_arguments(capsys):
         assert run.returncode == 2, name
         err = run.stderr
         assert "--run, --commbench, --profile" in err and f"scripts/reports/{name}.py" in err, err
+
+
+@pytest.mark.parametrize("scheme", ["dear", "fsdp"])
+def test_predict_simulates_dear_and_fsdp(scheme):
+    c = BERTISH
+    alone = simulate(scheme, c, cluster(1, 1, inter="eth-10g"))
+    assert alone.iter_s == pytest.approx(c.iteration_s, rel=0.05)  # one worker: compute only
+    slow = simulate(scheme, c, cluster(2, 1, inter="eth-10g"))
+    fast = simulate(scheme, c, cluster(2, 1, inter="ib-100g"))
+    assert slow.iter_s > fast.iter_s > alone.iter_s * 0.99
+    if scheme == "dear":  # the two halves overlap backward and forward: never slower than BSP's all-reduce
+        assert slow.iter_s <= simulate("bsp-a2a", c, cluster(2, 1, inter="eth-10g")).iter_s + 1e-9
+        assert slow.plan["buckets"] >= 2

@@ -27,6 +27,22 @@ def _warm_module(request):
         yield
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored(request):
+    """A test leaves the process environment as it found it: whatever it changed in os.environ without
+    monkeypatch (a shim run in-process, a library's setdefault) is put back and named, so that no later
+    test runs under a variable it did not set (a leaked GLOO_SOCKET_IFNAME or PET_NNODES changes what the
+    launchers decide)."""
+    before = dict(os.environ)
+    yield
+    if dict(os.environ) != before:
+        changed = sorted({k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)})
+        os.environ.clear()
+        os.environ.update(before)
+        print(f"\n*** {request.node.nodeid} left the environment changed ({', '.join(changed)}): restored",
+              file=sys.__stderr__)
+
+
 @pytest.fixture
 def run_dir(tmp_path) -> Path:
     return tmp_path / "run"

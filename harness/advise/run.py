@@ -243,7 +243,8 @@ def _check_one_place(testbed: bool) -> None:
         return
     launch = launcher_for(None, RunOptions())
     if launch.follow is not None or (launch.nodes_for is not None and launch.run_module is None):
-        raise UserError(f"advise does not span the nodes of this multi-node job ({launch.env_extra.get('hosts', launch.name)}) "
+        raise UserError(f"advise does not span the nodes of a multi-node job without Slurm "
+                        f"({launch.env_extra.get('hosts', launch.name)}) "
                         f"and would measure this node alone; run it on one node with the scheduler's variables unset, "
                         f"then measure its picks across the nodes with `ddlbench sweep RUN/advise/winner.yaml` on "
                         f"every node")

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import torch
 
-from harness.experiment.cells import resolve
 from harness.contracts.cell import CellSpec
 from harness.core.errors import UserError
+from harness.experiment.cells import resolve
 from harness.experiment.execute import run_cells
+from harness.experiment.options import RunOptions
 from harness.results.store import new_run_id
 from harness.schemes import SCHEMES
 from workloads import WORKLOADS
@@ -122,7 +123,7 @@ def run(cells: list[CellSpec], run_dir: Path, progress: bool = True) -> list[Smo
     """Run the cells into `run_dir` with execute.run_cells and read each summary row's status and reason."""
     if not cells:
         return []
-    rows = run_cells(cells, run_dir, new_run_id("doctor"), progress=progress, new_run=True)
+    rows = run_cells(cells, run_dir, RunOptions(progress=progress), new_run=True, run_id=new_run_id("doctor"))
     by_id = {r["cell_id"]: r for r in rows}
     out = []
     for c in cells:

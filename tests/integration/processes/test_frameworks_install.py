@@ -213,10 +213,10 @@ def _assert_lossless(out_dir: Path, world: int) -> None:
 @pytest.mark.slow
 def test_horovod_gloo_two_ranks_are_identical_and_lossless(tmp_path):
     horovodrun = _require_framework("horovod", "import horovod.torch", "horovodrun")
-    (tmp_path / "rank/worker.py").write_text(HOROVOD_WORKER)
+    (tmp_path / "worker.py").write_text(HOROVOD_WORKER)
     out = tmp_path / "out"
     out.mkdir()
-    _run([str(horovodrun), "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, "rank/worker.py", str(out)],
+    _run([str(horovodrun), "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, "worker.py", str(out)],
          cwd=tmp_path, timeout_s=300)
     _assert_lossless(out, world=2)
 
@@ -224,14 +224,14 @@ def test_horovod_gloo_two_ranks_are_identical_and_lossless(tmp_path):
 @pytest.mark.slow
 def test_deepspeed_zero2_gloo_cpu_two_ranks_are_identical_and_lossless(tmp_path):
     launcher = _require_framework("deepspeed", "import deepspeed", "deepspeed")
-    (tmp_path / "rank/worker.py").write_text(DEEPSPEED_WORKER)
+    (tmp_path / "worker.py").write_text(DEEPSPEED_WORKER)
     out = tmp_path / "out"
     out.mkdir()
     # On CPU the deepspeed launcher takes --num_gpus as the number of local processes; it appends
     # --local_rank=N to the worker's argv (the worker reads its out dir from argv[-1]).
     # A free port, not 29500: other runs on this box may hold the default.
     # First use JIT-compiles DeepSpeed's CPU comm op (the installer pre-compiles it), hence the timeout.
-    _run([str(launcher), "--num_gpus", "2", "--master_port", str(_free_port()), "rank/worker.py", str(out)],
+    _run([str(launcher), "--num_gpus", "2", "--master_port", str(_free_port()), "worker.py", str(out)],
          cwd=tmp_path, timeout_s=600, env_extra={"TORCH_EXTENSIONS_DIR": _extensions_dir()})
     _assert_lossless(out, world=2)
 

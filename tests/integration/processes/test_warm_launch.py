@@ -28,7 +28,8 @@ import yaml
 from helpers import rank_pids
 
 from harness.cli.entry import forks_here
-from harness.experiment.run import run_sweep
+from harness.experiment.options import RunOptions
+from harness.experiment.run import run_sweep_file
 from harness.warm import spawn
 from harness.warm.client import ZYGOTE_MODULE
 from harness.warm.spawn import RankStart, netns_of, warm_ranks
@@ -68,7 +69,7 @@ def test_netns_prefix_is_recognised_and_nothing_else():
 
 def test_warm_and_cold_sweeps_record_how_their_ranks_started(tmp_path, monkeypatch):
     monkeypatch.setenv("DDLBENCH_DUMP_PARAMS", "1")
-    warm = run_sweep(_sweep(tmp_path), tmp_path / "warm", progress=False)
+    warm = run_sweep_file(_sweep(tmp_path), RunOptions(output=tmp_path / "warm", progress=False))
     s = pd.read_parquet(warm / "summary.parquet")
     assert list(s["status"]) == ["ok", "ok"] and list(s["rank_start"]) == ["warm", "warm"], s[["status", "reason"]]
     assert all(math.isfinite(x) and x > 0 for x in s["startup_s"])
@@ -76,7 +77,7 @@ def test_warm_and_cold_sweeps_record_how_their_ranks_started(tmp_path, monkeypat
     for cell_id in s["cell_id"]:  # lossless: every rank ends with the same parameters
         p0, p1 = (torch.load(warm / "cells" / cell_id / f"params.rank{r}.pt") for r in (0, 1))
         assert all(torch.equal(p0[k], p1[k]) for k in p0)
-    cold = run_sweep(_sweep(tmp_path, cold=True), tmp_path / "cold", progress=False)
+    cold = run_sweep_file(_sweep(tmp_path, cold=True), RunOptions(output=tmp_path / "cold", progress=False))
     c = pd.read_parquet(cold / "summary.parquet")
     assert list(c["rank_start"]) == ["cold", "cold"] and not pd.read_parquet(cold / "environment.parquet")["warm_ranks"].iloc[0]
     print(f"\nstartup_s warm {list(s['startup_s'].round(2))}, cold {list(c['startup_s'].round(2))}")
@@ -99,7 +100,7 @@ def test_a_rank_killed_mid_cell_fails_that_cell_only(tmp_path, monkeypatch):
                     killed.append(pid)
             time.sleep(0.2)
     threading.Thread(target=kill_the_hung_rank, daemon=True).start()
-    run_sweep(_sweep(tmp_path), run_dir, progress=False)
+    run_sweep_file(_sweep(tmp_path), RunOptions(output=run_dir, progress=False))
     s = pd.read_parquet(run_dir / "summary.parquet").set_index("scheme")
     assert killed, "the hung rank was never found among the zygote's children"
     assert s.loc["ddp", "status"] == "failed" and "died" in s.loc["ddp", "reason"], s["reason"]
@@ -161,7 +162,7 @@ def test_a_warm_rank_shows_its_own_command_line(tmp_path, monkeypatch):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.2)
     threading.Thread(target=look, daemon=True).start()
-    run_sweep(_sweep(tmp_path, schemes=["ddp"]), tmp_path / "t", progress=False)
+    run_sweep_file(_sweep(tmp_path, schemes=["ddp"]), RunOptions(output=tmp_path / "t", progress=False))
     assert titles and "-m harness.rank.worker --cell" in titles[0] and str(tmp_path / "t") in titles[0], titles
 
 

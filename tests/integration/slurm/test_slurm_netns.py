@@ -257,7 +257,7 @@ def test_gloo_across_nodes_fails_on_the_hostname_and_works_on_the_derived_interf
 def test_counters_follow_the_namespace_under_nsenter_net_alone(cluster):
     # The testbed's way of starting a rank: only the network namespace changes, /sys stays the root's.
     node = cluster["nodes"][1]
-    code = ("import json; from harness import netif; "
+    code = ("import json; from harness.networks import netif; "
             f"print(json.dumps([sorted(netif.read_counters()), netif.iface_towards({node['addrs']['fast']!r})]))")
     out = subprocess.run(["nsenter", f"--net={node['netns_path']}", "--", sys.executable, "-c", code],
                          capture_output=True, text=True, timeout=60, env=netns_env(), check=True).stdout

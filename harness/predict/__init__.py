@@ -3,23 +3,22 @@
     ddlbench profile bert-base --batch 8 --iters 5 -o prof.parquet        # per-layer profile, this device
     ddlbench predict --profile prof.parquet --network ib-100g --nodes 1,2,4,8 --gpus-per-node 4
     ddlbench predict --workload resnet50 --device-preset study-gpu --network eth-10g --nodes 8
+    ddlbench predict --workload bert-large --device-preset study-gpu --network study-ib-100g --intervals 32
     ddlbench predict --profile prof.parquet --commbench RUN_DIR --validate SWEEP_RUN_DIR
 
-Rooms:
-  profiler, layer_hooks, flop_count, profile_table
+Rooms (the simulations themselves are in harness/sim):
+  profiler, flop_count, profile_table
                     measure (hooks, clock) and count (FLOPs, bytes on a meta copy) a per-layer profile
   compute           profile -> per-layer times; device presets; calibration to one measured throughput
-  network           links and cited presets, all-reduce cost on nodes x workers (pure)
   commbench_fit     alpha/beta and links fitted to a commbench table (token buckets, push-pull)
-  des               the event kernel (event queue, generator processes, FIFO resources)
-  model             the contract a scheme registers beside itself: Model(simulate), NoModel(reason), Outcome
-  bucketed_sim      BSP/WFBP/MG-WFBP (all-reduce and PS) and DDP schedules
-  horovod_sim       Horovod's fusion cycle
-  bytescheduler_sim ByteScheduler's scheduler loop and the next forward's per-layer waits
-  ps_sim            parameter-server NICs and summing servers; the PS link from push-pull times
-  predictor         grid -> rows shaped like the summary table (source=predicted), from the registered models
-  study_cluster     the study's testbed as presets (links, host path, each method's knobs), each with its source
-Figures, tables and the predicted-vs-measured join are in harness/report (prediction, validation); the
-study and validation scripts in scripts/ (study_prediction, loopback_validation, testbed_validation,
-loopback_probe).
+  predictor         grid -> rows shaped like the summary table (source=predicted), from the registered models,
+                    each method on its network's software stack (harness/sim/costs.py)
+  inputs            model inputs with value, range, unit and source; Latin-hypercube samples, corners
+  study_inputs      the study's cluster: every input with its range and source
+  study_cluster     inputs -> the study's network at 1-8 nodes (links, NCCL's ring and tree, each method's
+                    stack and knobs); `study-*` network names
+  study             the whole curve, its intervals and the sensitivity table
+  run               `ddlbench predict` (PredictSpec)
+Figures, tables and the predicted-vs-measured join are in harness/report (prediction, study_curve,
+validation); the study script is scripts/study_prediction.py, the validations scripts/reports/.
 """

@@ -87,6 +87,9 @@ class ComputeModel:
     layer_names: tuple = ()
     """Module name of each layer (forward order), from the profile's `layer` column: schemes that group
     layers by the model's structure (FSDP's units) read it; () when unknown."""
+    param_names: tuple = ()
+    """Each tensor's parameter name, in parameter order (the profile's `param_name`): BytePS declares keys
+    in their sorted order (harness/sim/byteps.py); () when unknown."""
 
     @property
     def forward_s(self) -> float:
@@ -156,7 +159,8 @@ def from_profile(df: pd.DataFrame) -> ComputeModel:
         layer_forward_s=tuple(float(fwd[j]) for _, j, _ in layers),
         layer_optimizer_s=tuple(float(opt[j]) for _, j, _ in layers),
         flops_per_sample=float(df["flops"].sum()) / int(df["batch"].iloc[0]),
-        device=str(df["device"].iloc[0]), layer_names=_layer_names(df, layers))
+        device=str(df["device"].iloc[0]), layer_names=_layer_names(df, layers),
+        param_names=tuple(str(n) for n in df["param_name"]))
 
 
 def from_counts(df: pd.DataFrame, device: DevicePreset) -> ComputeModel:
@@ -188,7 +192,7 @@ def from_counts(df: pd.DataFrame, device: DevicePreset) -> ComputeModel:
                               for _, j, _ in layers),
         layer_optimizer_s=tuple(opt[j] / mem for _, j, _ in layers),
         flops_per_sample=float(df["flops"].sum()) / int(df["batch"].iloc[0]), device=device.name,
-        layer_names=_layer_names(df, layers))
+        layer_names=_layer_names(df, layers), param_names=tuple(str(n) for n in df["param_name"]))
 
 
 def _layer_names(df: pd.DataFrame, layers) -> tuple:

@@ -100,6 +100,9 @@ class Network:
     """Point-to-point link for parameter-server traffic (commbench), else `inter`."""
     host: Link | None = None
     """Shared host path of GPUs that cannot talk peer to peer (Cluster.host); None = direct."""
+    stacks: dict | None = None
+    """method -> the software stack that runs it here (harness/sim/costs.Stack: the study's Horovod,
+    ByteScheduler and BytePS costs); a method not named runs as ddlbench's own (nothing beyond the links)."""
 
 
 def predict_rows(models: list[ComputeModel], networks: list[Network], nodes: list[int],
@@ -122,15 +125,21 @@ def predict_rows(models: list[ComputeModel], networks: list[Network], nodes: lis
                 if ps not in comm_only:  # as the probe measures: everything synchronised once, no overlap
                     probe_name = "bsp-ps" if ps else "bsp-a2a"
                     pk = (knobs or {}).get("bsp-ps") if ps else None
-                    probe = simulate(probe_name, c, cluster, pk, net.p2p)
+                    probe = simulate(probe_name, c, _on(cluster, net, probe_name), pk, net.p2p)
                     comm_only[ps] = max(0.0, probe.iter_s - c.iteration_s)
                     done[probe_name] = pk, probe  # that method's own row, when it comes, is this simulation
                 same = done.get(name)
-                out = same[1] if same and same[0] == mk else simulate(name, c, cluster, mk, net.p2p)
+                out = same[1] if same and same[0] == mk else simulate(name, c, _on(cluster, net, name), mk, net.p2p)
                 rows.append(_row(run_id, c, net, cluster, name, out, x1, comm_only[ps], method_knobs(name, mk)))
     df = pd.DataFrame(rows)
     cols = SUMMARY_COLUMNS + [col for col in df.columns if col not in SUMMARY_COLUMNS]
     return df.reindex(columns=cols)
+
+
+def _on(cluster: Cluster, net: Network, method: str) -> Cluster:
+    """The cluster with the stack that runs `method` on this network (ddlbench's own when none is named)."""
+    stack = (net.stacks or {}).get(method)
+    return cluster if stack is None else cluster.with_(stack=stack)
 
 
 def _row(run_id, c: ComputeModel, net: Network, cluster: Cluster, name: str, out: Outcome, x1: float,

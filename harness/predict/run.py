@@ -27,6 +27,8 @@ from harness.predict.predictor import (
 )
 from harness.predict.profile_table import PROFILE_COLUMNS, PROFILE_OPTIONAL
 from harness.predict.profiler import counted_profile
+from harness.predict.study import predict_curve, with_intervals
+from harness.predict.study_cluster import GPUS_PER_NODE, check_size, study_family
 from harness.results.files import check_output_file, read_table
 from harness.results.store import COMMBENCH_NEEDS, load_run
 from harness.sim.network import Cluster, get_link
@@ -67,7 +69,14 @@ def check_inputs(profiles, workloads, device_preset, throughput, batch, networks
         raise UserError(f"--servers must be >= 0 (0 = one per worker node), got {servers}")
     _ints(nodes, "--nodes"), _ints(gpus_per_node, "--gpus-per-node")
     for n in (*networks, intra):
-        get_link(n)
+        if study_family(n) is None:
+            get_link(n)
+    if any(study_family(n) for n in networks):
+        if set(_ints(gpus_per_node, "--gpus-per-node")) != {GPUS_PER_NODE}:
+            raise UserError(f"--network study-*: the study's nodes hold {GPUS_PER_NODE} GPUs; drop --gpus-per-node "
+                            f"or predict another preset")
+        for n in _ints(nodes, "--nodes"):
+            check_size(n)
     methods = resolve_methods(schemes)
     for method, given in knobs.items():
         if method not in methods:
@@ -214,21 +223,38 @@ class PredictSpec:
     """Token-bucket shaped links (the testbed)."""
     server_hosts: str = "dedicated"
     """Where parameter servers run."""
+    intervals: int = 0
+    """Samples of the inputs' ranges behind each row's pred_low/pred_high (study-* networks; 0: none)."""
 
 
 def run_predict(spec: PredictSpec = PredictSpec(), **changes):
-    """The predicted table for `spec` (with `changes` applied: run_predict(workloads=("resnet50",), ...))."""
+    """The predicted table for `spec` (with `changes` applied: run_predict(workloads=("resnet50",), ...)).
+    Networks named `study-*` are the study's whole cluster (harness/predict/study_cluster.py: links, each
+    method's software stack and knobs), predicted by the same simulation; with `intervals` samples each of
+    their rows gets `pred_low`/`pred_high` from the inputs' ranges (harness/predict/study.py)."""
     spec = dataclasses.replace(spec, **changes)
     (profiles, workloads, device_preset, throughput, batch, compute, networks, commbench, intra, label, nodes,
-     gpus_per_node, servers, schemes, allreduce, knobs, output, shaped, server_hosts) = (
+     gpus_per_node, servers, schemes, allreduce, knobs, output, shaped, server_hosts, intervals) = (
         getattr(spec, f.name) for f in dataclasses.fields(spec))
     profiles = check_inputs(profiles, workloads, device_preset, throughput, batch, networks, commbench or (),
                             intra, nodes, gpus_per_node, servers, schemes, knobs or {}, output, None)
+    families = [f for f in map(study_family, networks) if f]
+    if intervals and (len(families) != len(networks) or commbench):
+        raise UserError("--intervals needs input ranges, which only the study's cluster states: predict "
+                        "--network study-ib-100g (study-ipoib-100g, study-eth-10g) alone, or drop --intervals")
     models = load_models(profiles, workloads, device_preset, throughput, batch, compute)
-    nets = load_networks([] if (commbench and tuple(networks) == ("ib-100g",)) else networks,
-                         commbench, intra, label, shaped, gpus_per_node, servers, server_hosts)
-    df = predict_rows(models, nets, _ints(nodes, "--nodes"), _ints(gpus_per_node, "--gpus-per-node"),
-                      resolve_methods(schemes), servers, allreduce, knobs, server_hosts=server_hosts)
+    plain = [n for n in networks if study_family(n) is None]
+    frames = []
+    if plain or commbench:
+        nets = load_networks([] if (commbench and tuple(plain) == ("ib-100g",)) else plain,
+                             commbench, intra, label, shaped, gpus_per_node, servers, server_hosts)
+        frames.append(predict_rows(models, nets, _ints(nodes, "--nodes"), _ints(gpus_per_node, "--gpus-per-node"),
+                                   resolve_methods(schemes), servers, allreduce, knobs, server_hosts=server_hosts))
+    if families:
+        kw = dict(node_counts=_ints(nodes, "--nodes"), families=families, methods=resolve_methods(schemes),
+                  knobs=knobs)
+        frames.append(with_intervals(models, samples=intervals, **kw) if intervals else predict_curve(models, **kw))
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     if output:
         write_parquet_atomic(df, Path(output))
     return df

@@ -1,137 +1,195 @@
-"""The study's testbed and configuration as model inputs (Shi, Tang, Chu et al., "A Quantitative Survey
-of Communication Optimizations in Distributed Deep Learning", IEEE Network 2021, arXiv 2005.13247),
-taken from its description and the public code and documentation it ran, never from its measured
-throughputs (docs/ARCHITECTURE.md, "Predictor"). Every value carries its source here; nothing is
-fitted to an expected output.
+"""The study's testbed and configuration as a cluster the predictor runs (docs/ARCHITECTURE.md,
+"Predictor"): 1, 2, 4 or 8 nodes x 4 GeForce RTX 2080 Ti on PCIe 3.0 x16 (no peer-to-peer, no GPUDirect
+RDMA), on 100 Gb/s InfiniBand with RDMA, TCP over it (IPoIB) or 10 GbE; the all-reduce methods on
+Horovod 0.19 over NCCL 2.4, ByteScheduler on that Horovod, the parameter-server methods on BytePS 0.2 with
+one dedicated server host per worker node. Every number is an Input of harness/predict/study_inputs.py
+(value, range, source); `study_network(values, family, nodes)` builds the network for any set of values,
+so an interval is the same construction on sampled values. Nothing is fitted to the study's results.
 
-The study's code is github.com/HKBU-HPML/ddl-benchmarks (cited below as ddl-benchmarks/<path>).
+The study's code is github.com/HKBU-HPML/ddl-benchmarks (ddl-benchmarks/<path> below).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
 
 from harness.contracts.planning import MB
-from harness.sim.network import Link, get_link
+from harness.core.errors import UserError
 from harness.predict.predictor import Network
+from harness.predict.study_inputs import INPUTS
+from harness.sim.costs import BytePSCosts, Stack
+from harness.sim.network import AlphaBeta, Link
 
-NODES = 8
-"""Worker hosts (8 nodes x 4 GPUs = 32 GPUs, the paper's testbed)."""
+FAMILIES = ("ib-100g", "ipoib-100g", "eth-10g")
+"""The study's networks, in its order; the rows' `network` label."""
+NODE_COUNTS = (1, 2, 4, 8)
+"""Worker nodes at each size the study ran: 4, 8, 16, 32 GPUs."""
 GPUS_PER_NODE = 4
 """GeForce RTX 2080 Ti per node, one worker process per GPU."""
+NODES = 8
+"""The largest size (32 GPUs)."""
 SERVER_HOSTS = NODES
-"""Dedicated parameter-server hosts: one per four GPU workers (nworkers / 4 = 8 for 32 GPUs; the
-paper's PS set-up, ddl-benchmarks/byteps/launch.sh: servers on hosts gpu9.. apart from the workers)."""
+"""Dedicated parameter-server hosts at 32 GPUs: one per worker node (ddl-benchmarks/byteps/launch.sh:
+nservers = nworkers / 4, servers on hosts gpu9.. apart from the workers). At 4 GPUs BytePS runs no server at
+all (global.cc: a job is distributed only with more than one worker node)."""
 
-TCP_MESSAGE_S = 20e-6
-"""Host CPU per TCP message (kernel stack: system calls, copies, wake-ups); see TCP_MESSAGE_SOURCE."""
-TCP_MESSAGE_SOURCE = (
-    "measured, not from a datasheet: `python scripts/reference/tcp_message_cost.py` (64-byte messages, TCP_NODELAY, "
-    "loopback: no NIC and no wire, so what remains is the stack) on the development VM, 2026-11-23: min "
-    "20.1 us one way over 5 x 20000 round trips with both cores busy (load ~3); on the quiet machine "
-    "30.7 and 33.5 us (load 1.6 and 0.7), where the receiver sleeps between messages and each message "
-    "pays its wake-up. NCCL's socket transport polls from proxy threads (no sleep between messages), so "
-    "the busy-core figure is kept as the closer one; the spread 20-34 us is this value's uncertainty, "
-    "and both are upper bounds for a C transport (the caller is Python)")
+MGWFBP_TABLES = {
+    # ddl-benchmarks/mgwfbp/hv_distributed_optimizer.py _generate_groups_mgwfbp: (alpha s, beta s/B) per worker
+    # count, hard-coded from its authors' other clusters; the 56 Gb table when the benchmark gets --rdma (the IB
+    # and the IPoIB runs, horovod_mpi_cj.sh rdma=1 and 2), the 10 Gb table otherwise
+    "56g": {2: (2.554691138304671e-06, 9.837548167872609e-11), 4: (4.204298980348825e-05, 2.0589360830118177e-10), 8: (9.75367204301171e-05, 3.0568230536676206e-10),
+            16: (0.00023583677659915685 * 3, 4.0594787739537565e-10),
+            32: (0.00040632079996292579, 1.5 * 3.2713239529771973e-10),
+            64: (0.00080632079996292579, 1.8 * 3.2713239529771973e-10)},
+    "10g": {2: (2.554691138304671e-06, 9.837548167872609e-11), 4: (4.204298980348825e-05, 2.0589360830118177e-10), 8: (0.0005230272768511732, 8.570746975492128e-10),
+            16: (0.0009080981007148093, 7.395651186836712e-10), 32: (0.0013476410788581382 * 3, 8.643300782166769e-10),
+            64: (0.0023476410788581382 * 3, 9.643300782166769e-10)},
+}
+MGWFBP_TABLE_OF = {"ib-100g": "56g", "ipoib-100g": "56g", "eth-10g": "10g"}
+PRESET_PREFIX = "study-"
+"""`ddlbench predict --network study-ib-100g` (study-ipoib-100g, study-eth-10g): this cluster, whole."""
 
-HOST_PCIE = Link(
-    "pcie3-x16-host", 96.0, 2e-6,
-    "the one PCI Express 3.0 x16 path a node's 4 GPUs and its NIC share to host memory: 8 GT/s x 16 lanes "
-    "x 128b/130b = 15.75 GB/s per direction (PCI-SIG PCIe 3.0), ~12 GB/s achievable by DMA (CUDA "
-    "bandwidthTest, pinned memory, typical); the topology is BytePS's 'PCIe-switch architecture - 4 GPUs "
-    "under one PCIe switch' where 'the communication is bottlenecked by internal PCI-e switches, not the "
-    "network' (bytedance/byteps docs/performance.md). GeForce cards have no peer-to-peer over PCIe and no "
-    "GPUDirect RDMA (NVIDIA GPUDirect RDMA documentation: Tesla and Quadro only), so NCCL stages every "
-    "intra-node hop and every NIC transfer through host memory")
 
-GPU_VIA_HOST = Link(
-    "gpu-via-host-pcie3", 96.0, 4e-6,
-    "one GPU's own PCIe 3.0 x16 link (~12 GB/s per direction, as pcie3-x16); a hop to a peer GPU is two "
-    "DMAs through host memory (NCCL's SHM transport when P2P is unavailable), ~2 us each (pcie3-x16)")
+def study_family(name: str) -> str | None:
+    """The study network a `--network` name asks for (`study-ib-100g` -> `ib-100g`), None for other presets."""
+    if not name.startswith(PRESET_PREFIX):
+        return None
+    family = name[len(PRESET_PREFIX):]
+    if family not in FAMILIES:
+        raise UserError(f"--network {name}: the study's cluster has networks "
+                        f"{', '.join(PRESET_PREFIX + f for f in FAMILIES)}; pick one of them")
+    return family
 
-IB_RDMA = get_link("ib-100g")  # EDR InfiniBand, verbs: the stack is in the NIC (per_message_s = 0)
 
-IPOIB = Link(
-    "ipoib-100g", 25.0, get_link("ib-100g").latency_s,
-    "TCP over the same EDR fabric (NCCL_IB_DISABLE=1 with NCCL_SOCKET_IFNAME=ib0, ddl-benchmarks/"
-    "mgwfbp/horovod_mpi_cj.sh, rdma=2): wire latency of the IB fabric (ib-100g) plus the kernel TCP stack "
-    "per message (TCP_MESSAGE_S); rate ~25 Gb/s, the kernel TCP stack with one core per connection far below "
-    "RDMA (typical IPoIB measurements; BytePS docs/best-practice.md: with TCP at >= 25 Gb/s 'a single TCP "
-    "connection' may not fill the link) - a typical figure, not measured on the study's hosts",
-    per_message_s=TCP_MESSAGE_S)
-
-ETH_10G = Link(
-    "eth-10g", 9.4, 5e-6,
-    "10 GbE (NCCL_IB_DISABLE=1 over the Ethernet NIC, ddl-benchmarks/mgwfbp/horovod_mpi_cj.sh, rdma=0): "
-    "TCP payload 1460/1538 of the 10 Gb/s line rate = ~9.4 Gb/s; wire latency ~5 us (two 1538-byte "
-    "serialisations at 10 Gb/s = 2.5 us, a switch hop and the NICs' DMA, ~1 us each: an estimate) plus the "
-    "kernel TCP stack per message (TCP_MESSAGE_S)",
-    per_message_s=TCP_MESSAGE_S)
-
-# MG-WFBP's merge model in the study's code: alpha/beta hard-coded per worker count and network in
-# ddl-benchmarks/mgwfbp/hv_distributed_optimizer.py (_generate_groups_mgwfbp; measured by its authors on
-# other clusters); the 56 Gb IB table is used when the benchmark gets --rdma, which horovod_mpi_cj.sh passes
-# for IB RDMA (rdma=1) and for IPoIB (rdma=2), the 10 GbE table for 10 GbE (rdma=0). Values at P = 32.
-MGWFBP_AB_56G_IB = (0.00040632079996292579, 1.5 * 3.2713239529771973e-10)
-"""(alpha s, beta s/B) of the 56 Gb IB table at 32 workers: 4.06e-4 s, 4.91e-10 s/B."""
-MGWFBP_AB_10GBE = (0.0013476410788581382 * 3, 8.643300782166769e-10)
-"""(alpha s, beta s/B) of the 10 GbE table at 32 workers: 4.04e-3 s, 8.64e-10 s/B."""
-
-BYTESCHEDULER_A2A = {"partition_mb": 4_000_000 / MB, "credit_mb": 16_000_000 / MB}
-"""ByteScheduler on Horovod: BYTESCHEDULER_PARTITION=4000000, BYTESCHEDULER_CREDIT=16000000,
-BYTESCHEDULER_CREDIT_TUNING=0 (ddl-benchmarks/bytescheduler/horovod_mpi_cj.sh)."""
-BYTEPS_PARTITION_MB = 4_096_000 / MB
-"""BYTEPS_PARTITION_BYTES=4096000 (ddl-benchmarks/byteps/launch.sh)."""
-BYTEPS_SCHEDULE_CREDIT_MB = (GPUS_PER_NODE + 1) * 4_096_000 / MB
-"""BytePS's scheduled queue (BYTEPS_SERVER_ENABLE_SCHEDULE=1 for ByteScheduler-PS) admits partition
-size x (local GPUs + 1) bytes when BYTEPS_SCHEDULING_CREDIT is unset (byteps/common/scheduled_queue.cc:
-credit_in_partition = GetGroupSize() + 1)."""
+def check_size(nodes: int, g: int = GPUS_PER_NODE) -> None:
+    """The study's MG-WFBP runs take their alpha/beta from a table per worker count: the sizes it has."""
+    if nodes * g not in MGWFBP_TABLES["56g"]:
+        sizes = ", ".join(str(k // g) for k in MGWFBP_TABLES["56g"] if k % g == 0)
+        raise UserError(f"--nodes {nodes}: the study's cluster is modelled at {sizes} nodes of {g} GPUs (its "
+                        f"MG-WFBP alpha/beta table, ddl-benchmarks/mgwfbp/hv_distributed_optimizer.py, has no "
+                        f"entry for {nodes * g} workers); pick one of those")
+MGWFBP_AB_56G_IB = MGWFBP_TABLES["56g"][32]
+MGWFBP_AB_10GBE = MGWFBP_TABLES["10g"][32]
 
 
 @dataclass(frozen=True)
 class StudyNetwork:
     network: Network
-    """The links as the predictor takes them."""
-    mgwfbp_ab: tuple[float, float]
-    """The alpha/beta the study's MG-WFBP planned with on this network."""
-    knobs: dict = field(default_factory=dict)
-    """method -> knobs as the study ran it (filled by study_networks)."""
+    """The links, the NCCL cost at this size and each method's software stack, as the predictor takes them."""
+    knobs: dict
+    """method -> knobs as the study ran it."""
+    nodes: int
+    """Worker nodes."""
 
 
-def _knobs(mgwfbp_ab: tuple[float, float]) -> dict:
-    """Each study method's knobs on a network whose MG-WFBP table is `mgwfbp_ab`. BSP-A2A (fusion
-    threshold 2^29 elements: every gradient in one buffer after backward) and WFBP-A2A (threshold 0:
-    one all-reduce per tensor) are the schemes' own schedules (ddl-benchmarks/mgwfbp/imagenet_benchmark.py
-    --threshold); PS methods push one copy per node (BytePS's local reduce)."""
-    ps = {"partition_mb": BYTEPS_PARTITION_MB, "local_reduce": 1}
+def _levels(k: int) -> int:
+    return math.ceil(math.log2(k)) if k > 1 else 0
+
+
+def links(v: dict, family: str) -> tuple[Link, Link]:
+    """(between nodes, between the GPUs of a node) for these input values."""
+    intra = Link("shm-via-host", v["shm_edge_gbyte_s"] * 8, v["nccl_hop_s"],
+                 "a ring edge through host memory (NCCL SHM, no P2P): study_inputs shm_edge_gbyte_s, nccl_hop_s")
+    if family == "ib-100g":
+        inter = Link("ib-100g", v["ib_gbyte_s"] * 8, v["ib_latency_s"], "EDR verbs, no GPUDirect: study_inputs ib_*")
+    elif family == "ipoib-100g":
+        inter = Link("ipoib-100g", v["ipoib_gbit_s"], v["ib_latency_s"], "TCP over EDR: study_inputs ipoib_gbit_s",
+                     per_message_s=v["tcp_message_s"])
+    elif family == "eth-10g":
+        inter = Link("eth-10g", v["eth_gbit_s"], v["eth_latency_s"], "10 GbE TCP: study_inputs eth_*",
+                     per_message_s=v["tcp_message_s"])
+    else:
+        raise ValueError(f"unknown study network {family!r}")
+    return inter, intra
+
+
+def nccl_allreduce(v: dict, inter: Link, intra: Link, nodes: int, g: int = GPUS_PER_NODE) -> AlphaBeta:
+    """NCCL's all-reduce on `nodes` x `g` GPUs: a ring paced by its slowest edge and its slowest step
+    (Patarasuk and Yuan 2009; nccl-tests' 2(N-1)/N), and for small messages across nodes NCCL's tree
+    (2.4: latency per level, 2/3 of the ring's bandwidth)."""
+    N = nodes * g
+    if N <= 1:
+        return AlphaBeta(0.0, 0.0)
+    # a node's host path carries, per ring step, each of its GPUs' hops through host memory up and down (g of
+    # them on one node; g - 1 and the NIC's read and write across nodes): g + 1 chunks each way
+    host = v["host_path_gbyte_s"] * 1e9
+    edge = min(intra.bytes_per_s, host / g) if nodes == 1 else \
+        min(intra.bytes_per_s, inter.bytes_per_s, host / (g + 1))
+    step = intra.message_s if nodes == 1 else max(intra.message_s, inter.message_s)
+    ring = AlphaBeta(v["nccl_launch_s"] + 2 * (N - 1) * step, 2 * (N - 1) / N / edge)
+    if nodes == 1:
+        return ring
+    tree_a = v["nccl_launch_s"] + 2 * (_levels(nodes) * max(v["nccl_tree_level_s"], inter.message_s)
+                                        + (g - 1) * intra.message_s)
+    tree = AlphaBeta(tree_a, 1.5 * ring.beta_s_per_byte)
+    return AlphaBeta(ring.alpha_s, ring.beta_s_per_byte, small=tree)
+
+
+def mpi_collective_s(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> float:
+    """One small MPI collective across the job: a tree inside each node (vader) and across the nodes (IB
+    verbs for the IB and IPoIB runs, TCP for 10 GbE: ddl-benchmarks/mgwfbp/horovod_mpi_cj.sh)."""
+    level = v["mpi_tcp_level_s"] if family == "eth-10g" else v["mpi_verbs_level_s"]
+    return _levels(g) * v["mpi_shm_level_s"] + _levels(nodes) * level
+
+
+def stacks(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict[str, Stack]:
+    """The software each of the study's methods ran on, with its costs at this size."""
+    mpi = mpi_collective_s(v, family, nodes, g)
+    python = dict(hook_s=v["py_hook_s"], copy_bytes_per_s=v["d2d_gbyte_s"] * 1e9, copy_launch_s=v["copy_launch_s"])
+    # BSP, WFBP, MG-WFBP: Horovod with fusion, response cache and cycle time off (their benchmark scripts):
+    # every round a coordinator negotiation (MPI Gather, Gatherv and two Bcasts) back to back
+    horovod_off = Stack(launch_s=v["hvd_launch_s"], negotiation_s=v["hvd_coordinator_s"] + 4 * mpi,
+                        mgwfbp_rule="study", **python)
+    # ByteScheduler on Horovod's defaults: 5 ms cycle, 64 MiB fusion, the cache's bit-vector all-reduce per tick
+    bytescheduler = Stack(launch_s=v["hvd_launch_s"], cycle_s=v["hvd_cycle_s"], cycle_sync_s=2 * mpi,
+                          fusion_bytes=v["hvd_fusion_mb"] * MB, partition_cpu_s=v["bs_partition_cpu_s"],
+                          param_step_s=v["bs_param_step_s"], consensus=False, credit_overshoot=True,
+                          poller_holds_gil_s=v["py_switch_interval_s"] / 2, **python)
+    if family == "ib-100g":  # ps-lite's RDMA van
+        message, stream = v["rdma_message_s"], math.inf
+    elif family == "ipoib-100g":  # ZMQ over TCP on ib0, one connection per worker-server pair
+        message, stream = v["tcp_message_s"], v["ipoib_stream_gbit_s"] * 1e9 / 8
+    else:
+        message, stream = v["tcp_message_s"], math.inf  # one 10 GbE stream fills the port
+    byteps = Stack(hook_s=v["py_hook_s"], copy_bytes_per_s=v["d2d_gbyte_s"] * 1e9, copy_launch_s=v["copy_launch_s"],
+                   byteps=BytePSCosts(signal_s=v["byteps_signal_s"], nccl_call_s=v["nccl_launch_s"],
+                                      copy_bytes_per_s=v["pinned_copy_gbyte_s"] * 1e9,
+                                      sum_bytes_per_s=v["server_sum_gbyte_s"] * 1e9, recv_s=v["server_recv_s"],
+                                      message_s=message, stream_bytes_per_s=stream,
+                                      host_bytes_per_s=v["host_path_gbyte_s"] * 1e9))
+    return {"bsp-a2a": horovod_off, "wfbp-a2a": horovod_off, "mgwfbp": horovod_off,
+            "bytescheduler-a2a": bytescheduler, "bsp-ps": byteps, "wfbp-ps": byteps, "bytescheduler-ps": byteps}
+
+
+def knobs(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict:
+    """Each method's knobs as the study ran it at this size."""
+    check_size(nodes, g)
+    alpha, beta = MGWFBP_TABLES[MGWFBP_TABLE_OF[family]][nodes * g]
+    ps = {"partition_mb": v["byteps_partition_bytes"] / MB, "local_reduce": 1}
     return {
-        "mgwfbp": {"alpha_s": mgwfbp_ab[0], "beta_s_per_mb": mgwfbp_ab[1] * MB},
-        "bytescheduler-a2a": dict(BYTESCHEDULER_A2A),
-        "bsp-ps": dict(ps), "wfbp-ps": dict(ps),
-        "bytescheduler-ps": {**ps, "credit_mb": BYTEPS_SCHEDULE_CREDIT_MB},
+        "mgwfbp": {"alpha_s": alpha, "beta_s_per_mb": beta * MB},
+        # ByteScheduler counts parameters (fp32: 4 bytes each)
+        "bytescheduler-a2a": {"partition_mb": v["bs_partition_elems"] * 4 / MB, "credit_mb": v["bs_credit_elems"] * 4 / MB},
+        "bsp-ps": dict(ps), "wfbp-ps": dict(ps), "bytescheduler-ps": {**ps, "credit_mb": 64.0},
     }
 
 
-def study_networks() -> list[StudyNetwork]:
-    """The study's three networks, in its order: IB RDMA, IPoIB, 10 GbE."""
-    out = []
-    for label, inter, ab in (("ib-100g", IB_RDMA, MGWFBP_AB_56G_IB), ("ipoib-100g", IPOIB, MGWFBP_AB_56G_IB),
-                             ("eth-10g", ETH_10G, MGWFBP_AB_10GBE)):
-        out.append(StudyNetwork(Network(label, inter, GPU_VIA_HOST, host=HOST_PCIE), ab, _knobs(ab)))
-    return out
+def study_network(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> StudyNetwork:
+    """The study's network `family` at `nodes` x `g` GPUs for input values `v`."""
+    inter, intra = links(v, family)
+    ab = nccl_allreduce(v, inter, intra, nodes, g)
+    net = Network(family, inter, intra, measured={nodes * g: ab}, stacks=stacks(v, family, nodes, g))
+    return StudyNetwork(net, knobs(v, family, nodes, g), nodes)
+
+
+def study_networks(values: dict | None = None, nodes: int = NODES) -> list[StudyNetwork]:
+    """The study's three networks at `nodes` worker nodes (default: its 32 GPUs), nominal inputs by default."""
+    v = values or INPUTS.nominal()
+    return [study_network(v, f, nodes) for f in FAMILIES]
 
 
 def assumptions() -> list[str]:
-    """One line per preset: name, value, source (for the report's assumptions section)."""
-    lines = [f"{NODES} worker nodes x {GPUS_PER_NODE} GPUs, {SERVER_HOSTS} dedicated server hosts "
-             f"(one per four GPU workers)",
-             f"TCP per-message host cost {TCP_MESSAGE_S * 1e6:.0f} us: {TCP_MESSAGE_SOURCE}"]
-    for link in (HOST_PCIE, GPU_VIA_HOST, IB_RDMA, IPOIB, ETH_10G):
-        lines.append(f"`{link.name}`: {link.rate_gbit_s:g} Gb/s, latency {link.latency_s * 1e6:g} us"
-                     + (f" + {link.per_message_s * 1e6:g} us per message" if link.per_message_s else "")
-                     + f" - {link.source}")
-    lines.append(f"MG-WFBP plans with alpha {MGWFBP_AB_56G_IB[0]:.3g} s, beta {MGWFBP_AB_56G_IB[1]:.3g} s/B on "
-                 f"IB and IPoIB, alpha {MGWFBP_AB_10GBE[0]:.3g} s, beta {MGWFBP_AB_10GBE[1]:.3g} s/B on 10 GbE")
-    lines.append("ByteScheduler-A2A partition 4,000,000 B, credit 16,000,000 B; PS partition 4,096,000 B, "
-                 f"ByteScheduler-PS credit {BYTEPS_SCHEDULE_CREDIT_MB * MB:,.0f} B")
-    return lines
+    """One line per input: name, value, range, source (for the report)."""
+    return [f"`{i.name}` = {i.value:g} {i.unit} [{i.low:g}, {i.high:g}] ({i.kind}): {i.what}. {i.source}"
+            for i in INPUTS]

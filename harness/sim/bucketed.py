@@ -15,7 +15,9 @@ import math
 from typing import TYPE_CHECKING
 
 from harness.contracts.planning import MB, merge_plan
-from harness.sim.des import Fifo, Sim
+from harness.sim.byteps import byteps
+from harness.sim.costs import hooked_ready
+from harness.sim.des import Event, Fifo, Sim
 from harness.sim.model import ELEM_BYTES, Outcome
 from harness.sim.ps import ParameterServers, ps_parts
 
@@ -27,10 +29,18 @@ if TYPE_CHECKING:  # annotations only: the compute model's module reads profile 
 def collective_channel(sim: Sim, ab) -> Fifo:
     """The stream a communicator's collectives run on, one at a time: a job of m message bytes takes
     alpha + beta * m (bytes under a shaped link's token bucket at the bucket's peak rate instead).
-    Submit with `chan.submit_bytes(m, ab.alpha_s)`."""
+    Submit with `allreduce(chan, ab, m)`."""
     rate = 1.0 / ab.beta_s_per_byte if ab.beta_s_per_byte > 0 else math.inf
     peak = 1.0 / ab.beta_peak_s_per_byte if ab.beta_peak_s_per_byte > 0 else math.inf
     return Fifo(sim, "collectives", rate, ab.burst_bytes, peak)
+
+
+def allreduce(chan: Fifo, ab, nbytes: float, extra_s: float = 0.0):
+    """One all-reduce of `nbytes` on the communicator's stream (`extra_s`: device work it carries, e.g. the
+    copies into and out of a fusion buffer); the event fires when it is done."""
+    if ab.small is None or ab.burst_bytes:  # a shaped link keeps the byte path (its token bucket)
+        return chan.submit_bytes(nbytes, ab.alpha_s + extra_s)
+    return chan.submit(ab.time_s(nbytes) + extra_s)
 
 
 class _BucketRun:
@@ -57,8 +67,13 @@ class _BucketRun:
         self.handles: list = []
         self.issued = [False] * len(self.order)
         self.missing = [len(m) for m in self.order]
+        self.complete = [False] * len(self.order)  # every tensor ready (and copied in where merged)
         self.next = 0
         self.marks: dict = {}
+        self.stack = stack = cluster.stack
+        self.host = Fifo(sim, "host")  # the thread that issues collectives, one after another
+        merged = [len(m) > 1 for m in self.order]
+        self.shifted = hooked_ready(c, stack, [merged[self.bucket_of[i]] for i in range(n)])
 
     def issue(self, b: int) -> None:
         self.issued[b] = True
@@ -69,29 +84,57 @@ class _BucketRun:
                 for k in self.parts_of[i]:
                     self.handles.append(self.res.push_pull(self.parts[k].numel * ELEM_BYTES, self.placement[k])[1])
             return
-        self.handles.append(self.chan.submit_bytes(sum(self.c.grad_bytes[i] for i in self.order[b]), self.ab.alpha_s))
+        nbytes = sum(self.c.grad_bytes[i] for i in self.order[b])
+        if self.stack.launch_s:  # issued by one host thread; the collective starts once it is enqueued
+            done = Event(self.sim)
+            at = self.host.reserve(self.stack.launch_s)
+            self.sim.at(at - self.sim.now, lambda: allreduce(self.chan, self.ab, nbytes).on_fire(done.fire))
+            self.handles.append(done)
+        else:
+            self.handles.append(allreduce(self.chan, self.ab, nbytes))
 
     def ready(self, i: int) -> None:
         b = self.bucket_of[i]
         self.missing[b] -= 1
+        if self.missing[b] == 0:
+            self.complete[b] = True
         if self.ps is not None:
             if self.missing[b] == 0:
                 self.issue(b)
             return
+        if self.stack.negotiation_s:
+            return  # the negotiation rounds issue it (negotiate)
         while self.next < len(self.order) and self.missing[self.next] == 0:
             self.issue(self.next)
             self.next += 1
 
+    def negotiate(self):
+        """Horovod with the response cache off and cycle time 0: coordinator rounds back to back; the
+        buckets complete (on every rank: all alike) when a round begins are issued as it ends, in order."""
+        while self.next < len(self.order):
+            upto = self.next
+            while upto < len(self.order) and self.complete[upto]:
+                upto += 1
+            yield self.stack.negotiation_s
+            for b in range(self.next, upto):
+                self.issue(b)
+            self.next = upto
+
     def main(self):
         c, sim, marks = self.c, self.sim, self.marks
-        B = c.backward_total_s
+        ready, B = self.shifted
         marks["start"] = sim.now
         yield c.forward_s
         marks["bwd"] = sim.now
-        if self.buckets is not None:
+        if self.buckets is not None or self.stack.negotiation_s:
             for i in range(len(c.numels)):
-                sim.at(min(c.ready_s[i], B), self.ready, i)
+                sim.at(min(ready[i], B), self.ready, i)
+        if self.stack.negotiation_s and not self.single and self.ps is None:
+            sim.process(self.negotiate())
         yield B
+        if self.stack.negotiation_s and not self.single and self.ps is None:
+            while not all(self.issued):
+                yield self.sim.timeout(self.stack.negotiation_s)
         for b in range(len(self.order)):
             if not self.issued[b]:
                 self.issue(b)
@@ -105,7 +148,7 @@ class _BucketRun:
         self.sim.process(self.main())
         self.sim.run()
         m, c = self.marks, self.c
-        out = Outcome(m["end"] - m["start"], c.forward_s, c.backward_total_s, m["opt"] - m["wait"], c.optimizer_s,
+        out = Outcome(m["end"] - m["start"], c.forward_s, self.shifted[1], m["opt"] - m["wait"], c.optimizer_s,
                       dict(plan or {}))
         out.plan.setdefault("buckets", len(self.order))
         if self.ps is not None:
@@ -143,10 +186,70 @@ def mgwfbp(c, cluster, knobs, p2p=None) -> Outcome:
     ab = ab.planning or ab  # what the scheme's own start-up probe fits on this network
     alpha = knobs.get("alpha_s") if knobs.get("alpha_s") is not None else ab.alpha_s
     beta = knobs["beta_s_per_mb"] / MB if knobs.get("beta_s_per_mb") is not None else ab.beta_s_per_byte
-    groups = merge_plan(c.backward_deltas(), _ready_sizes(c), alpha, beta)
+    if cluster.stack.mgwfbp_rule == "study":
+        groups = study_merge(c.backward_deltas(), [c.numels[i] for i in c.ready_order], alpha, beta)
+    else:
+        groups = merge_plan(c.backward_deltas(), _ready_sizes(c), alpha, beta)
     buckets = [[c.ready_order[j] for j in g] for g in groups]
     return _bucketed(c, cluster, buckets, None, plan={"group_sizes": [len(g) for g in groups],
                                                       "alpha_s": alpha, "beta_s_per_mb": beta * MB})
+
+
+SMALL_ELEMENTS = 8192
+"""The study's MG-WFBP merges every tensor under this many elements into the next group (its optimizer's
+`p[l] < 8192` rule)."""
+
+
+def study_merge(deltas: list[float], numels: list[int], alpha: float, beta: float) -> list[list[int]]:
+    """The authors' MG-WFBP grouping (Shi et al., their optimizer's _generate_groups_mgwfbp; re-expressed
+    here): tensors in gradient-ready order with the backward time before each (`deltas`); a tensor's
+    all-reduce costs alpha + beta * bytes. Walking backward, a tensor joins the next (later-ready) one's
+    group when that one is ready before this one's all-reduce would finish and either before it would
+    start or within alpha of it, and always when it has fewer than SMALL_ELEMENTS elements. Returns groups
+    of positions in ready order."""
+    L = len(numels)
+    if L == 0:
+        return []
+    # the authors index layers in forward order: position l = L-1-j for the j-th ready tensor
+    p = [numels[L - 1 - l] for l in range(L)]
+    tb = [deltas[L - 1 - l] for l in range(L)]
+    tc = [alpha + beta * n * ELEM_BYTES if n else 0.0 for n in p]
+    taob = [0.0] * L
+    for l in range(L - 2, -1, -1):
+        taob[l] = taob[l + 1] + tb[l + 1]
+
+    def starts() -> list[float]:
+        taoc = [0.0] * L
+        taoc[L - 1] = taob[L - 1] + tb[L - 1]
+        for l in range(L - 2, -1, -1):
+            taoc[l] = max(taoc[l + 1] + tc[l + 1], taob[l] + tb[l])
+        return taoc
+
+    def merge(l: int) -> None:
+        tc[l] = 0.0
+        p[l - 1] += p[l]
+        p[l] = 0
+        tc[l - 1] = alpha + beta * p[l - 1] * ELEM_BYTES
+
+    taoc = starts()
+    groups, group = [], []
+    for l in range(L - 1, 0, -1):
+        group.append(l)
+        next_ready = taob[l - 1] + tb[l - 1]
+        merged = False
+        if next_ready < taoc[l] + tc[l] and (taoc[l] > next_ready or next_ready - taoc[l] < alpha):
+            merge(l)
+            merged = True
+        if not merged and p[l] < SMALL_ELEMENTS:
+            merge(l)
+            merged = True
+        if merged:
+            taoc = starts()
+        else:
+            groups.append(group)
+            group = []
+    groups.append(group + [0])
+    return [[L - 1 - l for l in g] for g in groups]
 
 
 def ddp_buckets(order: list[int], sizes: dict | list, cap_bytes: float, first_bytes: float = MB) -> list[list[int]]:
@@ -173,9 +276,13 @@ def ddp(c, cluster, knobs, p2p=None) -> Outcome:
 
 
 def bsp_ps(c, cluster, knobs, p2p=None) -> Outcome:
+    if cluster.stack.byteps is not None:  # the study's: BytePS, one fused tensor
+        return byteps(c, cluster, knobs, fused=True)
     return _bucketed(c, cluster, None, knobs, p2p)
 
 
 def wfbp_ps(c, cluster, knobs, p2p=None) -> Outcome:
+    if cluster.stack.byteps is not None:  # the study's: BytePS, every tensor as it is ready
+        return byteps(c, cluster, knobs, fused=False)
     # profile_iters = 0 in the scheme: per-tensor buckets, pushed whenever ready (no common order)
     return _bucketed(c, cluster, [[i] for i in reversed(range(len(c.numels)))], knobs, p2p)

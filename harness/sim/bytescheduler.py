@@ -15,7 +15,9 @@ The scheduler loop mirrored from ByteSchedulerEngine._run_round:
   - after the last dispatch, wait for the rest: PS pulls in the order their credit was returned,
     then what is still in flight, in dispatch order.
 The main thread: forward layer by layer, each layer first waiting for its partitions of the previous
-round and applying its optimizer step; backward marks partitions ready as their gradients are.
+round and applying its optimizer step; backward marks partitions ready as their gradients are. With the
+library's Python poller holding the GIL (Stack.poller_holds_gil_s) the forward starts only once the previous
+round is done.
 Iteration time = end of backward 1 - end of backward 0 (the steady state: round 0 was sent during
 backward 0 exactly as every later round is).
 """
@@ -27,8 +29,9 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from harness.contracts.planning import MB
-from harness.sim.bucketed import collective_channel
-from harness.sim.des import Event, Sim
+from harness.sim.bucketed import allreduce, collective_channel
+from harness.sim.byteps import byteps
+from harness.sim.des import Event, Fifo, Sim
 from harness.sim.model import ELEM_BYTES, Outcome
 from harness.sim.ps import ParameterServers, ps_parts
 
@@ -74,7 +77,12 @@ class _ByteSchedulerRun:
         self.credit = knobs["credit_mb"] * MB
         self.ab = cluster.allreduce_cost()
         self.workers = cluster.workers
-        self.consensus = not use_ps and self.workers > 1
+        self.stack = stack = cluster.stack
+        self.consensus = stack.consensus and not use_ps and self.workers > 1
+        self.ticks = stack.cycle_s > 0 and not use_ps and self.workers > 1  # Horovod's cycle under it
+        self.pending: list = []          # (partition bytes, done event) waiting for Horovod's next tick
+        self.tick_news = Event(sim)
+        self.poller = Fifo(sim, "poller")  # the library's poller thread: the optimizer step per parameter
         self.consensus_s = self.ab.time_s(len(self.parts)) if self.consensus else 0.0
         self.chan = collective_channel(sim, self.ab)
         if use_ps:
@@ -86,8 +94,39 @@ class _ByteSchedulerRun:
         """(credit returned, done)."""
         if self.use_ps:
             return self.res.push_pull(self.part_bytes[k], self.placement[k])
-        ev = self.sim.timeout(0.0) if self.workers <= 1 else self.chan.submit_bytes(self.part_bytes[k], self.ab.alpha_s)
+        if self.workers <= 1:
+            ev = self.sim.timeout(0.0)
+        elif self.ticks:
+            ev = Event(self.sim)
+            self.pending.append((self.part_bytes[k], ev))
+            news, self.tick_news = self.tick_news, Event(self.sim)
+            news.fire()
+        else:
+            ev = allreduce(self.chan, self.ab, self.part_bytes[k])
         return ev, ev
+
+    def horovod(self):
+        """The Horovod under the library: at each tick of its cycle, with partitions waiting, the cache's
+        bit-vector all-reduce, then the waiting partitions fused in order up to the fusion buffer, one
+        collective per buffer (with the copies into and out of it)."""
+        st = self.stack
+        while True:
+            while not self.pending:
+                yield self.tick_news
+            yield st.cycle_s - (self.sim.now % st.cycle_s)  # the next tick
+            yield st.cycle_sync_s
+            take, self.pending = self.pending, []
+            buf: list = []
+            for nbytes, ev in take + [(None, None)]:
+                if buf and (nbytes is None or sum(b for b, _ in buf) + nbytes > st.fusion_bytes):
+                    size = sum(b for b, _ in buf)
+                    extra = 2 * st.copy_s(size) if len(buf) > 1 else 0.0
+                    done = allreduce(self.chan, self.ab, size, extra)
+                    for _, e in buf:
+                        done.on_fire(e.fire)
+                    buf = []
+                if nbytes is not None:
+                    buf.append((nbytes, ev))
 
     def scheduler(self, r: _Round):
         """ByteSchedulerEngine._run_round, step for step (see the module docstring)."""
@@ -110,9 +149,13 @@ class _ByteSchedulerRun:
             agreed_upto = snapshot
             while heap:
                 k = self.rank[heap[0]]
-                if inflight and in_bytes + self.part_bytes[k] > self.credit:
+                full = in_bytes >= self.credit if self.stack.credit_overshoot else \
+                    in_bytes + self.part_bytes[k] > self.credit
+                if inflight and full:
                     break
                 heapq.heappop(heap)
+                if self.stack.partition_cpu_s:
+                    yield self.stack.partition_cpu_s
                 inflight.append((k, self.send(k)))
                 in_bytes += self.part_bytes[k]
                 remaining -= 1
@@ -128,6 +171,25 @@ class _ByteSchedulerRun:
             yield done
             r.done[k].fire()
 
+    def watch_updates(self, r: _Round) -> None:
+        """The library's poller: once every partition of a parameter is done, it steps that parameter's
+        optimizer (its Python step and the parameter's share of the device's update), one after another."""
+        c, sim = self.c, self.sim
+        r.updated = [Event(sim) for _ in c.numels]
+        share = {i: c.layer_optimizer_s[j] / len(m) for j, m in enumerate(c.layers) for i in m}
+        for i, parts in enumerate(self.parts_of):
+            left = [len(parts)]
+
+            def one(i=i, left=left):
+                left[0] -= 1
+                if left[0] == 0:
+                    at = self.poller.reserve(self.stack.param_step_s + share.get(i, 0.0))
+                    sim.at(at - sim.now, r.updated[i].fire)
+            for k in parts:
+                r.done[k].on_fire(one)
+            if not parts:
+                r.updated[i].fire()
+
     def main(self):
         """Two iterations: forward layer by layer (each layer waits for its partitions of the previous
         round, then steps), backward marking partitions ready."""
@@ -135,15 +197,22 @@ class _ByteSchedulerRun:
         prev = None
         fwd = []
         for it in range(2):
+            if prev is not None and self.stack.poller_holds_gil_s:  # the forward waits out the spinning poller
+                yield [prev.done[k] for k in range(len(self.parts))]
+                yield self.stack.poller_holds_gil_s
             t0 = sim.now
             marks[f"start{it}"] = t0
             for j, members in enumerate(c.layers):
-                if prev is not None:
+                if prev is not None and self.stack.param_step_s:  # stepped by the poller thread
+                    yield [prev.updated[i] for i in members]
+                elif prev is not None:
                     yield [prev.done[k] for i in members for k in self.parts_of[i]]
                     yield c.layer_optimizer_s[j]
                 yield c.layer_forward_s[j]
             fwd.append(sim.now - t0)
             r = _Round(sim, len(self.parts))
+            if self.stack.param_step_s:
+                self.watch_updates(r)
             sim.process(self.scheduler(r))
             for i in range(len(c.numels)):
                 sim.at(min(c.ready_s[i], c.backward_total_s), r.mark, self.parts_of[i])
@@ -154,6 +223,8 @@ class _ByteSchedulerRun:
         marks["fwd"] = fwd[-1]
 
     def run(self) -> Outcome:
+        if self.ticks:
+            self.sim.process(self.horovod())
         self.sim.process(self.main())
         self.sim.run()
         m, knobs, calls = self.marks, self.knobs, self.consensus_calls / 2  # two rounds were simulated
@@ -173,5 +244,8 @@ def bytescheduler_a2a(c, cluster, knobs, p2p=None) -> Outcome:
 
 
 def bytescheduler_ps(c, cluster, knobs, p2p=None) -> Outcome:
-    """The model of `bytescheduler-ps`."""
+    """The model of `bytescheduler-ps`; on BytePS (the study's) its scheduling is the servers' order of
+    sums only (BYTEPS_SERVER_ENABLE_SCHEDULE), so the workers' pipeline is WFBP-PS's."""
+    if cluster.stack.byteps is not None:
+        return byteps(c, cluster, knobs, fused=False)
     return bytescheduler(c, cluster, knobs, True, p2p)

@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass, replace
 
 from harness.core.errors import UserError
+from harness.sim.costs import PLAIN, Stack
 
 
 @dataclass(frozen=True)
@@ -120,9 +121,14 @@ class AlphaBeta:
     """What mgwfbp's start-up probe would fit here (a least-squares line over 4 KB..16 MB), when that
     differs from the cost itself (a shaped link: the bucket pulls the fitted alpha to ~0); the
     simulated mgwfbp plans with it, as the real scheme does. None = this alpha/beta."""
+    small: "AlphaBeta | None" = None
+    """A second algorithm the library picks where it is faster (NCCL's tree for small messages across
+    nodes, Sanders et al. "Two-tree algorithms for full bandwidth broadcast, reduction and scan", 2009):
+    a message costs the cheaper of the two lines. None = this line only."""
 
     def time_s(self, nbytes: float) -> float:
-        return self.alpha_s + self.beta_s_per_byte * nbytes
+        t = self.alpha_s + self.beta_s_per_byte * nbytes
+        return min(t, self.small.time_s(nbytes)) if self.small is not None else t
 
 
 ZERO = AlphaBeta(0.0, 0.0)
@@ -152,6 +158,9 @@ class Cluster:
     other and the NIC directly (`intra` alone bounds intra-node traffic)."""
     measured: dict | None = None
     """workers -> AlphaBeta measured for all-reduce (commbench); used as is at those worker counts."""
+    stack: Stack = PLAIN
+    """What the software running the schedule costs beyond the links (harness/sim/costs.py): nothing for
+    ddlbench's own schemes; the study's frameworks set theirs."""
 
     @property
     def workers(self) -> int:

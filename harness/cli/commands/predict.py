@@ -29,7 +29,12 @@ from harness.results.store import load_run
 @click.option("--compute", type=click.Choice(["auto", "profile", "flops"]), default="auto", show_default=True,
               help="Per-layer times from the measured profile or from FLOP/byte counts (roofline).")
 @click.option("--network", "networks", multiple=True, default=("ib-100g",), show_default=True,
-              help="Network preset between nodes (repeatable): eth-10g, eth-25g, ib-100g, ipoib-100g, ...")
+              help="Network preset between nodes (repeatable): eth-10g, eth-25g, ib-100g, ipoib-100g, ...; or "
+                   "the study's whole cluster (links, each method's software and knobs): study-ib-100g, "
+                   "study-ipoib-100g, study-eth-10g.")
+@click.option("--intervals", default=0, show_default=True, type=click.IntRange(min=0),
+              help="With study-* networks: sample the inputs' stated ranges this many times for each row's "
+                   "pred_low/pred_high (10th/90th percentiles; 32 is the report's).")
 @click.option("--commbench", multiple=True, type=click.Path(),
               help="Measured communication (a commbench run directory or Parquet; repeatable): all-reduce "
                    "rows fit alpha/beta, point-to-point rows the parameter-server link.")
@@ -56,7 +61,7 @@ from harness.results.store import load_run
               help="A run directory: compare the predictions with its measured summary.")
 @click.option("-o", "--output", type=click.Path(), help="Write the rows as Parquet.")
 @click.option("--dtype", default="fp32", show_default=True, help="Compute dtype of the predicted cells: fp32 only.")
-def command(profiles, workloads, device_preset, throughput, batch, compute, networks, commbench, label, intra,
+def command(profiles, workloads, device_preset, throughput, batch, compute, networks, intervals, commbench, label, intra,
             nodes, gpus_per_node, servers, server_hosts, shaped, schemes, allreduce, knob_pairs, against, output,
             dtype):
     """Predict iteration time, throughput and scaling efficiency of each method at any scale."""
@@ -71,10 +76,10 @@ def command(profiles, workloads, device_preset, throughput, batch, compute, netw
     t0, c0 = time.perf_counter(), time.process_time()
     df = run_predict(PredictSpec(tuple(profiles), tuple(workloads), device_preset, throughput, batch, compute,
                                  tuple(networks), tuple(commbench), intra, label, nodes, gpus_per_node, servers,
-                                 schemes, allreduce, knobs, output, shaped, server_hosts))
+                                 schemes, allreduce, knobs, output, shaped, server_hosts, intervals))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     cols = ["workload", "network", "nodes", "workers", "scheme", "iter_s_median", "throughput_median",
-            "scaling_efficiency", "exposed_comm_s"]
+            "scaling_efficiency", "exposed_comm_s"] + (["pred_low", "pred_high"] if intervals else [])
     click.echo(df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     click.echo(f"{len(df)} predictions in {wall:.2f} s ({cpu:.2f} s CPU)")
     if against:

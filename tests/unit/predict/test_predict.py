@@ -16,7 +16,6 @@ from helpers import ROOT
 
 from harness.contracts.planning import MB, merge_plan
 from harness.core.schema import SUMMARY_COLUMNS
-from harness.predict import study
 from harness.predict.commbench_fit import fit_commbench, link_from_allreduce
 from harness.predict.compute import ComputeModel
 from harness.predict.predictor import (
@@ -342,46 +341,29 @@ def test_the_whole_grid_predicts_in_seconds(real_models):
     assert (big["scaling_efficiency"] < 1).all()
 
 
-# --- the study's cluster (harness/predict/study_cluster.py) ----------------------------------------------
+# --- the shared host path and TCP's per-message cost (harness/sim/network.py, ps.py) --------------------
 
-def _study(label):
-    from harness.predict.study_cluster import study_networks
-
-    return next(sn for sn in study_networks() if sn.network.label == label)
+HOST = Link("host", 96.0, 2e-6, "one PCIe 3.0 x16 path to host memory (test)")
 
 
-def _study_cluster(label, **kw):
-    from harness.predict.study_cluster import GPUS_PER_NODE, NODES, SERVER_HOSTS
+def _cluster(inter: str, per_message_s: float = 0.0, host: Link | None = HOST, nodes: int = 8, g: int = 4) -> Cluster:
+    from dataclasses import replace
 
-    net = _study(label).network
-    return Cluster(kw.pop("nodes", NODES), kw.pop("g", GPUS_PER_NODE), net.inter, net.intra, SERVER_HOSTS,
-                   host=kw.pop("host", net.host), **kw)
-
-
-def test_study_presets_cite_a_source_and_place_servers_on_their_own_hosts():
-    from harness.predict.study_cluster import SERVER_HOSTS, assumptions, study_networks
-
-    nets = study_networks()
-    assert [sn.network.label for sn in nets] == ["ib-100g", "ipoib-100g", "eth-10g"]
-    for sn in nets:
-        for link in (sn.network.inter, sn.network.intra, sn.network.host):
-            assert link.source and link.rate_gbit_s > 0 and link.latency_s > 0, link.name
-    assert SERVER_HOSTS == 8  # one server host per four of the 32 GPU workers
-    assert len(assumptions()) >= 7
+    return Cluster(nodes, g, replace(get_link(inter), per_message_s=per_message_s), get_link("pcie3-x16"), nodes,
+                   host=host)
 
 
 def test_no_p2p_staging_through_the_shared_host_path_slows_allreduce():
-    """GeForce GPUs stage every hop through host memory over one PCIe 3.0 x16: on 100 Gb/s RDMA the
-    node's host path, not the NIC, bounds the ring (5 step-chunks each way per step with 4 GPUs), so
-    every all-reduce method slows; on 10 GbE the NIC stays the bottleneck and nothing changes."""
+    """GPUs without peer-to-peer stage every hop through host memory over one shared path: on 100 Gb/s
+    RDMA that path, not the NIC, bounds the ring (5 step-chunks each way per step with 4 GPUs), so every
+    all-reduce method slows; on 10 GbE the NIC stays the bottleneck and nothing changes."""
     c = BERTISH
-    ib, direct = _study_cluster("ib-100g"), _study_cluster("ib-100g", host=None)
-    host = ib.host.bytes_per_s
-    assert ib.allreduce_cost().beta_s_per_byte == pytest.approx(2 * 31 / 32 * 5 / host)
+    ib, direct = _cluster("ib-100g"), _cluster("ib-100g", host=None)
+    assert ib.allreduce_cost().beta_s_per_byte == pytest.approx(2 * 31 / 32 * 5 / HOST.bytes_per_s)
     for name in ("bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a"):
         assert simulate(name, c, ib).iter_s > simulate(name, c, direct).iter_s, name
-    assert _study_cluster("ib-100g", g=1).allreduce_cost().beta_s_per_byte == pytest.approx(2 * 7 / 8 * 2 / host)
-    eth, eth_direct = _study_cluster("eth-10g"), _study_cluster("eth-10g", host=None)
+    assert _cluster("ib-100g", g=1).allreduce_cost().beta_s_per_byte == pytest.approx(2 * 7 / 8 * 2 / HOST.bytes_per_s)
+    eth, eth_direct = _cluster("eth-10g"), _cluster("eth-10g", host=None)
     assert eth.allreduce_cost().beta_s_per_byte == pytest.approx(eth_direct.allreduce_cost().beta_s_per_byte)
 
 
@@ -398,10 +380,10 @@ def _nic_and_host_busy(cl, local_reduce):
 
 
 def test_local_reduce_cuts_ps_nic_bytes_4x_and_keeps_the_host_path_busy():
-    """BytePS's hierarchy on 4 GPUs per node: one copy per node through the NIC instead of four; the
+    """A hierarchical PS on 4 GPUs per node: one copy per node through the NIC instead of four; the
     intra-node reduce and broadcast now cross the host path, which carries 2 x 4 copies each way either
     way (flat: 4 pushes and 4 pulls staged; hybrid: 3 gather hops, 1 push, 1 pull, 3 broadcast hops)."""
-    cl = _study_cluster("eth-10g")
+    cl = _cluster("eth-10g", 20e-6)
     (nic_flat, host_flat), (nic_hier, host_hier) = (_nic_and_host_busy(cl, v) for v in (0, 1))
     assert nic_flat == pytest.approx(4 * nic_hier)
     assert host_hier == pytest.approx(host_flat) == pytest.approx(2 * 2 * 4 * 16 * 4e6 / cl.host.bytes_per_s)
@@ -417,8 +399,8 @@ def test_tcp_per_message_cost_penalises_wfbp_without_fusion_more_than_rdma_and_b
 
     c = BERTISH
     penalty = {}
-    for label in ("ib-100g", "ipoib-100g", "eth-10g"):
-        cl = _study_cluster(label)
+    for label, per_message in (("ib-100g", 0.0), ("ipoib-100g", 20e-6), ("eth-10g", 20e-6)):
+        cl = _cluster(label, per_message)
         free = cl.with_(inter=replace(cl.inter, per_message_s=0.0))
         for name in ("wfbp-a2a", "bsp-a2a"):
             penalty[label, name] = simulate(name, c, cl).iter_s - simulate(name, c, free).iter_s
@@ -426,39 +408,6 @@ def test_tcp_per_message_cost_penalises_wfbp_without_fusion_more_than_rdma_and_b
     for tcp in ("ipoib-100g", "eth-10g"):
         assert penalty[tcp, "wfbp-a2a"] > 10 * penalty[tcp, "bsp-a2a"] > 0
         assert penalty[tcp, "wfbp-a2a"] > penalty["ib-100g", "wfbp-a2a"]
-
-
-def test_study_mgwfbp_plans_with_the_hard_coded_alpha_beta():
-    """The study's MG-WFBP planned with alpha/beta hard-coded in its code (the 56 Gb IB table on IB and
-    IPoIB, the 10 GbE table on 10 GbE, P = 32), not with the network's own."""
-    c = BERTISH
-    expected = {"ib-100g": (4.06e-4, 4.91e-10), "ipoib-100g": (4.06e-4, 4.91e-10), "eth-10g": (4.04e-3, 8.64e-10)}
-    for label, (alpha, beta) in expected.items():
-        sn = _study(label)
-        cl = _study_cluster(label)
-        out = simulate("mgwfbp", c, cl, sn.knobs["mgwfbp"])
-        assert out.plan["alpha_s"] == pytest.approx(alpha, rel=2e-3)
-        assert out.plan["beta_s_per_mb"] == pytest.approx(beta * MB, rel=2e-3)
-        groups = merge_plan(c.backward_deltas(), [c.grad_bytes[i] for i in c.ready_order], out.plan["alpha_s"],
-                            out.plan["beta_s_per_mb"] / MB)
-        assert out.plan["group_sizes"] == [len(g) for g in groups]
-        true = simulate("mgwfbp", c, cl)  # the scheme's own probe: the network's alpha/beta
-        assert true.plan["alpha_s"] != pytest.approx(alpha, rel=0.05)
-
-
-def test_study_table_predicts_in_under_2_s_of_cpu():
-    """The whole study table (3 workloads x 3 networks x the seven methods + DDP and Horovod, 8 x 4
-    GPUs) from FLOP-count compute models; the table's CPU time, as the study script measures it."""
-    sp = study
-    models = sp.compute_models(None, "flops")
-    c0 = time.process_time()
-    df = sp.predict_study(models, "flops")
-    cpu = time.process_time() - c0
-    print(f"\nstudy table: {len(df)} predictions in {cpu:.2f} s CPU")
-    assert len(df) == 3 * 3 * 9 and df["iter_s_median"].map(math.isfinite).all()
-    ps = df[df["scheme"].str.endswith("-ps")]
-    assert (ps["servers"] == 8).all() and (df["workers"] == 32).all()
-    assert cpu < 2.0, cpu
 
 
 # --- the committed testbed validation ---------------------------------------------------------------------

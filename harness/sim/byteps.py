@@ -1,0 +1,178 @@
+"""BytePS's data path as a simulation (the parameter-server methods as the study ran them: BytePS 0.2 with
+dedicated server hosts; docs/ARCHITECTURE.md, "Predictor"). The same keys and readiness as the PS schemes
+(`bucketed`'s BSP: one fused tensor after backward; WFBP: each tensor as its gradient is ready), the
+pipeline per partition as byteps/common/core_loops.cc runs it, each stage a thread of its own, so stages of
+different partitions overlap:
+
+  one node (BytePS "non-distributed", one worker node: no server at all): a NCCL reduce-scatter among the
+  node's GPUs, then an all-gather (both on the root's NCCL stream, one after another);
+  several nodes: reduce-scatter; each GPU copies its 1/g of the partition to host memory (COPYD2H);
+  the root pushes the whole partition to its server (ZMQ over TCP, or RDMA) and pulls the sum back; each
+  GPU copies its 1/g back (COPYH2D); all-gather. A server sums the n pushes of a key (n - 1 sums and one
+  copy into its store, server/server.cc) and answers the pulls; its NIC carries n copies each way.
+
+Keys go to servers as BytePS maps them (global.cc: djb2 of the key's decimal string, modulo the servers;
+key = declared index << 16 | partition index); the worker queues are first-in first-out (worker-side
+scheduling is off unless BYTEPS_SCHEDULING_CREDIT is set, scheduled_queue.cc, which the study never set).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.contracts.planning import MB
+from harness.sim.costs import hooked_ready
+from harness.sim.des import Fifo, Sim
+from harness.sim.model import Outcome
+
+if TYPE_CHECKING:  # annotations only
+    from harness.predict.compute import ComputeModel
+    from harness.sim.costs import BytePSCosts
+    from harness.sim.network import Cluster
+
+PARTITION_SHIFT = 16
+"""A partition's key: the tensor's declared index shifted by 16 bits, plus the partition index (global.cc)."""
+
+
+def djb2(text: str) -> int:
+    """The string hash BytePS maps keys to servers with (BYTEPS_KEY_HASH_FN's default), 64-bit."""
+    h = 5381
+    for ch in text.encode():
+        h = (h * 33 + ch) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def server_of(key: int, servers: int) -> int:
+    return djb2(str(key)) % servers if servers else 0
+
+
+def declared_order(names: tuple, n: int) -> list[int]:
+    """Each tensor's declared index: the study's optimizer declares "Gradient." + name for the names in
+    sorted order (byteps_distributed_optimizer.py); index order when the names are unknown."""
+    if len(names) != n:
+        return list(range(n))
+    order = sorted(range(n), key=lambda i: "Gradient." + names[i])
+    index = [0] * n
+    for d, i in enumerate(order):
+        index[i] = d
+    return index
+
+
+class _BytePSRun:
+    def __init__(self, c: ComputeModel, cluster: Cluster, part_bytes: int, fused: bool):
+        self.sim = sim = Sim()
+        self.c, self.cluster = c, cluster
+        st = cluster.stack
+        self.cost: BytePSCosts = st.byteps
+        self.g, self.n = cluster.workers_per_node, cluster.nodes
+        self.S = cluster.n_servers if self.n > 1 else 0
+        self.fused = fused
+        intra = cluster.intra
+        self.intra_rate, self.intra_hop = intra.bytes_per_s, intra.message_s
+        link = cluster.inter
+        self.link_lat = link.message_s
+        self.nccl = Fifo(sim, "nccl")                   # the root's NCCL stream
+        # the node's host path, each direction: GPU stores and NIC writes go up, GPU loads and NIC reads down
+        self.host_up = Fifo(sim, "host-up", self.cost.host_bytes_per_s)
+        self.host_down = Fifo(sim, "host-down", self.cost.host_bytes_per_s)
+        self.d2h, self.h2d = Fifo(sim, "d2h"), Fifo(sim, "h2d")
+        self.up = Fifo(sim, "nic-up", link.bytes_per_s)
+        self.down = Fifo(sim, "nic-down", link.bytes_per_s)
+        self.conn_up = [Fifo(sim, f"conn{s}-up", self.cost.stream_bytes_per_s) for s in range(self.S)]
+        self.conn_down = [Fifo(sim, f"conn{s}-down", self.cost.stream_bytes_per_s) for s in range(self.S)]
+        self.s_in = [Fifo(sim, f"server{s}-in", link.bytes_per_s) for s in range(self.S)]
+        self.s_out = [Fifo(sim, f"server{s}-out", link.bytes_per_s) for s in range(self.S)]
+        self.s_lock = [Fifo(sim, f"server{s}-recv") for s in range(self.S)]
+        self.s_sum = [Fifo(sim, f"server{s}-sum", self.cost.sum_bytes_per_s) for s in range(self.S)]
+        self.keys = self._keys(part_bytes)
+        self.marks: dict = {}
+
+    def _keys(self, part: int) -> list[tuple[list[int], int, int]]:
+        """(tensors, bytes, server) per partition, in push order within each tensor (BSP: the one fused
+        tensor of every gradient, declared after them)."""
+        c, n = self.c, len(self.c.numels)
+        declared = declared_order(getattr(c, "param_names", ()), n)
+        tensors = [(list(range(n)), c.total_grad_bytes, n)] if self.fused else \
+            [([i], c.grad_bytes[i], declared[i]) for i in range(n)]
+        out = []
+        for members, nbytes, index in tensors:
+            for p in range(max(1, -(-nbytes // part))):
+                size = min(part, nbytes - p * part)
+                out.append((members, size, server_of((index << PARTITION_SHIFT) + p, self.S)))
+        return out
+
+    def _nccl(self, nbytes: float) -> float:
+        """A reduce-scatter or all-gather of nbytes among the node's g GPUs (through host memory): done when
+        its ring is, and when the node's host path has carried its g - 1 hops of nbytes / g per GPU."""
+        g, now = self.g, self.sim.now
+        ring = self.nccl.reserve(self.cost.nccl_call_s + (g - 1) * self.intra_hop
+                                 + (g - 1) / g * nbytes / self.intra_rate)
+        return max(ring, self._host(up=(g - 1) * nbytes, down=(g - 1) * nbytes)) - now
+
+    def _host(self, up: float = 0.0, down: float = 0.0) -> float:
+        return max(self.host_up.reserve_bytes(up) if up else 0.0, self.host_down.reserve_bytes(down) if down else 0.0)
+
+    def partition(self, size: int, server: int):
+        sim, cost, g = self.sim, self.cost, self.g
+        yield self._nccl(size) + cost.signal_s                                      # REDUCE
+        if self.n > 1:
+            copied = max(self.d2h.reserve(size / g / cost.copy_bytes_per_s), self._host(up=size))
+            yield copied - sim.now + cost.signal_s                                   # COPYD2H
+            pushed = max(self.up.reserve_bytes(size), self.conn_up[server].reserve_bytes(size),
+                         self.s_in[server].reserve_bytes(self.n * size), self._host(down=size))
+            yield pushed - sim.now + self.link_lat + 2 * cost.message_s             # PUSH and its ack
+            recv = self.s_lock[server].reserve(self.n * cost.recv_s)
+            summed = self.s_sum[server].reserve_bytes(self.n * size, max(0.0, recv - sim.now))
+            yield summed - sim.now                                                   # n - 1 sums, 1 copy
+            pulled = max(self.s_out[server].reserve_bytes(self.n * size), self.down.reserve_bytes(size),
+                         self.conn_down[server].reserve_bytes(size), self._host(up=size))
+            yield pulled - sim.now + self.link_lat + 2 * cost.message_s              # PULL request, response
+            copied = max(self.h2d.reserve(size / g / cost.copy_bytes_per_s), self._host(down=size))
+            yield copied - sim.now + cost.signal_s                                   # COPYH2D
+        yield self._nccl(size) + cost.signal_s                                      # BROADCAST
+
+    def main(self):
+        c, sim, marks = self.c, self.sim, self.marks
+        from_ready = self._ready()
+        marks["start"] = sim.now
+        yield c.forward_s
+        t_bwd = sim.now
+        for at, size, server in from_ready:
+            sim.at(max(0.0, t_bwd + at - sim.now), self._start, size, server)
+        yield from_ready[-1][0] if from_ready else 0.0
+        marks["wait"] = sim.now
+        yield list(self.done_all)
+        marks["opt"] = sim.now
+        yield c.optimizer_s
+        marks["end"] = sim.now
+
+    def _start(self, size: int, server: int) -> None:
+        self.done_all.append(self.sim.process(self.partition(size, server)))
+
+    def _ready(self) -> list[tuple[float, int, int]]:
+        """(seconds after the start of backward when the partition is posted, bytes, server), in posting
+        order: a tensor's partitions once its hook has run (the fused tensor once the last gradient is
+        copied into it)."""
+        c = self.c
+        ready, end = hooked_ready(c, self.cluster.stack, [self.fused] * len(c.numels))
+        if self.fused:
+            return [(end, size, server) for _, size, server in self.keys]
+        return sorted(((ready[m[0]], size, server) for m, size, server in self.keys), key=lambda x: x[0])
+
+    def run(self) -> Outcome:
+        self.done_all: list = []
+        self.sim.process(self.main())
+        self.sim.run()
+        m, c = self.marks, self.c
+        return Outcome(m["end"] - m["start"], c.forward_s, m["wait"] - m["start"] - c.forward_s,
+                       m["opt"] - m["wait"], c.optimizer_s,
+                       {"partitions": len(self.keys), "servers": self.S, "engine": "byteps",
+                        "server_keys": [sum(1 for k in self.keys if k[2] == s) for s in range(self.S)]})
+
+
+def byteps(c: ComputeModel, cluster: Cluster, knobs: dict, fused: bool) -> Outcome:
+    """One iteration of a BytePS job on `cluster` (its stack's `byteps` costs): the fused tensor (BSP-PS)
+    or every tensor (WFBP-PS, and ByteScheduler-PS, whose server-side reordering of sums leaves the
+    workers' first-in first-out pipeline as it is), in partitions of knobs["partition_mb"]."""
+    part = int(knobs["partition_mb"] * MB)
+    return _BytePSRun(c, cluster, part, fused).run()

@@ -10,7 +10,7 @@ IEEE Network 2021).
 
 DIR gets predictions.parquet (both compute sources, all sizes, with the intervals), curves-<workload>.png
 (throughput) and efficiency-<workload>.png with bands, table-<N>gpus.md, findings.md, sensitivity.md and
-.parquet, inputs.md, and README.md tying them together. `--profiles` holds `profile-<workload>.parquet` from
+.parquet, inputs.md, and report.md tying them together. `--profiles` holds `profile-<workload>.parquet` from
 `ddlbench profile` (any batch: per-layer times are scaled so that one GPU runs the study's batch at its
 single-GPU throughput); without it, or for a workload without one, FLOP counts on the study-gpu roofline. Both
 compute sources are predicted; the figures and tables use the profile's.
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
         write_parquet_atomic(sens, a.out / "sensitivity.parquet")
         (a.out / "sensitivity.md").write_text(sensitivity_table(sens, top=len(sens)) + "\n")
     widths = interval_summary(prof)
-    (a.out / "README.md").write_text(_readme(prof, frames["flops"], found, widths, sens, sizes, a, wall, cpu))
+    (a.out / "report.md").write_text(_readme(prof, frames["flops"], found, widths, sens, sizes, a, wall, cpu))
     print(f"{len(df)} predictions ({len(prof)} per compute source, {a.samples} samples each) in {wall:.0f} s "
           f"({cpu:.0f} s CPU in this process); intervals: median width {widths['median']:.0%}, "
           f"90th percentile {widths['p90']:.0%}")

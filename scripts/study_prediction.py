@@ -81,7 +81,7 @@ def main(argv=None) -> int:
         save(curve_figure(prof, wl, METHODS, "efficiency"), a.out / f"efficiency-{wl}.png")
     sizes = sorted(prof["workers"].unique())
     for n in sizes:
-        (a.out / f"table-{n}gpus.md").write_text(size_table(prof, n, METHODS) + "\n")
+        (a.out / f"table-{n}gpus.md").write_text(size_table(prof, n, METHODS, list(STUDY_METHODS)) + "\n")
     found = findings(prof, list(STUDY_METHODS))
     (a.out / "findings.md").write_text("\n".join(f"- {f}" for f in found) + "\n")
     best = best_methods(prof, list(STUDY_METHODS))
@@ -142,9 +142,10 @@ def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu) -> str:
         "",
     ]
     for n in sizes:
-        lines += [f"### {n} GPUs", "", size_table(prof, n, METHODS), ""]
+        lines += [f"### {n} GPUs", "", size_table(prof, n, METHODS, list(STUDY_METHODS)), ""]
     if sens is not None:
-        lines += ["## Sensitivity: each input alone at either end of its range (top 15; all in `sensitivity.md`)",
+        lines += ["## Sensitivity: each input alone at either end of its range (the 15 that move most cells; all in "
+                  "`sensitivity.md`)",
                   "", sensitivity_table(sens), ""]
     lines += [
         "## Compute",

@@ -17,11 +17,14 @@ import torch
 
 from harness.backends import BACKENDS
 from harness.contracts.cell import CellSpec
+from harness.contracts.planning import MB
 from harness.contracts.recipes import recipe
 from harness.contracts.training import make_optimizer, set_precision
 from harness.experiment.cells import resolve
 from harness.launchers.local.launcher import launch_cell
 from harness.launchers.local.recipe import LocalRecipe
+from harness.predict.compute import ComputeModel
+from harness.sim.network import Cluster, get_link
 from workloads import WORKLOADS
 
 TESTS = Path(__file__).resolve().parent
@@ -218,3 +221,29 @@ def run_backend(tmp_path, monkeypatch, cell: CellSpec, steps: int) -> tuple[list
     d = tmp_path / cell.cell_id
     result = json.loads(Path(recipe(cell.backend, LocalRecipe).launch(cell, d, None)).read_text())
     return [torch.load(d / f"params.rank{r}.pt") for r in range(cell.workers)], result
+
+
+# --- predictor toys (tests/unit/predict/test_predict.py, tests/integration/processes/test_scheme_contract.py) ---
+
+def toy(sizes_mb, backward_ms, forward_ms=None, optimizer_ms=1.0, batch=32, workload="toy") -> ComputeModel:
+    """Tensors in parameter order (input side first); each layer owns one tensor; backward visits
+    them in reverse (output side ready first), tensor i taking backward_ms[i]."""
+    n = len(sizes_mb)
+    numels = tuple(int(s * MB / 4) for s in sizes_mb)
+    order = tuple(reversed(range(n)))
+    ready, t = [0.0] * n, 0.0
+    for i in order:
+        t += backward_ms[i] / 1000
+        ready[i] = t
+    fwd = forward_ms or [b / 2 for b in backward_ms]
+    return ComputeModel(workload, "seq", batch, 64, tuple(x * 4 for x in numels), numels, order, tuple(ready), t,
+                        tuple((i,) for i in range(n)), tuple(f / 1000 for f in fwd),
+                        tuple(optimizer_ms / 1000 * s / sum(sizes_mb) for s in sizes_mb), 1e9, "toy")
+
+
+BERTISH = toy([90.0] + [2.25, 2.25, 0.01, 0.01, 9.0, 0.01, 9.0, 0.01] * 12 + [2.25],
+              [5.0] + [1.0, 1.0, 0.1, 0.1, 3.0, 0.1, 3.0, 0.1] * 12 + [1.0])
+
+
+def cluster(nodes=2, g=4, inter="ib-100g", intra="pcie3-x16", **kw) -> Cluster:
+    return Cluster(nodes, g, get_link(inter), get_link(intra), **kw)

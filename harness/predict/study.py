@@ -97,7 +97,8 @@ def with_intervals(models: list, compute: str | None = None, samples: int = SAMP
 
 def sensitivity(models: list, compute: str | None = None, processes: int | None = None, **kw) -> pd.DataFrame:
     """Each uncertain input moved alone to either end of its range: the relative change of every cell's
-    predicted throughput; one row per (input, end) with its median and largest change and the cell moved most."""
+    predicted throughput; one row per (input, end) with how many cells it moves by more than 5%, its median
+    and largest change and the cell moved most; the inputs that move most cells first."""
     base = predict_curve(models, compute, None, **kw)
     corners = INPUTS.corners()
     draws = _map(_throughput, [(models, v, kw) for _, _, v in corners], processes)
@@ -112,4 +113,6 @@ def sensitivity(models: list, compute: str | None = None, processes: int | None 
                      "max_change": float(rel[k]), "cells_moved_5pct": int((np.abs(rel) > 0.05).sum()),
                      "cells": len(rel),
                      "most_moved": f"{cell['workload']} {cell['scheme']} {cell['network']} {int(cell['workers'])} GPUs"})
-    return pd.DataFrame(rows).sort_values(["median_change", "cells_moved_5pct"], ascending=False, ignore_index=True)
+    out = pd.DataFrame(rows)
+    out["_reach"] = out["max_change"].abs()
+    return out.sort_values(["cells_moved_5pct", "_reach"], ascending=False, ignore_index=True).drop(columns="_reach")

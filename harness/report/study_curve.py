@@ -62,15 +62,16 @@ def curve_figure(df: pd.DataFrame, workload: str, methods: list[str], metric: st
     return fig
 
 
-def size_table(df: pd.DataFrame, workers: int, methods: list[str]) -> str:
-    """Rows (workload, network) at one size; per method `value [low-high]` samples/s; the best method bold."""
+def size_table(df: pd.DataFrame, workers: int, methods: list[str], among: list[str] | None = None) -> str:
+    """Rows (workload, network) at one size; per method `value [low-high]` samples/s; the best of `among`
+    (default: all the methods) bold."""
     sub = df[df["workers"] == workers]
     head = "| workload | network | " + " | ".join(methods) + " |"
     lines = [head, "|---|---|" + "---:|" * len(methods)]
     for wl in dict.fromkeys(sub["workload"]):
         for net in _ordered(sub[sub["workload"] == wl]["network"], NETWORK_ORDER):
             s = sub[(sub["workload"] == wl) & (sub["network"] == net)].set_index("scheme")
-            best = s.loc[[m for m in methods if m in s.index], "throughput_median"].idxmax()
+            best = s.loc[[m for m in (among or methods) if m in s.index], "throughput_median"].idxmax()
             cells = []
             for m in methods:
                 if m not in s.index:

@@ -13,7 +13,7 @@ import os
 import sys
 
 import pytest
-from helpers import ROOT, TESTS
+from helpers import BERTISH, ROOT, TESTS, cluster
 
 from harness.contracts.cell import CellSpec
 from harness.core.errors import UserError
@@ -95,8 +95,6 @@ def test_a_toy_scheme_is_one_file_and_trains_losslessly_and_predicts(toy, tmp_pa
         reference,
         run_and_load,
     )
-    from test_predict import BERTISH, cluster
-
     wl = "bert-base-tiny"
     params = run_and_load(tmp_path, monkeypatch, CellSpec(workload=wl, scheme="toy", workers=2,
                                                            knobs={"reverse": 1}, **SMALL[wl]))

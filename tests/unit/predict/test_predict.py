@@ -12,12 +12,11 @@ import time
 
 import pandas as pd
 import pytest
-from helpers import ROOT
+from helpers import BERTISH, ROOT, cluster, toy
 
 from harness.contracts.planning import MB, merge_plan
 from harness.core.schema import SUMMARY_COLUMNS
 from harness.predict.commbench_fit import fit_commbench, link_from_allreduce
-from harness.predict.compute import ComputeModel
 from harness.predict.predictor import (
     STUDY_METHODS,
     Network,
@@ -32,30 +31,6 @@ from harness.sim.bucketed import ddp_buckets
 from harness.sim.network import AlphaBeta, Cluster, Link, get_link
 
 A2A = ["bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "ddp", "horovod"]
-
-
-def toy(sizes_mb, backward_ms, forward_ms=None, optimizer_ms=1.0, batch=32, workload="toy") -> ComputeModel:
-    """Tensors in parameter order (input side first); each layer owns one tensor; backward visits
-    them in reverse (output side ready first), tensor i taking backward_ms[i]."""
-    n = len(sizes_mb)
-    numels = tuple(int(s * MB / 4) for s in sizes_mb)
-    order = tuple(reversed(range(n)))
-    ready, t = [0.0] * n, 0.0
-    for i in order:
-        t += backward_ms[i] / 1000
-        ready[i] = t
-    fwd = forward_ms or [b / 2 for b in backward_ms]
-    return ComputeModel(workload, "seq", batch, 64, tuple(x * 4 for x in numels), numels, order, tuple(ready), t,
-                        tuple((i,) for i in range(n)), tuple(f / 1000 for f in fwd),
-                        tuple(optimizer_ms / 1000 * s / sum(sizes_mb) for s in sizes_mb), 1e9, "toy")
-
-
-BERTISH = toy([90.0] + [2.25, 2.25, 0.01, 0.01, 9.0, 0.01, 9.0, 0.01] * 12 + [2.25],
-              [5.0] + [1.0, 1.0, 0.1, 0.1, 3.0, 0.1, 3.0, 0.1] * 12 + [1.0])
-
-
-def cluster(nodes=2, g=4, inter="ib-100g", intra="pcie3-x16", **kw) -> Cluster:
-    return Cluster(nodes, g, get_link(inter), get_link(intra), **kw)
 
 
 # --- network ---------------------------------------------------------------------------------------------

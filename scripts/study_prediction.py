@@ -29,7 +29,7 @@ from rich.progress import Progress
 from harness.core.atomic import write_parquet_atomic
 from harness.predict.predictor import STUDY_METHODS
 from harness.predict.study import EXTRA, SAMPLES, WORKLOADS, compute_models, sensitivity, with_intervals
-from harness.predict.study_cluster import FAMILIES, GPUS_PER_NODE, NODE_COUNTS
+from harness.predict.study_cluster import FAMILIES, GPUS_PER_NODE
 from harness.predict.study_inputs import INPUTS
 from harness.report.prediction import save
 from harness.report.study_curve import (
@@ -113,7 +113,7 @@ def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu) -> str:
         "source). `ddlbench predict --network study-ib-100g --intervals 32` runs the same model.",
         "",
         f"The cluster: {', '.join(str(n // GPUS_PER_NODE) for n in sizes)} nodes of {GPUS_PER_NODE} GeForce "
-        f"RTX 2080 Ti ({', '.join(map(str, sizes))} GPUs; sizes {NODE_COUNTS} nodes), networks "
+        f"RTX 2080 Ti ({', '.join(map(str, sizes))} GPUs), networks "
         f"{', '.join(FAMILIES)}; one dedicated parameter-server host per worker node (none at 4 GPUs: BytePS runs "
         "a one-node job without servers). Methods as the study ran them: BSP-A2A, WFBP-A2A and MG-WFBP on "
         "Horovod 0.19 with fusion, response cache and cycle time off (the study's own optimizer fuses), "
@@ -159,10 +159,10 @@ def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu) -> str:
         "## Not modelled (read the predictions with these in mind)",
         "",
         "- Interference between a collective and the backward kernels on the same GPU (NCCL's SHM transport "
-        "moves data with the GPU's own SMs); ByteScheduler's Python poller thread, which spins over its queue "
-        "of Horovod handles while they are in flight and so competes for the GIL with the autograd thread that "
-        "runs the gradient hooks. Both would slow the overlapping methods most on one node, where all of a "
-        "model's communication rides the host path.",
+        "moves data with the GPU's own SMs), which would slow the overlapping methods most on one node, where "
+        "all of a model's communication rides the host path. ByteScheduler's Python poller is modelled where it "
+        "stops the next forward (it holds the GIL while Horovod handles are in flight); its GIL waits for the "
+        "gradient hooks during backward are not.",
         "- The servers' summation order under ByteScheduler-PS (`BYTEPS_SERVER_ENABLE_SCHEDULE=1`).",
         "- NCCL's protocol choice (LL/LL128/Simple) beyond a ring for large and a tree for small messages.",
         "",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU module on one GPU, within one lease of the GPU machine (README, "GPUs"): two parts, each under
-# 5 minutes on an H100/H200, about 7 in all.
+# 5 minutes on an H100/H200, about 6 in all on an H200 (reports/gpu/2026-11-26-h200-after: 67 s + about 280 s).
 #
 #   bash scripts/gpu_report.sh OUT               # both parts
 #   bash scripts/gpu_report.sh OUT correctness   # part 1: doctor, then the correctness checks in parallel

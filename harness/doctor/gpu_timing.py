@@ -19,7 +19,9 @@ processes; CPU affinity, quota, threads, load): OUT/host.json.
 
 Writes OUT/throughput.csv (per workload and dtype: harness cell, bare before/after, ratio, MFU, launch-bound,
 verdict), OUT/variants.csv (every timed loop), OUT/kernels.csv. Exit status 1 when a ratio lies outside
-[RATIO_LOW, RATIO_HIGH] or a profile misses its bare loop by more than PROFILE_TOLERANCE (--no-bounds: never).
+[RATIO_LOW, RATIO_HIGH] against a steady reference or a profile misses its bare loop by more than
+PROFILE_TOLERANCE (--no-bounds: never). A ratio against a reference that moved more than REFERENCE_SPREAD
+between its rounds is `undecided`, printed as NOT DECIDED with the spread.
 """
 
 from __future__ import annotations
@@ -51,6 +53,13 @@ PROFILED = ("resnet50", "bert-base", "bert-large")
 RATIO_LOW, RATIO_HIGH = 0.995, 1.03
 """harness / bare: the harness may cost at most 0.5%, and may never be faster than a bare loop by more than
 the two bare runs' own spread allows (a harness faster than its reference measures something else)."""
+REFERENCE_SPREAD = 0.02
+"""The bare loop's rounds before and after the harness may differ by at most this share for a ratio to be
+decided. Where the host's dispatch speed sets the pace (a launch-bound or nearly launch-bound cell), it drifts:
+15-28% between the two rounds on the H200 of reports/gpu/2026-11-26-h200-after, every variant with it (the
+bare loop, one thread, a sync per iteration, the harness's loop in this process). Against a reference that
+moves that much a bound of 0.5% decides nothing: the cell's verdict is `undecided`, printed with the spread,
+never counted as a pass."""
 PROFILE_TOLERANCE = 0.15
 """A profiled iteration (events in every hook) against the bare loop's."""
 EXTRA_SHARE = 2 / 3
@@ -194,15 +203,25 @@ def verdicts(variants: pd.DataFrame, cells: pd.DataFrame, bounds: bool) -> pd.Da
         after = float(b[b["round"] == "B"]["per_s"].iloc[0])
         cell = cells[(cells["workload"] == wl) & (cells["dtype"] == dtype)].iloc[0]
         ratio = cell["throughput_median"] / statistics.mean([before, after])
-        ok = (RATIO_LOW <= ratio <= RATIO_HIGH) if bounds else True
+        spread = abs(before - after) / max(before, after)
+        verdict = judge(ratio, spread) if bounds else "recorded"
         rows.append({"workload": wl, "dtype": dtype, "batch": int(cell["batch_per_worker"]),
                      "seq_len": cell["seq_len"], "gpu": cell.get("gpu_models", ""),
                      "harness_per_s": cell["throughput_median"], "bare_before_per_s": before,
-                     "bare_after_per_s": after, "bare_spread": abs(before - after) / max(before, after),
+                     "bare_after_per_s": after, "bare_spread": spread,
                      "ratio": ratio, "mfu": cell.get("mfu"), "launch_bound": cell.get("launch_bound"),
                      "host_issue_s": cell.get("host_issue_s"), "device_lag_s": cell.get("device_lag_s"),
-                     "iter_s_median": cell["iter_s_median"], "ok": ok})
+                     "iter_s_median": cell["iter_s_median"], "verdict": verdict,
+                     "ok": verdict in ("ok", "recorded")})
     return pd.DataFrame(rows)
+
+
+def judge(ratio: float, spread: float) -> str:
+    """`ok` (harness / bare within [RATIO_LOW, RATIO_HIGH]), `FAILED` (outside, against a steady reference) or
+    `undecided` (the reference itself moved more than REFERENCE_SPREAD between its two rounds)."""
+    if spread > REFERENCE_SPREAD:
+        return "undecided"
+    return "ok" if RATIO_LOW <= ratio <= RATIO_HIGH else "FAILED"
 
 
 class Parts:
@@ -268,11 +287,17 @@ def main(argv=None) -> int:
     _, table, prof = measure_all(a, a.out, parts)
     parts.write(a.out)
     print(table[["workload", "dtype", "harness_per_s", "bare_before_per_s", "bare_after_per_s", "ratio", "mfu",
-                 "launch_bound", "ok"]].to_string(index=False))
+                 "launch_bound", "bare_spread", "verdict"]].to_string(index=False))
     for name, s in parts.seconds.items():
         print(f"[gpu_timing] {name}: {s:.0f} s")
+    for r in table.itertuples():
+        if r.verdict == "undecided":
+            print(f"[gpu_timing] NOT DECIDED {r.workload} {r.dtype}: harness/bare {r.ratio:.3f}, but the bare loop "
+                  f"moved {r.bare_spread:.1%} between its rounds (more than {REFERENCE_SPREAD:.0%}): the host's pace "
+                  f"drifts here; {'launch-bound' if r.launch_bound else 'host issue close to the device time'}",
+                  file=sys.stderr)
     bad = [f"{r.workload} {r.dtype}: harness/bare {r.ratio:.3f} outside [{RATIO_LOW}, {RATIO_HIGH}]"
-           for r in table.itertuples() if not r.ok]
+           for r in table.itertuples() if r.verdict == "FAILED"]
     bad += [f"{p['workload']}: profile {p['profiled_iter_s']:.4f} s vs bare {p['bare_iter_s']:.4f} s"
             for p in prof if not p["ok"] and not a.no_bounds]
     for line in bad:

@@ -207,12 +207,14 @@ def test_fp32_means_fp32_by_behaviour():
 @pytest.mark.timing
 def test_harness_against_bare_loops_and_the_gpu_profiles(tmp_path):
     """harness/doctor/gpu_timing.py on the study's workloads, fp32 and bf16 (its module docstring): every
-    harness / bare ratio within [0.995, 1.03], every profile within 15% of its bare loop, the study's table
-    predicted from the GPU profiles."""
+    harness / bare ratio against a steady reference within [0.995, 1.03] (a reference that moved more than 2%
+    between its rounds leaves its cell `undecided`, printed, never a pass), every profile within 15% of its
+    bare loop, the study's table predicted from the GPU profiles."""
     need_gpus(1)
     out = (report_dir() or tmp_path) / "timing"
     code = gpu_timing.main([str(out)])
     table = pd.read_csv(out / "throughput.csv")
     assert len(table) == 8 and table["launch_bound"].notna().all() and table["mfu"].notna().all()
     assert (pd.read_parquet(out / "prediction" / "predictions.parquet")["workers"] > 0).all()
-    assert code == 0, table[["workload", "dtype", "ratio"]].to_string(index=False)
+    assert (table["verdict"] == "ok").any(), "no cell decided: every reference drifted"
+    assert code == 0, table[["workload", "dtype", "ratio", "bare_spread", "verdict"]].to_string(index=False)

@@ -28,6 +28,7 @@ def test_gpu_timing_runs_its_rounds_and_writes_the_verdicts(tmp_path):
     assert row["harness_per_s"] > 0 and row["ratio"] == pytest.approx(
         row["harness_per_s"] / ((row["bare_before_per_s"] + row["bare_after_per_s"]) / 2))
     assert pd.isna(row["launch_bound"]) and pd.isna(row["mfu"]), "no launch-bound mark or MFU on a CPU"
+    assert row["verdict"] == "recorded" and row["ok"], "--no-bounds records, never judges"
     assert pd.read_csv(tmp_path / "kernels.csv")["cpu_ops_per_iter"].iloc[0] > 0
     assert (tmp_path / "profiles" / "profile-bert-base-tiny.parquet").exists()
     assert "parts_s" in (tmp_path / "host.json").read_text()

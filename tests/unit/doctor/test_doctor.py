@@ -152,3 +152,34 @@ def test_doctor_quick_runs_a_smoke_cell_per_usable_backend(tmp_path):
     usable = {b["name"] for b in doc["facts"]["backends"] if b["available"]}
     require({"horovod", "deepspeed"} <= usable, f"horovod and deepspeed are not both usable here (usable: "
                                                 f"{', '.join(sorted(usable))}); run scripts/install_frameworks.sh")
+
+
+# --- the GPU timing check's verdict (harness/doctor/gpu_timing.py) ---------------------------------------------
+@pytest.mark.parametrize("ratio, spread, verdict", [
+    (1.000, 0.000, "ok"),          # resnet50 fp32 on the H200: harness = bare, the bare loop steady
+    (0.990, 0.004, "FAILED"),      # the harness costs 1% against a steady reference
+    (1.050, 0.010, "FAILED"),      # faster than its reference: measures something else
+    (0.901, 0.281, "undecided"),   # bert-base bf16 on the H200: the bare loop itself moved 28% between rounds
+    (1.000, 0.021, "undecided"),   # even a perfect ratio decides nothing against a drifting reference
+])
+def test_a_ratio_is_judged_only_against_a_steady_reference(ratio, spread, verdict):
+    from harness.doctor.gpu_timing import judge
+    assert judge(ratio, spread) == verdict
+
+
+def test_verdicts_fail_only_decided_cells():
+    import pandas as pd
+
+    from harness.doctor.gpu_timing import verdicts
+    variants = pd.DataFrame([
+        {"round": r, "workload": wl, "dtype": "bf16", "variant": "bare", "per_s": v}
+        for wl, a, b in (("steady", 100.0, 100.2), ("drifting", 2832.0, 2037.0)) for r, v in (("A", a), ("B", b))])
+    cells = pd.DataFrame([
+        {"workload": "steady", "dtype": "bf16", "throughput_median": 95.0, "batch_per_worker": 8, "seq_len": 64,
+         "iter_s_median": 0.08},
+        {"workload": "drifting", "dtype": "bf16", "throughput_median": 2193.0, "batch_per_worker": 64,
+         "seq_len": 64, "iter_s_median": 0.03}])
+    table = verdicts(variants, cells, bounds=True).set_index("workload")
+    assert table.loc["steady", "verdict"] == "FAILED" and not table.loc["steady", "ok"]
+    assert table.loc["drifting", "verdict"] == "undecided" and not table.loc["drifting", "ok"]
+    assert table.loc["drifting", "bare_spread"] == pytest.approx(1 - 2037 / 2832)

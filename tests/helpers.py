@@ -23,7 +23,7 @@ from harness.contracts.training import make_optimizer, set_precision
 from harness.experiment.cells import resolve
 from harness.launchers.local.launcher import launch_cell
 from harness.launchers.local.recipe import LocalRecipe
-from harness.predict.compute import ComputeModel
+from harness.sim.model import ComputeModel
 from harness.sim.network import Cluster, get_link
 from workloads import WORKLOADS
 

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from harness.core.errors import UserError
-from harness.predict.compute import ComputeModel
-from harness.sim.model import Model, NoModel, Outcome
-from harness.sim.network import Cluster, Link
 from harness.core.schema import SCHEMA_VERSION, SUMMARY_COLUMNS
 from harness.schemes import SCHEMES, SchemeEntry
+from harness.sim.model import ComputeModel, Model, NoModel, Outcome
+from harness.sim.network import Cluster, Link
 
 STUDY_METHODS = ("bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps")
 

@@ -22,7 +22,7 @@ from harness.sim.model import ELEM_BYTES, Outcome
 from harness.sim.ps import ParameterServers, ps_parts
 
 if TYPE_CHECKING:  # annotations only: the compute model's module reads profile tables (pandas)
-    from harness.predict.compute import ComputeModel
+    from harness.sim.model import ComputeModel
     from harness.sim.network import Cluster
 
 

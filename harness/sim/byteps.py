@@ -26,8 +26,8 @@ from harness.sim.des import Fifo, Sim
 from harness.sim.model import Outcome
 
 if TYPE_CHECKING:  # annotations only
-    from harness.predict.compute import ComputeModel
     from harness.sim.costs import BytePSCosts
+    from harness.sim.model import ComputeModel
     from harness.sim.network import Cluster
 
 PARTITION_SHIFT = 16

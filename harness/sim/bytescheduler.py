@@ -36,7 +36,7 @@ from harness.sim.model import ELEM_BYTES, Outcome
 from harness.sim.ps import ParameterServers, ps_parts
 
 if TYPE_CHECKING:  # annotations only
-    from harness.predict.compute import ComputeModel
+    from harness.sim.model import ComputeModel
     from harness.sim.network import Cluster
 
 

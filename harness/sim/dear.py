@@ -27,7 +27,7 @@ from harness.sim.des import Event, Sim
 from harness.sim.model import Outcome
 
 if TYPE_CHECKING:  # annotations only
-    from harness.predict.compute import ComputeModel
+    from harness.sim.model import ComputeModel
     from harness.sim.network import Cluster
 
 

@@ -11,6 +11,8 @@ Order (each model built once, in this process):
             harness's own loop (harness/measure/loop.py) called in this process;
   harness   the harness's `local` cells, one warm `ddlbench sweep` in a child process (OUT/sweep/);
   round B   round A again, variants in reverse order;
+  pairs     for each case whose bare loop moved more than REFERENCE_SPREAD between A and B: the harness's loop
+            in-process alternated with the bare loop in short pairs (harness/doctor/paired.py);
   kernels   torch.profiler over one bare iteration per case: kernels and copies per iteration;
   profiles  `ddlbench profile` of resnet50, bert-base, bert-large (fp32) against the bare loop (15%), then the
             study's table predicted from them (OUT/profiles/, OUT/prediction/).
@@ -21,7 +23,8 @@ Writes OUT/throughput.csv (per workload and dtype: harness cell, bare before/aft
 verdict), OUT/variants.csv (every timed loop), OUT/kernels.csv. Exit status 1 when a ratio lies outside
 [RATIO_LOW, RATIO_HIGH] against a steady reference or a profile misses its bare loop by more than
 PROFILE_TOLERANCE (--no-bounds: never). A ratio against a reference that moved more than REFERENCE_SPREAD
-between its rounds is `undecided`, printed as NOT DECIDED with the spread.
+between its rounds is decided on its paired timings (OUT/pairs.csv) instead, or `undecided` when those scatter
+too, printed as NOT DECIDED with the spread.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import torch
 from harness.contracts.training import make_optimizer
 from harness.doctor.bare_loop import Bare
 from harness.doctor.host_state import Parts
+from harness.doctor.paired import decide, paired, spreads, summarise
 from harness.measure.loop import run_loop
 from harness.predict.profiler import run_profile
 from harness.schemes import SCHEMES, SchemeContext
@@ -166,7 +170,10 @@ def profiles(out: Path, device: str, bare_iter: dict) -> list[dict]:
     return rows
 
 
-def verdicts(variants: pd.DataFrame, cells: pd.DataFrame, bounds: bool) -> pd.DataFrame:
+def verdicts(variants: pd.DataFrame, cells: pd.DataFrame, bounds: bool,
+             pairs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (workload, dtype): the cell against the bare rounds, decided there when the bare loop held
+    still, else on the paired in-process timings where there are some (`decided_by`)."""
     rows = []
     bare = variants[variants["variant"] == "bare"]
     for (wl, dtype), b in bare.groupby(["workload", "dtype"], sort=False):
@@ -175,14 +182,24 @@ def verdicts(variants: pd.DataFrame, cells: pd.DataFrame, bounds: bool) -> pd.Da
         cell = cells[(cells["workload"] == wl) & (cells["dtype"] == dtype)].iloc[0]
         ratio = cell["throughput_median"] / statistics.mean([before, after])
         spread = abs(before - after) / max(before, after)
-        verdict = judge(ratio, spread) if bounds else "recorded"
+        verdict, decided_by, p_ratio, p_disp = judge(ratio, spread), "cell", float("nan"), float("nan")
+        mine = pairs[(pairs["workload"] == wl) & (pairs["dtype"] == dtype)] if pairs is not None else ()
+        if len(mine):
+            p_ratio, p_disp = summarise(mine["ratio"].tolist())
+            if verdict == "undecided":
+                verdict, decided_by = decide(p_ratio, p_disp, RATIO_LOW, RATIO_HIGH), "paired in-process"
+        if verdict == "undecided":
+            decided_by = ""
+        if not bounds:
+            verdict = "recorded"
         rows.append({"workload": wl, "dtype": dtype, "batch": int(cell["batch_per_worker"]),
                      "seq_len": cell["seq_len"], "gpu": cell.get("gpu_models", ""),
                      "harness_per_s": cell["throughput_median"], "bare_before_per_s": before,
                      "bare_after_per_s": after, "bare_spread": spread,
                      "ratio": ratio, "mfu": cell.get("mfu"), "launch_bound": cell.get("launch_bound"),
                      "host_issue_s": cell.get("host_issue_s"), "device_lag_s": cell.get("device_lag_s"),
-                     "iter_s_median": cell["iter_s_median"], "verdict": verdict,
+                     "iter_s_median": cell["iter_s_median"], "paired_ratio": p_ratio,
+                     "paired_dispersion": p_disp, "verdict": verdict, "decided_by": decided_by,
                      "ok": verdict in ("ok", "recorded")})
     return pd.DataFrame(rows)
 
@@ -205,8 +222,11 @@ def measure_all(a, out: Path, parts: Parts) -> tuple[pd.DataFrame, pd.DataFrame,
     rows += parts.run("round B", one_round, "B", models, harness, cases, a.warmup, a.iters, True, state=True)
     variants = pd.DataFrame(rows)
     variants.to_csv(out / "variants.csv", index=False)
+    drifting = [c for c, sp in spreads(variants).items() if a.paired == "all" or sp > REFERENCE_SPREAD]
+    pairs = parts.run("pairs", paired, models, harness, drifting, min(a.warmup, 2), max(3, a.iters // 3))
+    pairs.to_csv(out / "pairs.csv", index=False)
     parts.run("kernels", lambda: pd.DataFrame(kernels(models, cases)).to_csv(out / "kernels.csv", index=False))
-    table = verdicts(variants, cells, not a.no_bounds)
+    table = verdicts(variants, cells, not a.no_bounds, pairs)
     table.to_csv(out / "throughput.csv", index=False)
     prof = []
     if not a.no_profiles:
@@ -230,22 +250,24 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--no-bounds", action="store_true", help="record, never fail (a CPU run of the logic)")
     ap.add_argument("--no-profiles", action="store_true", help="skip the profile check")
+    ap.add_argument("--paired", choices=("drifting", "all"), default="drifting",
+                    help="which cases get the paired in-process timings (harness/doctor/paired.py)")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     parts = Parts()
     _, table, prof = measure_all(a, a.out, parts)
     parts.write(a.out)
     print(table[["workload", "dtype", "harness_per_s", "bare_before_per_s", "bare_after_per_s", "ratio", "mfu",
-                 "launch_bound", "bare_spread", "verdict"]].to_string(index=False))
+                 "launch_bound", "bare_spread", "paired_ratio", "verdict"]].to_string(index=False))
     for name, s in parts.seconds.items():
         print(f"[gpu_timing] {name}: {s:.0f} s")
     for r in table.itertuples():
         if r.verdict == "undecided":
             print(f"[gpu_timing] NOT DECIDED {r.workload} {r.dtype}: harness/bare {r.ratio:.3f}, but the bare loop "
-                  f"moved {r.bare_spread:.1%} between its rounds (more than {REFERENCE_SPREAD:.0%}): the host's pace "
-                  f"drifts here; {'launch-bound' if r.launch_bound else 'host issue close to the device time'}",
-                  file=sys.stderr)
-    bad = [f"{r.workload} {r.dtype}: harness/bare {r.ratio:.3f} outside [{RATIO_LOW}, {RATIO_HIGH}]"
+                  f"moved {r.bare_spread:.1%} between its rounds (more than {REFERENCE_SPREAD:.0%}) and its paired "
+                  f"timings scatter {r.paired_dispersion:.1%}: the host's pace drifts here", file=sys.stderr)
+    bad = [f"{r.workload} {r.dtype}: harness/bare {r.paired_ratio if r.decided_by != 'cell' else r.ratio:.3f} "
+           f"({r.decided_by}) outside [{RATIO_LOW}, {RATIO_HIGH}]"
            for r in table.itertuples() if r.verdict == "FAILED"]
     bad += [f"{p['workload']}: profile {p['profiled_iter_s']:.4f} s vs bare {p['bare_iter_s']:.4f} s"
             for p in prof if not p["ok"] and not a.no_bounds]

@@ -207,9 +207,10 @@ def test_fp32_means_fp32_by_behaviour():
 @pytest.mark.timing
 def test_harness_against_bare_loops_and_the_gpu_profiles(tmp_path):
     """harness/doctor/gpu_timing.py on the study's workloads, fp32 and bf16 (its module docstring): every
-    harness / bare ratio against a steady reference within [0.995, 1.03] (a reference that moved more than 2%
-    between its rounds leaves its cell `undecided`, printed, never a pass), every profile within 15% of its
-    bare loop, the study's table predicted from the GPU profiles."""
+    harness / bare ratio against a steady reference within [0.995, 1.03] (where the reference moved more than
+    2% between its rounds, the harness's loop paired with the bare loop in-process decides; where those pairs
+    scatter too the cell is `undecided`, printed, never a pass), every profile within 15% of its bare loop,
+    the study's table predicted from the GPU profiles."""
     need_gpus(1)
     out = (report_dir() or tmp_path) / "timing"
     code = gpu_timing.main([str(out)])

@@ -8,14 +8,14 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from harness.doctor import gpu_timing
+from harness.doctor import gpu_timing, paired
 
 pytestmark = pytest.mark.slow
 
 
 def test_gpu_timing_runs_its_rounds_and_writes_the_verdicts(tmp_path):
     code = gpu_timing.main([str(tmp_path), "--device", "cpu", "--workloads", "bert-base-tiny", "--dtypes", "fp32",
-                            "--warmup", "1", "--iters", "3", "--no-bounds"])
+                            "--warmup", "1", "--iters", "3", "--no-bounds", "--paired", "all"])
     assert code == 0
     variants = pd.read_csv(tmp_path / "variants.csv")
     assert list(variants["round"].unique()) == ["A", "B"]
@@ -29,6 +29,9 @@ def test_gpu_timing_runs_its_rounds_and_writes_the_verdicts(tmp_path):
         row["harness_per_s"] / ((row["bare_before_per_s"] + row["bare_after_per_s"]) / 2))
     assert pd.isna(row["launch_bound"]) and pd.isna(row["mfu"]), "no launch-bound mark or MFU on a CPU"
     assert row["verdict"] == "recorded" and row["ok"], "--no-bounds records, never judges"
+    pairs = pd.read_csv(tmp_path / "pairs.csv")
+    assert pairs["first"].tolist() == ["bare", "harness"] * (paired.PAIRS // 2), "pairs alternate their order"
+    assert (pairs["ratio"] > 0).all() and row["paired_ratio"] == pytest.approx(pairs["ratio"].median())
     assert pd.read_csv(tmp_path / "kernels.csv")["cpu_ops_per_iter"].iloc[0] > 0
     assert (tmp_path / "profiles" / "profile-bert-base-tiny.parquet").exists()
     assert "parts_s" in (tmp_path / "host.json").read_text()

@@ -183,3 +183,47 @@ def test_verdicts_fail_only_decided_cells():
     assert table.loc["steady", "verdict"] == "FAILED" and not table.loc["steady", "ok"]
     assert table.loc["drifting", "verdict"] == "undecided" and not table.loc["drifting", "ok"]
     assert table.loc["drifting", "bare_spread"] == pytest.approx(1 - 2037 / 2832)
+
+
+class _DriftingLoop:
+    """A fake loop whose speed falls 5% per timing, shared by both sides (the host's pace drifting)."""
+
+    def __init__(self, pace: list, cost: float):
+        self.pace, self.cost = pace, cost
+
+    def time(self, warmup, iters):
+        self.pace[0] *= 0.95
+        return {"throughput": self.pace[0] * self.cost}
+
+
+def test_pairs_alternate_and_their_median_cancels_a_drift_the_rounds_cannot():
+    from harness.doctor.paired import PAIRS, decide, pair_rounds, summarise
+    pace = [100.0]
+    rows = pair_rounds(_DriftingLoop(pace, 1.0), _DriftingLoop(pace, 0.998), warmup=1, iters=3)
+    assert [r["first"] for r in rows] == ["bare", "harness"] * (PAIRS // 2), "the order flips every pair"
+    ratio, dispersion = summarise([r["ratio"] for r in rows])
+    # the pace fell by 1 - 0.95**12 = 46% over the pairs; each pair's ratio is off by +-5%, their median by
+    # much less, and flipping the order puts the errors on both sides
+    assert ratio == pytest.approx(0.998, abs=0.03) and dispersion > 0.02
+    assert decide(ratio, dispersion, 0.995, 1.03) == "undecided", "a drift faster than a pair decides nothing"
+    assert summarise([0.999, 1.000, 1.001, 1.000, 0.998, 1.002])[1] < 0.02
+    assert decide(1.000, 0.004, 0.995, 1.03) == "ok" and decide(0.98, 0.004, 0.995, 1.03) == "FAILED"
+
+
+def test_a_drifting_cell_is_decided_on_its_pairs():
+    import pandas as pd
+
+    from harness.doctor.gpu_timing import verdicts
+    variants = pd.DataFrame([{"round": r, "workload": "w", "dtype": "bf16", "variant": "bare", "per_s": v}
+                             for r, v in (("A", 2832.0), ("B", 2037.0))])
+    cells = pd.DataFrame([{"workload": "w", "dtype": "bf16", "throughput_median": 2193.0, "batch_per_worker": 64,
+                           "seq_len": 64, "iter_s_median": 0.03}])
+    steady = pd.DataFrame([{"workload": "w", "dtype": "bf16", "pair": i, "first": "bare", "bare_per_s": 1.0,
+                            "harness_per_s": r, "ratio": r} for i, r in enumerate([0.999, 1.001, 1.0, 1.002])])
+    row = verdicts(variants, cells, True, steady).iloc[0]
+    assert (row["verdict"], row["decided_by"]) == ("ok", "paired in-process")
+    assert row["paired_ratio"] == pytest.approx(1.0005)
+    slow = steady.assign(ratio=[0.97, 0.975, 0.972, 0.971])
+    row = verdicts(variants, cells, True, slow).iloc[0]
+    assert (row["verdict"], row["decided_by"]) == ("FAILED", "paired in-process")
+    assert verdicts(variants, cells, False, slow).iloc[0]["verdict"] == "recorded"

@@ -60,8 +60,8 @@ REFERENCE_SPREAD = 0.02
 decided. Where the host's dispatch speed sets the pace (a launch-bound or nearly launch-bound cell), it drifts:
 15-28% between the two rounds on the H200 of reports/gpu/2026-11-26-h200-after, every variant with it (the
 bare loop, one thread, a sync per iteration, the harness's loop in this process). Against a reference that
-moves that much a bound of 0.5% decides nothing: the cell's verdict is `undecided`, printed with the spread,
-never counted as a pass."""
+moves that much a bound of 0.5% decides nothing: such a cell is decided on paired in-process timings instead
+(harness/doctor/paired.py), and is `undecided` (printed with the spread, never a pass) when those scatter too."""
 PROFILE_TOLERANCE = 0.15
 """A profiled iteration (events in every hook) against the bare loop's."""
 EXTRA_SHARE = 2 / 3

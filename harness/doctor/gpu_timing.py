@@ -42,7 +42,7 @@ import torch
 from harness.contracts.training import make_optimizer
 from harness.doctor.bare_loop import Bare
 from harness.doctor.host_state import Parts
-from harness.doctor.paired import decide, paired, spreads, summarise
+from harness.doctor.paired import bare_rounds, decide, paired, spread, spreads, summarise
 from harness.measure.loop import run_loop
 from harness.predict.profiler import run_profile
 from harness.schemes import SCHEMES, SchemeContext
@@ -175,14 +175,11 @@ def verdicts(variants: pd.DataFrame, cells: pd.DataFrame, bounds: bool,
     """One row per (workload, dtype): the cell against the bare rounds, decided there when the bare loop held
     still, else on the paired in-process timings where there are some (`decided_by`)."""
     rows = []
-    bare = variants[variants["variant"] == "bare"]
-    for (wl, dtype), b in bare.groupby(["workload", "dtype"], sort=False):
-        before = float(b[b["round"] == "A"]["per_s"].iloc[0])
-        after = float(b[b["round"] == "B"]["per_s"].iloc[0])
+    for (wl, dtype), (before, after) in bare_rounds(variants).items():
         cell = cells[(cells["workload"] == wl) & (cells["dtype"] == dtype)].iloc[0]
         ratio = cell["throughput_median"] / statistics.mean([before, after])
-        spread = abs(before - after) / max(before, after)
-        verdict, decided_by, p_ratio, p_disp = judge(ratio, spread), "cell", float("nan"), float("nan")
+        moved = spread(before, after)
+        verdict, decided_by, p_ratio, p_disp = judge(ratio, moved), "cell", float("nan"), float("nan")
         mine = pairs[(pairs["workload"] == wl) & (pairs["dtype"] == dtype)] if pairs is not None else ()
         if len(mine):
             p_ratio, p_disp = summarise(mine["ratio"].tolist())
@@ -195,7 +192,7 @@ def verdicts(variants: pd.DataFrame, cells: pd.DataFrame, bounds: bool,
         rows.append({"workload": wl, "dtype": dtype, "batch": int(cell["batch_per_worker"]),
                      "seq_len": cell["seq_len"], "gpu": cell.get("gpu_models", ""),
                      "harness_per_s": cell["throughput_median"], "bare_before_per_s": before,
-                     "bare_after_per_s": after, "bare_spread": spread,
+                     "bare_after_per_s": after, "bare_spread": moved,
                      "ratio": ratio, "mfu": cell.get("mfu"), "launch_bound": cell.get("launch_bound"),
                      "host_issue_s": cell.get("host_issue_s"), "device_lag_s": cell.get("device_lag_s"),
                      "iter_s_median": cell["iter_s_median"], "paired_ratio": p_ratio,
@@ -204,10 +201,10 @@ def verdicts(variants: pd.DataFrame, cells: pd.DataFrame, bounds: bool,
     return pd.DataFrame(rows)
 
 
-def judge(ratio: float, spread: float) -> str:
+def judge(ratio: float, moved: float) -> str:
     """`ok` (harness / bare within [RATIO_LOW, RATIO_HIGH]), `FAILED` (outside, against a steady reference) or
     `undecided` (the reference itself moved more than REFERENCE_SPREAD between its two rounds)."""
-    if spread > REFERENCE_SPREAD:
+    if moved > REFERENCE_SPREAD:
         return "undecided"
     return "ok" if RATIO_LOW <= ratio <= RATIO_HIGH else "FAILED"
 

@@ -55,15 +55,21 @@ def decide(ratio: float, dispersion: float, low: float, high: float) -> str:
     return "ok" if low <= ratio <= high else "FAILED"
 
 
-def spreads(variants: pd.DataFrame) -> dict:
-    """(workload, dtype) -> how far the bare loop moved between rounds A and B (share of the faster)."""
+def bare_rounds(variants: pd.DataFrame) -> dict:
+    """(workload, dtype) -> the bare loop's throughput in round A and in round B."""
     bare = variants[variants["variant"] == "bare"]
-    out = {}
-    for (wl, dtype), b in bare.groupby(["workload", "dtype"], sort=False):
-        before = float(b[b["round"] == "A"]["per_s"].iloc[0])
-        after = float(b[b["round"] == "B"]["per_s"].iloc[0])
-        out[(wl, dtype)] = abs(before - after) / max(before, after)
-    return out
+    return {(wl, dtype): (float(b[b["round"] == "A"]["per_s"].iloc[0]), float(b[b["round"] == "B"]["per_s"].iloc[0]))
+            for (wl, dtype), b in bare.groupby(["workload", "dtype"], sort=False)}
+
+
+def spread(before: float, after: float) -> float:
+    """How far the bare loop moved between its rounds, as a share of the faster."""
+    return abs(before - after) / max(before, after)
+
+
+def spreads(variants: pd.DataFrame) -> dict:
+    """(workload, dtype) -> `spread` of its bare rounds."""
+    return {case: spread(a, b) for case, (a, b) in bare_rounds(variants).items()}
 
 
 def paired(models: dict, harness: dict, cases: list, warmup: int, iters: int) -> pd.DataFrame:

@@ -19,6 +19,7 @@ compute sources are predicted; the figures and tables use the profile's.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -28,12 +29,30 @@ from rich.progress import Progress
 
 from harness.core.atomic import write_parquet_atomic
 from harness.predict.predictor import STUDY_METHODS
-from harness.predict.study import EXTRA, SAMPLES, WORKLOADS, compute_models, sensitivity, with_intervals
-from harness.predict.study_cluster import FAMILIES, GPUS_PER_NODE
+from harness.predict.study import (
+    EXTRA,
+    MECHANISMS,
+    SAMPLES,
+    WORKLOADS,
+    compute_models,
+    mechanism_effects,
+    sensitivity,
+    with_intervals,
+)
+from harness.predict.study_cluster import FAMILIES, GPUS_PER_NODE, startup_rows
 from harness.predict.study_inputs import INPUTS
 from harness.report.prediction import save
+from harness.report.study_mechanisms import (
+    gil_lines,
+    mechanism_changes,
+    mechanism_table,
+    startup_table,
+    van_lines,
+    width_table,
+)
 from harness.report.study_curve import (
     best_methods,
+    best_table,
     curve_figure,
     findings,
     inputs_table,
@@ -50,13 +69,16 @@ def main(argv=None) -> int:
     ap.add_argument("--profiles", type=Path, help="directory with profile-<workload>.parquet")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--samples", type=int, default=SAMPLES, help="input samples behind each interval")
+    ap.add_argument("--flops-samples", type=int, default=FLOPS_SAMPLES,
+                    help="input samples behind the FLOP-count compute source's intervals (the report uses the profile's)")
+    ap.add_argument("--microbench", type=Path, help="directory with gil-handoff.json and zmq-van.json (default: --out)")
     ap.add_argument("--no-sensitivity", action="store_true", help="skip the one-at-a-time sensitivity runs")
     a = ap.parse_args(argv)
     if a.profiles is not None and not a.profiles.is_dir():
         print(f"error: --profiles {a.profiles} is not a directory: give the directory holding "
               f"profile-<workload>.parquet (reports/study-prediction/profiles)", file=sys.stderr)
         return 2
-    if a.samples < 2:
+    if min(a.samples, a.flops_samples) < 2:
         print(f"error: --samples {a.samples}: an interval needs at least 2 samples (the report uses {SAMPLES})",
               file=sys.stderr)
         return 2
@@ -64,14 +86,18 @@ def main(argv=None) -> int:
     t0, c0 = time.perf_counter(), time.process_time()
     frames, sens = {}, None
     with Progress(transient=True) as bar:
-        task = bar.add_task("predicting the curve", total=3 - a.no_sensitivity)
+        task = bar.add_task("predicting the curve", total=4 - a.no_sensitivity)
         for compute in ("profile", "flops"):
             models = compute_models(a.profiles if compute == "profile" else None, compute)
-            frames[compute] = with_intervals(models, compute, samples=a.samples)
+            frames[compute] = with_intervals(models, compute,
+                                             samples=a.samples if compute == "profile" else a.flops_samples)
             bar.advance(task)
-            if compute == "profile" and not a.no_sensitivity:
-                sens = sensitivity(models, compute)
+            if compute == "profile":
+                effects = mechanism_effects(models, compute)
                 bar.advance(task)
+                if not a.no_sensitivity:
+                    sens = sensitivity(models, compute)
+                    bar.advance(task)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     df = pd.concat(frames.values(), ignore_index=True)
     write_parquet_atomic(df, a.out / "predictions.parquet")
@@ -91,7 +117,12 @@ def main(argv=None) -> int:
         write_parquet_atomic(sens, a.out / "sensitivity.parquet")
         (a.out / "sensitivity.md").write_text(sensitivity_table(sens, top=len(sens)) + "\n")
     widths = interval_summary(prof)
-    (a.out / "report.md").write_text(_readme(prof, frames["flops"], found, widths, sens, sizes, a, wall, cpu))
+    write_parquet_atomic(effects, a.out / "mechanisms.parquet")
+    (a.out / "mechanisms.md").write_text(mechanism_table(effects) + "\n")
+    startup = startup_rows()
+    bench = _microbench(a.microbench or a.out)
+    (a.out / "report.md").write_text(_readme(prof, frames["flops"], found, widths, sens, sizes, a, wall, cpu,
+                                             effects, startup, bench))
     print(f"{len(df)} predictions ({len(prof)} per compute source, {a.samples} samples each) in {wall:.0f} s "
           f"({cpu:.0f} s CPU in this process); intervals: median width {widths['median']:.0%}, "
           f"90th percentile {widths['p90']:.0%}")
@@ -99,7 +130,21 @@ def main(argv=None) -> int:
     return 0
 
 
-def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu) -> str:
+FLOPS_SAMPLES = 16
+"""Samples behind the FLOP-count source's intervals: a second opinion on the compute split, not the report's."""
+
+
+def _microbench(folder: Path) -> dict:
+    """The microbenchmarks' JSON, where they were written (scripts/reference/gil_handoff.py, zmq_van.py)."""
+    out = {}
+    for key, name in (("gil", "gil-handoff.json"), ("van", "zmq-van.json")):
+        f = folder / name
+        if f.exists():
+            out[key] = json.loads(f.read_text())
+    return out
+
+
+def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu, effects, startup, bench) -> str:
     both = prof.merge(flops, on=["workload", "network", "workers", "scheme"], suffixes=("", "_f"))
     d = (both["throughput_median_f"] / both["throughput_median"] - 1).abs()
     lines = [
@@ -120,19 +165,53 @@ def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu) -> str:
         "ByteScheduler-A2A on Horovod's defaults (5 ms cycle, 64 MiB fusion) with 4,000,000-parameter "
         "partitions and a 16,000,000-parameter credit, the PS methods on BytePS 0.2 (4,096,000-byte partitions, "
         "keys hashed to servers, worker-side scheduling off; ByteScheduler-PS reorders only the servers' "
-        "summations, which the model does not distinguish: its rows equal WFBP-PS's).",
+        "summations, which the model does not distinguish: its rows equal WFBP-PS's). What those stacks paid "
+        "beyond the wire, each from its code or a measurement (`inputs.md`): ByteScheduler's PyTorch plugin "
+        "with rank 0 scheduling and the other ranks handing partitions over from hooks that wait for the GIL "
+        "while a poller spins over Horovod handles (`harness/sim/bytescheduler_plugin.py`, `gil.py`); each "
+        "script's own optimizer (BERT: AdamW on Horovod, Adam under ByteScheduler, SGD on BytePS); NCCL's "
+        "shared-memory kernels and BytePS's copies slowing backward and being slowed by it where they overlap "
+        "(`interference.py`); BytePS's ZeroMQ van, one I/O thread per process, without RDMA; NCCL over IPoIB as "
+        "one TCP stream per ring edge; Horovod's negotiation growing with the ring (linear Gatherv).",
         "",
         "## Findings, stated from the prediction",
         "",
         *[f"- {f}" for f in found],
         "",
+        "## The best method per size, with the runner-up's interval",
+        "",
+        *[line for n in sizes for line in (f"### {n} GPUs", "", best_table(best_methods(prof, list(STUDY_METHODS)), n),
+                                           "")],
         "## Intervals",
         "",
         f"Each cell's `pred_low`-`pred_high` holds the 10th-90th percentiles of the prediction over {a.samples} "
         f"Latin-hypercube samples of every uncertain input inside its stated range (log-uniform where the range "
         f"spans more than 2x), widened to hold the nominal prediction. Width relative to the prediction: median "
         f"{widths['median']:.0%}, 90th percentile {widths['p90']:.0%}, widest {widths['max']:.0%} "
-        f"({widths['widest']}), over {widths['cells']} cells.",
+        f"({widths['widest']}), over {widths['cells']} cells. Median width per network and method:",
+        "",
+        width_table(prof, list(STUDY_METHODS)),
+        "",
+        "## What each mechanism does to the ranking",
+        "",
+        "The 2019 stacks' own costs this model adds, each taken out alone (`MECHANISMS` in "
+        "`harness/predict/study.py`: the IPoIB rates back to 25 and 20 Gbit/s, the rest to nothing) and the curve "
+        "predicted again at nominal inputs; `mechanisms.parquet` holds every row. 'Gains' and 'loses' are the "
+        "median throughput change of a method over the size's 9 (workload, network) rows with the mechanism in.",
+        "",
+        mechanism_table(effects),
+        "",
+        *[f"- {line}" for line in mechanism_changes(effects)],
+        "",
+        "## Per-collective start-up at scale",
+        "",
+        "What one small all-reduce of a wait-free backprop costs in this model, against the all-reduce start-up "
+        "the study's authors fitted on their own Horovod clusters (the intercept of their fit; their code then "
+        "multiplies some entries by 3) and NCCL 2.4.8's own latency model (its algorithm choice, without launch "
+        "or Horovod). Horovod's round grows with the ring through MPI_Gatherv, which Open MPI 4.0 runs linearly "
+        "at rank 0.",
+        "",
+        startup_table(startup),
         "",
         "## Figures",
         "",
@@ -147,6 +226,14 @@ def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu) -> str:
         lines += ["## Sensitivity: each input alone at either end of its range (the 15 that move most cells; all in "
                   "`sensitivity.md`)",
                   "", sensitivity_table(sens), ""]
+    if bench:
+        lines += ["## Microbenchmarks behind the new inputs (this machine)", ""]
+        if "gil" in bench:
+            lines += [f"`{bench['gil']['command']}` (`gil-handoff.json`):", "",
+                      *[f"- {x}" for x in gil_lines(bench["gil"])], ""]
+        if "van" in bench:
+            lines += [f"`{bench['van']['command']}` (`zmq-van.json`):", "",
+                      *[f"- {x}" for x in van_lines(bench["van"])], ""]
     lines += [
         "## Compute",
         "",
@@ -158,13 +245,16 @@ def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu) -> str:
         "",
         "## Not modelled (read the predictions with these in mind)",
         "",
-        "- Interference between a collective and the backward kernels on the same GPU (NCCL's SHM transport "
-        "moves data with the GPU's own SMs), which would slow the overlapping methods most on one node, where "
-        "all of a model's communication rides the host path. ByteScheduler's Python poller is modelled where it "
-        "stops the next forward (it holds the GIL while Horovod handles are in flight); its GIL waits for the "
-        "gradient hooks during backward are not.",
         "- The servers' summation order under ByteScheduler-PS (`BYTEPS_SERVER_ENABLE_SCHEDULE=1`).",
         "- NCCL's protocol choice (LL/LL128/Simple) beyond a ring for large and a tree for small messages.",
+        "- Rank 0's own GIL under ByteScheduler (its queue holds ready events polled through ctypes, which give "
+        "the GIL up: its hooks pay a hand-off each, not a forced switch); the other ranks set the pace.",
+        "- The interference pass is first-order: one slowdown for the overlapped share, not a kernel-by-kernel "
+        "account of who holds which SMs.",
+        "- Which Python the study ran: its code asks for Python 3.6+ (ddl-benchmarks README), whose GIL forces "
+        "switches every 5 ms; ByteScheduler's own Docker image ran Python 2.7, whose GIL hands over every 100 "
+        "bytecodes (public reports of the plugin from that image: bytedance/byteps issues 339 and 370, 7-30% "
+        "behind Horovod on one machine).",
         "",
     ]
     return "\n".join(lines)

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
 from harness.core.errors import UserError
 from harness.core.schema import SCHEMA_VERSION, SUMMARY_COLUMNS
 from harness.schemes import SCHEMES, SchemeEntry
+from harness.sim.costs import with_optimizer
+from harness.sim.interference import contended
 from harness.sim.model import ComputeModel, Model, NoModel, Outcome
 from harness.sim.network import Cluster, Link
 
@@ -81,8 +83,31 @@ def _number(method: str, name: str, value) -> float:
 
 
 def simulate(name: str, c: ComputeModel, cluster: Cluster, knobs: dict | None = None, p2p: Link | None = None):
-    """One method's iteration on one cluster (p2p: the link PS traffic uses, default cluster.inter)."""
-    return _entry(name).model.simulate(c, cluster, method_knobs(name, knobs), p2p)
+    """One method's iteration on one cluster (p2p: the link PS traffic uses, default cluster.inter), with the
+    optimizer the cluster's stack runs (harness/sim/costs.with_optimizer) and, where the stack says they share a
+    GPU, communication and compute slowing each other (harness/sim/interference.contended).
+    The simulations are deterministic: the same arguments give the same outcome, kept (`_MEMO`) so that an
+    interval's samples and a sensitivity corner re-simulate only what their inputs change."""
+    mk = method_knobs(name, knobs)
+    key = (name, c, _cluster_key(cluster), json.dumps(mk, sort_keys=True, default=str), p2p)
+    hit = _MEMO.get(key)
+    if hit is None:
+        hit = contended(_entry(name).model.simulate, with_optimizer(c, cluster.stack), cluster, mk, p2p)
+        if len(_MEMO) >= MEMO_SIZE:
+            _MEMO.pop(next(iter(_MEMO)))
+        _MEMO[key] = hit
+    return replace(hit, plan=dict(hit.plan))
+
+
+MEMO_SIZE = 4096
+"""Outcomes kept by `simulate` (oldest dropped first)."""
+_MEMO: dict = {}
+
+
+def _cluster_key(cl: Cluster) -> tuple:
+    """Everything of a cluster a simulation reads, hashable (its `measured` dict as sorted items)."""
+    return (cl.nodes, cl.workers_per_node, cl.inter, cl.intra, cl.servers, cl.server_hosts, cl.allreduce, cl.host,
+            tuple(sorted((cl.measured or {}).items())), cl.stack)
 
 
 @dataclass(frozen=True)

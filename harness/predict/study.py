@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from harness.predict.predictor import STUDY_METHODS, predict_rows
 from harness.predict.profiler import counted_profile
 from harness.predict.study_cluster import FAMILIES, GPUS_PER_NODE, NODE_COUNTS, study_network
 from harness.predict.study_inputs import INPUTS
+from harness.sim.costs import Stack, optimizer_s
 
 WORKLOADS = ("resnet50", "bert-base", "bert-large")
 EXTRA = ("ddp", "horovod")
@@ -46,12 +48,28 @@ def compute_models(profiles: Path | None, compute: str) -> list:
     return models
 
 
+def study_compute(m, v: dict):
+    """One GPU's iteration as the study measured it (the calibrated model `m`), split anew into forward and
+    backward and the optimizer its single-GPU run stepped: SGD for ResNet-50 (every script), for BERT the
+    Adam family (its Horovod scripts) or SGD (its BytePS script) mixed by `calib_adam_share`. Each method's
+    own optimizer replaces it in its simulation (harness/sim/costs.with_optimizer)."""
+    st = Stack(py_op_s=v["py_op_s"], opt_bytes_per_s=v["d2d_gbyte_s"] * 1e9)
+    share = v["calib_adam_share"] if m.sample_unit == "seq" else 0.0
+    opt = [share * optimizer_s(st, "adamw", [m.numels[i] for i in g]) + (1 - share) * optimizer_s(st, "sgd", [
+        m.numels[i] for i in g]) for g in m.layers]
+    compute = m.forward_s + m.backward_total_s
+    f = (m.iteration_s - sum(opt)) / compute
+    if f <= 0:
+        raise ValueError(f"{m.workload}: the optimizer alone ({sum(opt):.3f} s) exceeds the measured iteration")
+    return replace(m.scaled(f), layer_optimizer_s=tuple(opt))
+
+
 def predict_curve(models: list, compute: str | None = None, values: dict | None = None,
                   node_counts=NODE_COUNTS, families=FAMILIES, methods=None, knobs: dict | None = None) -> pd.DataFrame:
     """Every workload, network, size and method for one set of input values (nominal by default); `knobs`
     (method -> knobs) override the study's own; `compute` labels the rows' compute source (None: the models')."""
     v = values or INPUTS.nominal()
-    scaled = [m.scaled(v["compute_scale"]) for m in models] if v["compute_scale"] != 1.0 else models
+    scaled = [study_compute(m, v).scaled(v["compute_scale"]) for m in models]
     methods = list(methods or (*STUDY_METHODS, *EXTRA))
     frames = []
     for family in families:
@@ -116,3 +134,64 @@ def sensitivity(models: list, compute: str | None = None, processes: int | None 
     out = pd.DataFrame(rows)
     out["_reach"] = out["max_change"].abs()
     return out.sort_values(["cells_moved_5pct", "_reach"], ascending=False, ignore_index=True).drop(columns="_reach")
+
+
+MECHANISMS = {
+    # name -> the inputs that switch it off (the model without it: the prediction before it was modelled)
+    "ByteScheduler's Python threads and the GIL": {"gil_convoy_share": 0.0, "bs_task_py_s": 0.0, "bs_done_py_s": 0.0,
+                                                    "bs_scan_step_s": 0.0},
+    "communication and compute sharing the GPU": {"overlap_compute_slowdown": 0.0, "overlap_comm_slowdown": 0.0},
+    "BytePS's ZeroMQ van over TCP": {"zmq_van_gbyte_s": 1e9},
+    "IPoIB as one TCP stream per ring edge": {"ipoib_gbit_s": 25.0, "ipoib_stream_gbit_s": 20.0},
+    "Horovod's negotiation growing with the ring": {"mpi_verbs_message_s": 0.0, "mpi_tcp_message_s": 0.0},
+    "each script's own optimizer": {"per_method_optimizer": 0.0},
+}
+"""The mechanisms of the 2019 stacks this model added (docs/ARCHITECTURE.md, "Predictor"), each with the input
+values that take it out again: the IPoIB rates go back to what the model used before (25 and 20 Gbit/s), the
+others to nothing at all."""
+
+
+def _best(df: pd.DataFrame, methods) -> pd.DataFrame:
+    s = df[df["scheme"].isin(methods)]
+    return s.loc[s.groupby(["workload", "network", "workers"])["throughput_median"].idxmax(),
+                 ["workload", "network", "workers", "scheme"]].set_index(["workload", "network", "workers"])["scheme"]
+
+
+def mechanism_effects(models: list, compute: str | None = None, processes: int | None = None,
+                      methods=STUDY_METHODS, **kw) -> pd.DataFrame:
+    """The nominal curve with each mechanism taken out alone (MECHANISMS): per mechanism and size, how many
+    (workload, network) rows change their best method, which method gains and which loses most with the
+    mechanism in (median throughput change over the rows), and the best methods with and without it."""
+    base = predict_curve(models, compute, None, **kw)
+    v0 = INPUTS.nominal()
+    runs = _map(_curve_of, [(models, {**v0, **off}, kw) for off in MECHANISMS.values()], processes)
+    best0 = _best(base, methods)
+    key = ["workload", "network", "workers", "scheme"]
+    rows = []
+    for name, without in zip(MECHANISMS, runs):
+        best1 = _best(without, methods)
+        both = base.merge(without[key + ["throughput_median"]], on=key, suffixes=("", "_without"))
+        both = both[both["scheme"].isin(methods)]
+        both["change"] = both["throughput_median"] / both["throughput_median_without"] - 1
+        for n in sorted(base["workers"].unique()):
+            at = both[both["workers"] == n]
+            per = at.groupby("scheme")["change"].median()
+            changed = [(k, best1[k], best0[k]) for k in best0.index if k[2] == n and best0[k] != best1[k]]
+            rows.append({"mechanism": name, "workers": int(n), "rows": int((best0.index.get_level_values(2) == n).sum()),
+                         "winner_changed": len(changed),
+                         "gains_most": per.idxmax(), "gains_most_change": float(per.max()),
+                         "loses_most": per.idxmin(), "loses_most_change": float(per.min()),
+                         "best_without": _tally(best1[best1.index.get_level_values(2) == n]),
+                         "best_with": _tally(best0[best0.index.get_level_values(2) == n]),
+                         "changed": "; ".join(f"{w} {net}: {a} -> {b}" for (w, net, _), a, b in changed)})
+    return pd.DataFrame(rows)
+
+
+def _curve_of(args) -> pd.DataFrame:
+    models, values, kw = args
+    return predict_curve(models, None, values, **kw)
+
+
+def _tally(best: pd.Series) -> str:
+    counts = best.value_counts()
+    return ", ".join(f"{m} {k}" for m, k in counts.items())

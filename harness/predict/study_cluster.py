@@ -12,7 +12,7 @@ The study's code is github.com/HKBU-HPML/ddl-benchmarks (ddl-benchmarks/<path> b
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from harness.contracts.planning import MB
 from harness.core.errors import UserError
@@ -133,33 +133,68 @@ def mpi_collective_s(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -
     return _levels(g) * v["mpi_shm_level_s"] + _levels(nodes) * level
 
 
+def mpi_gatherv_s(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> float:
+    """MPI_Gatherv of the ranks' small request lists to rank 0: Open MPI 4.0 has no tree for it (coll/tuned
+    leaves gatherv to coll/basic's linear algorithm: the root receives every other rank's message itself), so
+    it costs one level's latency plus the root's CPU for each of the N - 1 messages."""
+    level = v["mpi_tcp_level_s"] if family == "eth-10g" else v["mpi_verbs_level_s"]
+    per_message = v["mpi_tcp_message_s"] if family == "eth-10g" else v["mpi_verbs_message_s"]
+    remote = (nodes - 1) * g
+    return (level if nodes > 1 else v["mpi_shm_level_s"]) + remote * per_message + (g - 1) * v["mpi_shm_level_s"]
+
+
+def horovod_negotiation_s(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> float:
+    """One Horovod 0.19 coordinator round with the response cache off (common/mpi/mpi_controller.cc:
+    RecvReadyTensors = MPI_Gather of the lengths + MPI_Gatherv of the request lists; SendFinalTensors = two
+    MPI_Bcast), plus the coordinator's own work; grows with the ring through the linear Gatherv."""
+    return v["hvd_coordinator_s"] + 3 * mpi_collective_s(v, family, nodes, g) + mpi_gatherv_s(v, family, nodes, g)
+
+
 def stacks(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict[str, Stack]:
     """The software each of the study's methods ran on, with its costs at this size."""
     mpi = mpi_collective_s(v, family, nodes, g)
     python = dict(hook_s=v["py_hook_s"], copy_bytes_per_s=v["d2d_gbyte_s"] * 1e9, copy_launch_s=v["copy_launch_s"])
+    # every stack: its optimizer's Python ops and memory passes, and the GPU it shares with its communication
+    gpu = dict(py_op_s=v["py_op_s"], opt_bytes_per_s=v["d2d_gbyte_s"] * 1e9,
+               overlap_compute_slowdown=v["overlap_compute_slowdown"],
+               overlap_comm_slowdown=v["overlap_comm_slowdown"])
     # BSP, WFBP, MG-WFBP: Horovod with fusion, response cache and cycle time off (their benchmark scripts):
-    # every round a coordinator negotiation (MPI Gather, Gatherv and two Bcasts) back to back
-    horovod_off = Stack(launch_s=v["hvd_launch_s"], negotiation_s=v["hvd_coordinator_s"] + 4 * mpi,
-                        mgwfbp_rule="study", **python)
-    # ByteScheduler on Horovod's defaults: 5 ms cycle, 64 MiB fusion, the cache's bit-vector all-reduce per tick
+    # every round a coordinator negotiation (MPI Gather, Gatherv and two Bcasts) back to back; BERT on
+    # transformers' AdamW (ddl-benchmarks/mgwfbp/bert_benchmark.py), ResNet-50 on SGD
+    horovod_off = Stack(launch_s=v["hvd_launch_s"], negotiation_s=horovod_negotiation_s(v, family, nodes, g),
+                        mgwfbp_rule="study", optimizer=(("img", "sgd"), ("seq", "adamw")), **python, **gpu)
+    # ByteScheduler's PyTorch plugin on Horovod's defaults: 5 ms cycle, 64 MiB fusion, the cache's bit-vector
+    # all-reduce per tick; rank 0 schedules, the others hand partitions over from their hooks; Python threads
+    # sharing the GIL (harness/sim/bytescheduler_plugin.py); BERT on torch.optim.Adam
+    # (ddl-benchmarks/bytescheduler/bert_benchmark.py), stepped per parameter by the plugin's poller
     bytescheduler = Stack(launch_s=v["hvd_launch_s"], cycle_s=v["hvd_cycle_s"], cycle_sync_s=2 * mpi,
                           fusion_bytes=v["hvd_fusion_mb"] * MB, partition_cpu_s=v["bs_partition_cpu_s"],
                           param_step_s=v["bs_param_step_s"], consensus=False, credit_overshoot=True,
-                          poller_holds_gil_s=v["py_switch_interval_s"] / 2, **python)
+                          leader_only=True, gil_forced_s=v["py_switch_interval_s"] + v["gil_forced_extra_s"],
+                          gil_release_s=v["gil_handoff_s"], task_py_s=v["bs_task_py_s"], done_py_s=v["bs_done_py_s"],
+                          param_scan_s=v["bs_scan_step_s"],
+                          gil_waits_per_hook=v["gil_convoy_share"] * v["gil_acquires_per_hook"],
+                          fwd_gil_per_layer=v["gil_convoy_share"] * v["fwd_gil_per_layer"],
+                          optimizer=(("img", "sgd"), ("seq", "adam")), **python, **gpu)
     if family == "ib-100g":  # ps-lite's RDMA van
-        message, stream = v["rdma_message_s"], math.inf
+        message, stream, van = v["rdma_message_s"], math.inf, math.inf
     elif family == "ipoib-100g":  # ZMQ over TCP on ib0, one connection per worker-server pair
-        message, stream = v["tcp_message_s"], v["ipoib_stream_gbit_s"] * 1e9 / 8
-    else:
-        message, stream = v["tcp_message_s"], math.inf  # one 10 GbE stream fills the port
+        message, stream, van = v["tcp_message_s"], v["ipoib_stream_gbit_s"] * 1e9 / 8, v["zmq_van_gbyte_s"] * 1e9
+    else:  # one 10 GbE stream fills the port; ZMQ over TCP
+        message, stream, van = v["tcp_message_s"], math.inf, v["zmq_van_gbyte_s"] * 1e9
+    # BytePS: BERT on plain SGD (ddl-benchmarks/byteps/bert_benchmark.py: optim.SGD(lr=0.01))
     byteps = Stack(hook_s=v["py_hook_s"], copy_bytes_per_s=v["d2d_gbyte_s"] * 1e9, copy_launch_s=v["copy_launch_s"],
+                   optimizer=(("img", "sgd"), ("seq", "sgd")), **gpu,
                    byteps=BytePSCosts(signal_s=v["byteps_signal_s"], nccl_call_s=v["nccl_launch_s"],
                                       copy_bytes_per_s=v["pinned_copy_gbyte_s"] * 1e9,
                                       sum_bytes_per_s=v["server_sum_gbyte_s"] * 1e9, recv_s=v["server_recv_s"],
-                                      message_s=message, stream_bytes_per_s=stream,
+                                      message_s=message, stream_bytes_per_s=stream, van_bytes_per_s=van,
                                       host_bytes_per_s=v["host_path_gbyte_s"] * 1e9))
-    return {"bsp-a2a": horovod_off, "wfbp-a2a": horovod_off, "mgwfbp": horovod_off,
-            "bytescheduler-a2a": bytescheduler, "bsp-ps": byteps, "wfbp-ps": byteps, "bytescheduler-ps": byteps}
+    out = {"bsp-a2a": horovod_off, "wfbp-a2a": horovod_off, "mgwfbp": horovod_off,
+           "bytescheduler-a2a": bytescheduler, "bsp-ps": byteps, "wfbp-ps": byteps, "bytescheduler-ps": byteps}
+    if not v["per_method_optimizer"]:  # every method steps the single-GPU run's optimizer (study.study_compute)
+        out = {m: replace(st, optimizer=()) for m, st in out.items()}
+    return out
 
 
 def knobs(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict:
@@ -193,3 +228,32 @@ def assumptions() -> list[str]:
     """One line per input: name, value, range, source (for the report)."""
     return [f"`{i.name}` = {i.value:g} {i.unit} [{i.low:g}, {i.high:g}] ({i.kind}): {i.what}. {i.source}"
             for i in INPUTS]
+
+
+def startup_rows(v: dict | None = None) -> list[dict]:
+    """Per-collective start-up on the study's cluster at every size, as this model composes it (NCCL's
+    all-reduce of 4 KB: its tree across nodes; Horovod's negotiation round with the cache off; its launch),
+    beside the authors' own fits of all-reduce start-up (ddl-benchmarks/mgwfbp/hv_distributed_optimizer.py:
+    the intercept they measured on their 56 Gb IB and 10 GbE clusters, and the value their table holds after
+    their own correction factor) and NCCL 2.4.8's tuning model (src/init.cc ncclTreeThreshold: ring 6 us per
+    rank, tree 15 us per inter-node level and 4 us per intra-node hop)."""
+    v = v or INPUTS.nominal()
+    raw = {"56g": {4: 4.204298980348825e-05, 8: 9.75367204301171e-05, 16: 0.00023583677659915685,
+                   32: 0.00040632079996292579},
+           "10g": {4: 4.204298980348825e-05, 8: 0.0005230272768511732, 16: 0.0009080981007148093,
+                   32: 0.0013476410788581382}}
+    rows = []
+    for family in FAMILIES:
+        table = MGWFBP_TABLE_OF[family]
+        for nodes in NODE_COUNTS:
+            n = nodes * GPUS_PER_NODE
+            inter, intra = links(v, family)
+            nccl = nccl_allreduce(v, inter, intra, nodes).time_s(4096)
+            neg = horovod_negotiation_s(v, family, nodes)
+            ring, tree = 6e-6 * (n - 1), 15e-6 * math.log2(nodes) + 4e-6 * (GPUS_PER_NODE - 1)
+            rows.append({"network": family, "workers": n, "nccl_s": nccl, "negotiation_s": neg,
+                         "launch_s": v["hvd_launch_s"], "model_s": nccl + neg + v["hvd_launch_s"],
+                         "nccl24_model_s": ring if nodes < 2 or ring <= tree else tree,
+                         "authors_fit_s": raw[table][n], "authors_table_s": MGWFBP_TABLES[table][n][0],
+                         "authors_cluster": "56 Gb IB" if table == "56g" else "10 GbE"})
+    return rows

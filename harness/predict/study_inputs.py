@@ -19,6 +19,41 @@ NCCL_PCIE = ("low: NVIDIA/nccl issue 384 (NCCL 2.4.8, PCIe Gen3 x16, NCCL_P2P_DI
              "(_generate_groups_mgwfbp, P=4: beta 2.06e-10 s/B, i.e. a ring edge of 1.5/beta = 7.3 GB/s); GeForce has "
              "no P2P (NVIDIA/nccl-tests issue 117: 'the 2080ti has never supported p2p')")
 
+IPOIB_STREAM = ("NCCL 2.4.8 src/transport/net.cc netGetRings builds one ring per NIC (one channel across nodes with one "
+                "ib0 per node) and src/transport/net_socket.cc opens 1 thread x 1 socket per connection unless the NIC is "
+                "AWS's: one TCP stream per ring edge and direction; the study's IPoIB runs set NCCL_IB_DISABLE=1, "
+                "NCCL_SOCKET_IFNAME=ib0 (ddl-benchmarks/mgwfbp/horovod_mpi_cj.sh, rdma=2). One TCP stream over IPoIB: "
+                "connected mode (MTU 65520, no segmentation offload) about 20-25 Gb/s at best, datagram mode (MTU "
+                "2044-4092) about 8-12 Gb/s (Linux Documentation/infiniband/ipoib.rst on the two modes; BytePS "
+                "docs/best-practice.md: 'a single TCP connection usually cannot run up to 25Gbps'); the study does "
+                "not say which mode (typical)")
+GIL = {  # python scripts/reference/gil_handoff.py, 2026-11-26, development VM (2 cores, nothing else running),
+    # CPython 3.11.7: reports/study-prediction/gil-handoff.json
+    "forced_extra": (0.23e-3, 0.15e-3, 1.0e-3),  # wait beyond a 5 ms interval: 5.233 ms median (0.20-0.25 ms at 0.5-10 ms)
+    "handoff": (0.08e-3, 0.07e-3, 0.3e-3),        # 0.076-0.098 ms with 1 spinner, 0.13-0.16 ms with 2
+    "scan": (0.14e-6, 0.14e-6, 0.5e-6),            # 0.14 us a step on 3.11
+    "fwd_calls": (3.0, 2.6, 3.7),                  # 2.64 (ResNet-50), 3.68 (BERT-Base), 3.71 (BERT-Large) per layer
+    "hook_acquires": (2.0, 1.5, 4.0),              # switch intervals per hooked layer in a convoy trial
+    "task_py_s": 6.1e-6, "done_py_s": 2.5e-6, "torch_op_s": 0.82e-6,
+}
+"""The GIL microbenchmark's figures (value, low, high) that inputs below take."""
+GIL_SOURCE = ("measured by `python scripts/reference/gil_handoff.py` (2026-11-26, development VM, 2 cores, nothing else "
+              "running, CPython 3.11.7; reports/study-prediction/gil-handoff.json)")
+ZMQ_VAN = (5.6, 2.5, 8.0)
+"""GB/s through one ZeroMQ I/O thread, both directions at once (value, low, high)."""
+ZMQ_VAN_SOURCE = ("Measured by `python scripts/reference/zmq_van.py` (2026-11-26, development VM, 2 cores, nothing else "
+                  "running; reports/study-prediction/zmq-van.json): one I/O thread moves 5.5-5.8 GB/s with 4,096,000-byte "
+                  "partitions going both ways (2.8 each way) and 4.6-4.7 GB/s one way, over loopback; the range allows "
+                  "the study's 2019 Xeons and a real NIC's interrupts (low) and a faster core (high)")
+OVERLAP_SOURCE = ("GeForce cards have no peer-to-peer: NCCL 2.4's shared-memory transport moves each ring step with its own "
+                  "kernel through host memory over PCIe and BytePS's copies cross the same PCIe path, beside backward's "
+                  "kernels on the same GPU. Public measurements of the contention: a GEMM beside an NCCL all-gather kernel "
+                  "ran nearly 2x slower on an H100 (NVIDIA developer forums, 'Compute-Communication Overlap Causes Severe "
+                  "GEMM Performance Degradation because of Tail Effect', 2025: the upper end); FiCCO (arXiv 2512.10236) "
+                  "and T3 (arXiv 2401.16677) name contention for SMs and memory as the main limit of overlap; Huawei's "
+                  "MindStudio tuning guide: communication 1-2x slower beside memory-bound operators. NCCL 2.4 runs one "
+                  "block per channel (1-2 of the 2080 Ti's 68 SMs), so compute loses little (typical)")
+
 INPUTS = Inputs([
     # --- NCCL inside a node: four GeForce GPUs without peer-to-peer, staging through host memory --------
     Input("shm_edge_gbyte_s", 5.0, 3.9, 7.3, "GB/s",
@@ -52,12 +87,9 @@ INPUTS = Inputs([
     Input("ib_latency_s", 2e-6, 1.5e-6, 5e-6, "s", "one-way latency of a small message on EDR verbs, NCCL's proxy included",
           "Mellanox ConnectX-4: ~0.6 us verbs latency; a switch hop and NCCL's proxy thread add 1-4 us (typical)",
           "typical"),
-    Input("ipoib_gbit_s", 25.0, 12.0, 40.0, "Gbit/s",
-          "NCCL's rate over IPoIB: TCP sockets on the IB fabric, one socket per channel (1-2 channels)",
-          "NCCL 2.4.8 net_socket.cc: 1 socket x 1 thread per channel; one TCP stream on EDR in connected mode "
-          "~20 Gb/s [10-30] (BytePS docs/best-practice.md: a single TCP connection cannot fill 25 Gb/s); the "
-          "study's IPoIB runs: NCCL_IB_DISABLE=1, NCCL_SOCKET_IFNAME=ib0 (ddl-benchmarks/mgwfbp/horovod_mpi_cj.sh)",
-          "estimate"),
+    Input("ipoib_gbit_s", 16.0, 8.0, 25.0, "Gbit/s",
+          "NCCL's rate between two nodes over IPoIB: one TCP stream per ring edge and direction",
+          IPOIB_STREAM, "typical"),
     Input("eth_gbit_s", 9.4, 7.0, 9.4, "Gbit/s", "TCP payload rate of one 10 GbE port",
           "10GBASE line rate; TCP payload at MTU 1500 = 1460/1538 of it (9.4 Gb/s, what tuned iperf reaches); "
           "untuned hosts ~7 Gb/s", "doc"),
@@ -80,6 +112,15 @@ INPUTS = Inputs([
           "one inter-node level of a small MPI collective over TCP (the 10 GbE runs)",
           "kernel TCP one-way ~20-30 us (tcp_message_s and the wire) plus Open MPI's TCP BTL progress (estimate)",
           "estimate"),
+    Input("mpi_verbs_message_s", 1.5e-6, 0.8e-6, 4e-6, "s",
+          "the root's CPU per small message it receives over IB verbs (Open MPI btl openib), one after another",
+          "Open MPI 4.0 coll/basic gatherv: the root posts a receive per rank and completes each; OSU micro-benchmark "
+          "message rates on EDR (a few million small messages per second per core, i.e. 0.3-1 us, plus the "
+          "matching and copy of a request list, typical)", "typical"),
+    Input("mpi_tcp_message_s", 20e-6, 10e-6, 34e-6, "s",
+          "the root's CPU per small message it receives over TCP (Open MPI btl tcp, the 10 GbE runs)",
+          "kernel TCP receive per message: measured `python scripts/reference/tcp_message_cost.py` 20-34 us one "
+          "way on the development VM (tcp_message_s); Open MPI's TCP BTL progress on top (typical)", "typical"),
     Input("hvd_coordinator_s", 20e-6, 10e-6, 50e-6, "s",
           "Horovod's background thread per negotiation round beyond its MPI calls (request lists, matching)",
           "horovod 0.19 controller.cc ComputeResponseList with the cache off: every round serialises, gathers and "
@@ -112,10 +153,11 @@ INPUTS = Inputs([
     Input("bs_partition_cpu_s", 60e-6, 30e-6, 150e-6, "s",
           "ByteScheduler's scheduler thread per partition (Python: the priority queue, the task, Horovod's call)",
           "bytescheduler common/bytecore.py and horovod_task.py run per partition in Python (estimate)", "estimate"),
-    Input("bs_param_step_s", 40e-6, 20e-6, 100e-6, "s",
-          "ByteScheduler's poller thread stepping one parameter's optimizer (Python, one after another)",
-          "bytescheduler pytorch ScheduledOptimizer._poll: _sgd/_adam per parameter in Python once its partitions "
-          "are done (estimate: a handful of small kernels and Python per step)", "estimate"),
+    Input("bs_param_step_s", 15e-6, 5e-6, 40e-6, "s",
+          "ByteScheduler's poller stepping one parameter, Python beyond the optimizer's torch ops and its name search "
+          "(the param_groups loop, the state dict, the bias corrections)",
+          "bytescheduler pytorch/horovod.py ScheduledOptimizer._sgd/_adam, run per parameter in the poller thread "
+          "(estimate: a few dozen bytecodes and dict lookups on CPython 3.6)", "estimate"),
     Input("py_switch_interval_s", 5e-3, 5e-3, 5e-3, "s",
           "CPython's GIL switch interval: how long a thread waiting for the GIL lets a thread that never gives "
           "it up run before forcing a switch",
@@ -123,7 +165,80 @@ INPUTS = Inputs([
           "ByteScheduler's poller (bytescheduler/pytorch/horovod.py ScheduledOptimizer._poll) re-queues every "
           "in-flight handle after horovod.torch.mpi_ops.poll, a pybind11 call that keeps the GIL (horovod v0.19.0 "
           "torch/mpi_ops_v2.cc: m.def(\"horovod_torch_poll\", &PollHandle), no gil_scoped_release), so it "
-          "gives the GIL up only when forced", "code"),
+          "gives the GIL up only when forced, when its queue empties or at a torch op", "code"),
+    Input("gil_forced_extra_s", GIL["forced_extra"][0], GIL["forced_extra"][1], GIL["forced_extra"][2], "s",
+          "a forced GIL switch beyond the switch interval: the waiter's timed wait, the drop request, the holder "
+          "reaching its next check, the hand-over",
+          GIL_SOURCE + ": a thread waiting for the GIL against a spinner whose poll keeps it waits the switch "
+          "interval and this much more (median at 5 ms; the range: 1 and 2 spinners, 0.5-10 ms intervals, CPython "
+          "3.6's slower eval loop)", "measured"),
+    Input("gil_handoff_s", GIL["handoff"][0], GIL["handoff"][1], GIL["handoff"][2], "s",
+          "the wait for the GIL from a Python thread that gives it up at once (rank 0's poller polling ready "
+          "events through ctypes; any poller at a torch op)",
+          GIL_SOURCE + ": the median wait against a spinner whose poll releases the GIL (ctypes CDLL), at 1 and "
+          "5 ms intervals", "measured"),
+    Input("bs_task_py_s", 30e-6, 15e-6, 60e-6, "s",
+          "ByteScheduler's gradient hook per partition: its ByteTask (two locks, a condition, the description "
+          "string), the tensor slice, Horovod's allreduce_async_ (handle, ready event, enqueue) and the queue put",
+          GIL_SOURCE + f": the plugin's Python part alone takes {GIL['task_py_s'] * 1e6:.1f} us on CPython 3.11 "
+          "here; CPython 3.6 runs such code 1.5-2x slower, and horovod v0.19 torch/mpi_ops.py allreduce_async_ adds "
+          "its Python and DoAllreduce's C++ (a handle under a mutex, a CUDA event, the tensor queue): 10-40 us "
+          "(estimate)", "estimate"),
+    Input("bs_done_py_s", 25e-6, 10e-6, 60e-6, "s",
+          "ByteScheduler's poller finishing one handle: synchronize, the task's callbacks (partition_done under a "
+          "lock, the core's credit under its condition, the eager .format of debug text), grad.set_",
+          GIL_SOURCE + f": get, poll, a callback under a lock and grad.set_ take {GIL['done_py_s'] * 1e6:.1f} us on "
+          "CPython 3.11 here; bytescheduler common/bytetask.py notify_finish and common/bytecore.py _end_callback "
+          "add a few dozen more lines per handle (estimate)", "estimate"),
+    Input("bs_scan_step_s", GIL["scan"][0], GIL["scan"][1], GIL["scan"][2], "s",
+          "one step of ByteScheduler's optimizer search: `for gp in group['params']: if self._parameter_names[p] "
+          "!= self._parameter_names[gp] ...` (two tensor-keyed dict lookups, a string compare)",
+          GIL_SOURCE + ": measured per step over a 400-parameter list on CPython 3.11 (bytescheduler "
+          "pytorch/horovod.py _sgd/_adam); the high end allows CPython 3.6's slower dict and compare", "measured"),
+    Input("fwd_gil_per_layer", GIL["fwd_calls"][0], GIL["fwd_calls"][1], GIL["fwd_calls"][2], "calls",
+          "torch calls the training thread makes per forward layer, each giving the GIL up and taking it back",
+          GIL_SOURCE + ": torch calls in one forward and loss of ResNet-50, BERT-Base and BERT-Large per layer with "
+          "parameters (a TorchFunctionMode count)", "measured"),
+    Input("gil_acquires_per_hook", GIL["hook_acquires"][0], GIL["hook_acquires"][1], GIL["hook_acquires"][2], "waits",
+          "GIL waits per hooked layer of torch's autograd engine when the spinning poller wins every race for it",
+          GIL_SOURCE + ": a backward through torch's autograd engine (CPU, 40 layers, hooks on the AccumulateGrad "
+          "nodes as the plugin registers them) beside a spinner that keeps the GIL: in a trial where the spinner "
+          "wins the races, each hooked layer waits this many switch intervals", "measured"),
+    Input("gil_convoy_share", 0.5, 0.05, 1.0, "x",
+          "the share of GIL hand-offs the spinning poller wins: a thread that gives the GIL up for tens of "
+          "microseconds of C work (kernel launches) finds it taken when it comes back if the poller woke first",
+          GIL_SOURCE + ": the same backward either waits at nearly every hooked layer or almost never, trial by "
+          "trial (the race between the poller's wake-up, 5-100 us, and the autograd thread's next need for the "
+          "GIL, 20-100 us a node on a GPU); the study's bare-metal hosts wake threads faster than this VM, and a "
+          "deep C-state slower: the range is the whole span", "estimate"),
+    Input("py_op_s", 8e-6, 4e-6, 15e-6, "s",
+          "one torch op called from Python on a GPU in 2019 (argument parsing, dispatch, the kernel launch): what "
+          "an optimizer's Python loop pays per op",
+          "pytorch/pytorch issue 41383 (2020): 5-7 us per elementwise op from Python on CPU; issue 82793: about "
+          "4 us per op on CUDA (PyTorch 1.12, a faster dispatcher than 1.4's); a CUDA kernel launch 4-10 us "
+          "(typical); measured here: " + f"{GIL['torch_op_s'] * 1e6:.2f} us per CPU op on torch 2.13 (a floor)",
+          "typical"),
+    Input("calib_adam_share", 1.0, 0.0, 1.0, "x",
+          "which optimizer the study's single-GPU BERT throughputs ran: 1 = Adam-family (its Horovod scripts), 0 = "
+          "SGD (its BytePS script); the single-GPU iteration is split into forward and backward and this optimizer",
+          "ddl-benchmarks horovod/bert_benchmark.py and mgwfbp/bert_benchmark.py: transformers AdamW; "
+          "bytescheduler/bert_benchmark.py: torch.optim.Adam; byteps/bert_benchmark.py: optim.SGD(lr=0.01); the "
+          "paper does not say which script gave the single-GPU figure (estimate: the Horovod one, as for "
+          "ResNet-50, where every script runs SGD)", "estimate"),
+    Input("per_method_optimizer", 1.0, 1.0, 1.0, "switch",
+          "1: each method steps the optimizer its framework's script ran (ResNet-50: SGD everywhere; BERT: AdamW "
+          "on Horovod, Adam under ByteScheduler, SGD on BytePS); 0: every method steps the single-GPU run's "
+          "(the counterfactual the report's mechanism table compares with)",
+          "ddl-benchmarks mgwfbp/ and horovod/bert_benchmark.py (transformers AdamW), bytescheduler/bert_benchmark.py "
+          "(optim.Adam), byteps/bert_benchmark.py (optim.SGD, lr=0.01), */imagenet_benchmark.py (optim.SGD)",
+          "code"),
+    # --- the GPU shared between communication and compute (GeForce, no peer-to-peer) -----------------------
+    Input("overlap_compute_slowdown", 0.05, 0.01, 0.25, "x",
+          "how much slower backward runs while a collective or a copy runs beside it on the same GPU",
+          OVERLAP_SOURCE, "typical"),
+    Input("overlap_comm_slowdown", 0.2, 0.0, 0.6, "x",
+          "how much slower a collective or copy runs while compute runs beside it on the same GPU",
+          OVERLAP_SOURCE, "typical"),
     # --- BytePS 0.2 ---------------------------------------------------------------------------------------
     Input("byteps_partition_bytes", 4096000.0, 4096000.0, 4096000.0, "B", "BytePS's partition size",
           "ddl-benchmarks/byteps/launch.sh BYTEPS_PARTITION_BYTES=4096000 (a multiple of 4 GPUs x 4 KiB pages)",
@@ -146,10 +261,14 @@ INPUTS = Inputs([
           "sides' kernel TCP, of which the C++ handler is a small part", "estimate"),
     Input("rdma_message_s", 3e-6, 2e-6, 5e-6, "s", "host CPU per message on ps-lite's RDMA van (the IB runs)",
           "ps-lite rdma_van.h: WRITE_WITH_IMM per message, no copy (estimate)", "estimate"),
-    Input("ipoib_stream_gbit_s", 20.0, 10.0, 30.0, "Gbit/s", "one TCP stream over IPoIB (a worker-server connection of ZMQ)",
-          "connected-mode IPoIB reaches ~20-30 Gb/s per stream, datagram mode 10-15 (typical); BytePS "
-          "docs/best-practice.md: 'a single TCP connection usually cannot run up to 25Gbps'; " +
-          "measured here by `python scripts/reference/server_loop.py` (2026-11-26, development VM, 2 cores, load 0.13, kernel TCP on loopback, a Python server and 2 pushing workers): 0.54 ns per byte through the server, 1.9 GB/s (15 Gb/s) with the copies on 2 shared cores", "typical"),
+    Input("ipoib_stream_gbit_s", 16.0, 8.0, 25.0, "Gbit/s", "one TCP stream over IPoIB (a worker-server connection of ZMQ)",
+          IPOIB_STREAM + "; " + "measured here by `python scripts/reference/server_loop.py` (2026-11-26, development VM, 2 cores, load 0.13, kernel TCP on loopback, a Python server and 2 pushing workers): 0.54 ns per byte through the server, 1.9 GB/s (15 Gb/s) with the copies on 2 shared cores", "typical"),
+    Input("zmq_van_gbyte_s", ZMQ_VAN[0], ZMQ_VAN[1], ZMQ_VAN[2], "GB/s",
+          "ps-lite's ZeroMQ van without RDMA: what one process's single ZeroMQ I/O thread moves, sends and receives "
+          "together (a worker's pushes and pulls, a server's pushes in and pulls out)",
+          "ps-lite ZMQVan (BytePS 0.2's 3rdparty/ps-lite, src/zmq_van.h): zmq_ctx_new() with ZeroMQ's default of one "
+          "I/O thread, ROUTER receiver and DEALER senders, data frames zero-copy; the IPoIB and 10 GbE runs set "
+          "DMLC_ENABLE_RDMA=0 (ddl-benchmarks/byteps/launch.sh). " + ZMQ_VAN_SOURCE, "measured"),
     # --- compute ----------------------------------------------------------------------------------------
     Input("compute_scale", 1.0, 0.97, 1.03, "x", "the single-GPU iteration time relative to the study's throughput",
           "the study's single-GPU throughputs (253.1, 212.8, 49 samples/s) are averages over 5 launches; a GPU "

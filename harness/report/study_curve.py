@@ -100,9 +100,27 @@ def best_methods(df: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
         b = s.iloc[len(same)] if len(s) > len(same) else s.iloc[-1]
         rows.append({"workload": wl, "network": net, "workers": int(n), "best": " = ".join(same["scheme"]),
                      "throughput": a["throughput_median"], "runner_up": b["scheme"],
+                     "runner_up_throughput": b["throughput_median"],
                      "margin": a["throughput_median"] / b["throughput_median"] - 1,
-                     "overlapping": bool("pred_high" in s and b["pred_high"] >= a["throughput_median"])})
+                     "overlapping": bool("pred_high" in s and b["pred_high"] >= a["throughput_median"]),
+                     **({"best_low": a["pred_low"], "best_high": a["pred_high"], "runner_up_low": b["pred_low"],
+                         "runner_up_high": b["pred_high"]} if "pred_high" in s else {})})
     return pd.DataFrame(rows)
+
+
+def best_table(best: pd.DataFrame, workers: int) -> str:
+    """The best method of each (workload, network) row at one size, with the runner-up and both intervals."""
+    b = best[best["workers"] == workers]
+    lines = ["| workload | network | best | samples/s [interval] | runner-up | samples/s [interval] | margin |",
+             "|---|---|---|---:|---|---:|---:|"]
+    span = lambda lo, hi: f" [{lo:.0f}-{hi:.0f}]" if pd.notna(lo) else ""  # noqa: E731
+    for r in b.itertuples():
+        lines.append(f"| {r.workload} | {r.network} | **{r.best}** | {r.throughput:.0f}"
+                     f"{span(getattr(r, 'best_low', None), getattr(r, 'best_high', None))} | {r.runner_up} | "
+                     f"{r.runner_up_throughput:.0f}"
+                     f"{span(getattr(r, 'runner_up_low', None), getattr(r, 'runner_up_high', None))} | "
+                     f"{r.margin:+.1%}{' (overlaps)' if r.overlapping else ''} |")
+    return "\n".join(lines)
 
 
 def findings(df: pd.DataFrame, methods: list[str]) -> list[str]:

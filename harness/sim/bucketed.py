@@ -18,6 +18,7 @@ from harness.contracts.planning import MB, merge_plan
 from harness.sim.byteps import byteps
 from harness.sim.costs import hooked_ready
 from harness.sim.des import Event, Fifo, Sim
+from harness.sim.interference import gpu_comm_facts
 from harness.sim.model import ELEM_BYTES, Outcome
 from harness.sim.ps import ParameterServers, ps_parts
 
@@ -26,13 +27,13 @@ if TYPE_CHECKING:  # annotations only: the compute model's module reads profile 
     from harness.sim.network import Cluster
 
 
-def collective_channel(sim: Sim, ab) -> Fifo:
+def collective_channel(sim: Sim, ab, log: bool = False) -> Fifo:
     """The stream a communicator's collectives run on, one at a time: a job of m message bytes takes
     alpha + beta * m (bytes under a shaped link's token bucket at the bucket's peak rate instead).
-    Submit with `allreduce(chan, ab, m)`."""
+    Submit with `allreduce(chan, ab, m)`; `log` keeps when each ran (for the interference pass)."""
     rate = 1.0 / ab.beta_s_per_byte if ab.beta_s_per_byte > 0 else math.inf
     peak = 1.0 / ab.beta_peak_s_per_byte if ab.beta_peak_s_per_byte > 0 else math.inf
-    return Fifo(sim, "collectives", rate, ab.burst_bytes, peak)
+    return Fifo(sim, "collectives", rate, ab.burst_bytes, peak, log=log)
 
 
 def allreduce(chan: Fifo, ab, nbytes: float, extra_s: float = 0.0):
@@ -54,7 +55,7 @@ class _BucketRun:
         self.c, self.buckets, self.ps = c, buckets, ps
         n = len(c.numels)
         self.ab = cluster.allreduce_cost()
-        self.chan = collective_channel(sim, self.ab)
+        self.chan = collective_channel(sim, self.ab, log=cluster.stack.contended)
         self.single = cluster.workers <= 1 and ps is None
         if ps is not None:
             self.res = ParameterServers(sim, cluster, ps["server_gbyte_s"], p2p, ps["local_reduce"])
@@ -151,6 +152,8 @@ class _BucketRun:
         out = Outcome(m["end"] - m["start"], c.forward_s, self.shifted[1], m["opt"] - m["wait"], c.optimizer_s,
                       dict(plan or {}))
         out.plan.setdefault("buckets", len(self.order))
+        if self.chan.log is not None:
+            out.plan.update(gpu_comm_facts([self.chan], m["bwd"], m["bwd"] + self.shifted[1]))
         if self.ps is not None:
             out.plan.update(partitions=len(self.parts), servers=self.res.S)
         return out
@@ -218,36 +221,31 @@ def study_merge(deltas: list[float], numels: list[int], alpha: float, beta: floa
     for l in range(L - 2, -1, -1):
         taob[l] = taob[l + 1] + tb[l + 1]
 
-    def starts() -> list[float]:
-        taoc = [0.0] * L
-        taoc[L - 1] = taob[L - 1] + tb[L - 1]
-        for l in range(L - 2, -1, -1):
-            taoc[l] = max(taoc[l + 1] + tc[l + 1], taob[l] + tb[l])
-        return taoc
-
     def merge(l: int) -> None:
         tc[l] = 0.0
         p[l - 1] += p[l]
         p[l] = 0
         tc[l - 1] = alpha + beta * p[l - 1] * ELEM_BYTES
 
-    taoc = starts()
+    # taoc[l], when tensor l's all-reduce may start, depends only on the tensors after it: walking down, it
+    # is the previous one's start plus its (possibly merged) cost, or l's own readiness; a merge at l changes
+    # only what lies below l, so one pass gives what recomputing every start after each merge would
+    taoc = taob[L - 1] + tb[L - 1]
     groups, group = [], []
     for l in range(L - 1, 0, -1):
         group.append(l)
         next_ready = taob[l - 1] + tb[l - 1]
         merged = False
-        if next_ready < taoc[l] + tc[l] and (taoc[l] > next_ready or next_ready - taoc[l] < alpha):
+        if next_ready < taoc + tc[l] and (taoc > next_ready or next_ready - taoc < alpha):
             merge(l)
             merged = True
         if not merged and p[l] < SMALL_ELEMENTS:
             merge(l)
             merged = True
-        if merged:
-            taoc = starts()
-        else:
+        if not merged:
             groups.append(group)
             group = []
+        taoc = max(taoc + tc[l], next_ready)
     groups.append(group + [0])
     return [[L - 1 - l for l in g] for g in groups]
 

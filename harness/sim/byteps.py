@@ -7,7 +7,8 @@ different partitions overlap:
   one node (BytePS "non-distributed", one worker node: no server at all): a NCCL reduce-scatter among the
   node's GPUs, then an all-gather (both on the root's NCCL stream, one after another);
   several nodes: reduce-scatter; each GPU copies its 1/g of the partition to host memory (COPYD2H);
-  the root pushes the whole partition to its server (ZMQ over TCP, or RDMA) and pulls the sum back; each
+  the root pushes the whole partition to its server (ZMQ over TCP, or RDMA) and pulls the sum back - over TCP
+  every byte a process sends or receives passes its one ZeroMQ I/O thread (`van_bytes_per_s`); each
   GPU copies its 1/g back (COPYH2D); all-gather. A server sums the n pushes of a key (n - 1 sums and one
   copy into its store, server/server.cc) and answers the pulls; its NIC carries n copies each way.
 
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 from harness.contracts.planning import MB
 from harness.sim.costs import hooked_ready
 from harness.sim.des import Fifo, Sim
+from harness.sim.interference import gpu_comm_facts
 from harness.sim.model import Outcome
 
 if TYPE_CHECKING:  # annotations only
@@ -71,13 +73,18 @@ class _BytePSRun:
         self.intra_rate, self.intra_hop = intra.bytes_per_s, intra.message_s
         link = cluster.inter
         self.link_lat = link.message_s
-        self.nccl = Fifo(sim, "nccl")                   # the root's NCCL stream
+        log = st.contended
+        self.scale = st.comm_scale                      # GPU-side work slowed by compute beside it
+        self.nccl = Fifo(sim, "nccl", log=log)          # the root's NCCL stream
         # the node's host path, each direction: GPU stores and NIC writes go up, GPU loads and NIC reads down
         self.host_up = Fifo(sim, "host-up", self.cost.host_bytes_per_s)
         self.host_down = Fifo(sim, "host-down", self.cost.host_bytes_per_s)
-        self.d2h, self.h2d = Fifo(sim, "d2h"), Fifo(sim, "h2d")
+        self.d2h, self.h2d = Fifo(sim, "d2h", log=log), Fifo(sim, "h2d", log=log)
         self.up = Fifo(sim, "nic-up", link.bytes_per_s)
         self.down = Fifo(sim, "nic-down", link.bytes_per_s)
+        # ps-lite's ZeroMQ van (TCP): one I/O thread per process carries all its bytes, both directions
+        self.van = Fifo(sim, "worker-van", self.cost.van_bytes_per_s)
+        self.s_van = [Fifo(sim, f"server{s}-van", self.cost.van_bytes_per_s) for s in range(self.S)]
         self.conn_up = [Fifo(sim, f"conn{s}-up", self.cost.stream_bytes_per_s) for s in range(self.S)]
         self.conn_down = [Fifo(sim, f"conn{s}-down", self.cost.stream_bytes_per_s) for s in range(self.S)]
         self.s_in = [Fifo(sim, f"server{s}-in", link.bytes_per_s) for s in range(self.S)]
@@ -105,8 +112,8 @@ class _BytePSRun:
         """A reduce-scatter or all-gather of nbytes among the node's g GPUs (through host memory): done when
         its ring is, and when the node's host path has carried its g - 1 hops of nbytes / g per GPU."""
         g, now = self.g, self.sim.now
-        ring = self.nccl.reserve(self.cost.nccl_call_s + (g - 1) * self.intra_hop
-                                 + (g - 1) / g * nbytes / self.intra_rate)
+        ring = self.nccl.reserve(self.cost.nccl_call_s + ((g - 1) * self.intra_hop
+                                 + (g - 1) / g * nbytes / self.intra_rate) * self.scale)
         return max(ring, self._host(up=(g - 1) * nbytes, down=(g - 1) * nbytes)) - now
 
     def _host(self, up: float = 0.0, down: float = 0.0) -> float:
@@ -116,18 +123,20 @@ class _BytePSRun:
         sim, cost, g = self.sim, self.cost, self.g
         yield self._nccl(size) + cost.signal_s                                      # REDUCE
         if self.n > 1:
-            copied = max(self.d2h.reserve(size / g / cost.copy_bytes_per_s), self._host(up=size))
+            copied = max(self.d2h.reserve(size / g / cost.copy_bytes_per_s * self.scale), self._host(up=size))
             yield copied - sim.now + cost.signal_s                                   # COPYD2H
             pushed = max(self.up.reserve_bytes(size), self.conn_up[server].reserve_bytes(size),
-                         self.s_in[server].reserve_bytes(self.n * size), self._host(down=size))
+                         self.s_in[server].reserve_bytes(self.n * size), self._host(down=size),
+                         self.van.reserve_bytes(size), self.s_van[server].reserve_bytes(self.n * size))
             yield pushed - sim.now + self.link_lat + 2 * cost.message_s             # PUSH and its ack
             recv = self.s_lock[server].reserve(self.n * cost.recv_s)
             summed = self.s_sum[server].reserve_bytes(self.n * size, max(0.0, recv - sim.now))
             yield summed - sim.now                                                   # n - 1 sums, 1 copy
             pulled = max(self.s_out[server].reserve_bytes(self.n * size), self.down.reserve_bytes(size),
-                         self.conn_down[server].reserve_bytes(size), self._host(up=size))
+                         self.conn_down[server].reserve_bytes(size), self._host(up=size),
+                         self.s_van[server].reserve_bytes(self.n * size), self.van.reserve_bytes(size))
             yield pulled - sim.now + self.link_lat + 2 * cost.message_s              # PULL request, response
-            copied = max(self.h2d.reserve(size / g / cost.copy_bytes_per_s), self._host(down=size))
+            copied = max(self.h2d.reserve(size / g / cost.copy_bytes_per_s * self.scale), self._host(down=size))
             yield copied - sim.now + cost.signal_s                                   # COPYH2D
         yield self._nccl(size) + cost.signal_s                                      # BROADCAST
 
@@ -164,10 +173,12 @@ class _BytePSRun:
         self.sim.process(self.main())
         self.sim.run()
         m, c = self.marks, self.c
+        plan = {"partitions": len(self.keys), "servers": self.S, "engine": "byteps",
+                "server_keys": [sum(1 for k in self.keys if k[2] == s) for s in range(self.S)]}
+        if self.nccl.log is not None:  # the GPU-side stages beside the backward
+            plan.update(gpu_comm_facts([self.nccl, self.d2h, self.h2d], m["start"] + c.forward_s, m["wait"]))
         return Outcome(m["end"] - m["start"], c.forward_s, m["wait"] - m["start"] - c.forward_s,
-                       m["opt"] - m["wait"], c.optimizer_s,
-                       {"partitions": len(self.keys), "servers": self.S, "engine": "byteps",
-                        "server_keys": [sum(1 for k in self.keys if k[2] == s) for s in range(self.S)]})
+                       m["opt"] - m["wait"], c.optimizer_s, plan)
 
 
 def byteps(c: ComputeModel, cluster: Cluster, knobs: dict, fused: bool) -> Outcome:

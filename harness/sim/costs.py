@@ -11,14 +11,18 @@ is issued from a gradient hook and costs its all-reduce, nothing more. The study
   ready; with a cycle time (ByteScheduler's Horovod, 5 ms) at the cycle's tick, fused up to `fusion_bytes`.
 - the Python side of a data-parallel optimizer: a hook per gradient on the training thread (`hook_s`), a
   device copy into a merged buffer (`copy_bytes_per_s`, `copy_launch_s`);
-- ByteScheduler: the scheduler thread's CPU per partition, the poller thread's optimizer step per parameter;
-- BytePS (`byteps`): its pipeline per partition (harness/sim/byteps.py).
+- ByteScheduler: the scheduler thread's CPU per partition, the poller thread's optimizer step per parameter,
+  and its Python threads sharing the GIL (`gil_*`, harness/sim/gil.py);
+- BytePS (`byteps`): its pipeline per partition (harness/sim/byteps.py), its ZeroMQ van over TCP;
+- the optimizer each framework's script ran (`optimizer`), as a roofline of its memory passes and Python ops;
+- communication and compute sharing a GPU without peer-to-peer (`overlap_*`): both slower while they overlap
+  (harness/sim/interference.py).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,10 @@ class BytePSCosts:
     host_bytes_per_s: float = math.inf
     """The PCIe path between a node's GPUs and NIC and its host memory, per direction: without peer-to-peer
     and GPUDirect RDMA every stage of a partition crosses it (inf: not a bottleneck)."""
+    van_bytes_per_s: float = math.inf
+    """ps-lite's ZeroMQ van over TCP: one I/O thread per process writes every byte the process sends and reads
+    every byte it receives, so a worker's pushes and pulls (a server's pushes in and pulls out) share this
+    rate, whatever the link (inf: the RDMA van, no such thread)."""
 
 
 @dataclass(frozen=True)
@@ -66,12 +74,52 @@ class Stack:
     """ByteScheduler: its scheduler thread's CPU per partition it dispatches."""
     param_step_s: float = 0.0
     """ByteScheduler: its poller thread's optimizer step per parameter (Python, one after another)."""
-    poller_holds_gil_s: float = 0.0
-    """ByteScheduler's PyTorch plugin: its poller thread spins in Python over the Horovod handles in flight,
-    holding the GIL (horovod 0.19's poll keeps it), so the training thread's next forward, which gives the
-    GIL up at every operator call, advances one operator per switch interval: it waits, in effect, until the
-    round's all-reduces are done, then this long (half a switch interval) to get the GIL back. 0 = no such
-    thread (ddlbench's engine, or no Python poller)."""
+    gil_forced_s: float = 0.0
+    """ByteScheduler's PyTorch plugin: its poller thread spins in Python over the Horovod handles in flight and
+    keeps the GIL between polls (harness/sim/gil.py); a thread that needs the GIL meanwhile waits for the poller
+    to finish an item or empty its queue, at most this long (the switch interval and the hand-off of a forced
+    switch). 0 = no spinning Python thread (ddlbench's engine)."""
+    gil_release_s: float = 0.0
+    """The wait for the GIL from a thread that gives it up at once (a hand-off)."""
+    task_py_s: float = 0.0
+    """ByteScheduler: Python on the gradient hook per partition (its task objects, the tensor slice, Horovod's
+    allreduce_async_ and the queue put), on the autograd thread."""
+    done_py_s: float = 0.0
+    """ByteScheduler: the poller's Python per finished handle (synchronize, the callback, grad.set_)."""
+    param_scan_s: float = 0.0
+    """ByteScheduler: one step of its optimizer's search for a parameter (`_sgd`/`_adam` walk the parameter list
+    comparing names until they meet it): parameter i costs i + 1 steps."""
+    gil_waits_per_hook: float = 0.0
+    """Times a hooked backward layer waits for the GIL while the poller spins (the autograd engine and the hook
+    need it; each time the poller wins the race for it, the wait lasts until it gives it up)."""
+    fwd_gil_per_layer: float = 0.0
+    """Times the training thread waits for the GIL per forward layer while the poller spins (its torch calls
+    each give the GIL up and need it back; the poller wins some of those races)."""
+    leader_only: bool = False
+    """ByteScheduler's PyTorch plugin: only rank 0 schedules; every other rank hands each partition to Horovod
+    from its gradient hook (`immediate`), so a collective starts once rank 0 has scheduled it *and* the other
+    ranks' hooks have run (they wait for the GIL: `gil_forced_s`)."""
+    optimizer: tuple = ()
+    """(sample unit, optimizer) pairs: the optimizer this framework's benchmark script ran per kind of workload
+    (`sgd`, `adam`, `adamw`; OPTIMIZERS); () = as the compute model was profiled."""
+    py_op_s: float = 0.0
+    """One torch op called from Python on the GPU (dispatch and kernel launch): the optimizer's Python per op."""
+    opt_bytes_per_s: float = math.inf
+    """Device memory rate of the optimizer's elementwise kernels (bytes read and written per second)."""
+    overlap_compute_slowdown: float = 0.0
+    """Compute runs this much slower while a collective or a copy of the same GPU runs beside it (GeForce
+    without peer-to-peer: NCCL's shared-memory kernels and the copies share the SMs, memory and PCIe path)."""
+    overlap_comm_slowdown: float = 0.0
+    """A collective or copy runs this much slower while compute runs beside it on the same GPU."""
+    comm_scale: float = 1.0
+    """Every collective and device copy of this iteration takes this many times its time alone (set by the
+    interference pass, harness/sim/interference.py, from the share of them that overlapped compute)."""
+
+    @property
+    def contended(self) -> bool:
+        """Whether communication and compute slow each other where they overlap (the models then log when
+        their GPU-side communication runs: Outcome.plan `gpu_comm_overlap_s`, `gpu_comm_busy_s`)."""
+        return bool(self.overlap_compute_slowdown or self.overlap_comm_slowdown)
     byteps: BytePSCosts | None = None
     """BytePS's pipeline, for the parameter-server methods the study ran on it; None = ddlbench's own
     parameter servers (harness/sim/ps.py)."""
@@ -90,9 +138,40 @@ class Stack:
         """One device copy of `nbytes`."""
         return self.copy_launch_s + (nbytes / self.copy_bytes_per_s if nbytes else 0.0)
 
+    def optimizer_for(self, sample_unit: str) -> str | None:
+        """The optimizer this stack's script ran on a workload of this sample unit (None: as profiled)."""
+        return dict(self.optimizer).get(sample_unit)
+
 
 PLAIN = Stack()
 """ddlbench's own schemes: nothing beyond the links."""
+
+
+OPTIMIZERS = {
+    # per parameter tensor: (torch ops called from Python, fp32 passes over memory: tensors read + written)
+    "sgd": (1, 3),     # lr only (the study's scripts): p.add_(-lr, g) reads p and g, writes p
+    "adam": (7, 19),   # torch.optim.Adam (PyTorch 1.4), no weight decay: m.mul_.add_ (2+3), v.mul_.addcmul_
+                       # (2+4), denom = v.sqrt().add_(eps) (2+2), p.addcdiv_(m, denom) (4)
+    "adamw": (7, 19),  # transformers 2.x AdamW at weight decay 0 (its default): the same seven ops
+}
+"""What one optimizer step costs per parameter tensor, read off the optimizers' step() code."""
+
+
+def optimizer_s(stack: Stack, name: str, numels, elem_bytes: int = 4) -> float:
+    """One parameter group's optimizer step: its kernels' memory passes at the device's rate, or the Python
+    that launches them one op at a time, whichever is longer."""
+    ops, passes = OPTIMIZERS[name]
+    device = passes * elem_bytes * sum(numels) / stack.opt_bytes_per_s
+    return max(device, ops * len(numels) * stack.py_op_s)
+
+
+def with_optimizer(c, stack: Stack):
+    """The compute model `c` with the optimizer this stack's script ran on such a workload (Stack.optimizer),
+    each layer's step from OPTIMIZERS; `c` itself where the stack names none."""
+    name = stack.optimizer_for(c.sample_unit)
+    if name is None:
+        return c
+    return replace(c, layer_optimizer_s=tuple(optimizer_s(stack, name, [c.numels[i] for i in m]) for m in c.layers))
 
 
 def hooked_ready(c, stack: Stack, merged: list[bool]) -> tuple[list[float], float]:

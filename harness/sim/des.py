@@ -117,22 +117,26 @@ class Fifo:
     `burst` bytes while the resource idles, and bytes covered by tokens pass at `peak` bytes/s (the
     unshaped path's speed) instead of `rate`. burst = 0 is a plain link: bytes / rate."""
 
-    __slots__ = ("sim", "name", "free_at", "busy_s", "rate", "burst", "peak", "tokens", "t_tokens")
+    __slots__ = ("sim", "name", "free_at", "busy_s", "rate", "burst", "peak", "tokens", "t_tokens", "log")
 
     def __init__(self, sim: Sim, name: str = "", rate: float = math.inf, burst: float = 0.0,
-                 peak: float = math.inf):
+                 peak: float = math.inf, log: bool = False):
         self.sim = sim
         self.name = name
         self.free_at = 0.0
         self.busy_s = 0.0  # utilisation: total service time
         self.rate, self.burst, self.peak = rate, burst, peak
         self.tokens, self.t_tokens = burst, 0.0
+        self.log: list | None = [] if log else None  # (start, end) of every job, when asked for
 
     def reserve(self, duration_s: float) -> float:
         """Queue a job now; returns the simulated time it finishes."""
         d = max(0.0, duration_s)
-        self.free_at = max(self.sim.now, self.free_at) + d
+        start = max(self.sim.now, self.free_at)
+        self.free_at = start + d
         self.busy_s += d
+        if self.log is not None and d:
+            self.log.append((start, self.free_at))
         return self.free_at
 
     def submit(self, duration_s: float) -> Event:
@@ -152,6 +156,8 @@ class Fifo:
         self.t_tokens = start + d
         self.free_at = start + d
         self.busy_s += d
+        if self.log is not None and d:
+            self.log.append((start, self.free_at))
         return self.free_at
 
     def submit_bytes(self, nbytes: float, fixed_s: float = 0.0) -> Event:
@@ -161,3 +167,23 @@ class Fifo:
         if not self.burst:
             return 0.0
         return min(self.burst, self.tokens + max(0.0, t - self.t_tokens) * self.rate)
+
+
+def busy_within(fifos, lo: float, hi: float) -> tuple[float, float]:
+    """(seconds in [lo, hi] during which any of the logging `fifos` was busy, seconds any was busy at all):
+    their jobs' intervals merged."""
+    spans = sorted(iv for f in fifos if f.log for iv in f.log)
+    inside = total = 0.0
+    cur_s = cur_e = None
+    for s, e in spans + [(math.inf, math.inf)]:
+        if cur_e is not None and s > cur_e:
+            total += cur_e - cur_s
+            inside += max(0.0, min(cur_e, hi) - max(cur_s, lo))
+            cur_s = cur_e = None
+        if s == math.inf:
+            break
+        if cur_s is None:
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return inside, total

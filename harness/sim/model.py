@@ -91,6 +91,11 @@ class ComputeModel:
             layer_optimizer_s=tuple(t * factor for t in self.layer_optimizer_s),
             batch=batch or self.batch, device=device or self.device)
 
+    def scaled_backward(self, factor: float) -> "ComputeModel":
+        """The backward alone `factor` times as long (the gradients' ready times with it)."""
+        return replace(self, ready_s=tuple(t * factor for t in self.ready_s),
+                       backward_total_s=self.backward_total_s * factor)
+
     def calibrated(self, samples_per_s: float, batch: int, device: str) -> "ComputeModel":
         """Scaled so that one worker runs `batch` samples at `samples_per_s`."""
         if samples_per_s <= 0:

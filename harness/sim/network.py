@@ -134,6 +134,12 @@ class AlphaBeta:
 ZERO = AlphaBeta(0.0, 0.0)
 
 
+def _scaled(ab: AlphaBeta, f: float) -> AlphaBeta:
+    """Every time of `ab` (its small-message line too) times f; what a planner fits is left as it was."""
+    return replace(ab, alpha_s=ab.alpha_s * f, beta_s_per_byte=ab.beta_s_per_byte * f,
+                   small=_scaled(ab.small, f) if ab.small is not None else None)
+
+
 @dataclass(frozen=True)
 class Cluster:
     nodes: int
@@ -174,6 +180,8 @@ class Cluster:
         """alpha/beta of one all-reduce; on a token-bucket shaped `inter` link (n > 1 nodes), with the
         bucket in message bytes: a ring moves 2(N-1)/N bytes over every link per message byte."""
         ab = self._allreduce_cost()
+        if self.stack.comm_scale != 1.0:  # slowed by the compute beside it (harness/sim/interference.py)
+            ab = _scaled(ab, self.stack.comm_scale)
         if self.nodes > 1 and self.inter.burst_bytes and ab.beta_s_per_byte:
             per_byte = 2 * (self.workers - 1) / self.workers
             ab = replace(ab, burst_bytes=self.inter.burst_bytes / per_byte,

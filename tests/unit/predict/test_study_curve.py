@@ -160,20 +160,155 @@ def test_bytescheduler_counts_parameters_not_bytes():
     assert study_network(NOMINAL, "ib-100g", 8).knobs["bsp-ps"]["partition_mb"] * MB == pytest.approx(4096000)
 
 
-def test_the_bytescheduler_poller_holding_the_gil_stops_the_next_forward(models):
-    """With the library's Python poller spinning over in-flight handles, the next forward cannot overlap
-    the previous round's all-reduces: never faster than without it."""
+def test_the_bytescheduler_plugin_waits_for_the_gil_and_for_every_rank_to_hand_partitions_over(models):
+    """The study's ByteScheduler-A2A is the 2019 plugin: the ranks other than 0 hand partitions over from
+    hooks that wait for the GIL while the poller spins, so its backward is longer than the GPU's and the
+    iteration never faster than with a poller that never wins the GIL."""
     from dataclasses import replace
 
-    sn = study_network(NOMINAL, "eth-10g", 8)
+    sn = study_network(NOMINAL, "ib-100g", 1)
     st = sn.network.stacks["bytescheduler-a2a"]
-    assert st.poller_holds_gil_s == pytest.approx(NOMINAL["py_switch_interval_s"] / 2)
+    assert st.leader_only and st.gil_forced_s == pytest.approx(
+        NOMINAL["py_switch_interval_s"] + NOMINAL["gil_forced_extra_s"])
+    resnet = next(m for m in models if m.workload == "resnet50")
+    cl = Cluster(1, 4, sn.network.inter, sn.network.intra, 1, measured=sn.network.measured)
+    knobs = sn.knobs["bytescheduler-a2a"]
+    held = simulate("bytescheduler-a2a", resnet, cl.with_(stack=st), knobs)
+    free = simulate("bytescheduler-a2a", resnet, cl.with_(stack=replace(st, gil_waits_per_hook=0.0,
+                                                                          fwd_gil_per_layer=0.0)), knobs)
+    assert held.plan["library"].startswith("bytescheduler") and held.plan["hooks_waited"] > 0
+    assert free.plan["hooks_waited"] == 0 and free.plan["gil_waits"] == 0
+    assert held.iter_s > free.iter_s * 1.05
+    assert held.backward_s > resnet.backward_total_s * 1.05   # the autograd thread held the GPU back
+    # each wait is bounded by the switch interval and its forced hand-off
+    assert held.plan["gil_waited_s"] <= held.plan["gil_waits"] * st.gil_forced_s + 1e-9
+
+
+def test_the_gil_rule_waits_for_the_first_of_a_finished_item_an_empty_queue_or_a_forced_switch():
+    from harness.sim.des import Sim
+    from harness.sim.gil import Spinner
+
+    def waited(inflight: int, finish_at: float | None, forced: float = 5e-3, release: float = 1e-4) -> float:
+        sim = Sim()
+        spin = Spinner(sim, forced, release)
+        spin.add(inflight)
+        if finish_at is not None:
+            sim.at(finish_at, spin.finish)
+        out = {}
+
+        def thread():
+            yield from spin.acquire()
+            out["t"] = sim.now
+        sim.process(thread())
+        sim.run()
+        return out["t"]
+    assert waited(0, None) == 0.0                                   # the poller sleeps in queue.get()
+    assert waited(2, None) == pytest.approx(5e-3)                   # forced switch, hand-off included
+    assert waited(2, 1e-3) == pytest.approx(1e-3 + 1e-4)            # a finished item gives the GIL up
+    assert waited(1, 9e-3) == pytest.approx(5e-3)                   # but never longer than a forced switch
+
+
+def test_communication_and_compute_sharing_the_gpu_slow_what_overlaps_and_nothing_else(models):
+    """The interference pass: WFBP overlaps its all-reduces with backward and is slowed; BSP overlaps nothing
+    and is not; both slowdowns at zero give the plain model."""
+    from dataclasses import replace
+
+    sn = study_network(NOMINAL, "ib-100g", 2)
+    bert = next(m for m in models if m.workload == "bert-base")
+    cl = Cluster(2, 4, sn.network.inter, sn.network.intra, 2, measured=sn.network.measured)
+    st = sn.network.stacks["wfbp-a2a"]
+    assert st.contended
+    none = replace(st, overlap_compute_slowdown=0.0, overlap_comm_slowdown=0.0)
+    heavy = replace(st, overlap_compute_slowdown=0.3, overlap_comm_slowdown=0.6)
+    w0 = simulate("wfbp-a2a", bert, cl.with_(stack=none))
+    w1 = simulate("wfbp-a2a", bert, cl.with_(stack=heavy))
+    assert w1.iter_s > w0.iter_s and w1.plan["overlap_comm_scale"] > 1.0 and w1.plan["overlap_compute_stretch"] > 1.0
+    assert "overlap_comm_scale" not in w0.plan
+    b0 = simulate("bsp-a2a", bert, cl.with_(stack=none))
+    b1 = simulate("bsp-a2a", bert, cl.with_(stack=heavy))
+    assert b1.iter_s == pytest.approx(b0.iter_s, rel=1e-9)        # nothing runs beside its backward
+
+
+def test_byteps_over_tcp_moves_every_byte_through_one_zeromq_thread(models):
+    """Without RDMA a worker's pushes and pulls share its van's one I/O thread: a slow van slows the IPoIB
+    PS cells; the RDMA van (IB) has no such thread."""
+    from dataclasses import replace
+
     bert = next(m for m in models if m.workload == "bert-large")
-    cl = Cluster(8, 4, sn.network.inter, sn.network.intra, 8, measured=sn.network.measured)
-    held = simulate("bytescheduler-a2a", bert, cl.with_(stack=st), sn.knobs["bytescheduler-a2a"]).iter_s
-    free = simulate("bytescheduler-a2a", bert, cl.with_(stack=replace(st, poller_holds_gil_s=0.0)),
-                    sn.knobs["bytescheduler-a2a"]).iter_s
-    assert held >= free
+    sn = study_network(NOMINAL, "ipoib-100g", 4)
+    st = sn.network.stacks["wfbp-ps"]
+    assert st.byteps.van_bytes_per_s == pytest.approx(NOMINAL["zmq_van_gbyte_s"] * 1e9)
+    assert study_network(NOMINAL, "ib-100g", 4).network.stacks["wfbp-ps"].byteps.van_bytes_per_s == math.inf
+    cl = Cluster(4, 4, sn.network.inter, sn.network.intra, 4, host=sn.network.host)
+    slow = replace(st, byteps=replace(st.byteps, van_bytes_per_s=1e9))
+    free = replace(st, byteps=replace(st.byteps, van_bytes_per_s=math.inf))
+    t_slow = simulate("wfbp-ps", bert, cl.with_(stack=slow), sn.knobs["wfbp-ps"]).iter_s
+    t_free = simulate("wfbp-ps", bert, cl.with_(stack=free), sn.knobs["wfbp-ps"]).iter_s
+    # 1 GB/s through one thread for 2 x 1.34 GB per iteration: at least 2.6 s
+    assert t_slow > 2 * bert.total_grad_bytes / 1e9 > t_free
+
+
+def test_each_method_steps_the_optimizer_its_script_ran(models):
+    """BERT: AdamW on Horovod and Adam under ByteScheduler cost the same seven ops and 19 passes a parameter,
+    BytePS's SGD one op and 3 passes; the single-GPU iteration keeps its measured length after the split."""
+    from harness.sim.costs import with_optimizer
+
+    v = dict(NOMINAL)
+    bert = next(m for m in models if m.workload == "bert-large")
+    base = study.study_compute(bert, v)
+    assert base.iteration_s == pytest.approx(bert.iteration_s, rel=1e-9)
+    sn = study_network(v, "ib-100g", 2)
+    adam = with_optimizer(base, sn.network.stacks["bsp-a2a"])
+    sgd = with_optimizer(base, sn.network.stacks["bsp-ps"])
+    assert adam.optimizer_s == pytest.approx(base.optimizer_s, rel=1e-6)  # the single-GPU run's, Adam-family
+    assert sgd.optimizer_s < adam.optimizer_s / 3
+    resnet = study.study_compute(next(m for m in models if m.workload == "resnet50"), v)
+    assert with_optimizer(resnet, sn.network.stacks["bsp-a2a"]).optimizer_s == pytest.approx(resnet.optimizer_s)
+    same = study_network({**v, "per_method_optimizer": 0.0}, "ib-100g", 2)
+    assert with_optimizer(base, same.network.stacks["bsp-ps"]) is base
+
+
+def test_horovods_negotiation_grows_with_the_ring_and_meets_the_authors_fits():
+    """Open MPI's linear Gatherv makes Horovod's round grow with the workers; per-collective start-up at 32
+    GPUs lands within a factor of two of what the study's authors fitted on their own Horovod clusters."""
+    from harness.predict.study_cluster import horovod_negotiation_s, startup_rows
+
+    for fam in FAMILIES:
+        negs = [horovod_negotiation_s(NOMINAL, fam, n) for n in NODE_COUNTS]
+        assert negs == sorted(negs) and negs[-1] > negs[0]
+    rows = startup_rows(NOMINAL)
+    assert len(rows) == len(FAMILIES) * len(NODE_COUNTS)
+    for r in rows:
+        if r["workers"] == 32:
+            assert 0.5 < r["model_s"] / r["authors_fit_s"] < 2.0, r
+
+
+def test_what_each_mechanism_does_to_the_ranking_is_one_row_per_mechanism_and_size(models):
+    bert = [m for m in models if m.workload == "bert-base"]
+    eff = study.mechanism_effects(bert, "flops", node_counts=(1, 2), processes=1)
+    assert list(eff["mechanism"].unique()) == list(study.MECHANISMS)
+    assert set(eff["workers"]) == {4, 8} and (eff["rows"] == 3).all()
+    gil = eff[eff["mechanism"].str.startswith("ByteScheduler")]
+    assert (gil["loses_most"] == "bytescheduler-a2a").all() and (gil["loses_most_change"] < 0).all()
+
+
+def test_the_inputs_carry_the_committed_microbenchmark_figures():
+    """The GIL and van inputs are the figures of the JSON committed beside the report (regenerate both
+    together: scripts/reference/gil_handoff.py and zmq_van.py)."""
+    import json
+    from pathlib import Path
+
+    from harness.predict.study_inputs import GIL, ZMQ_VAN
+
+    folder = Path(__file__).resolve().parents[3] / "reports" / "study-prediction"
+    gil = json.loads((folder / "gil-handoff.json").read_text())
+    van = json.loads((folder / "zmq-van.json").read_text())
+    keep5 = next(h for h in gil["handoff"] if h["switch_ms"] == 5.0 and h["spinners"] == 1 and h["poll"] == "keeps GIL")
+    assert keep5["median_s"] - 5e-3 == pytest.approx(GIL["forced_extra"][0], abs=0.1e-3)
+    rel5 = next(h for h in gil["handoff"] if h["switch_ms"] == 5.0 and h["spinners"] == 1 and h["poll"] != "keeps GIL")
+    assert rel5["median_s"] == pytest.approx(GIL["handoff"][0], abs=0.03e-3)
+    assert gil["python_costs"]["scan_step_s"] == pytest.approx(GIL["scan"][0], rel=0.25)
+    assert min(van["both_gbyte_s_all"]) <= ZMQ_VAN[0] <= max(van["both_gbyte_s_all"]) + 0.1
 
 
 def test_the_authors_mgwfbp_rule_merges_tiny_tensors_and_uses_their_table():
@@ -232,6 +367,58 @@ def test_ddlbench_predict_refuses_study_misuse_in_one_line(args, needle):
     r = CliRunner().invoke(cli, ["predict", "--workload", "bert-base", "--device-preset", "study-gpu", *args])
     assert r.exit_code == 2, r.output
     assert needle in r.output and len(r.output.strip().splitlines()) == 1, r.output
+
+
+def test_study_merge_in_one_pass_equals_recomputing_every_start():
+    """study_merge walks once; the authors' code recomputes every start after each merge: same groups."""
+    import random
+
+    def reference(deltas, numels, alpha, beta):  # the authors' recurrence, recomputed after every merge
+        L = len(numels)
+        p = [numels[L - 1 - l] for l in range(L)]
+        tb = [deltas[L - 1 - l] for l in range(L)]
+        tc = [alpha + beta * n * 4 if n else 0.0 for n in p]
+        taob = [0.0] * L
+        for l in range(L - 2, -1, -1):
+            taob[l] = taob[l + 1] + tb[l + 1]
+
+        def starts():
+            t = [0.0] * L
+            t[L - 1] = taob[L - 1] + tb[L - 1]
+            for l in range(L - 2, -1, -1):
+                t[l] = max(t[l + 1] + tc[l + 1], taob[l] + tb[l])
+            return t
+
+        def merge(l):
+            tc[l] = 0.0
+            p[l - 1] += p[l]
+            p[l] = 0
+            tc[l - 1] = alpha + beta * p[l - 1] * 4
+        taoc, groups, group = starts(), [], []
+        for l in range(L - 1, 0, -1):
+            group.append(l)
+            ready = taob[l - 1] + tb[l - 1]
+            merged = ready < taoc[l] + tc[l] and (taoc[l] > ready or ready - taoc[l] < alpha)
+            if merged:
+                merge(l)
+            if not merged and p[l] < 8192:
+                merge(l)
+                merged = True
+            if merged:
+                taoc = starts()
+            else:
+                groups.append(group)
+                group = []
+        groups.append(group + [0])
+        return [[L - 1 - l for l in g] for g in groups]
+
+    rng = random.Random(7)
+    for _ in range(300):
+        L = rng.randint(1, 50)
+        deltas = [rng.random() * 1e-3 for _ in range(L)]
+        numels = [rng.choice([10, 5000, 20000, 10 ** 6, 4 * 10 ** 6]) for _ in range(L)]
+        a, b = rng.random() * 1e-3, rng.random() * 1e-9
+        assert study_merge(deltas, numels, a, b) == reference(deltas, numels, a, b)
 
 
 def test_the_nccl_ring_at_one_node_is_bounded_by_the_slower_of_shm_and_the_host_path():

@@ -62,8 +62,9 @@ SUMMARY_STATS = [
     "gpu_models",               # every rank's GPU, e.g. "2 x NVIDIA A100-SXM4-80GB" ("" on CPU)
     "host_issue_s",             # median host issue time per iteration (slowest rank's iterations)
     "device_lag_s",             # median lag of the device behind the host at each iteration's start (CUDA)
-    "launch_bound",             # True: the device waited for the host (kernel launches, Python), so the cell
-                                # measures the host, not the GPU or the network; None on CPU
+    "host_bound",               # True: the device stayed less than half an iteration behind the host
+                                # (harness/results/summarize.py, HOST_BOUND_LAG), so the host's pace (Python,
+                                # kernel launches) sets the cell's, not the GPU or the network; None on CPU
     "mfu",                      # model FLOPs utilisation of one device (fraction); None: device/dtype not in
                                 # harness/results/peaks.py, or CPU
     "device_peak_tflops",       # the dense peak MFU was taken against

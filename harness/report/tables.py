@@ -9,6 +9,7 @@ import pandas as pd
 from harness.report.data import measured, schemes
 from harness.results.environment import library_columns
 from harness.results.machine_load import verdict
+from harness.results.summarize import row_host_bound
 
 
 def _f(v, spec: str, scale: float = 1.0) -> str:
@@ -63,17 +64,14 @@ SHARED_NOTE = (f"{SHARED_MARK} overlap cannot be above 0 here: the cell's ranks 
                f"the CPU) only runs in compute's time slices; read these cells' exposed time, not their overlap.")
 
 
-LAUNCH_MARK = "‡"
-LAUNCH_WHY = ("the GPU waited for the host (Python and kernel launches), so these cells measure the host, not "
-              "the GPU or the network, and a comparison of methods on them says little about communication; "
-              "give each GPU more work per iteration (a larger per-GPU batch or sequence).")
-LAUNCH_NOTE = f"{LAUNCH_MARK} launch-bound: {LAUNCH_WHY}"
-
-
-def is_launch_bound(r) -> bool:
-    """The row's `launch_bound` is True (None/NaN: CPU, or a run from before it was recorded)."""
-    v = r.get("launch_bound")
-    return bool(pd.notna(v) and v)
+HOST_MARK = "‡"
+HOST_WHY = ("the GPU stayed less than half an iteration behind the host, so the host's pace (Python and kernel "
+            "launches) sets these cells' and they measure the host, not the GPU or the network: a comparison of "
+            "methods on them says little about communication, and their numbers move with the host's speed "
+            "from one minute to the next. What they still tell: how fast this host issues this method's work "
+            "at this batch. To measure the GPU instead, give each GPU more work per iteration (a larger "
+            "per-GPU batch or sequence).")
+HOST_NOTE = f"{HOST_MARK} host-bound: {HOST_WHY}"
 
 
 def summary_table(summary: pd.DataFrame, env: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
@@ -82,7 +80,7 @@ def summary_table(summary: pd.DataFrame, env: pd.DataFrame | None = None) -> tup
     into the caption (returned second); the full summary is in the report's summary.csv/.parquet."""
     s = _sorted(measured(summary))
     boxes = _boxes(env)
-    rows, shared, launch = [], False, False
+    rows, shared, hosted = [], False, False
     with_mfu = "mfu" in s and s["mfu"].notna().any()
     for _, r in s.iterrows():
         cores, one_box = boxes.get(r.get("run"), boxes.get(r.get("run_id"), (0, False)))
@@ -97,8 +95,8 @@ def summary_table(summary: pd.DataFrame, env: pd.DataFrame | None = None) -> tup
         ovl = _f(r.get("overlap_ratio"), ".2f")
         if okay and ovl != "-" and cores_shared(r, cores, one_box):
             ovl, shared = ovl + SHARED_MARK, True
-        mark = LAUNCH_MARK if okay and is_launch_bound(r) else ""
-        launch = launch or bool(mark)
+        mark = HOST_MARK if okay and row_host_bound(r) else ""
+        hosted = hosted or bool(mark)
         row = {"workload": r["workload"], "network": str(r.get("network") or "-"),
                "scheme": scheme, "N": int(r["workers"]),
                "X/s (±95% CI)": f"{_f(r.get('throughput_median'), '.1f')} ±{_f(half, '.1f')}{mark}" if okay
@@ -120,7 +118,7 @@ def summary_table(summary: pd.DataFrame, env: pd.DataFrame | None = None) -> tup
             "compute-only iteration)" + ("; MFU = model FLOPs utilisation of one GPU against its dense peak "
                                          "for the dtype" if with_mfu else ""))
     text = head + (f"; same in every row: {', '.join(caption)}" if caption else "") + "."
-    return df, text + (f" {SHARED_NOTE}" if shared else "") + (f" {LAUNCH_NOTE}" if launch else "")
+    return df, text + (f" {SHARED_NOTE}" if shared else "") + (f" {HOST_NOTE}" if hosted else "")
 
 
 def failed_table(bad: pd.DataFrame) -> pd.DataFrame:
@@ -219,11 +217,11 @@ def sanity_checks(summary: pd.DataFrame, cv_limit: float = 0.10) -> list[str]:
             out.append(f"{len(noisy)} of {len(s)} cells have an iteration-time CV above {cv_limit:.0%} "
                        f"(median CV {s['iter_s_cv'].median():.0%}): differences smaller than that are not "
                        f"resolved by these runs")
-    if "launch_bound" in s:
-        bound = s[[is_launch_bound(r) for _, r in s.iterrows()]]
+    if len(s):
+        bound = s[[bool(row_host_bound(r)) for _, r in s.iterrows()]]
         if len(bound):
             cells = ", ".join(f"{r['workload']} {r['scheme']} N={int(r['workers'])}" for _, r in bound.iterrows())
-            out.append(f"{len(bound)} GPU cell(s) are launch-bound ({cells}): {LAUNCH_WHY}")
+            out.append(f"{len(bound)} GPU cell(s) are host-bound ({cells}): {HOST_WHY}")
     if {"exposed_comm_s", "comm_only_s"} <= set(s.columns):
         multi = s[(s["workers"] > 1) & (s["comm_only_s"] > 0)]
         over = multi[multi["exposed_comm_s"] > 2 * multi["comm_only_s"]]

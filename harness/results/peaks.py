@@ -1,5 +1,5 @@
 """Dense peak FLOP rates by device and dtype, and model FLOPs utilisation
-(docs/ARCHITECTURE.md, "Launch-bound cells and MFU").
+(docs/ARCHITECTURE.md, "Host-bound cells and MFU").
 
 MFU = FLOPs per sample x samples per second per device / the device's dense peak for the cell's compute
 dtype (torchtitan's definition; Korthikanti et al. 2022). The peak is the vendor's dense figure (no 2:4

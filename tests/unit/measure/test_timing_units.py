@@ -151,7 +151,7 @@ def test_cuda_events_come_from_a_reused_pool():
 
 def test_device_lag_tells_an_idle_device_from_one_running_behind():
     """Device time is placed on the host's time line by the anchor: a device that reaches each iteration's
-    first mark as the host issues it waited for the host (launch-bound); one 5 ms behind did not."""
+    first mark as the host issues it waited for the host (host-bound); one 5 ms behind did not."""
     for backlog in (0.0, 0.005):
         clock, s = fake_cuda_clock()
         timer = IterationTimer(clock)

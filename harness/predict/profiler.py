@@ -3,13 +3,19 @@ device, plus FLOPs and memory traffic counted per layer. The predictor's compute
 
     ddlbench profile bert-base-tiny --iters 10 -o prof.parquet
 
-Forward: a forward pre-hook on every module that owns parameters (the same owners ByteScheduler's
-engine hooks) stamps the clock; the time from one owner's start to the next owner's start is charged
-to the first (so the non-parameter work after a layer, and the loss, belong to it). Backward: a
-post-accumulate-grad hook per tensor stamps when its gradient is ready, relative to the start of
-backward (as harness.schemes.bucketed profiles it). FLOPs: torch.utils.flop_counter's formulas,
-charged to the same intervals (forward: the running owner; backward: the next gradient to become
-ready), counted on a `meta` copy of the model so counting costs no compute.
+Two passes over the same model and batch. The totals (forward, backward, optimizer) come from the harness's
+own timing loop (harness/measure/loop.py with the `local` scheme): no hook, no Python work per layer and no
+synchronisation inside the window, so they are what a cell measures. How each total divides among the layers
+comes from a second pass with hooks: a forward pre-hook on every module that owns parameters (the same owners
+ByteScheduler's engine hooks) stamps the clock, and the time from one owner's start to the next owner's start
+is charged to the first (so the non-parameter work after a layer, and the loss, belong to it); a
+post-accumulate-grad hook per tensor stamps when its gradient is ready, relative to the start of backward (as
+harness.schemes.bucketed profiles it). The hooks' shares are scaled to the loop's totals (`scaled`). Why: on a
+GPU whose pace is the host's, about 800 hooks of Python work doubled bert-large's iteration (batch 8, an H200,
+reports/gpu/2026-11-26-h200-after): a profile timed with them alone charges the hooks' host time to the layers.
+What remains: where hooks slow the host, each layer's share is its share of the hooked iteration. FLOPs:
+torch.utils.flop_counter's formulas, charged to the same intervals (forward: the running owner; backward: the
+next gradient to become ready), counted on a `meta` copy of the model so counting costs no compute.
 """
 
 from __future__ import annotations
@@ -31,10 +37,12 @@ from harness.contracts.training import (
 from harness.core.atomic import write_parquet_atomic
 from harness.core.errors import UserError
 from harness.experiment.cells import check_shape
+from harness.measure.loop import run_loop
 from harness.measure.timer import Clock, make_clock
 from harness.predict.flop_count import count_costs
 from harness.predict.profile_table import build_table
 from harness.results.files import check_output_file
+from harness.schemes import SCHEMES, SchemeContext
 from harness.sim.layer_hooks import LayerHooks, charge_forward, forward_order_of, owners
 from workloads import WORKLOADS
 
@@ -89,6 +97,34 @@ def time_iterations(model, spec, data, params, own, iters: int, warmup: int, dev
     med = lambda runs: [stat(r[k] for r in runs) for k in range(len(runs[0]))]  # noqa: E731
     return {"layer_forward_s": med(fwd_runs), "ready_s": med(ready_runs), "backward_total_s":
             stat(bwd_runs), "optimizer_s": stat(opt_runs), "forward_order": order}
+
+
+def loop_totals(model, data, iters: int, warmup: int, device: torch.device, loss_fn,
+                reduce: str = "median") -> dict:
+    """Forward, backward and optimizer seconds per iteration (median, or mean) of the harness's own timing loop
+    with the `local` scheme on this model and batch: no per-layer hook, nothing waiting for the device inside
+    the window (harness/measure/loop.py)."""
+    entry = SCHEMES.get("local")
+    scheme = entry.cls(SchemeContext(transport=None, rank=0, workers=1, device=device,
+                                     knobs=entry.make_knobs(None), make_optimizer=make_optimizer))
+    fwd = scheme.setup(model)
+    samples = run_loop(fwd, scheme, loss_fn, data, warmup, iters, device, lambda: None)
+    stat = statistics.mean if reduce == "mean" else statistics.median
+    return {"forward_s": stat(s["forward_s"] + s["forward_wait_s"] for s in samples),
+            "backward_s": stat(s["backward_s"] + s["comm_wait_s"] for s in samples),
+            "optimizer_s": stat(s["optimizer_s"] for s in samples)}
+
+
+def scaled(timing: dict, totals: dict) -> dict:
+    """The hooked pass's per-layer times (time_iterations) scaled so that forward, backward and optimizer add up
+    to the loop's totals (loop_totals): each layer keeps its share of its phase, gradients their order and
+    their readiness as a share of backward. Pure."""
+    fwd = sum(timing["layer_forward_s"])
+    f = totals["forward_s"] / fwd if fwd > 0 else 1.0
+    b = totals["backward_s"] / timing["backward_total_s"] if timing["backward_total_s"] > 0 else 1.0
+    return {**timing, "layer_forward_s": [t * f for t in timing["layer_forward_s"]],
+            "ready_s": [t * b for t in timing["ready_s"]], "backward_total_s": timing["backward_total_s"] * b,
+            "optimizer_s": totals["optimizer_s"]}
 
 
 def _load_loop(workload: str, batch: int, seq_len, threads: int, device: str, stop, started) -> None:
@@ -163,8 +199,10 @@ def measure_profile(workload: str, batch: int | None = None, seq_len: int | None
     own = owners(model, params)
     data = spec.make_batch(batch, seq_len=seq_len, device=dev, seed=seed + 1000)
     with _load_copies(concurrent - 1, workload, batch, seq_len, threads, device):
-        timing = time_iterations(model, spec, data, params, own, iters, warmup, dev,
-                                 "mean" if concurrent > 1 else "median", autocast_loss(spec.loss, dtype, dev))
+        reduce, loss_fn = "mean" if concurrent > 1 else "median", autocast_loss(spec.loss, dtype, dev)
+        totals = loop_totals(model, data, iters, warmup, dev, loss_fn, reduce)
+        timing = scaled(time_iterations(model, spec, data, params, own, iters, warmup, dev, reduce, loss_fn),
+                        totals)
     counts = count_costs(spec, batch, seq_len)
     if len(counts["params"]) != len(params):
         raise RuntimeError("the meta copy of the model has a different parameter list")

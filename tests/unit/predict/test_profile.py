@@ -6,6 +6,8 @@ the profile -> predict path through the CLI.
 
 from __future__ import annotations
 
+import time
+
 import pandas as pd
 import pytest
 import torch
@@ -141,3 +143,49 @@ def test_bad_input_is_one_line_and_exit_2(args, words):
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 2, r.output
     assert words in r.output and "Traceback" not in r.output
+
+
+# --- totals from the harness's loop, shares from the hooks (harness/predict/profiler.py) -----------------------
+def test_scaled_keeps_each_layers_share_and_the_loops_totals():
+    from harness.predict.profiler import scaled
+    hooked = {"layer_forward_s": [0.02, 0.06], "ready_s": [0.03, 0.09, 0.12], "backward_total_s": 0.12,
+              "optimizer_s": 0.01, "forward_order": [0, 1]}
+    out = scaled(hooked, {"forward_s": 0.04, "backward_s": 0.06, "optimizer_s": 0.004})
+    assert out["layer_forward_s"] == pytest.approx([0.01, 0.03]) and sum(out["layer_forward_s"]) == pytest.approx(0.04)
+    assert out["ready_s"] == pytest.approx([0.015, 0.045, 0.06]) and out["backward_total_s"] == pytest.approx(0.06)
+    assert out["optimizer_s"] == 0.004 and out["forward_order"] == [0, 1]
+
+
+def test_host_time_in_the_layer_hooks_is_not_charged_to_the_profile(monkeypatch):
+    """The GPU finding (reports/gpu/2026-11-26-h200-after: hooks doubled bert-large's profiled iteration) made
+    visible on the CPU: every forward hook sleeps 5 ms, as host work a GPU would wait for. The profile's total
+    is the hook-free loop's, far below what the hooked pass saw."""
+    from harness.predict import profiler
+
+    class SlowHooks(profiler.LayerHooks):
+        def __setattr__(self, name, value):
+            if name == "on_layer":
+                inner = value
+
+                def value(j):  # a pre-hook returns None, or it would replace the layer's inputs
+                    time.sleep(0.005)
+                    inner(j)
+            super().__setattr__(name, value)
+
+    seen = {}
+    real = profiler.time_iterations
+
+    def spy(*a, **k):
+        seen.update(real(*a, **k))
+        return dict(seen)
+
+    monkeypatch.setattr(profiler, "LayerHooks", SlowHooks)
+    monkeypatch.setattr(profiler, "time_iterations", spy)
+    df = measure_profile("bert-base-tiny", batch=2, seq_len=16, iters=2, warmup=1)
+    layers = df["layer_index"].nunique()
+    hooked_forward = sum(seen["layer_forward_s"])
+    assert hooked_forward >= 0.005 * layers, "the hooks slept in the hooked pass"
+    assert df["forward_s"].sum() < hooked_forward - 0.004 * layers, (df["forward_s"].sum(), hooked_forward)
+    by_layer = df.groupby("layer_index")["forward_s"].sum()
+    shares = [t / hooked_forward for t in seen["layer_forward_s"]]
+    assert list(by_layer / by_layer.sum()) == pytest.approx(shares, rel=1e-6), "each layer keeps its share"

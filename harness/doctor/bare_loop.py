@@ -5,6 +5,7 @@ the iterations, synchronised once before and once after.
 
     python -m harness.doctor.bare_loop --workload resnet50 --batch 64 --dtype fp32 --device cuda
     python -m harness.doctor.bare_loop --workload bert-base --dtype bf16 --json     # one JSON line
+    python -m harness.doctor.bare_loop --workload bert-base-tiny --device cpu --threads 1 --json   # as a CPU rank
 
 `Bare` keeps one model built so that one process can time it again and again, and time variants of it
 (one CPU thread, a synchronisation per iteration) interleaved with other loops (harness/doctor/gpu_timing.py).
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 
 import torch
@@ -61,31 +63,39 @@ class Bare:
 
     def time(self, warmup: int, iters: int, threads: int | None = None, sync_each: bool = False) -> dict:
         """Seconds per iteration of `iters` timed iterations after `warmup`; `threads`: torch's intra-op
-        threads during the run (restored after); `sync_each`: a device synchronisation after every step."""
+        threads during the run (restored after); `sync_each`: a device synchronisation after every step.
+        On a CPU each iteration is timed too (`iter_s_median`); on a GPU that would need a synchronisation."""
         before = torch.get_num_threads()
         if threads:
             torch.set_num_threads(threads)
+        each = []
         try:
             for _ in range(warmup):
                 self.step()
             self.sync()
-            t0 = time.perf_counter()
+            t0 = prev = time.perf_counter()
             for _ in range(iters):
                 self.step()
                 if sync_each:
                     self.sync()
+                if self.device.type == "cpu":
+                    now = time.perf_counter()
+                    each.append(now - prev)
+                    prev = now
             self.sync()
             seconds = time.perf_counter() - t0
         finally:
             torch.set_num_threads(before)
         return {"workload": self.workload, "batch": self.batch, "seq_len": self.seq_len, "dtype": self.dtype,
                 "device": str(self.device), "iters": iters, "iter_s": seconds / iters,
+                "iter_s_median": statistics.median(each) if each else None,
                 "throughput": self.batch * iters / seconds, "sample_unit": self.spec.sample_unit}
 
 
 def bare_throughput(workload: str, batch: int | None = None, seq_len: int | None = None, dtype: str = "fp32",
-                    warmup: int = 10, iters: int = 30, device: str = "cuda", seed: int = 0) -> dict:
-    return Bare(workload, batch, seq_len, device, seed).use(dtype).time(warmup, iters)
+                    warmup: int = 10, iters: int = 30, device: str = "cuda", seed: int = 0,
+                    threads: int | None = None) -> dict:
+    return Bare(workload, batch, seq_len, device, seed).use(dtype).time(warmup, iters, threads=threads)
 
 
 def main(argv=None) -> int:
@@ -97,9 +107,10 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--threads", type=int, help="torch intra-op threads (a CPU rank runs with 1)")
     ap.add_argument("--json", action="store_true", help="print one JSON line")
     a = ap.parse_args(argv)
-    r = bare_throughput(a.workload, a.batch, a.seq_len, a.dtype, a.warmup, a.iters, a.device)
+    r = bare_throughput(a.workload, a.batch, a.seq_len, a.dtype, a.warmup, a.iters, a.device, threads=a.threads)
     if a.json:
         print(json.dumps(r))
     else:

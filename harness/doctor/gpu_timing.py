@@ -1,276 +1,234 @@
-"""The GPU timing checks, serial and alone on the GPU, in one process (README, "GPUs"): the harness's
-one-worker cells against bare loops on the same model and batch, and what explains a difference.
+"""The GPU timing checks, serial and alone on the GPU, in one process (README, "GPUs"): the harness's one-worker
+cells against bare loops on the same model and batch, the profiles, and what explains a difference, each stage
+sized to the time left and recorded in the report's summary as it ends.
 
     python -m harness.doctor.gpu_timing OUT                                  # the study's workloads, fp32 and bf16
-    python -m harness.doctor.gpu_timing OUT --device cpu --workloads bert-base-tiny --warmup 1 --iters 3 --no-bounds
+    python -m harness.doctor.gpu_timing OUT --device cpu --workloads bert-base-tiny resnet50-tiny --dtypes fp32
+    python -m harness.doctor.gpu_timing DETAILS --summary OUT --budget-s 200 # as scripts/gpu_report.sh runs it
 
-Order (each model built once, in this process):
-  round A   per workload and dtype, interleaved: the bare loop (harness/doctor/bare_loop.py); the bare loop with one
-            CPU thread (as ranks run: OMP_NUM_THREADS=1); the bare loop with a device synchronisation per
-            iteration (what the harness's loop did before it read its events after the window); the
-            harness's own loop (harness/measure/loop.py) called in this process;
-  harness   the harness's `local` cells, one warm `ddlbench sweep` in a child process (OUT/sweep/);
-  round B   round A again, variants in reverse order;
-  pairs     for each case whose bare loop moved more than REFERENCE_SPREAD between A and B: the harness's loop
-            in-process alternated with the bare loop in short pairs (harness/doctor/paired.py);
-  kernels   torch.profiler over one bare iteration per case: kernels and copies per iteration;
-  profiles  `ddlbench profile` of resnet50, bert-base, bert-large (fp32) against the bare loop (15%), then the
-            study's table predicted from them (OUT/profiles/, OUT/prediction/).
-The machine's state is read before, between and after (nvidia-smi: clocks, power, throttling, other compute
-processes; CPU affinity, quota, threads, load): OUT/host.json.
-
-Writes OUT/throughput.csv (per workload and dtype: harness cell, bare before/after, ratio, MFU, launch-bound,
-verdict), OUT/variants.csv (every timed loop), OUT/kernels.csv. Exit status 1 when a ratio lies outside
-[RATIO_LOW, RATIO_HIGH] against a steady reference or a profile misses its bare loop by more than
-PROFILE_TOLERANCE (--no-bounds: never). A ratio against a reference that moved more than REFERENCE_SPREAD
-between its rounds is decided on its paired timings (OUT/pairs.csv) instead, or `undecided` when those scatter
-too, printed as NOT DECIDED with the spread.
+Stages (harness/doctor/rounds.py times them; harness/doctor/budget.py estimates them):
+  build       each workload's model once, in this process;
+  round A     the bare loop of every case (workload x dtype), --warmup + --iters (5 + 20: a device-bound cell is
+              steady to 0.1% in 20 iterations on an H200);
+  harness     the harness's `local` cells, one warm `ddlbench sweep` in a child process (OUT/sweep/);
+  round B     round A again, in reverse order: then one verdict per case (harness/doctor/verdicts.py);
+  pairs       device-bound cases whose bare loop moved more than 2% between its rounds: the harness's loop and the
+              bare loop alternated in one process (paired.py); on a CPU every case, the cell's own process
+              alternated with a bare loop's (cpu_pairs.py);
+  kernels     torch.profiler over one bare iteration per case: kernels and host operations per iteration;
+  profiles    `ddlbench profile` of resnet50, bert-base, bert-large (fp32) against the bare loop (15%);
+  prediction  the study's table predicted from those profiles (OUT/prediction/);
+  variants    only for cases that FAILED or drifted: the variants that explain them (rounds.VARIANTS).
+A stage that does not fit the time left is `NOT RUN: no time left (needs about N s)`. OUT gets throughput.csv,
+variants.csv, pairs.csv, kernels.csv, profile-check.csv, host.json; the summary (--summary, default OUT) one row
+per case and check (harness/doctor/summary.py). Exit status 1 when a check FAILED (--no-bounds: never).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
-import torch
 
-from harness.contracts.training import make_optimizer
+from harness.doctor import budget as B
 from harness.doctor.bare_loop import Bare
-from harness.doctor.host_state import Parts
-from harness.doctor.paired import bare_rounds, decide, paired, spread, spreads, summarise
-from harness.measure.loop import run_loop
+from harness.doctor.cpu_pairs import process_pairs
+from harness.doctor.paired import paired, spreads
+from harness.doctor.rounds import ROOT, VARIANTS, InProcessHarness, bare_round, harness_cells, kernels, variant_round
+from harness.doctor.timing_run import PROFILE_ITERS, PROFILE_TOLERANCE, PROFILE_WARMUP, PROFILED, STUDY, Run, case_name
+from harness.doctor.verdicts import REFERENCE_SPREAD, figure, verdicts
 from harness.predict.profiler import run_profile
-from harness.schemes import SCHEMES, SchemeContext
-
-ROOT = Path(__file__).resolve().parents[2]
-STUDY = ("resnet50", "bert-base", "bert-large", "gpt2-small")
-"""The real workloads at their registered (the study's) batch and sequence length."""
-PROFILED = ("resnet50", "bert-base", "bert-large")
-"""The study's table is predicted from these three profiles."""
-RATIO_LOW, RATIO_HIGH = 0.995, 1.03
-"""harness / bare: the harness may cost at most 0.5%, and may never be faster than a bare loop by more than
-the two bare runs' own spread allows (a harness faster than its reference measures something else)."""
-REFERENCE_SPREAD = 0.02
-"""The bare loop's rounds before and after the harness may differ by at most this share for a ratio to be
-decided. Where the host's dispatch speed sets the pace (a launch-bound or nearly launch-bound cell), it drifts:
-15-28% between the two rounds on the H200 of reports/gpu/2026-11-26-h200-after, every variant with it (the
-bare loop, one thread, a sync per iteration, the harness's loop in this process). Against a reference that
-moves that much a bound of 0.5% decides nothing: such a cell is decided on paired in-process timings instead
-(harness/doctor/paired.py), and is `undecided` (printed with the spread, never a pass) when those scatter too."""
-PROFILE_TOLERANCE = 0.15
-"""A profiled iteration (events in every hook) against the bare loop's."""
-EXTRA_SHARE = 2 / 3
-"""Each variant beside the plain bare loop times this share of its --iters (20 of 30): the plain loop is the
-reference, the variants explain it."""
 
 
-class InProcessHarness:
-    """The harness's timing loop and `local` scheme around an already built model (no process, no group)."""
-
-    def __init__(self, bare: Bare):
-        entry = SCHEMES.get("local")
-        self.bare = bare
-        self.scheme = entry.cls(SchemeContext(transport=None, rank=0, workers=1, device=bare.device,
-                                              knobs=entry.make_knobs(None), make_optimizer=make_optimizer,
-                                              dtype=bare.dtype))
-        self.fwd = self.scheme.setup(bare.model)
-
-    def time(self, warmup: int, iters: int) -> dict:
-        samples = run_loop(self.fwd, self.scheme, self.bare.loss, self.bare.data, warmup, iters, self.bare.device,
-                           lambda: None)
-        t = statistics.median(s["iter_s"] for s in samples)
-        return {"iter_s": t, "throughput": self.bare.batch / t,
-                "host_issue_s": statistics.median(s["host_issue_s"] for s in samples),
-                "device_lag_s": statistics.median(s["device_lag_s"] for s in samples)}
-
-
-VARIANTS = ("bare", "bare-1-thread", "bare-sync-per-iteration", "harness-loop-in-process")
-
-
-def one_round(name: str, models: dict, harness: dict, cases: list, warmup: int, iters: int,
-              reverse: bool) -> list[dict]:
-    rows = []
-    for wl, dtype in cases:
-        bare = models[wl].use(dtype)
-        order = VARIANTS[::-1] if reverse else VARIANTS
-        for v in order:
-            n = iters if v == "bare" else max(1, round(iters * EXTRA_SHARE))
-            if v == "harness-loop-in-process":
-                r = harness[wl].time(warmup, n)
-            else:
-                r = bare.time(warmup, n, threads=1 if v == "bare-1-thread" else None,
-                              sync_each=v == "bare-sync-per-iteration")
-            rows.append({"round": name, "workload": wl, "dtype": dtype, "variant": v, "iters": n,
-                         "iter_s": r["iter_s"], "per_s": r["throughput"],
-                         "host_issue_s": r.get("host_issue_s"), "device_lag_s": r.get("device_lag_s")})
-            print(f"[gpu_timing] {name} {wl:12s} {dtype} {v:26s} {r['throughput']:9.1f}/s", flush=True)
-    return rows
+def measure_cases(run: Run, models: dict, harness: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rounds A and B around the harness cells, then the pairs; one verdict row per case."""
+    a, names = run.a, [case_name(c) for c in run.cases]
+    threads = 1 if a.device == "cpu" else None  # a CPU rank runs one thread; on a GPU the bare loop as users run it
+    ok, rows = run.stage("round A", names, run.rounds_s(), bare_round, "A", models, run.cases, a.warmup, a.iters,
+                         False, threads)
+    if not ok:
+        return pd.DataFrame(), pd.DataFrame()
+    run.measured.update({(r["workload"], r["dtype"]): r["iter_s"] for r in rows})
+    cell_s = len(run.cases) * B.CELL_OVERHEAD_S + B.loop_s(run.cases, a.warmup + a.iters, run.measured)
+    ok, cells = run.stage("harness sweep", names, cell_s + B.loop_s(run.cases, a.warmup + a.iters, run.measured),
+                          harness_cells, run.out, run.cases, a.device, a.warmup, a.iters, max(1.0, run.budget.left()))
+    if not ok:
+        return pd.DataFrame(rows), pd.DataFrame()
+    ok, later = run.stage("round B", names, B.loop_s(run.cases, a.warmup + a.iters, run.measured), bare_round, "B",
+                          models, run.cases, a.warmup, a.iters, True, threads)
+    variants = pd.DataFrame(rows + (later or []))
+    variants.to_csv(run.out / "variants.csv", index=False)
+    if not ok:
+        return variants, pd.DataFrame()
+    pairs = measure_pairs(run, models, harness, variants, cells)
+    table = verdicts(variants, cells, not a.no_bounds, pairs, pairs_decide=a.device == "cpu")
+    table.to_csv(run.out / "throughput.csv", index=False)
+    for r in table.to_dict("records"):
+        status = r["verdict"].split(":")[0] if r["verdict"] != "recorded" else "ok"
+        run.failed |= status == "FAILED"
+        name = case_name((r["workload"], r["dtype"]))
+        why = "; ".join(x for x in (reason(r, a.device), run.notes.get(name, "")) if x)
+        run.summary.update(name, status=status, verdict=r["text"], figure=figure(r), reason=why)
+    return variants, table
 
 
-def harness_cells(out: Path, cases: list, device: str, warmup: int, iters: int) -> pd.DataFrame:
-    """The harness's `local` cells as a user runs them: one warm sweep (child processes)."""
-    workloads = sorted({wl for wl, _ in cases}, key=[wl for wl, _ in cases].index)
-    dtypes = sorted({d for _, d in cases}, key=[d for _, d in cases].index)
-    sweep = out / "sweep.yaml"
-    sweep.write_text(f"name: gpu-timing\nworkloads: [{', '.join(workloads)}]\nschemes: [local]\nworkers: [1]\n"
-                     f"dtype: [{', '.join(dtypes)}]\nwarmup: {warmup}\niters: {iters}\ndevice: {device}\n"
-                     f"timeout_s: 900\n")
-    run = out / "sweep"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    subprocess.run([sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--output", str(run), "--no-progress"],
-                   check=True, cwd=ROOT, env=env, timeout=1200)
-    return pd.read_parquet(run / "summary.parquet")
+def reason(r: dict, device: str) -> str:
+    """Why a case's verdict is what it is, in a sentence."""
+    if r["decided_by"] == "host-bound":
+        return ("the device stayed less than half an iteration behind the host: the host's pace sets this cell, "
+                "so no bound decides it; a larger per-GPU batch or sequence measures the GPU")
+    if r["decided_by"] == "paired":
+        return ("median of alternated pairs, the cell's own process against a bare loop's (one thread each)"
+                if device == "cpu" else "median of alternated in-process pairs: the bare loop moved between its rounds")
+    return "against the bare loop's rounds, which held still" if r["decided_by"] == "cell" else ""
 
 
-def kernels(models: dict, cases: list) -> list[dict]:
-    """Kernels (and copies, sets) the device ran for one bare iteration, and the host's time for it."""
-    from torch.profiler import (  # heavy, and only here: imported on use
-        ProfilerActivity,
-        profile,
-    )
-
-    rows = []
-    for wl, dtype in cases:
-        bare = models[wl].use(dtype)
-        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if bare.device.type == "cuda" else [])
-        bare.step()
-        bare.sync()
-        with profile(activities=acts) as prof:
-            bare.step()
-            bare.sync()
-        events = prof.events()
-        device_ops = [e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
-        cpu_ops = [e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CPU]
-        rows.append({"workload": wl, "dtype": dtype, "device_ops_per_iter": len(device_ops),
-                     "cpu_ops_per_iter": len(cpu_ops)})
-    return rows
+def measure_pairs(run: Run, models: dict, harness: dict, variants: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """Paired timings where the verdicts need them: on a CPU every case (processes), on a GPU the device-bound
+    cases whose bare loop moved more than REFERENCE_SPREAD (in-process)."""
+    a = run.a
+    if a.device == "cpu":
+        todo = run.cases
+    else:
+        bound = {(w, d): bool(b) for w, d, b in zip(cells["workload"], cells["dtype"], cells["host_bound"].fillna(False))}
+        todo = [c for c, sp in spreads(variants).items() if not bound.get(c) and (a.paired == "all" or sp > REFERENCE_SPREAD)]
+    names = [case_name(c) for c in todo]
+    if a.device == "cpu":
+        ok, pairs = run.stage("pairs", names, run.pairs_s(todo), process_pairs, todo, run.out / "pairs", a.warmup,
+                              a.iters, a.pairs)
+    else:
+        ok, pairs = run.stage("pairs", names, run.pairs_s(todo), paired, models, harness, todo, run.pair_warmup(),
+                              run.pair_iters())
+    pairs = pairs if ok else pd.DataFrame(columns=["workload", "dtype", "pair", "first", "bare_per_s",
+                                                   "harness_per_s", "ratio"])
+    pairs.to_csv(run.out / "pairs.csv", index=False)
+    return pairs
 
 
-def profiles(out: Path, device: str, bare_iter: dict) -> list[dict]:
-    """`ddlbench profile` of the study's three against the bare loop, then the study's table from them."""
-    folder = out / "profiles"
+def measure_profiles(run: Run, variants: pd.DataFrame) -> None:
+    """Each profile against the bare loop's rounds, then the study's table from the three."""
+    bare = variants[(variants["variant"] == "bare") & (variants["dtype"] == "fp32")] if len(variants) else variants
+    folder = run.out / "profiles"
     folder.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for wl in bare_iter:
-        df, _ = run_profile(wl, None, None, iters=10, warmup=3, threads=1, device=device,
-                            output=folder / f"profile-{wl}.parquet", dtype="fp32")
+    checks = []
+    for wl in run.profiled:
+        name = f"profile {wl}"
+        mine = bare[bare["workload"] == wl]["iter_s"] if len(bare) else []
+        if not len(mine):
+            run.summary.update(name, status="NOT RUN", verdict="NOT RUN: no bare loop of it was timed (fp32)")
+            continue
+        ok, df = run.stage(name, [name], run.profile_s(wl), lambda w=wl: run_profile(
+            w, None, None, PROFILE_ITERS, PROFILE_WARMUP, 1, run.a.device, folder / f"profile-{w}.parquet")[0])
+        if not ok:
+            continue
         profiled = float(df["forward_s"].sum() + df["backward_total_s"].iloc[0] + df["optimizer_s"].sum())
-        ratio = profiled / bare_iter[wl]
-        rows.append({"workload": wl, "profiled_iter_s": profiled, "bare_iter_s": bare_iter[wl], "ratio": ratio,
-                     "ok": abs(ratio - 1) <= PROFILE_TOLERANCE})
-    if set(bare_iter) == set(PROFILED):
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "study_prediction.py"), "--profiles", str(folder),
-                        "--out", str(out / "prediction"), "--samples", "8", "--no-sensitivity"],
-                       check=True, cwd=ROOT, timeout=900)  # the curve with coarse intervals: seconds, not minutes
-    return rows
+        ratio = profiled / float(mine.mean())
+        good = abs(ratio - 1) <= PROFILE_TOLERANCE or run.a.no_bounds
+        run.failed |= not good
+        checks.append({"workload": wl, "profiled_iter_s": profiled, "bare_iter_s": float(mine.mean()),
+                       "ratio": ratio, "ok": good})
+        run.summary.update(name, status="ok" if good else "FAILED", figure=f"profile/bare {ratio:.3f}",
+                           reason=f"within {PROFILE_TOLERANCE:.0%} of the bare loop" if good else
+                           f"more than {PROFILE_TOLERANCE:.0%} from the bare loop")
+    pd.DataFrame(checks).to_csv(run.out / "profile-check.csv", index=False)
+    if set(run.profiled) == set(PROFILED) and len(checks) == len(PROFILED):
+        name = "study table from the profiles"
+        argv = [sys.executable, str(ROOT / "scripts" / "study_prediction.py"), "--profiles", str(folder),
+                "--out", str(run.out / "prediction"), "--samples", "8", "--no-sensitivity"]  # coarse intervals
+        ok, _ = run.stage("prediction", [name], B.ESTIMATE_S["prediction"], lambda: subprocess.run(
+            argv, check=True, cwd=ROOT, timeout=max(1.0, run.budget.left()), capture_output=True))
+        if ok:
+            run.summary.update(name, status="ok", figure="prediction/report.md in details.tar.gz")
+    elif set(run.profiled) == set(PROFILED):
+        run.summary.update("study table from the profiles", status="NOT RUN",
+                           verdict="NOT RUN: needs the three profiles")
 
 
-def verdicts(variants: pd.DataFrame, cells: pd.DataFrame, bounds: bool,
-             pairs: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per (workload, dtype): the cell against the bare rounds, decided there when the bare loop held
-    still, else on the paired in-process timings where there are some (`decided_by`)."""
-    rows = []
-    for (wl, dtype), (before, after) in bare_rounds(variants).items():
-        cell = cells[(cells["workload"] == wl) & (cells["dtype"] == dtype)].iloc[0]
-        ratio = cell["throughput_median"] / statistics.mean([before, after])
-        moved = spread(before, after)
-        verdict, decided_by, p_ratio, p_disp = judge(ratio, moved), "cell", float("nan"), float("nan")
-        mine = pairs[(pairs["workload"] == wl) & (pairs["dtype"] == dtype)] if pairs is not None else ()
-        if len(mine):
-            p_ratio, p_disp = summarise(mine["ratio"].tolist())
-            if verdict == "undecided":
-                verdict, decided_by = decide(p_ratio, p_disp, RATIO_LOW, RATIO_HIGH), "paired in-process"
-        if verdict == "undecided":
-            decided_by = ""
-        if not bounds:
-            verdict = "recorded"
-        rows.append({"workload": wl, "dtype": dtype, "batch": int(cell["batch_per_worker"]),
-                     "seq_len": cell["seq_len"], "gpu": cell.get("gpu_models", ""),
-                     "harness_per_s": cell["throughput_median"], "bare_before_per_s": before,
-                     "bare_after_per_s": after, "bare_spread": moved,
-                     "ratio": ratio, "mfu": cell.get("mfu"), "launch_bound": cell.get("launch_bound"),
-                     "host_issue_s": cell.get("host_issue_s"), "device_lag_s": cell.get("device_lag_s"),
-                     "iter_s_median": cell["iter_s_median"], "paired_ratio": p_ratio,
-                     "paired_dispersion": p_disp, "verdict": verdict, "decided_by": decided_by,
-                     "ok": verdict in ("ok", "recorded")})
-    return pd.DataFrame(rows)
+def explain(run: Run, models: dict, harness: dict, table: pd.DataFrame) -> None:
+    """The variants, for the device-bound cases that FAILED or drifted (variants.csv, round `variants`)."""
+    name, a = "variants", run.a
+    todo = [(r["workload"], r["dtype"]) for r in table.to_dict("records")
+            if r["host_bound"] is not True and (r["verdict"] == "FAILED" or r["bare_spread"] > REFERENCE_SPREAD)]
+    if not todo:
+        run.summary.update(name, status="ok", verdict="not needed: no device-bound case failed or drifted")
+        return
+    n = a.warmup + a.iters + (len(VARIANTS) - 1) * (a.warmup + round(a.iters * 2 / 3))
+    ok, rows = run.stage(name, [name], B.loop_s(todo, n, run.measured), variant_round, "variants", models, harness,
+                         todo, a.warmup, a.iters)
+    if ok:
+        pd.concat([pd.read_csv(run.out / "variants.csv"), pd.DataFrame(rows)]).to_csv(run.out / "variants.csv",
+                                                                                      index=False)
+        run.summary.update(name, status="ok", figure=", ".join(f"{w} {d}" for w, d in todo),
+                           reason="variants.csv in details.tar.gz: one thread, a sync per iteration, the loop in-process")
 
 
-def judge(ratio: float, moved: float) -> str:
-    """`ok` (harness / bare within [RATIO_LOW, RATIO_HIGH]), `FAILED` (outside, against a steady reference) or
-    `undecided` (the reference itself moved more than REFERENCE_SPREAD between its two rounds)."""
-    if moved > REFERENCE_SPREAD:
-        return "undecided"
-    return "ok" if RATIO_LOW <= ratio <= RATIO_HIGH else "FAILED"
+def count_kernels(run: Run, models: dict) -> None:
+    name = "kernels per iteration"
+    ok, rows = run.stage("kernels", [name], B.ESTIMATE_S["kernels"], kernels, models, run.cases)
+    if ok:
+        pd.DataFrame(rows).to_csv(run.out / "kernels.csv", index=False)
+        top = max(rows, key=lambda r: r["cpu_ops_per_iter"])
+        run.summary.update(name, status="ok", figure=f"most: {top['workload']} {top['dtype']} "
+                           f"{top['device_ops_per_iter']} device / {top['cpu_ops_per_iter']} host operations",
+                           reason="kernels.csv in details.tar.gz")
 
 
-def measure_all(a, out: Path, parts: Parts) -> tuple[pd.DataFrame, pd.DataFrame, list]:
-    """(variants, verdicts, profile checks): the rounds around the harness sweep, kernels, profiles."""
-    cases = [(wl, d) for wl in a.workloads for d in a.dtypes]
-    models = parts.run("build", lambda: {wl: Bare(wl, device=a.device) for wl in a.workloads})
-    harness = {wl: InProcessHarness(models[wl]) for wl in a.workloads}
-    rows = parts.run("round A", one_round, "A", models, harness, cases, a.warmup, a.iters, False, state=True)
-    cells = parts.run("harness sweep", harness_cells, out, cases, a.device, a.warmup, a.iters, state=True)
-    rows += parts.run("round B", one_round, "B", models, harness, cases, a.warmup, a.iters, True, state=True)
-    variants = pd.DataFrame(rows)
-    variants.to_csv(out / "variants.csv", index=False)
-    drifting = [c for c, sp in spreads(variants).items() if a.paired == "all" or sp > REFERENCE_SPREAD]
-    pairs = parts.run("pairs", paired, models, harness, drifting, min(a.warmup, 2), max(3, a.iters // 3))
-    pairs.to_csv(out / "pairs.csv", index=False)
-    parts.run("kernels", lambda: pd.DataFrame(kernels(models, cases)).to_csv(out / "kernels.csv", index=False))
-    table = verdicts(variants, cells, not a.no_bounds, pairs)
-    table.to_csv(out / "throughput.csv", index=False)
-    prof = []
-    if not a.no_profiles:
-        bare_fp32 = variants[(variants["variant"] == "bare") & (variants["dtype"] == "fp32")]
-        wanted = [wl for wl in PROFILED if wl in a.workloads] or a.workloads[:1]
-        bare_iter = {wl: float(bare_fp32[bare_fp32["workload"] == wl]["iter_s"].mean()) for wl in wanted
-                     if (bare_fp32["workload"] == wl).any()}
-        del models, harness
-        prof = parts.run("profiles", profiles, out, a.device, bare_iter)
-        pd.DataFrame(prof).to_csv(out / "profile-check.csv", index=False)
-    return variants, table, prof
-
-
-def main(argv=None) -> int:
+def parse(argv) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("out", type=Path)
-    ap.add_argument("--device", default="cuda")
+    ap.add_argument("out", type=Path, help="folder for the details (CSVs, sweep, profiles)")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--workloads", nargs="+", default=list(STUDY))
     ap.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"])
-    ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--budget-s", type=float, help="seconds this run may take (default: no limit)")
+    ap.add_argument("--summary", type=Path, help="folder of the report's summary.{md,json} (default: OUT)")
+    ap.add_argument("--pairs", type=int, default=6, help="alternated pairs per case on a CPU")
     ap.add_argument("--no-bounds", action="store_true", help="record, never fail (a CPU run of the logic)")
     ap.add_argument("--no-profiles", action="store_true", help="skip the profile check")
     ap.add_argument("--paired", choices=("drifting", "all"), default="drifting",
-                    help="which cases get the paired in-process timings (harness/doctor/paired.py)")
-    a = ap.parse_args(argv)
+                    help="which device-bound cases get the in-process paired timings on a GPU")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    a = parse(argv)
     a.out.mkdir(parents=True, exist_ok=True)
-    parts = Parts()
-    _, table, prof = measure_all(a, a.out, parts)
-    parts.write(a.out)
-    print(table[["workload", "dtype", "harness_per_s", "bare_before_per_s", "bare_after_per_s", "ratio", "mfu",
-                 "launch_bound", "bare_spread", "paired_ratio", "verdict"]].to_string(index=False))
-    for name, s in parts.seconds.items():
-        print(f"[gpu_timing] {name}: {s:.0f} s")
-    for r in table.itertuples():
-        if r.verdict == "undecided":
-            print(f"[gpu_timing] NOT DECIDED {r.workload} {r.dtype}: harness/bare {r.ratio:.3f}, but the bare loop "
-                  f"moved {r.bare_spread:.1%} between its rounds (more than {REFERENCE_SPREAD:.0%}) and its paired "
-                  f"timings scatter {r.paired_dispersion:.1%}: the host's pace drifts here", file=sys.stderr)
-    bad = [f"{r.workload} {r.dtype}: harness/bare {r.paired_ratio if r.decided_by != 'cell' else r.ratio:.3f} "
-           f"({r.decided_by}) outside [{RATIO_LOW}, {RATIO_HIGH}]"
-           for r in table.itertuples() if r.verdict == "FAILED"]
-    bad += [f"{p['workload']}: profile {p['profiled_iter_s']:.4f} s vs bare {p['bare_iter_s']:.4f} s"
-            for p in prof if not p["ok"] and not a.no_bounds]
-    for line in bad:
-        print(f"[gpu_timing] FAILED {line}", file=sys.stderr)
-    return 1 if bad else 0
+    run = Run(a)
+    alone = not run.summary.json.exists()  # else scripts/gpu_report.sh planned the summary and finishes it
+    if alone:
+        run.summary.plan({"title": f"GPU timing check ({a.device})", "budget_s": a.budget_s,
+                          "command": "python -m harness.doctor.gpu_timing " + " ".join(argv or sys.argv[1:])},
+                         run.plan())
+    else:
+        run.summary.add(run.plan())
+    everything = [r["check"] for r in run.plan()]  # no model, no verdict: build only when the rounds fit too
+    ok, models = run.stage("build", everything, B.ESTIMATE_S["build"] + run.rounds_s(),
+                           lambda: {wl: Bare(wl, device=a.device) for wl in a.workloads}, running=False)
+    if ok:
+        harness = {wl: InProcessHarness(models[wl]) for wl in a.workloads}
+        variants, table = measure_cases(run, models, harness)
+        count_kernels(run, models)
+        if not a.no_profiles:
+            measure_profiles(run, variants)
+        if len(table):
+            explain(run, models, harness, table)
+    for r in run.summary.pending():  # a stage that never started (build failed, no time): say so
+        if r["part"] == "timing":
+            run.summary.update(r["check"], status="NOT RUN", verdict="NOT RUN: an earlier stage did not finish",
+                               reason=run.notes.get(r["check"], ""))
+    run.parts.write(a.out)
+    if alone:
+        run.summary.finish()
+    for r in run.summary.load()["checks"]:
+        print(f"[gpu_timing] {r['check']}: {r['verdict']} {r['figure']}", file=sys.stderr if r["status"] == "FAILED"
+              else sys.stdout)
+    for name, sec in run.parts.seconds.items():
+        print(f"[gpu_timing] {name}: {sec:.0f} s")
+    return 1 if run.failed and not a.no_bounds else 0
 
 
 if __name__ == "__main__":

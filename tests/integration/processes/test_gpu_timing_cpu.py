@@ -1,37 +1,54 @@
-"""harness/doctor/gpu_timing.py's logic on the CPU (the GPU module's timing part, README "GPUs"): one process times
-the bare loop and its variants in two interleaved rounds around one real harness sweep, counts operations per
-iteration, profiles, and writes the verdict table; on a GPU the same run checks harness / bare against
-[0.995, 1.03]. Here the bounds are off (a CPU rank runs on one thread, the bare loop on all of them)."""
+"""harness/doctor/gpu_timing.py on the CPU (the GPU module's timing part, README "GPUs"): the bare loop's rounds
+around one real harness sweep, the harness's cell against the bare loop in alternated pairs of processes (its
+CPU mode, so a slower CPU loop cannot return unseen), kernels, a profile, each recorded in the summary as it
+ends; and the same run with too little time, which says what it could not run."""
 
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 import pytest
 
-from harness.doctor import gpu_timing, paired
+from harness.doctor import gpu_timing
 
 pytestmark = pytest.mark.slow
 
 
-def test_gpu_timing_runs_its_rounds_and_writes_the_verdicts(tmp_path):
+def test_gpu_timing_on_a_cpu_pairs_the_cell_with_the_bare_loop_and_records_each_verdict(tmp_path):
     code = gpu_timing.main([str(tmp_path), "--device", "cpu", "--workloads", "bert-base-tiny", "--dtypes", "fp32",
-                            "--warmup", "1", "--iters", "3", "--no-bounds", "--paired", "all"])
+                            "--warmup", "1", "--iters", "3", "--pairs", "2", "--no-bounds"])
     assert code == 0
     variants = pd.read_csv(tmp_path / "variants.csv")
-    assert list(variants["round"].unique()) == ["A", "B"]
-    assert set(variants["variant"]) == set(gpu_timing.VARIANTS)
-    first = variants[variants["round"] == "A"]["variant"].tolist()
-    assert variants[variants["round"] == "B"]["variant"].tolist() == first[::-1], "round B runs in reverse"
+    bare = variants[variants["round"].isin(["A", "B"])]
+    assert list(bare["round"]) == ["A", "B"] and set(bare["variant"]) == {"bare"}
     assert (variants["per_s"] > 0).all()
-    table = pd.read_csv(tmp_path / "throughput.csv")
-    row = table.iloc[0]
+    row = pd.read_csv(tmp_path / "throughput.csv").iloc[0]
     assert row["harness_per_s"] > 0 and row["ratio"] == pytest.approx(
         row["harness_per_s"] / ((row["bare_before_per_s"] + row["bare_after_per_s"]) / 2))
-    assert pd.isna(row["launch_bound"]) and pd.isna(row["mfu"]), "no launch-bound mark or MFU on a CPU"
+    assert pd.isna(row["host_bound"]) and pd.isna(row["mfu"]), "no host-bound mark or MFU on a CPU"
     assert row["verdict"] == "recorded" and row["ok"], "--no-bounds records, never judges"
     pairs = pd.read_csv(tmp_path / "pairs.csv")
-    assert pairs["first"].tolist() == ["bare", "harness"] * (paired.PAIRS // 2), "pairs alternate their order"
+    assert pairs["first"].tolist() == ["bare", "harness"], "the cell's process and the bare loop's alternate"
     assert (pairs["ratio"] > 0).all() and row["paired_ratio"] == pytest.approx(pairs["ratio"].median())
+    assert len(list((tmp_path / "pairs").glob("bert-base-tiny.fp32.*/result.json"))) == 2, "a cell per pair"
     assert pd.read_csv(tmp_path / "kernels.csv")["cpu_ops_per_iter"].iloc[0] > 0
     assert (tmp_path / "profiles" / "profile-bert-base-tiny.parquet").exists()
+    summary = {r["check"]: r for r in json.loads((tmp_path / "summary.json").read_text())["checks"]}
+    assert summary["harness/bare bert-base-tiny fp32"]["verdict"] == "recorded"
+    assert summary["harness/bare bert-base-tiny fp32"]["figure"].startswith("harness/bare ")
+    assert summary["kernels per iteration"]["status"] == "ok" and summary["profile bert-base-tiny"]["status"] == "ok"
     assert "parts_s" in (tmp_path / "host.json").read_text()
+
+
+def test_with_too_little_time_each_stage_says_it_did_not_fit(tmp_path):
+    code = gpu_timing.main([str(tmp_path), "--device", "cpu", "--workloads", "bert-base-tiny", "--dtypes", "fp32",
+                            "--warmup", "1", "--iters", "3", "--budget-s", "16"])
+    summary = {r["check"]: r for r in json.loads((tmp_path / "summary.json").read_text())["checks"]}
+    case = summary["harness/bare bert-base-tiny fp32"]
+    assert case["status"] == "NOT RUN" and case["verdict"].startswith("NOT RUN: no time left (needs about ")
+    assert summary["profile bert-base-tiny"]["verdict"].startswith("NOT RUN: no time left")
+    assert all(r["status"] in ("ok", "NOT RUN") for r in summary.values()), summary
+    assert code == 0
+    assert not (tmp_path / "sweep").exists(), "nothing that did not fit was started"
+

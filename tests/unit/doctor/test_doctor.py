@@ -154,7 +154,7 @@ def test_doctor_quick_runs_a_smoke_cell_per_usable_backend(tmp_path):
                                                 f"{', '.join(sorted(usable))}); run scripts/install_frameworks.sh")
 
 
-# --- the GPU timing check's verdict (harness/doctor/gpu_timing.py) ---------------------------------------------
+# --- the GPU timing check's verdict (harness/doctor/verdicts.py) ------------------------------------------------
 @pytest.mark.parametrize("ratio, spread, verdict", [
     (1.000, 0.000, "ok"),          # resnet50 fp32 on the H200: harness = bare, the bare loop steady
     (0.990, 0.004, "FAILED"),      # the harness costs 1% against a steady reference
@@ -163,14 +163,14 @@ def test_doctor_quick_runs_a_smoke_cell_per_usable_backend(tmp_path):
     (1.000, 0.021, "undecided"),   # even a perfect ratio decides nothing against a drifting reference
 ])
 def test_a_ratio_is_judged_only_against_a_steady_reference(ratio, spread, verdict):
-    from harness.doctor.gpu_timing import judge
+    from harness.doctor.verdicts import judge
     assert judge(ratio, spread) == verdict
 
 
 def test_verdicts_fail_only_decided_cells():
     import pandas as pd
 
-    from harness.doctor.gpu_timing import verdicts
+    from harness.doctor.verdicts import verdicts
     variants = pd.DataFrame([
         {"round": r, "workload": wl, "dtype": "bf16", "variant": "bare", "per_s": v}
         for wl, a, b in (("steady", 100.0, 100.2), ("drifting", 2832.0, 2037.0)) for r, v in (("A", a), ("B", b))])
@@ -213,7 +213,7 @@ def test_pairs_alternate_and_their_median_cancels_a_drift_the_rounds_cannot():
 def test_a_drifting_cell_is_decided_on_its_pairs():
     import pandas as pd
 
-    from harness.doctor.gpu_timing import verdicts
+    from harness.doctor.verdicts import verdicts
     variants = pd.DataFrame([{"round": r, "workload": "w", "dtype": "bf16", "variant": "bare", "per_s": v}
                              for r, v in (("A", 2832.0), ("B", 2037.0))])
     cells = pd.DataFrame([{"workload": "w", "dtype": "bf16", "throughput_median": 2193.0, "batch_per_worker": 64,
@@ -221,9 +221,36 @@ def test_a_drifting_cell_is_decided_on_its_pairs():
     steady = pd.DataFrame([{"workload": "w", "dtype": "bf16", "pair": i, "first": "bare", "bare_per_s": 1.0,
                             "harness_per_s": r, "ratio": r} for i, r in enumerate([0.999, 1.001, 1.0, 1.002])])
     row = verdicts(variants, cells, True, steady).iloc[0]
-    assert (row["verdict"], row["decided_by"]) == ("ok", "paired in-process")
+    assert (row["verdict"], row["decided_by"]) == ("ok", "paired")
     assert row["paired_ratio"] == pytest.approx(1.0005)
     slow = steady.assign(ratio=[0.97, 0.975, 0.972, 0.971])
     row = verdicts(variants, cells, True, slow).iloc[0]
-    assert (row["verdict"], row["decided_by"]) == ("FAILED", "paired in-process")
+    assert (row["verdict"], row["decided_by"]) == ("FAILED", "paired")
     assert verdicts(variants, cells, False, slow).iloc[0]["verdict"] == "recorded"
+
+
+def test_a_host_bound_cell_is_undecided_with_the_host_pace_measured_in_the_same_run():
+    """The H200 cases (README, "GPUs"): bert-base bf16 (device 0.05 ms behind, harness 1.34x a bare loop whose
+    two rounds moved 6%) and gpt2-small bf16 (3.1 ms of 37.5 ms) are host-bound: `undecided`, with the bare
+    loop's spread as the host's pace, never a pass, whatever their ratio or pairs say; resnet50 bf16 (a whole
+    iteration behind) is judged."""
+    import pandas as pd
+
+    from harness.doctor.verdicts import verdicts
+    bare = {"bert-base": (1421.5, 1343.4), "gpt2-small": (212.9, 209.0), "resnet50": (2226.5, 2236.3)}
+    variants = pd.DataFrame([{"round": r, "workload": wl, "dtype": "bf16", "variant": "bare", "per_s": v}
+                             for wl, ab in bare.items() for r, v in zip("AB", ab)])
+    cells = pd.DataFrame([
+        {"workload": "bert-base", "dtype": "bf16", "throughput_median": 1854.9, "batch_per_worker": 64, "seq_len": 64,
+         "iter_s_median": 0.0345, "device_lag_s": 0.000053, "host_bound": True},
+        {"workload": "gpt2-small", "dtype": "bf16", "throughput_median": 210.6, "batch_per_worker": 8,
+         "seq_len": 512, "iter_s_median": 0.0375, "device_lag_s": 0.0031, "host_bound": True},
+        {"workload": "resnet50", "dtype": "bf16", "throughput_median": 2247.7, "batch_per_worker": 64,
+         "seq_len": None, "iter_s_median": 0.0285, "device_lag_s": 0.0283, "host_bound": False}])
+    pairs = pd.DataFrame([{"workload": "gpt2-small", "dtype": "bf16", "pair": i, "first": "bare", "bare_per_s": 1.0,
+                           "harness_per_s": 1.0, "ratio": 1.0} for i in range(6)])
+    table = verdicts(variants, cells, True, pairs).set_index("workload")
+    assert table.loc["bert-base", "text"] == "undecided: host-bound, host pace varied 5.5%"
+    assert table.loc["gpt2-small", "text"] == "undecided: host-bound, host pace varied 1.8%"
+    assert not table.loc["gpt2-small", "ok"], "steady pairs do not make a host-bound cell pass"
+    assert (table.loc["resnet50", "verdict"], table.loc["resnet50", "decided_by"]) == ("ok", "cell")

@@ -9,8 +9,9 @@ import json
 
 import pandas as pd
 import pytest
+from helpers import ROOT
 
-from harness.doctor import gpu_timing
+from harness.doctor import checkout_pairs, gpu_timing
 
 pytestmark = pytest.mark.slow
 
@@ -52,3 +53,22 @@ def test_with_too_little_time_each_stage_says_it_did_not_fit(tmp_path):
     assert code == 0
     assert not (tmp_path / "sweep").exists(), "nothing that did not fit was started"
 
+
+
+def test_two_checkouts_alternate_in_pairs_of_real_runs(tmp_path):
+    """harness/doctor/checkout_pairs.py, the measurement issue 39 asks for on a quiet machine (this checkout against
+    one at 6791659), here with this checkout on both sides: each pair runs both, the order flips, and the ratio
+    is new over old median iteration."""
+    out = tmp_path / "pairs"
+    code = checkout_pairs.main([str(out), "--old", str(ROOT), "--new", str(ROOT), "--pairs", "2", "--warmup", "1",
+                                "--iters", "2"])
+    assert code == 0
+    df = pd.read_csv(out / "pairs.csv")
+    assert df["first"].tolist() == ["old", "new"]
+    assert (df["new_over_old"] == df["new_iter_s"] / df["old_iter_s"]).all() and (df["old_iter_s"] > 0).all()
+    assert sorted(p.name for p in out.iterdir()) == ["0-new", "0-old", "1-new", "1-old", "pairs.csv"]
+
+
+def test_a_folder_that_is_not_a_checkout_is_refused(tmp_path, capsys):
+    assert checkout_pairs.main([str(tmp_path / "o"), "--old", str(tmp_path), "--new", str(ROOT)]) == 2
+    assert "is not a ddlbench checkout" in capsys.readouterr().err

@@ -5,6 +5,7 @@ first's, with the machine's drift cancelled pair by pair (A-B, then B-A, ...; ha
     git -C /path/to/ddlbench worktree add --detach /tmp/ddlbench-old 6791659
     python -m harness.doctor.checkout_pairs OUT --old /tmp/ddlbench-old --new . --pairs 6
     python -m harness.doctor.checkout_pairs OUT --old /tmp/ddlbench-old --new . --scheme ddp --workers 2 --pairs 4
+    python -m harness.doctor.checkout_pairs OUT --old /tmp/ddlbench-old --new . --cold --pairs 6   # cold ranks
 
 Each run is `ddlbench run --workload W --scheme S --workers N --warmup 3 --iters 10 --device cpu` from that
 checkout (its own CLI entry point, PYTHONPATH = the checkout), its number the summary's `iter_s_median`. Writes
@@ -42,7 +43,7 @@ def run_once(checkout: Path, out: Path, a: argparse.Namespace) -> float:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     argv = [sys.executable, "-m", entry_module(checkout), "run", "--workload", a.workload, "--scheme", a.scheme,
             "--workers", str(a.workers), "--warmup", str(a.warmup), "--iters", str(a.iters), "--device", "cpu",
-            "--output", str(out)]
+            "--output", str(out), *(["--cold"] if a.cold else [])]
     subprocess.run(argv, check=True, cwd=checkout, env=env, stdout=subprocess.DEVNULL, timeout=1800)
     summary = pd.read_parquet(out / "summary.parquet")
     return float(summary[summary["scheme"] == a.scheme]["iter_s_median"].iloc[0])
@@ -70,6 +71,9 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--pairs", type=int, default=6)
+    ap.add_argument("--cold", action="store_true", help="ranks as fresh interpreters, not forked from the "
+                    "pre-imported zygote (their page faults per iteration did not differ between 6791659 and "
+                    "issue 39's tree, a warm rank's did)")
     a = ap.parse_args(argv)
     try:
         a.old, a.new = a.old.resolve(), a.new.resolve()
@@ -85,7 +89,7 @@ def main(argv=None) -> int:
     df.to_csv(a.out / "pairs.csv", index=False)
     med = statistics.median(df["new_over_old"])
     slower = int((df["new_over_old"] > 1).sum())
-    print(f"[checkout_pairs] {a.workload} {a.scheme} x{a.workers}: new/old median {med:.3f} over {len(df)} pairs "
+    print(f"[checkout_pairs] {a.workload} {a.scheme} x{a.workers}{' cold' if a.cold else ''}: new/old median {med:.3f} over {len(df)} pairs "
           f"({slower} of {len(df)} slower); within 1%: {'yes' if abs(med - 1) <= 0.01 else 'no'}")
     return 0
 

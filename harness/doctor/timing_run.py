@@ -39,7 +39,8 @@ class Run:
         self.profiled = [wl for wl in PROFILED if wl in a.workloads] or a.workloads[:1]
 
     def plan(self) -> list[dict]:
-        rows = [{"check": case_name(c), "part": "timing", "estimate_s": None,
+        each = (self.rounds_s() + (self.pairs_s(self.cases) if self.a.device == "cpu" else 0)) / len(self.cases)
+        rows = [{"check": case_name(c), "part": "timing", "estimate_s": round(each),
                  "reason": "the harness's local cell against the bare loop before and after it"} for c in self.cases]
         rows += [{"check": "kernels per iteration", "part": "timing", "estimate_s": B.ESTIMATE_S["kernels"]}]
         rows += [{"check": f"profile {wl}", "part": "timing", "estimate_s": self.profile_s(wl)} for wl in self.profiled]

@@ -151,7 +151,8 @@ def explain(run: Run, models: dict, harness: dict, table: pd.DataFrame) -> None:
     """The variants, for the device-bound cases that FAILED or drifted (variants.csv, round `variants`)."""
     name, a = "variants", run.a
     todo = [(r["workload"], r["dtype"]) for r in table.to_dict("records")
-            if r["host_bound"] is not True and (r["verdict"] == "FAILED" or r["bare_spread"] > REFERENCE_SPREAD)]
+            if not (pd.notna(r["host_bound"]) and bool(r["host_bound"]))
+            and (r["verdict"] == "FAILED" or r["bare_spread"] > REFERENCE_SPREAD)]
     if not todo:
         run.summary.update(name, status="ok", verdict="not needed: no device-bound case failed or drifted")
         return

@@ -83,7 +83,11 @@ def reason(r: dict, device: str) -> str:
     if r["decided_by"] == "paired":
         return ("median of alternated pairs, the cell's own process against a bare loop's (one thread each)"
                 if device == "cpu" else "median of alternated in-process pairs: the bare loop moved between its rounds")
-    return "against the bare loop's rounds, which held still" if r["decided_by"] == "cell" else ""
+    if r["decided_by"] == "cell":
+        return "against the bare loop's rounds, which held still"
+    if r["verdict"] == "undecided":
+        return "the machine's pace moved more than the bounds allow: measure again with nothing else running"
+    return ""
 
 
 def measure_pairs(run: Run, models: dict, harness: dict, variants: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:

@@ -17,7 +17,7 @@ import statistics
 
 import pandas as pd
 
-from harness.doctor.paired import bare_rounds, decide, spread, summarise
+from harness.doctor.paired import PAIR_DISPERSION, bare_rounds, decide, spread, summarise
 
 RATIO_LOW, RATIO_HIGH = 0.995, 1.03
 """harness / bare: the harness may cost at most 0.5%, and may never be faster than a bare loop by more than the
@@ -40,8 +40,10 @@ def verdict_text(row: dict) -> str:
     v = row["verdict"]
     if v == "undecided" and row["decided_by"] == "host-bound":
         return f"undecided: host-bound, host pace varied {row['bare_spread']:.1%}"
+    scatter = row["paired_dispersion"]
+    if v == "undecided" and row.get("pairs_decide") and scatter == scatter:
+        return f"undecided: its alternated pairs scatter {scatter:.1%} (more than {PAIR_DISPERSION:.0%})"
     if v == "undecided":
-        scatter = row["paired_dispersion"]
         pairs = f", its paired timings scatter {scatter:.1%}" if scatter == scatter else ""
         return f"undecided: the bare loop moved {row['bare_spread']:.1%} between its rounds{pairs}"
     return v
@@ -94,7 +96,8 @@ def verdicts(variants: pd.DataFrame, cells: pd.DataFrame, bounds: bool,
                "host_bound": bound, "host_issue_s": cell.get("host_issue_s"),
                "device_lag_s": cell.get("device_lag_s"), "iter_s_median": cell["iter_s_median"],
                "iter_s_cv": cell.get("iter_s_cv"), "paired_ratio": p_ratio, "paired_dispersion": p_disp,
-               "verdict": verdict, "decided_by": decided_by, "ok": verdict in ("ok", "recorded")}
+               "verdict": verdict, "decided_by": decided_by, "pairs_decide": pairs_decide,
+               "ok": verdict in ("ok", "recorded")}
         row["text"] = verdict_text(row)
         rows.append(row)
     return pd.DataFrame(rows)

@@ -254,3 +254,22 @@ def test_a_host_bound_cell_is_undecided_with_the_host_pace_measured_in_the_same_
     assert table.loc["gpt2-small", "text"] == "undecided: host-bound, host pace varied 1.8%"
     assert not table.loc["gpt2-small", "ok"], "steady pairs do not make a host-bound cell pass"
     assert (table.loc["resnet50", "verdict"], table.loc["resnet50", "decided_by"]) == ("ok", "cell")
+
+
+def test_on_a_cpu_the_pairs_decide_every_cell():
+    """The CPU mode (harness/doctor/cpu_pairs.py): the cell's own process against a bare loop's, alternated; their
+    median decides even where the bare rounds held still, and a scatter of more than 2% is said as such."""
+    import pandas as pd
+
+    from harness.doctor.verdicts import verdicts
+    variants = pd.DataFrame([{"round": r, "workload": "w", "dtype": "fp32", "variant": "bare", "per_s": v}
+                             for r, v in (("A", 30.0), ("B", 30.1))])
+    cells = pd.DataFrame([{"workload": "w", "dtype": "fp32", "throughput_median": 30.0, "batch_per_worker": 8,
+                           "seq_len": 64, "iter_s_median": 0.26, "host_bound": None}])
+    slow = pd.DataFrame([{"workload": "w", "dtype": "fp32", "pair": i, "first": "bare", "bare_per_s": 1.0,
+                          "harness_per_s": r, "ratio": r} for i, r in enumerate([0.95, 0.951, 0.949, 0.95])])
+    row = verdicts(variants, cells, True, slow, pairs_decide=True).iloc[0]
+    assert (row["verdict"], row["decided_by"]) == ("FAILED", "paired"), "5% slower in pairs fails, rounds or not"
+    scattered = slow.assign(ratio=[0.90, 1.0, 0.95, 1.05])
+    row = verdicts(variants, cells, True, scattered, pairs_decide=True).iloc[0]
+    assert row["text"].startswith("undecided: its alternated pairs scatter ")

@@ -5,7 +5,11 @@ its own (`python -m harness.doctor.bare_loop --threads 1`: one thread, as a CPU 
 bare-cell, cell-bare, ... (harness/doctor/paired.py). Each side's number is its median iteration, so process
 start-up is not in it; what is: everything that makes the rank's iterations slower than a hand-written loop's
 (the loop's own work, the rank's process state), so a regression of the CPU loop (issue 39: 5% since 6791659)
-cannot return unseen.
+cannot return unseen. The process state matters on a CPU: a bert-base-tiny iteration takes 57,000-76,000 minor
+page faults (its four 62.5 MB vocabulary-sized tensors are above glibc's 32 MB mmap ceiling and mapped afresh
+each iteration, and the heap's top is trimmed and regrown), a count that moves by 10-15% from one process to
+the next, and was about 7% higher in warm (forked) ranks of issue 39's tree than of 6791659's (counted with
+perf and getrusage, which do not depend on load).
 """
 
 from __future__ import annotations

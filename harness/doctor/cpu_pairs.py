@@ -8,8 +8,8 @@ start-up is not in it; what is: everything that makes the rank's iterations slow
 cannot return unseen. The process state matters on a CPU: a bert-base-tiny iteration takes 57,000-76,000 minor
 page faults (its four 62.5 MB vocabulary-sized tensors are above glibc's 32 MB mmap ceiling and mapped afresh
 each iteration, and the heap's top is trimmed and regrown), a count that moves by 10-15% from one process to
-the next, and was about 7% higher in warm (forked) ranks at 9ec12c3 than at 6791659 (cold ranks: no difference; counted with
-perf and getrusage, which do not depend on load).
+the next, and was about 7% higher in warm (forked) ranks at 9ec12c3 than at 6791659 (cold ranks: no difference;
+counted with perf and getrusage, which do not depend on load).
 """
 
 from __future__ import annotations

@@ -89,7 +89,8 @@ def main(argv=None) -> int:
     df.to_csv(a.out / "pairs.csv", index=False)
     med = statistics.median(df["new_over_old"])
     slower = int((df["new_over_old"] > 1).sum())
-    print(f"[checkout_pairs] {a.workload} {a.scheme} x{a.workers}{' cold' if a.cold else ''}: new/old median {med:.3f} over {len(df)} pairs "
+    cold = " cold" if a.cold else ""
+    print(f"[checkout_pairs] {a.workload} {a.scheme} x{a.workers}{cold}: new/old median {med:.3f} over {len(df)} pairs "
           f"({slower} of {len(df)} slower); within 1%: {'yes' if abs(med - 1) <= 0.01 else 'no'}")
     return 0
 

@@ -97,8 +97,10 @@ def measure_pairs(run: Run, models: dict, harness: dict, variants: pd.DataFrame,
     if a.device == "cpu":
         todo = run.cases
     else:
-        bound = {(w, d): bool(b) for w, d, b in zip(cells["workload"], cells["dtype"], cells["host_bound"].fillna(False))}
-        todo = [c for c, sp in spreads(variants).items() if not bound.get(c) and (a.paired == "all" or sp > REFERENCE_SPREAD)]
+        bound = {(w, d): bool(b) for w, d, b in zip(cells["workload"], cells["dtype"],
+                                                    cells["host_bound"].fillna(False))}
+        todo = [c for c, sp in spreads(variants).items()
+                if not bound.get(c) and (a.paired == "all" or sp > REFERENCE_SPREAD)]
     names = [case_name(c) for c in todo]
     if a.device == "cpu":
         ok, pairs = run.stage("pairs", names, run.pairs_s(todo), process_pairs, todo, run.out / "pairs", a.warmup,
@@ -167,7 +169,8 @@ def explain(run: Run, models: dict, harness: dict, table: pd.DataFrame) -> None:
         pd.concat([pd.read_csv(run.out / "variants.csv"), pd.DataFrame(rows)]).to_csv(run.out / "variants.csv",
                                                                                       index=False)
         run.summary.update(name, status="ok", figure=", ".join(f"{w} {d}" for w, d in todo),
-                           reason="variants.csv in details.tar.gz: one thread, a sync per iteration, the loop in-process")
+                           reason="variants.csv in details.tar.gz: one thread, a sync per iteration, "
+                                  "the loop in-process")
 
 
 def count_kernels(run: Run, models: dict) -> None:

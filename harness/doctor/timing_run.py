@@ -58,7 +58,8 @@ class Run:
             B.loop_s(self.cases, n, self.measured)
 
     def profile_s(self, wl: str) -> float:
-        return B.PROFILE_OVERHEAD_S + 2 * (PROFILE_ITERS + PROFILE_WARMUP) * B.iter_s((wl, "fp32"), self.measured)
+        """Two passes of the profile (the loop's totals, the hooks' shares) and a bare loop either side."""
+        return B.PROFILE_OVERHEAD_S + 4 * (PROFILE_ITERS + PROFILE_WARMUP) * B.iter_s((wl, "fp32"), self.measured)
 
     def pairs_s(self, cases: list) -> float:
         if self.a.device == "cpu":

@@ -273,3 +273,13 @@ def test_on_a_cpu_the_pairs_decide_every_cell():
     scattered = slow.assign(ratio=[0.90, 1.0, 0.95, 1.05])
     row = verdicts(variants, cells, True, scattered, pairs_decide=True).iloc[0]
     assert row["text"].startswith("undecided: its alternated pairs scatter ")
+
+
+@pytest.mark.parametrize("profiled, before, after, status", [
+    (0.0800, 0.0409, 0.0409, "FAILED"),     # bert-large's hooked profile on the H200: 2x its bare loop
+    (0.0415, 0.0409, 0.0412, "ok"),         # within 15% of the bare loop either side of it
+    (0.0480, 0.0409, 0.0520, "undecided"),  # the bare loop moved 21% around it (a host-bound cell's pace)
+])
+def test_a_profile_is_judged_against_the_bare_loop_either_side_of_it(profiled, before, after, status):
+    from harness.doctor.gpu_timing import profile_verdict
+    assert profile_verdict(profiled, before, after)[0] == status

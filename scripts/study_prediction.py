@@ -197,7 +197,8 @@ def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu, effects, star
         "The 2019 stacks' own costs this model adds, each taken out alone (`MECHANISMS` in "
         "`harness/predict/study.py`: the IPoIB rates back to 25 and 20 Gbit/s, the rest to nothing) and the curve "
         "predicted again at nominal inputs; `mechanisms.parquet` holds every row. 'Gains' and 'loses' are the "
-        "median throughput change of a method over the size's 9 (workload, network) rows with the mechanism in.",
+        "mean throughput change of a method over the size's 9 (workload, network) rows with the mechanism in; the "
+        "last column the one cell it moves most.",
         "",
         mechanism_table(effects),
         "",

@@ -161,7 +161,8 @@ def mechanism_effects(models: list, compute: str | None = None, processes: int |
                       methods=STUDY_METHODS, **kw) -> pd.DataFrame:
     """The nominal curve with each mechanism taken out alone (MECHANISMS): per mechanism and size, how many
     (workload, network) rows change their best method, which method gains and which loses most with the
-    mechanism in (median throughput change over the rows), and the best methods with and without it."""
+    mechanism in (mean throughput change over the rows), the cell it moves most, and the best methods with
+    and without it."""
     base = predict_curve(models, compute, None, **kw)
     v0 = INPUTS.nominal()
     runs = _map(_curve_of, [(models, {**v0, **off}, kw) for off in MECHANISMS.values()], processes)
@@ -175,12 +176,15 @@ def mechanism_effects(models: list, compute: str | None = None, processes: int |
         both["change"] = both["throughput_median"] / both["throughput_median_without"] - 1
         for n in sorted(base["workers"].unique()):
             at = both[both["workers"] == n]
-            per = at.groupby("scheme")["change"].median()
+            per = at.groupby("scheme")["change"].mean()
+            far = at.loc[at["change"].abs().idxmax()]
             changed = [(k, best1[k], best0[k]) for k in best0.index if k[2] == n and best0[k] != best1[k]]
             rows.append({"mechanism": name, "workers": int(n), "rows": int((best0.index.get_level_values(2) == n).sum()),
                          "winner_changed": len(changed),
                          "gains_most": per.idxmax(), "gains_most_change": float(per.max()),
                          "loses_most": per.idxmin(), "loses_most_change": float(per.min()),
+                         "largest_change": float(far["change"]),
+                         "largest_cell": f"{far['workload']} {far['scheme']} {far['network']}",
                          "best_without": _tally(best1[best1.index.get_level_values(2) == n]),
                          "best_with": _tally(best0[best0.index.get_level_values(2) == n]),
                          "changed": "; ".join(f"{w} {net}: {a} -> {b}" for (w, net, _), a, b in changed)})

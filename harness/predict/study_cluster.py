@@ -176,10 +176,12 @@ def stacks(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict[str
                           gil_waits_per_hook=v["gil_convoy_share"] * v["gil_acquires_per_hook"],
                           fwd_gil_per_layer=v["gil_convoy_share"] * v["fwd_gil_per_layer"],
                           optimizer=(("img", "sgd"), ("seq", "adam")), **python, **gpu)
+    nic = 0.0  # the inter-node link's rate, but for IPoIB (below)
     if family == "ib-100g":  # ps-lite's RDMA van
         message, stream, van = v["rdma_message_s"], math.inf, math.inf
-    elif family == "ipoib-100g":  # ZMQ over TCP on ib0, one connection per worker-server pair
+    elif family == "ipoib-100g":  # ZMQ over TCP on ib0, one connection per worker-server pair, several at once
         message, stream, van = v["tcp_message_s"], v["ipoib_stream_gbit_s"] * 1e9 / 8, v["zmq_van_gbyte_s"] * 1e9
+        nic = v["ipoib_nic_gbit_s"] * 1e9 / 8
     else:  # one 10 GbE stream fills the port; ZMQ over TCP
         message, stream, van = v["tcp_message_s"], math.inf, v["zmq_van_gbyte_s"] * 1e9
     # BytePS: BERT on plain SGD (ddl-benchmarks/byteps/bert_benchmark.py: optim.SGD(lr=0.01))
@@ -189,6 +191,7 @@ def stacks(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict[str
                                       copy_bytes_per_s=v["pinned_copy_gbyte_s"] * 1e9,
                                       sum_bytes_per_s=v["server_sum_gbyte_s"] * 1e9, recv_s=v["server_recv_s"],
                                       message_s=message, stream_bytes_per_s=stream, van_bytes_per_s=van,
+                                      nic_bytes_per_s=nic,
                                       host_bytes_per_s=v["host_path_gbyte_s"] * 1e9))
     out = {"bsp-a2a": horovod_off, "wfbp-a2a": horovod_off, "mgwfbp": horovod_off,
            "bytescheduler-a2a": bytescheduler, "bsp-ps": byteps, "wfbp-ps": byteps, "bytescheduler-ps": byteps}

@@ -27,14 +27,15 @@ IPOIB_STREAM = ("NCCL 2.4.8 src/transport/net.cc netGetRings builds one ring per
                 "2044-4092) about 8-12 Gb/s (Linux Documentation/infiniband/ipoib.rst on the two modes; BytePS "
                 "docs/best-practice.md: 'a single TCP connection usually cannot run up to 25Gbps'); the study does "
                 "not say which mode (typical)")
-GIL = {  # python scripts/reference/gil_handoff.py, 2026-11-26, development VM (2 cores, nothing else running),
+GIL = {  # python scripts/reference/gil_handoff.py, 2026-11-26 22:53, development VM (2 cores, nothing else running),
     # CPython 3.11.7: reports/study-prediction/gil-handoff.json
-    "forced_extra": (0.23e-3, 0.15e-3, 1.0e-3),  # wait beyond a 5 ms interval: 5.233 ms median (0.20-0.25 ms at 0.5-10 ms)
-    "handoff": (0.08e-3, 0.07e-3, 0.3e-3),        # 0.076-0.098 ms with 1 spinner, 0.13-0.16 ms with 2
-    "scan": (0.14e-6, 0.14e-6, 0.5e-6),            # 0.14 us a step on 3.11
+    "forced_extra": (0.2e-3, 0.15e-3, 1.0e-3),    # beyond the interval: 5.205 ms at 5 ms (0.19-0.21 ms at 0.5-10 ms)
+    "handoff": (0.08e-3, 0.07e-3, 0.3e-3),        # 0.073-0.103 ms with 1 spinner, 0.12-0.17 ms with 2
+    "scan": (0.13e-6, 0.13e-6, 0.5e-6),            # 0.13 us a step on 3.11
     "fwd_calls": (3.0, 2.6, 3.7),                  # 2.64 (ResNet-50), 3.68 (BERT-Base), 3.71 (BERT-Large) per layer
-    "hook_acquires": (2.0, 1.5, 4.0),              # switch intervals per hooked layer in a convoy trial
-    "task_py_s": 6.1e-6, "done_py_s": 2.5e-6, "torch_op_s": 0.82e-6,
+    "hook_acquires": (3.0, 1.0, 6.0),              # switch intervals per hooked layer in a convoy trial: 1.9-6.0
+    "convoy": (0.6, 0.05, 1.0),                    # trials the spinner won: 55% (25 us layers), 70% (75 us layers)
+    "task_py_s": 5.7e-6, "done_py_s": 2.5e-6, "torch_op_s": 0.76e-6,
 }
 """The GIL microbenchmark's figures (value, low, high) that inputs below take."""
 GIL_SOURCE = ("measured by `python scripts/reference/gil_handoff.py` (2026-11-26, development VM, 2 cores, nothing else "
@@ -42,8 +43,8 @@ GIL_SOURCE = ("measured by `python scripts/reference/gil_handoff.py` (2026-11-26
 ZMQ_VAN = (5.6, 2.5, 8.0)
 """GB/s through one ZeroMQ I/O thread, both directions at once (value, low, high)."""
 ZMQ_VAN_SOURCE = ("Measured by `python scripts/reference/zmq_van.py` (2026-11-26, development VM, 2 cores, nothing else "
-                  "running; reports/study-prediction/zmq-van.json): one I/O thread moves 5.5-5.8 GB/s with 4,096,000-byte "
-                  "partitions going both ways (2.8 each way) and 4.6-4.7 GB/s one way, over loopback; the range allows "
+                  "running; reports/study-prediction/zmq-van.json): one I/O thread moves 5.4-5.8 GB/s with 4,096,000-byte "
+                  "partitions going both ways (2.8 each way) and 4.8 GB/s one way, over loopback; the range allows "
                   "the study's 2019 Xeons and a real NIC's interrupts (low) and a faster core (high)")
 OVERLAP_SOURCE = ("GeForce cards have no peer-to-peer: NCCL 2.4's shared-memory transport moves each ring step with its own "
                   "kernel through host memory over PCIe and BytePS's copies cross the same PCIe path, beside backward's "
@@ -204,13 +205,14 @@ INPUTS = Inputs([
           GIL_SOURCE + ": a backward through torch's autograd engine (CPU, 40 layers, hooks on the AccumulateGrad "
           "nodes as the plugin registers them) beside a spinner that keeps the GIL: in a trial where the spinner "
           "wins the races, each hooked layer waits this many switch intervals", "measured"),
-    Input("gil_convoy_share", 0.5, 0.05, 1.0, "x",
+    Input("gil_convoy_share", GIL["convoy"][0], GIL["convoy"][1], GIL["convoy"][2], "x",
           "the share of GIL hand-offs the spinning poller wins: a thread that gives the GIL up for tens of "
           "microseconds of C work (kernel launches) finds it taken when it comes back if the poller woke first",
           GIL_SOURCE + ": the same backward either waits at nearly every hooked layer or almost never, trial by "
-          "trial (the race between the poller's wake-up, 5-100 us, and the autograd thread's next need for the "
-          "GIL, 20-100 us a node on a GPU); the study's bare-metal hosts wake threads faster than this VM, and a "
-          "deep C-state slower: the range is the whole span", "estimate"),
+          "trial (the race between the poller's wake-up and the autograd thread's next need for the GIL): the "
+          "spinner won 55% of 20 trials with 25 us layers and 70% with 75 us layers (a PyTorch 1.4 backward node "
+          "on a GPU: 20-100 us of launches); the study's bare-metal hosts wake threads faster than this VM, and a "
+          "deep C-state slower: the range is the whole span", "measured"),
     Input("py_op_s", 8e-6, 4e-6, 15e-6, "s",
           "one torch op called from Python on a GPU in 2019 (argument parsing, dispatch, the kernel launch): what "
           "an optimizer's Python loop pays per op",
@@ -263,6 +265,14 @@ INPUTS = Inputs([
           "ps-lite rdma_van.h: WRITE_WITH_IMM per message, no copy (estimate)", "estimate"),
     Input("ipoib_stream_gbit_s", 16.0, 8.0, 25.0, "Gbit/s", "one TCP stream over IPoIB (a worker-server connection of ZMQ)",
           IPOIB_STREAM + "; " + "measured here by `python scripts/reference/server_loop.py` (2026-11-26, development VM, 2 cores, load 0.13, kernel TCP on loopback, a Python server and 2 pushing workers): 0.54 ns per byte through the server, 1.9 GB/s (15 Gb/s) with the copies on 2 shared cores", "typical"),
+    Input("ipoib_nic_gbit_s", 40.0, 25.0, 60.0, "Gbit/s",
+          "what one node's IPoIB interface carries for BytePS, all its worker-server TCP connections at once, per "
+          "direction",
+          "a worker root holds one ZMQ connection per server (8 at 32 GPUs) and a server one per worker node; TCP "
+          "streams over IPoIB are limited each by one core's kernel stack (ipoib_stream_gbit_s), several in "
+          "parallel by the interface's interrupt handling and the EDR link: 25-60 Gb/s in aggregate on connected "
+          "mode (typical; BytePS docs/best-practice.md raises the number of connections for the same reason)",
+          "typical"),
     Input("zmq_van_gbyte_s", ZMQ_VAN[0], ZMQ_VAN[1], ZMQ_VAN[2], "GB/s",
           "ps-lite's ZeroMQ van without RDMA: what one process's single ZeroMQ I/O thread moves, sends and receives "
           "together (a worker's pushes and pulls, a server's pushes in and pulls out)",

@@ -11,13 +11,14 @@ import pandas as pd
 
 def mechanism_table(effects: pd.DataFrame) -> str:
     """One row per mechanism and size: rows whose winner changes, who gains and loses most with it in."""
-    lines = ["| mechanism | GPUs | winner changed | best with it | best without it | gains most | loses most |",
-             "|---|---:|---:|---|---|---|---|"]
+    lines = ["| mechanism | GPUs | winner changed | best with it | best without it | gains most | loses most | "
+             "cell moved most |", "|---|---:|---:|---|---|---|---|---|"]
     for r in effects.itertuples():
         gain = f"{r.gains_most} {r.gains_most_change:+.1%}" if r.gains_most_change > 0.0005 else "-"
         lose = f"{r.loses_most} {r.loses_most_change:+.1%}" if r.loses_most_change < -0.0005 else "-"
+        far = f"{r.largest_cell} {r.largest_change:+.1%}" if abs(r.largest_change) > 0.0005 else "-"
         lines.append(f"| {r.mechanism} | {r.workers} | {r.winner_changed} of {r.rows} | {r.best_with} | "
-                     f"{r.best_without} | {gain} | {lose} |")
+                     f"{r.best_without} | {gain} | {lose} | {far} |")
     return "\n".join(lines)
 
 

@@ -80,15 +80,16 @@ class _BytePSRun:
         self.host_up = Fifo(sim, "host-up", self.cost.host_bytes_per_s)
         self.host_down = Fifo(sim, "host-down", self.cost.host_bytes_per_s)
         self.d2h, self.h2d = Fifo(sim, "d2h", log=log), Fifo(sim, "h2d", log=log)
-        self.up = Fifo(sim, "nic-up", link.bytes_per_s)
-        self.down = Fifo(sim, "nic-down", link.bytes_per_s)
+        nic = self.cost.nic_bytes_per_s or link.bytes_per_s  # a node's NIC for its many worker-server streams
+        self.up = Fifo(sim, "nic-up", nic)
+        self.down = Fifo(sim, "nic-down", nic)
         # ps-lite's ZeroMQ van (TCP): one I/O thread per process carries all its bytes, both directions
         self.van = Fifo(sim, "worker-van", self.cost.van_bytes_per_s)
         self.s_van = [Fifo(sim, f"server{s}-van", self.cost.van_bytes_per_s) for s in range(self.S)]
         self.conn_up = [Fifo(sim, f"conn{s}-up", self.cost.stream_bytes_per_s) for s in range(self.S)]
         self.conn_down = [Fifo(sim, f"conn{s}-down", self.cost.stream_bytes_per_s) for s in range(self.S)]
-        self.s_in = [Fifo(sim, f"server{s}-in", link.bytes_per_s) for s in range(self.S)]
-        self.s_out = [Fifo(sim, f"server{s}-out", link.bytes_per_s) for s in range(self.S)]
+        self.s_in = [Fifo(sim, f"server{s}-in", nic) for s in range(self.S)]
+        self.s_out = [Fifo(sim, f"server{s}-out", nic) for s in range(self.S)]
         self.s_lock = [Fifo(sim, f"server{s}-recv") for s in range(self.S)]
         self.s_sum = [Fifo(sim, f"server{s}-sum", self.cost.sum_bytes_per_s) for s in range(self.S)]
         self.keys = self._keys(part_bytes)

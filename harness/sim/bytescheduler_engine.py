@@ -39,6 +39,14 @@ if TYPE_CHECKING:  # annotations only
     from harness.sim.network import Cluster
 
 
+ENGINE_HANDOFF_S = 0.08e-3
+"""ddlbench's engine: its scheduler thread waits on a Condition (harness/schemes/bytescheduler.py) and, woken,
+needs the GIL back from the training thread, which gives it up at its next torch call: 0.073-0.103 ms on this
+machine (`python scripts/reference/gil_handoff.py`, a spinner that releases the GIL, 2026-11-26;
+reports/study-prediction/gil-handoff.json). It never spins holding the GIL (gloo's waits block; NCCL's
+completion polls sleep between polls: harness/backends/torch_dist/handles.py), so there is no convoy."""
+
+
 class Round:
     """One round of partitions: which are ready (in the order they became so), and when each is done."""
 
@@ -88,6 +96,9 @@ class ByteSchedulerRun:
             self.res = ParameterServers(sim, cluster, knobs["server_gbyte_s"], p2p, knobs["local_reduce"])
         self.consensus_calls = 0
         self.marks: dict = {}
+        # the scheduler is a Python thread beside the training thread: every time it wakes (news, credit back)
+        # it takes the GIL back from a thread that gives it up at its next torch call (a hand-off)
+        self.handoff = (stack.gil_release_s or ENGINE_HANDOFF_S) if self.workers > 1 or use_ps else 0.0
 
     def send(self, k: int, r: Round) -> tuple[Event, Event]:
         """(credit returned, done) of partition k of round r, dispatched now."""
@@ -137,8 +148,10 @@ class ByteSchedulerRun:
         remaining = len(self.parts)
         while remaining:
             if not heap:
-                while len(r.ready_seq) <= agreed_upto:
-                    yield r.news
+                if len(r.ready_seq) <= agreed_upto:
+                    while len(r.ready_seq) <= agreed_upto:
+                        yield r.news
+                    yield self.handoff  # woken, the thread takes the GIL back from the training thread
             snapshot = len(r.ready_seq)
             if self.consensus:
                 self.consensus_calls += 1
@@ -161,6 +174,7 @@ class ByteSchedulerRun:
             if remaining and heap and inflight:
                 k, (credit_back, done) = inflight.popleft()
                 yield credit_back
+                yield self.handoff
                 in_bytes -= self.part_bytes[k]
                 if self.use_ps:
                     pulling.append((k, (credit_back, done)))

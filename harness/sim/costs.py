@@ -46,6 +46,10 @@ class BytePSCosts:
     host_bytes_per_s: float = math.inf
     """The PCIe path between a node's GPUs and NIC and its host memory, per direction: without peer-to-peer
     and GPUDirect RDMA every stage of a partition crosses it (inf: not a bottleneck)."""
+    nic_bytes_per_s: float = 0.0
+    """What a node's NIC carries for BytePS, all its worker-server connections together, bytes/s per
+    direction (over IPoIB several TCP streams in parallel carry more than NCCL's one stream per ring edge);
+    0 = the cluster's inter-node link rate."""
     van_bytes_per_s: float = math.inf
     """ps-lite's ZeroMQ van over TCP: one I/O thread per process writes every byte the process sends and reads
     every byte it receives, so a worker's pushes and pulls (a server's pushes in and pulls out) share this

@@ -1,6 +1,6 @@
 """How the `torch` backend is started by each launcher (docs/ARCHITECTURE.md, "Backend").
 
-- one box: the generic local spawner (harness/launchers/local/launcher.py), one process per rank;
+- one box: ddlbench's spawner (harness/spawner/cell.py), one process per rank;
 - srun: one task per rank (workers, then servers) reading SLURM_* (harness/launchers/srun/env.py);
   the plain plan `all_ranks_step`;
 - a shim style `torch` that gives a task torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, ...),

@@ -53,24 +53,25 @@ class ToyRecipe:
     greeting: str = "hello"
     """What the toy launcher writes beside each cell."""
 '''
-LAUNCHER = '''"""The toy launcher (a test's toy): this box's spawner, chosen by TOY_SCHEDULER."""
+LAUNCHER = '''"""The toy launcher (a test's toy): ddlbench's spawner on this box, chosen by TOY_SCHEDULER."""
 
 from __future__ import annotations
 
 from harness.contracts.launcher import Launcher, LauncherEntry, register
 from harness.contracts.recipes import recipe
-from harness.launchers.local.launcher import launch_one_box
 from harness.launchers.toy.recipe import ToyRecipe
+from harness.spawner.cell import launch_cell, place_one_box
 
 
 def launch(cell, cell_dir, placement=None):
     cell_dir.mkdir(parents=True, exist_ok=True)
     (cell_dir / "toy.txt").write_text(recipe(cell.backend, ToyRecipe).greeting)
-    return launch_one_box(cell, cell_dir, placement)
+    return launch_cell(cell, cell_dir, placement)
 
 
-register(LauncherEntry("toy", "a toy: this box's spawner behind its own registration",
-                       make=lambda request: Launcher("toy", launch, None, {"toy_scheduler": "yes"}),
+register(LauncherEntry("toy", "a toy: ddlbench's spawner behind its own registration",
+                       make=lambda request: Launcher("toy", launch, lambda workers: 1, place_one_box,
+                                                     {"toy_scheduler": "yes"}),
                        detect=lambda request: bool(request.environ.get("TOY_SCHEDULER"))))
 '''
 

@@ -42,7 +42,8 @@ from harness.jobs.sweep_jobs import (
     plan_jobs,
     render_submit,
 )
-from harness.launchers.choose import choose_launcher
+from harness.launchers.choose import by_name, choose_launcher
+from harness.launchers.local.launcher import launch_one_box
 from harness.launchers.srun.launcher import plan_cell, step_environment
 from harness.launchers.srun.plan import Allocation, cell_port, failure_reason, place
 from harness.launchers.srun.task import task_env
@@ -251,10 +252,11 @@ def test_choose_launcher():
     inside = {"SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NTASKS_PER_NODE": "1"}
     srun = choose_launcher(LaunchRequest(inside))
     assert srun.name == "srun" and srun.nodes_for(2) == 2 and srun.env_extra == {"hosts": "n1,n2"}
-    assert choose_launcher(LaunchRequest(inside), "local").launch is None
+    local = choose_launcher(LaunchRequest(inside), "local")
+    assert (local.name, local.launch, local.hosts, local.run_module) == ("local", launch_one_box, 1, None)
     with pytest.raises(UserError, match="allocation"):
         choose_launcher(LaunchRequest({}), "srun")
-    with pytest.raises(UserError, match="available: nodes, srun, local"):
+    with pytest.raises(UserError, match=f"available: {', '.join(by_name())}$"):
         choose_launcher(LaunchRequest({}), "mpirun")
 
 

@@ -2,8 +2,9 @@
 
     pytest tests/integration/slurm/test_slurm_sweep.py                      # pure tests; real-Slurm ones need root
     sudo python -m pytest -m root tests/integration/slurm/test_slurm_sweep.py
-    python tests/integration/slurm/test_slurm_sweep.py --regenerate         # rewrite tests/data/sbatch_reference_submit*.sh
-                                                          # and slurm/*.sbatch, then read the diff
+    python tests/integration/slurm/test_slurm_sweep.py --regenerate         # rewrite tests/data/sbatch_reference_submit*.sh,
+                                                          # slurm/*.sbatch and the backends' slurm/sweeps/*.yaml,
+                                                          # then read the diff
 
 The real-Slurm tests bring up slurm/local (2 fake nodes on this host) and submit three small CPU
 sweeps at once: a 2-node sweep, one whose rank 1 crashes, and one cancelled half-way and resumed.
@@ -35,9 +36,11 @@ from harness.contracts.cell import CellSpec
 from harness.contracts.launcher import LaunchRequest
 from harness.core.errors import UserError
 from harness.jobs.client import cancel, job_state, wait_job
+from harness.experiment.sweep import sweep_from_dict
 from harness.jobs.sweep_jobs import (
     SweepJob,
     example_scripts,
+    example_sweeps,
     parse_time_min,
     plan_jobs,
     render_submit,
@@ -111,6 +114,17 @@ def test_committed_example_script_is_the_rendered_one(name):
 
 def test_no_stray_example_scripts():
     assert {p.name for p in (ROOT / "slurm").glob("*.sbatch")} == set(example_scripts())
+
+
+@pytest.mark.parametrize("name", sorted(example_sweeps()))
+def test_committed_sweep_file_is_the_one_its_backend_declares(name):
+    """The sweep files a backend's examples run are declared by the backend (SbatchRecipe.sweeps) and written
+    by --regenerate: a new backend writes no sweep file by hand."""
+    text = example_sweeps()[name]
+    assert (ROOT / "slurm" / "sweeps" / name).read_text() == text, (
+        f"slurm/sweeps/{name} differs from harness.jobs.sweep_jobs.example_sweeps(); regenerate with "
+        f"`python tests/integration/slurm/test_slurm_sweep.py --regenerate`")
+    assert sweep_from_dict(yaml.safe_load(text), name).name == name.removesuffix(".yaml")  # known keys only
 
 
 def test_submit_scripts_are_valid_bash():
@@ -568,6 +582,9 @@ if __name__ == "__main__" and "--regenerate" in sys.argv:
     for name, text in example_scripts().items():
         (ROOT / "slurm" / name).write_text(text)
         print("wrote", Path("slurm") / name)
+    for name, text in example_sweeps().items():
+        (ROOT / "slurm" / "sweeps" / name).write_text(text)
+        print("wrote", Path("slurm") / "sweeps" / name)
     for stale in set(p.name for p in (ROOT / "slurm").glob("*.sbatch")) - set(example_scripts()):
         print("not generated any more, delete it:", Path("slurm") / stale)
 

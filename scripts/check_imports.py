@@ -73,23 +73,22 @@ FORBIDDEN = {
 }
 GENERIC = ("harness.launchers", "harness.spawner", "harness.experiment", "harness.rank", "harness.results", "harness.measure",
            "harness.testbed", "harness.warm", "harness.procs", "harness.contracts", "harness.core")
-LAUNCHERS_PKG = ("harness", "launchers")
-BACKENDS_PKG = ("harness", "backends")
+LAUNCHERS_PKG = ROOT / "harness" / "launchers"
+BACKENDS_PKG = ROOT / "harness" / "backends"
 MAX_FILE_LINES = 300
 MAX_FUNCTION_LINES = 60
 
 
-def _packages(parts: tuple[str, ...]) -> list[Path]:
-    """The packages in the folder ROOT/parts (each backend's, each launcher's), by name."""
-    folder = ROOT.joinpath(*parts)
+def _packages(folder: Path) -> list[Path]:
+    """The packages in `folder` (each backend's, each launcher's), by name."""
     return sorted(p for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").exists())
 
 
-def _registered_names(parts: tuple[str, ...], pattern: str) -> set[str]:
-    """Names registered by the packages under ROOT/parts (each subfolder's `pattern` argument), read from
+def _registered_names(folder: Path, pattern: str) -> set[str]:
+    """Names registered by the packages under `folder` (each subfolder's `pattern` argument), read from
     their source: the checker knows every backend and launcher without a list of its own."""
     out = set()
-    for sub in _packages(parts):
+    for sub in _packages(folder):
         for f in sub.rglob("*.py"):
             out.update(re.findall(pattern, f.read_text()))
     return out

@@ -80,8 +80,8 @@ def test_a_backends_library_may_be_imported_where_used_and_nothing_else(tmp_path
     checker); an ordinary dependency imported inside a function is still caught."""
     ci = _checker()
     monkeypatch.setattr(ci, "ROOT", tmp_path)
-    for folder in ("harness/backends/toylink", "harness/launchers"):
-        (tmp_path / folder).mkdir(parents=True)
+    monkeypatch.setattr(ci, "BACKENDS_PKG", tmp_path / "harness/backends")
+    (tmp_path / "harness/backends/toylink").mkdir(parents=True)
     (tmp_path / "harness/backends/toylink/__init__.py").write_text(
         'register(BackendEntry(name="toylink", description="", start=None, library="toylib"))\n')
     planted = tmp_path / "harness/backends/toylink/transport.py"

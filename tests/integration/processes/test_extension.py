@@ -2,17 +2,17 @@
 and nothing more: this test reads the doc's table of places and counts the files each addition touched.
 
 A copy of the checkout gets, one after the other, a toy scheme (`toyscheme`: tests/toy_scheme.py as a file of
-the package), a toy workload (`toybag` and `toybag-tiny`: a bag-of-embeddings classifier), a toy backend
-(`toynet`: torch's transport under another name, providing `allreduce` only, recording the version of PyYAML
-as its library, with a batch-script style, an example script and its sweep file) and a toy launcher (`toy`:
-ddlbench's spawner behind its own registration, recipe type and environment variable). Each touches exactly
-the places of its row in the doc (the backend also the files the tests' --regenerate writes from what it
-declares). Then, in that copy, without any other edit: the import checker passes; the batch-script tests
-pass on the generated files; `ddlbench list` shows the scheme on the backend, the backend under exactly the
-schemes that need all-reduce only, and the workload; a real sweep of the toy workload with the toy scheme
-and bsp-a2a on `toynet` through the toy launcher, chosen by its environment variable, is ok, recorded with
-the backend's library column and the launcher's facts; and the toy recipe type is accepted from a backend and
-defaulted for the others."""
+the package), a toy workload (`toybag` and `toybag-tiny`: a bag-of-embeddings classifier), a toy launcher
+(`toy`: ddlbench's spawner behind its own registration, recipe type and environment variable) and a toy
+backend (`toynet`: torch's transport under another name, providing `allreduce` only, recording the version of
+PyYAML as its library, with a recipe for the toy launcher, a batch-script style, an example script and its
+sweep file). Each touches exactly the places of its row in the doc (the backend also the files the tests'
+--regenerate writes from what it declares). Then, in that copy, without any other edit: the import checker
+passes; the batch-script tests pass on the generated files; `ddlbench list` shows the scheme on the backend,
+the backend under exactly the schemes that need all-reduce only, and the workload; a real sweep of the toy
+workload with the toy scheme and bsp-a2a on `toynet` through the toy launcher, chosen by its environment
+variable, is ok, recorded with the backend's library column and the launcher's facts; and the toy recipe type
+is accepted from a backend and defaulted for the others."""
 
 from __future__ import annotations
 
@@ -212,8 +212,8 @@ def test_a_toy_scheme_workload_backend_and_launcher_need_only_the_documented_pla
     repo = _copy(tmp_path / "repo")
     env = {**os.environ, "PYTHONPATH": str(repo)}
     before: set[str] = set()
-    for kind, add in (("scheme", _add_scheme), ("workload", _add_workload),
-                      ("backend", lambda r: _add_backend(r, env)), ("launcher", _add_launcher)):
+    for kind, add in (("scheme", _add_scheme), ("workload", _add_workload), ("launcher", _add_launcher),
+                      ("backend", lambda r: _add_backend(r, env))):  # the toy backend gives the toy launcher a recipe
         add(repo)
         now = _changed(repo)
         _check_places(kind, now - before, *places[kind])

@@ -6,28 +6,32 @@
 
 1. No import cycle among the modules of `harness/` and `workloads/`, counting module-level and
    function-level imports alike, and the package `__init__` modules an import executes.
-2. A function-local import only of an optional heavy dependency (ALLOWED_LOCAL), never of a harness
-   module or of an ordinary dependency: those belong at the top of the module.
+2. A function-local import only of an optional or heavy dependency (allowed_local(): the heavy ones, HEAVY,
+   and every backend's library, read from its package), never of a harness module or of an ordinary
+   dependency: those belong at the top of the module.
 3. No file over MAX_FILE_LINES lines and no function over MAX_FUNCTION_LINES lines in `harness/`.
 4. The layering of docs/ARCHITECTURE.md ("Packages"): FORBIDDEN lists what a package may not import,
    and generic code (GENERIC) never branches on a backend's name (`x == "horovod"`, `x in (...)`).
-5. One launcher = one module: no code outside a launcher's own modules (LAUNCHER_HOMES) and the launcher
-   registry branches on its name (`launcher == "srun"`); everything else asks the launcher or the recipe.
+5. One launcher = one folder: no code outside a launcher's own folder (launcher_homes()) and the launcher
+   registry branches on its name (`launcher == "srun"`); everything else asks the launcher or the recipe. No
+   launcher's folder imports another's: what two launchers share lives below them (harness/spawner/,
+   harness/contracts/).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "workloads")
-ALLOWED_LOCAL = ("horovod", "deepspeed", "byteps", "matplotlib", "transformers", "torch.profiler")
-"""Optional or heavy dependencies a function may import where it needs them (with a comment why):
-the frameworks are optional, matplotlib and transformers take seconds to import and most commands
-never need them."""
+HEAVY = ("matplotlib", "transformers", "torch.profiler")
+"""Dependencies every install has that a function may import where it needs them (with a comment why): they
+take seconds to import and most commands never need them. The optional ones are the backends' libraries
+(allowed_local)."""
 LAYERS = (
     # docs/ARCHITECTURE.md ("Packages"), from the bottom up: each layer is one folder (a package of
     # harness/, or the workloads package), and a module may import its own folder and those below.
@@ -41,6 +45,7 @@ LAYERS = (
     "harness.gate",         # the regression gate
     "harness.sim",          # simulation models, one per scheme
     "harness.testbed",      # the emulated network (namespaces, shaped links)
+    "harness.spawner",      # ddlbench's own spawner: a cell's ranks started and supervised here or as placed
     "harness.launchers",    # one folder per launcher
     "harness.backends",     # one package per backend: transport, server loop, recipes
     "workloads",            # the models
@@ -66,7 +71,7 @@ FORBIDDEN = {
     "harness.schemes": ("harness.backends",),
     "workloads": ("harness.backends", "harness.schemes"),
 }
-GENERIC = ("harness.launchers", "harness.experiment", "harness.rank", "harness.results", "harness.measure",
+GENERIC = ("harness.launchers", "harness.spawner", "harness.experiment", "harness.rank", "harness.results", "harness.measure",
            "harness.testbed", "harness.warm", "harness.procs", "harness.contracts", "harness.core")
 LAUNCHERS_PKG = ROOT / "harness" / "launchers"
 BACKENDS_PKG = ROOT / "harness" / "backends"
@@ -74,12 +79,16 @@ MAX_FILE_LINES = 300
 MAX_FUNCTION_LINES = 60
 
 
+def _packages(folder: Path) -> list[Path]:
+    """The packages in `folder` (each backend's, each launcher's), by name."""
+    return sorted(p for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+
+
 def _registered_names(folder: Path, pattern: str) -> set[str]:
     """Names registered by the packages under `folder` (each subfolder's `pattern` argument), read from
     their source: the checker knows every backend and launcher without a list of its own."""
-    import re
     out = set()
-    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").exists()):
+    for sub in _packages(folder):
         for f in sub.rglob("*.py"):
             out.update(re.findall(pattern, f.read_text()))
     return out
@@ -90,10 +99,16 @@ def backend_names() -> frozenset:
     return frozenset(_registered_names(BACKENDS_PKG, r'BackendEntry\(\s*name="([\w-]+)"') | {"horovodrun"})
 
 
+def allowed_local() -> tuple[str, ...]:
+    """Modules a function may import where it needs them: HEAVY, and every backend's optional library (its
+    BackendEntry's `library`, which is also the module its code and the schemes needing its engine import
+    where they use it), read from the backends' source: a new backend adds nothing here."""
+    return HEAVY + tuple(sorted(_registered_names(BACKENDS_PKG, r'\blibrary="([\w.]+)"')))
+
+
 def launcher_homes() -> dict[str, tuple[str, ...]]:
     """launcher name -> its own package (harness/launchers/<name>/): the only code that may name it."""
-    return {p.name: (f"harness.launchers.{p.name}",) for p in sorted(LAUNCHERS_PKG.iterdir())
-            if p.is_dir() and (p / "__init__.py").exists()}
+    return {p.name: (f"harness.launchers.{p.name}",) for p in _packages(LAUNCHERS_PKG)}
 
 
 LAUNCHER_REGISTRY = ("harness.contracts.launcher", "harness.contracts.recipes", "harness.launchers.choose",
@@ -159,6 +174,7 @@ def scan(known: dict[str, Path]):
     """(edges: module -> set of modules, local imports: [(file, line, what)], long functions)."""
     edges: dict[str, set[str]] = {m: set() for m in known}
     local, long_functions = [], []
+    allowed = allowed_local()
     for mod, path in known.items():
         tree = ast.parse(path.read_text(), filename=str(path))
         is_pkg = path.name == "__init__.py"
@@ -173,7 +189,7 @@ def scan(known: dict[str, Path]):
                     if in_function:
                         what = ([a.name for a in child.names] if isinstance(child, ast.Import)
                                 else [_resolve(child, mod, is_pkg)])
-                        if hits or not all(any(w == a or w.startswith(a + ".") for a in ALLOWED_LOCAL)
+                        if hits or not all(any(w == a or w.startswith(a + ".") for a in allowed)
                                            for w in what):
                             local.append((path, child.lineno, ", ".join(what)))
                 fn = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -263,6 +279,21 @@ def commands_import_commands(edges: dict[str, set[str]]) -> list[str]:
             for dep in sorted(deps) if dep.startswith(COMMANDS + ".") and dep != mod]
 
 
+def launchers_import_launchers(edges: dict[str, set[str]]) -> list[str]:
+    """A launcher's folder importing another launcher's folder (rule 5): what two launchers share lives below
+    them (the spawner, harness/spawner/; the contracts). The registry's own modules beside the folders
+    (choose.py, identity.py) may import any folder."""
+    homes = launcher_homes()
+
+    def folder(mod: str) -> str | None:
+        return next((name for name, pkgs in homes.items() for pkg in pkgs if mod == pkg or mod.startswith(pkg + ".")),
+                    None)
+    return [f"{mod} imports {dep}: no launcher imports another launcher's folder; move what they share below "
+            f"(harness/spawner/, harness/contracts/)"
+            for mod, deps in sorted(edges.items()) if folder(mod) is not None
+            for dep in sorted(deps) if folder(dep) not in (None, folder(mod))]
+
+
 def upward(edges: dict[str, set[str]]) -> list[str]:
     """Imports up the layer order (no exceptions: move what is needed down)."""
     bad = []
@@ -334,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{i + 1:2d}  {pkg}")
         return 0
     found = cycles(edges)
-    layers = layering(edges, known) + folders(known) + commands_import_commands(edges)
+    layers = (layering(edges, known) + folders(known) + commands_import_commands(edges)
+              + launchers_import_launchers(edges))
     up = upward(edges)
     for line in layers:
         print(f"layering: {line}")
@@ -346,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {m} imports {', '.join(sorted(edges[m] & set(comp)))}")
     for path, line, what in local:
         print(f"{path.relative_to(ROOT)}:{line}: function-local import of {what} (move it to the top; only "
-              f"{', '.join(ALLOWED_LOCAL)} may be imported where used)")
+              f"{', '.join(allowed_local())} may be imported where used)")
     for path, n in long_files:
         print(f"{path.relative_to(ROOT)}: {n} lines, over {MAX_FILE_LINES}: split it into rooms")
     for path, line, name, n in long_functions:

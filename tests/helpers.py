@@ -21,7 +21,7 @@ from harness.contracts.planning import MB
 from harness.contracts.recipes import recipe
 from harness.contracts.training import make_optimizer, set_precision
 from harness.experiment.cells import resolve
-from harness.launchers.local.launcher import launch_cell
+from harness.spawner.cell import launch_cell
 from harness.launchers.local.recipe import LocalRecipe
 from harness.sim.model import ComputeModel
 from harness.sim.network import Cluster, get_link

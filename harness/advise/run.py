@@ -124,8 +124,7 @@ def where(workers: int, servers: int, testbed: bool) -> Where:
                      {"testbed": {"hosts": len(s.hosts), "rate": f"{s.rate_mbit:g}mbit"}}, shaped=True)
     launch = launcher_for(None, RunOptions())
     if launch.run_module is not None:  # an allocation whose nodes the network's measurement spans (srun)
-        nodes = launch.nodes_for(workers)
-        hosts = len(launch.env_extra.get("hosts", "").split(","))
+        nodes, hosts = launch.nodes_for(workers), launch.hosts
         return Where(Layout(workers, nodes, servers, max(0, hosts - nodes)), f"Slurm allocation ({hosts} nodes)",
                      {}, shared_cores=False, launcher=launch)
     return Where(Layout(workers, 1, servers, 0), "this box", {})
@@ -242,7 +241,7 @@ def _check_one_place(testbed: bool) -> None:
     if testbed:
         return
     launch = launcher_for(None, RunOptions())
-    if launch.follow is not None or (launch.nodes_for is not None and launch.run_module is None):
+    if launch.hosts > 1 and launch.run_module is None:
         raise UserError(f"advise does not span the nodes of a multi-node job without Slurm "
                         f"({launch.env_extra.get('hosts', launch.name)}) "
                         f"and would measure this node alone; run it on one node with the scheduler's variables unset, "

@@ -16,7 +16,7 @@ from harness.commbench.rows import rows
 from harness.measure.sizes import COLLECTIVES
 from harness.core.errors import UserError
 from harness.contracts.launcher import Launcher
-from harness.launchers.local.launcher import launch_cell
+from harness.spawner.cell import launch_cell
 
 MODULE = "harness.rank.commbench"
 """The rank module of a commbench cell (harness/commbench/__main__.py)."""

@@ -6,9 +6,14 @@ start, what wraps the run. Generic: it knows no launcher and no backend."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, ContextManager, Mapping
 
+from harness.contracts.cell import CellSpec
+from harness.contracts.placement import Placement
+from harness.core.errors import UserError
 from harness.core.registry import Registry
 
 
@@ -38,41 +43,60 @@ class Network:
     """Its link rate, Mbit/s, when the launcher sets it."""
 
 
+LaunchCell = Callable[[CellSpec, Path, Placement | None], Path]
+"""Start and supervise one cell: (cell, cell_dir, placement) -> rank 0's result.json, or CellFailed
+(harness/procs/supervisor.watch decides the outcome); every process it started has ended when it returns."""
+
+
 @dataclass(frozen=True)
 class Launcher:
-    """One launcher as a run uses it, made for this request by its entry."""
+    """One launcher as a run uses it, made for this request by its entry. The first four fields are what every
+    launcher gives; the rest default to what one box needs (no facts, one host, this box's zygote, nothing
+    around the run, the sweep's own network), and `run_module` is a capability only some launchers have."""
 
     name: str
     """Its registered name."""
-    launch: Callable | None
-    """Start and supervise one cell: launch(cell, cell_dir, placement) -> result.json, or CellFailed
-    (harness/procs/supervisor.watch decides the outcome); None = the local spawner or the backend's own."""
-    nodes_for: Callable[[int], int] | None
-    """Place: the nodes a cell of N workers spans (cell.nodes); None = 1."""
-    env_extra: dict
+    launch: LaunchCell
+    """Start and supervise one cell (ddlbench's spawner, harness/spawner/, or its own processes)."""
+    nodes_for: Callable[[int], int]
+    """Place: the nodes a cell of N workers spans (cell.nodes)."""
+    place: Callable[[CellSpec], CellSpec]
+    """Check and place, before anything runs: cell -> the cell as this launcher places it (its `nodes` where
+    hosts carry unequal numbers of ranks), or UserError for a cell it cannot place (dedicated server hosts
+    where no host is spare)."""
+    env_extra: Mapping[str, Any] = field(default_factory=dict)
     """Record: facts for the run's environment table (the allocation's hosts)."""
-    check: Callable | None = None
-    """Check before anything runs: check(cell) raises UserError for a cell it cannot place."""
-    run_module: Callable | None = None
-    """Start a cell's ranks running another rank module than the worker (the collective timer,
-    harness.rank.commbench): run_module(cell, cell_dir, placement, module) -> result.json, or CellFailed;
-    None = on this box (harness/launchers/local/launcher.launch_cell)."""
+    hosts: int = 1
+    """The hosts its cells may span (1: this box; a Slurm allocation's nodes, a job's nodes, the testbed's)."""
     warm: bool = True
     """Whether a zygote on this box starts with the run (ddlbench's own spawner starts the ranks here,
     harness/warm/spawn.py); False: the ranks start elsewhere (srun: forked by a zygote on each node,
     harness/launchers/srun/warm.py), so none is started here."""
+    session: Callable[[], ContextManager[Any]] = contextlib.nullcontext
+    """Entered around the run's cells, under the run's lock (the node leader's store, every node joined; the
+    testbed's lease); `launch` is called only inside it."""
     networks: tuple[Network, ...] = ()
     """The networks every cell of a sweep runs on, one after the other (the testbed's profiles);
     () = the sweep's own `network`."""
-    place: Callable[[Any], Any] | None = None
-    """cell -> the cell as this launcher places it (its `nodes` where hosts carry unequal numbers of
-    ranks), before `check`."""
-    session: Callable[[], ContextManager[Callable | None]] | None = None
-    """Entered around the run's cells, under the run's lock: yields the per-cell launch callable (the
-    node leader's store; the testbed's lease); None = `launch` as it is."""
-    follow: Callable[[], int] | None = None
-    """A launcher on a node that does not lead (a multi-node job's node > 0): serve the leader's cells until
-    it ends and return the exit status; such a node runs no sweep of its own."""
+    run_module: Callable[..., Path] | None = None
+    """A capability of launchers whose ranks run beyond this box (srun across an allocation's nodes): start a
+    cell's ranks running another rank module than the worker (the collective timer, harness.rank.commbench),
+    run_module(cell, cell_dir, placement, module) -> result.json, or CellFailed. None: it has no such way,
+    and such a program runs on this box (harness/spawner/cell.launch_cell)."""
+
+
+class Follows(UserError):
+    """Raised by `LauncherEntry.make` on a node that does not lead a multi-node job (its node rank is not 0):
+    such a node runs no cells of its own, so every command asking for a launcher there is refused in one line,
+    except `ddlbench sweep`, which catches this and serves the leader's cells (`serve`) instead."""
+
+    def __init__(self, serve: Callable[[Path, bool], int]):
+        super().__init__("this node does not lead the job (its node rank is not 0): it serves node 0's cells "
+                         "through `ddlbench sweep`, and runs nothing of its own")
+        self.serve = serve
+        """serve(output, cold) -> exit status: start the ranks the leader gives this node for each cell, until
+        the leader ends the run (0 when the sweep finished, 1 when it was ended); this node's logs go to
+        `<output>.node<K>/`."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +106,7 @@ class LauncherEntry:
     description: str
     """One line: where the ranks run and how it is chosen."""
     make: Callable[[LaunchRequest], Launcher]
-    """The launcher for this request."""
+    """The launcher for this request (or raises Follows on a node that does not lead a multi-node job)."""
     detect: Callable[[LaunchRequest], bool] = field(default=lambda request: False)
     """Whether this request is this launcher's when none is named (the testbed: the sweep file's
     `testbed:`; nodes: a scheduler's variables; srun: SLURM_JOB_ID). Entries are asked in registration

@@ -1,6 +1,6 @@
 """Harness against bare loop on a CPU, in alternated pairs of processes (the GPU timing check's CPU mode,
 harness/doctor/gpu_timing.py --device cpu): the harness's `local` cell as a user runs it (a rank process started
-warm, as `ddlbench run` starts it: harness/launchers/local/launcher.py) against the bare loop in a process of
+warm, as `ddlbench run` starts it: harness/spawner/cell.py) against the bare loop in a process of
 its own (`python -m harness.doctor.bare_loop --threads 1`: one thread, as a CPU rank runs), alternated
 bare-cell, cell-bare, ... (harness/doctor/paired.py). Each side's number is its median iteration, so process
 start-up is not in it; what is: everything that makes the rank's iterations slower than a hand-written loop's
@@ -26,7 +26,7 @@ import pandas as pd
 from harness.contracts.cell import CellSpec
 from harness.doctor.paired import pair_rounds
 from harness.experiment.cells import resolve
-from harness.launchers.local.launcher import launch_cell
+from harness.spawner.cell import launch_cell
 from harness.warm.spawn import warm_ranks
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.core.atomic import write_parquet_atomic, write_text_atomic
 from harness.backends import BACKENDS
 from harness.contracts.cell import CellSpec
-from harness.contracts.launcher import Launcher
+from harness.contracts.launcher import Launcher, LaunchCell, LaunchRequest
 from harness.core.errors import CellFailed
 from harness.warm import spawn
-from harness.launchers.local.launcher import launch_one_box
 from harness.contracts.placement import Placement
 from harness.procs.processes import log_tail
 from harness.results import environment, machine_load, store
@@ -32,6 +32,7 @@ from harness.results.files import unwritable
 from harness.results.lock import run_lock
 from harness.results.summarize import failed_row, raw_rows, summary_row
 from harness.experiment.options import RunOptions
+from harness.launchers.choose import this_box
 from workloads import WORKLOADS
 
 
@@ -82,14 +83,19 @@ def record_result(run_dir: Path, run_id: str, cell: CellSpec, result: dict, wall
     return row
 
 
+def _this_box() -> Launcher:
+    return this_box(LaunchRequest(os.environ))
+
+
 def execute_cell(cell: CellSpec, run_dir: Path, run_id: str, placement: Placement | None = None,
-                 launcher: Callable | None = None) -> dict:
-    """Launch one cell and record it (ok or failed). Returns the summary row."""
+                 launch: LaunchCell | None = None) -> dict:
+    """Launch one cell (by `launch`, a launcher's; None: this box's launcher) and record it (ok or failed).
+    Returns the summary row."""
     d = store.cell_dir(run_dir, cell.cell_id)
     t0 = time.monotonic()
-    launcher = launcher or launch_one_box
+    launch = launch or _this_box().launch
     try:
-        result_path = launcher(cell, d, placement)
+        result_path = launch(cell, d, placement)
         result = json.loads(Path(result_path).read_text())
     except CellFailed as e:
         row = failed_row(run_id, cell, e.reason, e.log_tail, _unit(cell), time.monotonic() - t0)
@@ -125,24 +131,20 @@ def run_cells(cells: list[CellSpec], run_dir: Path, options: RunOptions = RunOpt
     recorded when resuming (except the failed ones with `options.retry_failed`: their rows are replaced,
     measured cells are never touched).
 
-    `launcher` (harness/contracts/launcher.py; None = the local one) starts each cell: its `session()`,
-    entered under the lock around the cells, yields the per-cell launch callable (the multi-node leader's
-    store, the testbed's lease), else its `launch` (None: the local spawner,
-    harness.launchers.local.launcher.launch_one_box). Ranks are warm (forked from a pre-imported zygote:
-    this box's, started at once unless the launcher starts its ranks elsewhere, or the srun launcher's on
-    each node; harness/warm/spawn.py) unless `options.cold`; the environment table records which
-    (`warm_ranks`)."""
+    `launcher` (harness/contracts/launcher.py; None: this box's, harness/launchers/choose.this_box) starts each
+    cell by its `launch`, inside its `session()`, entered under the lock around the cells (the multi-node
+    leader's store, the testbed's lease). Ranks are warm (forked from a pre-imported zygote: this box's, started
+    at once unless the launcher starts its ranks elsewhere, or the srun launcher's on each node;
+    harness/warm/spawn.py) unless `options.cold`; the environment table records which (`warm_ranks`)."""
     run_id = run_id or run_dir.name
-    env_extra = {**((launcher.env_extra if launcher else None) or {}), "warm_ranks": not options.cold}
-    here = launcher.warm if launcher else True
-    session = launcher.session if launcher and launcher.session else None
-    launch = launcher.launch if launcher else None
-    with run_lock(run_dir), signals_raise(), spawn.warm_ranks(not options.cold, here=here):
+    launcher = launcher or _this_box()
+    env_extra = {**launcher.env_extra, "warm_ranks": not options.cold}
+    with run_lock(run_dir), signals_raise(), spawn.warm_ranks(not options.cold, here=launcher.warm):
         if new_run:
             store.prepare_run(run_dir, options.resume, options.overwrite)
             _write_files(run_dir, files or {})
-        with session() if session else contextlib.nullcontext(launch) as launch:
-            return _run_in(cells, run_dir, run_id, options, env_extra, launch)
+        with launcher.session():
+            return _run_in(cells, run_dir, run_id, options, env_extra, launcher.launch)
 
 
 def _write_files(run_dir: Path, files: dict[str, str]) -> None:

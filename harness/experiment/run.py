@@ -32,7 +32,8 @@ from harness.results.store import new_run_id
 
 def launcher_for(cfg: SweepConfig | None, options: RunOptions, title: str = "") -> Launcher:
     """The launcher of this run (harness/launchers/choose.py): named by `options.launcher`, else the first
-    that the environment and the sweep file claim."""
+    that the environment and the sweep file claim. On a node that does not lead a multi-node job it raises
+    Follows (harness/contracts/launcher.py), a one-line refusal unless the caller serves the leader instead."""
     request = LaunchRequest(os.environ, sweep=cfg, flags=options.launcher_flags, title=title)
     return choose_launcher(request, options.launcher)
 
@@ -47,11 +48,8 @@ def sweep_cells(cfg: SweepConfig, launcher: Launcher) -> list[CellSpec]:
         else:
             cells += expand(cfg, network=net.label, rate_mbit=net.rate_mbit, nodes_for=launcher.nodes_for,
                             labels=(net.label,))
-    if launcher.place:
-        cells = [launcher.place(c) for c in cells]
-    for c in cells if launcher.check else ():
-        launcher.check(c)  # e.g. dedicated server hosts without a spare host: refused before anything runs
-    return cells
+    # e.g. dedicated server hosts without a spare host: refused before anything runs
+    return [launcher.place(c) for c in cells]
 
 
 def sweep_text(cfg: SweepConfig, text: str | None) -> str:
@@ -71,9 +69,6 @@ def run_sweep(cfg: SweepConfig, options: RunOptions = RunOptions(), text: str | 
     run_dir = options.output or Path("results") / new_run_id(cfg.name)
     check_output_dir(run_dir)
     launcher = launcher or launcher_for(cfg, options, f"ddlbench sweep {cfg.name} -> {run_dir}")
-    if launcher.follow is not None:
-        raise UserError("this node does not lead the job (its node rank is not 0): it serves node 0's cells "
-                        "through `ddlbench sweep`, not through a sweep of its own")
     cells = sweep_cells(cfg, launcher)
     for note in dict.fromkeys(check_capacity(c, options.oversubscribe or cfg.oversubscribe) for c in cells):
         warn(note)
@@ -95,8 +90,7 @@ def run_cell(cell: CellSpec, options: RunOptions = RunOptions(), baseline: bool 
     if launcher is None:
         request = LaunchRequest(os.environ, flags=options.launcher_flags)
         launcher = choose_launcher(request, options.launcher) if options.launcher else this_box(request)
-    if launcher.check:
-        launcher.check(cell)  # e.g. dedicated server hosts need a host one box does not have
+    cell = launcher.place(cell)  # e.g. dedicated server hosts need a host one box does not have
     warn(check_capacity(cell, options.oversubscribe))
     run_dir = options.output or Path("results") / new_run_id(f"{cell.workload}-{cell.scheme}")
     check_output_dir(run_dir)

@@ -6,7 +6,8 @@
 A sweep is split by the number of nodes its cells need: ceil(workers / workers per node). Each node
 count becomes one job whose script runs `ddlbench sweep` on that part (a sweep file of its own) inside
 the allocation; the 1-worker baseline goes with the smallest part. `render_submit` is tested against
-tests/data/sbatch_reference_submit*.sh, `example_scripts` against the committed slurm/*.sbatch.
+tests/data/sbatch_reference_submit*.sh, `example_scripts` against the committed slurm/*.sbatch, `example_sweeps`
+against the sweep files the backends' examples run (slurm/sweeps/).
 """
 
 from __future__ import annotations
@@ -171,3 +172,13 @@ def example_scripts() -> dict[str, str]:
                    **{k: v for k, v in ex.items() if k not in ("name", "sweep", "notes")})
               for _, r in every(SbatchRecipe) for ex in r.examples]
     return {f"{s.job_name.removeprefix('ddlbench-')}.sbatch": render_sbatch(s) for s in specs}
+
+
+def example_sweeps() -> dict[str, str]:
+    """slurm/sweeps/<name>.yaml that the backends' example scripts run, each declared by its backend (its
+    SbatchRecipe's `sweeps`; pure: tests check the committed files equal these, and `python
+    tests/integration/slurm/test_slurm_sweep.py --regenerate` rewrites them). The other files there are
+    written by hand."""
+    return {f"{name}.yaml": "".join(f"# {line}\n" for line in decl["notes"])
+            + yaml.safe_dump(decl["sweep"], sort_keys=False, default_flow_style=None, width=120)
+            for _, r in every(SbatchRecipe) for name, decl in r.sweeps.items()}

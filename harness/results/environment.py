@@ -87,7 +87,7 @@ def collect(run_id: str, device: str = "cpu", hosts: list[str] | None = None, ex
         "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
         "git_commit": git_commit(),
-        # the code the workers import: launchers/local/launcher.py starts them with -P and this package first on
+        # the code the workers import: the spawner (harness/spawner/cell.py) starts them with -P and this package first on
         # PYTHONPATH, so a stray harness/ in the working directory cannot shadow it
         "package_path": str(Path(__file__).resolve().parents[1]),
         "python": ".".join(map(str, sys.version_info[:2])),

@@ -1,4 +1,4 @@
-"""Where each rank of a cell runs on the emulated testbed, as a Placement for harness.launchers.local.launcher.
+"""Where each rank of a cell runs on the emulated testbed, as a Placement for the spawner (harness/spawner/cell.py).
 
     from harness.testbed import netns, placement
     s = netns.up(2, "500mbit")

@@ -14,7 +14,7 @@ set -euo pipefail
 mapfile -t HOSTS < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
 MASTER_ADDR=$(scontrol show node "${HOSTS[0]}" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2 || true)
 export MASTER_ADDR=${MASTER_ADDR:-${HOSTS[0]}}
-export MASTER_PORT=${MASTER_PORT:-$((20000 + SLURM_JOB_ID % 12000))}  # = harness.launchers.srun.env.port_for_job
+export MASTER_PORT=${MASTER_PORT:-$((20000 + SLURM_JOB_ID % 12000))}  # = harness.contracts.rendezvous.port_for_job
 echo "job $SLURM_JOB_ID: ${#HOSTS[@]} nodes (${HOSTS[*]}), rendezvous $MASTER_ADDR:$MASTER_PORT"
 
 # horovodrun is the job's launcher: one copy on the first node drives all 8 workers;

@@ -21,5 +21,6 @@ register(BackendEntry(
     available=available, versions=versions,
     launch=BackendLaunch(recipes=(
         SrunRecipe(plan=launch.srun_plan, task_envs={"byteps": launch.byteps_task_env}),
-        SbatchRecipe(styles=launch.SBATCH_STYLES, examples=launch.SBATCH_EXAMPLES))),
+        SbatchRecipe(styles=launch.SBATCH_STYLES, examples=launch.SBATCH_EXAMPLES,
+                     sweeps=launch.SBATCH_SWEEPS))),
 ))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.launchers.sbatch.recipe import SbatchStyle
+from harness.launchers.sbatch.recipe import REFERENCE_COMMAND, SbatchStyle
 from harness.backends.byteps.roles import shared_env
 from harness.launchers.sbatch.text import argv_words, step_cpus
 from harness.launchers.srun.env import from_slurm
@@ -82,7 +82,10 @@ def sbatch_byteps(spec) -> str:
     )
 
 
-SBATCH_STYLES = {"byteps": SbatchStyle(sbatch_byteps, extra_nodes=lambda spec: spec.ps_server_nodes)}
+SBATCH_STYLES = {"byteps": SbatchStyle(sbatch_byteps, extra_nodes=lambda spec: spec.ps_server_nodes, reference=dict(
+    job_name="ddl-byteps", command=(*REFERENCE_COMMAND, "--backend", "byteps"),
+    nodes=2, tasks_per_node=4, gpus_per_node=4, cpus_per_task=8, launch="byteps", ps_servers=2, ps_server_nodes=1,
+    extra_sbatch=("--constraint=ib",)))}
 
 SBATCH_EXAMPLES = (
     {"name": "byteps", "sweep": "byteps", "nodes": 3, "notes": [
@@ -91,3 +94,22 @@ SBATCH_EXAMPLES = (
         "(first node), the servers (on the nodes the workers leave free, else beside the workers)",
         "and the workers; DMLC_NUM_WORKER, DMLC_NUM_SERVER, DMLC_PS_ROOT_URI/PORT come from the layout."]},
 )
+
+SBATCH_SWEEPS = {
+    "byteps": {"notes": [
+        "BytePS (slurm/byteps.sbatch): BytePS's DistributedOptimizer, pushing and pulling through 2 BytePS",
+        "servers per cell on the allocation's spare node. Needs BytePS on the nodes (`ddlbench list`; it cannot",
+        "be installed on CPU-only machines)."],
+        "sweep": {
+            "name": "byteps",
+            "workloads": ["resnet50", "bert-base"],
+            "schemes": ["byteps"],
+            "backends": ["byteps"],
+            "workers": [1, 2, 4, 8],
+            "servers": [2],
+            "device": "cuda",
+            "warmup": 10,
+            "iters": 30,
+            "timeout_s": 900,
+        }},
+}

@@ -5,6 +5,7 @@ from harness.backends.base import BackendEntry, register
 from harness.backends.deepspeed.launch import (
     SBATCH_EXAMPLES,
     SBATCH_STYLES,
+    SBATCH_SWEEPS,
     NODES_REFUSAL,
     launch_env,
     launch_local,
@@ -32,5 +33,5 @@ register(BackendEntry(
     start=start, available=available, versions=versions,
     launch=BackendLaunch(rank_env=launch_env, recipes=(
         LocalRecipe(launch=launch_local), SrunRecipe(plan=srun_plan), NodesRecipe(refuse=NODES_REFUSAL),
-        SbatchRecipe(styles=SBATCH_STYLES, examples=SBATCH_EXAMPLES))),
+        SbatchRecipe(styles=SBATCH_STYLES, examples=SBATCH_EXAMPLES, sweeps=SBATCH_SWEEPS))),
 ))

@@ -13,7 +13,7 @@ compiles them again).
 
 from __future__ import annotations
 
-from harness.launchers.sbatch.recipe import SbatchStyle
+from harness.launchers.sbatch.recipe import REFERENCE_COMMAND, SbatchStyle
 from harness.backends.deepspeed.transport import extensions_dir
 from harness.launchers.sbatch.text import argv_words, step_cpus
 from harness.launchers.srun.plan import SrunContext, Step, all_ranks_step
@@ -63,10 +63,30 @@ def sbatch_deepspeed(spec) -> str:
     )
 
 
-SBATCH_STYLES = {"deepspeed": SbatchStyle(sbatch_deepspeed)}
+SBATCH_STYLES = {"deepspeed": SbatchStyle(sbatch_deepspeed, reference=dict(
+    job_name="ddl-deepspeed", command=(*REFERENCE_COMMAND, "--backend", "deepspeed"),
+    nodes=2, tasks_per_node=4, gpus_per_node=4, cpus_per_task=8, partition="gpu", master_port=29500,
+    launch="deepspeed", env={"NCCL_SOCKET_IFNAME": "ib0"}))}
 
 SBATCH_EXAMPLES = (
     {"name": "deepspeed", "sweep": "deepspeed", "nodes": 2, "notes": [
         "DeepSpeed: each cell is one srun step, one task per GPU, each given the variables",
         "deepspeed.init_distributed reads (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)."]},
 )
+
+SBATCH_SWEEPS = {
+    "deepspeed": {"notes": [
+        "DeepSpeed (slurm/deepspeed.sbatch): the DeepSpeed engine without ZeRO and with ZeRO stages 1-3.",
+        "Needs the `deepspeed` backend to be usable on the nodes (`ddlbench list`)."],
+        "sweep": {
+            "name": "deepspeed",
+            "workloads": ["resnet50", "bert-base"],
+            "schemes": ["zero0", "zero1", "zero2", "zero3"],
+            "backends": ["deepspeed"],
+            "workers": [1, 2, 4, 8],
+            "device": "cuda",
+            "warmup": 10,
+            "iters": 30,
+            "timeout_s": 900,
+        }},
+}

@@ -23,5 +23,6 @@ register(BackendEntry(
                    task_envs={"horovod": launch.horovod_task_env, "horovodrun": launch.horovodrun_task_env}),
         PlacedRecipe(session=placed.placed_session),
         NodesRecipe(refuse=launch.NODES_REFUSAL),
-        SbatchRecipe(styles=launch.SBATCH_STYLES, examples=launch.SBATCH_EXAMPLES))),
+        SbatchRecipe(styles=launch.SBATCH_STYLES, examples=launch.SBATCH_EXAMPLES,
+                     sweeps=launch.SBATCH_SWEEPS))),
 ))

@@ -20,7 +20,7 @@ import dataclasses
 import socket
 from collections.abc import Mapping
 
-from harness.launchers.sbatch.recipe import SbatchStyle
+from harness.launchers.sbatch.recipe import REFERENCE_COMMAND, SbatchStyle
 from harness.core.errors import CellFailed
 from harness.contracts.distenv import DistEnv
 from harness.launchers.sbatch.text import argv_words
@@ -189,7 +189,9 @@ def sbatch_horovodrun(spec) -> str:
     )
 
 
-SBATCH_STYLES = {"horovodrun": SbatchStyle(sbatch_horovodrun)}
+SBATCH_STYLES = {"horovodrun": SbatchStyle(sbatch_horovodrun, reference=dict(
+    job_name="ddl-horovod", command=(*REFERENCE_COMMAND, "--backend", "horovod"),
+    nodes=2, tasks_per_node=4, gpus_per_node=4, cpus_per_task=8, launch="horovodrun", horovod_controller="gloo"))}
 
 SBATCH_EXAMPLES = (
     {"name": "horovod-srun", "sweep": "horovod", "nodes": 2, "env": {LAUNCH_VAR: "srun"}, "notes": [
@@ -201,3 +203,21 @@ SBATCH_EXAMPLES = (
         "node starts the workers, reaching the other nodes over ssh: passwordless ssh between the",
         "allocation's nodes is required (use horovod-srun.sbatch where it is not)."]},
 )
+
+SBATCH_SWEEPS = {
+    "horovod": {"notes": [
+        "Horovod (slurm/horovod-srun.sbatch, slurm/horovod-horovodrun.sbatch): Horovod's own",
+        "DistributedOptimizer (tensor fusion) and the study's all-reduce methods on Horovod's transport.",
+        "Needs the `horovod` backend to be usable on the nodes (`ddlbench list`)."],
+        "sweep": {
+            "name": "horovod",
+            "workloads": ["resnet50", "bert-base"],
+            "schemes": ["horovod", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a"],
+            "backends": ["horovod"],
+            "workers": [1, 2, 4, 8],
+            "device": "cuda",
+            "warmup": 10,
+            "iters": 30,
+            "timeout_s": 900,
+        }},
+}

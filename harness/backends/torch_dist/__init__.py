@@ -8,6 +8,7 @@ from harness.launchers.srun.recipe import SrunRecipe
 from harness.backends.torch_dist.launch import (
     SBATCH_EXAMPLES,
     SBATCH_STYLES,
+    SBATCH_SWEEPS,
     torch_task_env,
 )
 from harness.backends.torch_dist.transport import (
@@ -26,5 +27,6 @@ register(BackendEntry(
     provides=frozenset({"allreduce", "push_pull", "reduce_scatter", "all_gather", "process_group"}),
     start=start, serve=serve, versions=versions,
     launch=BackendLaunch(recipes=(SrunRecipe(task_envs={"torch": torch_task_env}),
-                                  SbatchRecipe(styles=SBATCH_STYLES, examples=SBATCH_EXAMPLES))),
+                                  SbatchRecipe(styles=SBATCH_STYLES, examples=SBATCH_EXAMPLES,
+                                               sweeps=SBATCH_SWEEPS))),
 ))

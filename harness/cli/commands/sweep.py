@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from harness.cli.options import TRACE_META, nodes_option, trace_option
+from harness.contracts.launcher import Follows
 from harness.experiment.execute import Interrupted
 from harness.experiment.options import RunOptions
 from harness.experiment.run import launcher_for, run_sweep
@@ -63,9 +64,10 @@ def command(ctx, sweep_file, output, resume, overwrite, retry_failed, oversubscr
                          progress=not no_progress, cold=cold or cfg.cold, oversubscribe=oversubscribe,
                          launcher=launcher, launcher_flags={**node_flags, "join_timeout_s": join_timeout_s})
     try:
-        chosen = launcher_for(cfg, options, f"ddlbench sweep {cfg.name} -> {output}")
-        if chosen.follow is not None:  # a node that does not lead: no run directory of its own
-            ctx.exit(chosen.follow(output, options.cold))
+        try:
+            chosen = launcher_for(cfg, options, f"ddlbench sweep {cfg.name} -> {output}")
+        except Follows as node:  # a node that does not lead: it serves node 0's cells, no run directory of its own
+            ctx.exit(node.serve(output, options.cold))
         run_dir = run_sweep(cfg, options, Path(sweep_file).read_text(), chosen)
     except Interrupted as e:
         ctx.exit(finish_run(output, interrupted=e))

@@ -30,7 +30,8 @@ from pathlib import Path
 
 import torch
 
-from harness.contracts.launcher import Launcher, LauncherEntry, LaunchRequest, register
+from harness.contracts.cell import CellSpec
+from harness.contracts.launcher import Follows, Launcher, LauncherEntry, LaunchRequest, register
 from harness.core.errors import UserError
 from harness.launchers.nodes.agent import run_agent
 from harness.launchers.nodes.env import NodeJob, cell_nodes, node_job
@@ -59,19 +60,37 @@ def _per_node(job: NodeJob, device: str) -> int:
     return gpus or 1
 
 
-@contextlib.contextmanager
-def _leading(job: NodeJob, join_timeout_s: float):
-    """Node 0's launcher for the run: the c10d store opened and every node joined; at the end, whatever
-    ended it, every agent is told (and ends its ranks)."""
-    leader = Leader(open_store(job, join_timeout_s), job, join_timeout_s)
-    why = "done"
-    try:
-        yield leader
-    except BaseException as e:  # every agent ends with the leader, whatever ended it
-        why = str(e) or type(e).__name__
-        raise
-    finally:
-        leader.finish(why)
+class _Leading:
+    """Node 0's part of the run: `session` opens the c10d store and waits for every node to join; inside it,
+    `launch` runs each cell through the leader; at the end, whatever ended it, every agent is told (and ends
+    its ranks)."""
+
+    def __init__(self, job: NodeJob, join_timeout_s: float):
+        self.job, self.join_timeout_s = job, join_timeout_s
+        self.leader: Leader | None = None
+
+    @contextlib.contextmanager
+    def session(self):
+        self.leader = Leader(open_store(self.job, self.join_timeout_s), self.job, self.join_timeout_s)
+        why = "done"
+        try:
+            yield
+        except BaseException as e:  # every agent ends with the leader, whatever ended it
+            why = str(e) or type(e).__name__
+            raise
+        finally:
+            self.leader.finish(why)
+            self.leader = None
+
+    def launch(self, cell: CellSpec, cell_dir: Path, placement=None) -> Path:
+        if self.leader is None:
+            raise RuntimeError("the nodes launcher starts cells only inside its session (every node joined)")
+        return self.leader(cell, cell_dir, placement)
+
+
+def _checked(cell: CellSpec, job: NodeJob) -> CellSpec:
+    check_cell(cell, job)
+    return cell
 
 
 def make(request: LaunchRequest) -> Launcher:
@@ -83,13 +102,14 @@ def make(request: LaunchRequest) -> Launcher:
     device = getattr(request.sweep, "device", "auto")
     job = dataclasses.replace(job, nproc_per_node=_per_node(job, device))
     if job.node_rank > 0:
-        def follow(output: Path, cold: bool) -> int:
+        def serve(output: Path, cold: bool) -> int:
             with warm_ranks(not cold):
                 return run_agent(open_store(job, timeout), job, Path(f"{output}.node{job.node_rank}"))
-        return Launcher("nodes", None, None, {}, follow=follow)
-    return Launcher("nodes", None, lambda w: cell_nodes(w, job.nnodes, job.nproc_per_node),
-                    {"hosts": f"{job.nnodes} nodes ({job.source})"}, lambda cell: check_cell(cell, job),
-                    session=lambda: _leading(job, timeout))
+        raise Follows(serve)
+    leading = _Leading(job, timeout)
+    return Launcher("nodes", leading.launch, lambda w: cell_nodes(w, job.nnodes, job.nproc_per_node),
+                    lambda cell: _checked(cell, job), {"hosts": f"{job.nnodes} nodes ({job.source})"},
+                    hosts=job.nnodes, session=leading.session)
 
 
 register(LauncherEntry("nodes", "ddlbench sweep on every node of a job without Slurm (Kubernetes, SkyPilot, a "

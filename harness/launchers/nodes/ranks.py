@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.contracts.cell import CellSpec
-from harness.launchers.local import launcher as local
 from harness.contracts import recipes
 from harness.warm.spawn import RankStart
 from harness.procs.processes import WORKER_MODULE, base_env, placed_now
+from harness.spawner.ranks import run_ranks as spawn_ranks
 
 POLL_S = 0.1
 """How often a node looks at its ranks and the store while it supervises or waits."""
@@ -33,10 +33,10 @@ def rank_env(cell: CellSpec, rank: int, nodes: list[int], master: str, port: int
 def run_ranks(cell: CellSpec, cell_dir: Path, ranks: list[int], env_of, abort) -> None:
     """Start `ranks` of `cell` on this node and supervise them until they all exit 0; CellFailed when one
     fails, the cell times out, or `abort()` returns a reason (the cell failed elsewhere). Every rank
-    started here is killed when this returns or raises (the local launcher's `run_ranks`)."""
+    started here is killed when this returns or raises (the spawner's `run_ranks`, harness/spawner/ranks.py)."""
     cell_dir.mkdir(parents=True, exist_ok=True)
     spec = cell_dir / "cell.json"
     spec.write_text(cell.to_json())
     args, placed = ("--cell", str(spec), "--out", str(cell_dir)), placed_now()
-    local.run_ranks(cell, cell_dir, {r: RankStart(WORKER_MODULE, args, {**env_of(r), **placed}) for r in ranks},
-                    abort=abort, poll_s=POLL_S)
+    spawn_ranks(cell, cell_dir, {r: RankStart(WORKER_MODULE, args, {**env_of(r), **placed}) for r in ranks},
+                abort=abort, poll_s=POLL_S)

@@ -9,6 +9,10 @@ from typing import Any, Callable, ClassVar
 from harness.contracts.recipes import recipe_type
 
 
+REFERENCE_COMMAND = ("ddlbench", "run", "--workload", "resnet50", "--method", "wfbp-a2a", "--note", "two words")
+"""What the styles' reference scripts run (a backend adds its `--backend`): a word with a space in it, quoted."""
+
+
 @dataclass(frozen=True)
 class SbatchStyle:
     """One way a batch script starts the workers (`SbatchSpec.launch`)."""
@@ -17,6 +21,10 @@ class SbatchStyle:
     """(SbatchSpec) -> the script's launch block, after the rendezvous lines."""
     extra_nodes: Callable[[Any], int] = lambda spec: 0
     """(SbatchSpec) -> nodes the job needs beyond the worker nodes (e.g. dedicated server nodes)."""
+    reference: dict = field(default_factory=dict)
+    """SbatchSpec fields of this style's reference script, exercising the options it renders: its text is
+    tests/data/sbatch_reference_<style>.sh, written by `python tests/unit/launchers/test_sbatch_render.py
+    --regenerate` and compared with the rendered one by that test."""
 
 
 @recipe_type
@@ -28,4 +36,9 @@ class SbatchRecipe:
     styles: dict = field(default_factory=dict)
     """Launch styles this backend renders: style -> SbatchStyle."""
     examples: tuple = ()
-    """Example scripts (slurm/*.sbatch): dicts of name, sweep, notes and SbatchSpec fields."""
+    """Example scripts (slurm/*.sbatch): dicts of name, sweep (a slurm/sweeps/<name>.yaml), notes and SbatchSpec
+    fields."""
+    sweeps: dict = field(default_factory=dict)
+    """The sweep files its examples run: name -> {"notes": comment lines, "sweep": the file's keys}, written as
+    slurm/sweeps/<name>.yaml (harness/jobs/sweep_jobs.example_sweeps) by `python
+    tests/integration/slurm/test_slurm_sweep.py --regenerate`, which also writes the example scripts."""

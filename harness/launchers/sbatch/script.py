@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 from harness.core.errors import UserError
 from harness.contracts.recipes import every
+from harness.contracts.rendezvous import PORT_BASE, PORT_SPAN
 from harness.launchers.sbatch.recipe import SbatchRecipe, SbatchStyle
 from harness.launchers.sbatch.text import argv_words
-from harness.launchers.srun.env import PORT_BASE, PORT_SPAN
 
 
 
@@ -70,7 +70,7 @@ class SbatchSpec:
     """Shell variables set before the launch, as (name, value, comment); the value is written as is
     (shell syntax, e.g. '${DDLBENCH_SWEEP:-sweep.yaml}'), and command words may use them as ${NAME}."""
     master_port: int | None = None
-    """Rendezvous port; None derives it from the job id like harness.launchers.srun.env.port_for_job."""
+    """Rendezvous port; None derives it from the job id like harness.contracts.rendezvous.port_for_job."""
     horovod_controller: str = "gloo"
     """Styles whose launcher starts remote ranks itself: "gloo" (over ssh) or "mpi" (mpirun)."""
     ps_servers: int = 1
@@ -162,7 +162,7 @@ def _port_line(s: SbatchSpec) -> str:
     if s.master_port is not None:
         return f"export MASTER_PORT={s.master_port}"
     return (f"export MASTER_PORT=${{MASTER_PORT:-$(({PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN}))}}"
-            "  # = harness.launchers.srun.env.port_for_job")
+            "  # = harness.contracts.rendezvous.port_for_job")
 
 
 _RENDEZVOUS = """\

@@ -21,25 +21,10 @@ from collections.abc import Mapping
 
 from harness.core.errors import UserError
 from harness.contracts.distenv import DistEnv
+from harness.contracts.rendezvous import port_for_job
 
-PORT_BASE = 20000
-"""Derived rendezvous ports are PORT_BASE + job_id % PORT_SPAN: above the common service ports and
-below Linux's default ephemeral range (32768-60999), so an outgoing connection rarely holds one."""
-PORT_SPAN = 12000
-DEFAULT_PORT = 29500
-"""torch.distributed's customary port, used outside any Slurm job id."""
 SCONTROL_TIMEOUT_S = 10.0
 """Longest wait for one scontrol call (the controller's MessageTimeout defaults to 10 s)."""
-
-
-def port_for_job(job_id: int | str | None) -> int:
-    """The rendezvous port every task of a job derives on its own, without talking to the others.
-
-    Jobs sharing a node get different ports unless their ids differ by a multiple of PORT_SPAN.
-    sbatch.render_sbatch writes the same formula into job scripts."""
-    if job_id is None or str(job_id).strip() == "":
-        return DEFAULT_PORT
-    return PORT_BASE + int(str(job_id).split("_")[0]) % PORT_SPAN
 
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")

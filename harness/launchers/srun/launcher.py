@@ -3,8 +3,8 @@
     salloc -N2 --ntasks-per-node=1 ddlbench sweep slurm/sweeps/cpu-tiny.yaml   # srun chosen by itself
     ddlbench sweep FILE.yaml --launcher srun                                   # or say so
 
-`launch_cell_srun(cell, cell_dir)` keeps the contract of harness.launchers.local.launcher.launch_cell: rank logs
-rank<r>.log in cell_dir, rank 0's result.json returned, CellFailed(reason, log tail) on the first
+`launch_cell_srun(cell, cell_dir)` keeps the contract of a launcher's `launch` (harness/contracts/launcher.py):
+rank logs rank<r>.log in cell_dir, rank 0's result.json returned, CellFailed(reason, log tail) on the first
 failed rank or at the cell's timeout, nothing left running afterwards.
 
 Placement: the workers fill the first `cell.nodes` nodes of the allocation in blocks (rank 0 on the
@@ -108,10 +108,6 @@ def _this_node(nodes: tuple[str, ...], use_scontrol: bool) -> str:
     return ""
 
 
-def worker_command(cell_dir: Path) -> tuple[str, ...]:
-    return (*python_argv(), *worker_argv(cell_dir))
-
-
 def step_environment(base: Mapping[str, str], step: Step) -> dict[str, str]:
     env = {k: v for k, v in base.items() if k not in _STALE}
     env.update(step.env)
@@ -142,8 +138,8 @@ def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, .
     backend = recipe(cell.backend, SrunRecipe)
     workers, _ = place(cell, alloc)
     port = usable_port(cell_port(alloc.job_id, cell.cell_id), on_this_host=workers[0] == alloc.here)
-    ctx = SrunContext(cell, alloc, cell_dir, node_addr(workers[0]), port, tuple(command or worker_command(cell_dir)),
-                      backend.variant(os.environ),
+    command = tuple(command or (*python_argv(), *worker_argv(cell_dir)))
+    ctx = SrunContext(cell, alloc, cell_dir, node_addr(workers[0]), port, command, backend.variant(os.environ),
                       extra_env={**cell.network_vars(), **recipes.rank_env(cell), **placed_now()})
     with backend.session(ctx) as ready:
         steps = backend.plan(ready)
@@ -287,10 +283,15 @@ def run_module_srun(cell, cell_dir: Path, placement=None, module: str = WORKER_M
     return launch_cell_srun(cell, cell_dir, placement, (*python_argv(), *worker_argv(cell_dir, module)))
 
 
+def _checked(cell, alloc: Allocation):
+    server_hosts_in(cell, alloc)  # UserError: dedicated server hosts without a spare node
+    return cell
+
+
 def _launcher(environ: Mapping[str, str]) -> Launcher:
     alloc = allocation_from_env(environ)
-    return Launcher("srun", launch_cell_srun, alloc.nodes_for, {"hosts": ",".join(alloc.nodes)},
-                    lambda cell: server_hosts_in(cell, alloc), run_module=run_module_srun,
+    return Launcher("srun", launch_cell_srun, alloc.nodes_for, lambda cell: _checked(cell, alloc),
+                    {"hosts": ",".join(alloc.nodes)}, hosts=len(alloc.nodes), run_module=run_module_srun,
                     warm=False)  # warm through its own zygotes
 
 

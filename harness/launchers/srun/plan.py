@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import CellFailed, UserError
-from harness.launchers.srun.env import PORT_BASE, PORT_SPAN
+from harness.contracts.rendezvous import PORT_BASE, PORT_SPAN
 from harness.procs.supervisor import signal_name
 
 SHIM_MODULE = "harness.launchers.srun.task"
@@ -57,7 +57,7 @@ class Allocation:
 def cell_port(job_id: str, cell_id: str) -> int:
     """Rendezvous port of one cell's step: every cell of a job gets its own (a port the previous step
     just closed may still be in TIME_WAIT), derived without talking to anyone. Same range as
-    slurm_env.port_for_job."""
+    harness/contracts/rendezvous.port_for_job."""
     digest = int(hashlib.sha1(cell_id.encode()).hexdigest()[:8], 16)
     return PORT_BASE + (int(str(job_id).split("_")[0]) + digest) % PORT_SPAN
 

@@ -30,10 +30,10 @@ from harness.core.atomic import write_json_atomic
 from harness.contracts.cell import CellSpec
 from harness.core.errors import UserError
 from harness.contracts.launcher import Launcher, LauncherEntry, LaunchRequest, Network, register
-from harness.launchers.local.launcher import launch_cell
 from harness.contracts.placement import Placement
 from harness.contracts.recipes import recipe
 from harness.launchers.testbed.recipe import PlacedRecipe
+from harness.spawner.cell import launch_cell
 from harness.testbed import netns
 from harness.testbed import placement as pl
 from harness.testbed.state import MAX_HOSTS, MIN_HOSTS, TestbedState
@@ -193,13 +193,20 @@ def check_cell(cell: CellSpec, spec: TestbedSpec) -> None:
     pl.rank_hosts(cell.workers, cell.servers, cell.nodes, spec.hosts, spec.placement, cell.server_hosts)
 
 
+def place_cell(cell: CellSpec, spec: TestbedSpec) -> CellSpec:
+    """The cell on this testbed's hosts (its `nodes`: the hosts that carry its workers), checked."""
+    cell = cell.with_(nodes=pl.cell_nodes(cell, spec.hosts, spec.worker_hosts))
+    check_cell(cell, spec)
+    return cell
+
+
 @contextlib.contextmanager
-def _leased(title: str, launch):
+def _leased(title: str):
     """The run holds the testbed (no other run reshapes it meanwhile). Not root, no iproute2: one line
     before the first cell, not one failed cell after another."""
     netns.check_system()
     with netns.lease(title):
-        yield launch
+        yield
 
 
 def make(request: LaunchRequest) -> Launcher:
@@ -210,12 +217,10 @@ def make(request: LaunchRequest) -> Launcher:
     env_extra = {"testbed_hosts": spec.hosts, "testbed_placement": spec.placement,
                  **({"testbed_worker_hosts": spec.worker_hosts} if spec.worker_hosts else {}),
                  "testbed_networks": ",".join(f"{p.label}={p.rate_mbit:g}mbit" for p in profiles)}
-    launch = TestbedLauncher(spec.hosts, spec.placement)
-    return Launcher("testbed", launch, lambda w: pl.nodes_for(w, spec.hosts), env_extra,
-                    lambda cell: check_cell(cell, spec),
+    return Launcher("testbed", TestbedLauncher(spec.hosts, spec.placement), lambda w: pl.nodes_for(w, spec.hosts),
+                    lambda cell: place_cell(cell, spec), env_extra, hosts=spec.hosts,
                     networks=tuple(Network(p.label, p.rate_mbit) for p in profiles),
-                    place=lambda cell: cell.with_(nodes=pl.cell_nodes(cell, spec.hosts, spec.worker_hosts)),
-                    session=lambda: _leased(request.title or "ddlbench sweep", launch))
+                    session=lambda: _leased(request.title or "ddlbench sweep"))
 
 
 def _testbed_up() -> TestbedState:
@@ -241,9 +246,11 @@ def on_testbed(cell: CellSpec, resolve: Callable[..., CellSpec],
     cell = cell.with_(nodes=pl.cell_nodes(cell, len(s.hosts)))
     pl.check_device(cell, torch.cuda.device_count())
     pl.rank_hosts(cell.workers, cell.servers, cell.nodes, len(s.hosts), policy, cell.server_hosts)
-    launch = TestbedLauncher(len(s.hosts), policy, reconfigure=False)
     title = f"ddlbench run {cell.workload} {cell.scheme} --testbed"
-    return cell, Launcher("testbed", launch, None, {}, session=lambda: _leased(title, launch))
+    # the cell is placed and checked above; the launcher keeps it as it is
+    return cell, Launcher("testbed", TestbedLauncher(len(s.hosts), policy, reconfigure=False),
+                          lambda w: pl.nodes_for(w, len(s.hosts)), lambda c: c, hosts=len(s.hosts),
+                          session=lambda: _leased(title))
 
 
 def testbed_placement_for(workers: int, servers: int = 0, policy: str = "round-robin") -> tuple[str, Placement]:

@@ -34,7 +34,7 @@ from helpers import (
 from harness.backends import BACKENDS
 from harness.contracts.cell import CellSpec
 from harness.experiment.cells import resolve
-from harness.launchers.local.launcher import launch_cell
+from harness.spawner.cell import launch_cell
 from harness.schemes import SCHEMES
 
 pytestmark = pytest.mark.gpu

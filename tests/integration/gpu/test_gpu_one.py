@@ -39,7 +39,7 @@ from harness.contracts.training import make_optimizer, set_precision
 from harness.doctor import gpu_timing
 from harness.doctor.gpu_probe import fp32_without_tf32
 from harness.experiment.cells import resolve
-from harness.launchers.local.launcher import launch_cell
+from harness.spawner.cell import launch_cell
 from harness.measure.loop import run_loop
 from harness.schemes import SCHEMES, SchemeContext
 from workloads import WORKLOADS

@@ -53,7 +53,7 @@ def test_local_reduce_is_lossless(tmp_path, monkeypatch, scheme, servers):
 @pytest.mark.slow
 def test_local_reduce_plan_recorded(tmp_path, monkeypatch):
     from harness.experiment.cells import resolve
-    from harness.launchers.local.launcher import launch_cell
+    from harness.spawner.cell import launch_cell
 
     monkeypatch.setenv("DDLBENCH_STEPS", "3")
     cell = resolve(CellSpec(workload="bert-base-tiny", scheme="bsp-ps", workers=4, nodes=2, servers=1,

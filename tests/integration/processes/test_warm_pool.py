@@ -1,8 +1,8 @@
 """Warm ranks (docs/ARCHITECTURE.md, "Warm ranks"): a cell's ranks forked by the pre-imported zygote
 (harness/warm/) are real ranks. Real processes throughout, no mock of the fork:
 
-- a 2-rank ddp cell whose ranks a WarmPool spawned completes under the local launcher's own supervision
-  (launch/local._watch, _kill: WarmProc is a drop-in for Popen there), lossless, with `startup_s`; a
+- a 2-rank ddp cell whose ranks a WarmPool spawned completes under the spawner's own supervision
+  (harness/spawner/ranks._watch, _kill: WarmProc is a drop-in for Popen there), lossless, with `startup_s`; a
   second cell from the same pool too;
 - a rank SIGKILLed mid-cell fails the cell (its WarmProc says signal 9), the other ends by killpg;
 - the zygote SIGKILLed: every running WarmProc reports -9, the pool says it is dead, nothing is left;
@@ -33,7 +33,9 @@ from helpers import TESTS
 from harness.contracts.cell import CellSpec
 from harness.core.errors import CellFailed
 from harness.experiment.cells import resolve
-from harness.launchers.local import launcher as local
+from harness.contracts.placement import Placement
+from harness.spawner import cell as spawner_cell
+from harness.spawner import ranks as spawner_ranks
 from harness.procs.processes import (
     PACKAGE_ROOT,
     WORKER_MODULE,
@@ -62,18 +64,18 @@ def pool():
 
 
 def spawn_cell(pool: WarmPool, cell: CellSpec, cell_dir: Path, extra: dict | None = None) -> list:
-    """The local launcher's rank loop (launch/local.launch_cell: the same environment per rank), with
+    """The local launcher's rank loop (harness/spawner/cell.launch_cell: the same environment per rank), with
     each rank forked by `pool` instead of started as `python -P -m harness.rank.worker`."""
     cell_dir.mkdir(parents=True, exist_ok=True)
     spec = cell_dir / "cell.json"
     spec.write_text(cell.to_json())
-    placement = local.Placement(nodes=cell.nodes)
+    placement = Placement(nodes=cell.nodes)
     world, port = cell.workers + cell.servers, free_port()
     per_node = -(-cell.workers // placement.nodes)
     placed_at = time.time()
     procs = []
     for r in range(world):
-        env = local._rank_env(cell, placement)
+        env = spawner_cell._rank_env(cell, placement)
         env.update(RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r % per_node), LOCAL_WORLD_SIZE=str(
             min(per_node, world)), GROUP_WORLD_SIZE=str(placement.nodes), MASTER_ADDR=placement.master_addr,
             MASTER_PORT=str(port), NODE_RANK=str(r // per_node), DDLBENCH_PLACED_AT=repr(placed_at), **(extra or {}))
@@ -85,9 +87,9 @@ def spawn_cell(pool: WarmPool, cell: CellSpec, cell_dir: Path, extra: dict | Non
 def run_cell(pool: WarmPool, cell: CellSpec, cell_dir: Path) -> dict:
     procs = spawn_cell(pool, cell, cell_dir)
     try:
-        local._watch(dict(enumerate(procs)), cell.timeout_s, cell_dir)
+        spawner_ranks._watch(dict(enumerate(procs)), cell.timeout_s, cell_dir)
     finally:
-        local._kill(procs)
+        spawner_ranks._kill(procs)
     assert [p.returncode for p in procs] == [0] * len(procs), [p.returncode for p in procs]
     return json.loads((cell_dir / "result.json").read_text())
 
@@ -136,11 +138,11 @@ def test_rank_killed_mid_cell_fails_it_and_killpg_ends_the_other(pool, tmp_path)
     threading.Thread(target=kill_rank1, daemon=True).start()
     try:
         with pytest.raises(CellFailed, match=r"rank [01] died") as failed:  # rank 0 may lose its peer first
-            local._watch(dict(enumerate(procs)), cell.timeout_s, d)
+            spawner_ranks._watch(dict(enumerate(procs)), cell.timeout_s, d)
         print(f"\n{failed.value.reason}")
         assert procs[1].wait(timeout=10) == -signal.SIGKILL
     finally:
-        local._kill(procs)  # os.killpg(pid, SIGKILL), as the launcher ends a cell
+        spawner_ranks._kill(procs)  # os.killpg(pid, SIGKILL), as the launcher ends a cell
     assert procs[0].returncode not in (None, 0)
     assert not psutil.pid_exists(procs[0].pid) or psutil.Process(procs[0].pid).status() == psutil.STATUS_ZOMBIE
 

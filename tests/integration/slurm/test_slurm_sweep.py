@@ -2,8 +2,9 @@
 
     pytest tests/integration/slurm/test_slurm_sweep.py                      # pure tests; real-Slurm ones need root
     sudo python -m pytest -m root tests/integration/slurm/test_slurm_sweep.py
-    python tests/integration/slurm/test_slurm_sweep.py --regenerate         # rewrite tests/data/sbatch_reference_submit*.sh
-                                                          # and slurm/*.sbatch, then read the diff
+    python tests/integration/slurm/test_slurm_sweep.py --regenerate         # rewrite tests/data/sbatch_reference_submit*.sh,
+                                                          # slurm/*.sbatch and the backends' slurm/sweeps/*.yaml,
+                                                          # then read the diff
 
 The real-Slurm tests bring up slurm/local (2 fake nodes on this host) and submit three small CPU
 sweeps at once: a 2-node sweep, one whose rank 1 crashes, and one cancelled half-way and resumed.
@@ -35,14 +36,17 @@ from harness.contracts.cell import CellSpec
 from harness.contracts.launcher import LaunchRequest
 from harness.core.errors import UserError
 from harness.jobs.client import cancel, job_state, wait_job
+from harness.experiment.sweep import sweep_from_dict
 from harness.jobs.sweep_jobs import (
     SweepJob,
     example_scripts,
+    example_sweeps,
     parse_time_min,
     plan_jobs,
     render_submit,
 )
-from harness.launchers.choose import choose_launcher
+from harness.launchers.choose import by_name, choose_launcher
+from harness.launchers.local.launcher import launch_one_box
 from harness.launchers.srun.launcher import plan_cell, step_environment
 from harness.launchers.srun.plan import Allocation, cell_port, failure_reason, place
 from harness.launchers.srun.task import task_env
@@ -110,6 +114,17 @@ def test_committed_example_script_is_the_rendered_one(name):
 
 def test_no_stray_example_scripts():
     assert {p.name for p in (ROOT / "slurm").glob("*.sbatch")} == set(example_scripts())
+
+
+@pytest.mark.parametrize("name", sorted(example_sweeps()))
+def test_committed_sweep_file_is_the_one_its_backend_declares(name):
+    """The sweep files a backend's examples run are declared by the backend (SbatchRecipe.sweeps) and written
+    by --regenerate: a new backend writes no sweep file by hand."""
+    text = example_sweeps()[name]
+    assert (ROOT / "slurm" / "sweeps" / name).read_text() == text, (
+        f"slurm/sweeps/{name} differs from harness.jobs.sweep_jobs.example_sweeps(); regenerate with "
+        f"`python tests/integration/slurm/test_slurm_sweep.py --regenerate`")
+    assert sweep_from_dict(yaml.safe_load(text), name).name == name.removesuffix(".yaml")  # known keys only
 
 
 def test_submit_scripts_are_valid_bash():
@@ -251,10 +266,11 @@ def test_choose_launcher():
     inside = {"SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NTASKS_PER_NODE": "1"}
     srun = choose_launcher(LaunchRequest(inside))
     assert srun.name == "srun" and srun.nodes_for(2) == 2 and srun.env_extra == {"hosts": "n1,n2"}
-    assert choose_launcher(LaunchRequest(inside), "local").launch is None
+    local = choose_launcher(LaunchRequest(inside), "local")
+    assert (local.name, local.launch, local.hosts, local.run_module) == ("local", launch_one_box, 1, None)
     with pytest.raises(UserError, match="allocation"):
         choose_launcher(LaunchRequest({}), "srun")
-    with pytest.raises(UserError, match="available: nodes, srun, local"):
+    with pytest.raises(UserError, match=f"available: {', '.join(by_name())}$"):
         choose_launcher(LaunchRequest({}), "mpirun")
 
 
@@ -566,6 +582,9 @@ if __name__ == "__main__" and "--regenerate" in sys.argv:
     for name, text in example_scripts().items():
         (ROOT / "slurm" / name).write_text(text)
         print("wrote", Path("slurm") / name)
+    for name, text in example_sweeps().items():
+        (ROOT / "slurm" / "sweeps" / name).write_text(text)
+        print("wrote", Path("slurm") / "sweeps" / name)
     for stale in set(p.name for p in (ROOT / "slurm").glob("*.sbatch")) - set(example_scripts()):
         print("not generated any more, delete it:", Path("slurm") / stale)
 

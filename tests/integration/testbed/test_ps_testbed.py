@@ -31,7 +31,7 @@ from harness.experiment.options import RunOptions
 from harness.experiment.run import launcher_for, run_sweep, sweep_cells
 from harness.experiment.sweep import expand, sweep_from_dict
 from harness.jobs.sweep_jobs import plan_jobs
-from harness.launchers.local.launcher import check_one_box
+from harness.spawner.cell import place_one_box
 from harness.launchers.srun.plan import (
     Allocation,
     place,
@@ -71,7 +71,7 @@ def test_dedicated_without_a_spare_host_is_refused():
     with pytest.raises(UserError, match="allocation 7 has 2 node"):
         place(cell, alloc)
     with pytest.raises(UserError, match="one box has none"):
-        check_one_box(cell)
+        place_one_box(cell)
 
 
 def test_workers_per_host_and_dedicated_hosts_on_the_testbed():

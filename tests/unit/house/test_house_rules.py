@@ -62,3 +62,31 @@ def test_folders_are_layers_a_loose_module_an_upward_import_and_a_command_import
     listed = [line.split()[1] for line in layers.splitlines()]
     assert sorted(m.removeprefix("harness.") for m in listed if m.startswith("harness.")) == folders
     assert sorted(p.name for p in (ROOT / "harness").glob("*.py")) == ["__init__.py"], "harness/ holds folders only"
+
+
+def test_a_launcher_importing_another_launchers_folder_is_caught():
+    ci = _checker()
+    edges = {"harness.launchers.testbed.launcher": {"harness.launchers.local.launcher", "harness.spawner.cell",
+                                                     "harness.launchers.testbed.recipe"},
+             "harness.launchers.choose": {"harness.launchers.local.launcher", "harness.launchers.srun.launcher"},
+             "harness.launchers.sbatch.script": {"harness.contracts.rendezvous"}}
+    found = ci.launchers_import_launchers(edges)
+    assert len(found) == 1 and found[0].startswith(
+        "harness.launchers.testbed.launcher imports harness.launchers.local.launcher: no launcher imports another")
+
+
+def test_a_backends_library_may_be_imported_where_used_and_nothing_else(tmp_path, monkeypatch):
+    """The optional libraries come from the backends' own `library=` (a new backend edits no list in the
+    checker); an ordinary dependency imported inside a function is still caught."""
+    ci = _checker()
+    monkeypatch.setattr(ci, "ROOT", tmp_path)
+    monkeypatch.setattr(ci, "BACKENDS_PKG", tmp_path / "harness/backends")
+    (tmp_path / "harness/backends/toylink").mkdir(parents=True)
+    (tmp_path / "harness/backends/toylink/__init__.py").write_text(
+        'register(BackendEntry(name="toylink", description="", start=None, library="toylib"))\n')
+    planted = tmp_path / "harness/backends/toylink/transport.py"
+    planted.write_text("def start():\n    import toylib  # optional: only this backend needs it\n\n"
+                       "def stop():\n    import json\n")
+    assert "toylib" in ci.allowed_local() and set(ci.HEAVY) <= set(ci.allowed_local())
+    _, local, _ = ci.scan({"harness.backends.toylink.transport": planted})
+    assert [(line, what) for _, line, what in local] == [(5, "json")]

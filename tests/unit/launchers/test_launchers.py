@@ -9,19 +9,28 @@ import sys
 
 import pytest
 
+from helpers import ROOT
+
 from harness.contracts.launcher import LAUNCHERS, LaunchRequest
 from harness.core.errors import UserError
 from harness.launchers.choose import ORDER, by_name, choose_launcher
 from harness.procs import supervisor as w
 
+FOLDERS = sorted(p.parent.name for p in (ROOT / "harness" / "launchers").glob("*/launcher.py"))
+"""Every launcher's folder (harness/launchers/<name>/launcher.py), read from the tree, not listed here."""
+
 
 def test_every_launcher_is_registered_once_and_chosen_by_name_only_when_it_can_be():
-    assert sorted(LAUNCHERS) == sorted(ORDER) == ["local", "nodes", "srun", "testbed"]
-    assert by_name() == ("nodes", "srun", "local")
-    with pytest.raises(UserError, match="unknown launcher 'testbed'; available: nodes, srun, local"):
-        choose_launcher(LaunchRequest({}), "testbed")
-    with pytest.raises(ValueError, match="registered twice"):
-        LAUNCHERS.register("local", LAUNCHERS.get("local"))
+    assert FOLDERS and sorted(LAUNCHERS) == sorted(ORDER) == FOLDERS  # each folder registers its own name, asked
+    assert by_name() == tuple(name for name in ORDER if LAUNCHERS.get(name).named)
+    assert ORDER[-1] in by_name() and LAUNCHERS.get(ORDER[-1]).detect(LaunchRequest({}))  # the last takes any
+    available = ", ".join(by_name())
+    for name in [n for n in ORDER if n not in by_name()] + ["mpirun"]:
+        with pytest.raises(UserError, match=f"unknown launcher '{name}'; available: {available}$"):
+            choose_launcher(LaunchRequest({}), name)
+    for name in ORDER:
+        with pytest.raises(ValueError, match="registered twice"):
+            LAUNCHERS.register(name, LAUNCHERS.get(name))
 
 
 STARTED: list[subprocess.Popen] = []

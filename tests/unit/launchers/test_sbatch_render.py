@@ -1,8 +1,11 @@
 """Pure tests of the Slurm side: sbatch text against committed references, host lists, SLURM_* -> DistEnv.
 
     pytest tests/unit/launchers/test_sbatch_render.py
-    python tests/unit/launchers/test_sbatch_render.py --regenerate   # rewrite tests/data/sbatch_reference_*.sh, then
-                                                     # read the diff before committing it
+    python tests/unit/launchers/test_sbatch_render.py --regenerate   # rewrite tests/data/sbatch_reference_<style>.sh,
+                                                     # then read the diff before committing it
+
+Each launch style belongs to a backend, which declares its reference script's spec (SbatchStyle.reference):
+a new backend's style needs no edit here, only its reference file written by --regenerate.
 """
 
 from __future__ import annotations
@@ -26,26 +29,10 @@ from harness.launchers.srun.env import (
 )
 
 DATA = ROOT / "tests" / "data"
-RUN = ("ddlbench", "run", "--workload", "resnet50", "--method", "wfbp-a2a", "--note", "two words")
 
-# One spec per launch style, each exercising different options. The reference files are their text.
-REFERENCE_SPECS = {
-    "srun": SbatchSpec(
-        job_name="ddl-srun", command=RUN, nodes=2, tasks_per_node=1, cpus_per_task=2, partition="cpu",
-        time_limit_min=30, output="logs/%x-%A_%a.out", array="0-3%2", extra_sbatch=("--exclusive",),
-        env={"GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}),
-    "deepspeed": SbatchSpec(
-        job_name="ddl-deepspeed", command=RUN + ("--backend", "deepspeed"), nodes=2, tasks_per_node=4,
-        gpus_per_node=4, cpus_per_task=8, partition="gpu", master_port=29500, launch="deepspeed",
-        env={"NCCL_SOCKET_IFNAME": "ib0"}),
-    "horovodrun": SbatchSpec(
-        job_name="ddl-horovod", command=RUN + ("--backend", "horovod"), nodes=2, tasks_per_node=4,
-        gpus_per_node=4, cpus_per_task=8, launch="horovodrun", horovod_controller="gloo"),
-    "byteps": SbatchSpec(
-        job_name="ddl-byteps", command=RUN + ("--backend", "byteps"), nodes=2, tasks_per_node=4,
-        gpus_per_node=4, cpus_per_task=8, launch="byteps", ps_servers=2, ps_server_nodes=1,
-        extra_sbatch=("--constraint=ib",)),
-}
+# One spec per launch style, each exercising different options, declared by the style's backend. The
+# reference files are their text.
+REFERENCE_SPECS = {name: SbatchSpec(**style.reference) for name, style in launch_styles().items()}
 
 
 LAUNCH_STYLES = tuple(launch_styles())
@@ -59,6 +46,10 @@ def reference_path(style: str) -> Path:
 
 def test_every_style_has_a_reference():
     assert set(REFERENCE_SPECS) == set(LAUNCH_STYLES)
+    assert all(launch_styles()[name].reference for name in LAUNCH_STYLES), "a style declares no reference spec"
+    committed = {p.name for p in DATA.glob("sbatch_reference_*.sh")
+                 if not p.name.startswith("sbatch_reference_submit")}  # test_slurm_sweep.py's
+    assert committed == {reference_path(name).name for name in LAUNCH_STYLES}, "a reference is stray or missing"
 
 
 @pytest.mark.parametrize("style", LAUNCH_STYLES)
@@ -112,7 +103,7 @@ def test_byteps_colocated_servers_use_worker_nodes():
 
 
 @pytest.mark.parametrize("kwargs, words", [
-    ({"launch": "mpirun"}, "available: byteps, deepspeed, horovodrun, srun"),
+    ({"launch": "mpirun"}, f"available: {', '.join(launch_styles())}, or 'sweep'"),
     ({"job_name": "two words"}, "job name"),
     ({"nodes": 0}, "nodes=0"),
     ({"command": ()}, "empty command"),

@@ -12,7 +12,7 @@ from harness.contracts.placement import Placement
 from harness.core.errors import UserError
 from harness.experiment.cells import resolve
 from harness.experiment.sweep import expand, sweep_from_dict
-from harness.launchers.local.launcher import _rank_env
+from harness.spawner.cell import _rank_env
 
 CELL = dict(workload="resnet50-tiny", scheme="ddp", workers=2, device="cpu")
 

@@ -182,6 +182,7 @@ def example_sweeps() -> dict[str, str]:
     SbatchRecipe's `sweeps`; pure: tests check the committed files equal these, and `python
     tests/integration/slurm/test_slurm_sweep.py --regenerate` rewrites them). The other files there are
     written by hand."""
+    backends.load()  # the backends declare their sweeps (SbatchRecipe)
     return {f"{name}.yaml": "".join(f"# {line}\n" for line in decl["notes"])
             + yaml.safe_dump(decl["sweep"], sort_keys=False, default_flow_style=None, width=120)
             for _, r in every(SbatchRecipe) for name, decl in r.sweeps.items()}

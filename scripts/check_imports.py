@@ -5,12 +5,17 @@
     python scripts/check_imports.py --graph    # also print every module's harness imports
 
 1. No import cycle among the modules of `harness/` and `workloads/`, counting module-level and
-   function-level imports alike, and the package `__init__` modules an import executes.
+   function-level imports alike, the package `__init__` modules an import executes, and the loads by
+   name (`importlib.import_module(NAME)`, `__import__(NAME)`): NAME a literal, a literal table or an
+   f-string of this module (or a constant it imports), followed like an import statement. A load whose name
+   is only known at run time (a module a process is told to run, a user's own) is allowed only in the
+   modules RUN_TIME_LOADS lists with why.
 2. A function-local import only of an optional or heavy dependency (allowed_local(): the heavy ones, HEAVY,
    and every backend's library, read from its package), never of a harness module or of an ordinary
    dependency: those belong at the top of the module.
 3. No file over MAX_FILE_LINES lines and no function over MAX_FUNCTION_LINES lines in `harness/`.
-4. The layering of docs/ARCHITECTURE.md ("Packages"): FORBIDDEN lists what a package may not import,
+4. The layering of docs/ARCHITECTURE.md ("Packages"), loads by name included: a module imports its own
+   folder and those below (LAYERS); FORBIDDEN lists what a package may not import,
    and generic code (GENERIC) never branches on a backend's name (`x == "horovod"`, `x in (...)`).
 5. One launcher = one folder: no code outside a launcher's own folder (launcher_homes()) and the launcher
    registry branches on its name (`launcher == "srun"`); everything else asks the launcher or the recipe. No
@@ -39,10 +44,11 @@ LAYERS = (
     "harness.procs",        # starting, supervising and killing processes
     "harness.warm",         # warm ranks: the zygote and its client; spawning a rank warm or cold
     "harness.networks",     # network profiles and interfaces
-    "harness.contracts",    # cell spec, transport interface, launcher and recipe registries, device rule, training recipe, schedules
+    "harness.contracts",    # cell spec, transport interface, backend and launcher registries, recipes, device rule, training recipe
     "harness.measure",      # the timing loop, clocks, statistics, traces, the collective timer
     "harness.results",      # tidy tables on disk, summaries, environments
     "harness.gate",         # the regression gate
+    "harness.grouping",     # how gradients are grouped: merge plans, partitions, server placement, alpha-beta
     "harness.sim",          # simulation models, one per scheme
     "harness.testbed",      # the emulated network (namespaces, shaped links)
     "harness.spawner",      # ddlbench's own spawner: a cell's ranks started and supervised here or as placed
@@ -64,6 +70,15 @@ GROUND = ("harness",)
 """Package faces below every layer: the root package's __init__ only names the version."""
 COMMANDS = "harness.cli.commands"
 """One module per subcommand; no command imports another (asv's rule): what two share lives below."""
+RUN_TIME_LOADS = {
+    "harness.warm.zygote": "the modules its command line names (--preload): its program, as `python -m` names one",
+    "harness.warm.child": "the module a spawn request names, run as `python -m` runs it, and DDLBENCH_SCHEME_MODULES",
+    "harness.launchers.srun.task": "with --here, the module its command line names after -m: the task's program",
+    "harness.schemes": "the modules DDLBENCH_SCHEME_MODULES names: a user's own schemes",
+    "workloads.base": "a user's own model, named by its Python path",
+}
+"""The modules that load a module named only at run time, and why: each is a process's program or a user's
+own code. Every other load names its module in the source, so the layering and the cycle check see it."""
 FORBIDDEN = {
     # backends: a transport and its launch recipes; they never reach up into cells, schemes or runs
     # (the layer order says most of it; these are the rules within reach of the order)
@@ -143,7 +158,7 @@ def targets(node: ast.AST, here: str, is_pkg: bool, known: dict[str, Path]) -> l
     """Harness modules an import statement executes: the module, its parent packages' __init__, and
     for `from pkg import name` the submodule `pkg.name` when there is one. A package that contains the
     importing module is already initialised (or initialising) when the module runs, so passing through
-    it is no edge; naming it (`from harness.backends import BACKENDS` inside harness.backends.x) is."""
+    it is no edge; naming it (`from harness.backends import PLUGINS` inside a backend's package) is."""
     names: list[str] = []
     if isinstance(node, ast.Import):
         names = [a.name for a in node.names]
@@ -171,13 +186,23 @@ def _is_type_checking(node: ast.If) -> bool:
 
 
 def scan(known: dict[str, Path]):
-    """(edges: module -> set of modules, local imports: [(file, line, what)], long functions)."""
+    """(edges: module -> set of modules, local imports: [(file, line, what)], long functions, sites:
+    (module, dep) -> (line, how) of the first statement or load that makes the edge, run-time loads
+    outside RUN_TIME_LOADS and names that are no module: [(file, line, what)])."""
     edges: dict[str, set[str]] = {m: set() for m in known}
+    sites: dict[tuple[str, str], tuple[int, str]] = {}
     local, long_functions = [], []
     allowed = allowed_local()
+    tables = constants(known)
+    unread = []
     for mod, path in known.items():
         tree = ast.parse(path.read_text(), filename=str(path))
         is_pkg = path.name == "__init__.py"
+        loops = loop_values(tree, tables[mod])
+
+        def edge(dep: str, line: int, how: str) -> None:
+            edges[mod].add(dep)
+            sites.setdefault((mod, dep), (line, how))
 
         def visit(node: ast.AST, in_function: bool) -> None:
             for child in ast.iter_child_nodes(node):
@@ -185,20 +210,162 @@ def scan(known: dict[str, Path]):
                     continue  # annotations only: never executed
                 if isinstance(child, (ast.Import, ast.ImportFrom)):
                     hits = targets(child, mod, is_pkg, known)
-                    edges[mod].update(hits)
+                    for hit in hits:
+                        edge(hit, child.lineno, "imports")
                     if in_function:
                         what = ([a.name for a in child.names] if isinstance(child, ast.Import)
                                 else [_resolve(child, mod, is_pkg)])
                         if hits or not all(any(w == a or w.startswith(a + ".") for a in allowed)
                                            for w in what):
                             local.append((path, child.lineno, ", ".join(what)))
+                how = _load_call(child)
+                if how:
+                    names, at_run_time = load_targets(child.args[0] if child.args else None, mod, is_pkg,
+                                                      known, tables[mod], loops)
+                    for hit in names:
+                        edge(hit, child.lineno, how)
+                    what = ast.unparse(child.args[0]) if child.args else ""
+                    if at_run_time and mod not in RUN_TIME_LOADS:
+                        unread.append((path, child.lineno, f"{how}({what}) loads a module named only at run time: "
+                                                           f"name it with a literal, a literal table or an "
+                                                           f"f-string of this module, or list {mod} in "
+                                                           f"RUN_TIME_LOADS with why"))
+                    for name in nowhere(child.args[0] if child.args else None, tables[mod], loops, known):
+                        unread.append((path, child.lineno, f"{how}({what}) names {name}, which is no module"))
                 fn = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
                 if fn and mod.startswith("harness") and child.end_lineno - child.lineno + 1 > MAX_FUNCTION_LINES:
                     long_functions.append((path, child.lineno, child.name, child.end_lineno - child.lineno + 1))
                 visit(child, in_function or fn or isinstance(child, ast.Lambda))
 
         visit(tree, False)
-    return edges, local, long_functions
+    return edges, local, long_functions, sites, unread
+
+
+# --- loads by name ------------------------------------------------------------------------------------
+
+
+def _load_call(node: ast.AST) -> str:
+    """"importlib.import_module" or "__import__" when `node` is such a call, else ""."""
+    if not isinstance(node, ast.Call):
+        return ""
+    f = node.func
+    if isinstance(f, ast.Attribute) and f.attr == "import_module" and isinstance(f.value, ast.Name) \
+            and f.value.id == "importlib":
+        return "importlib.import_module"
+    if isinstance(f, ast.Name) and f.id in ("import_module", "__import__"):
+        return "importlib.import_module" if f.id == "import_module" else "__import__"
+    return ""
+
+
+def _strings(node: ast.AST | None, table: dict[str, tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The strings a literal (a string, a name bound to one, a tuple/list/set of them, `*TABLE`) stands
+    for, else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return (node.value,)
+    if isinstance(node, ast.Name):
+        return table.get(node.id)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        out: list[str] = []
+        for elt in node.elts:
+            got = _strings(elt.value if isinstance(elt, ast.Starred) else elt, table)
+            if got is None:
+                return None
+            out += got
+        return tuple(out)
+    return None
+
+
+def constants(known: dict[str, Path]) -> dict[str, dict[str, tuple[str, ...]]]:
+    """module -> {name: the strings it stands for}: its module-level assignments of a literal string or
+    table, and the names it imports from another module's such constants."""
+    trees = {mod: ast.parse(path.read_text()) for mod, path in known.items()}
+    tables: dict[str, dict[str, tuple[str, ...]]] = {mod: {} for mod in known}
+    for _ in range(3):  # a constant built from an imported one: a few rounds reach every chain here
+        for mod, tree in trees.items():
+            for node in tree.body:
+                if isinstance(node, ast.ImportFrom):
+                    there = tables.get(_resolve(node, mod, known[mod].name == "__init__.py"), {})
+                    for a in node.names:
+                        if a.name in there:
+                            tables[mod][a.asname or a.name] = there[a.name]
+                target = (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
+                          else node.target if isinstance(node, ast.AnnAssign) else None)
+                if isinstance(target, ast.Name):
+                    got = _strings(node.value, tables[mod])
+                    if got is not None:
+                        tables[mod][target.id] = got
+    return tables
+
+
+def loop_values(tree: ast.AST, table: dict[str, tuple[str, ...]]) -> dict[str, tuple[tuple[str, ...], bool]]:
+    """Loop variable -> (the strings it takes from literal tables, whether it also takes others), for every
+    `for NAME in ITERABLE` (and comprehension) of the module whose iterable names at least one table."""
+    out: dict[str, tuple[tuple[str, ...], bool]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name):
+            parts = node.iter.elts if isinstance(node.iter, (ast.Tuple, ast.List)) else [node.iter]
+            values, other = [], False
+            for part in parts:
+                got = _strings(part.value if isinstance(part, ast.Starred) else part, table)
+                values += got or ()
+                other = other or got is None
+            if values:
+                before = out.get(node.target.id, ((), False))
+                out[node.target.id] = (before[0] + tuple(values), before[1] or other)
+    return out
+
+
+def _pattern(node: ast.AST, here: str, table, loops) -> tuple[list[str], bool]:
+    """(regular expressions for the names `node` can stand for, whether it can also stand for a name known
+    only at run time). An f-string's or a sum's run-time part stands for one name (`\\w+`) after a literal
+    prefix naming a package (`f"harness.launchers.{name}.launcher"`, `f"{__name__}.{mod.name}"`)."""
+    if isinstance(node, ast.Name) and node.id == "__name__":
+        return [re.escape(here)], False
+    if isinstance(node, ast.Name) and node.id in loops:
+        values, other = loops[node.id]
+        return [re.escape(v) for v in values], other
+    got = _strings(node, table)
+    if got is not None:
+        return [re.escape(v) for v in got], False
+    parts = (node.values if isinstance(node, ast.JoinedStr)
+             else [node.left, node.right] if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) else None)
+    if parts is None:
+        return [], True
+    regex = ""
+    for part in parts:
+        value = part.value if isinstance(part, ast.FormattedValue) else part
+        alternatives, other = _pattern(value, here, table, loops)
+        if other or not alternatives:
+            if "." not in regex:
+                return [], True  # no literal package before the run-time part: any module at all
+            regex += r"\w+"
+        else:
+            regex += "(?:" + "|".join(alternatives) + ")"
+    return [regex], False
+
+
+def load_targets(node: ast.AST | None, here: str, is_pkg: bool, known: dict[str, Path], table,
+                 loops) -> tuple[list[str], bool]:
+    """(the house's modules a load by name executes, as `targets` gives an import's; whether it may also
+    load a module named only at run time)."""
+    if node is None:
+        return [], True
+    regexes, other = _pattern(node, here, table, loops)
+    out = []
+    for regex in regexes:
+        for name in sorted(m for m in known if re.fullmatch(regex, m)):
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):
+                prefix = ".".join(parts[:i])
+                if prefix in known and prefix != here and (i == len(parts) or not here.startswith(prefix + ".")):
+                    out.append(prefix)
+    return out, other
+
+
+def nowhere(node: ast.AST | None, table, loops, known: dict[str, Path]) -> list[str]:
+    """Literal names of the house's packages that a load names and that are no module (a typo, a moved one)."""
+    names = loops[node.id][0] if isinstance(node, ast.Name) and node.id in loops else _strings(node, table) or ()
+    return [n for n in names if n.split(".")[0] in PACKAGES and n not in known]
 
 
 def layering(edges: dict[str, set[str]], known: dict[str, Path]) -> list[str]:
@@ -294,8 +461,10 @@ def launchers_import_launchers(edges: dict[str, set[str]]) -> list[str]:
             for dep in sorted(deps) if folder(dep) not in (None, folder(mod))]
 
 
-def upward(edges: dict[str, set[str]]) -> list[str]:
-    """Imports up the layer order (no exceptions: move what is needed down)."""
+def upward(edges: dict[str, set[str]], sites: dict | None = None, known: dict[str, Path] | None = None) -> list[str]:
+    """Imports (and loads by name) up the layer order (no exceptions: move what is needed down), each on one
+    line: where (file:line, when `sites` and `known` say), the module and its layer, the import, its target
+    and its layer."""
     bad = []
     for mod, deps in sorted(edges.items()):
         try:
@@ -308,8 +477,18 @@ def upward(edges: dict[str, set[str]]) -> list[str]:
             except ValueError:
                 continue
             if there > here:
-                bad.append(f"{mod} ({LAYERS[here]}) imports {dep} ({LAYERS[there]})")
+                line, how = (sites or {}).get((mod, dep), (0, "imports"))
+                where = f"{_relative(known[mod])}:{line}: " if known and mod in known and line else ""
+                verb, by = ("imports", "") if how == "imports" else ("loads", f" by {how}")
+                bad.append(f"{where}{mod} ({LAYERS[here]}) {verb} {dep} ({LAYERS[there]}){by}")
     return bad
+
+
+def _relative(path: Path) -> Path:
+    try:
+        return path.relative_to(ROOT)
+    except ValueError:
+        return path
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -354,20 +533,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", action="store_true", help="print the layer order (one folder each), bottom first")
     args = ap.parse_args(argv)
     known = modules()
-    edges, local, long_functions = scan(known)
+    edges, local, long_functions, sites, unread = scan(known)
     long_files = [(p, n) for m, p in known.items() if m.startswith("harness")
                   for n in [len(p.read_text().splitlines())] if n > MAX_FILE_LINES]
     if args.graph:
         for m in sorted(edges):
             print(f"{m} -> {', '.join(sorted(edges[m])) or '-'}")
+        for m, why in RUN_TIME_LOADS.items():
+            print(f"{m} -> (a module named at run time: {why})")
     if args.layers:
         for i, pkg in enumerate(LAYERS):
             print(f"{i + 1:2d}  {pkg}")
         return 0
     found = cycles(edges)
     layers = (layering(edges, known) + folders(known) + commands_import_commands(edges)
-              + launchers_import_launchers(edges))
-    up = upward(edges)
+              + launchers_import_launchers(edges) + [f"{_relative(path)}:{line}: {what}" for path, line, what in unread])
+    up = upward(edges, sites, known)
     for line in layers:
         print(f"layering: {line}")
     for line in up:

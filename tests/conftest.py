@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from harness import backends
 from harness.warm.spawn import warm_ranks
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+backends.load()  # as every entry point does (docs/ARCHITECTURE.md, "Plugins"): tests ask the registry directly
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.backends import BACKENDS
+from harness.contracts.backend import BACKENDS, recipe
 from harness.contracts.cell import CellSpec
-from harness.contracts.planning import MB
-from harness.contracts.recipes import recipe
+from harness.grouping.cost import MB
 from harness.contracts.training import make_optimizer, set_precision
 from harness.experiment.cells import resolve
 from harness.spawner.cell import launch_cell

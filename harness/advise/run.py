@@ -32,7 +32,7 @@ from harness.advise.measure import Policy, alternated_rounds, frame, measure
 from harness.advise.predicted import measured_network, predict_candidates, preset_network
 from harness.advise.recommend import recommend
 from harness.advise.report import render
-from harness.backends import BACKENDS
+from harness import backends
 from harness.contracts.launcher import Launcher
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError
@@ -149,7 +149,7 @@ def sweep_runner(base: dict, sweeps: Path, progress: bool, oversubscribe: bool):
 def predictions(workload, batch, seq_len, device, place: Where, methods, full_grid, profile, commbench, network,
                 keep: Path) -> tuple[pd.DataFrame, dict, str]:
     """(predicted table, skipped methods, a line on the inputs)."""
-    usable = {b: BACKENDS.get(b).available() is None for b in BACKENDS}
+    usable = {name: entry.available() is None for name, entry in backends.load().items()}
     cands, skipped = candidates(methods, place.layout, usable, full_grid)
     if not any(c.is_reference for c in cands):
         cands.append(reference())

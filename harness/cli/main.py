@@ -1,4 +1,4 @@
-"""The `ddlbench` command line: a thin click group; each subcommand lives in harness/commands/<name>.py
+"""The `ddlbench` command line: a thin click group; each subcommand lives in harness/cli/commands/<name>.py
 and calls plain functions that the tests call too. UserError is caught once here: one line, exit 2."""
 
 from __future__ import annotations

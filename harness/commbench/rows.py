@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from harness.measure.stats import busbw_factor
-from harness.contracts.planning import fit_alpha_beta
+from harness.grouping.cost import fit_alpha_beta
 from harness.core.schema import COMMBENCH_COLUMNS, SCHEMA_VERSION
 
 if TYPE_CHECKING:  # annotations only

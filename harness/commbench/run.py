@@ -19,7 +19,7 @@ from harness.contracts.launcher import Launcher
 from harness.spawner.cell import launch_cell
 
 MODULE = "harness.rank.commbench"
-"""The rank module of a commbench cell (harness/commbench/__main__.py)."""
+"""The rank module of a commbench cell (harness/rank/commbench.py)."""
 
 
 def commbench_cell(workers: int, collective: str, sizes: list[int], reps: int, warmup: int, servers: int = 0,

@@ -5,22 +5,15 @@ A backend registers one `BackendLaunch`: the variables every rank needs whoever 
 framework launcher names ranks (horovodrun's HOROVOD_*), and one recipe per launcher that starts it
 differently from the default. A recipe's type is the launcher's, defined in its folder
 (harness/launchers/<name>/recipe.py, registered with `recipe_type`): a launcher asks
-`recipe(cell.backend, ITS_TYPE)` and gets the backend's or the type's default. A backend that needs nothing
-special from a launcher gives nothing.
-
-The backends are this registry's plugins: their package (`PLUGINS`) is imported by name on first use,
-so the launch layer imports no backend module and still never asks an empty registry.
+`recipe(cell.backend, ITS_TYPE)` (harness/contracts/backend.py, which holds the backends' registry) and
+gets the backend's or the type's default. A backend that needs nothing special from a launcher gives
+nothing. This module only defines the types; it asks no registry.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, TypeVar
-
-
-PLUGINS = "harness.backends"
-"""The package whose import registers every backend (each calls `register`)."""
+from typing import Any, Callable, Mapping
 
 
 RECIPE_TYPES: list[type] = []
@@ -51,49 +44,3 @@ class BackendLaunch:
         kinds = [type(r) for r in self.recipes]
         if any(k not in RECIPE_TYPES for k in kinds) or len(set(kinds)) != len(kinds):
             raise ValueError(f"recipes must be distinct instances of {[t.__name__ for t in RECIPE_TYPES]}")
-
-
-_BY_BACKEND: dict[str, BackendLaunch] = {}
-R = TypeVar("R")
-
-
-def register(backend: str, launch: BackendLaunch) -> None:
-    if backend in _BY_BACKEND:
-        raise ValueError(f"backend {backend!r} registered its launch recipes twice")
-    _BY_BACKEND[backend] = launch
-
-
-def _backends() -> dict[str, BackendLaunch]:
-    if not _BY_BACKEND:
-        importlib.import_module(PLUGINS)
-    return _BY_BACKEND
-
-
-def backend_launch(backend: str) -> BackendLaunch:
-    known = _backends()
-    if backend not in known:
-        raise KeyError(f"backend {backend!r} registered no launch recipes (known: {', '.join(sorted(known))})")
-    return known[backend]
-
-
-def recipe(backend: str, kind: type[R]) -> R:
-    """The backend's recipe for the launcher whose type is `kind`, else that type's default."""
-    return next((r for r in backend_launch(backend).recipes if isinstance(r, kind)), None) or kind()
-
-
-def every(kind: type[R]) -> list[tuple[str, R]]:
-    """(backend, its recipe of `kind`) for every backend, in name order."""
-    return [(name, recipe(name, kind)) for name in sorted(_backends())]
-
-
-def rank_env(cell) -> dict:
-    return dict(backend_launch(cell.backend).rank_env(cell))
-
-
-def identity(environ: Mapping[str, str]):
-    """The DistEnv a framework's own launcher gave this process, else None (launchers/identity.py)."""
-    for name in sorted(_backends()):
-        found = _backends()[name].identity(environ)
-        if found is not None:
-            return found
-    return None

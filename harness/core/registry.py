@@ -39,5 +39,9 @@ class Registry(Generic[T]):
     def __iter__(self) -> Iterator[str]:
         return iter(sorted(self._entries))
 
+    def names(self) -> tuple[str, ...]:
+        """The registered names in registration order (iteration and items() are in name order)."""
+        return tuple(self._entries)
+
     def items(self):
         return sorted(self._entries.items())

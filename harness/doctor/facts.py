@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from harness.backends import BACKENDS
+from harness import backends
 from harness.backends.deepspeed import extensions_dir
 from harness.doctor.network import hostname_facts, interfaces, run_tool
 from harness.core.errors import UserError
@@ -88,7 +88,7 @@ def backend_facts(device: str) -> list[dict]:
     """Every registered backend: usable here or why not, its versions (for Horovod also the controllers
     and collectives it was built with) and whether it runs cells on `device`."""
     out = []
-    for name, entry in BACKENDS.items():
+    for name, entry in backends.load().items():
         row = {"name": name, "available": False, "reason": None, "versions": {}, "device_reason": None}
         try:
             row["reason"] = entry.available()

@@ -40,7 +40,8 @@ from harness.doctor.gpu_timing import parse as timing_options
 from harness.doctor.summary import FILES, Summary, no_time
 from harness.doctor.timing_run import Run
 from harness.experiment.execute import Interrupted, signals_raise
-from harness.procs.processes import kill_tree, orphan_proof
+from harness.procs.kill import kill_tree
+from harness.procs.trampoline import orphan_proof
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU_TIMING = ["--workloads", "bert-base-tiny", "resnet50-tiny", "--dtypes", "fp32", "--warmup", "3", "--iters",

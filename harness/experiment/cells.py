@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import torch
 
-from harness.backends import BACKENDS
+from harness import backends
 from harness.contracts.cell import SERVER_HOSTS, CellSpec
 from harness.contracts.devices import check_dist_backend
 from harness.contracts.training import DTYPES
@@ -27,7 +27,7 @@ def resolve(cell: CellSpec, networks: dict | None = None, labels: tuple = ()) ->
     and kept in `network_env`; a cell resolved already keeps its own."""
     wl = WORKLOADS.get(cell.workload)
     scheme = SCHEMES.get(cell.scheme)
-    unusable = BACKENDS.get(cell.backend).available()
+    unusable = backends.load().get(cell.backend).available()
     if unusable:  # never a silent fallback to another backend
         raise UserError(unusable)
     if cell.backend not in scheme.backends:

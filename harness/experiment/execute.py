@@ -20,13 +20,13 @@ from typing import Iterator
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.core.atomic import write_parquet_atomic, write_text_atomic
-from harness.backends import BACKENDS
+from harness import backends
 from harness.contracts.cell import CellSpec
 from harness.contracts.launcher import Launcher, LaunchCell, LaunchRequest
 from harness.core.errors import CellFailed
 from harness.warm import spawn
 from harness.contracts.placement import Placement
-from harness.procs.processes import log_tail
+from harness.procs.logs import log_tail
 from harness.results import environment, machine_load, store
 from harness.results.files import unwritable
 from harness.results.lock import run_lock
@@ -113,7 +113,7 @@ def write_environment(run_dir: Path, run_id: str, device: str, extra: dict | Non
                       sample_load: bool = True) -> None:
     """The run's environment row; with `sample_load`, the machine's load over the next second (blocking:
     for commands that measure no cells; run_cells records the load around its cells instead)."""
-    libraries = {name: entry.library for name, entry in BACKENDS.items() if entry.library}
+    libraries = {name: entry.library for name, entry in backends.load().items() if entry.library}
     env = environment.collect(run_id, device=device, extra=extra, sample_load=sample_load, libraries=libraries)
     try:
         write_parquet_atomic(environment.to_frame(env), run_dir / "environment.parquet")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from harness import backends
 from harness.contracts.cell import CellSpec
 from harness.contracts.launcher import Launcher, LaunchRequest
 from harness.core.errors import UserError
@@ -34,6 +35,7 @@ def launcher_for(cfg: SweepConfig | None, options: RunOptions, title: str = "") 
     """The launcher of this run (harness/launchers/choose.py): named by `options.launcher`, else the first
     that the environment and the sweep file claim. On a node that does not lead a multi-node job it raises
     Follows (harness/contracts/launcher.py), a one-line refusal unless the caller serves the leader instead."""
+    backends.load()  # a launcher asks the backends' recipes, a node serving the leader's cells too ("Plugins")
     request = LaunchRequest(os.environ, sweep=cfg, flags=options.launcher_flags, title=title)
     return choose_launcher(request, options.launcher)
 

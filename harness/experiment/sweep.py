@@ -23,6 +23,7 @@ from pathlib import Path
 
 import yaml
 
+from harness import backends
 from harness.gate.baselines import check_name
 from harness.experiment.cells import resolve
 from harness.contracts.cell import CellSettings, CellSpec
@@ -191,6 +192,7 @@ def expand(cfg: SweepConfig, network: str | None = None, rate_mbit: float | None
     """All cells of the sweep, resolved (names checked, defaults filled), baseline cells first. `labels`:
     network labels declared beyond the file's `labels:` (the testbed's emulated-<rate>)."""
     networks = dict(networks=cfg.networks, labels=tuple(cfg.labels) + tuple(labels))
+    backends.load()  # the schemes' backends are asked below (docs/ARCHITECTURE.md, "Plugins")
     for s in cfg.knobs:
         SCHEMES.get(s)
     common = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(CellSettings)}  # what every cell shares

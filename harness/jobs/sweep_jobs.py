@@ -21,8 +21,9 @@ from pathlib import Path
 
 import yaml
 
+from harness import backends
 from harness.core.errors import UserError
-from harness.contracts.recipes import every
+from harness.contracts.backend import every
 from harness.launchers.sbatch.recipe import SbatchRecipe
 from harness.launchers.sbatch.script import SWEEP_STYLE, SbatchSpec, render_sbatch
 from harness.schemes import SCHEMES
@@ -109,6 +110,7 @@ def render_submit(jobs: list[SweepJob], *, tasks_per_node: int, gpus_per_node: i
                   array: bool = False, log_dir: str = ".", program: tuple[str, ...] = ("ddlbench",)) -> list[str]:
     """Job scripts for `jobs` (pure): one per job, or one job array over all of them. `program` is
     how the job calls ddlbench (the CLI passes this interpreter: `python -m harness.cli.main`)."""
+    backends.load()  # each job's launch block is its backend's (SbatchRecipe)
     command = (*program, "sweep", "${SWEEP}", "--output", "${RESULTS}", "--resume", "--launcher", "srun",
                "--no-progress")
     common = dict(tasks_per_node=tasks_per_node, gpus_per_node=gpus_per_node, cpus_per_task=cpus_per_task,
@@ -139,6 +141,7 @@ def render_submit(jobs: list[SweepJob], *, tasks_per_node: int, gpus_per_node: i
 def example_scripts() -> dict[str, str]:
     """slurm/<name>.sbatch: scripts users copy and edit (pure; tests check the committed files equal
     these, and `python tests/integration/slurm/test_slurm_sweep.py --regenerate` rewrites them)."""
+    backends.load()  # the backends bring examples of their own (SbatchRecipe)
     command = ("ddlbench", "sweep", "${DDLBENCH_SWEEP}", "--output", "${DDLBENCH_RESULTS}", "--resume",
                "--launcher", "srun", "--no-progress")
     usage = ["", "Submit from the repository (paths are relative to where sbatch runs):",
@@ -179,6 +182,7 @@ def example_sweeps() -> dict[str, str]:
     SbatchRecipe's `sweeps`; pure: tests check the committed files equal these, and `python
     tests/integration/slurm/test_slurm_sweep.py --regenerate` rewrites them). The other files there are
     written by hand."""
+    backends.load()  # the backends declare their sweeps (SbatchRecipe)
     return {f"{name}.yaml": "".join(f"# {line}\n" for line in decl["notes"])
             + yaml.safe_dump(decl["sweep"], sort_keys=False, default_flow_style=None, width=120)
             for _, r in every(SbatchRecipe) for name, decl in r.sweeps.items()}

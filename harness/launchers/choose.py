@@ -17,7 +17,7 @@ from harness.core.errors import UserError
 
 ORDER = ("testbed", "nodes", "srun", "local")
 """The launchers (harness/launchers/<name>/launcher.py), asked in this order; the last takes any request."""
-for _name in ORDER:
+for _name in ORDER:  # a load within this layer, by a literal table (docs/ARCHITECTURE.md, "Plugins")
     importlib.import_module(f"harness.launchers.{_name}.launcher")
 
 

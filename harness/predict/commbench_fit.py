@@ -12,7 +12,7 @@ import pandas as pd
 
 from harness.measure.sizes import PART, parse_size
 from harness.core.errors import UserError
-from harness.contracts.planning import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta
+from harness.grouping.cost import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta
 from harness.sim.network import AlphaBeta, Cluster, Link
 from harness.sim.ps import ps_link_from_pushpull
 from harness.testbed.state import TBF_BURST

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from harness import backends
 from harness.core.errors import UserError
 from harness.core.schema import SCHEMA_VERSION, SUMMARY_COLUMNS
 from harness.schemes import SCHEMES, SchemeEntry
@@ -136,6 +137,7 @@ def predict_rows(models: list[ComputeModel], networks: list[Network], nodes: lis
     """One summary-shaped row per (workload, network, nodes, workers per node, method).
     knobs: method -> {knob: value}. server_hosts: dedicated | colocated (see Cluster)."""
     per_node = [workers_per_node] if isinstance(workers_per_node, int) else list(workers_per_node)
+    backends.load()  # a row names the first backend its method runs on (docs/ARCHITECTURE.md, "Plugins")
     rows = []
     for c in models:
         x1 = c.batch / c.iteration_s

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from harness.contracts.planning import MB
+from harness.grouping.cost import MB
 from harness.core.errors import UserError
 from harness.predict.predictor import Network
 from harness.predict.study_inputs import INPUTS

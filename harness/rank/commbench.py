@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from harness.core.atomic import write_json_atomic
-from harness.backends import BACKENDS
+from harness import backends
 from harness.contracts.cell import CellSpec
 from harness.measure.sizes import push_pull_keys
 from harness.measure.collective import check_allreduce, slowest, time_sizes
@@ -22,10 +22,11 @@ from harness.contracts.training import crash_stacks, exit_now
 
 
 def run_rank(cell: CellSpec, out: Path) -> None:
+    registered = backends.load()  # first: who this rank is may be its framework launcher's word
     env = from_environ()
     kn = cell.knobs
     sizes, reps, warm, collective = kn["sizes"], kn["reps"], kn["warmup"], kn["collective"]
-    backend = BACKENDS.get(cell.backend)
+    backend = registered.get(cell.backend)
     if env.rank >= cell.workers:
         backend.serve(cell, env)
         return

@@ -21,12 +21,12 @@ from pathlib import Path
 import torch
 
 from harness.core.atomic import write_json_atomic
-from harness.backends import BACKENDS
+from harness import backends
 from harness.contracts.cell import CellSpec
 from harness.contracts.devices import check_group_backend, device_name, rank_device
 from harness.core.errors import UserError
 from harness.launchers.identity import DistEnv, from_environ
-from harness.procs.processes import PLACED_AT_VAR, RANK_START_VAR
+from harness.procs.env import PLACED_AT_VAR, RANK_START_VAR
 from harness.measure.loop import run_loop
 from harness.measure.trace import Tracer
 from harness.networks.netif import counter_delta, read_counters
@@ -122,7 +122,7 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
     precision = set_precision(cell.dtype)  # once, before anything computes; the result records these flags
     deterministic()
     entry = SCHEMES.get(cell.scheme)
-    backend = BACKENDS.get(cell.backend)
+    backend = backends.load().get(cell.backend)
     if env.rank >= cell.workers:  # a parameter server
         backend.serve(cell, env)
         return None
@@ -241,12 +241,13 @@ def main(argv: list[str] | None = None) -> int:
     cell = CellSpec.from_json(Path(a.cell).read_text())
     if cell.device == "cpu":
         torch.set_num_threads(cell.threads)
+    backends.load()  # first: who this rank is may be its framework launcher's word (BackendLaunch.identity)
     env = from_environ()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     try:
         run_worker(cell, env, out)
-    except UserError as e:  # one line the launcher puts in the failed cell's reason (procs/processes.py)
+    except UserError as e:  # one line the launcher puts in the failed cell's reason (procs/crash.py)
         print(f"error: {e}", file=sys.stderr, flush=True)
         return 2
     return _shutdown_fault(env.rank, out)

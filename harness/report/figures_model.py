@@ -5,8 +5,8 @@
     fig = predicted_vs_measured(summary)          # (f) source=predicted rows over the measured ones
     tab = prediction_errors(summary)              # the same pairs as a table
 
-The alpha-beta fit is the harness's own (harness.contracts.planning.fit_alpha_beta, least squares of
-t = alpha + beta * bytes on the median time per size): the model MG-WFBP plans with (harness.contracts.planning.merge_plan).
+The alpha-beta fit is the harness's own (harness.grouping.cost.fit_alpha_beta, least squares of
+t = alpha + beta * bytes on the median time per size): the model MG-WFBP plans with (harness.grouping.merge.merge_plan).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from harness.measure.stats import busbw_factor
-from harness.contracts.planning import fit_alpha_beta
+from harness.grouping.cost import fit_alpha_beta
 from harness.report.data import match_predicted, measured, ok, predicted, with_series
 from harness.report.figures import _no_data, _panels, _series_order, _unit, plt, scheme_colors
 

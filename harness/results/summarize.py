@@ -160,7 +160,7 @@ def dist_backend(ranks: list[dict]) -> str:
 
 def shutdown_warnings(result: dict) -> tuple[str, str]:
     """(reason, log_tail) of a measured cell: what failed after its result was complete, as a warning
-    (harness/launch/watch.Shutdown), with each failing process's last log line; ("", "") if nothing."""
+    (harness/procs/supervisor.Shutdown), with each failing process's last log line; ("", "") if nothing."""
     warnings = result.get("warnings") or []
     if not warnings:
         return "", ""

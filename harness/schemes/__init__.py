@@ -16,7 +16,7 @@ from harness.schemes.knobs import Grid, Knob, Knobs, Range
 
 __all__ = ["SCHEMES", "Grid", "Knob", "Knobs", "Range", "Scheme", "SchemeContext", "SchemeEntry", "register"]
 
-for _module in pkgutil.iter_modules(__path__):
+for _module in pkgutil.iter_modules(__path__):  # a load within this layer (docs/ARCHITECTURE.md, "Plugins")
     importlib.import_module(f"{__name__}.{_module.name}")
 
 for _name in filter(None, (x.strip() for x in os.environ.get("DDLBENCH_SCHEME_MODULES", "").split(","))):

@@ -19,7 +19,8 @@ from typing import Any, Callable, ClassVar
 import torch
 
 from harness.measure.timer import ForwardWaits, make_clock
-from harness.contracts.capabilities import check_words, providers
+from harness.contracts.backend import providers
+from harness.contracts.capabilities import check_words
 from harness.core.registry import Registry
 from harness.schemes.knobs import Knob, Knobs
 

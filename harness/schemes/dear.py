@@ -31,7 +31,7 @@ from typing import Annotated
 
 import torch
 
-from harness.contracts.planning import MB
+from harness.grouping.cost import MB
 from harness.sim.dear import dear as dear_model
 from harness.sim.dear import dear_groups
 from harness.sim.layer_hooks import owners

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.contracts.planning import MB
+from harness.grouping.cost import MB
 from harness.sim.costs import hooked_ready
 from harness.sim.des import Fifo, Sim
 from harness.sim.interference import gpu_comm_facts

@@ -27,7 +27,7 @@ import heapq
 from collections import deque
 from typing import TYPE_CHECKING
 
-from harness.contracts.planning import MB
+from harness.grouping.cost import MB
 from harness.sim.bucketed import allreduce, collective_channel
 from harness.sim.interference import gpu_comm_facts
 from harness.sim.des import Event, Fifo, Sim

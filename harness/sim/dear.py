@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from harness.contracts.planning import MB
+from harness.grouping.cost import MB
 from harness.sim.bucketed import collective_channel
 from harness.sim.des import Event, Sim
 from harness.sim.model import Outcome

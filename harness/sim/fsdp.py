@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from harness.contracts.planning import MB
+from harness.grouping.cost import MB
 from harness.sim.bucketed import collective_channel
 from harness.sim.dear import half_collective, padded
 from harness.sim.des import Event, Sim

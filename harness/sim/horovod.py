@@ -4,7 +4,7 @@ threshold (horovod/common/operations.cc, tensor_queue.cc), on one collective cha
 
 from __future__ import annotations
 
-from harness.contracts.planning import MB
+from harness.grouping.cost import MB
 from harness.sim.bucketed import collective_channel
 from harness.sim.des import Sim
 from harness.sim.model import Outcome

@@ -11,7 +11,9 @@ from __future__ import annotations
 import functools
 import math
 
-from harness.contracts.planning import MB, assign_servers, partition
+from harness.grouping.cost import MB
+from harness.grouping.partition import partition
+from harness.grouping.servers import assign_servers
 from harness.sim.des import Event, Fifo, Sim
 from harness.sim.model import ELEM_BYTES
 from harness.sim.network import Cluster, Link

@@ -13,7 +13,10 @@ from pathlib import Path
 from harness.contracts.cell import CellSpec
 from harness.contracts.placement import Placement
 from harness.core.errors import CellFailed, UserError
-from harness.procs.processes import WORKER_MODULE, base_env, free_port, log_tail, placed_now
+from harness.procs.argv import WORKER_MODULE
+from harness.procs.env import base_env, placed_now
+from harness.procs.logs import log_tail
+from harness.procs.ports import free_port
 from harness.spawner.ranks import run_ranks
 from harness.warm.spawn import RankStart
 

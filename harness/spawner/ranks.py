@@ -5,7 +5,7 @@ first failure or at its timeout (a crashed or hung rank never hangs the sweep).
 No rank outlives the driver (docs/ARCHITECTURE.md, "Launching"): ranks run in sessions of their own and are
 killed by process group when the cell ends, fails or is interrupted (SIGTERM/SIGINT reach the `finally` as
 exceptions, see harness.experiment.execute.signals_raise), and the kernel kills them if the driver itself is
-SIGKILLed (the parent-death signal, harness/procs/processes.py).
+SIGKILLed (the parent-death signal, harness/procs/trampoline.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Callable
 
 from harness.contracts.cell import CellSpec
 from harness.core.errors import CellFailed
-from harness.procs.processes import log_tail, with_rank_error
+from harness.procs.crash import with_rank_error
+from harness.procs.logs import log_tail
 from harness.procs.supervisor import Ended, Proc, how, watch
 from harness.warm import spawn
 from harness.warm.spawn import RankStart

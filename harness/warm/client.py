@@ -9,7 +9,7 @@ the part of `subprocess.Popen` the launchers and the one supervisor (procs/super
 The protocol and the WarmProc are harness/warm/link.py's (the srun launcher speaks it to a zygote per
 node). When the zygote dies every rank it started dies too (parent-death signal) and every WarmProc still
 running reports -9; `alive` turns False and `spawn` raises PoolDead: start a new pool.
-The zygote runs behind the parent-death trampoline (launch/supervise.orphan_proof): it dies with the
+The zygote runs behind the parent-death trampoline (procs/trampoline.orphan_proof): it dies with the
 driver, even by SIGKILL, and its ranks with it. A pool belongs to the thread that made it: the kernel
 sends the parent-death signal when that thread ends (prctl(2)), so make it in the driver's main thread.
 """
@@ -24,18 +24,25 @@ import tempfile
 import time
 from pathlib import Path
 
-import harness
-from harness.procs.processes import kill_group, orphan_proof, python_argv
+from harness.procs.argv import PACKAGE_ROOT, WORKER_MODULE, python_argv
+from harness.procs.kill import kill_group
+from harness.procs.trampoline import orphan_proof
 from harness.warm.link import LOST, PoolDead, WarmProc, ZygoteLink
 
-__all__ = ["LOST", "PoolDead", "WarmPool", "WarmProc", "zygote_env"]
+__all__ = ["LOST", "PoolDead", "WarmPool", "WarmProc", "zygote_argv", "zygote_env"]
 
 ZYGOTE_MODULE = "harness.warm.zygote"
 READY_TIMEOUT_S = 120.0
 """How long the zygote may take to import everything and answer (a few seconds; a loaded box: more)."""
-PACKAGE_ROOT = str(Path(harness.__file__).resolve().parents[1])
-"""Where this driver's harness/ lives: the zygote imports exactly this code (first on its PYTHONPATH)."""
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def zygote_argv(*where: str) -> list[str]:
+    """The command that starts a zygote serving `where` (`--socket PATH` or `--tcp DIR`), told to pre-load
+    the rank entry point (WORKER_MODULE, with the backends, schemes and workloads it imports): named on
+    the zygote's command line, as `python -m` names a process's program, so the zygote names no module
+    above its layer."""
+    return [*python_argv(), "-m", ZYGOTE_MODULE, *where, "--preload", WORKER_MODULE]
 
 
 def zygote_env(env: dict | None = None) -> dict:
@@ -62,7 +69,7 @@ class WarmPool:
         self.log_path = Path(log_path) if log_path else Path(self._dir) / "zygote.log"
         self._closed = False
         self.link: ZygoteLink | None = None
-        argv = [*python_argv(), "-m", ZYGOTE_MODULE, "--socket", self.socket_path]
+        argv = zygote_argv("--socket", self.socket_path)
         for name in preload:
             argv += ["--preload", name]
         self._t0, self._ready_timeout_s = time.monotonic(), ready_timeout_s

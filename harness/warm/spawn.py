@@ -11,7 +11,7 @@ dies (the cell that lost it failed like any cell whose rank was killed). Cold in
 signal follows the thread that started the zygote), for a module other than the worker, and for a
 placement prefix other than entering a network namespace.
 
-Every rank, warm or cold, gets supervise.PLACED_AT_VAR (from supervise.placed_now): the wall time its
+Every rank, warm or cold, gets procs/env.PLACED_AT_VAR (from procs/env.placed_now): the wall time its
 cell's ranks began to be placed, from which the worker records `startup_s` (placement to the first
 warm-up iteration).
 """
@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
-from harness.procs.processes import RANK_START_VAR, WORKER_MODULE, orphan_proof, python_argv
+from harness.procs.argv import WORKER_MODULE, python_argv
+from harness.procs.env import RANK_START_VAR
+from harness.procs.trampoline import orphan_proof
 from harness.warm.client import PoolDead, WarmPool
 _NSENTER = "nsenter"
 T = TypeVar("T")

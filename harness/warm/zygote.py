@@ -4,12 +4,12 @@ ranks").
     python -P -m harness.warm.zygote --socket PATH [--preload MODULE ...]   # started by client.WarmPool
     srun ... python -P -m harness.warm.zygote --tcp DIR                    # one per node: launchers/srun/warm.py
 
-At start-up it imports PRELOAD (torch, the rank entry point `harness.rank.worker`, which imports the backends,
-schemes and workloads), PRELOAD_OPTIONAL (transformers and the model modules the workloads import as they
-build, where installed) and any `--preload` module. It imports them by name through importlib and runs
-nothing of theirs but their module-level code, so it stays in the layer of the generic launch pieces
-(scripts/check_imports.py) although what it pre-loads sits above it; the module a request names is
-imported and run the same way, in the child. It never initialises CUDA and runs no torch op: no OpenMP
+At start-up it imports PRELOAD (torch), PRELOAD_OPTIONAL (transformers and the model modules the workloads
+import as they build, where installed) and the `--preload` modules its command line names: the rank entry
+point `harness.rank.worker`, with the backends, schemes and workloads it imports (warm/client.zygote_argv).
+Those are named by whoever starts the zygote, as `python -m` names a process's program, so this module
+names no module above its layer (scripts/check_imports.py, RUN_TIME_LOADS); it runs nothing of theirs but
+their module-level code. The module a request names is imported and run the same way, in the child. It never initialises CUDA and runs no torch op: no OpenMP
 pool and no device context exist to be inherited by a fork.
 
 Then it listens on the Unix socket PATH for its one client (the driver's WarmPool); or, with `--tcp`, on
@@ -28,7 +28,7 @@ Each spawn forks a child that becomes a rank (harness/warm/child.py). The zygote
 thread (a fork copies only the calling one; the libraries' threads, e.g. pyarrow's jemalloc background
 thread, handle a fork themselves, and numpy's BLAS pool is kept to one thread: client.zygote_env), reaps its children on SIGCHLD, and when its client goes away
 (or on SIGTERM) kills every child's process group and exits. It runs behind the parent-death
-trampoline (launch/supervise.orphan_proof), so it dies with the driver, and its children die with it.
+trampoline (procs/trampoline.orphan_proof), so it dies with the driver, and its children die with it.
 """
 
 from __future__ import annotations
@@ -43,12 +43,12 @@ import socket
 import sys
 import time
 
-from harness.procs.processes import WORKER_MODULE, kill_group
+from harness.procs.kill import kill_group
 from harness.warm.child import become_rank
 from harness.warm.listen import TOKEN_VAR, accept_tcp, accept_unix
 
-PRELOAD = ("torch", WORKER_MODULE)
-"""Imported once by the zygote: torch and the rank entry point (with the backends, schemes, workloads)."""
+PRELOAD = ("torch",)
+"""Imported once by every zygote, whatever it is told to pre-load besides (`--preload`)."""
 PRELOAD_OPTIONAL = ("transformers", "transformers.models.bert.modeling_bert", "transformers.models.gpt2.modeling_gpt2",
                     "torch.profiler")
 """Imported when they can be: what the workloads (bert, gpt2) and the tracer import only as they build a

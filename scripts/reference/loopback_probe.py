@@ -19,7 +19,7 @@ import pandas as pd
 
 from harness.core.atomic import write_parquet_atomic
 from harness.commbench.run import commbench_cell, measure
-from harness.contracts.planning import ALPHA_BETA_PROBE_SIZES
+from harness.grouping.cost import ALPHA_BETA_PROBE_SIZES
 
 
 def probe(workers: int = 2, reps: int = 5, sizes: list[int] | None = None, network: str = "loopback") -> pd.DataFrame:

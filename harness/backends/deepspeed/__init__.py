@@ -1,7 +1,6 @@
 """Backend `deepspeed`: the ZeRO schemes (zero0..zero3) run inside a DeepSpeed engine. transport.py is
 what the ranks run, launch.py how launchers start it (the `deepspeed` launcher on one box)."""
 
-from harness.backends.base import BackendEntry, register
 from harness.backends.deepspeed.launch import (
     SBATCH_EXAMPLES,
     SBATCH_STYLES,
@@ -11,6 +10,7 @@ from harness.backends.deepspeed.launch import (
     launch_local,
     srun_plan,
 )
+from harness.contracts.backend import BackendEntry
 from harness.contracts.recipes import BackendLaunch
 from harness.launchers.sbatch.recipe import SbatchRecipe
 from harness.launchers.nodes.recipe import NodesRecipe
@@ -25,7 +25,7 @@ from harness.backends.deepspeed.transport import (
 
 __all__ = ["extensions_dir"]
 
-register(BackendEntry(
+ENTRY = BackendEntry(
     name="deepspeed",
     description="DeepSpeed engine (ZeRO stages 0-3; gloo on CPU), started by the deepspeed launcher",
     provides=frozenset({"deepspeed_engine"}),
@@ -34,4 +34,5 @@ register(BackendEntry(
     launch=BackendLaunch(rank_env=launch_env, recipes=(
         LocalRecipe(launch=launch_local), SrunRecipe(plan=srun_plan), NodesRecipe(refuse=NODES_REFUSAL),
         SbatchRecipe(styles=SBATCH_STYLES, examples=SBATCH_EXAMPLES, sweeps=SBATCH_SWEEPS))),
-))
+)
+"""What harness.backends.load() registers for this backend."""

@@ -17,14 +17,10 @@ from harness.launchers.sbatch.recipe import REFERENCE_COMMAND, SbatchStyle
 from harness.backends.deepspeed.transport import extensions_dir
 from harness.launchers.sbatch.text import argv_words, step_cpus
 from harness.launchers.srun.plan import SrunContext, Step, all_ranks_step
-from harness.procs.processes import (
-    base_env,
-    free_port,
-    launcher_exe,
-    prepare_cell_dir,
-    run_supervised,
-    worker_argv,
-)
+from harness.procs.argv import launcher_exe, worker_argv
+from harness.procs.env import base_env
+from harness.procs.framework import prepare_cell_dir, run_supervised
+from harness.procs.ports import free_port
 
 
 NODES_REFUSAL = ("backend deepspeed starts its ranks with its own launcher (deepspeed), which the multi-node "

@@ -20,7 +20,7 @@ import torch
 from harness.backends.interfaces import choose_interface
 from harness.backends.torch_dist import TorchTransport
 from harness.contracts.devices import process_group_backend
-from harness.procs.processes import launcher_exe
+from harness.procs.argv import launcher_exe
 
 INSTALL = "bash scripts/install_frameworks.sh deepspeed"
 

@@ -1,9 +1,9 @@
 """Backend `horovod`: Horovod's named asynchronous all-reduce with tensor fusion (gloo on CPU).
 transport.py is what the ranks run, launch.py how launchers start it (horovodrun on one box)."""
 
-from harness.backends.base import BackendEntry, register
 from harness.backends.horovod import launch, placed
 from harness.backends.horovod.transport import available, device_check, start, versions
+from harness.contracts.backend import BackendEntry
 from harness.contracts.recipes import BackendLaunch
 from harness.launchers.sbatch.recipe import SbatchRecipe
 from harness.launchers.nodes.recipe import NodesRecipe
@@ -11,7 +11,7 @@ from harness.launchers.testbed.recipe import PlacedRecipe
 from harness.launchers.srun.recipe import SrunRecipe
 from harness.launchers.local.recipe import LocalRecipe
 
-register(BackendEntry(
+ENTRY = BackendEntry(
     name="horovod",
     description="Horovod (gloo on CPU): named async all-reduce with tensor fusion, started by horovodrun",
     provides=frozenset({"allreduce", "reduce_scatter", "all_gather", "horovod_engine"}),
@@ -25,4 +25,5 @@ register(BackendEntry(
         NodesRecipe(refuse=launch.NODES_REFUSAL),
         SbatchRecipe(styles=launch.SBATCH_STYLES, examples=launch.SBATCH_EXAMPLES,
                      sweeps=launch.SBATCH_SWEEPS))),
-))
+)
+"""What harness.backends.load() registers for this backend."""

@@ -26,14 +26,9 @@ from harness.contracts.distenv import DistEnv
 from harness.launchers.sbatch.text import argv_words
 from harness.launchers.srun.env import expand_tasks_per_node, from_slurm, node_addr
 from harness.launchers.srun.plan import SrunContext, Step, beside_python, env_items
-from harness.procs.processes import (
-    base_env,
-    launcher_exe,
-    prepare_cell_dir,
-    python_argv,
-    run_supervised,
-    worker_argv,
-)
+from harness.procs.argv import launcher_exe, python_argv, worker_argv
+from harness.procs.env import base_env
+from harness.procs.framework import prepare_cell_dir, run_supervised
 from harness.networks.netif import iface_towards
 
 MB = 1 << 20

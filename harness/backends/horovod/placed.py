@@ -19,7 +19,8 @@ import sys
 
 from harness.backends.horovod.launch import knob_env
 from harness.core.errors import CellFailed
-from harness.procs.processes import orphan_proof, python_argv
+from harness.procs.argv import python_argv
+from harness.procs.trampoline import orphan_proof
 
 MODULE = "harness.backends.horovod.placed"
 

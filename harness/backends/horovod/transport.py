@@ -19,7 +19,7 @@ import torch
 
 from harness.contracts.transport import Handle, Transport
 from harness.core.errors import UserError
-from harness.procs.processes import launcher_exe
+from harness.procs.argv import launcher_exe
 
 INSTALL = "bash scripts/install_frameworks.sh horovod"
 

@@ -1,7 +1,7 @@
 """Backend `torch`: torch.distributed (gloo on CPU, nccl on GPU) and a parameter server over gloo
 point-to-point. transport.py is what the ranks run, ps.py the server, launch.py how launchers start it."""
 
-from harness.backends.base import BackendEntry, register
+from harness.contracts.backend import BackendEntry
 from harness.contracts.recipes import BackendLaunch
 from harness.launchers.sbatch.recipe import SbatchRecipe
 from harness.launchers.srun.recipe import SrunRecipe
@@ -21,7 +21,7 @@ from harness.backends.torch_dist.transport import (
 
 __all__ = ["TorchTransport", "init_process_group", "serve", "start", "versions"]
 
-register(BackendEntry(
+ENTRY = BackendEntry(
     name="torch",
     description="torch.distributed: gloo on CPU, nccl on GPU; parameter servers over gloo point-to-point",
     provides=frozenset({"allreduce", "push_pull", "reduce_scatter", "all_gather", "process_group"}),
@@ -29,4 +29,5 @@ register(BackendEntry(
     launch=BackendLaunch(recipes=(SrunRecipe(task_envs={"torch": torch_task_env}),
                                   SbatchRecipe(styles=SBATCH_STYLES, examples=SBATCH_EXAMPLES,
                                                sweeps=SBATCH_SWEEPS))),
-))
+)
+"""What harness.backends.load() registers for this backend."""

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
-from harness.backends import BACKENDS
+from harness import backends
 from harness.networks.profiles import profiles
 from harness.schemes import SCHEMES
 from workloads import WORKLOADS
 
 
 def listing() -> str:
+    registered = backends.load()
     lines = ["workloads:"]
     for name, wl in WORKLOADS.items():
         seq = f", seq {wl.seq_len}" if wl.seq_len else ""
@@ -21,7 +22,7 @@ def listing() -> str:
         for k, knob in s.knobs.items():
             lines.append(f"  {'':<18}   knob {k} = {knob.default!r}: {knob.doc}")
     lines.append("backends:")
-    for name, b in BACKENDS.items():
+    for name, b in registered.items():
         why = b.available()
         state = "available" if why is None else f"not available here: {why}"
         lines.append(f"  {name:<18} {b.description} ({state})")

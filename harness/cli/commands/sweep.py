@@ -37,7 +37,10 @@ from harness.results.store import new_run_id
 @trace_option("each cell (replaces the file's `trace:`)")
 @click.option("--no-progress", is_flag=True, help="No progress bar (logs, CI).")
 @click.option("--launcher", type=click.Choice(by_name()),
-              help="How cells start: srun steps (default inside a Slurm allocation) or local processes.")
+              help="How cells start: local processes, srun job steps (inside a Slurm allocation) or nodes (one "
+                   "`ddlbench sweep` per node of a multi-node job); default: the one that claims the run (srun "
+                   "inside an allocation, nodes under a scheduler's variables, the testbed for a file's "
+                   "`testbed:`, else local).")
 @click.option("--server-hosts", type=click.Choice(["auto", "dedicated", "colocated"]),
               help="PS cells: servers on hosts without workers, on the workers' hosts, or dedicated when a host "
                    "is spare (auto); replaces the sweep file's `server_hosts:`.")

@@ -10,14 +10,15 @@ import time
 from pathlib import Path
 
 from harness.contracts.cell import CellSpec
-from harness.contracts.recipes import recipe
+from harness.contracts.backend import recipe
 from harness.core.atomic import write_json_atomic
 from harness.core.errors import CellFailed, UserError
 from harness.launchers.nodes.env import NodeJob, rank_nodes
 from harness.launchers.nodes.ranks import POLL_S, rank_env, run_ranks
 from harness.launchers.nodes.recipe import NodesRecipe
 from harness.launchers.nodes.store import BEAT_S, GRACE_S, LOST_S, Heart, NodesFailed, _get, _put, address_towards
-from harness.procs.processes import free_port, log_tail
+from harness.procs.logs import log_tail
+from harness.procs.ports import free_port
 
 def check_cell(cell: CellSpec, job: NodeJob) -> None:
     """UserError before anything runs for a cell this launcher cannot place."""

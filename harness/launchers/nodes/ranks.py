@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.contracts.cell import CellSpec
-from harness.contracts import recipes
+from harness.contracts import backend
 from harness.warm.spawn import RankStart
-from harness.procs.processes import WORKER_MODULE, base_env, placed_now
+from harness.procs.argv import WORKER_MODULE
+from harness.procs.env import base_env, placed_now
 from harness.spawner.ranks import run_ranks as spawn_ranks
 
 POLL_S = 0.1
@@ -26,7 +27,7 @@ def rank_env(cell: CellSpec, rank: int, nodes: list[int], master: str, port: int
                LOCAL_RANK=str(workers_here.index(rank) if rank < cell.workers else 0),
                LOCAL_WORLD_SIZE=str(len(ranks_here)), NODE_RANK=str(mine),
                GROUP_WORLD_SIZE=str(max(nodes[:cell.workers]) + 1))
-    env.update(recipes.rank_env(cell))
+    env.update(backend.rank_env(cell))
     return env
 
 

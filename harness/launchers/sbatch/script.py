@@ -22,7 +22,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from harness.core.errors import UserError
-from harness.contracts.recipes import every
+from harness.contracts.backend import every
 from harness.contracts.rendezvous import PORT_BASE, PORT_SPAN
 from harness.launchers.sbatch.recipe import SbatchRecipe, SbatchStyle
 from harness.launchers.sbatch.text import argv_words

@@ -1,6 +1,6 @@
 """Who am I inside a Slurm job step: rank, world and rendezvous address from the SLURM_* variables.
 
-    srun python -c "from harness.launchers.identity import from_environ; print(from_environ())"
+    srun python -c "import os; from harness.launchers.srun.env import from_slurm; print(from_slurm(os.environ))"
 
 `from_environ` (harness.launchers.identity) calls `from_slurm` when SLURM_PROCID and SLURM_NTASKS are set and
 the torch-style RANK/WORLD_SIZE are not. Each srun task is one process of the job (a worker, or a

@@ -17,9 +17,9 @@ no GPUs, so they get all of the job's GPUs on their nodes (Slurm's default for a
 each worker takes GPU number LOCAL_RANK (harness.rank.worker).
 
 Each backend starts the way its users start it under Slurm: its package plans the steps
-(its `SrunRecipe.plan`, harness/contracts/recipes.py, over the generic pieces of srun_plan.py), may run a
+(its `SrunRecipe.plan`, harness/launchers/srun/recipe.py, over the generic pieces of plan.py), may run a
 service around them (`SrunRecipe.session`: Horovod's rendezvous server), and defines the shim styles that give each
-task its framework's variables (`python -m harness.launchers.srun.task STYLE -- ARGV`). This module only
+task its framework's variables (`python -m harness.rank.srun_task STYLE -- ARGV`). This module only
 runs the steps, watches them and stops them (docs/ARCHITECTURE.md, "Launching").
 """
 
@@ -37,12 +37,11 @@ from typing import Mapping
 
 from harness.core.atomic import write_json_atomic
 from harness.core.errors import CellFailed, UserError
-from harness.contracts import recipes
 from harness.warm import spawn
 from harness.launchers.srun import tasks as srun_tasks
 from harness.launchers.srun import warm as srun_warm
 from harness.contracts.launcher import Launcher, LauncherEntry, register
-from harness.contracts.recipes import recipe
+from harness.contracts.backend import rank_env, recipe
 from harness.launchers.srun.recipe import SrunRecipe
 from harness.launchers.srun.env import expand_tasks_per_node, hostnames, node_addr
 from harness.launchers.srun.plan import (
@@ -54,15 +53,11 @@ from harness.launchers.srun.plan import (
     place,
     server_hosts_in,
 )
-from harness.procs.processes import (
-    WORKER_MODULE,
-    log_tail,
-    placed_now,
-    python_argv,
-    usable_port,
-    with_rank_error,
-    worker_argv,
-)
+from harness.procs.argv import WORKER_MODULE, python_argv, worker_argv
+from harness.procs.crash import with_rank_error
+from harness.procs.env import placed_now
+from harness.procs.logs import log_tail
+from harness.procs.ports import usable_port
 from harness.procs.supervisor import Ended, Proc, watch
 
 STOP_GRACE_S = 10.0
@@ -140,7 +135,7 @@ def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, .
     port = usable_port(cell_port(alloc.job_id, cell.cell_id), on_this_host=workers[0] == alloc.here)
     command = tuple(command or (*python_argv(), *worker_argv(cell_dir)))
     ctx = SrunContext(cell, alloc, cell_dir, node_addr(workers[0]), port, command, backend.variant(os.environ),
-                      extra_env={**cell.network_vars(), **recipes.rank_env(cell), **placed_now()})
+                      extra_env={**cell.network_vars(), **rank_env(cell), **placed_now()})
     with backend.session(ctx) as ready:
         steps = backend.plan(ready)
         tasks = srun_tasks.warm_tasks(steps)

@@ -1,6 +1,6 @@
 """What the srun launcher runs for one cell, as data: which node each rank goes to, and the srun
 command lines with their variables (docs/ARCHITECTURE.md, "Launching"). Pure functions, no backend:
-each backend turns an `SrunContext` into its own `Step`s (`BackendEntry.srun_plan`), with the generic
+each backend turns an `SrunContext` into its own `Step`s (its `SrunRecipe.plan`, recipe.py), with the generic
 pieces here; harness/launchers/srun/launcher.py runs them.
 
     ctx = SrunContext(cell, Allocation("77", ("n1", "n2"), 1, (2, 2)), cell_dir, "10.0.0.1", 24001, argv)
@@ -23,8 +23,9 @@ from harness.core.errors import CellFailed, UserError
 from harness.contracts.rendezvous import PORT_BASE, PORT_SPAN
 from harness.procs.supervisor import signal_name
 
-SHIM_MODULE = "harness.launchers.srun.task"
-"""The per-task shim that gives a task its framework's variables (harness/launchers/srun/task.py)."""
+SHIM_MODULE = "harness.rank.srun_task"
+"""The per-task shim that gives a task its framework's variables (harness/launchers/srun/task.py, run as a
+process by harness/rank/srun_task.py, which loads the backends first)."""
 
 
 # ------------------------------------------------------------------------------------ allocation
@@ -196,7 +197,7 @@ class SrunContext:
         return srun_options(self.alloc, hosts, cpus, name, out, overlap)
 
     def shim(self, style: str) -> tuple[str, ...]:
-        """`python -m harness.launchers.srun.task STYLE`: put before `--` and the command."""
+        """`python -m harness.rank.srun_task STYLE`: put before `--` and the command."""
         return (sys.executable, "-m", SHIM_MODULE, style)
 
 

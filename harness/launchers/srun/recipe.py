@@ -27,4 +27,4 @@ class SrunRecipe:
     """(environment) -> the launch variant the user chose (None = the backend's default)."""
     task_envs: dict = field(default_factory=dict)
     """Shim styles: style -> (environ) -> {variable: value, or None to unset}, run by
-    `python -m harness.launchers.srun.task STYLE -- ARGV` in front of each task."""
+    `python -m harness.rank.srun_task STYLE -- ARGV` in front of each task."""

@@ -1,9 +1,11 @@
 """The per-task shim of the srun launcher: give one task the variables its framework reads, then exec.
 
-    python -m harness.launchers.srun.task STYLE -- python -m harness.rank.worker --cell C --out D
-    harness.launchers.srun.task.main([STYLE, "--here", "--", "-m", "harness.rank.worker", ...])   # a warm rank
+    python -m harness.rank.srun_task STYLE -- python -m harness.rank.worker --cell C --out D
+    harness.rank.srun_task.main([STYLE, "--here", "--", "-m", "harness.rank.worker", ...])   # a warm rank
 
-harness/launchers/srun/launcher.py puts this in front of each rank's argv for backends whose framework does not
+The process's entry point is harness/rank/srun_task.py, which loads the backends and calls `main` here.
+
+harness/launchers/srun/plan.py puts this in front of each rank's argv for backends whose framework does not
 read SLURM_*. The styles belong to the backends (`SrunRecipe.task_envs`, harness/contracts/recipes.py: e.g. `torch` gives torchrun's
 RANK, WORLD_SIZE, LOCAL_RANK, ...; `horovod` the variables horovodrun gives each slot); this module only
 looks the style up, applies it and execs (docs/ARCHITECTURE.md, "Launching"). With `--here` it runs the
@@ -15,12 +17,11 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
 from pathlib import Path
 from typing import Mapping
 
 from harness.core.errors import UserError
-from harness.contracts.recipes import every
+from harness.contracts.backend import every
 from harness.launchers.srun.recipe import SrunRecipe
 
 
@@ -33,7 +34,7 @@ def task_env(style: str, environ: Mapping[str, str]) -> dict[str, str | None]:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m harness.launchers.srun.task STYLE [--here | --log-dir D] -- ARGV`: set, then exec (or run
+    """`python -m harness.rank.srun_task STYLE [--here | --log-dir D] -- ARGV`: set, then exec (or run
     here)."""
     style, rest = argv[0], argv[1:]
     log_dir, here = None, rest[:1] == ["--here"]
@@ -57,9 +58,3 @@ def main(argv: list[str]) -> int:
         return importlib.import_module(rest[1]).main(rest[2:])
     os.execvp(rest[0], rest)
     return 127
-
-
-if __name__ == "__main__":
-    if len(sys.argv) < 3:
-        sys.exit("usage: python -m harness.launchers.srun.task STYLE [--log-dir DIR] -- ARGV...")
-    sys.exit(main(sys.argv[1:]))

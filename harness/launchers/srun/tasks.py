@@ -15,7 +15,8 @@ import os
 from dataclasses import dataclass
 
 from harness.launchers.srun.plan import SHIM_MODULE, Allocation, Step
-from harness.procs.processes import RANK_START_VAR, WORKER_MODULE
+from harness.procs.argv import WORKER_MODULE
+from harness.procs.env import RANK_START_VAR
 
 _FLAGS = {"--overcommit", "--overlap", "--exclusive", "--label", "-l"}
 """srun options without a value that a warm cell may carry (they shape CPUs, not what a task sees)."""
@@ -53,7 +54,7 @@ def _options(argv: tuple) -> tuple[dict, list[str]] | None:
 
 def _module_of(command: list[str]) -> tuple[str, tuple] | None:
     """(module, argv) a task command runs: `PYTHON [-P] -m harness.rank.worker ...` as itself,
-    `PYTHON [-P] -m harness.launchers.srun.task STYLE -- PYTHON [-P] -m harness.rank.worker ...` as the shim run
+    `PYTHON [-P] -m harness.rank.srun_task STYLE -- PYTHON [-P] -m harness.rank.worker ...` as the shim run
     here (`--here`); None for anything else."""
     def python_m(words: list[str]) -> tuple[str, list[str]] | None:
         if not words or not os.path.basename(words[0]).startswith("python"):

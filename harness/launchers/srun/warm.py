@@ -34,12 +34,13 @@ from harness.core.errors import CellFailed
 from harness.launchers.srun.env import node_addr
 from harness.launchers.srun.plan import Allocation
 from harness.launchers.srun.tasks import Task, task_env
-from harness.procs.processes import log_tail, python_argv, with_rank_error
+from harness.procs.crash import with_rank_error
+from harness.procs.logs import log_tail
 from harness.procs.supervisor import Ended, Proc, how, watch
+from harness.warm.client import zygote_argv
 from harness.warm.link import PoolDead, WarmProc, ZygoteLink
 from harness.warm.listen import TOKEN_VAR
 
-ZYGOTE_MODULE = "harness.warm.zygote"
 READY_TIMEOUT_S = 180.0
 """How long the zygotes' step may take to start and import everything on every node."""
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -66,7 +67,7 @@ class NodeZygotes:
         return ["srun", f"--job-name=ddlbench-zygotes-{self.folder.parent.name}", f"--nodes={n}", f"--ntasks={n}",
                 "--ntasks-per-node=1", f"--cpus-per-task={max(1, cpus)}", "--overlap", "--input=none",
                 "--kill-on-bad-exit=0", f"--output={self.folder}/zygote.%N.log",
-                *python_argv(), "-m", ZYGOTE_MODULE, "--tcp", str(self.folder)]
+                *zygote_argv("--tcp", str(self.folder))]
 
     def usable(self) -> bool:
         """Whether the zygotes serve, (re)starting their step when it is not up or a link was lost. When

@@ -31,7 +31,7 @@ from harness.contracts.cell import CellSpec
 from harness.core.errors import UserError
 from harness.contracts.launcher import Launcher, LauncherEntry, LaunchRequest, Network, register
 from harness.contracts.placement import Placement
-from harness.contracts.recipes import recipe
+from harness.contracts.backend import recipe
 from harness.launchers.testbed.recipe import PlacedRecipe
 from harness.spawner.cell import launch_cell
 from harness.testbed import netns

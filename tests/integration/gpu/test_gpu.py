@@ -31,7 +31,7 @@ from helpers import (
     run_and_load,
 )
 
-from harness.backends import BACKENDS
+from harness.contracts.backend import BACKENDS
 from harness.contracts.cell import CellSpec
 from harness.experiment.cells import resolve
 from harness.spawner.cell import launch_cell

@@ -33,7 +33,7 @@ import pytest
 import torch
 from helpers import SMALL, STEPS, check, need_gpus, reference, run_and_load
 
-from harness.backends import BACKENDS
+from harness.contracts.backend import BACKENDS
 from harness.contracts.cell import CellSpec
 from harness.contracts.training import make_optimizer, set_precision
 from harness.doctor import gpu_timing

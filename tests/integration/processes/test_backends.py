@@ -23,7 +23,7 @@ import torch
 from click.testing import CliRunner
 from helpers import SMALL, check, must_have, run_backend
 
-from harness.backends import BACKENDS
+from harness.contracts.backend import BACKENDS
 from harness.backends.byteps import byteps_role_env, slurm_layout
 from harness.contracts.cell import CellSpec
 from harness.core.errors import UserError

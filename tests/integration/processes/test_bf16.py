@@ -19,7 +19,7 @@ import pytest
 import torch
 from helpers import SMALL, STEPS, initial
 
-from harness.backends import BACKENDS
+from harness.contracts.backend import BACKENDS
 from harness.contracts.cell import CellSpec
 from harness.contracts.training import autocast_loss, make_optimizer
 from harness.core.errors import UserError

@@ -69,8 +69,8 @@ for name, vocab, width in (("toybag", 4096, 256), ("toybag-tiny", 512, 32)):
 '''
 BACKEND_INIT = '''"""Backend `toynet` (a test's toy): torch.distributed's transport under another name."""
 
-from harness.backends.base import BackendEntry, register
 from harness.backends.torch_dist.transport import serve, start
+from harness.contracts.backend import BackendEntry
 from harness.contracts.recipes import BackendLaunch
 from harness.launchers.sbatch.recipe import REFERENCE_COMMAND, SbatchRecipe, SbatchStyle
 from harness.launchers.sbatch.text import argv_words
@@ -83,12 +83,12 @@ SWEEPS = {"toynet": {"notes": ["The toy backend's sweep (slurm/toynet.sbatch)."]
     "name": "toynet", "workloads": ["bert-base-tiny"], "schemes": ["bsp-a2a"], "backends": ["toynet"],
     "workers": [1, 2], "device": "cpu"}}}
 
-register(BackendEntry(
+ENTRY = BackendEntry(
     name="toynet", description="a toy: torch's all-reduce under another name",
     provides=frozenset({"allreduce"}), library="pyyaml", start=start, serve=serve,
     launch=BackendLaunch(recipes=(ToyRecipe(greeting="toynet says hello"),
                                   SbatchRecipe(styles=STYLES, examples=EXAMPLES, sweeps=SWEEPS))),
-))
+)
 '''
 LAUNCHER_RECIPE = '''"""The recipe a backend gives the toy launcher."""
 
@@ -112,7 +112,7 @@ LAUNCHER = '''"""The toy launcher (a test's toy): ddlbench's spawner on this box
 from __future__ import annotations
 
 from harness.contracts.launcher import Launcher, LauncherEntry, register
-from harness.contracts.recipes import recipe
+from harness.contracts.backend import recipe
 from harness.launchers.toy.recipe import ToyRecipe
 from harness.spawner.cell import launch_cell, place_one_box
 
@@ -169,7 +169,11 @@ def _add_workload(repo: Path) -> None:
 def _add_backend(repo: Path, env: dict) -> None:
     (repo / "harness/backends/toynet").mkdir()
     (repo / "harness/backends/toynet/__init__.py").write_text(BACKEND_INIT)
-    _append(repo / "harness/backends/__init__.py", "from harness.backends import toynet  # noqa: F401,E402\n")
+    init = repo / "harness/backends/__init__.py"
+    init.write_text(init.read_text().replace("from harness.backends import byteps, deepspeed, horovod, torch_dist\n",
+                                             "from harness.backends import byteps, deepspeed, horovod, torch_dist, toynet\n")
+                    .replace("PLUGINS = (torch_dist, byteps, deepspeed, horovod)",
+                             "PLUGINS = (torch_dist, byteps, deepspeed, horovod, toynet)"))
     for script in ("tests/unit/launchers/test_sbatch_render.py", "tests/integration/slurm/test_slurm_sweep.py"):
         done = subprocess.run([sys.executable, script, "--regenerate"], capture_output=True, text=True, cwd=repo,
                               env={**env, "PYTHONPATH": f"{repo}:{repo / 'tests'}"}, timeout=300)

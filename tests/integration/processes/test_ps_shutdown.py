@@ -13,7 +13,7 @@ import sys
 
 from helpers import TESTS
 
-from harness.procs.processes import free_port
+from harness.procs.ports import free_port
 
 PROBE = TESTS / "ps_stop_probe.py"
 ROUNDS = 30

@@ -89,7 +89,7 @@ def test_damaged_tables_and_bad_places_are_user_errors(tmp_path):
 
 
 def test_environment_records_the_package_the_ranks_import():
-    from harness.procs.processes import PACKAGE_ROOT
+    from harness.procs.argv import PACKAGE_ROOT
 
     row = environment.collect("r")
     assert row["package_path"].startswith(PACKAGE_ROOT) and row["package_path"].endswith("harness")

@@ -36,13 +36,9 @@ from harness.experiment.cells import resolve
 from harness.contracts.placement import Placement
 from harness.spawner import cell as spawner_cell
 from harness.spawner import ranks as spawner_ranks
-from harness.procs.processes import (
-    PACKAGE_ROOT,
-    WORKER_MODULE,
-    base_env,
-    free_port,
-    python_argv,
-)
+from harness.procs.argv import PACKAGE_ROOT, WORKER_MODULE, python_argv
+from harness.procs.env import base_env
+from harness.procs.ports import free_port
 from harness.results.summarize import add_scaling, summary_row
 from harness.warm.client import LOST, PoolDead, WarmPool
 

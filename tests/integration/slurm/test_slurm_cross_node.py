@@ -57,7 +57,7 @@ def _summary(tmp: Path, name: str) -> pd.DataFrame:
 
 
 def _frameworks() -> list[str]:
-    from harness.backends import BACKENDS
+    from harness.contracts.backend import BACKENDS
 
     missing = [b for b in ("horovod", "deepspeed") if BACKENDS.get(b).available()]
     require(not missing, f"cross-node framework cells: {', '.join(missing)} not usable (scripts/install_frameworks.sh)")

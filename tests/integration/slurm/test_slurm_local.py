@@ -33,7 +33,8 @@ JOB_TIMEOUT_S = 60
 # Each task prints one line: what from_environ (the harness's entry point) says, and what from_slurm
 # says when it has to find the rendezvous itself (scontrol show hostnames + NodeAddr).
 RANK_PROBE = (
-    "import os; from harness.launchers.identity import from_environ; from harness.launchers.srun.env import from_slurm; "
+    "import os; from harness import backends; from harness.launchers.identity import from_environ; "
+    "from harness.launchers.srun.env import from_slurm; backends.load(); "
     "e = from_environ(); "
     "own = from_slurm({k: v for k, v in os.environ.items() if not k.startswith('MASTER_')}); "
     "print('RANKINFO', e.rank, e.world_size, e.local_rank, e.local_world_size, e.node_rank, e.nodes, "

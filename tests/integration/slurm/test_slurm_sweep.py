@@ -399,8 +399,10 @@ exit_now(0)
 DRIVER = """
 import sys
 from pathlib import Path
+from harness import backends
 from harness.contracts.cell import CellSpec
 from harness.launchers.srun.launcher import launch_cell_srun
+backends.load()  # as every entry point does (docs/ARCHITECTURE.md, "Plugins")
 backend, nodes, out, probe = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
 cell = CellSpec(workload="resnet50-tiny", scheme="wfbp-a2a", backend=backend, workers=2, nodes=nodes,
                 device="cpu", timeout_s=200)
@@ -435,9 +437,11 @@ def test_backend_launch_styles_give_each_rank_its_place(jobs, tmp_path, backend,
 HANG_DRIVER = """
 import sys
 from pathlib import Path
+from harness import backends
 from harness.contracts.cell import CellSpec
 from harness.core.errors import CellFailed
 from harness.launchers.srun.launcher import launch_cell_srun
+backends.load()  # as every entry point does (docs/ARCHITECTURE.md, "Plugins")
 cell = CellSpec(workload="resnet50-tiny", scheme="ddp", workers=2, nodes=2, device="cpu", timeout_s=5)
 try:
     launch_cell_srun(cell, Path(sys.argv[1]), command=("sleep", sys.argv[2]))

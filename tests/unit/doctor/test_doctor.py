@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from helpers import require
 
-from harness.backends import BACKENDS
+from harness.contracts.backend import BACKENDS
 from harness.cli.main import cli
 from harness.doctor.gpu_checks import GPU_CHECKS, gpu_check_status
 from harness.doctor.network import hostname_verdict

@@ -1,10 +1,11 @@
 """scripts/check_imports.py enforces the rules docs/ARCHITECTURE.md states: the tree passes, and each
-launcher rule catches a planted breach (a launcher name branched on outside its module, a launcher
-module importing a backend)."""
+rule catches a planted breach (a launcher name branched on outside its module, a launcher module importing
+a backend, a module loading one of a higher layer by name)."""
 
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import subprocess
 import sys
 
@@ -88,5 +89,68 @@ def test_a_backends_library_may_be_imported_where_used_and_nothing_else(tmp_path
     planted.write_text("def start():\n    import toylib  # optional: only this backend needs it\n\n"
                        "def stop():\n    import json\n")
     assert "toylib" in ci.allowed_local() and set(ci.HEAVY) <= set(ci.allowed_local())
-    _, local, _ = ci.scan({"harness.backends.toylink.transport": planted})
+    _, local, *_ = ci.scan({"harness.backends.toylink.transport": planted})
     assert [(line, what) for _, line, what in local] == [(5, "json")]
+
+
+def _copy_of_the_house(dst):
+    """The packages and the checker, as files (the checker reads them, it imports nothing)."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for folder in ("harness", "workloads"):
+        shutil.copytree(ROOT / folder, dst / folder, ignore=ignore)
+    (dst / "scripts").mkdir()
+    shutil.copy(SCRIPT, dst / "scripts" / SCRIPT.name)
+    return dst
+
+
+def test_a_planted_upward_import_module_fails_the_checker_in_one_line(tmp_path):
+    repo = _copy_of_the_house(tmp_path)
+    planted = repo / "harness" / "contracts" / "cell.py"
+    lines = planted.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("from __future__")) + 1
+    lines[at:at] = ["import importlib", 'TABLE = ("harness.backends",)',
+                    "for _name in TABLE:", "    importlib.import_module(_name)"]
+    planted.write_text("\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, str(repo / "scripts" / SCRIPT.name)], capture_output=True, text=True,
+                         cwd=repo)
+    assert out.returncode == 1, out.stdout
+    found = [line for line in out.stdout.splitlines() if line.startswith("upward import:")]
+    assert found == [f"upward import: harness/contracts/cell.py:{at + 4}: harness.contracts.cell (harness.contracts) "
+                     "loads harness.backends (harness.backends) by importlib.import_module: move what it needs down"]
+
+
+def test_loads_by_name_are_followed_as_imports(tmp_path, monkeypatch):
+    """A literal, a table, an f-string (one name after a literal package: any module it can be) and
+    `__import__` become edges, seen by the layering and the cycle check; a name only known at run time
+    fails unless its module is listed (RUN_TIME_LOADS) with why."""
+    ci = _checker()
+    monkeypatch.setattr(ci, "ROOT", tmp_path)
+    files = {
+        "harness/core/loads.py": ('import importlib\nimport os\n'
+                                  'importlib.import_module("harness.gate.one")\n'
+                                  'for name in ("harness.gate.two",):\n    importlib.import_module(name)\n'
+                                  'def f(x):\n    return importlib.import_module(f"harness.sim.{x}")\n'
+                                  '__import__("harness.core.other")\n'
+                                  'importlib.import_module(os.environ["WHO"])\n'
+                                  'importlib.import_module("harness.gate.gone")\n'),
+        "harness/core/other.py": "import harness.core.loads\n",
+        "harness/gate/one.py": "", "harness/gate/two.py": "", "harness/sim/a.py": "", "harness/sim/b.py": "",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    known = {rel.removesuffix(".py").replace("/", "."): tmp_path / rel for rel in files}
+    edges, _, _, sites, unread = ci.scan(known)
+    assert edges["harness.core.loads"] == {"harness.gate.one", "harness.gate.two", "harness.sim.a", "harness.sim.b",
+                                           "harness.core.other"}
+    assert sites[("harness.core.loads", "harness.sim.a")] == (7, "importlib.import_module")
+    assert sites[("harness.core.loads", "harness.core.other")] == (8, "__import__")
+    assert ci.cycles(edges) == [["harness.core.loads", "harness.core.other"]]
+    up = ci.upward(edges, sites, known)
+    assert any(line.startswith("harness/core/loads.py:3: harness.core.loads (harness.core) loads harness.gate.one")
+               for line in up)
+    assert [(line, what.split(":")[0]) for _, line, what in unread] == [
+        (9, "importlib.import_module(os.environ['WHO']) loads a module named only at run time"),
+        (10, "importlib.import_module('harness.gate.gone') names harness.gate.gone, which is no module")]
+    monkeypatch.setitem(ci.RUN_TIME_LOADS, "harness.core.loads", "a test's")
+    assert len(ci.scan(known)[4]) == 1  # listed: the run-time name passes, the missing module still fails

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT
 
+from harness import backends
 from harness.core.errors import UserError
 from harness.launchers.identity import from_environ
 from harness.launchers.sbatch.script import SbatchSpec, launch_styles, render_sbatch
@@ -29,6 +30,7 @@ from harness.launchers.srun.env import (
 )
 
 DATA = ROOT / "tests" / "data"
+backends.load()  # run as a script (--regenerate) too, where tests/conftest.py has not loaded them
 
 # One spec per launch style, each exercising different options, declared by the style's backend. The
 # reference files are their text.

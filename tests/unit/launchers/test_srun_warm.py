@@ -23,7 +23,7 @@ from harness.launchers.srun.launcher import plan_cell
 from harness.launchers.srun.plan import SHIM_MODULE, Allocation
 from harness.launchers.srun.task import main as shim_main
 from harness.launchers.srun.tasks import task_env, warm_tasks
-from harness.procs.processes import WORKER_MODULE, python_argv, worker_argv
+from harness.procs.argv import WORKER_MODULE, python_argv, worker_argv
 from harness.warm.client import zygote_env
 from harness.warm.link import ZygoteLink
 from harness.warm.listen import TOKEN_VAR

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli.main import cli
-from harness.contracts.planning import MB
+from harness.grouping.cost import MB
 from harness.predict import study
 from harness.predict.inputs import KINDS, Input, Inputs
 from harness.predict.predictor import STUDY_METHODS, simulate

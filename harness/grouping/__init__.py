@@ -1,0 +1,9 @@
+"""How gradients are grouped for communication (docs/ARCHITECTURE.md, "Packages"): pure algorithms, no I/O,
+no torch, no other harness module, shared by the real schemes (harness/schemes/), the simulations
+(harness/sim/) and the predictor, so that a simulation plans exactly as the scheme it models.
+
+- `cost.py`: the all-reduce cost model t(m) = alpha + beta * m, its least-squares fit and probe sizes, MB.
+- `merge.py`: MG-WFBP's merge plan of consecutive gradients (Shi, Chu, Li, INFOCOM 2019).
+- `partition.py`: ByteScheduler's tensor partitions (Peng et al., SOSP 2019).
+- `servers.py`: parameter-server key placement balancing bytes.
+"""

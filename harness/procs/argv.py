@@ -1,0 +1,34 @@
+"""A rank's command line (docs/ARCHITECTURE.md, "Launching"): the interpreter every launcher starts, the rank
+entry point it runs, and where the code it imports lives.
+
+    [*python_argv(), *worker_argv(cell_dir)]   # python -P -m harness.rank.worker --cell D/cell.json --out D
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+WORKER_MODULE = "harness.rank.worker"
+"""The rank entry point every launcher starts."""
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+"""Where this driver's harness/ and workloads/ live: every rank, whoever starts it (our spawner, horovodrun,
+the deepspeed launcher, the zygote), imports exactly this code (-P keeps the working directory off sys.path,
+this goes first on PYTHONPATH), not whatever an install elsewhere points at; recorded as package_path."""
+
+
+def python_argv() -> list[str]:
+    """This interpreter, in safe-path mode (-P): a rank imports the installed harness, never a stray
+    `harness/` folder in its working directory."""
+    return [sys.executable, "-P"]
+
+
+def worker_argv(cell_dir: Path, module: str = WORKER_MODULE) -> list[str]:
+    """`-m harness.rank.worker --cell CELL_DIR/cell.json --out CELL_DIR` (without the interpreter)."""
+    return ["-m", module, "--cell", str(cell_dir / "cell.json"), "--out", str(cell_dir)]
+
+
+def launcher_exe(name: str) -> str:
+    """A framework's console script next to this interpreter (so it runs the same python), else on PATH."""
+    exe = Path(sys.executable).parent / name
+    return str(exe) if exe.exists() else name

@@ -1,0 +1,118 @@
+"""Every module path the house names in words exists: in docstrings, comments, help texts and messages of
+harness/, workloads/ and scripts/, and in docs/ARCHITECTURE.md and the README. A file or folder path
+(`harness/x/y.py`, `harness/x/`, `scripts/...`, `tests/...`, a short form from a layer's folder such as
+`procs/argv.py`) or a module's name (`procs/argv.python_argv`, `harness.x.y`, `harness.x.y.name`) must name
+what is there, so a move that forgets a reference fails here (issue 40 found seven after the last move)."""
+
+from __future__ import annotations
+
+import glob
+import io
+import re
+import tokenize
+from pathlib import Path
+
+from helpers import ROOT
+
+FULL = ("harness", "workloads", "scripts", "tests", "slurm")
+"""Top folders whose paths are named in full (`harness/procs/argv.py`, `scripts/test.sh`)."""
+SOURCES = ("harness", "workloads", "scripts")
+"""Where the Python files whose words are checked live."""
+LAYERS = tuple(sorted(p.name for p in (ROOT / "harness").iterdir() if (p / "__init__.py").exists()))
+"""Short forms start at a layer's folder (`procs/argv.py`, `experiment/run.run_sweep`)."""
+FILES = (".py", ".sh", ".md", ".yaml", ".yml", ".json", ".sbatch", ".txt", ".toml", ".parquet", ".csv", ".png",
+         ".html", ".log")
+PATH = re.compile(r"(?<![\w./-])((?:%s)/[\w./<>*-]*[\w>*/])" % "|".join(FULL + LAYERS))
+DOTTED = re.compile(r"(?<![\w./-])(harness(?:\.\w+){2,})")
+ELSEWHERE = {
+    "harness/entry.py": "where a checkout from before issue 33 keeps its entry point (doctor/checkout_pairs.py)",
+    "tests/x.py": "an example of a command line (results/machine_load.py)",
+}
+"""Paths named on purpose although this checkout has no such file, and why."""
+
+
+def _texts(path: Path):
+    """(first line, text) of every string and comment of a Python file; the whole of a Markdown file."""
+    source = path.read_text()
+    if path.suffix == ".md":
+        yield 1, source
+        return
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type in (tokenize.STRING, tokenize.COMMENT):
+            yield tok.start[0], tok.string
+
+
+def _module(parts: list[str]) -> Path | None:
+    base = ROOT.joinpath(*parts)
+    return next((p for p in (base.with_name(base.name + ".py"), base / "__init__.py") if p.exists()), None)
+
+
+def _has(source: Path, names: list[str]) -> str | None:
+    if not names or re.search(rf"\b{re.escape(names[0])}\b", source.read_text()):
+        return None
+    return f"{source.relative_to(ROOT)} has no {names[0]}"
+
+
+def path_problem(ref: str) -> str | None:
+    """Why `ref` names nothing here, else None. A short form is checked only where it can be nothing but a
+    module (`x/y.py`, `x/y.name`): `results/quick` is a run directory, not harness/results/quick."""
+    full = ref.split("/")[0] in FULL
+    rel = ref if full else f"harness/{ref}"
+    if ref in ELSEWHERE or (ROOT / rel).exists():
+        return None
+    suffix = Path(rel).suffix
+    if not full and ("<" in rel or "*" in rel or rel.endswith("/") or (suffix in FILES and suffix != ".py")):
+        return None
+    if "<" in rel or "*" in rel:
+        return None if glob.glob(str(ROOT / re.sub(r"<[^>]*>", "*", rel))) else "matches no file"
+    if rel.endswith("/"):
+        return "no such folder"
+    if suffix in FILES:
+        return "no such file"
+    head, _, last = rel.rpartition("/")
+    name, *rest = last.split(".")
+    source = _module([*head.split("/"), name])
+    if source is not None:
+        return _has(source, rest)
+    return "no such module" if rest else None  # `harness/bare`: a ratio, not a path
+
+
+def module_problem(name: str) -> str | None:
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        source = _module(parts[:i])
+        if source is not None:
+            missing = _has(source, parts[i:])
+            return "no such module" if missing and source.name == "__init__.py" else missing
+    return "no such module"
+
+
+def stale(paths) -> list[str]:
+    out = []
+    for path in paths:
+        for line, text in _texts(path):
+            for pattern, problem in ((PATH, path_problem), (DOTTED, module_problem)):
+                for m in pattern.finditer(text):
+                    why = problem(m.group(1))
+                    if why:
+                        where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+                        out.append(f"{where}:{line + text[:m.start()].count(chr(10))}: "
+                                   f"{m.group(1)}: {why}")
+    return out
+
+
+def test_every_module_path_named_exists():
+    sources = [p for top in SOURCES for p in sorted((ROOT / top).rglob("*.py"))]
+    found = stale([*sources, ROOT / "docs" / "ARCHITECTURE.md", ROOT / "README.md"])
+    assert not found, "references to paths or modules that do not exist:\n" + "\n".join(found)
+
+
+def test_a_stale_reference_is_found(tmp_path):
+    planted = tmp_path / "x.py"
+    planted.write_text('"""See harness/commands/<name>.py and harness/procs/processes.py."""\n'
+                       '# harness.contracts.planning.merge_plan, procs/supervisor.watch, harness/launch/watch.Shutdown\n'
+                       'HELP = "runs harness/rank/worker.py; results/quick is a run directory"\n')
+    found = [line.split(": ", 1)[1] for line in stale([planted])]
+    assert found == ["harness/commands/<name>.py: matches no file", "harness/procs/processes.py: no such file",
+                     "harness/launch/watch.Shutdown: no such module",
+                     "harness.contracts.planning.merge_plan: no such module"], found

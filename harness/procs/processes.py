@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 
+from harness.core.atomic import write_text_atomic
 from harness.core.errors import CellFailed
 from harness.procs.supervisor import Ended, Proc, how, watch
 
@@ -179,9 +180,20 @@ def python_argv() -> list[str]:
     return [sys.executable, "-P"]
 
 
+CELL_FILE = "cell.json"
+"""The cell spec a rank reads (`--cell CELL_DIR/cell.json`), written by `write_cell` only."""
+
+
+def write_cell(cell, cell_dir: Path) -> Path:
+    """Write CELL_DIR/cell.json for the cell's ranks (creating CELL_DIR), atomically; returns its path. Every
+    launcher writes it through here."""
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    return write_text_atomic(cell_dir / CELL_FILE, cell.to_json())
+
+
 def worker_argv(cell_dir: Path, module: str = WORKER_MODULE) -> list[str]:
     """`-m harness.rank.worker --cell CELL_DIR/cell.json --out CELL_DIR` (without the interpreter)."""
-    return ["-m", module, "--cell", str(cell_dir / "cell.json"), "--out", str(cell_dir)]
+    return ["-m", module, "--cell", str(cell_dir / CELL_FILE), "--out", str(cell_dir)]
 
 
 def base_env(threads: int, launcher: str, extra: dict | None = None) -> dict:
@@ -202,8 +214,7 @@ def prepare_cell_dir(cell, cell_dir: Path, placement) -> Path:
         raise CellFailed("this backend's launcher runs on one box only; the testbed/multi-node placement "
                          "is not supported for it", "")
     cell_dir = cell_dir.resolve()
-    cell_dir.mkdir(parents=True, exist_ok=True)
-    (cell_dir / "cell.json").write_text(cell.to_json())
+    write_cell(cell, cell_dir)
     return cell_dir
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from harness.contracts.cell import CellSpec
 from harness.contracts import recipes
 from harness.warm.spawn import RankStart
-from harness.procs.processes import WORKER_MODULE, base_env, placed_now
+from harness.procs.processes import WORKER_MODULE, base_env, placed_now, write_cell
 from harness.spawner.ranks import run_ranks as spawn_ranks
 
 POLL_S = 0.1
@@ -34,9 +34,7 @@ def run_ranks(cell: CellSpec, cell_dir: Path, ranks: list[int], env_of, abort) -
     """Start `ranks` of `cell` on this node and supervise them until they all exit 0; CellFailed when one
     fails, the cell times out, or `abort()` returns a reason (the cell failed elsewhere). Every rank
     started here is killed when this returns or raises (the spawner's `run_ranks`, harness/spawner/ranks.py)."""
-    cell_dir.mkdir(parents=True, exist_ok=True)
-    spec = cell_dir / "cell.json"
-    spec.write_text(cell.to_json())
+    spec = write_cell(cell, cell_dir)
     args, placed = ("--cell", str(spec), "--out", str(cell_dir)), placed_now()
     spawn_ranks(cell, cell_dir, {r: RankStart(WORKER_MODULE, args, {**env_of(r), **placed}) for r in ranks},
                 abort=abort, poll_s=POLL_S)

@@ -62,6 +62,7 @@ from harness.procs.processes import (
     usable_port,
     with_rank_error,
     worker_argv,
+    write_cell,
 )
 from harness.procs.supervisor import Ended, Proc, watch
 
@@ -131,8 +132,7 @@ def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, .
     worker argv (tests run probes through the same path)."""
     alloc = allocation_from_env()
     cell_dir = cell_dir.resolve()
-    cell_dir.mkdir(parents=True, exist_ok=True)
-    (cell_dir / "cell.json").write_text(cell.to_json())
+    write_cell(cell, cell_dir)
     result = cell_dir / "result.json"
     result.unlink(missing_ok=True)
     backend = recipe(cell.backend, SrunRecipe)

@@ -22,7 +22,7 @@ from harness.commbench.rows import rows
 from harness.commbench.store import store_rows
 from harness.contracts.cell import CellSpec
 from harness.contracts.launcher import Launcher
-from harness.core.errors import CellFailed, RunFailed, UserError, signals_raise
+from harness.core.errors import CellFailed, Interrupted, RunFailed, UserError, signals_raise
 from harness.experiment.cells import check_capacity, resolve_device, warn
 from harness.experiment.options import RunOptions
 from harness.experiment.run import launcher_for
@@ -107,6 +107,9 @@ def _measure_into(run_dir: Path, cell: CellSpec, placement, launcher: Launcher |
             result = time_cell(cell, d, placement, launcher)
         except CellFailed as e:
             raise RunFailed(f"commbench failed: {e.reason}; see the logs in {d}") from None
+        except Interrupted as e:  # the launcher's `finally` has stopped the ranks
+            e.stopped = "the commbench ranks were stopped and nothing was recorded"
+            raise
         store_rows(run_dir, rows(run_dir.name, cell, result), collective, cell.workers, cell.device)
 
 

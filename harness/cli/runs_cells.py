@@ -33,14 +33,14 @@ class RunsCells(click.Command):
         """Print what the interrupted run directory holds (its summary table) before the line."""
 
     def invoke(self, ctx: click.Context):
-        try:
-            with signals_raise():
+        with signals_raise():  # reported inside: a second signal is ignored while the first is reported
+            try:
                 return super().invoke(ctx)
-        except Interrupted as e:
-            ctx.exit(finish_interrupted(e, self.go_on, self.show_run))
-        except RunFailed as e:
-            click.echo(f"error: {e}", err=True)
-            ctx.exit(e.exit_code)
-        except CellFailed as e:  # the ranks' last lines are the only account of a cell kept nowhere else
-            click.echo(f"error: {e.reason}" + (f"\n{e.log_tail}" if e.log_tail else ""), err=True)
-            ctx.exit(RunFailed.exit_code)
+            except Interrupted as e:
+                ctx.exit(finish_interrupted(e, self.go_on, self.show_run))
+            except RunFailed as e:
+                click.echo(f"error: {e}", err=True)
+                ctx.exit(e.exit_code)
+            except CellFailed as e:  # the ranks' last lines are the only account of a cell kept nowhere else
+                click.echo(f"error: {e.reason}" + (f"\n{e.log_tail}" if e.log_tail else ""), err=True)
+                ctx.exit(RunFailed.exit_code)

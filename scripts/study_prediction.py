@@ -28,7 +28,6 @@ import pandas as pd
 from rich.progress import Progress
 
 from harness.core.atomic import write_parquet_atomic
-from harness.predict.predictor import STUDY_METHODS
 from harness.predict.study import (
     EXTRA,
     MECHANISMS,
@@ -40,7 +39,7 @@ from harness.predict.study import (
     with_intervals,
 )
 from harness.predict.study_cluster import FAMILIES, GPUS_PER_NODE, startup_rows
-from harness.predict.study_inputs import INPUTS
+from harness.predict.study_inputs import INPUTS, STUDY_METHODS
 from harness.report.prediction import save
 from harness.report.study_mechanisms import (
     gil_lines,

@@ -1,6 +1,7 @@
 """What test modules share (docs/ARCHITECTURE.md, "Tests"): paths, loud skips, finding a cell's rank
-processes, the lossless check (a reference trained in one process, and the check that ranks equal it), and a
-few small readers. Import it as `from helpers import ...` (tests/ is on sys.path: conftest.py lives there)."""
+processes, how a command stopped by SIGTERM ends, the lossless check (a reference trained in one process, and
+the check that ranks equal it), and a few small readers. Import it as `from helpers import ...` (tests/ is on
+sys.path: conftest.py lives there)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,17 @@ def rank_pids(under: Path, rank: int | None = None) -> list[int]:
         except (OSError, ValueError):
             continue
     return pids
+
+
+def stopped_in_one_line(err: str, returncode: int | None = None) -> str:
+    """A command stopped by SIGTERM ended as every command that runs cells does (harness/cli/runs_cells.py):
+    exactly one line on stderr about the interruption, no traceback, and (where known) exit status 128+15.
+    Returns that line."""
+    lines = [line for line in err.splitlines() if "interrupted" in line]
+    assert len(lines) == 1 and lines[0].startswith("error: interrupted by SIGTERM"), err
+    assert "Traceback" not in err, err
+    assert returncode in (None, 128 + 15), (returncode, err)
+    return lines[0]
 
 
 # --- lossless (tests/integration/processes/test_lossless.py has the rule) ----------------------------------------

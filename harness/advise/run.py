@@ -35,13 +35,13 @@ from harness.advise.report import render
 from harness import backends
 from harness.contracts.launcher import Launcher
 from harness.core.atomic import write_text_atomic
-from harness.core.errors import UserError
+from harness.core.errors import UserError, signals_raise
 from harness.experiment.options import RunOptions
 from harness.experiment.run import launcher_for, run_sweep_file
 from harness.launchers.testbed.launcher import rate_label
 from harness.predict.compute import compute_model
 from harness.results.files import check_output_dir
-from harness.results.store import holds_run, new_run_id
+from harness.results.store import default_run_dir, holds_run
 from harness.schemes import SCHEMES
 from harness.sim.network import get_link
 from harness.testbed import netns
@@ -169,38 +169,28 @@ def predictions(workload, batch, seq_len, device, place: Where, methods, full_gr
 
 
 def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
-    """Everything `ddlbench advise` does; returns (run directory, the recommendation line)."""
+    """Everything `ddlbench advise` does; returns (run directory, the recommendation line). SIGTERM or SIGINT
+    raise Interrupted naming the run directory: the same spec with `resume` goes on with it."""
     t0 = time.monotonic()
-    (workload, workers, output, resume, testbed, servers, schemes, full_grid, top_k, policy, warmup, batch, seq_len,
-     device, timeout_s, profile, commbench, network, oversubscribe, progress) = (
-        getattr(spec, f.name) for f in dataclasses.fields(spec))
-    WORKLOADS.get(workload)
-    if workers < 2 or top_k < 1 or servers < 1 or policy.iters < 2 or policy.max_iters < policy.iters:
-        raise UserError("advise needs --workers >= 2, --top-k >= 1, --servers >= 1 and 2 <= --iters <= --max-iters")
-    device = device if device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-    methods = [n for n in SCHEMES if n != "local"] if schemes == "all" else [s.strip() for s in schemes.split(",")]
-    for m in methods:
-        SCHEMES.get(m)
-    _check_inputs(profile, commbench, network)
-    _check_one_place(testbed)
-    run_dir = output or Path("results") / new_run_id("advise")
+    device, methods = _check(spec)
+    run_dir = spec.output or default_run_dir("advise")
     check_output_dir(run_dir)
-    if holds_run(run_dir) and not resume:
+    if holds_run(run_dir) and not spec.resume:
         raise UserError(f"{run_dir} already holds a run: add --resume to go on with it, or give another --output")
-    keep = run_dir / "advise"
-    lease = netns.lease(f"ddlbench advise {workload}") if testbed else contextlib.nullcontext()
-    with lease:
-        place = where(workers, servers, testbed)
-        pred, skipped, inputs = predictions(workload, batch, seq_len, device, place, methods, full_grid, profile,
-                                            commbench, network, keep)
+    keep, policy = run_dir / "advise", spec.policy
+    lease = netns.lease(f"ddlbench advise {spec.workload}") if spec.testbed else contextlib.nullcontext()
+    with lease, signals_raise(run_dir):
+        place = where(spec.workers, spec.servers, spec.testbed)
+        pred, skipped, inputs = predictions(spec.workload, spec.batch, spec.seq_len, device, place, methods,
+                                            spec.full_grid, spec.profile, spec.commbench, spec.network, keep)
         keep.mkdir(parents=True, exist_ok=True)
         pred.to_csv(keep / "predicted.csv", index=False)
-        base = {"workloads": [workload], "workers": [workers], "warmup": warmup, "device": device,
-                "timeout_s": timeout_s, **({"batch": batch} if batch else {}), **({"seq_len": seq_len} if seq_len else {}),
-                **place.sweep}
-        run = sweep_runner(base, keep / "sweeps", progress, oversubscribe)
+        base = {"workloads": [spec.workload], "workers": [spec.workers], "warmup": spec.warmup, "device": device,
+                "timeout_s": spec.timeout_s, **({"batch": spec.batch} if spec.batch else {}),
+                **({"seq_len": spec.seq_len} if spec.seq_len else {}), **place.sweep}
+        run = sweep_runner(base, keep / "sweeps", spec.progress, spec.oversubscribe)
         by_label = {c.label: c for c in _all(pred)}
-        short = shortlist([by_label[label] for label in pred["label"]], top_k, list(pred["pred_iter_s"]),
+        short = shortlist([by_label[label] for label in pred["label"]], spec.top_k, list(pred["pred_iter_s"]),
                           same_within=policy.target)
         measured = [measure(c, run, run_dir, policy) for c in short]
         rec, verdict = _decide(measured, run, keep, policy)
@@ -208,7 +198,7 @@ def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
     meas.to_csv(keep / "measured.csv", index=False)
     winner = sweep_mapping(rec.winner.candidate, base, int(rec.winner.row["iters"]), "advise-winner")
     write_text_atomic(keep / "winner.yaml", yaml.safe_dump(winner, sort_keys=False))
-    context = {"workload": workload, "placement": f"{workers} workers on {place.layout.nodes} host(s), "
+    context = {"workload": spec.workload, "placement": f"{spec.workers} workers on {place.layout.nodes} host(s), "
                f"{place.label}", "inputs": inputs,
                "candidates": f"{len(pred)} predicted, {len(short)} measured ({len(short) / len(pred):.0%}); a knob "
                              f"variant predicted within {policy.target:.0%} of a measured variant of its method "
@@ -221,6 +211,26 @@ def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
         {"winner": rec.winner.candidate.label, "cell_id": rec.winner.cell_ids[-1], "tied": rec.tied,
          "gain": rec.gain, "line": rec.line()}, indent=1))
     return run_dir, rec.line()
+
+
+def _check(spec: AdviseSpec) -> tuple[str, list[str]]:
+    """Everything advise is asked, checked before anything is measured; returns (device, methods)."""
+    WORKLOADS.get(spec.workload)
+    policy = spec.policy
+    if spec.workers < 2 or spec.top_k < 1 or spec.servers < 1 or policy.iters < 2 or policy.max_iters < policy.iters:
+        raise UserError("advise needs --workers >= 2, --top-k >= 1, --servers >= 1 and 2 <= --iters <= --max-iters")
+    if not 0 < policy.target < 1 or policy.rounds < 0:
+        raise UserError("--target-ci must be between 0 and 1 (0.03 = 3%) and --rounds >= 0; fix the option")
+    if spec.network and spec.commbench:
+        raise UserError("--network and --commbench both describe the network: give one")
+    device = spec.device if spec.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    methods = ([n for n in SCHEMES if n != "local"] if spec.schemes == "all"
+               else [s.strip() for s in spec.schemes.split(",")])
+    for m in methods:
+        SCHEMES.get(m)
+    _check_inputs(spec.profile, spec.commbench, spec.network)
+    _check_one_place(spec.testbed)
+    return device, methods
 
 
 def _check_inputs(profile: Path | None, commbench: tuple, network: str | None) -> None:

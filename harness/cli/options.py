@@ -1,20 +1,25 @@
 """Options more than one command takes (docs/ARCHITECTURE.md, "Commands"): the `ddlbench run` options that set
 a cell, made from CellSpec's declarations (harness/contracts/cell.py: one option per field, its type and
 default from the field, its help from the field's docstring; only an option's spelling and the few defaults
-`run` chooses differently are written here), `--knob`, `--trace`, and the node-list launcher's flags."""
+`run` chooses differently are written here), `--knob`, `--trace`, the run options `run` and `sweep` share
+(`run_options`: one RunOptions), `--output` (a run directory), and the node-list launcher's flags."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
+from pathlib import Path
 
 import click
 
 from harness.contracts.cell import SERVER_HOSTS, CellSettings, CellSpec
 from harness.contracts.devices import DIST_BACKENDS
 from harness.core.errors import UserError
+from harness.experiment.options import RunOptions
 from harness.experiment.sweep import knob_value
+from harness.results.store import RESULTS_ROOT
 from harness.schemes.knobs import field_docs
 
 RUN_FIELDS = ("workload", "scheme", "backend", "workers", "servers",
@@ -73,6 +78,44 @@ def trace_option(what: str):
                         expose_value=False, callback=keep, metavar="[N]",
                         help=f"Record a timeline of the first N measured iterations (default 3) of every rank "
                              f"of {what} into the cell's trace.json (Perfetto, chrome://tracing); same cell id.")
+
+
+def output_option(more: str = "", **kwargs):
+    """`--output RUN_DIR`, a command's run directory (default results/<run-id>: harness/results/store.py);
+    `more` is added to its help, `kwargs` to its click.Path."""
+    return click.option("--output", type=click.Path(path_type=Path, **kwargs),
+                        help=f"Run directory (default {RESULTS_ROOT}/<run-id>){more}.")
+
+
+RUN_OPTIONS = (
+    output_option(),
+    click.option("--resume", is_flag=True, help="Into an existing --output: run only the cells it lacks (an "
+                                                "interrupted run goes on)."),
+    click.option("--overwrite", is_flag=True, help="Discard the run already in --output and measure it again."),
+    click.option("--oversubscribe", is_flag=True,
+                 help="Allow more workers x threads than this box has cores (timings are then noise)."),
+    click.option("--cold", is_flag=True,
+                 help="Start the ranks as fresh interpreters instead of forking them from one pre-imported "
+                      "process (warm, the default): for comparison; replaces a sweep file's `cold:`."),
+    click.option("--strict-network", is_flag=True,
+                 help="Exit 1 when a multi-node cell's traffic did not go mainly through the interface its "
+                      "network profile names (summary column net_check)."),
+)
+"""The options `run` and `sweep` share."""
+
+
+def run_options(command):
+    """Decorate `run` or `sweep` with RUN_OPTIONS, handed to the command as `options` (a RunOptions:
+    --output, --resume, --overwrite, --oversubscribe, --cold) and `strict_network` (how the exit status
+    judges the run, harness/report/console.finish_run)."""
+    @functools.wraps(command)
+    def with_options(*args, output, resume, overwrite, oversubscribe, cold, **kwargs):
+        options = RunOptions(output=output, resume=resume, overwrite=overwrite, oversubscribe=oversubscribe,
+                             cold=cold)
+        return command(*args, options=options, **kwargs)
+    for option in reversed(RUN_OPTIONS):
+        with_options = option(with_options)
+    return with_options
 
 
 NODE_FLAGS = ("nnodes", "node_rank", "nproc_per_node", "master_addr", "master_port", "join_timeout_s")

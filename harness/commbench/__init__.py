@@ -10,10 +10,11 @@ a repetition's time is the slowest rank's. algbw = size/time; busbw = algbw * 2(
 per-size medians is stored with the rows; `mgwfbp` can read it (knob commbench_run).
 
 Rooms:
-  sizes     message sizes: the size parser, size ranges, push-pull keys (pure)
-  timer     the rank loop: time one collective over sizes on a Transport
-  rank      the rank entry point (`python -m harness.rank.commbench --cell C.json --out DIR`)
-  run       a commbench cell: build it, launch its ranks, read its result
+  run       `ddlbench commbench` as a run (CommbenchSpec, run_commbench); a commbench cell: build it, launch
+            its ranks, read its result
   rows      result -> tidy commbench rows with the alpha-beta fit
-  fit       the fit a stored run recorded (mgwfbp's knob commbench_run)
+  store     the rows merged into RUN/commbench.parquet, the run's environment row
+  testbed   the testbed's link check (`ddlbench testbed measure`)
+Below it: message sizes (harness/measure/sizes.py), the rank loop (harness/measure/collective.py), the rank
+entry point (harness/rank/commbench.py), the fit a stored run recorded (harness/results/alpha_beta.py).
 """

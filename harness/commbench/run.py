@@ -1,25 +1,116 @@
-"""A commbench cell: build it, launch its ranks (the generic local spawner, optionally placed on the
-emulated testbed's hosts, or a launcher's `run_module`: srun steps across a Slurm allocation's nodes)
-and read rank 0's result. What `ddlbench commbench`, `ddlbench testbed measure`, `ddlbench advise` and
-the predictor's loopback probe (scripts/reference/loopback_probe.py) all run."""
+"""A commbench run (docs/ARCHITECTURE.md, "Commands"): what `ddlbench commbench` is asked (`CommbenchSpec`),
+and `run_commbench`, which measures one collective into a run directory's commbench.parquet. Below it, a
+commbench cell: build it, launch its ranks (the generic local spawner, optionally placed on the emulated
+testbed's hosts, or a launcher's `run_module`: srun steps across a Slurm allocation's nodes) and read rank
+0's result, which `ddlbench testbed measure`, `ddlbench advise` and the predictor's loopback probe
+(scripts/reference/loopback_probe.py) run too.
+
+    run_dir = run_commbench(CommbenchSpec(workers=2, collective="allreduce", max_size="64M"))
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from harness.experiment.cells import resolve_device
-from harness.contracts.cell import CellSpec
 from harness.commbench.rows import rows
-from harness.measure.sizes import COLLECTIVES
-from harness.core.errors import UserError
+from harness.commbench.store import store_rows
+from harness.contracts.cell import CellSpec
 from harness.contracts.launcher import Launcher
+from harness.core.errors import CellFailed, Interrupted, RunFailed, UserError, signals_raise
+from harness.experiment.cells import check_capacity, resolve_device, warn
+from harness.experiment.options import RunOptions
+from harness.experiment.run import launcher_for
+from harness.launchers.testbed.launcher import testbed_placement_for
+from harness.measure.sizes import COLLECTIVES, parse_size, sizes_between
+from harness.results.files import check_output_dir
+from harness.results.lock import run_lock
+from harness.results.store import default_run_dir
 from harness.spawner.cell import launch_cell
+from harness.testbed import netns
 
 MODULE = "harness.rank.commbench"
 """The rank module of a commbench cell (harness/rank/commbench.py)."""
+
+
+@dataclass(frozen=True)
+class CommbenchSpec:
+    """What `ddlbench commbench` is asked (its options, harness/cli/commands/commbench.py)."""
+
+    workers: int = 2
+    """Ranks taking part."""
+    collective: str = "allreduce"
+    """allreduce | pushpull."""
+    min_size: str = "4K"
+    """Smallest message (e.g. 4K: bytes with an optional K, M or G)."""
+    max_size: str = "256M"
+    """Largest message (e.g. 256M)."""
+    reps: int = 5
+    """Timed repetitions per size."""
+    warmup: int = 2
+    """Untimed repetitions per size."""
+    servers: int = 1
+    """Parameter servers (push-pull only; at least one)."""
+    timeout_s: float = 900.0
+    """Limit of the whole measurement, seconds."""
+    device: str = "cpu"
+    """cpu | cuda."""
+    testbed: bool = False
+    """On the emulated testbed that is up: one rank per host first, parameter servers on spare hosts."""
+    output: Path | None = None
+    """The run directory (None: results/<run-id>); measuring again into it replaces the same collective and
+    worker count's rows."""
+    oversubscribe: bool = False
+    """Allow more ranks than this box has cores."""
+
+
+def run_commbench(spec: CommbenchSpec) -> Path:
+    """Measure one collective into OUTPUT/commbench.parquet: on this box, on the testbed's hosts (holding its
+    lease), or inside a Slurm allocation as a job step across its nodes (the workers spread as a sweep's cells
+    are). Returns the run directory; RunFailed when the cell failed, Interrupted by SIGTERM/SIGINT."""
+    if spec.collective not in ("allreduce", "pushpull"):
+        raise UserError(f"unknown collective {spec.collective!r}: use allreduce or pushpull")
+    if not (math.isfinite(spec.timeout_s) and spec.timeout_s > 0):
+        raise UserError(f"--timeout must be a finite number of seconds > 0, got {spec.timeout_s}; fix --timeout")
+    sizes = sizes_between(parse_size(spec.min_size), parse_size(spec.max_size))
+    run_dir = spec.output or default_run_dir(f"commbench-{spec.collective}")
+    lease = netns.lease(f"ddlbench commbench --testbed --collective {spec.collective}") if spec.testbed else None
+    with lease or contextlib.nullcontext():
+        network, placement, launcher = "loopback", None, None
+        if spec.testbed:
+            pushpull_servers = max(1, spec.servers) if spec.collective == "pushpull" else 0
+            network, placement = testbed_placement_for(spec.workers, pushpull_servers)
+        else:
+            launcher = launcher_for(None, RunOptions())  # srun across an allocation's nodes, else this box
+        nodes = placement.nodes if placement else launcher.nodes_for(spec.workers)
+        cell = commbench_cell(spec.workers, spec.collective, sizes, spec.reps, spec.warmup, spec.servers,
+                              spec.device, network, spec.timeout_s, nodes=nodes)
+        if launcher is None or launcher.run_module is None:
+            warn(check_capacity(cell, spec.oversubscribe))  # this box's cores
+        check_output_dir(run_dir)
+        _measure_into(run_dir, cell, placement, launcher)
+    return run_dir
+
+
+def _measure_into(run_dir: Path, cell: CellSpec, placement, launcher: Launcher | None) -> None:
+    """Time the cell into RUN/commbench/<collective>.w<workers>.s<servers>/ and store its rows, holding the run
+    directory's lock; SIGTERM or SIGINT stop the ranks and raise Interrupted naming the run directory."""
+    collective = cell.knobs["collective"]
+    d = run_dir / "commbench" / f"{collective}.w{cell.workers}.s{cell.servers}"
+    with run_lock(run_dir), signals_raise(run_dir):
+        try:
+            result = time_cell(cell, d, placement, launcher)
+        except CellFailed as e:
+            raise RunFailed(f"commbench failed: {e.reason}; see the logs in {d}") from None
+        except Interrupted as e:  # the launcher's `finally` has stopped the ranks
+            e.stopped = "the commbench ranks were stopped and nothing was recorded"
+            raise
+        store_rows(run_dir, rows(run_dir.name, cell, result), collective, cell.workers, cell.device)
 
 
 def commbench_cell(workers: int, collective: str, sizes: list[int], reps: int, warmup: int, servers: int = 0,

@@ -20,6 +20,7 @@ from pathlib import Path
 from harness.commbench.run import commbench_cell, measure
 from harness.core.errors import UserError
 from harness.measure import stats
+from harness.testbed import netns
 from harness.testbed.placement import nodes_for, testbed_placement
 from harness.testbed.state import TestbedState
 from harness.launchers.testbed.launcher import rate_label
@@ -28,6 +29,15 @@ from harness.launchers.testbed.launcher import rate_label
 def busbw_factor(n: int) -> float:
     """nccl-tests' all-reduce bus-bandwidth factor 2(n-1)/n (harness.measure.stats.busbw_factor). Pure."""
     return stats.busbw_factor("allreduce", n)
+
+
+def measure_testbed(size_bytes: int, reps: int, hosts: int) -> dict:
+    """`ddlbench testbed measure`: `measure_allreduce_busbw` on the testbed that is up, holding its lease."""
+    s = netns.status()
+    if s is None:
+        raise UserError("no testbed is up: start one with `ddlbench testbed up --hosts 2 --rate 1gbit`")
+    with netns.lease("ddlbench testbed measure"):
+        return measure_allreduce_busbw(s, size_bytes=size_bytes, reps=reps, hosts=hosts)
 
 
 def measure_allreduce_busbw(

@@ -34,12 +34,11 @@ from pathlib import Path
 import torch
 
 from harness.core.atomic import replace_atomic
-from harness.core.errors import UserError
+from harness.core.errors import Interrupted, UserError, signals_raise
 from harness.doctor import budget as B
 from harness.doctor.gpu_timing import parse as timing_options
 from harness.doctor.summary import FILES, Summary, no_time
 from harness.doctor.timing_run import Run
-from harness.experiment.execute import Interrupted, signals_raise
 from harness.procs.kill import kill_tree
 from harness.procs.trampoline import orphan_proof
 

@@ -3,7 +3,8 @@
 A failed or hung cell is recorded with its reason and log tail and the sweep goes on; every finished
 cell is on disk before the next starts; `resume` skips cells already recorded. One writer per run
 directory (harness.results.lock). SIGTERM or SIGINT to the driver ends the running cell's ranks, records
-the cell as interrupted (run again by --resume) and raises Interrupted; earlier cells stay on disk.
+the cell as interrupted (run again by --resume) and raises Interrupted (harness/core/errors.py) naming the
+run directory; earlier cells stay on disk.
 """
 
 from __future__ import annotations
@@ -11,11 +12,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-import threading
 import time
 from pathlib import Path
-from typing import Iterator
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -23,7 +21,7 @@ from harness.core.atomic import write_parquet_atomic, write_text_atomic
 from harness import backends
 from harness.contracts.cell import CellSpec
 from harness.contracts.launcher import Launcher, LaunchCell, LaunchRequest
-from harness.core.errors import CellFailed
+from harness.core.errors import CellFailed, Interrupted, signals_raise
 from harness.warm import spawn
 from harness.contracts.placement import Placement
 from harness.procs.logs import log_tail
@@ -34,42 +32,6 @@ from harness.results.summarize import failed_row, raw_rows, summary_row
 from harness.experiment.options import RunOptions
 from harness.launchers.choose import this_box
 from workloads import WORKLOADS
-
-
-class Interrupted(BaseException):
-    """The driver got SIGTERM or SIGINT (a CI cancel, `timeout`, the end of a Slurm job, Ctrl-C).
-    A BaseException, like KeyboardInterrupt, so that no `except Exception` swallows it."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum  # the shell's convention for "killed by signal N"
-
-
-@contextlib.contextmanager
-def signals_raise() -> Iterator[None]:
-    """While inside: SIGTERM and SIGINT raise Interrupted in the main thread (so `finally` blocks kill
-    the ranks); later ones are ignored while that cleanup runs. Elsewhere (threads) a no-op."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught = (signal.SIGTERM, signal.SIGINT)
-    before = {s: signal.getsignal(s) for s in caught}
-
-    def handler(signum, _frame):
-        for s in caught:
-            signal.signal(s, signal.SIG_IGN)
-        raise Interrupted(signum)
-    for s in caught:
-        signal.signal(s, handler)
-    try:
-        yield
-    finally:
-        for s, h in before.items():
-            signal.signal(s, h)
 
 
 def _unit(cell: CellSpec) -> str:
@@ -105,6 +67,7 @@ def execute_cell(cell: CellSpec, run_dir: Path, run_id: str, placement: Placemen
         reason = f"{store.INTERRUPTED} by {e} after {time.monotonic() - t0:.0f} s (run again by --resume)"
         row = failed_row(run_id, cell, reason, log_tail(d), _unit(cell), time.monotonic() - t0)
         store.save_cell(run_dir, cell.cell_id, None, row)
+        e.stopped = "the running cell's ranks were stopped and the cell recorded as interrupted"
         raise
     return record_result(run_dir, run_id, cell, result, time.monotonic() - t0)
 
@@ -139,7 +102,7 @@ def run_cells(cells: list[CellSpec], run_dir: Path, options: RunOptions = RunOpt
     run_id = run_id or run_dir.name
     launcher = launcher or _this_box()
     env_extra = {**launcher.env_extra, "warm_ranks": not options.cold}
-    with run_lock(run_dir), signals_raise(), spawn.warm_ranks(not options.cold, here=launcher.warm):
+    with run_lock(run_dir), signals_raise(run_dir), spawn.warm_ranks(not options.cold, here=launcher.warm):
         if new_run:
             store.prepare_run(run_dir, options.resume, options.overwrite)
             _write_files(run_dir, files or {})

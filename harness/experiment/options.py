@@ -3,10 +3,12 @@ advise, doctor and the tests hand to the one sweep path, instead of a dozen keyw
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import UserError
+from harness.results.store import default_run_dir
 
 
 @dataclass(frozen=True)
@@ -34,3 +36,12 @@ class RunOptions:
     def __post_init__(self):
         if self.retry_failed and not self.resume:
             raise UserError("--retry-failed re-runs the failed cells of a run: give it with --resume --output RUN_DIR")
+
+    def with_run_dir(self, name: str) -> RunOptions:
+        """These options with their run directory: `output` as given, else a new one named `name`
+        (results/<run-id>); `resume` needs the directory of the run it goes on with."""
+        if self.output is not None:
+            return self
+        if self.resume:
+            raise UserError("--resume needs --output RUN_DIR: the run directory of the interrupted run")
+        return dataclasses.replace(self, output=default_run_dir(name))

@@ -23,12 +23,12 @@ from harness.experiment.cells import check_capacity, resolve, warn
 from harness.experiment.execute import record_result, run_cells, write_environment
 from harness.launchers.identity import from_environ
 from harness.rank.worker import run_worker
+from harness.launchers.testbed.launcher import on_testbed
 from harness.results.store import cell_dir
 from harness.experiment.options import RunOptions
 from harness.experiment.sweep import SweepConfig, expand, load_sweep
 from harness.launchers.choose import choose_launcher, this_box
 from harness.results.files import check_output_dir
-from harness.results.store import new_run_id
 
 
 def launcher_for(cfg: SweepConfig | None, options: RunOptions, title: str = "") -> Launcher:
@@ -66,9 +66,8 @@ def run_sweep(cfg: SweepConfig, options: RunOptions = RunOptions(), text: str | 
     """Run every cell of `cfg` into `options.output` (default results/<run-id>); returns the run directory.
     An existing run there is refused unless `resume` or `overwrite`; `cold` here or in the file starts
     ranks cold. `text`: the sweep file as written, kept in the run directory."""
-    if options.resume and options.output is None:
-        raise UserError("--resume needs --output RUN_DIR: the run directory of the interrupted sweep")
-    run_dir = options.output or Path("results") / new_run_id(cfg.name)
+    options = options.with_run_dir(cfg.name)
+    run_dir = options.output
     check_output_dir(run_dir)
     launcher = launcher or launcher_for(cfg, options, f"ddlbench sweep {cfg.name} -> {run_dir}")
     cells = sweep_cells(cfg, launcher)
@@ -85,16 +84,20 @@ def run_sweep_file(path: str | Path, options: RunOptions = RunOptions()) -> Path
 
 
 def run_cell(cell: CellSpec, options: RunOptions = RunOptions(), baseline: bool = False,
-             launcher: Launcher | None = None) -> Path:
+             launcher: Launcher | None = None, testbed: bool = False) -> Path:
     """One cell (plus the local 1-worker baseline with `baseline`): resolved, checked by its launcher
-    (default: this box's), run and recorded; returns the run directory."""
+    (default: this box's; with `testbed`, the emulated testbed that is up), run and recorded; returns the run
+    directory."""
+    if testbed:
+        cell, launcher = on_testbed(cell, resolve)
     cell = resolve(cell)
     if launcher is None:
         request = LaunchRequest(os.environ, flags=options.launcher_flags)
         launcher = choose_launcher(request, options.launcher) if options.launcher else this_box(request)
     cell = launcher.place(cell)  # e.g. dedicated server hosts need a host one box does not have
     warn(check_capacity(cell, options.oversubscribe))
-    run_dir = options.output or Path("results") / new_run_id(f"{cell.workload}-{cell.scheme}")
+    options = options.with_run_dir(f"{cell.workload}-{cell.scheme}")
+    run_dir = options.output
     check_output_dir(run_dir)
     cells = [cell]
     if baseline and cell.scheme != "local":
@@ -104,9 +107,15 @@ def run_cell(cell: CellSpec, options: RunOptions = RunOptions(), baseline: bool 
     return run_dir
 
 
-def run_as_rank(cell: CellSpec, output: Path) -> None:
-    """Started by torchrun/srun: be one rank; rank 0 records the cell."""
+def started_as_rank(environ) -> bool:
+    """Whether this `ddlbench run` was started by torchrun or srun as one rank of the cell (`run_as_rank`)."""
+    return "TORCHELASTIC_RUN_ID" in environ or environ.get("DDLBENCH_IN_LAUNCHER") == "1"
 
+
+def run_as_rank(cell: CellSpec, output: Path | None) -> None:
+    """Started by torchrun/srun: be one rank; rank 0 records the cell into `output`."""
+    if output is None:
+        raise UserError("under torchrun/srun every rank must agree on the run directory: pass --output")
     cell = resolve(cell)
     env = from_environ()
     if env.world_size != cell.workers + cell.servers:

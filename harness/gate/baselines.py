@@ -33,9 +33,9 @@ from harness.gate.env import check_environments
 from harness.core.errors import UserError
 from harness.results.files import check_output_dir, unwritable
 from harness.results.machine_load import busy_reason
-from harness.results.store import load_run
+from harness.results.store import RESULTS_ROOT, load_run
 
-DEFAULT_ROOT = Path("results") / "baselines"
+DEFAULT_ROOT = RESULTS_ROOT / "baselines"
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _FILES = ("summary.parquet", "raw.parquet", "environment.parquet", "commbench.parquet", "sweep.yaml")
 
@@ -214,8 +214,8 @@ def resolve(ref: str | Path, root: str | Path | None = None) -> Path:
     base = baselines_root(root)
     if _NAME.match(str(ref)) and (base / str(ref)).is_dir():
         return base / str(ref)
-    if (Path("results") / str(ref)).is_dir():
-        return Path("results") / str(ref)
+    if (RESULTS_ROOT / str(ref)).is_dir():
+        return RESULTS_ROOT / str(ref)
     known = ", ".join(m["name"] for m in list_baselines(root)) or "none stored"
     raise UserError(f"{str(ref)!r} is neither a run directory nor a stored baseline (baselines in {base}: "
                     f"{known}); give a path, or save one with `ddlbench baseline save NAME RUN`")

@@ -25,7 +25,7 @@ from harness.core.errors import UserError
 from harness.jobs.client import cpus_per_node, job_states, slurm_tool, submit
 from harness.jobs.sweep_jobs import parse_time_min, part_yaml, plan_jobs, render_submit
 from harness.results.merge import cell_statuses, merge_runs, run_dirs
-from harness.results.store import new_run_id
+from harness.results.store import default_run_dir
 from harness.experiment.sweep import load_sweep
 
 JOBS_FILE = "slurm-jobs.json"
@@ -52,7 +52,7 @@ def submit_sweep(sweep_file: str | Path, *, nodes: int, gpus_per_node: int = 0, 
                         f"GPU; lower --tasks-per-node or raise --gpus-per-node")
     cpt = cpus_per_task or cfg.threads
     limit = parse_time_min(time) if time else None
-    run_dir = (output or Path("results") / new_run_id(cfg.name)).resolve()
+    run_dir = (output or default_run_dir(cfg.name)).resolve()
     jobs = plan_jobs(data, run_dir, nodes, per_node, limit)
     if not dry_run:
         if shutil.which("sbatch") is None:

@@ -17,13 +17,12 @@ import pandas as pd
 from harness import backends
 from harness.core.errors import UserError
 from harness.core.schema import SCHEMA_VERSION, SUMMARY_COLUMNS
+from harness.predict.study_inputs import STUDY_METHODS
 from harness.schemes import SCHEMES, SchemeEntry
 from harness.sim.costs import with_optimizer
 from harness.sim.interference import contended
 from harness.sim.model import ComputeModel, Model, NoModel, Outcome
 from harness.sim.network import Cluster, Link
-
-STUDY_METHODS = ("bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps")
 
 
 def modelled() -> dict[str, SchemeEntry]:

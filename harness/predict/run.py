@@ -36,6 +36,57 @@ from harness.sim.ps import SERVER_GBYTE_S
 from workloads import WORKLOADS
 
 
+@dataclass(frozen=True)
+class PredictSpec:
+    """What `ddlbench predict` is asked (its options, harness/cli/commands/predict.py)."""
+
+    profiles: tuple = ()
+    """Profile tables from `ddlbench profile` (paths or DataFrames)."""
+    workloads: tuple = ()
+    """Workloads to predict from FLOP counts (with `device_preset`)."""
+    device_preset: str | None = None
+    """Device preset for calibration (e.g. study-gpu)."""
+    throughput_samples_per_s: float | None = None
+    """Measured one-device throughput (calibration)."""
+    batch: int | None = None
+    """Per-worker batch (None: the preset's or the profile's)."""
+    compute: str = "auto"
+    """auto | profile | flops: per-layer times from the measured profile or from FLOP counts."""
+    networks: tuple = ("ib-100g",)
+    """Inter-node network presets, or the study's whole cluster (study-*)."""
+    intervals: int = 0
+    """Samples of the inputs' ranges behind each row's pred_low/pred_high (study-* networks; 0: none)."""
+    commbench: tuple = ()
+    """Measured commbench runs (directories or Parquet files): a network of their own."""
+    label: str | None = None
+    """The rows' network label for the measured network (None: commbench)."""
+    intra: str = "pcie3-x16"
+    """The link between the GPUs of a node."""
+    nodes: str = "1,2,4,8"
+    """Node counts, comma-separated."""
+    gpus_per_node: int | str = 4
+    """GPUs (workers) per node, comma-separated."""
+    servers: int = 0
+    """Parameter servers (0: as many as worker nodes)."""
+    server_hosts: str = "dedicated"
+    """Where parameter servers run: dedicated | colocated."""
+    shaped: bool = False
+    """The commbench rows were measured on the testbed: model its token-bucket shaped links."""
+    schemes: str = "all"
+    """Methods, comma-separated; all, or study for the study's seven."""
+    allreduce: str = "ring"
+    """The all-reduce algorithm modelled across nodes: ring | hierarchical."""
+    knobs: dict | None = None
+    """method -> {knob: value}."""
+    against: str | Path | None = None
+    """A run directory whose measured summary the predictions are compared with (checked here, compared by
+    harness/report/validation.py)."""
+    output: str | Path | None = None
+    """Where the table goes (Parquet)."""
+    dtype: str = "fp32"
+    """Compute dtype of the predicted cells: fp32 only."""
+
+
 def _ints(text: str, what: str) -> list[int]:
     try:
         out = [int(x) for x in str(text).split(",") if x.strip()]
@@ -57,27 +108,55 @@ def parse_method_knobs(pairs) -> dict:
     return out
 
 
-def check_inputs(profiles, workloads, device_preset, throughput, batch, networks, commbench, intra, nodes,
-                 gpus_per_node, servers, schemes, knobs, output, against) -> list:
-    """Every input checked before any work (FLOP counting takes seconds per workload); returns the
+def check_inputs(spec: PredictSpec) -> list:
+    """Everything `spec` asks checked before any work (FLOP counting takes seconds per workload); returns the
     profile tables, read once."""
-
+    if spec.dtype != "fp32":  # docs/ARCHITECTURE.md, "Precision"
+        raise UserError(f"predict models fp32 cells only, not {spec.dtype!r}: its compute comes from an fp32 profile "
+                        f"or fp32 FLOP rates, and it does not invent a bf16 speed-up; measure with `ddlbench run "
+                        f"--dtype {spec.dtype}`")
+    throughput, batch = spec.throughput_samples_per_s, spec.batch
     for name, value, low in (("--throughput", throughput, 0.0), ("--batch", batch, 0)):
         if value is not None and not (math.isfinite(value) and value > low):
             raise UserError(f"{name} must be a finite number > 0, got {value}; fix the option")
-    if servers < 0:
-        raise UserError(f"--servers must be >= 0 (0 = one per worker node), got {servers}")
-    _ints(nodes, "--nodes"), _ints(gpus_per_node, "--gpus-per-node")
-    for n in (*networks, intra):
+    if spec.servers < 0:
+        raise UserError(f"--servers must be >= 0 (0 = one per worker node), got {spec.servers}")
+    nodes, per_node = _ints(spec.nodes, "--nodes"), _ints(spec.gpus_per_node, "--gpus-per-node")
+    for n in (*spec.networks, spec.intra):
         if study_family(n) is None:
             get_link(n)
-    if any(study_family(n) for n in networks):
-        if set(_ints(gpus_per_node, "--gpus-per-node")) != {GPUS_PER_NODE}:
+    if any(study_family(n) for n in spec.networks):
+        if set(per_node) != {GPUS_PER_NODE}:
             raise UserError(f"--network study-*: the study's nodes hold {GPUS_PER_NODE} GPUs; drop --gpus-per-node "
                             f"or predict another preset")
-        for n in _ints(nodes, "--nodes"):
+        for n in nodes:
             check_size(n)
-    methods = resolve_methods(schemes)
+    _check_knobs(spec.knobs or {}, resolve_methods(spec.schemes))
+    preset = get_device(spec.device_preset) if spec.device_preset else None
+    tables = [p if isinstance(p, pd.DataFrame) else _read_profile(p) for p in spec.profiles]
+    for w in spec.workloads:
+        WORKLOADS.get(w)
+    for w in [*spec.workloads, *(str(t["workload"].iloc[0]) for t in tables if len(t) and "workload" in t)]:
+        if preset is not None and throughput is None and w not in preset.throughput:
+            known = ", ".join(sorted(preset.throughput)) or "none"
+            raise UserError(f"device preset {preset.name!r} has no measured throughput for {w!r} (it has: "
+                            f"{known}); give --throughput SAMPLES_PER_S measured on one device")
+    for c in spec.commbench or ():
+        f = Path(c) / "commbench.parquet" if Path(c).is_dir() else Path(c)
+        if not f.is_file():
+            raise UserError(f"commbench table {f} does not exist: run `ddlbench commbench --output DIR`")
+        _needs(read_table(f, fix="measure it again with `ddlbench commbench --output DIR`"), COMMBENCH_NEEDS, f,
+               "a commbench table", "ddlbench commbench --output DIR")
+    if spec.against and load_run(spec.against).summary.empty:
+        raise UserError(f"--validate {spec.against} holds no measured cells to compare with: give a run directory "
+                        f"of `ddlbench sweep`")
+    if spec.output:
+        check_output_file(spec.output, "-o/--output")
+    return tables
+
+
+def _check_knobs(knobs: dict, methods: list[str]) -> None:
+    """--knob METHOD.NAME=VALUE: a predicted method's knob, a finite number >= 0 where its default is one."""
     for method, given in knobs.items():
         if method not in methods:
             raise UserError(f"--knob {method}.*: method {method!r} is not predicted here (--schemes gives "
@@ -85,27 +164,6 @@ def check_inputs(profiles, workloads, device_preset, throughput, batch, networks
         defaults = method_knobs(method)
         for name, value in method_knobs(method, given).items():
             _check_knob(method, name, value, defaults[name])
-    preset = get_device(device_preset) if device_preset else None
-    tables = [p if isinstance(p, pd.DataFrame) else _read_profile(p) for p in profiles]
-    for w in workloads:
-        WORKLOADS.get(w)
-    for w in [*workloads, *(str(t["workload"].iloc[0]) for t in tables if len(t) and "workload" in t)]:
-        if preset is not None and throughput is None and w not in preset.throughput:
-            known = ", ".join(sorted(preset.throughput)) or "none"
-            raise UserError(f"device preset {preset.name!r} has no measured throughput for {w!r} (it has: "
-                            f"{known}); give --throughput SAMPLES_PER_S measured on one device")
-    for c in commbench:
-        f = Path(c) / "commbench.parquet" if Path(c).is_dir() else Path(c)
-        if not f.is_file():
-            raise UserError(f"commbench table {f} does not exist: run `ddlbench commbench --output DIR`")
-        _needs(read_table(f, fix="measure it again with `ddlbench commbench --output DIR`"), COMMBENCH_NEEDS, f,
-               "a commbench table", "ddlbench commbench --output DIR")
-    if against and load_run(against).summary.empty:
-        raise UserError(f"--validate {against} holds no measured cells to compare with: give a run directory "
-                        f"of `ddlbench sweep`")
-    if output:
-        check_output_file(output, "-o/--output")
-    return tables
 
 
 def _check_knob(method: str, name: str, value, default) -> None:
@@ -181,80 +239,32 @@ def _ps_layout(df, gpus_per_node, servers, server_hosts):
     return Cluster(workers // g, g, link, link, servers, server_hosts=server_hosts)
 
 
-@dataclass(frozen=True)
-class PredictSpec:
-    """What `ddlbench predict` is asked (its options, harness/cli/commands/predict.py)."""
-
-    profiles: tuple = ()
-    """Profile tables from `ddlbench profile`."""
-    workloads: tuple = ()
-    """Workloads to predict from FLOP counts (with `device_preset`)."""
-    device_preset: str | None = None
-    """Device preset for calibration (e.g. study-gpu)."""
-    throughput: float | None = None
-    """Measured one-device throughput, samples/s (calibration)."""
-    batch: int | None = None
-    """Per-worker batch (None: the preset's or the profile's)."""
-    compute: str = "auto"
-    """auto | profile | flops: per-layer times from the measured profile or from FLOP counts."""
-    networks: tuple = ("ib-100g",)
-    """Inter-node network presets."""
-    commbench: tuple | None = None
-    """Measured commbench runs instead of presets."""
-    intra: str = "pcie3-x16"
-    """The link between the GPUs of a node."""
-    label: str | None = None
-    """The rows' network label for a measured network."""
-    nodes: str = "1,2,4,8"
-    """Node counts, comma-separated."""
-    gpus_per_node: int | str = 4
-    """GPUs (workers) per node."""
-    servers: int = 0
-    """Parameter-server hosts (0: as many as worker nodes)."""
-    schemes: str = "all"
-    """Methods, comma-separated, or all."""
-    allreduce: str = "ring"
-    """The all-reduce algorithm modelled."""
-    knobs: dict | None = None
-    """method -> knobs."""
-    output: str | Path | None = None
-    """Where the table goes (Parquet)."""
-    shaped: bool = False
-    """Token-bucket shaped links (the testbed)."""
-    server_hosts: str = "dedicated"
-    """Where parameter servers run."""
-    intervals: int = 0
-    """Samples of the inputs' ranges behind each row's pred_low/pred_high (study-* networks; 0: none)."""
-
-
 def run_predict(spec: PredictSpec = PredictSpec(), **changes):
-    """The predicted table for `spec` (with `changes` applied: run_predict(workloads=("resnet50",), ...)).
-    Networks named `study-*` are the study's whole cluster (harness/predict/study_cluster.py: links, each
-    method's software stack and knobs), predicted by the same simulation; with `intervals` samples each of
-    their rows gets `pred_low`/`pred_high` from the inputs' ranges (harness/predict/study.py)."""
+    """The predicted table for `spec` (with `changes` applied: run_predict(workloads=("resnet50",), ...)), every
+    input checked first. Networks named `study-*` are the study's whole cluster (harness/predict/study_cluster.py:
+    links, each method's software stack and knobs), predicted by the same simulation; with `intervals` samples
+    each of their rows gets `pred_low`/`pred_high` from the inputs' ranges (harness/predict/study.py)."""
     spec = dataclasses.replace(spec, **changes)
-    (profiles, workloads, device_preset, throughput, batch, compute, networks, commbench, intra, label, nodes,
-     gpus_per_node, servers, schemes, allreduce, knobs, output, shaped, server_hosts, intervals) = (
-        getattr(spec, f.name) for f in dataclasses.fields(spec))
-    profiles = check_inputs(profiles, workloads, device_preset, throughput, batch, networks, commbench or (),
-                            intra, nodes, gpus_per_node, servers, schemes, knobs or {}, output, None)
-    families = [f for f in map(study_family, networks) if f]
-    if intervals and (len(families) != len(networks) or commbench):
+    profiles = check_inputs(spec)
+    families = [f for f in map(study_family, spec.networks) if f]
+    if spec.intervals and (len(families) != len(spec.networks) or spec.commbench):
         raise UserError("--intervals needs input ranges, which only the study's cluster states: predict "
                         "--network study-ib-100g (study-ipoib-100g, study-eth-10g) alone, or drop --intervals")
-    models = load_models(profiles, workloads, device_preset, throughput, batch, compute)
-    plain = [n for n in networks if study_family(n) is None]
+    models = load_models(profiles, spec.workloads, spec.device_preset, spec.throughput_samples_per_s, spec.batch,
+                         spec.compute)
+    plain = [n for n in spec.networks if study_family(n) is None]
+    nodes, methods = _ints(spec.nodes, "--nodes"), resolve_methods(spec.schemes)
     frames = []
-    if plain or commbench:
-        nets = load_networks([] if (commbench and tuple(plain) == ("ib-100g",)) else plain,
-                             commbench, intra, label, shaped, gpus_per_node, servers, server_hosts)
-        frames.append(predict_rows(models, nets, _ints(nodes, "--nodes"), _ints(gpus_per_node, "--gpus-per-node"),
-                                   resolve_methods(schemes), servers, allreduce, knobs, server_hosts=server_hosts))
+    if plain or spec.commbench:
+        nets = load_networks([] if (spec.commbench and tuple(plain) == ("ib-100g",)) else plain, spec.commbench,
+                             spec.intra, spec.label, spec.shaped, spec.gpus_per_node, spec.servers, spec.server_hosts)
+        frames.append(predict_rows(models, nets, nodes, _ints(spec.gpus_per_node, "--gpus-per-node"), methods,
+                                   spec.servers, spec.allreduce, spec.knobs, server_hosts=spec.server_hosts))
     if families:
-        kw = dict(node_counts=_ints(nodes, "--nodes"), families=families, methods=resolve_methods(schemes),
-                  knobs=knobs)
-        frames.append(with_intervals(models, samples=intervals, **kw) if intervals else predict_curve(models, **kw))
+        kw = dict(node_counts=nodes, families=families, methods=methods, knobs=spec.knobs)
+        frames.append(with_intervals(models, samples=spec.intervals, **kw) if spec.intervals
+                      else predict_curve(models, **kw))
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    if output:
-        write_parquet_atomic(df, Path(output))
+    if spec.output:
+        write_parquet_atomic(df, Path(spec.output))
     return df

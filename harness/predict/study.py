@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 
 from harness.predict.compute import compute_model
-from harness.predict.predictor import STUDY_METHODS, predict_rows
+from harness.predict.predictor import predict_rows
 from harness.predict.profiler import counted_profile
 from harness.predict.study_cluster import FAMILIES, GPUS_PER_NODE, NODE_COUNTS, study_network
-from harness.predict.study_inputs import INPUTS
+from harness.predict.study_inputs import INPUTS, STUDY_METHODS
 from harness.sim.costs import Stack, optimizer_s
 
 WORKLOADS = ("resnet50", "bert-base", "bert-large")

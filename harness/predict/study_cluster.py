@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from harness.grouping.cost import MB
 from harness.core.errors import UserError
 from harness.predict.predictor import Network
-from harness.predict.study_inputs import INPUTS
+from harness.predict.study_inputs import INPUTS, STUDY_METHODS
 from harness.sim.costs import BytePSCosts, Stack
 from harness.sim.network import AlphaBeta, Link
 
@@ -193,8 +193,9 @@ def stacks(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict[str
                                       message_s=message, stream_bytes_per_s=stream, van_bytes_per_s=van,
                                       nic_bytes_per_s=nic,
                                       host_bytes_per_s=v["host_path_gbyte_s"] * 1e9))
-    out = {"bsp-a2a": horovod_off, "wfbp-a2a": horovod_off, "mgwfbp": horovod_off,
-           "bytescheduler-a2a": bytescheduler, "bsp-ps": byteps, "wfbp-ps": byteps, "bytescheduler-ps": byteps}
+    # BytePS under the three PS methods, ByteScheduler's plugin under its all-reduce method, Horovod under the rest
+    out = {m: byteps if m.endswith("-ps") else bytescheduler if m == "bytescheduler-a2a" else horovod_off
+           for m in STUDY_METHODS}
     if not v["per_method_optimizer"]:  # every method steps the single-GPU run's optimizer (study.study_compute)
         out = {m: replace(st, optimizer=()) for m, st in out.items()}
     return out

@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from harness.predict.inputs import Input, Inputs
 
+STUDY_METHODS = ("bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps")
+"""The study's seven lossless methods, in its order (docs/ARCHITECTURE.md, "Predictor"): the one list that the
+predictor, the study's cluster, the reports and advise's validation read."""
+
 NCCL_PCIE = ("low: NVIDIA/nccl issue 384 (NCCL 2.4.8, PCIe Gen3 x16, NCCL_P2P_DISABLE=1, SHM transport): all-reduce "
              "busbw 3.9 GB/s; value: NCCL 2.4.8's own model of a non-NVLink ring, 5 GB/s (src/init.cc); high: the "
              "study's authors' own 4-GPU all-reduce cost, hard-coded in ddl-benchmarks/mgwfbp/hv_distributed_optimizer.py "

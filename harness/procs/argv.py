@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from harness.core.atomic import write_text_atomic
+
 WORKER_MODULE = "harness.rank.worker"
 """The rank entry point every launcher starts."""
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -23,9 +25,20 @@ def python_argv() -> list[str]:
     return [sys.executable, "-P"]
 
 
+CELL_FILE = "cell.json"
+"""The cell spec a rank reads (`--cell CELL_DIR/cell.json`), written by `write_cell` only."""
+
+
+def write_cell(cell, cell_dir: Path) -> Path:
+    """Write CELL_DIR/cell.json for the cell's ranks (creating CELL_DIR), atomically; returns its path. Every
+    launcher writes it through here."""
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    return write_text_atomic(cell_dir / CELL_FILE, cell.to_json())
+
+
 def worker_argv(cell_dir: Path, module: str = WORKER_MODULE) -> list[str]:
     """`-m harness.rank.worker --cell CELL_DIR/cell.json --out CELL_DIR` (without the interpreter)."""
-    return ["-m", module, "--cell", str(cell_dir / "cell.json"), "--out", str(cell_dir)]
+    return ["-m", module, "--cell", str(cell_dir / CELL_FILE), "--out", str(cell_dir)]
 
 
 def launcher_exe(name: str) -> str:

@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 from harness.core.errors import CellFailed
+from harness.procs.argv import write_cell
 from harness.procs.kill import kill_tree
 from harness.procs.logs import log_tail
 from harness.procs.supervisor import Ended, Proc, how, watch
@@ -26,8 +27,7 @@ def prepare_cell_dir(cell, cell_dir: Path, placement) -> Path:
         raise CellFailed("this backend's launcher runs on one box only; the testbed/multi-node placement "
                          "is not supported for it", "")
     cell_dir = cell_dir.resolve()
-    cell_dir.mkdir(parents=True, exist_ok=True)
-    (cell_dir / "cell.json").write_text(cell.to_json())
+    write_cell(cell, cell_dir)
     return cell_dir
 
 

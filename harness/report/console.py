@@ -10,6 +10,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from harness.core.errors import Interrupted
 from harness.report.tables import summary_table
 from harness.results.machine_load import busy_runs
 from harness.results.store import load_run
@@ -44,19 +45,33 @@ def network_warnings(summary: pd.DataFrame) -> list[str]:
             for _, r in bad.iterrows()]
 
 
-def finish_run(run_dir: Path | None, interrupted=None, strict_network: bool = False) -> int:
+def _print_run(run_dir: Path | None) -> pd.DataFrame:
+    """The run's summary table, printed when it has one; returned (empty when it has none)."""
+    if run_dir is None or not (Path(run_dir) / "summary.parquet").exists():
+        return pd.DataFrame()
+    tables = load_run(run_dir)
+    print_summary(tables.summary, title=str(run_dir), env=tables.environment)
+    return tables.summary
+
+
+def finish_interrupted(e: Interrupted, go_on: str, show_run: bool = True) -> int:
+    """After a command that runs cells was stopped by a signal: what its run directory holds so far (with
+    `show_run`), then one line on stderr saying what was stopped and how to go on (`go_on`, where
+    `{run_dir}` stands for the run directory); returns the exit status, 128+N for signal N."""
+    if show_run:
+        _print_run(e.run_dir)
+    if "{run_dir}" in go_on and e.run_dir is None:
+        go_on = "nothing was recorded yet; run it again"
+    stopped = f": {e.stopped}" if e.stopped else ""
+    click.echo(f"error: interrupted by {e}{stopped}; {go_on.format(run_dir=e.run_dir)}", err=True)
+    return e.exit_code
+
+
+def finish_run(run_dir: Path | None, strict_network: bool = False) -> int:
     """After `run` or `sweep`: print the run's summary and return the exit status a CI job can trust:
     0 every cell ok, 1 a cell failed (or, with `strict_network`, a multi-node cell's traffic went through
-    another interface than it named), 128+N when signal N interrupted the driver."""
-    summary = pd.DataFrame()
-    if run_dir is not None and (Path(run_dir) / "summary.parquet").exists():
-        tables = load_run(run_dir)
-        summary = tables.summary
-        print_summary(summary, title=str(run_dir), env=tables.environment)
-    if interrupted is not None:
-        click.echo(f"error: interrupted by {interrupted}: the running cell's ranks were stopped and the cell "
-                   f"recorded as interrupted; finish with --resume --output {run_dir}", err=True)
-        return interrupted.exit_code
+    another interface than it named). An interrupted run ends through `finish_interrupted` instead."""
+    summary = _print_run(run_dir)
     click.echo(f"results: {run_dir}")
     if run_dir is not None and (Path(run_dir) / "environment.parquet").exists():
         for line in busy_runs(load_run(run_dir).environment):  # docs/ARCHITECTURE.md, "Measurement hygiene"

@@ -24,11 +24,18 @@ from harness.results.summarize import add_scaling
 from harness.core.schema import SCHEMA_VERSION
 
 TABLES = ("raw", "summary", "environment", "commbench")
+RESULTS_ROOT = Path("results")
+"""Where run directories go unless told (relative to the working directory), and where a run id is looked up."""
 
 
 def new_run_id(name: str = "run") -> str:
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{name}"
+
+
+def default_run_dir(name: str) -> Path:
+    """The run directory of a command given no --output: results/<UTC time>-<name> (the one place it is made)."""
+    return RESULTS_ROOT / new_run_id(name)
 
 
 def cell_dir(run_dir: Path, cell_id: str) -> Path:
@@ -125,7 +132,7 @@ def resolve_run(run: str | Path, results_root: Path | None = None) -> Path:
     p = Path(run)
     if p.is_dir():
         return p
-    root = results_root or Path("results")
+    root = results_root or RESULTS_ROOT
     if (root / str(run)).is_dir():
         return root / str(run)
     raise UserError(f"no run at {str(run)!r}: give a run directory or a run id under {root}/ "

@@ -13,7 +13,7 @@ from pathlib import Path
 from harness.contracts.cell import CellSpec
 from harness.contracts.placement import Placement
 from harness.core.errors import CellFailed, UserError
-from harness.procs.argv import WORKER_MODULE
+from harness.procs.argv import WORKER_MODULE, write_cell
 from harness.procs.env import base_env, placed_now
 from harness.procs.logs import log_tail
 from harness.procs.ports import free_port
@@ -40,9 +40,7 @@ def launch_cell(cell: CellSpec, cell_dir: Path, placement: Placement | None = No
     rank 0's result.json, or raise CellFailed."""
     placement = placement or Placement(nodes=cell.nodes)  # a multi-node cell on one box: its ranks say which "node"
     cell_dir = cell_dir.resolve()
-    cell_dir.mkdir(parents=True, exist_ok=True)
-    spec_path = cell_dir / "cell.json"
-    spec_path.write_text(cell.to_json())
+    spec_path = write_cell(cell, cell_dir)
     result = cell_dir / "result.json"
     if result.exists():
         result.unlink()

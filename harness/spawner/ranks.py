@@ -4,7 +4,7 @@ first failure or at its timeout (a crashed or hung rank never hangs the sweep).
 
 No rank outlives the driver (docs/ARCHITECTURE.md, "Launching"): ranks run in sessions of their own and are
 killed by process group when the cell ends, fails or is interrupted (SIGTERM/SIGINT reach the `finally` as
-exceptions, see harness.experiment.execute.signals_raise), and the kernel kills them if the driver itself is
+exceptions, see harness.core.errors.signals_raise), and the kernel kills them if the driver itself is
 SIGKILLed (the parent-death signal, harness/procs/trampoline.py).
 """
 

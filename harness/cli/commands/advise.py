@@ -14,10 +14,11 @@ import click
 
 from harness.advise.measure import Policy
 from harness.advise.run import AdviseSpec, run_advise
-from harness.core.errors import UserError
+from harness.cli.options import output_option
+from harness.cli.runs_cells import RunsCells
 
 
-@click.command("advise")
+@click.command("advise", cls=RunsCells, go_on="go on with the same command and --resume --output {run_dir}")
 @click.option("--workload", required=True, help="Workload name, or your own as package.module:function.")
 @click.option("--workers", default=2, show_default=True, type=int, help="Worker processes.")
 @click.option("--servers", default=1, show_default=True, type=int,
@@ -44,25 +45,19 @@ from harness.core.errors import UserError
 @click.option("--commbench", multiple=True, type=click.Path(path_type=Path),
               help="Stored commbench run(s) measured on this placement instead of measuring the network.")
 @click.option("--network", help="A network preset (`ddlbench predict --network`) instead of measuring it.")
-@click.option("--output", type=click.Path(path_type=Path), help="Run directory (default results/<run-id>).")
+@output_option()
 @click.option("--resume", is_flag=True, help="Go on with the advise run in --output: measure only what is missing.")
 @click.option("--oversubscribe", is_flag=True, help="Allow more workers than cores (timings are then noise).")
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
-def command(workload, workers, servers, testbed, schemes, grid, top_k, iters, max_iters, target_ci, rounds, warmup,
-            batch, seq_len, device, timeout_s, profile, commbench, network, output, resume, oversubscribe, no_progress):
+def command(grid, iters, max_iters, target_ci, rounds, no_progress, **options):
     """Recommend a method and knobs for WORKLOAD here: predict every candidate, measure the best few and DDP.
 
     Prints the recommendation (gain over DDP default with its 95% CI, or a statistical tie) and writes
-    RUN/advise/report.md. Exit status 0, 2 on bad input."""
-    if not 0 < target_ci < 1 or rounds < 0:
-        raise UserError("--target-ci must be between 0 and 1 (0.03 = 3%) and --rounds >= 0; fix the option")
-    if network and commbench:
-        raise UserError("--network and --commbench both describe the network: give one")
-    run_dir, line = run_advise(AdviseSpec(
-        workload, workers, output=output, resume=resume, testbed=testbed, servers=servers, schemes=schemes,
-        full_grid=grid == "full", top_k=top_k, policy=Policy(iters, max_iters, target_ci, rounds), warmup=warmup,
-        batch=batch, seq_len=seq_len, device=device, timeout_s=timeout_s, profile=profile, commbench=commbench,
-        network=network, oversubscribe=oversubscribe, progress=not no_progress))
+    RUN/advise/report.md. Exit status 0, 2 on bad input, 128+N when signal N stopped it (go on with the
+    same command and --resume --output RUN)."""
+    spec = AdviseSpec(**options, full_grid=grid == "full", policy=Policy(iters, max_iters, target_ci, rounds),
+                      progress=not no_progress)
+    run_dir, line = run_advise(spec)
     click.echo((run_dir / "advise" / "report.md").read_text())
     click.echo(line)
     click.echo(f"report: {run_dir / 'advise' / 'report.md'}")

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import click
 
+from harness.cli.runs_cells import RunsCells
 from harness.doctor.diagnose import diagnose
 from harness.doctor.smoke import SmokeConfig
-from harness.experiment.execute import Interrupted
 
 
-@click.command("doctor")
+@click.command("doctor", cls=RunsCells, show_run=False)
 @click.option("--quick", is_flag=True, help="Only one smoke cell per backend (under a minute on 2 cores).")
 @click.option("--no-cells", is_flag=True, help="Facts only: run no smoke cell.")
 @click.option("--workload", default="bert-base-tiny", show_default=True, help="Workload of the smoke cells.")
@@ -30,14 +30,12 @@ def command(ctx, quick, no_cells, workload, device, timeout_s, keep, as_json):
     hostname resolves to loopback), every backend and how it was built, Slurm, the testbed, then one tiny
     cell per usable backend x scheme, each ok or failed with its reason.
 
-    Exit status 0 when every usable backend's smoke cells pass, 1 when one failed, 2 on bad options."""
-    try:
-        # --json: stdout carries the document only; run_cells' progress bar and failure lines go to stderr
-        with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
-            report = diagnose(workload, device, quick, not no_cells, keep,
-                              echo=None if as_json else click.echo, timeout_s=timeout_s)
-    except Interrupted as e:
-        ctx.exit(e.exit_code)
+    Exit status 0 when every usable backend's smoke cells pass, 1 when one failed, 2 on bad options, 128+N
+    when signal N stopped it."""
+    # --json: stdout carries the document only; run_cells' progress bar and failure lines go to stderr
+    with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+        report = diagnose(workload, device, quick, not no_cells, keep,
+                          echo=None if as_json else click.echo, timeout_s=timeout_s)
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))
     ctx.exit(0 if report["ok"] else 1)

@@ -7,13 +7,7 @@ import time
 
 import click
 
-from harness.core.errors import UserError
-from harness.predict.run import (
-    PredictSpec,
-    check_inputs,
-    parse_method_knobs,
-    run_predict,
-)
+from harness.predict.run import PredictSpec, parse_method_knobs, run_predict
 from harness.report.validation import format_validation, validate
 from harness.results.store import load_run
 
@@ -24,7 +18,8 @@ from harness.results.store import load_run
 @click.option("--workload", "workloads", multiple=True,
               help="Workload to predict from FLOP counts (needs --device-preset; repeatable).")
 @click.option("--device-preset", help="Device preset for calibration (e.g. study-gpu).")
-@click.option("--throughput", type=float, help="Measured one-device throughput, samples/s (calibration).")
+@click.option("--throughput", "throughput_samples_per_s", type=float,
+              help="Measured one-device throughput, samples/s (calibration).")
 @click.option("--batch", type=int, help="Per-worker batch (default: the preset's or the profile's).")
 @click.option("--compute", type=click.Choice(["auto", "profile", "flops"]), default="auto", show_default=True,
               help="Per-layer times from the measured profile or from FLOP/byte counts (roofline).")
@@ -61,28 +56,17 @@ from harness.results.store import load_run
               help="A run directory: compare the predictions with its measured summary.")
 @click.option("-o", "--output", type=click.Path(), help="Write the rows as Parquet.")
 @click.option("--dtype", default="fp32", show_default=True, help="Compute dtype of the predicted cells: fp32 only.")
-def command(profiles, workloads, device_preset, throughput, batch, compute, networks, intervals, commbench, label, intra,
-            nodes, gpus_per_node, servers, server_hosts, shaped, schemes, allreduce, knob_pairs, against, output,
-            dtype):
+def command(knob_pairs, **options):
     """Predict iteration time, throughput and scaling efficiency of each method at any scale."""
-    if dtype != "fp32":  # docs/ARCHITECTURE.md, "Precision"
-        raise UserError(f"predict models fp32 cells only, not {dtype!r}: its compute comes from an fp32 profile or "
-                        f"fp32 FLOP rates, and it does not invent a bf16 speed-up; measure with `ddlbench run "
-                        f"--dtype {dtype}`")
-
-    knobs = parse_method_knobs(knob_pairs)
-    profiles = check_inputs(profiles, workloads, device_preset, throughput, batch, networks, commbench, intra, nodes,
-                 gpus_per_node, servers, schemes, knobs, output, against)
+    spec = PredictSpec(**options, knobs=parse_method_knobs(knob_pairs))
     t0, c0 = time.perf_counter(), time.process_time()
-    df = run_predict(PredictSpec(tuple(profiles), tuple(workloads), device_preset, throughput, batch, compute,
-                                 tuple(networks), tuple(commbench), intra, label, nodes, gpus_per_node, servers,
-                                 schemes, allreduce, knobs, output, shaped, server_hosts, intervals))
+    df = run_predict(spec)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     cols = ["workload", "network", "nodes", "workers", "scheme", "iter_s_median", "throughput_median",
-            "scaling_efficiency", "exposed_comm_s"] + (["pred_low", "pred_high"] if intervals else [])
+            "scaling_efficiency", "exposed_comm_s"] + (["pred_low", "pred_high"] if spec.intervals else [])
     click.echo(df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     click.echo(f"{len(df)} predictions in {wall:.2f} s ({cpu:.2f} s CPU)")
-    if against:
-        click.echo(format_validation(validate(df, load_run(against).summary)))
-    if output:
-        click.echo(f"wrote {output}")
+    if spec.against:
+        click.echo(format_validation(validate(df, load_run(spec.against).summary)))
+    if spec.output:
+        click.echo(f"wrote {spec.output}")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from harness.cli.runs_cells import RunsCells
 from harness.predict.profiler import run_profile
 
 
@@ -30,7 +31,7 @@ def describe(df) -> str:
     return "\n".join(lines)
 
 
-@click.command("profile")
+@click.command("profile", cls=RunsCells, go_on="nothing was written; run it again")
 @click.argument("workload")
 @click.option("--batch", type=int, help="Per-worker batch (default: the workload's).")
 @click.option("--seq-len", type=int, help="Sequence length (default: the workload's).")
@@ -48,7 +49,9 @@ def describe(df) -> str:
 @click.option("-o", "--output", type=click.Path(path_type=Path),
               help="Parquet file (default profile-WORKLOAD.parquet).")
 def command(workload, batch, seq_len, iters, warmup, threads, device, concurrent, dtype, counted_only, output):
-    """Measure WORKLOAD's per-layer forward/backward times, gradient bytes and FLOPs on this device."""
+    """Measure WORKLOAD's per-layer forward/backward times, gradient bytes and FLOPs on this device.
+
+    Exit status 0, 2 on bad input, 128+N when signal N stopped it (nothing is written then)."""
     df, out = run_profile(workload, batch, seq_len, iters, warmup, threads, device, output, counted_only,
                           concurrent, dtype)
     click.echo(describe(df))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from harness.cli.options import output_option
 from harness.report.console import print_summary
 from harness.jobs.slurm import collect, status, submit_sweep
 from harness.results.store import load_run
@@ -34,8 +35,7 @@ def command():
 @click.option("--cpus-per-task", type=int, help="CPUs per worker (default: the sweep's threads).")
 @click.option("--partition", help="Slurm partition (default: the cluster's).")
 @click.option("--time", "time_", help="Time limit per job, Slurm format (default: sum of its cells' timeouts).")
-@click.option("--output", type=click.Path(file_okay=False, path_type=Path),
-              help="Run directory (default results/<run-id>); each job writes a part below it.")
+@output_option("; each job writes a part below it", file_okay=False)
 @click.option("--array", is_flag=True, help="One job array (one element per node count) instead of one job each.")
 @click.option("--sbatch-arg", "sbatch_args", multiple=True, help="Extra sbatch option, e.g. --exclusive (repeatable).")
 @click.option("--dry-run", is_flag=True, help="Write the job scripts but do not submit them.")

@@ -6,31 +6,26 @@ Exit status 0 when every cell is ok, 1 when a cell failed (the summary is still 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
 
-from harness.cli.options import TRACE_META, nodes_option, trace_option
+from harness.cli.options import TRACE_META, nodes_option, run_options, trace_option
+from harness.cli.runs_cells import FINISH, RunsCells
 from harness.contracts.launcher import Follows
-from harness.experiment.execute import Interrupted
-from harness.experiment.options import RunOptions
+from harness.core.errors import signals_raise
 from harness.experiment.run import launcher_for, run_sweep
 from harness.experiment.sweep import load_sweep, with_overrides
 from harness.launchers.choose import by_name
-from harness.launchers.nodes.store import NodesFailed
 from harness.report.console import finish_run
-from harness.results.store import new_run_id
 
 
-@click.command("sweep")
+@click.command("sweep", cls=RunsCells, go_on=FINISH)
 @click.argument("sweep_file", type=click.Path())
-@click.option("--output", type=click.Path(path_type=Path), help="Run directory (default results/<run-id>).")
-@click.option("--resume", is_flag=True, help="Run only the cells missing from --output.")
-@click.option("--overwrite", is_flag=True, help="Discard the run already in --output and measure it again.")
+@run_options
 @click.option("--retry-failed", is_flag=True,
               help="With --resume: also run again the cells recorded as failed (measured cells stay).")
-@click.option("--oversubscribe", is_flag=True,
-              help="Allow more workers x threads than this box has cores (timings are then noise).")
 @click.option("--allow-failed-cells", is_flag=True,
               help="Exit 0 even when cells failed (they stay recorded as failed): for batch jobs whose state "
                    "should say that the sweep ran, not how its cells fared.")
@@ -45,37 +40,25 @@ from harness.results.store import new_run_id
               help="PS cells: servers on hosts without workers, on the workers' hosts, or dedicated when a host "
                    "is spare (auto); replaces the sweep file's `server_hosts:`.")
 @click.option("--dtype", help="Compute dtype of every cell, fp32 or bf16; replaces the sweep file's `dtype:`.")
-@click.option("--strict-network", is_flag=True,
-              help="Exit 1 when a multi-node cell's traffic did not go mainly through the interface its network "
-                   "profile names (summary column net_check).")
-@click.option("--cold", is_flag=True,
-              help="Start every cell's ranks as fresh interpreters instead of forking them from one pre-imported "
-                   "process (warm, the default): for comparison; replaces the sweep file's `cold:`.")
 @nodes_option
 @click.pass_context
-def command(ctx, sweep_file, output, resume, overwrite, retry_failed, oversubscribe, allow_failed_cells,
-            no_progress, launcher, strict_network, server_hosts, dtype, cold, join_timeout_s, **node_flags):
+def command(ctx, sweep_file, options, strict_network, retry_failed, allow_failed_cells, no_progress, launcher,
+            server_hosts, dtype, join_timeout_s, **node_flags):
     """Run every cell of SWEEP_FILE and print the summary.
 
     Exit status 0 when every cell is ok, 1 when a cell failed (0 with --allow-failed-cells), 2 on bad
     input, 128+N when signal N stopped it (finish with --resume)."""
     cfg = with_overrides(load_sweep(sweep_file), trace=ctx.meta.get(TRACE_META), server_hosts=server_hosts,
                          dtype=dtype)
-    if output is None and not resume:
-        output = Path("results") / new_run_id(cfg.name)
-    options = RunOptions(output=output, resume=resume, retry_failed=retry_failed, overwrite=overwrite,
-                         progress=not no_progress, cold=cold or cfg.cold, oversubscribe=oversubscribe,
-                         launcher=launcher, launcher_flags={**node_flags, "join_timeout_s": join_timeout_s})
+    options = dataclasses.replace(options, retry_failed=retry_failed, progress=not no_progress,
+                                  cold=options.cold or cfg.cold, launcher=launcher,
+                                  launcher_flags={**node_flags, "join_timeout_s": join_timeout_s})
+    options = options.with_run_dir(cfg.name)
     try:
-        try:
-            chosen = launcher_for(cfg, options, f"ddlbench sweep {cfg.name} -> {output}")
-        except Follows as node:  # a node that does not lead: it serves node 0's cells, no run directory of its own
-            ctx.exit(node.serve(output, options.cold))
-        run_dir = run_sweep(cfg, options, Path(sweep_file).read_text(), chosen)
-    except Interrupted as e:
-        ctx.exit(finish_run(output, interrupted=e))
-    except NodesFailed as e:  # the job cannot go on; what was measured is on disk
-        click.echo(f"error: {e}", err=True)
-        ctx.exit(1)
+        chosen = launcher_for(cfg, options, f"ddlbench sweep {cfg.name} -> {options.output}")
+    except Follows as node:  # a node that does not lead: it serves node 0's cells, no run directory of its own
+        with signals_raise(options.output):  # interrupted, it goes on with the leader's run
+            ctx.exit(node.serve(options.output, options.cold))
+    run_dir = run_sweep(cfg, options, Path(sweep_file).read_text(), chosen)
     code = finish_run(run_dir, strict_network=strict_network)
     ctx.exit(0 if code == 1 and allow_failed_cells else code)

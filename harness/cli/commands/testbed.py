@@ -7,8 +7,9 @@ from dataclasses import asdict
 
 import click
 
-from harness.core.errors import CellFailed, UserError
-from harness.commbench import testbed as _measure
+from harness.cli.runs_cells import RunsCells
+from harness.commbench.testbed import measure_testbed
+from harness.core.errors import UserError
 from harness.testbed import netns
 from harness.testbed.state import TestbedState
 
@@ -64,24 +65,20 @@ def status_cmd(as_json: bool) -> None:
         click.echo(_table(s))
 
 
-@command.command("measure")
+@command.command("measure", cls=RunsCells, go_on="nothing was recorded; measure again")
 @click.option("--size-mb", type=float, default=32.0, show_default=True, help="All-reduce size, MiB.")
 @click.option("--reps", type=int, default=5, show_default=True, help="Timed repetitions after warm-up.")
 @click.option("--hosts", type=int, default=2, show_default=True, help="Ranks, one per host 0..N-1.")
 def measure_cmd(size_mb: float, reps: int, hosts: int) -> None:
-    """Time a real gloo all-reduce between emulated hosts; compare busbw with the configured rate."""
-    s = netns.status()
-    if s is None:
-        raise UserError("no testbed is up: start one with `ddlbench testbed up --hosts 2 --rate 1gbit`")
-    try:
-        with netns.lease("ddlbench testbed measure"):
-            r = _measure.measure_allreduce_busbw(s, size_bytes=int(size_mb * 2**20), reps=reps, hosts=hosts)
-    except CellFailed as e:  # a measurement failure, not a user mistake: reason and the ranks' output
-        raise click.ClickException(f"{e.reason}\n{e.log_tail}") from None
+    """Time a real gloo all-reduce between emulated hosts; compare busbw with the configured rate.
+
+    Exit status 0, 1 when the measurement failed (its reason and the ranks' last lines), 2 on bad input,
+    128+N when signal N stopped it."""
+    r = measure_testbed(int(size_mb * 2**20), reps, hosts)
     click.echo(
         f"all-reduce {r['size_bytes'] / 2**20:g} MiB x {hosts} ranks: median {r['time_s_median'] * 1e3:.1f} ms, "
         f"algbw {r['algbw_gbit_s']:.3f} Gbit/s, busbw {r['busbw_gbit_s']:.3f} Gbit/s "
-        f"= {r['busbw_over_rate']:.3f} x configured {s.rate_mbit:g} Mbit/s (median of {reps})"
+        f"= {r['busbw_over_rate']:.3f} x configured {r['rate_mbit']:g} Mbit/s (median of {reps})"
     )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from harness.contracts.cell import CellSpec
 from harness.contracts import backend
 from harness.warm.spawn import RankStart
-from harness.procs.argv import WORKER_MODULE
+from harness.procs.argv import WORKER_MODULE, write_cell
 from harness.procs.env import base_env, placed_now
 from harness.spawner.ranks import run_ranks as spawn_ranks
 
@@ -35,9 +35,7 @@ def run_ranks(cell: CellSpec, cell_dir: Path, ranks: list[int], env_of, abort) -
     """Start `ranks` of `cell` on this node and supervise them until they all exit 0; CellFailed when one
     fails, the cell times out, or `abort()` returns a reason (the cell failed elsewhere). Every rank
     started here is killed when this returns or raises (the spawner's `run_ranks`, harness/spawner/ranks.py)."""
-    cell_dir.mkdir(parents=True, exist_ok=True)
-    spec = cell_dir / "cell.json"
-    spec.write_text(cell.to_json())
+    spec = write_cell(cell, cell_dir)
     args, placed = ("--cell", str(spec), "--out", str(cell_dir)), placed_now()
     spawn_ranks(cell, cell_dir, {r: RankStart(WORKER_MODULE, args, {**env_of(r), **placed}) for r in ranks},
                 abort=abort, poll_s=POLL_S)

@@ -12,6 +12,7 @@ import time
 
 import torch.distributed as dist
 
+from harness.core.errors import RunFailed
 from harness.launchers.nodes.env import NodeJob
 
 BEAT_S = 1.0
@@ -22,7 +23,7 @@ GRACE_S = 30.0
 """Beyond a cell's timeout, how long the leader waits for the other nodes' outcomes."""
 
 
-class NodesFailed(Exception):
+class NodesFailed(RunFailed):
     """The job cannot go on (a node never joined, or was lost): one line for the user; exit status 1."""
 
 

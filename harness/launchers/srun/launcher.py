@@ -53,7 +53,7 @@ from harness.launchers.srun.plan import (
     place,
     server_hosts_in,
 )
-from harness.procs.argv import WORKER_MODULE, python_argv, worker_argv
+from harness.procs.argv import WORKER_MODULE, python_argv, worker_argv, write_cell
 from harness.procs.crash import with_rank_error
 from harness.procs.env import placed_now
 from harness.procs.logs import log_tail
@@ -126,8 +126,7 @@ def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, .
     worker argv (tests run probes through the same path)."""
     alloc = allocation_from_env()
     cell_dir = cell_dir.resolve()
-    cell_dir.mkdir(parents=True, exist_ok=True)
-    (cell_dir / "cell.json").write_text(cell.to_json())
+    write_cell(cell, cell_dir)
     result = cell_dir / "result.json"
     result.unlink(missing_ok=True)
     backend = recipe(cell.backend, SrunRecipe)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import rank_pids
+from helpers import rank_pids, stopped_in_one_line
 
 from harness.contracts.cell import CellSpec
 from harness.experiment.cells import resolve
@@ -220,6 +220,7 @@ def test_sigterm_to_the_driver_ends_the_cell_and_a_second_writer_is_refused(tmp_
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, out + err
     assert "interrupted by SIGTERM" in err and "Traceback" not in err
+    assert stopped_in_one_line(err).endswith(f"finish with --resume --output {run}")  # as every command that runs cells
     _no_rank_left_within(run)
     s = pd.read_parquet(run / "summary.parquet").set_index("scheme")
     assert s.loc["local", "status"] == "ok"  # the earlier row survives

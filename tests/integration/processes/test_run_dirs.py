@@ -149,7 +149,7 @@ def test_sigterm_and_sigint_become_interrupted_only_inside():
     import os
     import signal
 
-    from harness.experiment.execute import Interrupted, signals_raise
+    from harness.core.errors import Interrupted, signals_raise
 
     before = signal.getsignal(signal.SIGTERM)
     for sig in (signal.SIGTERM, signal.SIGINT):

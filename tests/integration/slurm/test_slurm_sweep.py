@@ -29,7 +29,7 @@ import psutil
 import pytest
 import yaml
 from click.testing import CliRunner
-from helpers import ROOT, rank_pids, require
+from helpers import ROOT, rank_pids, require, stopped_in_one_line
 
 from harness.cli.main import cli
 from harness.contracts.cell import CellSpec
@@ -478,6 +478,11 @@ def test_cancelled_job_keeps_finished_cells_and_resume_completes_it(jobs):
     # scancel's SIGTERM reached the sweep mid-cell: that cell is recorded as interrupted, to run again
     if "ddp" in before.index:
         assert before.loc["ddp", "status"] == "failed" and before.loc["ddp", "reason"].startswith("interrupted")
+    # and the job's sweep said so in one line of its log (stdout and stderr together: the summary's own
+    # `failed CELL: interrupted ...` rows are stdout), as every command that runs cells does
+    log = "".join(p.read_text() for p in run.glob(f"slurm-*-{job}.out"))
+    line = stopped_in_one_line("\n".join(ln for ln in log.splitlines() if not ln.startswith("failed ")))
+    assert "finish with --resume --output" in line and line.endswith(part.name), log
     raw_before = pd.read_parquet(part / "raw.parquet")
     # `ddlbench sweep --resume` in a new allocation of the same shape runs only the missing cell.
     res = subprocess.run(["salloc", "-N2", "--ntasks-per-node=1", "--time=10", sys.executable, "-m", "harness.cli.main",

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 from click.testing import CliRunner
-from helpers import ROOT
+from helpers import ROOT, stopped_in_one_line
 
 from harness.commbench import testbed as measure
 from harness.core.errors import UserError
@@ -115,6 +118,31 @@ def test_busbw_tracks_1gbit_after_reconfigure(clean_machine):
     print(f"\n1 Gbit/s: busbw {r['busbw_gbit_s']:.4f} Gbit/s, ratio {r['busbw_over_rate']:.4f}, "
           f"times {r['times_s']}")
     assert 0.9 <= r["busbw_over_rate"] <= 1.1, r
+
+
+@pytest.mark.root
+def test_sigterm_stops_testbed_measure_in_one_line_and_frees_the_testbed(clean_machine):
+    """`ddlbench testbed measure` stopped while its ranks run ends as every command that runs cells does."""
+    netns.up(2, "200mbit")
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "testbed", "measure", "--size-mb", "64",
+                             "--reps", "50"], start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not _commbench_ranks(proc.pid) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    ranks = _commbench_ranks(proc.pid)
+    assert ranks, "the measurement never started its ranks"
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert stopped_in_one_line(err, proc.returncode).endswith("nothing was recorded; measure again")
+    _, alive = psutil.wait_procs(ranks, timeout=15)
+    assert not alive and netns.lease_holder() is None  # its ranks are gone, the testbed is free
+
+
+def _commbench_ranks(pid: int) -> list:
+    return [p for p in psutil.Process(pid).children(recursive=True) if "harness.rank.commbench" in " ".join(p.cmdline())]
 
 
 @pytest.mark.root

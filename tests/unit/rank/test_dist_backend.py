@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from harness.backends.torch_dist import handles
 from harness.backends.torch_dist import transport as tt
-from harness.cli.commands.commbench import run_commbench
+from harness.commbench.run import CommbenchSpec, run_commbench
 from harness.cli.main import cli
 from harness.contracts import devices
 from harness.contracts.cell import CellSpec
@@ -310,7 +310,8 @@ def test_commbench_refuses_two_ranks_on_one_gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(cellmod.torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(cellmod.torch.cuda, "device_count", lambda: 1)
     with pytest.raises(UserError, match="2 workers per node need 2 GPUs"):
-        run_commbench(2, "allreduce", "4K", "8K", 1, 0, 0, tmp_path / "cb", 60.0, device="cuda")
+        run_commbench(CommbenchSpec(workers=2, min_size="4K", max_size="8K", reps=1, warmup=0, servers=0,
+                                    output=tmp_path / "cb", timeout_s=60.0, device="cuda"))
     assert not (tmp_path / "cb").exists()
 
 

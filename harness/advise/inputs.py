@@ -10,7 +10,7 @@ import pandas as pd
 
 from harness.advise.candidates import Layout
 from harness.core.atomic import write_parquet_atomic
-from harness.commbench.run import commbench_cell, measure
+from harness.commbench.driver import commbench_cell, measure
 from harness.measure.sizes import parse_size, sizes_between
 from harness.core.errors import CellFailed, UserError
 from harness.contracts.launcher import Launcher

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.advise.decide import Verdict, gain
-from harness.advise.measure import Measured
+from harness.advise.shortlist import Measured
 from harness.core.errors import UserError
 
 

@@ -17,7 +17,7 @@ import ipaddress
 import os
 from collections.abc import MutableMapping
 
-from harness.contracts.distenv import DistEnv
+from harness.contracts.identity import RankIdentity
 from harness.networks.netif import read_counters, refuse_loopback, route_towards
 
 IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
@@ -31,7 +31,7 @@ def _literal_loopback(addr: str) -> bool:
         return False
 
 
-def choose_interface(env: DistEnv, environ: MutableMapping[str, str] | None = None) -> dict:
+def choose_interface(me: RankIdentity, environ: MutableMapping[str, str] | None = None) -> dict:
     """Name the interface for every library in `environ` (default: this process's) unless named already;
     returns {"iface", "iface_addr", "iface_source"} for the rank's record."""
     environ = os.environ if environ is None else environ
@@ -41,12 +41,12 @@ def choose_interface(env: DistEnv, environ: MutableMapping[str, str] | None = No
         for var in IFNAME_VARS[1:]:
             environ.setdefault(var, given)
         return {"iface": given, "iface_addr": "", "iface_source": "given (GLOO_SOCKET_IFNAME)"}
-    route = route_towards(env.master_addr)
-    if env.nodes > 1 and not _literal_loopback(env.master_addr):
+    route = route_towards(me.master_addr)
+    if me.nodes > 1 and not _literal_loopback(me.master_addr):
         # A name that resolves to loopback (Debian's 127.0.1.1 hostname) sends every node to itself. A
         # literal 127.x rendezvous is a deliberate one-host emulation (the local Slurm's nodes all are
         # this host), where loopback is right.
         refuse_loopback(route.dev, route.dest)
     for var in IFNAME_VARS:
         environ.setdefault(var, route.dev)
-    return {"iface": route.dev, "iface_addr": route.src or "", "iface_source": f"route to {env.master_addr}"}
+    return {"iface": route.dev, "iface_addr": route.src or "", "iface_source": f"route to {me.master_addr}"}

@@ -17,7 +17,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from harness.commbench.run import commbench_cell, measure
+from harness.commbench.driver import commbench_cell, measure
 from harness.core.errors import UserError
 from harness.measure import stats
 from harness.testbed import netns

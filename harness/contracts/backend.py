@@ -29,9 +29,9 @@ class BackendEntry:
     description: str
     """One line for `ddlbench list`."""
     start: Callable[..., Any]
-    """(cell, dist_env, device) -> Transport (worker) ; servers are run by `serve`."""
+    """(cell, me: RankIdentity, device) -> Transport (worker) ; servers are run by `serve`."""
     serve: Callable[..., None] | None = None
-    """(cell, dist_env) -> None: the parameter-server loop, for backends that have one."""
+    """(cell, me: RankIdentity) -> None: the parameter-server loop, for backends that have one."""
     available: Callable[[], str | None] = lambda: None
     """Returns None when usable here, else a one-line reason with the fix."""
     device_check: Callable[[str], str | None] = lambda device: None
@@ -103,7 +103,7 @@ def rank_env(cell) -> dict:
 
 
 def identity(environ: Mapping[str, str]):
-    """The DistEnv a framework's own launcher gave this process, else None (launchers/identity.py)."""
+    """The RankIdentity a framework's own launcher gave this process, else None (launchers/identity.py)."""
     for name in sorted(loaded().names()):
         found = BACKENDS.get(name).launch.identity(environ)
         if found is not None:

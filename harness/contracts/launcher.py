@@ -1,6 +1,6 @@
 """The launcher registry (docs/ARCHITECTURE.md, "Launcher"): every way a run's cells are started, by name,
 each registered by its own folder (harness/launchers/<name>/). The one sweep path
-(harness/experiment/run.py) asks the registry for the launcher of a request, by name or by what the
+(harness/experiment/dispatch.py) asks the registry for the launcher of a request, by name or by what the
 request's environment and sweep file say, and asks the launcher everything else: where cells go, how they
 start, what wraps the run. Generic: it knows no launcher and no backend."""
 

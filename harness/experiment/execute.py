@@ -87,7 +87,7 @@ def write_environment(run_dir: Path, run_id: str, device: str, extra: dict | Non
 def run_cells(cells: list[CellSpec], run_dir: Path, options: RunOptions = RunOptions(),
               launcher: Launcher | None = None, *, new_run: bool = False, files: dict[str, str] | None = None,
               run_id: str | None = None) -> list[dict]:
-    """The one function that runs cells into a run directory (the one sweep path, harness/experiment/run.py,
+    """The one function that runs cells into a run directory (the one sweep path, harness/experiment/dispatch.py,
     and doctor call it): lock the directory (one writer); with `new_run`, refuse or clear a run already there
     (store.prepare_run, by `options.resume` and `options.overwrite`) and write `files` (name -> text,
     atomically: the sweep file); then run the cells in order with a progress bar, skipping those already

@@ -29,7 +29,7 @@ import pandas as pd
 from harness.core.atomic import write_json_atomic, write_parquet_atomic
 from harness.gate.compare import measured_cells
 from harness.gate.keys import cell_key
-from harness.gate.env import check_environments
+from harness.gate.comparable import check_environments
 from harness.core.errors import UserError
 from harness.results.files import check_output_dir, unwritable
 from harness.results.machine_load import busy_reason
@@ -74,7 +74,7 @@ def save_baseline(name: str, run, root: str | Path | None = None, force: bool = 
     if dest.exists() and not force:
         raise UserError(f"baseline {name!r} already exists at {dest}: pick another name or pass --force "
                         f"to replace it")
-    env = tables.environment
+    environment = tables.environment
     fingerprints = sorted({f for t in all_tables if "fingerprint" in t.environment
                            for f in t.environment["fingerprint"]})
     measured = measured_cells(tables.summary)
@@ -84,9 +84,9 @@ def save_baseline(name: str, run, root: str | Path | None = None, force: bool = 
         "source_runs": [str(t.path) for t in all_tables],
         "rounds": len(all_tables),
         "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "run_created_utc": str(env["created_utc"].iloc[0]) if "created_utc" in env and len(env) else "",
+        "run_created_utc": str(environment["created_utc"].iloc[0]) if "created_utc" in environment and len(environment) else "",
         "fingerprint": ",".join(fingerprints),
-        "git_commit": str(env["git_commit"].iloc[0]) if "git_commit" in env and len(env) else "",
+        "git_commit": str(environment["git_commit"].iloc[0]) if "git_commit" in environment and len(environment) else "",
         "cells": len(measured),
         "cells_ok": int((measured["status"] == "ok").sum()),
         "workloads": sorted(set(measured["workload"].dropna())),
@@ -133,11 +133,11 @@ def _check_same_sweep(first, other) -> None:
 def run_identity(tables) -> tuple:
     """What makes a run itself wherever its tables were copied (a baseline holds copies): its path when it
     recorded no environment, else its run ids and start times."""
-    env = tables.environment
-    if env is None or env.empty or "run_id" not in env:
+    environment = tables.environment
+    if environment is None or environment.empty or "run_id" not in environment:
         return (str(tables.path.resolve()),)
-    created = env["created_utc"] if "created_utc" in env else pd.Series(dtype=str)
-    return (tuple(sorted(map(str, set(env["run_id"])))), tuple(sorted(map(str, set(created)))))
+    created = environment["created_utc"] if "created_utc" in environment else pd.Series(dtype=str)
+    return (tuple(sorted(map(str, set(environment["run_id"])))), tuple(sorted(map(str, set(created)))))
 
 
 def load_rounds(path: str | Path) -> list:
@@ -170,13 +170,13 @@ def _store(run_dirs: list[Path], dest: Path, meta: dict) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _strip_machine_paths(env_file: Path) -> None:
+def _strip_machine_paths(environment_file: Path) -> None:
     """A baseline is meant to be committed: the package path it ran from becomes relative to the working
     directory (e.g. `harness`), or just the package's folder name when it was installed elsewhere."""
-    if not env_file.exists():
+    if not environment_file.exists():
         return
-    env = pd.read_parquet(env_file)
-    if "package_path" not in env:
+    environment = pd.read_parquet(environment_file)
+    if "package_path" not in environment:
         return
 
     def rel(v):
@@ -188,8 +188,8 @@ def _strip_machine_paths(env_file: Path) -> None:
         except ValueError:
             return p.name
 
-    env["package_path"] = env["package_path"].map(rel)
-    write_parquet_atomic(env, env_file)  # docs/ARCHITECTURE.md, "Tidy tables": only through core/atomic.py
+    environment["package_path"] = environment["package_path"].map(rel)
+    write_parquet_atomic(environment, environment_file)  # docs/ARCHITECTURE.md, "Tidy tables": only through core/atomic.py
 
 
 def list_baselines(root: str | Path | None = None) -> list[dict]:

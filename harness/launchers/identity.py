@@ -11,18 +11,18 @@ from __future__ import annotations
 import os
 
 from harness.contracts import backend
-from harness.contracts.distenv import DistEnv
+from harness.contracts.identity import RankIdentity
 from harness.launchers.srun.env import from_slurm
 
-__all__ = ["DistEnv", "from_environ"]
+__all__ = ["RankIdentity", "from_environ"]
 
 
-def from_environ(environ: dict | None = None) -> DistEnv:
+def from_environ(environ: dict | None = None) -> RankIdentity:
     env = os.environ if environ is None else environ
     if "RANK" in env and "WORLD_SIZE" in env:
         world = int(env["WORLD_SIZE"])
         local_world = int(env.get("LOCAL_WORLD_SIZE", world))
-        return DistEnv(
+        return RankIdentity(
             rank=int(env["RANK"]),
             world_size=world,
             local_rank=int(env.get("LOCAL_RANK", env["RANK"])),
@@ -41,7 +41,7 @@ def from_environ(environ: dict | None = None) -> DistEnv:
     if "OMPI_COMM_WORLD_RANK" in env and "OMPI_COMM_WORLD_SIZE" in env:  # Open MPI's mpirun
         world = int(env["OMPI_COMM_WORLD_SIZE"])
         local_world = int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE", world))
-        return DistEnv(
+        return RankIdentity(
             rank=int(env["OMPI_COMM_WORLD_RANK"]), world_size=world,
             local_rank=int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", env["OMPI_COMM_WORLD_RANK"])),
             local_world_size=local_world, master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
@@ -50,5 +50,5 @@ def from_environ(environ: dict | None = None) -> DistEnv:
             nodes=max(1, world // max(1, local_world)), source="mpirun")
     if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
         return from_slurm(env)
-    return DistEnv(rank=0, world_size=1, local_rank=0, local_world_size=1,
+    return RankIdentity(rank=0, world_size=1, local_rank=0, local_world_size=1,
                    master_addr="127.0.0.1", master_port=29500)

@@ -23,24 +23,24 @@ from harness.contracts.training import crash_stacks, exit_now
 
 def run_rank(cell: CellSpec, out: Path) -> None:
     registered = backends.load()  # first: who this rank is may be its framework launcher's word
-    env = from_environ()
+    me = from_environ()
     kn = cell.knobs
     sizes, reps, warm, collective = kn["sizes"], kn["reps"], kn["warmup"], kn["collective"]
     backend = registered.get(cell.backend)
-    if env.rank >= cell.workers:
-        backend.serve(cell, env)
+    if me.rank >= cell.workers:
+        backend.serve(cell, me)
         return
-    device = rank_device(env.local_rank, cell.device, cell.dist_backend)  # the worker's rule (harness/contracts/devices.py)
-    t = backend.start(cell, env, device)
+    device = rank_device(me.local_rank, cell.device, cell.dist_backend)  # the worker's rule (harness/contracts/devices.py)
+    t = backend.start(cell, me, device)
     check_group_backend(device.type, cell.dist_backend, t.facts.get("dist_backend", ""))
     if collective == "pushpull":
         t.declare_keys(push_pull_keys(sizes))
     if collective == "allreduce" and kn.get("check", True):
-        check_allreduce(t, min(sizes) // 4, env.rank, cell.workers, device)
-    times = time_sizes(t, collective, sizes, reps, warm, env.rank, device)
+        check_allreduce(t, min(sizes) // 4, me.rank, cell.workers, device)
+    times = time_sizes(t, collective, sizes, reps, warm, me.rank, device)
     gathered = t.gather_object(times)
     t.shutdown()
-    if env.rank == 0:
+    if me.rank == 0:
         write_json_atomic(out / "result.json", {"times": slowest(gathered, sizes, reps, collective),
                                                  "workers": cell.workers,
                                                  "dist_backend": t.facts.get("dist_backend", "")})

@@ -25,7 +25,7 @@ from harness import backends
 from harness.contracts.cell import CellSpec
 from harness.contracts.devices import check_group_backend, device_name, rank_device
 from harness.core.errors import UserError
-from harness.launchers.identity import DistEnv, from_environ
+from harness.launchers.identity import RankIdentity, from_environ
 from harness.procs.env import PLACED_AT_VAR, RANK_START_VAR
 from harness.measure.loop import run_loop
 from harness.measure.trace import Tracer
@@ -93,20 +93,20 @@ def deterministic() -> None:
         torch.backends.cudnn.benchmark = False
 
 
-def _device(cell: CellSpec, env: DistEnv) -> torch.device:
-    return rank_device(env.local_rank, cell.device, cell.dist_backend)  # the one device rule (harness/contracts/devices.py)
+def _device(cell: CellSpec, me: RankIdentity) -> torch.device:
+    return rank_device(me.local_rank, cell.device, cell.dist_backend)  # the one device rule (harness/contracts/devices.py)
 
 
-def _build(cell: CellSpec, env: DistEnv, device: torch.device):
+def _build(cell: CellSpec, me: RankIdentity, device: torch.device):
     """(workload spec, model, facts, batch) of this rank: same seed everywhere, own synthetic batch."""
     spec = WORKLOADS.get(cell.workload)
     torch.manual_seed(cell.seed)
     model = spec.build().to(device)
     model.train()
     facts = {"params": count_params(model), "grad_bytes": grad_bytes(model)}
-    if env.rank == 0:
+    if me.rank == 0:
         facts["flops_per_sample"] = flops_per_sample(spec, model, cell.seq_len, device)
-    batch = spec.make_batch(cell.batch, seq_len=cell.seq_len, device=device, seed=cell.seed + 1000 + env.rank)
+    batch = spec.make_batch(cell.batch, seq_len=cell.seq_len, device=device, seed=cell.seed + 1000 + me.rank)
     return spec, model, facts, batch
 
 
@@ -118,45 +118,45 @@ def _iterations(cell: CellSpec, scheme) -> tuple[int, int]:
     return (0, steps) if steps else (max(cell.warmup, profiled), cell.iters)
 
 
-def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
+def run_worker(cell: CellSpec, me: RankIdentity, out: Path) -> dict | None:
     precision = set_precision(cell.dtype)  # once, before anything computes; the result records these flags
     deterministic()
     entry = SCHEMES.get(cell.scheme)
     backend = backends.load().get(cell.backend)
-    if env.rank >= cell.workers:  # a parameter server
-        backend.serve(cell, env)
+    if me.rank >= cell.workers:  # a parameter server
+        backend.serve(cell, me)
         return None
-    device = _device(cell, env)
-    transport = backend.start(cell, env, device) if entry.communicates else None
+    device = _device(cell, me)
+    transport = backend.start(cell, me, device) if entry.communicates else None
     if transport is not None:  # a CUDA cell on gloo by accident would be 10-100x off: one line, not a number
         check_group_backend(device.type, cell.dist_backend, transport.facts.get("dist_backend", ""))
     t_start = time.perf_counter()
-    spec, model, facts, batch = _build(cell, env, device)
+    spec, model, facts, batch = _build(cell, me, device)
     # a traced cell (docs/ARCHITECTURE.md, "Traces"); untraced, nothing of it exists
-    tracer = Tracer(cell.trace_iters, env.rank) if cell.trace_iters else None
+    tracer = Tracer(cell.trace_iters, me.rank) if cell.trace_iters else None
     traced = tracer.transport(transport) if tracer and transport else transport
-    log = lambda msg: print(f"[rank {env.rank}] {msg}", flush=True)  # noqa: E731
-    ctx = SchemeContext(transport=traced, rank=env.rank, workers=cell.workers, device=device,
+    log = lambda msg: print(f"[rank {me.rank}] {msg}", flush=True)  # noqa: E731
+    ctx = SchemeContext(transport=traced, rank=me.rank, workers=cell.workers, device=device,
                         knobs=entry.make_knobs(cell.knobs), make_optimizer=make_optimizer, log=log,
                         dtype=cell.dtype)
     scheme = entry.cls(ctx)
     fwd = scheme.setup(model)
     barrier = transport.barrier if transport is not None else (lambda: None)
     warmup, iters = _iterations(cell, scheme)
-    counting = env.local_rank == 0  # one rank per node reads the node's interface counters
+    counting = me.local_rank == 0  # one rank per node reads the node's interface counters
     before = read_counters() if counting else {}
     loss_fn = spec.loss if scheme.native_precision else autocast_loss(spec.loss, cell.dtype, device)
-    loss_fn = _dropped_gradient(env.rank, loss_fn)
+    loss_fn = _dropped_gradient(me.rank, loss_fn)
     if tracer is not None:
         scheme, barrier = tracer.attach(fwd, model, scheme, barrier)
     started = startup_s(time.time())  # the first warm-up iteration starts now
-    samples = run_loop(fwd, scheme, loss_fn, batch, warmup, iters, device, barrier, _fault(cell, env.rank))
+    samples = run_loop(fwd, scheme, loss_fn, batch, warmup, iters, device, barrier, _fault(cell, me.rank))
     net = _net_bytes(before, read_counters() if counting else {}, warmup + iters)
     # one worker still pushes and pulls through its servers; one all-reduce rank moves nothing
     comm_only = scheme.probe_comm() if (transport is not None and (cell.workers > 1 or cell.servers)) else 0.0
     if os.environ.get("DDLBENCH_DUMP_PARAMS"):
-        torch.save(scheme.final_parameters(model), out / f"params.rank{env.rank}.pt")
-    mine = {"rank": env.rank, "host": socket.gethostname(), "device_name": device_name(device),
+        torch.save(scheme.final_parameters(model), out / f"params.rank{me.rank}.pt")
+    mine = {"rank": me.rank, "host": socket.gethostname(), "device_name": device_name(device),
             "samples": samples, "comm_only_s": comm_only,
             "setup_s": time.perf_counter() - t_start, "net_bytes_per_iter": net, **started,
             **(transport.facts if transport is not None else {})}
@@ -165,7 +165,7 @@ def run_worker(cell: CellSpec, env: DistEnv, out: Path) -> dict | None:
         tracer.write(transport, out, cell.cell_id)
     plan = {**scheme.describe(), **(transport.describe() if transport is not None else {}),
             **precision_plan(cell, entry, scheme, device)}
-    result = None if env.rank != 0 else _result(cell, env, entry, scheme, backend, facts, gathered, plan,
+    result = None if me.rank != 0 else _result(cell, me, entry, scheme, backend, facts, gathered, plan,
                                                 precision, warmup, iters)
     if result is not None:  # before the group is torn down: NCCL's teardown can hang
         write_json_atomic(out / "result.json", result)
@@ -217,7 +217,7 @@ def _net_bytes(before: dict, after: dict, iterations: int) -> dict:
     return {name: [rx / iterations, tx / iterations] for name, (rx, tx) in delta.items() if rx or tx}
 
 
-def _result(cell, env, entry, scheme, backend, facts, gathered, plan, precision, warmup, iters) -> dict:
+def _result(cell, me, entry, scheme, backend, facts, gathered, plan, precision, warmup, iters) -> dict:
     return {
         "cell": json.loads(cell.to_json()),
         "ranks": gathered,
@@ -226,8 +226,8 @@ def _result(cell, env, entry, scheme, backend, facts, gathered, plan, precision,
                   **precision},
         "plan": plan,
         "versions": backend.versions(),
-        "dist": {"source": env.source, "nodes": env.nodes, "local_world_size": env.local_world_size,
-                 **env.extra},
+        "dist": {"source": me.source, "nodes": me.nodes, "local_world_size": me.local_world_size,
+                 **me.extra},
         "effective": {"warmup": warmup, "iters": iters},
     }
 
@@ -242,15 +242,15 @@ def main(argv: list[str] | None = None) -> int:
     if cell.device == "cpu":
         torch.set_num_threads(cell.threads)
     backends.load()  # first: who this rank is may be its framework launcher's word (BackendLaunch.identity)
-    env = from_environ()
+    me = from_environ()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        run_worker(cell, env, out)
+        run_worker(cell, me, out)
     except UserError as e:  # one line the launcher puts in the failed cell's reason (procs/crash.py)
         print(f"error: {e}", file=sys.stderr, flush=True)
         return 2
-    return _shutdown_fault(env.rank, out)
+    return _shutdown_fault(me.rank, out)
 
 
 def _shutdown_fault(rank: int, out: Path) -> int:

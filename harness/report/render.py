@@ -74,10 +74,10 @@ def write_report(runs: list, out_dir: Path, title: str | None = None, dpi: int =
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     merged, notes = merge(runs)
-    s, env, cb = merged["summary"], merged["environment"], merged["commbench"]
+    s, environment, cb = merged["summary"], merged["environment"], merged["commbench"]
     names = [str(getattr(r, "path", f"run{i}")) for i, r in enumerate(runs)]
     page = Page(title or f"ddlbench report: {', '.join(Path(n).name for n in names)}")
-    _intro(page, names, notes, s, env)
+    _intro(page, names, notes, s, environment)
     out: dict[str, Path] = {}
 
     def save(fig, file: str) -> None:
@@ -89,7 +89,7 @@ def write_report(runs: list, out_dir: Path, title: str | None = None, dpi: int =
     _measured_sections(page, s, save)
     TL.section(page, runs, list(timelines), save)  # traced cells (chosen, else the first few)
     _model_sections(page, s, cb, save)
-    _table_sections(page, s, env)
+    _table_sections(page, s, environment)
     if not s.empty:  # the full table (the page shows a laptop-wide one)
         write_parquet_atomic(s, out_dir / "summary.parquet")
         write_text_atomic(out_dir / "summary.csv", s.to_csv(index=False))
@@ -100,7 +100,7 @@ def write_report(runs: list, out_dir: Path, title: str | None = None, dpi: int =
     return out
 
 
-def _intro(page: Page, names: list[str], notes: list[str], s: pd.DataFrame, env: pd.DataFrame) -> None:
+def _intro(page: Page, names: list[str], notes: list[str], s: pd.DataFrame, environment: pd.DataFrame) -> None:
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     page.p(f"Generated {now} from {len(names)} input(s): " + ", ".join(f"`{n}`" for n in names) + ".")
     page.p("How to read the numbers: X is throughput in samples/s (images or sequences) = global batch / "
@@ -109,7 +109,7 @@ def _intro(page: Page, names: list[str], notes: list[str], s: pd.DataFrame, env:
            "(Student t). Scaling efficiency E(N) = X_N / (N·X₁) with X₁ measured in the same sweep.")
     for n in notes:
         page.p(f"Note: {n}.")
-    checks = busy_runs(env) + (T.sanity_checks(s) if not s.empty else [])
+    checks = busy_runs(environment) + (T.sanity_checks(s) if not s.empty else [])
     if checks:
         page.h("Checks")
         for c in checks:
@@ -168,10 +168,10 @@ def _model_sections(page: Page, s: pd.DataFrame, cb: pd.DataFrame, save) -> None
         page.table(T.prediction_table(errs))
 
 
-def _table_sections(page: Page, s: pd.DataFrame, env: pd.DataFrame) -> None:
+def _table_sections(page: Page, s: pd.DataFrame, environment: pd.DataFrame) -> None:
     if not s.empty:
         page.h("Summary")
-        table, caption = T.summary_table(s, env)
+        table, caption = T.summary_table(s, environment)
         page.p(caption + " Every column of every cell: `summary.csv` and `summary.parquet` beside this page.")
         page.table(table)
         wl = T.workload_table(s)
@@ -179,10 +179,10 @@ def _table_sections(page: Page, s: pd.DataFrame, env: pd.DataFrame) -> None:
             page.h("Workloads")
             page.table(wl)
     page.h("Environment")
-    if env.empty:
+    if environment.empty:
         page.p("No environment table in these runs.")
     else:
-        page.table(T.environment_table(env, s))
+        page.table(T.environment_table(environment, s))
 
 
 def _network_section(page: Page, s: pd.DataFrame) -> None:

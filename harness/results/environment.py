@@ -154,12 +154,12 @@ def record_load(run_dir: Path, columns: dict, merge: bool = False) -> None:
     path = Path(run_dir) / "environment.parquet"
     if not path.exists():
         return
-    env = read_table(path)
+    environment = read_table(path)
     if merge:
-        columns = machine_load.merge_resumed(env.iloc[0].to_dict(), columns)
+        columns = machine_load.merge_resumed(environment.iloc[0].to_dict(), columns)
     for k, v in columns.items():
-        env[k] = v
-    write_parquet_atomic(env, path)
+        environment[k] = v
+    write_parquet_atomic(environment, path)
 
 
 def to_frame(row: dict) -> pd.DataFrame:

@@ -241,12 +241,12 @@ def recorded(row) -> bool:
     return "others_cores_start" in row and row.get("others_cores_start") == row.get("others_cores_start")
 
 
-def busy_runs(env) -> list[str]:
+def busy_runs(environment) -> list[str]:
     """One line per run of an environment table measured on a busy machine (empty when all were quiet)."""
-    if env is None or len(env) == 0:
+    if environment is None or len(environment) == 0:
         return []
     out = []
-    for i, (_, r) in enumerate(env.iterrows()):
+    for i, (_, r) in enumerate(environment.iterrows()):
         why = busy_reason(r)
         if why:
             out.append(f"run {r.get('run', r.get('run_id', i))} was measured on a busy machine: {why}; its "

@@ -31,8 +31,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from harness.advise.measure import Policy
-from harness.advise.run import AdviseSpec, run_advise
+from harness.advise.shortlist import Policy
+from harness.advise.workflow import AdviseSpec, run_advise
 from harness.advise.validation import (
     BATCH,
     METHODS,
@@ -45,7 +45,7 @@ from harness.advise.validation import (
     render,
 )
 from harness.experiment.options import RunOptions
-from harness.experiment.run import run_sweep_file
+from harness.experiment.dispatch import run_sweep_file
 from harness.results.scrub import machine_paths, scrubbed_copy
 from harness.results.store import load_run
 from harness.testbed import netns

@@ -2,7 +2,7 @@
 is three concurrent sets of processes, told their role by DMLC_ROLE (roles.py).
 
 - srun: three steps per cell: the scheduler (first worker node), the servers (spare nodes when the
-  allocation has them, else beside the workers; harness/launchers/srun/plan.py `place`), the workers (the
+  allocation has them, else beside the workers; harness/launchers/srun/steps.py `place`), the workers (the
   `byteps` shim gives each its DMLC_WORKER_ID and BYTEPS_LOCAL_RANK/SIZE); the cell ends with the workers;
 - batch scripts: the `byteps` launch style (the same three steps written in shell).
 """
@@ -15,7 +15,7 @@ from harness.launchers.sbatch.recipe import REFERENCE_COMMAND, SbatchStyle
 from harness.backends.byteps.roles import shared_env
 from harness.launchers.sbatch.text import argv_words, step_cpus
 from harness.launchers.srun.env import from_slurm
-from harness.launchers.srun.plan import SrunContext, Step, env_items
+from harness.launchers.srun.steps import SrunContext, Step, env_items
 
 
 def srun_plan(ctx: SrunContext) -> list[Step]:

@@ -55,7 +55,7 @@ def gather_by_sum(obj: Any, rank: int, workers: int, total: Callable[[torch.Tens
 class BytePSTransport(Transport):
     """push-pull is BytePS's primitive: sums through its servers (average=False)."""
 
-    def __init__(self, cell, env, device):
+    def __init__(self, cell, me, device):
         import byteps.torch as bps  # optional: only this backend needs BytePS
 
         self.bps = bps

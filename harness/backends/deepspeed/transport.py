@@ -52,11 +52,11 @@ def name_accelerator(device_type: str) -> None:
     os.environ.setdefault("DS_ACCELERATOR", "cuda" if device_type == "cuda" else "cpu")
 
 
-def start(cell, env, device):
-    facts = choose_interface(env)
+def start(cell, me, device):
+    facts = choose_interface(me)
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", extensions_dir())
     device = torch.device(device)
-    os.environ["LOCAL_RANK"] = deepspeed_local_rank(device, env.local_rank)  # before init: device_id
+    os.environ["LOCAL_RANK"] = deepspeed_local_rank(device, me.local_rank)  # before init: device_id
     name_accelerator(device.type)
     import deepspeed  # optional: only this backend needs DeepSpeed
 
@@ -65,7 +65,7 @@ def start(cell, env, device):
     deepspeed.init_distributed(dist_backend=backend,
                                timeout=datetime.timedelta(seconds=max(30.0, float(cell.timeout_s))),
                                verbose=False)
-    transport = TorchTransport(cell, env, device)
+    transport = TorchTransport(cell, me, device)
     transport.facts.update(facts)
     return transport
 

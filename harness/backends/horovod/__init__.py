@@ -17,7 +17,7 @@ ENTRY = BackendEntry(
     provides=frozenset({"allreduce", "reduce_scatter", "all_gather", "horovod_engine"}),
     library="horovod",
     start=start, available=available, device_check=device_check, versions=versions,
-    launch=BackendLaunch(identity=launch.horovodrun_dist_env, recipes=(
+    launch=BackendLaunch(identity=launch.horovodrun_identity, recipes=(
         LocalRecipe(launch=launch.launch_local),
         SrunRecipe(plan=launch.srun_plan, session=launch.srun_session, variant=launch.srun_variant,
                    task_envs={"horovod": launch.horovod_task_env, "horovodrun": launch.horovodrun_task_env}),

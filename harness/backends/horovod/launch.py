@@ -22,10 +22,10 @@ from collections.abc import Mapping
 
 from harness.launchers.sbatch.recipe import REFERENCE_COMMAND, SbatchStyle
 from harness.core.errors import CellFailed
-from harness.contracts.distenv import DistEnv
+from harness.contracts.identity import RankIdentity
 from harness.launchers.sbatch.text import argv_words
 from harness.launchers.srun.env import expand_tasks_per_node, from_slurm, node_addr
-from harness.launchers.srun.plan import SrunContext, Step, beside_python, env_items
+from harness.launchers.srun.steps import SrunContext, Step, beside_python, env_items
 from harness.procs.argv import launcher_exe, python_argv, worker_argv
 from harness.procs.env import base_env
 from harness.procs.framework import prepare_cell_dir, run_supervised
@@ -61,13 +61,13 @@ def _knob_flags(knobs: Mapping) -> list[str]:
     return flags
 
 
-def horovodrun_dist_env(env: Mapping[str, str]) -> DistEnv | None:
+def horovodrun_identity(env: Mapping[str, str]) -> RankIdentity | None:
     """Who a rank is, from the variables horovodrun gives each slot (horovod/runner/gloo_run.py)."""
     if "HOROVOD_RANK" not in env or "HOROVOD_SIZE" not in env:
         return None
     world = int(env["HOROVOD_SIZE"])
     local_world = int(env.get("HOROVOD_LOCAL_SIZE", world))
-    return DistEnv(
+    return RankIdentity(
         rank=int(env["HOROVOD_RANK"]), world_size=world,
         local_rank=int(env.get("HOROVOD_LOCAL_RANK", env["HOROVOD_RANK"])), local_world_size=local_world,
         master_addr=env.get("HOROVOD_GLOO_RENDEZVOUS_ADDR", env.get("MASTER_ADDR", "127.0.0.1")),

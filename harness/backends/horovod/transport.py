@@ -39,7 +39,7 @@ class _HvdHandle(Handle):
 
 
 class HorovodTransport(Transport):
-    def __init__(self, cell, env, device: torch.device):
+    def __init__(self, cell, me, device: torch.device):
         import horovod.torch as hvd  # optional: only this backend needs Horovod
 
         self.hvd = hvd
@@ -112,8 +112,8 @@ class HorovodTransport(Transport):
         self.hvd.shutdown()
 
 
-def start(cell, env, device):
-    return HorovodTransport(cell, env, torch.device(device))
+def start(cell, me, device):
+    return HorovodTransport(cell, me, torch.device(device))
 
 
 @functools.lru_cache(maxsize=1)

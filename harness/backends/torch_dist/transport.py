@@ -22,15 +22,15 @@ from harness.backends.torch_dist.handles import WorkHandle
 from harness.contracts.devices import process_group_backend, tensor_backend
 
 
-def rendezvous_store(env, timeout: datetime.timedelta) -> dist.TCPStore:
+def rendezvous_store(me, timeout: datetime.timedelta) -> dist.TCPStore:
     """The job's rendezvous store. Rank 0 listens on the rendezvous address only (loopback on one box,
     the address of the network under test across hosts), not on every interface as TCPStore does when
     it opens the socket itself; an address that is not this host's falls back to TCPStore's own bind.
     (docs/ARCHITECTURE.md, "What listens where".)"""
     fd = None
-    if env.rank == 0:
+    if me.rank == 0:
         try:
-            infos = socket.getaddrinfo(env.master_addr, env.master_port, type=socket.SOCK_STREAM)
+            infos = socket.getaddrinfo(me.master_addr, me.master_port, type=socket.SOCK_STREAM)
             sock = socket.socket(infos[0][0], socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(infos[0][4])
@@ -38,19 +38,19 @@ def rendezvous_store(env, timeout: datetime.timedelta) -> dist.TCPStore:
             fd = sock.detach()
         except OSError:
             fd = None
-    return dist.TCPStore(env.master_addr, env.master_port, env.world_size, is_master=env.rank == 0,
+    return dist.TCPStore(me.master_addr, me.master_port, me.world_size, is_master=me.rank == 0,
                          timeout=timeout, master_listen_fd=fd)
 
 
-def init_process_group(cell, env, device: torch.device) -> dict:
+def init_process_group(cell, me, device: torch.device) -> dict:
     """Join the job's process group on the interface of the network under test (interfaces.py); returns
     that choice for the rank's record. The backend follows the device's type (harness/contracts/devices.py): with
     CUDA, NCCL moves CUDA tensors and gloo CPU ones (PS traffic); gloo alone when the cell asks for it."""
-    facts = choose_interface(env)
+    facts = choose_interface(me)
     backend = process_group_backend(device, cell.dist_backend)
     timeout = datetime.timedelta(seconds=max(30.0, float(cell.timeout_s)))
-    dist.init_process_group(backend=backend, store=rendezvous_store(env, timeout), world_size=env.world_size,
-                            rank=env.rank, timeout=timeout)
+    dist.init_process_group(backend=backend, store=rendezvous_store(me, timeout), world_size=me.world_size,
+                            rank=me.rank, timeout=timeout)
     return facts
 
 
@@ -61,9 +61,9 @@ _ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_t
 
 
 class TorchTransport(Transport):
-    def __init__(self, cell, env, device: torch.device):
+    def __init__(self, cell, me, device: torch.device):
         self.workers = cell.workers
-        self.rank = env.rank
+        self.rank = me.rank
         self.device = device
         self._servers = cell.servers
         # Every rank (servers too) must take part in creating each group.
@@ -71,7 +71,7 @@ class TorchTransport(Transport):
         self._ps: ps.PSClient | None = None
         if cell.servers:
             nodes = [None] * cell.workers  # which node each worker is on: its node group for the local reduce
-            dist.all_gather_object(nodes, env.node_rank, group=self.group)
+            dist.all_gather_object(nodes, me.node_rank, group=self.group)
             local_reduce = bool((cell.knobs or {}).get("local_reduce", 1))
             self._ps = ps.PSClient(cell.workers, cell.servers, self.rank, nodes, local_reduce, device)
         # what the groups really use (dist.get_backend), recorded in the row and checked by the worker
@@ -134,21 +134,21 @@ class TorchTransport(Transport):
             dist.destroy_process_group()
 
 
-def start(cell, env, device):
+def start(cell, me, device):
     device = torch.device(device)
-    facts = init_process_group(cell, env, device)
-    transport = TorchTransport(cell, env, torch.device(device))
+    facts = init_process_group(cell, me, device)
+    transport = TorchTransport(cell, me, torch.device(device))
     transport.facts.update(facts)
     transport.facts.update(reduce_scatter=f"torch.distributed.{_REDUCE_SCATTER.__name__}",
                            all_gather=f"torch.distributed.{_ALL_GATHER.__name__}")
     return transport
 
 
-def serve(cell, env):
-    init_process_group(cell, env, torch.device("cpu"))
+def serve(cell, me):
+    init_process_group(cell, me, torch.device("cpu"))
     if cell.servers:
         dist.new_group(list(range(cell.workers)))  # collective: mirrors the workers' group creation
-    ps_server.serve(cell.workers, cell.servers, env.rank)
+    ps_server.serve(cell.workers, cell.servers, me.rank)
     dist.destroy_process_group()
 
 

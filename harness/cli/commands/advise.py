@@ -1,5 +1,5 @@
 """`ddlbench advise`: which method and knobs to use for this workload on this placement, with evidence
-(the workflow: harness/advise/run.py).
+(the workflow: harness/advise/workflow.py).
 
     ddlbench advise --workload bert-base-tiny --workers 2                   # this box
     ddlbench advise --workload mypkg.models:build --workers 2 --testbed     # the emulated hosts that are up
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import click
 
-from harness.advise.measure import Policy
-from harness.advise.run import AdviseSpec, run_advise
+from harness.advise.shortlist import Policy
+from harness.advise.workflow import AdviseSpec, run_advise
 from harness.cli.options import output_option
 from harness.cli.runs_cells import RunsCells
 

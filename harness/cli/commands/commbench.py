@@ -1,5 +1,5 @@
 """`ddlbench commbench`: all-reduce / push-pull time, algbw and busbw over message sizes, with an
-alpha-beta fit, as tidy rows in <run>/commbench.parquet (the run: harness/commbench/run.py)."""
+alpha-beta fit, as tidy rows in <run>/commbench.parquet (the run: harness/commbench/driver.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import click
 
 from harness.cli.options import output_option
 from harness.cli.runs_cells import RunsCells
-from harness.commbench.run import CommbenchSpec, run_commbench
+from harness.commbench.driver import CommbenchSpec, run_commbench
 from harness.results.store import load_run
 
 

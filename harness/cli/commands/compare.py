@@ -16,7 +16,7 @@ import click
 
 from harness.gate.baselines import load_rounds, resolve, run_identity
 from harness.gate.compare import GateConfig, compare_rounds, compared_backends, gate_exit_code
-from harness.gate.env import check_environments
+from harness.gate.comparable import check_environments
 from harness.gate.markdown import to_markdown
 from harness.core.errors import UserError
 

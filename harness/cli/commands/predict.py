@@ -7,7 +7,7 @@ import time
 
 import click
 
-from harness.predict.run import PredictSpec, parse_method_knobs, run_predict
+from harness.predict.request import PredictSpec, parse_method_knobs, run_predict
 from harness.report.validation import format_validation, validate
 from harness.results.store import load_run
 

@@ -1,5 +1,5 @@
 """`ddlbench run`: one cell. On one box it spawns the worker processes itself; under torchrun (or
-srun) it is itself one of the workers and rank 0 writes the tables (harness/experiment/run.py)."""
+srun) it is itself one of the workers and rank 0 writes the tables (harness/experiment/dispatch.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import click
 from harness.cli.options import TRACE_META, cell_options, parse_knobs, run_options, trace_option
 from harness.cli.runs_cells import FINISH, RunsCells
 from harness.contracts.cell import CellSpec
-from harness.experiment.run import run_as_rank, run_cell, started_as_rank
+from harness.experiment.dispatch import run_as_rank, run_cell, started_as_rank
 from harness.report.console import finish_run
 
 

@@ -1,5 +1,5 @@
 """`ddlbench sweep FILE.yaml`: a matrix of cells, with a progress bar, resumable, on whatever launcher the
-environment and the file say (harness/experiment/run.py, the one sweep path).
+environment and the file say (harness/experiment/dispatch.py, the one sweep path).
 
 Exit status 0 when every cell is ok, 1 when a cell failed (the summary is still printed and written),
 2 on bad input, 128+N when signal N stopped the driver (finish with --resume)."""
@@ -15,7 +15,7 @@ from harness.cli.options import TRACE_META, nodes_option, run_options, trace_opt
 from harness.cli.runs_cells import FINISH, RunsCells
 from harness.contracts.launcher import Follows
 from harness.core.errors import signals_raise
-from harness.experiment.run import launcher_for, run_sweep
+from harness.experiment.dispatch import launcher_for, run_sweep
 from harness.experiment.sweep import load_sweep, with_overrides
 from harness.launchers.choose import by_name
 from harness.report.console import finish_run

@@ -13,7 +13,7 @@ from harness.contracts.cell import CellSpec
 from harness.core.errors import CellFailed
 from harness.launchers.nodes.env import NodeJob
 from harness.launchers.nodes.ranks import POLL_S, rank_env, run_ranks
-from harness.launchers.nodes.store import Heart, NodesFailed, _get, _put
+from harness.launchers.nodes.meeting import Heart, NodesFailed, _get, _put
 
 def run_agent(store, job: NodeJob, scratch: Path) -> int:
     """Nodes 1..: start the ranks each cell gives this node and report, until the leader says the end

@@ -36,7 +36,7 @@ from harness.core.errors import UserError
 from harness.launchers.nodes.agent import run_agent
 from harness.launchers.nodes.env import NodeJob, cell_nodes, node_job
 from harness.launchers.nodes.leader import Leader, check_cell
-from harness.launchers.nodes.store import open_store
+from harness.launchers.nodes.meeting import open_store
 from harness.warm.spawn import warm_ranks
 
 JOIN_TIMEOUT_S = 300.0

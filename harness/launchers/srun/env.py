@@ -20,7 +20,7 @@ import subprocess
 from collections.abc import Mapping
 
 from harness.core.errors import UserError
-from harness.contracts.distenv import DistEnv
+from harness.contracts.identity import RankIdentity
 from harness.contracts.rendezvous import port_for_job
 
 SCONTROL_TIMEOUT_S = 10.0
@@ -149,8 +149,8 @@ def _int(env: Mapping[str, str], *names: str, default: int | None = None) -> int
     return default
 
 
-def from_slurm(environ: Mapping[str, str], use_scontrol: bool | None = None) -> DistEnv:
-    """DistEnv of this task from Slurm's variables (see the module docstring).
+def from_slurm(environ: Mapping[str, str], use_scontrol: bool | None = None) -> RankIdentity:
+    """RankIdentity of this task from Slurm's variables (see the module docstring).
 
     Step-level variables win over job-level ones (an srun step may use part of the allocation).
     MASTER_ADDR / MASTER_PORT, when set (job scripts from sbatch.render_sbatch export them), win over
@@ -183,7 +183,7 @@ def from_slurm(environ: Mapping[str, str], use_scontrol: bool | None = None) -> 
         master = "127.0.0.1"  # a one-node step that lost its node list: rank 0 is here
     job_id = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
     port = _int(env, "MASTER_PORT", default=port_for_job(job_id))
-    return DistEnv(
+    return RankIdentity(
         rank=rank, world_size=world, local_rank=local_rank, local_world_size=local_world,
         master_addr=master, master_port=port, node_rank=node_rank, nodes=nodes, source="slurm",
         extra={

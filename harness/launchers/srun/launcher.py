@@ -44,7 +44,7 @@ from harness.contracts.launcher import Launcher, LauncherEntry, register
 from harness.contracts.backend import rank_env, recipe
 from harness.launchers.srun.recipe import SrunRecipe
 from harness.launchers.srun.env import expand_tasks_per_node, hostnames, node_addr
-from harness.launchers.srun.plan import (
+from harness.launchers.srun.steps import (
     Allocation,
     SrunContext,
     Step,

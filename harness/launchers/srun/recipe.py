@@ -7,7 +7,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping
 
-from harness.launchers.srun.plan import all_ranks_step
+from harness.launchers.srun.steps import all_ranks_step
 
 from harness.contracts.recipes import recipe_type
 

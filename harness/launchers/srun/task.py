@@ -5,7 +5,7 @@
 
 The process's entry point is harness/rank/srun_task.py, which loads the backends and calls `main` here.
 
-harness/launchers/srun/plan.py puts this in front of each rank's argv for backends whose framework does not
+harness/launchers/srun/steps.py puts this in front of each rank's argv for backends whose framework does not
 read SLURM_*. The styles belong to the backends (`SrunRecipe.task_envs`, harness/contracts/recipes.py: e.g. `torch` gives torchrun's
 RANK, WORLD_SIZE, LOCAL_RANK, ...; `horovod` the variables horovodrun gives each slot); this module only
 looks the style up, applies it and execs (docs/ARCHITECTURE.md, "Launching"). With `--here` it runs the

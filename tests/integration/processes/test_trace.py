@@ -18,7 +18,7 @@ import harness.rank.worker as worker_mod
 from harness.backends.torch_dist.transport import TorchTransport
 from harness.cli.main import cli
 from harness.contracts.cell import CellSpec
-from harness.contracts.distenv import DistEnv
+from harness.contracts.identity import RankIdentity
 from harness.core.errors import UserError
 from harness.experiment.cells import resolve
 from harness.experiment.sweep import expand, sweep_from_dict
@@ -138,10 +138,10 @@ def test_tracing_off_installs_nothing(tmp_path, monkeypatch, scheme):
     monkeypatch.setattr(worker_mod, "run_loop", spy)
     cell = resolve(CellSpec(workload=WORKLOAD, scheme=scheme, workers=1, device="cpu", batch=BATCH, warmup=1,
                             iters=2))
-    env = DistEnv(rank=0, world_size=1, local_rank=0, local_world_size=1, master_addr="127.0.0.1",
+    me = RankIdentity(rank=0, world_size=1, local_rank=0, local_world_size=1, master_addr="127.0.0.1",
                   master_port=_free_port())
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    assert worker_mod.run_worker(cell, env, tmp_path) is not None
+    assert worker_mod.run_worker(cell, me, tmp_path) is not None
     assert not isinstance(seen["scheme"], TracedScheme)
     assert seen["transport"] is None or type(seen["transport"]) is TorchTransport
     assert seen["module_hooks"] == 0 and seen["optimizer_hooks"] == 0
@@ -162,8 +162,8 @@ def test_traced_local_cell_removes_its_hooks_and_keeps_the_id(tmp_path, monkeypa
     cell = resolve(CellSpec(workload=WORKLOAD, scheme="local", workers=1, device="cpu", batch=BATCH, warmup=1,
                             iters=3, trace_iters=2))
     assert cell.cell_id == cell.with_(trace_iters=0).cell_id  # resume finds traced and untraced cells alike
-    env = DistEnv(rank=0, world_size=1, local_rank=0, local_world_size=1, master_addr="127.0.0.1", master_port=0)
-    worker_mod.run_worker(cell, env, tmp_path)
+    me = RankIdentity(rank=0, world_size=1, local_rank=0, local_world_size=1, master_addr="127.0.0.1", master_port=0)
+    worker_mod.run_worker(cell, me, tmp_path)
     assert seen == {"traced": True, "after": 0}
     trace = json.loads((tmp_path / "trace.json").read_text())
     assert sum(e.get("cat") == "iteration" for e in trace["traceEvents"]) == 2

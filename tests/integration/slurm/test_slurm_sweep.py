@@ -48,7 +48,7 @@ from harness.jobs.sweep_jobs import (
 from harness.launchers.choose import by_name, choose_launcher
 from harness.launchers.local.launcher import launch_one_box
 from harness.launchers.srun.launcher import plan_cell, step_environment
-from harness.launchers.srun.plan import Allocation, cell_port, failure_reason, place
+from harness.launchers.srun.steps import Allocation, cell_port, failure_reason, place
 from harness.launchers.srun.task import task_env
 
 DATA = ROOT / "tests" / "data"

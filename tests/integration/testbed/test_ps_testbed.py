@@ -28,11 +28,11 @@ from harness.contracts.cell import CellSpec
 from harness.core.errors import UserError
 from harness.experiment.cells import resolve
 from harness.experiment.options import RunOptions
-from harness.experiment.run import launcher_for, run_sweep, sweep_cells
+from harness.experiment.dispatch import launcher_for, run_sweep, sweep_cells
 from harness.experiment.sweep import expand, sweep_from_dict
 from harness.jobs.sweep_jobs import plan_jobs
 from harness.spawner.cell import place_one_box
-from harness.launchers.srun.plan import (
+from harness.launchers.srun.steps import (
     Allocation,
     place,
     server_hosts_in,

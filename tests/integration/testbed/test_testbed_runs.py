@@ -24,7 +24,7 @@ from harness.contracts.cell import CellSpec
 from harness.core.errors import UserError
 from harness.experiment.cells import resolve
 from harness.experiment.options import RunOptions
-from harness.experiment.run import run_sweep
+from harness.experiment.dispatch import run_sweep
 from harness.experiment.sweep import sweep_from_dict
 from harness.launchers.testbed.launcher import (
     on_testbed,

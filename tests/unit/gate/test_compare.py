@@ -26,7 +26,7 @@ from harness.gate.compare import (
     iteration_throughputs,
     significance,
 )
-from harness.gate.env import check_environments
+from harness.gate.comparable import check_environments
 from harness.gate.markdown import to_markdown
 
 BATCH = 8  # per worker

@@ -53,8 +53,8 @@ def test_folders_are_layers_a_loose_module_an_upward_import_and_a_command_import
     assert any("belongs to no layer" in line for line in ci.folders(known))
     assert ci.layer_of("harness.core.errors") < ci.layer_of("harness.launchers.local.launcher") \
         < ci.layer_of("harness.backends.torch_dist") < ci.layer_of("harness.cli.commands.run")
-    up = ci.upward({"harness.contracts.recipes": {"harness.launchers.srun.plan"}, "harness.launchers.srun.plan": set()})
-    assert up and "harness.contracts.recipes (harness.contracts) imports harness.launchers.srun.plan" in up[0]
+    up = ci.upward({"harness.contracts.recipes": {"harness.launchers.srun.steps"}, "harness.launchers.srun.steps": set()})
+    assert up and "harness.contracts.recipes (harness.contracts) imports harness.launchers.srun.steps" in up[0]
     cmd = ci.commands_import_commands({"harness.cli.commands.sweep": {"harness.cli.commands.run"},
                                       "harness.cli.commands.run": set()})
     assert cmd and "commands never import commands" in cmd[0]

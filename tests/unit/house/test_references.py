@@ -19,7 +19,7 @@ FULL = ("harness", "workloads", "scripts", "tests", "slurm")
 SOURCES = ("harness", "workloads", "scripts")
 """Where the Python files whose words are checked live."""
 LAYERS = tuple(sorted(p.name for p in (ROOT / "harness").iterdir() if (p / "__init__.py").exists()))
-"""Short forms start at a layer's folder (`procs/argv.py`, `experiment/run.run_sweep`)."""
+"""Short forms start at a layer's folder (`procs/argv.py`, `experiment/dispatch.run_sweep`)."""
 FILES = (".py", ".sh", ".md", ".yaml", ".yml", ".json", ".sbatch", ".txt", ".toml", ".parquet", ".csv", ".png",
          ".html", ".log")
 PATH = re.compile(r"(?<![\w./-])((?:%s)/[\w./<>*-]*[\w>*/])" % "|".join(FULL + LAYERS))

@@ -1,4 +1,4 @@
-"""Pure tests of the Slurm side: sbatch text against committed references, host lists, SLURM_* -> DistEnv.
+"""Pure tests of the Slurm side: sbatch text against committed references, host lists, SLURM_* -> RankIdentity.
 
     pytest tests/unit/launchers/test_sbatch_render.py
     python tests/unit/launchers/test_sbatch_render.py --regenerate   # rewrite tests/data/sbatch_reference_<style>.sh,

@@ -20,7 +20,7 @@ import pytest
 from harness.contracts.cell import CellSpec
 from harness.launchers.identity import from_environ
 from harness.launchers.srun.launcher import plan_cell
-from harness.launchers.srun.plan import SHIM_MODULE, Allocation
+from harness.launchers.srun.steps import SHIM_MODULE, Allocation
 from harness.launchers.srun.task import main as shim_main
 from harness.launchers.srun.tasks import task_env, warm_tasks
 from harness.procs.argv import WORKER_MODULE, python_argv, worker_argv

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from harness.backends.torch_dist import handles
 from harness.backends.torch_dist import transport as tt
-from harness.commbench.run import CommbenchSpec, run_commbench
+from harness.commbench.driver import CommbenchSpec, run_commbench
 from harness.cli.main import cli
 from harness.contracts import devices
 from harness.contracts.cell import CellSpec

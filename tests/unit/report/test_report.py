@@ -18,7 +18,7 @@ from matplotlib.collections import LineCollection
 
 from harness.cli.main import cli
 from harness.experiment.options import RunOptions
-from harness.experiment.run import launcher_for, sweep_cells
+from harness.experiment.dispatch import launcher_for, sweep_cells
 from harness.experiment.sweep import load_sweep
 from harness.report import breakdown as B
 from harness.report import figures as F

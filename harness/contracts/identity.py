@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
-class DistEnv:
+class RankIdentity:
     rank: int
     """Global rank of this process (workers first, then parameter servers)."""
     world_size: int

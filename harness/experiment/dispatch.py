@@ -117,14 +117,14 @@ def run_as_rank(cell: CellSpec, output: Path | None) -> None:
     if output is None:
         raise UserError("under torchrun/srun every rank must agree on the run directory: pass --output")
     cell = resolve(cell)
-    env = from_environ()
-    if env.world_size != cell.workers + cell.servers:
-        raise UserError(f"the launcher started {env.world_size} processes but the cell needs "
+    me = from_environ()
+    if me.world_size != cell.workers + cell.servers:
+        raise UserError(f"the launcher started {me.world_size} processes but the cell needs "
                         f"{cell.workers} workers + {cell.servers} servers; match --workers to it")
     d = cell_dir(output, cell.cell_id)
     d.mkdir(parents=True, exist_ok=True)
-    if env.rank == 0:
-        write_environment(output, output.name, cell.device, env.extra)
-    result = run_worker(cell, env, d)
-    if env.rank == 0 and result is not None:
+    if me.rank == 0:
+        write_environment(output, output.name, cell.device, me.extra)
+    result = run_worker(cell, me, d)
+    if me.rank == 0 and result is not None:
         record_result(output, output.name, cell, json.loads(json.dumps(result)), 0.0)

@@ -25,7 +25,7 @@ from harness.contracts.launcher import Launcher
 from harness.core.errors import CellFailed, Interrupted, RunFailed, UserError, signals_raise
 from harness.experiment.cells import check_capacity, resolve_device, warn
 from harness.experiment.options import RunOptions
-from harness.experiment.run import launcher_for
+from harness.experiment.dispatch import launcher_for
 from harness.launchers.testbed.launcher import testbed_placement_for
 from harness.measure.sizes import COLLECTIVES, parse_size, sizes_between
 from harness.results.files import check_output_dir

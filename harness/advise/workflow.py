@@ -28,7 +28,7 @@ import yaml
 
 from harness.advise.candidates import Candidate, Layout, candidates, reference, shortlist, sweep_mapping
 from harness.advise.inputs import commbench_table, profile_table
-from harness.advise.measure import Policy, alternated_rounds, frame, measure
+from harness.advise.shortlist import Policy, alternated_rounds, frame, measure
 from harness.advise.predicted import measured_network, predict_candidates, preset_network
 from harness.advise.recommend import recommend
 from harness.advise.report import render
@@ -37,7 +37,7 @@ from harness.contracts.launcher import Launcher
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError, signals_raise
 from harness.experiment.options import RunOptions
-from harness.experiment.run import launcher_for, run_sweep_file
+from harness.experiment.dispatch import launcher_for, run_sweep_file
 from harness.launchers.testbed.launcher import rate_label
 from harness.predict.compute import compute_model
 from harness.results.files import check_output_dir

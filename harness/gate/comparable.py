@@ -15,7 +15,7 @@ from harness.core.errors import UserError
 from harness.results.environment import COMMON_KEYS, fingerprint_keys, fingerprint_value
 
 
-def env_differences(base_env: pd.DataFrame, cur_env: pd.DataFrame, backends=()) -> list[str]:
+def environment_differences(base: pd.DataFrame, current: pd.DataFrame, backends=()) -> list[str]:
     """`name: old -> new` for every key that can change the numbers of a cell of these backends
     (harness/results/environment.fingerprint_keys; docs/ARCHITECTURE.md, "Regression gate"); an absent
     value is named `missing`. Several rows per side (merged runs) compare as their sets of values."""
@@ -23,25 +23,25 @@ def env_differences(base_env: pd.DataFrame, cur_env: pd.DataFrame, backends=()) 
     for b in sorted(backends):
         keys += [k for k in fingerprint_keys(b) if k not in keys]
 
-    def values(env: pd.DataFrame, k: str) -> str:
-        vals = sorted({fingerprint_value(r, k) for _, r in env.iterrows()})
+    def values(environment: pd.DataFrame, k: str) -> str:
+        vals = sorted({fingerprint_value(r, k) for _, r in environment.iterrows()})
         return "/".join(v or "missing" for v in vals) or "missing"
 
-    return [f"{k}: {values(base_env, k)} -> {values(cur_env, k)}" for k in keys
-            if values(base_env, k) != values(cur_env, k)]
+    return [f"{k}: {values(base, k)} -> {values(current, k)}" for k in keys
+            if values(base, k) != values(current, k)]
 
 
-def check_environments(base_env: pd.DataFrame, cur_env: pd.DataFrame, backends=(),
+def check_environments(base: pd.DataFrame, current: pd.DataFrame, backends=(),
                        allow_mismatch: bool = False) -> str:
     """Refuse (UserError) to compare runs whose environments differ in what can change the compared
     cells' numbers (common keys and the compared backends' own libraries), unless allowed; returns a note."""
-    for side, env in (("baseline", base_env), ("current run", cur_env)):
-        if env is None or env.empty:
+    for side, environment in (("baseline", base), ("current run", current)):
+        if environment is None or environment.empty:
             if allow_mismatch:
                 return f"no environment table in the {side}; compared anyway (--allow-env-mismatch)"
             raise UserError(f"refusing to compare: the {side} has no environment.parquet, so its machine is "
                             f"unknown; re-run it, or pass --allow-env-mismatch")
-    diff = env_differences(base_env, cur_env, backends)
+    diff = environment_differences(base, current, backends)
     libs = ", ".join(sorted(b for b in backends if fingerprint_keys(b) != COMMON_KEYS))
     what = "machine, python, torch" + (f" and {libs}" if libs else "")
     if not diff:

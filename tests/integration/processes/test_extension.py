@@ -157,7 +157,11 @@ def _append(path: Path, line: str) -> None:
 
 
 def _add_scheme(repo: Path) -> None:
-    toy = (TESTS / "toy_scheme.py").read_text().replace('register("toy", Toy,', 'register("toyscheme", Toy,')
+    # in the tree a scheme imports the modules beside it, not the package face that loads it (a circle)
+    toy = (TESTS / "toy_scheme.py").read_text().replace('register("toy", Toy,', 'register("toyscheme", Toy,').replace(
+        "from harness.schemes import Knobs, Range, Scheme, register",
+        "from harness.schemes.base import Scheme, register\nfrom harness.schemes.knobs import Knobs, Range")
+    assert "from harness.schemes.base import" in toy
     (repo / "harness/schemes/toyscheme.py").write_text(toy)
 
 

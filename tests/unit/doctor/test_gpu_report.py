@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -44,7 +45,8 @@ def rows(out: Path) -> dict:
 
 def start_driver(tmp_path: Path, out: Path) -> tuple[subprocess.Popen, Path]:
     pid_file = tmp_path / "slow.pid"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "TMPDIR": str(tmp_path)}  # a killed runner's work folder stays in the test's folder, not in /tmp
     proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(pid_file), str(out), "--device", "cpu",
                              "--budget", "600"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
@@ -65,7 +67,8 @@ def gone(pid: int, within_s: float = 10) -> bool:
     return False
 
 
-def test_a_check_slower_than_the_time_left_is_not_run(tmp_path):
+def test_a_check_slower_than_the_time_left_is_not_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the work folder inside the test's
     out = tmp_path / "out"
     out.mkdir()
     rep = gpu_report.Report(out, 600, "cpu")
@@ -79,7 +82,8 @@ def test_a_check_slower_than_the_time_left_is_not_run(tmp_path):
     assert not marker.exists(), "a check that does not fit never starts"
 
 
-def test_a_check_running_past_the_budget_is_stopped_and_killed(tmp_path):
+def test_a_check_running_past_the_budget_is_stopped_and_killed(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the work folder inside the test's
     out = tmp_path / "out"
     out.mkdir()
     rep = gpu_report.Report(out, 600, "cpu")

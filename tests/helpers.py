@@ -225,7 +225,7 @@ def must_have(backend: str) -> None:
 
 
 def run_backend(tmp_path, monkeypatch, cell: CellSpec, steps: int) -> tuple[list[dict], dict]:
-    """One cell through its backend's own launcher; every rank's final parameters and rank 0's result."""
+    """One cell through its backend's own launch program; every rank's final parameters and rank 0's result."""
     monkeypatch.setenv("DDLBENCH_STEPS", str(steps))
     monkeypatch.setenv("DDLBENCH_DUMP_PARAMS", "1")
     cell = resolve(cell)

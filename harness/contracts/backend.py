@@ -47,7 +47,7 @@ class BackendEntry:
     """Library versions, recorded in the environment table: {column: version}, the backend's own library
     under the backend's name (compared by the gate for its cells only), anything else beside it."""
     launch: BackendLaunch = field(default_factory=BackendLaunch)
-    """How the launchers start it: the variables every rank needs, how its own launcher names ranks,
+    """How the launchers start it: the variables every rank needs, how its own launch program names ranks,
     and its recipe for each launcher that starts it differently from the default."""
 
     def __post_init__(self):
@@ -103,7 +103,7 @@ def rank_env(cell) -> dict:
 
 
 def identity(environ: Mapping[str, str]):
-    """The RankIdentity a framework's own launcher gave this process, else None (launchers/identity.py)."""
+    """The RankIdentity a framework's own launch program gave this process, else None (launchers/identity.py)."""
     for name in sorted(loaded().names()):
         found = BACKENDS.get(name).launch.identity(environ)
         if found is not None:

@@ -36,7 +36,7 @@ class BackendLaunch:
     rank_env: Callable[[Any], dict] = lambda cell: {}
     """(cell) -> variables every rank needs whatever starts it (e.g. DeepSpeed's compiled-ops folder)."""
     identity: Callable[[Mapping[str, str]], Any] = lambda environ: None
-    """(environment) -> RankIdentity when a rank was started by the framework's own launcher, else None."""
+    """(environment) -> RankIdentity when a rank was started by the framework's own launch program, else None."""
     recipes: tuple = ()
     """At most one recipe per type in RECIPE_TYPES; a type left out means its default."""
 

@@ -1,6 +1,6 @@
 """Where a worker learns who it is: its rank, the world, and the rendezvous address.
 
-Sources, checked in order: the variables our own local launcher, torchrun and the deepspeed launcher set
+Sources, checked in order: the variables our own local launcher, torchrun and the deepspeed launch program set
 (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT), a framework launcher's own (each backend reads
 its launcher's: `BackendLaunch.identity`, asked through harness/contracts/backend.py), Open MPI's mpirun (OMPI_COMM_WORLD_*), then Slurm's
 (SLURM_PROCID, SLURM_NTASKS, ..., see harness.launchers.srun.env), else a single process.
@@ -35,7 +35,7 @@ def from_environ(environ: dict | None = None) -> RankIdentity:
             nodes=int(env.get("GROUP_WORLD_SIZE", 0)) or max(1, world // max(1, local_world)),
             source="torchrun" if "TORCHELASTIC_RUN_ID" in env else env.get("DDLBENCH_LAUNCHER", "local"),
         )
-    found = backend.identity(env)  # a framework's own launcher (horovodrun) names them its way
+    found = backend.identity(env)  # a framework's own launch program (horovodrun) names them its way
     if found is not None:
         return found
     if "OMPI_COMM_WORLD_RANK" in env and "OMPI_COMM_WORLD_SIZE" in env:  # Open MPI's mpirun

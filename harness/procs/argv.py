@@ -15,7 +15,7 @@ WORKER_MODULE = "harness.rank.worker"
 """The rank entry point every launcher starts."""
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 """Where this driver's harness/ and workloads/ live: every rank, whoever starts it (our spawner, horovodrun,
-the deepspeed launcher, the zygote), imports exactly this code (-P keeps the working directory off sys.path,
+the deepspeed launch program, the zygote), imports exactly this code (-P keeps the working directory off sys.path,
 this goes first on PYTHONPATH), not whatever an install elsewhere points at; recorded as package_path."""
 
 

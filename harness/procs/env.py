@@ -1,5 +1,5 @@
 """A rank's process environment (docs/ARCHITECTURE.md, "Launching"): what every launcher gives a rank's
-process beside the cell, and the variables of ours a framework's launcher must not inherit.
+process beside the cell, and the variables of ours a framework's launch program must not inherit.
 
     env = base_env(cell.threads, "local", extra)   # this process's variables, less ours, plus the rank's
 """
@@ -13,7 +13,7 @@ from harness.procs.argv import PACKAGE_ROOT
 
 OUR_RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
                  "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
-"""Our own launcher's rank variables: a framework launcher sets its own, ours must not leak into the ranks."""
+"""Our own launcher's rank variables: a framework's launch program sets its own, ours must not leak into the ranks."""
 PLACED_AT_VAR = "DDLBENCH_PLACED_AT"
 """time.time() when the launcher began placing the cell's ranks (docs/ARCHITECTURE.md, "Warm ranks"):
 every launcher sets it, the worker records `startup_s` from it."""

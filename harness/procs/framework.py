@@ -1,4 +1,4 @@
-"""One cell whose ranks a framework's own launcher starts (horovodrun, the deepspeed launcher), on one box
+"""One cell whose ranks a framework's own launch program starts (horovodrun, the deepspeed launch program), on one box
 (docs/ARCHITECTURE.md, "Launching"): the backend builds that launcher's argv and environment (its
 `LocalRecipe`), and `run_supervised` runs it as one process tree under the cell's timeout, watched by the one
 supervisor (harness/procs/supervisor.py), killed with everything it started when the cell ends, and a failure

@@ -1,5 +1,5 @@
 """Ending what a cell started (docs/ARCHITECTURE.md, "What listens where": nothing stays open after a cell):
-a process group by SIGKILL, or a framework's launcher and every descendant it started."""
+a process group by SIGKILL, or a framework's launch program and every descendant it started."""
 
 from __future__ import annotations
 

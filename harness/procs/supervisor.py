@@ -1,5 +1,5 @@
 """The one supervisor of a cell's processes (docs/ARCHITECTURE.md, "Launcher"): every launcher (local
-ranks, srun steps, a framework's own launcher, a node's ranks in a multi-node job) starts its processes
+ranks, srun steps, a framework's own launch program, a node's ranks in a multi-node job) starts its processes
 and hands them to `watch`, which waits for them, applies the one rule for the cell's outcome
 (`Shutdown`) and raises `Ended` when the cell fails. The launcher kills what is left and turns `Ended`
 into CellFailed with its own log tail.

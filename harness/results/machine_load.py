@@ -12,7 +12,7 @@ run never waits for a sample (but a run shorter than one window, whose end waits
 Three windows are recorded: the first (start), the last (end: at least WINDOW_S, ending at the run's
 end) and the busiest. The run's own processes are left out, so a run never flags itself: this process,
 its ancestors and its descendants (the ranks, their launchers), and every process whose command line
-names the run directory (ranks that srun or a framework's launcher started, which are not descendants).
+names the run directory (ranks that srun or a framework's launch program started, which are not descendants).
 The load average (1, 5, 15 min, /proc/loadavg, at the start and the end) is recorded for context only:
 it includes the run's own ranks and whatever ran in the minutes before.
 

@@ -27,7 +27,7 @@ __all__ = ["extensions_dir"]
 
 ENTRY = BackendEntry(
     name="deepspeed",
-    description="DeepSpeed engine (ZeRO stages 0-3; gloo on CPU), started by the deepspeed launcher",
+    description="DeepSpeed engine (ZeRO stages 0-3; gloo on CPU), started by the deepspeed launch program",
     provides=frozenset({"deepspeed_engine"}),
     library="deepspeed",
     start=start, available=available, versions=versions,

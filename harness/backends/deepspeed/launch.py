@@ -23,7 +23,7 @@ from harness.procs.framework import prepare_cell_dir, run_supervised
 from harness.procs.ports import free_port
 
 
-NODES_REFUSAL = ("backend deepspeed starts its ranks with its own launcher (deepspeed), which the multi-node "
+NODES_REFUSAL = ("backend deepspeed starts its ranks with its own launch program (deepspeed), which the multi-node "
                  "launcher does not drive; run its cells under Slurm (`--launcher srun`) or on one box")
 """Why `ddlbench sweep` run on every node cannot start DeepSpeed's ranks (harness/launchers/nodes/launcher.py)."""
 
@@ -34,13 +34,13 @@ def launch_env(cell) -> dict:
 
 
 def launch_local(cell, cell_dir, placement=None):
-    """Run the cell through the deepspeed launcher on this box; returns rank 0's result.json."""
+    """Run the cell through the deepspeed launch program on this box; returns rank 0's result.json."""
     cell_dir = prepare_cell_dir(cell, cell_dir, placement)
     argv = [launcher_exe("deepspeed"), "--num_gpus", str(cell.workers), "--master_port", str(free_port()),
             "--master_addr", "127.0.0.1", "--no_local_rank", "--module"] + worker_argv(cell_dir)[1:]
     # gloo on the cell's network (loopback on one box), whatever the hostname resolves to
     env = base_env(cell.threads, "deepspeed", {**launch_env(cell), **cell.network_vars(1)})
-    return run_supervised(argv, env, cell.timeout_s, cell_dir, "deepspeed launcher")
+    return run_supervised(argv, env, cell.timeout_s, cell_dir, "deepspeed launch program")
 
 
 def srun_plan(ctx: SrunContext) -> list[Step]:

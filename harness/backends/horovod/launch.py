@@ -36,7 +36,7 @@ LAUNCH_VAR = "DDLBENCH_HOROVOD_LAUNCH"
 """srun (default) or horovodrun: how cells on this backend start inside an allocation."""
 
 
-NODES_REFUSAL = ("backend horovod starts its ranks with its own launcher (horovodrun), which the multi-node "
+NODES_REFUSAL = ("backend horovod starts its ranks with its own launch program (horovodrun), which the multi-node "
                  "launcher does not drive; run its cells under Slurm (`--launcher srun`) or on one box")
 """Why `ddlbench sweep` run on every node cannot start Horovod's ranks (harness/launchers/nodes/launcher.py)."""
 

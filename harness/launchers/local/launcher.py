@@ -1,5 +1,5 @@
 """The local launcher: every rank on this box, started by ddlbench's spawner (harness/spawner/), or by the
-backend's own single-box launcher where its `LocalRecipe` has one (horovodrun, the deepspeed launcher)."""
+backend's own single-box launch program where its `LocalRecipe` has one (horovodrun, the deepspeed launch program)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from harness.spawner.cell import launch_cell, place_one_box
 
 
 def launch_one_box(cell: CellSpec, cell_dir: Path, placement: Placement | None = None) -> Path:
-    """The local launcher's `launch`: the backend's own single-box launcher where its `LocalRecipe` has one
-    (horovodrun, the deepspeed launcher), else the spawner's `launch_cell`."""
+    """The local launcher's `launch`: the backend's own single-box launch program where its `LocalRecipe` has one
+    (horovodrun, the deepspeed launch program), else the spawner's `launch_cell`."""
     return (recipe(cell.backend, LocalRecipe).launch or launch_cell)(cell, cell_dir, placement)
 
 
@@ -25,6 +25,6 @@ def make(request) -> Launcher:
 
 
 register(LauncherEntry(
-    "local", "every rank on this box (a backend's own single-box launcher where it has one); the default "
+    "local", "every rank on this box (a backend's own single-box launch program where it has one); the default "
              "outside a Slurm allocation",
     make=make, detect=lambda request: True))

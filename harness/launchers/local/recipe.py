@@ -16,5 +16,5 @@ class LocalRecipe:
 
     launcher: ClassVar[str] = "local"
     launch: Callable | None = None
-    """The framework's own single-box launcher, the way its users start it (horovodrun, the deepspeed
+    """The framework's own single-box launch program, the way its users start it (horovodrun, the deepspeed
     launcher): (cell, cell_dir, placement) -> result.json. None = ddlbench's spawner (harness/spawner/)."""

@@ -9,7 +9,7 @@ The cell is planned exactly as a cold one (its backend's `SrunRecipe.plan`); lau
 each planned step back into its tasks, and a task becomes a spawn on its node's zygote with the variables
 srun would have given it on top of what Slurm gave the zygote on that node (SLURMD_NODENAME,
 CUDA_VISIBLE_DEVICES, the job's SLURM_JOB_*). A cell whose steps are not all plain tasks of the worker
-(a framework's own launcher: horovodrun) runs cold, as a step of its own.
+(a framework's own launch program: horovodrun) runs cold, as a step of its own.
 
 The zygote step asks for every CPU of a node (`--cpus-per-task`, the smallest node's count) with
 `--overlap` (Slurm 22.05: it shares CPUs, memory and GPUs with every other step), so cold steps of the

@@ -2,7 +2,7 @@
 
 Lossless, the way tests/integration/processes/test_lossless.py means it (ranks bitwise identical after k steps, and equal to one
 process training on the concatenated global batch), for every scheme on the real frameworks, each cell
-started the way the framework's users start jobs (horovodrun --gloo; the deepspeed launcher):
+started the way the framework's users start jobs (horovodrun --gloo; the deepspeed launch program):
     horovod   x {horovod (fusion on; fusion_threshold_mb=0), bsp-a2a, wfbp-a2a, mgwfbp, bytescheduler-a2a}
     deepspeed x {zero0, zero1, zero2, zero3}
 BytePS cannot be installed here: its role environment and Slurm layout are checked as pure functions, and

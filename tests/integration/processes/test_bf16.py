@@ -59,8 +59,8 @@ def reference_bf16(workload: str, shards_used: int, workers: int, batch: int, se
 
 
 def run_bf16(tmp_path, monkeypatch, cell: CellSpec) -> tuple[list[dict], dict]:
-    """(each rank's final parameters, rank 0's result.json) of a real run through the backend's own launcher
-    (ours for torch, horovodrun, the deepspeed launcher)."""
+    """(each rank's final parameters, rank 0's result.json) of a real run through the backend's own launch program
+    (ours for torch, horovodrun, the deepspeed launch program)."""
     monkeypatch.setenv("DDLBENCH_STEPS", str(STEPS))
     monkeypatch.setenv("DDLBENCH_DUMP_PARAMS", "1")
     cell = resolve(cell)

@@ -227,7 +227,7 @@ def test_deepspeed_zero2_gloo_cpu_two_ranks_are_identical_and_lossless(tmp_path)
     (tmp_path / "worker.py").write_text(DEEPSPEED_WORKER)
     out = tmp_path / "out"
     out.mkdir()
-    # On CPU the deepspeed launcher takes --num_gpus as the number of local processes; it appends
+    # On CPU the deepspeed launch program takes --num_gpus as the number of local processes; it appends
     # --local_rank=N to the worker's argv (the worker reads its out dir from argv[-1]).
     # A free port, not 29500: other runs on this box may hold the default.
     # First use JIT-compiles DeepSpeed's CPU comm op (the installer pre-compiles it), hence the timeout.

@@ -118,10 +118,6 @@ def run_options(command):
     return with_options
 
 
-NODE_FLAGS = ("nnodes", "node_rank", "nproc_per_node", "master_addr", "master_port", "join_timeout_s")
-"""The node-list launcher's flags, passed to the launcher as `RunOptions.launcher_flags`."""
-
-
 def nodes_option(f):
     """The plain node list's flags (as `torchrun --nnodes` takes them); they win over the scheduler's."""
     for name, kind, text in reversed((

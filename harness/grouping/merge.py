@@ -37,16 +37,3 @@ def merge_plan(backward_s: list[float], sizes_bytes: list[int], alpha: float, be
         link_free = start + comm_time(sum(sizes_bytes[j] for j in group), alpha, beta)
         groups.append([i + 1])
     return groups
-
-
-def simulate_groups(backward_s: list[float], sizes_bytes: list[int], groups: list[list[int]],
-                    alpha: float, beta: float) -> float:
-    """End of the last group's communication, counted from the start of backward (pure)."""
-    ready, t = [], 0.0
-    for dt in backward_s:
-        t += max(0.0, dt)
-        ready.append(t)
-    link = 0.0
-    for g in groups:
-        link = max(link, ready[g[-1]]) + comm_time(sum(sizes_bytes[j] for j in g), alpha, beta)
-    return link

@@ -69,8 +69,6 @@ def check_size(nodes: int, g: int = GPUS_PER_NODE) -> None:
         raise UserError(f"--nodes {nodes}: the study's cluster is modelled at {sizes} nodes of {g} GPUs (its "
                         f"MG-WFBP alpha/beta table, ddl-benchmarks/mgwfbp/hv_distributed_optimizer.py, has no "
                         f"entry for {nodes * g} workers); pick one of those")
-MGWFBP_AB_56G_IB = MGWFBP_TABLES["56g"][32]
-MGWFBP_AB_10GBE = MGWFBP_TABLES["10g"][32]
 
 
 @dataclass(frozen=True)
@@ -220,18 +218,6 @@ def study_network(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> S
     ab = nccl_allreduce(v, inter, intra, nodes, g)
     net = Network(family, inter, intra, measured={nodes * g: ab}, stacks=stacks(v, family, nodes, g))
     return StudyNetwork(net, knobs(v, family, nodes, g), nodes)
-
-
-def study_networks(values: dict | None = None, nodes: int = NODES) -> list[StudyNetwork]:
-    """The study's three networks at `nodes` worker nodes (default: its 32 GPUs), nominal inputs by default."""
-    v = values or INPUTS.nominal()
-    return [study_network(v, f, nodes) for f in FAMILIES]
-
-
-def assumptions() -> list[str]:
-    """One line per input: name, value, range, source (for the report)."""
-    return [f"`{i.name}` = {i.value:g} {i.unit} [{i.low:g}, {i.high:g}] ({i.kind}): {i.what}. {i.source}"
-            for i in INPUTS]
 
 
 def startup_rows(v: dict | None = None) -> list[dict]:

@@ -65,6 +65,26 @@ def rank_pids(under: Path, rank: int | None = None) -> list[int]:
     return pids
 
 
+def live_children(pid: int, marker: str) -> list:
+    """The live descendants of `pid` (psutil processes) whose command line contains `marker`. A child that
+    exits or is a zombie while we look is not one, and neither is anything under a `pid` that has gone
+    (psutil raises for both; a test polling for ranks must not fail on that race)."""
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for child in children:
+        try:
+            if marker in " ".join(child.cmdline()):
+                found.append(child)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):  # ZombieProcess is a NoSuchProcess
+            continue
+    return found
+
+
 def stopped_in_one_line(err: str, returncode: int | None = None) -> str:
     """A command stopped by SIGTERM ended as every command that runs cells does (harness/cli/runs_cells.py):
     exactly one line on stderr about the interruption, no traceback, and (where known) exit status 128+15.

@@ -28,7 +28,7 @@ import pandas as pd
 import psutil
 import pytest
 import torch
-from helpers import TESTS
+from helpers import TESTS, live_children
 
 from harness.contracts.cell import CellSpec
 from harness.core.errors import CellFailed
@@ -183,8 +183,7 @@ time.sleep(300)
         # found through the driver: setproctitle (which shows each rank's own command line) writes over
         # the environment /proc shows, the zygote's included
         def zygote():
-            return next((p for p in psutil.Process(proc.pid).children(recursive=True)
-                         if "harness.warm.zygote" in " ".join(p.cmdline())), None)
+            return next(iter(live_children(proc.pid, "harness.warm.zygote")), None)
         wait_for(lambda: zygote() is not None and len(zygote().children()) == 2, 30)
         started = [zygote(), *zygote().children()]
 

@@ -19,7 +19,7 @@ import time
 import psutil
 import pytest
 from click.testing import CliRunner
-from helpers import ROOT, stopped_in_one_line
+from helpers import ROOT, live_children, stopped_in_one_line
 
 from harness.commbench import testbed as measure
 from harness.core.errors import UserError
@@ -127,22 +127,28 @@ def test_sigterm_stops_testbed_measure_in_one_line_and_frees_the_testbed(clean_m
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "testbed", "measure", "--size-mb", "64",
                              "--reps", "50"], start_new_session=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not _commbench_ranks(proc.pid) and time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.2)
-    ranks = _commbench_ranks(proc.pid)
-    assert ranks, "the measurement never started its ranks"
-    time.sleep(2.0)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert stopped_in_one_line(err, proc.returncode).endswith("nothing was recorded; measure again")
-    _, alive = psutil.wait_procs(ranks, timeout=15)
-    assert not alive and netns.lease_holder() is None  # its ranks are gone, the testbed is free
+    try:
+        deadline = time.monotonic() + 120
+        while not _commbench_ranks(proc.pid) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        ranks = _commbench_ranks(proc.pid)
+        assert ranks, "the measurement never started its ranks"
+        time.sleep(2.0)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert stopped_in_one_line(err, proc.returncode).endswith("nothing was recorded; measure again")
+        _, alive = psutil.wait_procs(ranks, timeout=15)
+        assert not alive and netns.lease_holder() is None  # its ranks are gone, the testbed is free
+    finally:
+        # A failure above must not leave the measurement holding the testbed for the tests after this one.
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=30)
 
 
 def _commbench_ranks(pid: int) -> list:
-    return [p for p in psutil.Process(pid).children(recursive=True) if "harness.rank.commbench" in " ".join(p.cmdline())]
+    return live_children(pid, "harness.rank.commbench")
 
 
 @pytest.mark.root

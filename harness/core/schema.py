@@ -59,6 +59,8 @@ SUMMARY_STATS = [
     "wall_s",
     "startup_s",                # launcher placing the ranks -> rank 0's first warm-up iteration; NaN: not recorded
     "rank_start",               # warm (forked from the pre-imported zygote) | cold (a fresh interpreter); "": not recorded
+    "host_heap",                # kept (a CPU rank's large tensors reused, not mapped anew each iteration:
+                                # harness/measure/host_heap.py) | default (the allocator as it started) | "": not recorded
     "gpu_models",               # every rank's GPU, e.g. "2 x NVIDIA A100-SXM4-80GB" ("" on CPU)
     "host_issue_s",             # median host issue time per iteration (slowest rank's iterations)
     "device_lag_s",             # median lag of the device behind the host at each iteration's start (CUDA)

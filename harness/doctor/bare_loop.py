@@ -21,6 +21,7 @@ import time
 import torch
 
 from harness.contracts.training import DTYPES, LR, MOMENTUM, set_precision
+from harness.measure import host_heap
 from workloads import WORKLOADS
 
 
@@ -34,6 +35,8 @@ class Bare:
         self.batch = batch or self.spec.batch
         self.seq_len = seq_len if seq_len is not None else self.spec.seq_len
         self.device = torch.device(device)
+        # as a CPU rank runs (harness/rank/worker.py): the loops compared, not two allocators
+        self.heap = host_heap.keep() if self.device.type == "cpu" else host_heap.DEFAULT
         torch.manual_seed(seed)
         self.model = self.spec.build().to(self.device)
         self.model.train()
@@ -89,7 +92,8 @@ class Bare:
         return {"workload": self.workload, "batch": self.batch, "seq_len": self.seq_len, "dtype": self.dtype,
                 "device": str(self.device), "iters": iters, "iter_s": seconds / iters,
                 "iter_s_median": statistics.median(each) if each else None,
-                "throughput": self.batch * iters / seconds, "sample_unit": self.spec.sample_unit}
+                "throughput": self.batch * iters / seconds, "sample_unit": self.spec.sample_unit,
+                "host_heap": self.heap}
 
 
 def bare_throughput(workload: str, batch: int | None = None, seq_len: int | None = None, dtype: str = "fp32",

@@ -39,6 +39,7 @@ from harness.gate.stats import (DEFAULT_GATE, GateConfig, ci_of_mean, decide, de
                                    machine_prior, significance)
 from harness.gate.keys import MATCH_KEYS, pair_resolved, cell_key, cell_label
 from harness.core.errors import UserError
+from harness.results.summarize import row_host_heap
 
 __all__ = ["DEFAULT_GATE", "GateConfig", "ci_of_mean", "compare_rounds", "compare_runs", "compared_backends",
            "decide", "decide_rounds", "gate_exit_code", "iteration_throughputs", "measured_cells", "significance"]
@@ -191,6 +192,11 @@ def _compare_cell(key, b_side, c_side, cfg: GateConfig, rounds: bool) -> dict:
     if not b_x or not c_x:
         side = "baseline" if not b_x else "current run"
         return {**row, "status": "incomparable", "note": f"no per-iteration samples in the {side}"}
+    heaps = [sorted({row_host_heap(r) for r in rows}) for rows in (b_rows, c_rows)]
+    if heaps[0] != heaps[1]:  # a CPU cell's page faults are a third of its time with glibc's defaults
+        return {**row, "status": "incomparable",
+                "note": f"host heap {'/'.join(heaps[0])} -> {'/'.join(heaps[1])} (harness/measure/host_heap.py): "
+                        f"record the baseline again"}
     if rounds:
         row["_rounds"] = (b_med, c_med)  # decided in compare_rounds, with the machine's spread
     else:

@@ -27,6 +27,7 @@ from harness.contracts.devices import check_group_backend, device_name, rank_dev
 from harness.core.errors import UserError
 from harness.launchers.identity import RankIdentity, from_environ
 from harness.procs.env import PLACED_AT_VAR, RANK_START_VAR
+from harness.measure import host_heap
 from harness.measure.loop import run_loop
 from harness.measure.trace import Tracer
 from harness.networks.netif import counter_delta, read_counters
@@ -127,6 +128,8 @@ def run_worker(cell: CellSpec, me: RankIdentity, out: Path) -> dict | None:
         backend.serve(cell, me)
         return None
     device = _device(cell, me)
+    # large tensors reused, not mapped anew each iteration: CPU cells only (harness/measure/host_heap.py)
+    heap = host_heap.keep() if device.type == "cpu" else host_heap.DEFAULT
     transport = backend.start(cell, me, device) if entry.communicates else None
     if transport is not None:  # a CUDA cell on gloo by accident would be 10-100x off: one line, not a number
         check_group_backend(device.type, cell.dist_backend, transport.facts.get("dist_backend", ""))
@@ -158,7 +161,7 @@ def run_worker(cell: CellSpec, me: RankIdentity, out: Path) -> dict | None:
         torch.save(scheme.final_parameters(model), out / f"params.rank{me.rank}.pt")
     mine = {"rank": me.rank, "host": socket.gethostname(), "device_name": device_name(device),
             "samples": samples, "comm_only_s": comm_only,
-            "setup_s": time.perf_counter() - t_start, "net_bytes_per_iter": net, **started,
+            "setup_s": time.perf_counter() - t_start, "net_bytes_per_iter": net, "host_heap": heap, **started,
             **(transport.facts if transport is not None else {})}
     gathered = transport.gather_object(mine) if transport is not None else [mine]
     if tracer is not None:

@@ -105,6 +105,7 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
         # rank 0's start-up (docs/ARCHITECTURE.md, "Warm ranks"): absent where the launcher set no placing time
         "startup_s": float(result["ranks"][0].get("startup_s", math.nan)),
         "rank_start": str(result["ranks"][0].get("rank_start", "")),
+        "host_heap": str(result["ranks"][0].get("host_heap", "")),
         "straggler_rank": straggler,
         "rank_iter_s_min": min(rank_medians.values()), "rank_iter_s_max": max(rank_medians.values()),
         "params": facts.get("params"), "grad_bytes": facts.get("grad_bytes"),
@@ -126,6 +127,13 @@ def host_bound(device: str, device_lag_s: float, iter_s: float) -> bool | None:
     if device != "cuda" or not all(v == v for v in (device_lag_s, iter_s)) or iter_s <= 0:
         return None
     return bool(device_lag_s < HOST_BOUND_LAG * iter_s)
+
+
+def row_host_heap(r) -> str:
+    """A summary row's `host_heap` (harness/measure/host_heap.py): `kept` or `default`; a row from before the
+    column ran with the allocator as it started, so it is `default`."""
+    v = r.get("host_heap")
+    return str(v) if isinstance(v, str) and v else "default"
 
 
 def row_host_bound(r) -> bool | None:

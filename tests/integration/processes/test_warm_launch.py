@@ -72,13 +72,16 @@ def test_warm_and_cold_sweeps_record_how_their_ranks_started(tmp_path, monkeypat
     warm = run_sweep_file(_sweep(tmp_path), RunOptions(output=tmp_path / "warm", progress=False))
     s = pd.read_parquet(warm / "summary.parquet")
     assert list(s["status"]) == ["ok", "ok"] and list(s["rank_start"]) == ["warm", "warm"], s[["status", "reason"]]
+    assert list(s["host_heap"]) == ["kept", "kept"]  # set in the forked rank, after the zygote's imports
     assert all(math.isfinite(x) and x > 0 for x in s["startup_s"])
     assert bool(pd.read_parquet(warm / "environment.parquet")["warm_ranks"].iloc[0])
     for cell_id in s["cell_id"]:  # lossless: every rank ends with the same parameters
         p0, p1 = (torch.load(warm / "cells" / cell_id / f"params.rank{r}.pt") for r in (0, 1))
         assert all(torch.equal(p0[k], p1[k]) for k in p0)
+    monkeypatch.setenv("DDLBENCH_HOST_HEAP", "default")  # the user's way to measure glibc's defaults
     cold = run_sweep_file(_sweep(tmp_path, cold=True), RunOptions(output=tmp_path / "cold", progress=False))
     c = pd.read_parquet(cold / "summary.parquet")
+    assert list(c["host_heap"]) == ["default", "default"]
     assert list(c["rank_start"]) == ["cold", "cold"] and not pd.read_parquet(cold / "environment.parquet")["warm_ranks"].iloc[0]
     print(f"\nstartup_s warm {list(s['startup_s'].round(2))}, cold {list(c['startup_s'].round(2))}")
     assert not _zygotes(), "the zygote outlived its sweep"

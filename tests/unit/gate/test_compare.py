@@ -166,6 +166,19 @@ def test_failed_new_and_incomparable_statuses():
     assert "FAIL" in md.splitlines()[0]
 
 
+def test_a_cell_whose_host_heap_changed_is_incomparable_not_improved():
+    """A baseline recorded before CPU ranks kept their heap (no `host_heap` column: glibc's defaults) against
+    a run that kept it: 30% faster from the allocator alone, so not a verdict on the code."""
+    rng = np.random.default_rng(8)
+    base = make_run({"a:ddp": iter_times(rng, 30, 0.3), "b:ddp": iter_times(rng, 30, 0.3)})
+    cur = make_run({"a:ddp": iter_times(rng, 30, 0.2), "b:ddp": iter_times(rng, 30, 0.2)}, run_id="cur")
+    cur["summary"]["host_heap"] = ["kept", "default"]  # b: measured with DDLBENCH_HOST_HEAP=default
+    table = gate(base, cur).set_index("cell")
+    assert table.loc["a ddp N=2", "status"] == "incomparable"
+    assert table.loc["a ddp N=2", "note"].startswith("host heap default -> kept")
+    assert table.loc["b ddp N=2", "status"] == "improved"  # both sides default: judged as before
+
+
 def test_cells_match_by_axis_values_not_cell_id():
     rng = np.random.default_rng(6)
     base = make_run({"a:ddp": iter_times(rng, 12, 0.1)})

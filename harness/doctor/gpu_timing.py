@@ -41,7 +41,7 @@ from harness.doctor.cpu_pairs import process_pairs
 from harness.doctor.paired import paired, spread, spreads
 from harness.doctor.rounds import ROOT, VARIANTS, InProcessHarness, bare_round, harness_cells, kernels, variant_round
 from harness.doctor.timing_run import PROFILE_ITERS, PROFILE_TOLERANCE, PROFILE_WARMUP, PROFILED, STUDY, Run, case_name
-from harness.doctor.verdicts import REFERENCE_SPREAD, figure, verdicts
+from harness.doctor.verdicts import CPU_RATIO_HIGH, CPU_RATIO_LOW, REFERENCE_SPREAD, figure, verdicts
 from harness.predict.profiler import run_profile
 
 
@@ -83,7 +83,8 @@ def reason(r: dict, device: str) -> str:
         return ("the device stayed less than half an iteration behind the host: the host's pace sets this cell, "
                 "so no bound decides it; a larger per-GPU batch or sequence measures the GPU")
     if r["decided_by"] == "paired":
-        return ("median of alternated pairs, the cell's own process against a bare loop's (one thread each)"
+        return ("median of alternated pairs, the cell's own process against a bare loop's (one thread each), "
+                f"within [{CPU_RATIO_LOW}, {CPU_RATIO_HIGH}] on a CPU"
                 if device == "cpu" else "median of alternated in-process pairs: the bare loop moved between its rounds")
     if r["decided_by"] == "cell":
         return "against the bare loop's rounds, which held still"

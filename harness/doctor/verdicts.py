@@ -7,7 +7,7 @@ cell against the bare loop's two rounds, decided by the first rule that applies:
 2. the bare loop held still (its rounds within REFERENCE_SPREAD): `ok` when harness/bare lies in
    [RATIO_LOW, RATIO_HIGH], else `FAILED`;
 3. it moved: the paired timings decide (harness/doctor/paired.py), `undecided` when there are none or they
-   scatter too.
+   scatter too. On a CPU the pairs decide every case, within [CPU_RATIO_LOW, CPU_RATIO_HIGH].
 Without bounds (a CPU run of the logic) every verdict is `recorded`.
 """
 
@@ -22,6 +22,12 @@ from harness.doctor.paired import PAIR_DISPERSION, bare_rounds, decide, spread, 
 RATIO_LOW, RATIO_HIGH = 0.995, 1.03
 """harness / bare: the harness may cost at most 0.5%, and may never be faster than a bare loop by more than the
 two bare runs' own spread allows (a harness faster than its reference measures something else)."""
+CPU_RATIO_LOW, CPU_RATIO_HIGH = 0.97, 1.03
+"""harness / bare on a CPU (pairs of processes, harness/doctor/cpu_pairs.py): what a CPU check can resolve and
+must catch. Two processes of the same loop on a shared 2-core VM differ in pace by several per cent (alternated
+pairs, 2026-11-27, kept heaps: 0.946-1.08 for resnet50-tiny at 200 iterations, 0.962-0.994 for bert-base-tiny),
+so 0.5% is below what a CPU can tell; the check is there for a regression of the CPU loop like issue 39's (5%),
+which falls outside this band even when the pairs' median is off by the 2% their dispersion rule admits."""
 REFERENCE_SPREAD = 0.02
 """The bare loop's rounds before and after the harness may differ by at most this share for a ratio to be
 decided on them; a device-bound cell whose reference moved more is decided on paired timings instead."""
@@ -65,7 +71,8 @@ def case_verdict(ratio: float, moved: float, host_bound, p_ratio: float, p_disp:
     if host_bound is True:
         return "undecided", "host-bound"
     if p_ratio == p_ratio and (pairs_decide or moved > REFERENCE_SPREAD or ratio != ratio):
-        verdict = decide(p_ratio, p_disp, RATIO_LOW, RATIO_HIGH)
+        low, high = (CPU_RATIO_LOW, CPU_RATIO_HIGH) if pairs_decide else (RATIO_LOW, RATIO_HIGH)
+        verdict = decide(p_ratio, p_disp, low, high)
         return verdict, "paired" if verdict != "undecided" else ""
     if ratio != ratio:
         return "undecided", ""

@@ -30,7 +30,12 @@ def to_markdown(table: pd.DataFrame, cfg: GateConfig = DEFAULT_GATE, title: str 
     head = ", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts) or "no cells"
     verdict = "FAIL" if gate_exit_code(table) else "pass"
     if nothing_compared(table):
-        verdict = "FAIL: nothing compared (no cell of the current run matches a measured baseline cell)"
+        notes = table.get("note", pd.Series(dtype=str)).fillna("")
+        if len(table) and notes.str.startswith("host heap").all():
+            verdict = ("FAIL: nothing compared (every cell's host heap changed since the baseline: record the "
+                       "baseline again)")
+        else:
+            verdict = "FAIL: nothing compared (no cell of the current run matches a measured baseline cell)"
     tests = table.get("test", pd.Series(dtype=str)).fillna("")
     by_runs = tests.str.startswith("t ").any()
     by_iters = tests.isin(["mann-whitney"]).any() or tests.str.startswith("ci").any()

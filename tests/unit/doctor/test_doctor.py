@@ -270,6 +270,11 @@ def test_on_a_cpu_the_pairs_decide_every_cell():
                           "harness_per_s": r, "ratio": r} for i, r in enumerate([0.95, 0.951, 0.949, 0.95])])
     row = verdicts(variants, cells, True, slow, pairs_decide=True).iloc[0]
     assert (row["verdict"], row["decided_by"]) == ("FAILED", "paired"), "5% slower in pairs fails, rounds or not"
+    close = slow.assign(ratio=[0.985, 0.99, 0.98, 0.988])  # within what two CPU processes differ by
+    row = verdicts(variants, cells, True, close, pairs_decide=True).iloc[0]
+    assert (row["verdict"], row["decided_by"]) == ("ok", "paired")
+    row = verdicts(variants.assign(per_s=[30.0, 33.0]), cells, True, close).iloc[0]
+    assert row["verdict"] == "FAILED", "on a GPU (in-process pairs) the 0.5% bound holds"
     scattered = slow.assign(ratio=[0.90, 1.0, 0.95, 1.05])
     row = verdicts(variants, cells, True, scattered, pairs_decide=True).iloc[0]
     assert row["text"].startswith("undecided: its alternated pairs scatter ")

@@ -177,6 +177,10 @@ def test_a_cell_whose_host_heap_changed_is_incomparable_not_improved():
     assert table.loc["a ddp N=2", "status"] == "incomparable"
     assert table.loc["a ddp N=2", "note"].startswith("host heap default -> kept")
     assert table.loc["b ddp N=2", "status"] == "improved"  # both sides default: judged as before
+    cur["summary"]["host_heap"] = "kept"
+    md = to_markdown(gate(base, cur))
+    assert ("FAIL: nothing compared (every cell's host heap changed since the baseline: record the baseline "
+            "again)") in md.splitlines()[0], md.splitlines()[0]
 
 
 def test_cells_match_by_axis_values_not_cell_id():

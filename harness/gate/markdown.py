@@ -22,20 +22,23 @@ def _fmt(v, spec: str) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
+def _verdict(table: pd.DataFrame) -> str:
+    """pass, FAIL, or FAIL with why nothing was compared."""
+    if not nothing_compared(table):
+        return "FAIL" if gate_exit_code(table) else "pass"
+    notes = table.get("note", pd.Series(dtype=str)).fillna("")
+    if len(table) and notes.str.startswith("host heap").all():
+        return "FAIL: nothing compared (every cell's host heap changed since the baseline: record the baseline again)"
+    return "FAIL: nothing compared (no cell of the current run matches a measured baseline cell)"
+
+
 def to_markdown(table: pd.DataFrame, cfg: GateConfig = DEFAULT_GATE, title: str = "") -> str:
     """The gate's verdict as a Markdown table (GitHub job-summary ready)."""
     units = sorted({u for u in table.get("sample_unit", pd.Series(dtype=str)).dropna() if u})
     unit = "/".join(units) or "samples"
     counts = table["status"].value_counts()
     head = ", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts) or "no cells"
-    verdict = "FAIL" if gate_exit_code(table) else "pass"
-    if nothing_compared(table):
-        notes = table.get("note", pd.Series(dtype=str)).fillna("")
-        if len(table) and notes.str.startswith("host heap").all():
-            verdict = ("FAIL: nothing compared (every cell's host heap changed since the baseline: record the "
-                       "baseline again)")
-        else:
-            verdict = "FAIL: nothing compared (no cell of the current run matches a measured baseline cell)"
+    verdict = _verdict(table)
     tests = table.get("test", pd.Series(dtype=str)).fillna("")
     by_runs = tests.str.startswith("t ").any()
     by_iters = tests.isin(["mann-whitney"]).any() or tests.str.startswith("ci").any()

@@ -5,8 +5,7 @@ it with munmap when freed, and trims the heap's top as it shrinks. A CPU trainin
 allocates the same large tensors every iteration (bert-base-tiny: four 62.5 MB vocabulary-sized gradient and
 optimizer tensors), so each iteration maps them afresh and the kernel zero-fills them page by page: measured
 on this project's 2-core box (glibc 2.36, bert-base-tiny fp32, one thread), 61,000-68,000 minor page faults
-and 277-315 ms per iteration by default; with the heap kept, 1-200 faults and 188-204 ms (30% less), and
-process-to-process scatter that had left harness-against-bare pairs on the CPU undecided or wrong by 3%.
+and 277-315 ms per iteration by default; with the heap kept, 1-200 faults and 188-204 ms (30% less).
 The faults are the kernel's work, not the model's: a CPU cell measures them as compute, at a rate that moves
 by 10-15% from one process to the next.
 
@@ -14,9 +13,10 @@ by 10-15% from one process to the next.
 threshold of 2 GiB, the most mallopt takes, so freed ones stay there for the next iteration): what CPU-training guides get by
 preloading tcmalloc or jemalloc, without a library to install. The cost is resident memory: the heap keeps
 its peak (bert-base-tiny: 843-887 MB against 674-689 MB). It runs in the rank after any fork (mallopt
-changes the calling process's allocator at any time; the heap settles within the first three to five
-iterations, inside any warm-up), so warm ranks forked from the zygote get it as cold
-ones do. GPU cells keep the allocator as it started: their large tensors are in device memory (PyTorch's
+changes the calling process's allocator at any time; the heap settles within its first few allocations of
+a size, inside the warm-up: the quick sweep's first measured iterations show no step), so warm ranks forked from the zygote get it as cold
+ones do. On a CPU the bare loop (harness/doctor/bare_loop.py), the profiler (harness/predict/profiler.py) and
+commbench's ranks call it too. GPU cells keep the allocator as it started: their large tensors are in device memory (PyTorch's
 caching allocator), and their host side is not changed under a framework's own memory hooks (UCX's).
 
 DDLBENCH_HOST_HEAP=default leaves the allocator alone (to measure a CPU cell as glibc's defaults run it, or

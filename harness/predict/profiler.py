@@ -37,6 +37,7 @@ from harness.contracts.training import (
 from harness.core.atomic import write_parquet_atomic
 from harness.core.errors import UserError
 from harness.experiment.cells import check_shape
+from harness.measure import host_heap
 from harness.measure.loop import run_loop
 from harness.measure.timer import Clock, make_clock
 from harness.predict.flop_count import count_costs
@@ -134,6 +135,7 @@ def _load_loop(workload: str, batch: int, seq_len, threads: int, device: str, st
     dev = torch.device(device)
     if dev.type == "cpu":
         torch.set_num_threads(threads)
+        host_heap.keep()  # as the worker it stands for (harness/measure/host_heap.py)
     torch.manual_seed(1)
     model = spec.build().to(dev)
     model.train()
@@ -191,6 +193,7 @@ def measure_profile(workload: str, batch: int | None = None, seq_len: int | None
     dev = torch.device(device)
     if dev.type == "cpu":
         torch.set_num_threads(threads)
+        host_heap.keep()  # the heap a CPU rank keeps (harness/measure/host_heap.py): its page faults are not compute
     set_precision(dtype)  # as a cell of this dtype computes: an fp32 profile runs no TF32 convolution
     torch.manual_seed(seed)
     model = spec.build().to(dev)

@@ -57,6 +57,28 @@ def zygote_env(env: dict | None = None) -> dict:
     return out
 
 
+DIR_PREFIX = "ddlbench-warm-"
+"""The pool's folder in the temporary directory: DIR_PREFIX + the driver's pid + "-" + a random part."""
+
+
+def remove_stale_dirs(root: str | None = None) -> list[str]:
+    """Remove the folders of pools whose driver has gone (killed by SIGKILL, its zygote with it: nothing was
+    left to remove them); a folder whose driver's pid is alive, or names none, is left. Returns those removed."""
+    root = root or tempfile.gettempdir()
+    removed = []
+    try:
+        names = [n for n in os.listdir(root) if n.startswith(DIR_PREFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        pid = name[len(DIR_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or os.path.exists(f"/proc/{pid}"):
+            continue
+        shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        removed.append(name)
+    return removed
+
+
 class WarmPool:
     """A zygote for this driver, and the ranks it forked."""
 
@@ -64,7 +86,8 @@ class WarmPool:
                  ready_timeout_s: float = READY_TIMEOUT_S, log_path: str | Path | None = None, wait: bool = True):
         """Start the zygote; with `wait`, return once it is ready, else at once (it imports while the
         driver goes on; the first `spawn` waits for it)."""
-        self._dir = tempfile.mkdtemp(prefix="ddlbench-warm-")
+        remove_stale_dirs()
+        self._dir = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-")
         self.socket_path = os.path.join(self._dir, "zygote.sock")
         self.log_path = Path(log_path) if log_path else Path(self._dir) / "zygote.log"
         self._closed = False

@@ -19,6 +19,7 @@ import math
 import os
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -40,7 +41,7 @@ from harness.procs.argv import PACKAGE_ROOT, WORKER_MODULE, python_argv
 from harness.procs.env import base_env
 from harness.procs.ports import free_port
 from harness.results.summarize import add_scaling, summary_row
-from harness.warm.client import LOST, PoolDead, WarmPool
+from harness.warm.client import DIR_PREFIX, LOST, PoolDead, WarmPool, remove_stale_dirs
 
 pytestmark = pytest.mark.slow
 
@@ -178,8 +179,6 @@ time.sleep(300)
     proc = subprocess.Popen([*python_argv(), "-c", driver], env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "spawned"
-        # the driver and its zygote carry the marker; the ranks show their own title (setproctitle writes
-        # over the environment /proc shows), so they are found as the zygote's children
         # found through the driver: setproctitle (which shows each rank's own command line) writes over
         # the environment /proc shows, the zygote's included
         def zygote():
@@ -201,6 +200,10 @@ time.sleep(300)
         t0 = time.monotonic()
         wait_for(lambda: not alive() and not marked(marker), 10)
         print(f"\nzygote and ranks gone {time.monotonic() - t0:.2f} s after the driver's SIGKILL")
+        # nothing was left to remove the pool's folder: the next pool on this box does
+        left = list(Path(tempfile.gettempdir()).glob(f"{DIR_PREFIX}{proc.pid}-*"))
+        assert len(left) == 1 and (left[0] / "zygote.log").exists()
+        assert left[0].name in remove_stale_dirs() and not left[0].exists()
     finally:
         for p in marked(marker):
             p.kill()

@@ -92,10 +92,15 @@ def _wait_until_running(proc: subprocess.Popen, run: Path, folder: str) -> None:
 def test_sigterm_while_a_cell_runs_is_one_line_and_the_run_goes_on(tmp_path, name):
     case, run = CASES[name], tmp_path / "run"
     proc = _ddlbench(case.argv, run, case.fault)
-    _wait_until_running(proc, run, case.running)
-    children = psutil.Process(proc.pid).children(recursive=True)
-    proc.send_signal(signal.SIGTERM)  # what `timeout`, a CI cancel or the end of a Slurm job sends
-    _, err = proc.communicate(timeout=120)
+    try:
+        _wait_until_running(proc, run, case.running)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signal.SIGTERM)  # what `timeout`, a CI cancel or the end of a Slurm job sends
+        _, err = proc.communicate(timeout=120)
+    finally:  # a failure above must not leave the command running (the testbed case would hold the testbed)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=30)
     line = stopped_in_one_line(err, proc.returncode)
     assert line.endswith(case.says.format(run=run)), line
     gone, alive = psutil.wait_procs(children, timeout=15)

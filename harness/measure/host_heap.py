@@ -5,7 +5,7 @@ it with munmap when freed, and trims the heap's top as it shrinks. A CPU trainin
 allocates the same large tensors every iteration (bert-base-tiny: four 62.5 MB vocabulary-sized gradient and
 optimizer tensors), so each iteration maps them afresh and the kernel zero-fills them page by page: measured
 on this project's 2-core box (glibc 2.36, bert-base-tiny fp32, one thread), 61,000-68,000 minor page faults
-and 277-315 ms per iteration by default; with the heap kept, 1-200 faults and 188-204 ms (30% less).
+and 277-315 ms per iteration by default; with the heap kept, 0-510 faults and 183-204 ms (about 30% less).
 The faults are the kernel's work, not the model's: a CPU cell measures them as compute, at a rate that moves
 by 10-15% from one process to the next.
 

@@ -130,10 +130,11 @@ def host_bound(device: str, device_lag_s: float, iter_s: float) -> bool | None:
 
 
 def row_host_heap(r) -> str:
-    """A summary row's `host_heap` (harness/measure/host_heap.py): `kept` or `default`; a row from before the
-    column ran with the allocator as it started, so it is `default`."""
+    """A summary row's `host_heap` (harness/measure/host_heap.py): `kept` or `default` (its reason dropped:
+    `default (not glibc)` is the allocator as it started too); a row from before the column ran with the
+    allocator as it started, so it is `default`."""
     v = r.get("host_heap")
-    return str(v) if isinstance(v, str) and v else "default"
+    return v.split()[0] if isinstance(v, str) and v.strip() else "default"
 
 
 def row_host_bound(r) -> bool | None:

@@ -41,8 +41,9 @@ from harness.gate.keys import MATCH_KEYS, pair_resolved, cell_key, cell_label
 from harness.core.errors import UserError
 from harness.results.summarize import row_host_heap
 
-__all__ = ["DEFAULT_GATE", "GateConfig", "ci_of_mean", "compare_rounds", "compare_runs", "compared_backends",
-           "decide", "decide_rounds", "gate_exit_code", "iteration_throughputs", "measured_cells", "significance"]
+__all__ = ["DEFAULT_GATE", "HEAP_CHANGED", "GateConfig", "ci_of_mean", "compare_rounds", "compare_runs",
+           "compared_backends", "decide", "decide_rounds", "gate_exit_code", "iteration_throughputs", "measured_cells",
+           "significance"]
 
 STATUSES = ("worse", "failed", "improved", "same", "new", "incomparable")
 """Every status a compared cell can get; `worse` and `failed` fail the gate (exit status 1)."""
@@ -162,6 +163,10 @@ def _samples(side: list[tuple[dict, dict]], key) -> tuple[list, list, list]:
     return [r for r, _ in present], failed, samples
 
 
+HEAP_CHANGED = "host heap"
+"""How the note of a cell incomparable because its host heap changed begins (the verdict line reads it)."""
+
+
 def _compare_cell(key, b_side, c_side, cfg: GateConfig, rounds: bool) -> dict:
     b_rows, b_failed, b_x = _samples(b_side, key)
     c_rows, c_failed, c_x = _samples(c_side, key)
@@ -195,7 +200,7 @@ def _compare_cell(key, b_side, c_side, cfg: GateConfig, rounds: bool) -> dict:
     heaps = [sorted({row_host_heap(r) for r in rows}) for rows in (b_rows, c_rows)]
     if heaps[0] != heaps[1]:  # a CPU cell's page faults are a third of its time with glibc's defaults
         return {**row, "status": "incomparable",
-                "note": f"host heap {'/'.join(heaps[0])} -> {'/'.join(heaps[1])} (harness/measure/host_heap.py): "
+                "note": f"{HEAP_CHANGED} {'/'.join(heaps[0])} -> {'/'.join(heaps[1])} (harness/measure/host_heap.py): "
                         f"record the baseline again"}
     if rounds:
         row["_rounds"] = (b_med, c_med)  # decided in compare_rounds, with the machine's spread

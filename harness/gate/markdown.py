@@ -11,6 +11,7 @@ import pandas as pd
 
 from harness.gate.compare import (
     DEFAULT_GATE,
+    HEAP_CHANGED,
     STATUSES,
     GateConfig,
     gate_exit_code,
@@ -27,7 +28,7 @@ def _verdict(table: pd.DataFrame) -> str:
     if not nothing_compared(table):
         return "FAIL" if gate_exit_code(table) else "pass"
     notes = table.get("note", pd.Series(dtype=str)).fillna("")
-    if len(table) and notes.str.startswith("host heap").all():
+    if len(table) and notes.str.startswith(HEAP_CHANGED).all():
         return "FAIL: nothing compared (every cell's host heap changed since the baseline: record the baseline again)"
     return "FAIL: nothing compared (no cell of the current run matches a measured baseline cell)"
 

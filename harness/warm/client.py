@@ -72,7 +72,7 @@ def remove_stale_dirs(root: str | None = None) -> list[str]:
         return removed
     for name in names:
         pid = name[len(DIR_PREFIX):].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or os.path.exists(f"/proc/{pid}"):
+        if not pid.isdigit() or os.path.exists(f"/proc/{pid}"):  # this driver's own included
             continue
         shutil.rmtree(os.path.join(root, name), ignore_errors=True)
         removed.append(name)

@@ -17,4 +17,4 @@ class LocalRecipe:
     launcher: ClassVar[str] = "local"
     launch: Callable | None = None
     """The framework's own single-box launch program, the way its users start it (horovodrun, the deepspeed
-    launcher): (cell, cell_dir, placement) -> result.json. None = ddlbench's spawner (harness/spawner/)."""
+    launch program): (cell, cell_dir, placement) -> result.json. None = ddlbench's spawner (harness/spawner/)."""

@@ -21,6 +21,10 @@
    registry branches on its name (`launcher == "srun"`); everything else asks the launcher or the recipe. No
    launcher's folder imports another's: what two launchers share lives below them (harness/spawner/,
    harness/contracts/).
+6. A launcher behind its contract: no module outside harness/launchers/ imports a launcher's folder (one with
+   a launcher.py) but LAUNCHER_CLIENTS, each for why; the others choose a launcher through
+   harness/launchers/choose.py and ask it, or import what every layer shares from below (placement:
+   harness/testbed/, rate labels: harness/networks/, Slurm's notations: harness/contracts/).
 """
 
 from __future__ import annotations
@@ -126,6 +130,14 @@ def launcher_homes() -> dict[str, tuple[str, ...]]:
     return {p.name: (f"harness.launchers.{p.name}",) for p in _packages(LAUNCHERS_PKG)}
 
 
+LAUNCHER_CLIENTS = {
+    "harness.backends": "a backend gives each launcher its recipe, of the type that launcher's folder declares "
+                        "(recipe.py), built with that folder's helpers (srun's steps and variables); never its "
+                        "launcher.py",
+    "harness.rank": "the processes a launcher starts on its nodes: srun's per-task shim (srun_task.py) runs "
+                    "the srun launcher's task program after loading the backends",
+}
+"""The layers that may import a launcher's folder, and why (rule 6)."""
 LAUNCHER_REGISTRY = ("harness.contracts.launcher", "harness.contracts.recipes", "harness.launchers.choose",
                      "harness.launchers")
 """Where every launcher may be named: the registries."""
@@ -461,6 +473,36 @@ def launchers_import_launchers(edges: dict[str, set[str]]) -> list[str]:
             for dep in sorted(deps) if folder(dep) not in (None, folder(mod))]
 
 
+def launcher_folders() -> tuple[str, ...]:
+    """Every launcher's folder as a package (harness/launchers/<name>/ holding a launcher.py): the folders rule
+    6 keeps behind the launcher contract (harness/launchers/sbatch/ renders batch scripts: no launcher)."""
+    return tuple(f"harness.launchers.{p.name}" for p in _packages(LAUNCHERS_PKG) if (p / "launcher.py").exists())
+
+
+def launchers_behind_their_contract(edges: dict[str, set[str]], sites: dict | None = None,
+                                    known: dict[str, Path] | None = None) -> list[str]:
+    """Imports of a launcher's folder from outside harness/launchers/ (rule 6), each on one line: where, the
+    importer, the launcher's module, what to do instead. LAUNCHER_CLIENTS may import a folder's recipe types
+    and helpers, never its launcher.py."""
+    folders, out = launcher_folders(), []
+    for mod, deps in sorted(edges.items()):
+        if mod == "harness.launchers" or mod.startswith("harness.launchers."):
+            continue
+        client = next((c for c in LAUNCHER_CLIENTS if mod == c or mod.startswith(c + ".")), None)
+        hits: dict[str, str] = {}  # folder -> the deepest of its modules imported (one line per folder)
+        for dep in sorted(deps):
+            folder = next((f for f in folders if dep == f or dep.startswith(f + ".")), None)
+            if folder is not None and not (client and dep != f"{folder}.launcher"):
+                hits[folder] = max(hits.get(folder, ""), dep, key=len)
+        for dep in hits.values():
+            line = (sites or {}).get((mod, dep), (0, ""))[0]
+            where = f"{_relative(known[mod])}:{line}: " if known and mod in known and line else ""
+            out.append(f"{where}{mod} imports {dep}: a launcher's folder is imported only inside harness/launchers/; "
+                       f"choose the launcher through harness/launchers/choose.py and ask it, or move what it "
+                       f"shares below (harness/testbed/, harness/networks/, harness/contracts/)")
+    return out
+
+
 def upward(edges: dict[str, set[str]], sites: dict | None = None, known: dict[str, Path] | None = None) -> list[str]:
     """Imports (and loads by name) up the layer order (no exceptions: move what is needed down), each on one
     line: where (file:line, when `sites` and `known` say), the module and its layer, the import, its target
@@ -547,7 +589,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     found = cycles(edges)
     layers = (layering(edges, known) + folders(known) + commands_import_commands(edges)
-              + launchers_import_launchers(edges) + [f"{_relative(path)}:{line}: {what}" for path, line, what in unread])
+              + launchers_import_launchers(edges) + launchers_behind_their_contract(edges, sites, known)
+              + [f"{_relative(path)}:{line}: {what}" for path, line, what in unread])
     up = upward(edges, sites, known)
     for line in layers:
         print(f"layering: {line}")

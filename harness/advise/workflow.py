@@ -38,7 +38,7 @@ from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError, signals_raise
 from harness.experiment.options import RunOptions
 from harness.experiment.dispatch import launcher_for, run_sweep_file
-from harness.launchers.testbed.launcher import rate_label
+from harness.networks.profiles import rate_label
 from harness.predict.compute import compute_model
 from harness.results.files import check_output_dir
 from harness.results.store import default_run_dir, holds_run

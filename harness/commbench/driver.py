@@ -26,13 +26,13 @@ from harness.core.errors import CellFailed, Interrupted, RunFailed, UserError, s
 from harness.experiment.cells import check_capacity, resolve_device, warn
 from harness.experiment.options import RunOptions
 from harness.experiment.dispatch import launcher_for
-from harness.launchers.testbed.launcher import testbed_placement_for
 from harness.measure.sizes import COLLECTIVES, parse_size, sizes_between
 from harness.results.files import check_output_dir
 from harness.results.lock import run_lock
 from harness.results.store import default_run_dir
 from harness.spawner.cell import launch_cell
 from harness.testbed import netns
+from harness.testbed import placement as testbed_placement
 
 MODULE = "harness.rank.commbench"
 """The rank module of a commbench cell (harness/rank/commbench.py)."""
@@ -84,7 +84,7 @@ def run_commbench(spec: CommbenchSpec) -> Path:
         network, placement, launcher = "loopback", None, None
         if spec.testbed:
             pushpull_servers = max(1, spec.servers) if spec.collective == "pushpull" else 0
-            network, placement = testbed_placement_for(spec.workers, pushpull_servers)
+            network, placement = testbed_placement.placement_for(spec.workers, pushpull_servers)
         else:
             launcher = launcher_for(None, RunOptions())  # srun across an allocation's nodes, else this box
         nodes = placement.nodes if placement else launcher.nodes_for(spec.workers)

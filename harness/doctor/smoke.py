@@ -1,4 +1,6 @@
-"""Smoke cells: one tiny cell per usable backend x scheme on the detected device, run through the
+"""Smoke cells: one tiny cell per usable backend x scheme, each ok, failed or skipped with its reason.
+
+Smoke cells: one tiny cell per usable backend x scheme on the detected device, run through the
 project's own path (cell.resolve -> execute.run_cells -> the summary rows), each ok or failed with its
 reason. A backend that is not usable here is reported as skipped with its reason, never run.
 

@@ -43,7 +43,8 @@ from harness.launchers.srun import warm as srun_warm
 from harness.contracts.launcher import Launcher, LauncherEntry, register
 from harness.contracts.backend import rank_env, recipe
 from harness.launchers.srun.recipe import SrunRecipe
-from harness.launchers.srun.env import expand_tasks_per_node, hostnames, node_addr
+from harness.contracts.hostlist import expand_tasks_per_node
+from harness.launchers.srun.env import hostnames, node_addr
 from harness.launchers.srun.steps import (
     Allocation,
     SrunContext,

@@ -154,3 +154,29 @@ def test_loads_by_name_are_followed_as_imports(tmp_path, monkeypatch):
         (10, "importlib.import_module('harness.gate.gone') names harness.gate.gone, which is no module")]
     monkeypatch.setitem(ci.RUN_TIME_LOADS, "harness.core.loads", "a test's")
     assert len(ci.scan(known)[4]) == 1  # listed: the run-time name passes, the missing module still fails
+
+
+def test_a_launchers_folder_imported_from_another_layer_fails_the_checker_in_one_line(tmp_path):
+    """Rule 6: outside harness/launchers/ a launcher is chosen through the registry and asked; what every layer
+    needs (placement, rate labels, Slurm's notations) lives below. A backend may import a launcher's recipe
+    type, never its launcher.py."""
+    repo = _copy_of_the_house(tmp_path)
+    planted = repo / "harness" / "advise" / "inputs.py"
+    lines = planted.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("from harness")) + 1
+    lines[at:at] = ["from harness.launchers.testbed.launcher import make"]
+    planted.write_text("\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, str(repo / "scripts" / SCRIPT.name)], capture_output=True, text=True,
+                         cwd=repo)
+    assert out.returncode == 1, out.stdout
+    found = [line for line in out.stdout.splitlines() if line.startswith("layering:")]
+    assert found == [f"layering: harness/advise/inputs.py:{at + 1}: harness.advise.inputs imports "
+                     "harness.launchers.testbed.launcher: a launcher's folder is imported only inside "
+                     "harness/launchers/; choose the launcher through harness/launchers/choose.py and ask it, or "
+                     "move what it shares below (harness/testbed/, harness/networks/, harness/contracts/)"]
+    ci = _checker()
+    edges = {"harness.backends.horovod": {"harness.launchers.srun.recipe", "harness.launchers.local.launcher"},
+             "harness.jobs.sweep_jobs": {"harness.launchers.sbatch.script"},  # batch scripts: no launcher's folder
+             "harness.launchers.choose": {"harness.launchers.local.launcher"}}
+    found = ci.launchers_behind_their_contract(edges)
+    assert len(found) == 1 and found[0].startswith("harness.backends.horovod imports harness.launchers.local.launcher")

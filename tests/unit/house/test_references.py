@@ -28,7 +28,7 @@ FILES = (".py", ".sh", ".md", ".yaml", ".yml", ".json", ".sbatch", ".txt", ".tom
 PATH = re.compile(r"(?<![\w./-])((?:%s)/[\w./<>*-]*[\w>*/])" % "|".join(FULL + LAYERS))
 DOTTED = re.compile(r"(?<![\w./-])(harness(?:\.\w+){2,})")
 ELSEWHERE = {
-    "harness/entry.py": "where a checkout from before issue 33 keeps its entry point (doctor/checkout_pairs.py)",
+    "harness/entry.py": "where a checkout from before issue 33 keeps its entry point (doctor/timing/checkout_pairs.py)",
     "tests/x.py": "an example of a command line (results/machine_load.py)",
 }
 """Paths named on purpose although this checkout has no such file, and why."""
@@ -109,13 +109,15 @@ def bare_problem(name: str) -> str | None:
 
 
 def package_rows(path: Path) -> list[str]:
-    """ARCHITECTURE's "Packages" rows whose bare file names are not in the row's folder: `line: name: why`."""
+    """ARCHITECTURE's "Packages" rows naming a file (`cell.py`, `timing/summary.py`) that is not in the row's
+    folder (a bare name: in it or a folder below it): `line: name: why`."""
     out = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         row = re.match(r"\| \d+ \| `([\w/]+/)` \|", line)
-        for m in BARE.finditer(line) if row else ():
-            if not (ROOT / row.group(1) / m.group(1)).exists():
-                out.append(f"{number}: {m.group(1)}: not in {row.group(1)}")
+        for m in re.finditer(r"`([\w/]+\.(?:py|sh))`", line) if row else ():
+            folder, name = ROOT / row.group(1), m.group(1)
+            if not ((folder / name).exists() if "/" in name else any(folder.rglob(name))):
+                out.append(f"{number}: {name}: not in {row.group(1)}")
     return out
 
 
@@ -162,5 +164,8 @@ def test_a_packages_row_naming_a_file_of_another_folder_is_found(tmp_path):
     planted = tmp_path / "ARCHITECTURE.md"
     planted.write_text("| # | folder | its one job |\n|---|---|---|\n"
                        "| 5 | `harness/contracts/` | the cell spec (`cell.py`), who a rank is (`distenv.py`) |\n"
-                       "| 6 | `harness/measure/` | the one timing loop (`loop.py`), the cell spec (`cell.py`) |\n")
-    assert package_rows(planted) == ["3: distenv.py: not in harness/contracts/", "4: cell.py: not in harness/measure/"]
+                       "| 6 | `harness/measure/` | the one timing loop (`loop.py`), the cell spec (`cell.py`) |\n"
+                       "| 24 | `harness/doctor/` | its runner (`timing/gpu_report.py`), its summary (`summary.py`), "
+                       "`timing/smoke.py` |\n")
+    assert package_rows(planted) == ["3: distenv.py: not in harness/contracts/", "4: cell.py: not in harness/measure/",
+                                     "5: timing/smoke.py: not in harness/doctor/"]

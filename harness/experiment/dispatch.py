@@ -104,6 +104,7 @@ def run_cell(cell: CellSpec, options: RunOptions = RunOptions(), baseline: bool 
         request = LaunchRequest(os.environ, flags=options.launcher_flags,
                                 title=f"ddlbench run {cell.workload} {cell.scheme}")
         launcher = choose_launcher(request, options.launcher) if options.launcher else this_box(request)
+    cell = cell.with_(nodes=launcher.nodes_for(cell.workers))  # the nodes its servers' default counts
     cell = launcher.place(on_network(cell, launcher))  # e.g. dedicated server hosts need a host one box lacks
     warn(check_capacity(cell, options.oversubscribe))
     options = options.with_run_dir(f"{cell.workload}-{cell.scheme}")

@@ -14,15 +14,14 @@ import click
 
 from harness.advise.shortlist import Policy
 from harness.advise.workflow import AdviseSpec, run_advise
-from harness.cli.options import output_option
+from harness.cli.options import output_option, servers_option
 from harness.cli.runs_cells import RunsCells
 
 
 @click.command("advise", cls=RunsCells, go_on="go on with the same command and --resume --output {run_dir}")
 @click.option("--workload", required=True, help="Workload name, or your own as package.module:function.")
 @click.option("--workers", default=2, show_default=True, type=int, help="Worker processes.")
-@click.option("--servers", default=1, show_default=True, type=int,
-              help="Parameter servers available: PS candidates try 1..N.")
+@servers_option("; advise's PS candidates try 1 to that many")
 @click.option("--testbed", is_flag=True, help="Measure on the emulated testbed that is up (`ddlbench testbed up`).")
 @click.option("--schemes", default="all", show_default=True, help="Methods to consider, comma-separated, or all.")
 @click.option("--grid", type=click.Choice(["full", "default"]), default="full", show_default=True,

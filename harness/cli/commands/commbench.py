@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from harness.cli.options import output_option
+from harness.cli.options import output_option, servers_option
 from harness.cli.runs_cells import RunsCells
 from harness.commbench.driver import CommbenchSpec, run_commbench
 from harness.results.store import load_run
@@ -33,7 +33,7 @@ def format_table(df) -> str:
 @click.option("--max-size", default="256M", show_default=True, help="Largest message (e.g. 256M).")
 @click.option("--reps", default=5, show_default=True, type=int, help="Timed repetitions per size.")
 @click.option("--warmup", default=2, show_default=True, type=int, help="Untimed repetitions per size.")
-@click.option("--servers", default=1, show_default=True, type=int, help="Parameter servers (pushpull).")
+@servers_option(" (pushpull)")
 @click.option("--timeout", "timeout_s", default=900.0, show_default=True, type=float, help="Seconds.")
 @click.option("--device", default="cpu", show_default=True, help="cpu | cuda.")
 @click.option("--testbed", is_flag=True,

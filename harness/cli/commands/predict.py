@@ -7,6 +7,7 @@ import time
 
 import click
 
+from harness.cli.options import servers_option
 from harness.predict.request import PredictSpec, parse_method_knobs, run_predict
 from harness.report.validation import format_validation, validate
 from harness.results.store import load_run
@@ -38,8 +39,7 @@ from harness.results.store import load_run
 @click.option("--nodes", default="1,2,4,8", show_default=True, help="Node counts, comma-separated.")
 @click.option("--gpus-per-node", "--workers-per-node", "gpus_per_node", default="4", show_default=True,
               help="Workers per node, comma-separated.")
-@click.option("--servers", default=0, show_default=True, type=int,
-              help="Parameter servers (0 = one per worker node).")
+@servers_option()
 @click.option("--server-hosts", type=click.Choice(["dedicated", "colocated"]), default="dedicated",
               show_default=True,
               help="Servers on hosts of their own (the study), or on the worker hosts sharing their NICs "

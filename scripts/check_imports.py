@@ -12,7 +12,9 @@
    modules RUN_TIME_LOADS lists with why.
 2. A function-local import only of an optional or heavy dependency (allowed_local(): the heavy ones, HEAVY,
    and every backend's library, read from its package), never of a harness module or of an ordinary
-   dependency: those belong at the top of the module.
+   dependency: those belong at the top of the module. One layer loads lazily (LAZY): the command line
+   declares its commands with what declaring them needs, and a function imports what runs the command, so
+   that `ddlbench --help`, `ddlbench COMMAND --help` and `ddlbench list` import no torch.
 3. No file over MAX_FILE_LINES lines and no function over MAX_FUNCTION_LINES lines in `harness/`.
 4. The layering of docs/ARCHITECTURE.md ("Packages"), loads by name included: a module imports its own
    folder and those below (LAYERS); FORBIDDEN lists what a package may not import,
@@ -70,6 +72,9 @@ LAYERS = (
     "harness.doctor",       # ddlbench doctor
     "harness.cli",          # the command line: one module per subcommand
 )
+LAZY = ("harness.cli",)
+"""The layer whose functions import what they run (rule 2): a command is declared (its options, its help)
+without importing the layers that run it (tests/unit/cli/test_startup.py holds that no torch is imported)."""
 GROUND = ("harness",)
 """Package faces below every layer: the root package's __init__ only names the version."""
 COMMANDS = "harness.cli.commands"
@@ -224,7 +229,7 @@ def scan(known: dict[str, Path]):
                     hits = targets(child, mod, is_pkg, known)
                     for hit in hits:
                         edge(hit, child.lineno, "imports")
-                    if in_function:
+                    if in_function and not any(mod == p or mod.startswith(p + ".") for p in LAZY):
                         what = ([a.name for a in child.names] if isinstance(child, ast.Import)
                                 else [_resolve(child, mod, is_pkg)])
                         if hits or not all(any(w == a or w.startswith(a + ".") for a in allowed)

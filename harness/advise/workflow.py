@@ -42,7 +42,8 @@ from harness.experiment.dispatch import launcher_for, run_sweep_file
 from harness.networks.profiles import rate_label
 from harness.predict.compute import compute_model
 from harness.results.files import check_output_dir
-from harness.results.store import default_run_dir, holds_run
+from harness.results.paths import default_run_dir
+from harness.results.store import holds_run
 from harness.schemes import SCHEMES
 from harness.sim.network import get_link
 from harness.testbed import netns

@@ -15,13 +15,11 @@ from pathlib import Path
 
 import click
 
-from harness.contracts.cell import SERVER_HOSTS, CellSettings, CellSpec
-from harness.contracts.devices import DIST_BACKENDS
+from harness.contracts.cell import DIST_BACKENDS, SERVER_HOSTS, CellSettings, CellSpec
 from harness.core.errors import UserError
+from harness.core.fields import field_docs
 from harness.experiment.options import RunOptions
-from harness.experiment.sweep import knob_value
-from harness.results.store import RESULTS_ROOT
-from harness.schemes.knobs import field_docs
+from harness.results.paths import RESULTS_ROOT
 
 RUN_FIELDS = ("workload", "scheme", "backend", "workers", "servers",
               *(f.name for f in dataclasses.fields(CellSettings)), "dtype", "server_hosts")
@@ -70,6 +68,8 @@ def cell_options(command):
 
 def parse_knobs(pairs: tuple[str, ...]) -> dict:
     """`--knob NAME=VALUE` pairs as a dict (values typed as in a sweep file)."""
+    from harness.experiment.sweep import knob_value  # lazy: the sweep layer loads every scheme (torch)
+
     out = {}
     for pair in pairs:
         k, _, v = pair.partition("=")

@@ -29,7 +29,7 @@ from harness.experiment.dispatch import launcher_for
 from harness.measure.sizes import COLLECTIVES, parse_size, sizes_between
 from harness.results.files import check_output_dir
 from harness.results.lock import run_lock
-from harness.results.store import default_run_dir
+from harness.results.paths import default_run_dir
 from harness.spawner.cell import launch_cell
 from harness.testbed import netns
 from harness.testbed import placement as testbed_placement

@@ -117,6 +117,9 @@ def per_worker_node(servers: int, nodes: int) -> int:
     return servers or nodes
 
 
+DIST_BACKENDS = ("auto", "nccl", "gloo")
+"""What a cell may ask of torch.distributed: auto (NCCL for CUDA tensors, gloo for CPU ones), nccl, gloo (the
+device rule that applies them: harness/contracts/devices.py)."""
 SERVER_HOSTS = ("auto", "dedicated", "colocated")
 """Placements of parameter servers (docs/ARCHITECTURE.md, "Server placement")."""
 

@@ -22,7 +22,7 @@ from harness.core.errors import UserError
 from harness.experiment.cells import resolve
 from harness.experiment.execute import run_cells
 from harness.experiment.options import RunOptions
-from harness.results.store import new_run_id
+from harness.results.paths import new_run_id
 from harness.schemes import SCHEMES
 from workloads import WORKLOADS
 

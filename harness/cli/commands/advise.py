@@ -12,8 +12,6 @@ from pathlib import Path
 
 import click
 
-from harness.advise.shortlist import Policy
-from harness.advise.workflow import AdviseSpec, run_advise
 from harness.cli.options import output_option, servers_option
 from harness.cli.runs_cells import RunsCells
 
@@ -54,6 +52,9 @@ def command(grid, iters, max_iters, target_ci, rounds, no_progress, **options):
     Prints the recommendation (gain over DDP default with its 95% CI, or a statistical tie) and writes
     RUN/advise/report.md. Exit status 0, 2 on bad input, 128+N when signal N stopped it (go on with the
     same command and --resume --output RUN)."""
+    from harness.advise.shortlist import Policy  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    from harness.advise.workflow import AdviseSpec, run_advise
+
     spec = AdviseSpec(**options, full_grid=grid == "full", policy=Policy(iters, max_iters, target_ci, rounds),
                       progress=not no_progress)
     run_dir, line = run_advise(spec)

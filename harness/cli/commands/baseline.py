@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import click
 
-from harness.gate.baselines import baselines_root, list_baselines, save_baseline
 
 _DIR = click.option("--dir", "root", type=click.Path(), default=None,
                     help="Baselines directory (default $DDLBENCH_BASELINES or results/baselines).")
@@ -29,6 +28,8 @@ def save(name: str, runs: tuple[str, ...], force: bool, root: str | None) -> Non
 
     Give several runs of one sweep (3 or more) and `compare` knows each cell's run-to-run spread."""
 
+    from harness.gate.baselines import save_baseline  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+
     dest = save_baseline(name, list(runs), root, force)
     n = f" ({len(runs)} runs)" if len(runs) > 1 else " (1 run: the gate will not know the run-to-run spread)"
     click.echo(f"saved baseline {name}{n} -> {dest}")
@@ -38,6 +39,8 @@ def save(name: str, runs: tuple[str, ...], force: bool, root: str | None) -> Non
 @_DIR
 def list_(root: str | None) -> None:
     """Show stored baselines: name, date, environment fingerprint, cells."""
+
+    from harness.gate.baselines import baselines_root, list_baselines  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
 
     rows = list_baselines(root)
     if not rows:

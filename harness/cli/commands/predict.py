@@ -8,9 +8,6 @@ import time
 import click
 
 from harness.cli.options import servers_option
-from harness.predict.request import PredictSpec, parse_method_knobs, run_predict
-from harness.report.validation import format_validation, validate
-from harness.results.store import load_run
 
 
 @click.command("predict")
@@ -58,6 +55,10 @@ from harness.results.store import load_run
 @click.option("--dtype", default="fp32", show_default=True, help="Compute dtype of the predicted cells: fp32 only.")
 def command(knob_pairs, **options):
     """Predict iteration time, throughput and scaling efficiency of each method at any scale."""
+    from harness.predict.request import PredictSpec, parse_method_knobs, run_predict  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    from harness.report.validation import format_validation, validate
+    from harness.results.store import load_run
+
     spec = PredictSpec(**options, knobs=parse_method_knobs(knob_pairs))
     t0, c0 = time.perf_counter(), time.process_time()
     df = run_predict(spec)

@@ -11,8 +11,6 @@ import click
 from harness.cli.options import TRACE_META, cell_options, parse_knobs, run_options, trace_option
 from harness.cli.runs_cells import FINISH, RunsCells
 from harness.contracts.cell import CellSpec
-from harness.experiment.dispatch import run_as_rank, run_cell, started_as_rank
-from harness.report.console import finish_run
 
 
 @click.command("run", cls=RunsCells, go_on=FINISH)
@@ -31,6 +29,9 @@ def command(ctx, knobs, launcher, baseline, options, strict_network, **settings)
 
     Exit status 0 when every cell is ok, 1 when a cell failed, 2 on bad input, 128+N when signal N
     stopped it (finish with --resume)."""
+    from harness.experiment.dispatch import run_as_rank, run_cell, started_as_rank  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    from harness.report.console import finish_run
+
     cell = CellSpec(**settings, knobs=parse_knobs(knobs)).with_(trace_iters=ctx.meta.get(TRACE_META, 0))
     if started_as_rank(os.environ):  # torchrun/srun started this process as one rank of the cell
         run_as_rank(cell, options.output)

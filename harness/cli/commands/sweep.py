@@ -15,10 +15,7 @@ from harness.cli.options import TRACE_META, nodes_option, run_options, servers_o
 from harness.cli.runs_cells import FINISH, RunsCells
 from harness.contracts.launcher import Follows
 from harness.core.errors import signals_raise
-from harness.experiment.dispatch import launcher_for, run_sweep
-from harness.experiment.sweep import load_sweep, with_overrides
-from harness.launchers.choose import by_name
-from harness.report.console import finish_run
+from harness.launchers.choose import ORDER
 
 
 @click.command("sweep", cls=RunsCells, go_on=FINISH)
@@ -31,7 +28,7 @@ from harness.report.console import finish_run
                    "should say that the sweep ran, not how its cells fared.")
 @trace_option("each cell (replaces the file's `trace:`)")
 @click.option("--no-progress", is_flag=True, help="No progress bar (logs, CI).")
-@click.option("--launcher", type=click.Choice(by_name()),
+@click.option("--launcher", type=click.Choice(ORDER),
               help="How cells start: local processes, srun job steps (inside a Slurm allocation), nodes (one "
                    "`ddlbench sweep` per node of a multi-node job) or the emulated testbed that is up; default: "
                    "the one that claims the run (srun inside an allocation, nodes under a scheduler's variables, "
@@ -49,6 +46,10 @@ def command(ctx, sweep_file, options, strict_network, retry_failed, allow_failed
 
     Exit status 0 when every cell is ok, 1 when a cell failed (0 with --allow-failed-cells), 2 on bad
     input, 128+N when signal N stopped it (finish with --resume)."""
+    from harness.experiment.dispatch import launcher_for, run_sweep  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    from harness.experiment.sweep import load_sweep, with_overrides
+    from harness.report.console import finish_run
+
     cfg = with_overrides(load_sweep(sweep_file), trace=ctx.meta.get(TRACE_META), server_hosts=server_hosts,
                          servers=servers, dtype=dtype)
     options = dataclasses.replace(options, retry_failed=retry_failed, progress=not no_progress,

@@ -156,6 +156,13 @@ def _append(path: Path, line: str) -> None:
     path.write_text(path.read_text() + line)
 
 
+def _regenerate_catalogue(repo: Path) -> None:
+    """What `ddlbench list` reads without importing torch, made again from the copy's registries."""
+    done = subprocess.run([sys.executable, "-m", "harness.cli.catalog", "--regenerate"], capture_output=True,
+                          text=True, cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
 def _add_scheme(repo: Path) -> None:
     # in the tree a scheme imports the modules beside it, not the package face that loads it (a circle)
     toy = (TESTS / "toy_scheme.py").read_text().replace('register("toy", Toy,', 'register("toyscheme", Toy,').replace(
@@ -163,11 +170,13 @@ def _add_scheme(repo: Path) -> None:
         "from harness.schemes.base import Scheme, register\nfrom harness.schemes.knobs import Knobs, Range")
     assert "from harness.schemes.base import" in toy
     (repo / "harness/schemes/toyscheme.py").write_text(toy)
+    _regenerate_catalogue(repo)
 
 
 def _add_workload(repo: Path) -> None:
     (repo / "workloads/toybag.py").write_text(WORKLOAD)
     _append(repo / "workloads/__init__.py", "from workloads import toybag  # noqa: F401,E402\n")
+    _regenerate_catalogue(repo)
 
 
 def _add_backend(repo: Path, env: dict) -> None:
@@ -182,6 +191,7 @@ def _add_backend(repo: Path, env: dict) -> None:
         done = subprocess.run([sys.executable, script, "--regenerate"], capture_output=True, text=True, cwd=repo,
                               env={**env, "PYTHONPATH": f"{repo}:{repo / 'tests'}"}, timeout=300)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    _regenerate_catalogue(repo)
 
 
 def _add_launcher(repo: Path) -> None:

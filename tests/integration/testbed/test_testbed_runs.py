@@ -127,7 +127,9 @@ def test_every_method_completes_across_two_hosts(clean_machine, tmp_path):
     assert (s["nodes"] == 2).all() and (s["workers_per_node"] == 1).all()
     for r in s.itertuples():
         where = _result(run_dir, r.cell_id)["dist"]
-        want = ["ddlb-h0", "ddlb-h1"] + (["ddlb-h0"] if r.servers else [])  # no spare host: colocated
+        # one server per worker node (the default), no spare host: colocated, server j on host j mod nodes
+        assert r.servers == (2 if r.scheme.endswith("-ps") else 0)
+        want = ["ddlb-h0", "ddlb-h1"] + (["ddlb-h0", "ddlb-h1"] if r.servers else [])
         assert where["rank_hosts"] == want, (r.scheme, where)
     print("\n" + s[["scheme", "iter_s_median", "comm_wait_s"]].to_string(index=False))
 

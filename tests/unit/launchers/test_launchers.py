@@ -14,7 +14,7 @@ from helpers import ROOT
 from harness.contracts.launcher import LAUNCHERS, LaunchRequest
 from harness.core.errors import UserError
 from harness.experiment.sweep import sweep_from_dict
-from harness.launchers.choose import ORDER, by_name, choose_launcher
+from harness.launchers.choose import ORDER, by_name, choose_launcher, load
 from harness.procs import supervisor as w
 
 FOLDERS = sorted(p.parent.name for p in (ROOT / "harness" / "launchers").glob("*/launcher.py"))
@@ -22,7 +22,7 @@ FOLDERS = sorted(p.parent.name for p in (ROOT / "harness" / "launchers").glob("*
 
 
 def test_every_launcher_is_registered_once_and_chosen_by_name_only_when_it_can_be():
-    assert FOLDERS and sorted(LAUNCHERS) == sorted(ORDER) == FOLDERS  # each folder registers its own name, asked
+    assert load() is LAUNCHERS and FOLDERS and sorted(LAUNCHERS) == sorted(ORDER) == FOLDERS  # each folder registers its own name, asked
     assert by_name() == tuple(name for name in ORDER if LAUNCHERS.get(name).named)
     assert ORDER[-1] in by_name() and LAUNCHERS.get(ORDER[-1]).detect(LaunchRequest({}))  # the last takes any
     available = ", ".join(by_name())

@@ -204,16 +204,11 @@ def _add_launcher(repo: Path) -> None:
                                                  'ORDER = ("testbed", "nodes", "toy", "srun", "local")'))
 
 
-def _changed(repo: Path) -> set[str]:
-    """Files of the copy that differ from the checkout or are new."""
-    out = set()
-    for p in repo.rglob("*"):
-        if p.is_file() and "__pycache__" not in p.parts:
-            rel = p.relative_to(repo)
-            orig = ROOT / rel
-            if not orig.exists() or orig.read_bytes() != p.read_bytes():
-                out.add(str(rel))
-    return out
+def _files(repo: Path) -> dict[str, bytes]:
+    """Every file of the copy and its content (a generated file an earlier addition wrote counts again when
+    a later one writes it anew)."""
+    return {str(p.relative_to(repo)): p.read_bytes() for p in repo.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts}
 
 
 def _check_places(kind: str, touched: set[str], places: list[str], generated: list[str]) -> None:
@@ -229,12 +224,12 @@ def test_a_toy_scheme_workload_backend_and_launcher_need_only_the_documented_pla
     assert set(places) == {"scheme", "backend", "workload", "launcher"}, places
     repo = _copy(tmp_path / "repo")
     env = {**os.environ, "PYTHONPATH": str(repo)}
-    before: set[str] = set()
+    before = _files(repo)
     for kind, add in (("scheme", _add_scheme), ("workload", _add_workload), ("launcher", _add_launcher),
                       ("backend", lambda r: _add_backend(r, env))):  # the toy backend gives the toy launcher a recipe
         add(repo)
-        now = _changed(repo)
-        _check_places(kind, now - before, *places[kind])
+        now = _files(repo)
+        _check_places(kind, {f for f, data in now.items() if before.get(f) != data}, *places[kind])
         before = now
 
     check = subprocess.run([sys.executable, str(repo / "scripts/check_imports.py")], capture_output=True, text=True,

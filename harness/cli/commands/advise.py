@@ -52,7 +52,8 @@ def command(grid, iters, max_iters, target_ci, rounds, no_progress, **options):
     Prints the recommendation (gain over DDP default with its 95% CI, or a statistical tie) and writes
     RUN/advise/report.md. Exit status 0, 2 on bad input, 128+N when signal N stopped it (go on with the
     same command and --resume --output RUN)."""
-    from harness.advise.shortlist import Policy  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.advise.shortlist import Policy
     from harness.advise.workflow import AdviseSpec, run_advise
 
     spec = AdviseSpec(**options, full_grid=grid == "full", policy=Policy(iters, max_iters, target_ci, rounds),

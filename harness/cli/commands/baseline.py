@@ -28,7 +28,8 @@ def save(name: str, runs: tuple[str, ...], force: bool, root: str | None) -> Non
 
     Give several runs of one sweep (3 or more) and `compare` knows each cell's run-to-run spread."""
 
-    from harness.gate.baselines import save_baseline  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.gate.baselines import save_baseline
 
     dest = save_baseline(name, list(runs), root, force)
     n = f" ({len(runs)} runs)" if len(runs) > 1 else " (1 run: the gate will not know the run-to-run spread)"
@@ -40,7 +41,8 @@ def save(name: str, runs: tuple[str, ...], force: bool, root: str | None) -> Non
 def list_(root: str | None) -> None:
     """Show stored baselines: name, date, environment fingerprint, cells."""
 
-    from harness.gate.baselines import baselines_root, list_baselines  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.gate.baselines import baselines_root, list_baselines
 
     rows = list_baselines(root)
     if not rows:

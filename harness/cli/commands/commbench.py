@@ -45,7 +45,8 @@ def command(**options):
     On this box; on the emulated hosts with --testbed; inside a Slurm allocation as a job step across its
     nodes (the workers placed as a sweep's cells are). Exit status 0, 1 when the measurement failed, 2 on
     bad input, 128+N when signal N stopped it (measure again into the same --output)."""
-    from harness.commbench.driver import CommbenchSpec, run_commbench  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.commbench.driver import CommbenchSpec, run_commbench
     from harness.results.store import load_run
 
     run_dir = run_commbench(CommbenchSpec(**options))

@@ -22,7 +22,8 @@ def run_compare(baseline: str, current, cfg, allow_env_mismatch: bool = False,
     """Load both sides (a stored baseline brings all its runs), check environments, decide; returns
     (markdown, exit status)."""
 
-    from harness.gate.baselines import load_rounds, resolve, run_identity  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.gate.baselines import load_rounds, resolve, run_identity
     from harness.gate.compare import compare_rounds, compared_backends, gate_exit_code
     from harness.gate.comparable import check_environments
     from harness.gate.markdown import to_markdown
@@ -65,7 +66,8 @@ def command(ctx, baseline, current, factor, alpha, min_samples, allow_env_mismat
     Give several CURRENT runs of the sweep (and a baseline saved from several) and the gate judges each
     cell against its run-to-run spread. Exit status 1 if any cell is worse or failed, else 0."""
 
-    from harness.gate.compare import GateConfig  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.gate.compare import GateConfig
 
     cfg = GateConfig(factor=factor, alpha=alpha, min_samples=min_samples)
     md, code = run_compare(baseline, current, cfg, allow_env_mismatch, baselines_dir)

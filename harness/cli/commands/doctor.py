@@ -31,7 +31,8 @@ def command(ctx, quick, no_cells, workload, device, timeout_s, keep, as_json):
 
     Exit status 0 when every usable backend's smoke cells pass, 1 when one failed, 2 on bad options, 128+N
     when signal N stopped it."""
-    from harness.doctor.diagnose import diagnose  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.doctor.diagnose import diagnose
 
     limit = {} if timeout_s is None else {"timeout_s": timeout_s}
     # --json: stdout carries the document only; run_cells' progress bar and failure lines go to stderr

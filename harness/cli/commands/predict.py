@@ -55,7 +55,8 @@ from harness.cli.options import servers_option
 @click.option("--dtype", default="fp32", show_default=True, help="Compute dtype of the predicted cells: fp32 only.")
 def command(knob_pairs, **options):
     """Predict iteration time, throughput and scaling efficiency of each method at any scale."""
-    from harness.predict.request import PredictSpec, parse_method_knobs, run_predict  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.predict.request import PredictSpec, parse_method_knobs, run_predict
     from harness.report.validation import format_validation, validate
     from harness.results.store import load_run
 

@@ -19,7 +19,8 @@ from harness.core.errors import UserError
 def load_input(ref: str):
     """A run (directory, id, baseline name) or a loose summary/commbench Parquet file -> RunTables."""
 
-    import pandas as pd  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    import pandas as pd
 
     from harness.gate.baselines import resolve
     from harness.results.files import read_table
@@ -57,7 +58,8 @@ def command(runs, output, title, timelines, dpi):
 
     A RUN may also be a Parquet file of predicted rows or a commbench table."""
 
-    from harness.report.render import write_report  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.report.render import write_report
     from harness.results.files import check_output_dir
 
     check_output_dir(output, "-o/--output")

@@ -29,7 +29,8 @@ def command(ctx, knobs, launcher, baseline, options, strict_network, **settings)
 
     Exit status 0 when every cell is ok, 1 when a cell failed, 2 on bad input, 128+N when signal N
     stopped it (finish with --resume)."""
-    from harness.experiment.dispatch import run_as_rank, run_cell, started_as_rank  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.experiment.dispatch import run_as_rank, run_cell, started_as_rank
     from harness.report.console import finish_run
 
     cell = CellSpec(**settings, knobs=parse_knobs(knobs)).with_(trace_iters=ctx.meta.get(TRACE_META, 0))

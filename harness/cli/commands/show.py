@@ -13,7 +13,8 @@ from harness.core.errors import UserError
 @click.option("--csv", "csv_path", type=click.Path(path_type=Path), help="Also write the summary as CSV.")
 def command(run: str, csv_path: Path | None) -> None:
     """Print the summary of RUN (a run directory or a run id under results/)."""
-    import pandas as pd  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    import pandas as pd
 
     from harness.core.atomic import write_text_atomic
     from harness.report.console import print_summary

@@ -39,7 +39,8 @@ def command():
 def submit_command(sweep_file, nodes, gpus_per_node, tasks_per_node, cpus_per_task, partition, time_, output,
                    array, sbatch_args, dry_run):
     """Submit SWEEP_FILE: one job per node count its cells need; print the job ids."""
-    from harness.jobs.slurm import submit_sweep  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.jobs.slurm import submit_sweep
 
     run_dir, jobs = submit_sweep(sweep_file, nodes=nodes, gpus_per_node=gpus_per_node,
                                  tasks_per_node=tasks_per_node, cpus_per_task=cpus_per_task, partition=partition,
@@ -53,7 +54,8 @@ def submit_command(sweep_file, nodes, gpus_per_node, tasks_per_node, cpus_per_ta
 @click.argument("targets", nargs=-1)
 def status_command(targets):
     """State of jobs (ids, or run directories from submit; default: your ddlbench jobs)."""
-    from harness.jobs.slurm import status  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.jobs.slurm import status
 
     rows = status(targets)
     if not rows:
@@ -69,7 +71,8 @@ def status_command(targets):
               help="Merged run directory to write.")
 def collect_command(runs, output):
     """Merge the cells of several run directories (e.g. one per job) into one run directory."""
-    from harness.jobs.slurm import collect  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.jobs.slurm import collect
     from harness.report.console import print_summary
     from harness.results.store import load_run
 

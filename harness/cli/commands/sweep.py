@@ -46,7 +46,8 @@ def command(ctx, sweep_file, options, strict_network, retry_failed, allow_failed
 
     Exit status 0 when every cell is ok, 1 when a cell failed (0 with --allow-failed-cells), 2 on bad
     input, 128+N when signal N stopped it (finish with --resume)."""
-    from harness.experiment.dispatch import launcher_for, run_sweep  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.experiment.dispatch import launcher_for, run_sweep
     from harness.experiment.sweep import load_sweep, with_overrides
     from harness.report.console import finish_run
 

@@ -73,7 +73,8 @@ def measure_cmd(size_mb: float, reps: int, hosts: int) -> None:
 
     Exit status 0, 1 when the measurement failed (its reason and the ranks' last lines), 2 on bad input,
     128+N when signal N stopped it."""
-    from harness.commbench.testbed import measure_testbed  # lazy: declaring the command imports none of what runs it (docs/ARCHITECTURE.md, "Commands")
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.commbench.testbed import measure_testbed
 
     r = measure_testbed(int(size_mb * 2**20), reps, hosts)
     click.echo(

@@ -7,7 +7,7 @@ the iterations, synchronised once before and once after.
 
     python -m harness.doctor.timing.bare_loop --workload resnet50 --batch 64 --dtype fp32 --device cuda
     python -m harness.doctor.timing.bare_loop --workload bert-base --dtype bf16 --json     # one JSON line
-    python -m harness.doctor.timing.bare_loop --workload bert-base-tiny --device cpu --threads 1 --json   # as a CPU rank
+    python -m harness.doctor.timing.bare_loop --workload bert-base-tiny --device cpu --threads 1 --json  # a CPU rank
 
 `Bare` keeps one model built so that one process can time it again and again, and time variants of it
 (one CPU thread, a synchronisation per iteration) interleaved with other loops (harness/doctor/timing/gpu_timing.py).

@@ -6,7 +6,8 @@ first's, with the machine's drift cancelled pair by pair (A-B, then B-A, ...; ha
 
     git -C /path/to/ddlbench worktree add --detach /tmp/ddlbench-old 6791659
     python -m harness.doctor.timing.checkout_pairs OUT --old /tmp/ddlbench-old --new . --pairs 6
-    python -m harness.doctor.timing.checkout_pairs OUT --old /tmp/ddlbench-old --new . --scheme ddp --workers 2 --pairs 4
+    python -m harness.doctor.timing.checkout_pairs OUT --old /tmp/ddlbench-old --new . --scheme ddp --workers 2 \\
+        --pairs 4
     python -m harness.doctor.timing.checkout_pairs OUT --old /tmp/ddlbench-old --new . --cold --pairs 6   # cold ranks
 
 Each run is `ddlbench run --workload W --scheme S --workers N --warmup 3 --iters 10 --device cpu` from that

@@ -61,7 +61,8 @@ class BareProcess:
         wl, dtype = self.case
         env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        out = subprocess.run([sys.executable, "-m", "harness.doctor.timing.bare_loop", "--workload", wl, "--dtype", dtype,
+        out = subprocess.run([sys.executable, "-m", "harness.doctor.timing.bare_loop", "--workload", wl,
+                              "--dtype", dtype,
                               "--device", "cpu", "--threads", "1", "--warmup", str(warmup), "--iters", str(iters),
                               "--json"], check=True, capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
         r = json.loads(out.stdout.strip().splitlines()[-1])

@@ -4,7 +4,7 @@ The GPU timing checks, serial and alone on the GPU, in one process (README, "GPU
 cells against bare loops on the same model and batch, the profiles, and what explains a difference, each stage
 sized to the time left and recorded in the report's summary as it ends.
 
-    python -m harness.doctor.timing.gpu_timing OUT                                  # the study's workloads, fp32 and bf16
+    python -m harness.doctor.timing.gpu_timing OUT                               # the study's workloads, fp32 and bf16
     python -m harness.doctor.timing.gpu_timing OUT --device cpu --workloads bert-base-tiny resnet50-tiny --dtypes fp32
     python -m harness.doctor.timing.gpu_timing DETAILS --summary OUT --budget-s 200 # as scripts/gpu_report.sh runs it
 
@@ -41,8 +41,10 @@ from harness.doctor.timing import budget as B
 from harness.doctor.timing.bare_loop import Bare
 from harness.doctor.timing.cpu_pairs import process_pairs
 from harness.doctor.timing.paired import paired, spread, spreads
-from harness.doctor.timing.rounds import ROOT, VARIANTS, InProcessHarness, bare_round, harness_cells, kernels, variant_round
-from harness.doctor.timing.timing_run import PROFILE_ITERS, PROFILE_TOLERANCE, PROFILE_WARMUP, PROFILED, STUDY, Run, case_name
+from harness.doctor.timing.rounds import (ROOT, VARIANTS, InProcessHarness, bare_round, harness_cells, kernels,
+                                          variant_round)
+from harness.doctor.timing.timing_run import (PROFILE_ITERS, PROFILE_TOLERANCE, PROFILE_WARMUP, PROFILED, STUDY, Run,
+                                              case_name)
 from harness.doctor.timing.verdicts import CPU_RATIO_HIGH, CPU_RATIO_LOW, REFERENCE_SPREAD, figure, verdicts
 from harness.predict.profiler import run_profile
 

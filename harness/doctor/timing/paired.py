@@ -75,7 +75,8 @@ def spreads(variants: pd.DataFrame) -> dict:
 
 
 def paired(models: dict, harness: dict, cases: list, warmup: int, iters: int) -> pd.DataFrame:
-    """harness/doctor/timing/paired.py for each case given: the harness's loop in-process alternated with the bare loop."""
+    """harness/doctor/timing/paired.py for each case given: the harness's loop in-process alternated with the bare
+    loop."""
     rows = []
     for wl, dtype in cases:
         bare = models[wl].use(dtype)

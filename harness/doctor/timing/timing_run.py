@@ -1,9 +1,9 @@
 """One GPU timing run's state: options, budget, summary, and the stages that fit the time left.
 
 One GPU timing run's state (harness/doctor/timing/gpu_timing.py): its options, its budget and estimates
-(harness/doctor/timing/budget.py), the summary it records its checks in (harness/doctor/timing/summary.py), the seconds of
-each part (harness/doctor/timing/host_state.py), and `stage`: run one stage if it fits the time left, recording its
-rows as not run or failed otherwise."""
+(harness/doctor/timing/budget.py), the summary it records its checks in (harness/doctor/timing/summary.py), the
+seconds of each part (harness/doctor/timing/host_state.py), and `stage`: run one stage if it fits the time left,
+recording its rows as not run or failed otherwise."""
 
 from __future__ import annotations
 

@@ -12,15 +12,25 @@
    modules RUN_TIME_LOADS lists with why.
 2. A function-local import only of an optional or heavy dependency (allowed_local(): the heavy ones, HEAVY,
    and every backend's library, read from its package), never of a harness module or of an ordinary
-   dependency: those belong at the top of the module.
+   dependency: those belong at the top of the module. One layer loads lazily (LAZY): the command line
+   declares its commands with what declaring them needs, and a function imports what runs the command, so
+   that `ddlbench --help`, `ddlbench COMMAND --help` and `ddlbench list` import no torch.
 3. No file over MAX_FILE_LINES lines and no function over MAX_FUNCTION_LINES lines in `harness/`.
-4. The layering of docs/ARCHITECTURE.md ("Packages"), loads by name included: a module imports its own
-   folder and those below (LAYERS); FORBIDDEN lists what a package may not import,
-   and generic code (GENERIC) never branches on a backend's name (`x == "horovod"`, `x in (...)`).
+4. The layering of docs/ARCHITECTURE.md ("Packages") for what import-linter cannot see: the layer contract
+   is stated once, in pyproject.toml (`[tool.importlinter]`, checked by `lint-imports`: import statements,
+   peers on one line independent, no command importing another); this checker reads it (LAYERS) and holds
+   the loads by name to it, and every module to a folder of it. Generic code (GENERIC) never branches on a
+   backend's name (`x == "horovod"`, `x in (...)`).
 5. One launcher = one folder: no code outside a launcher's own folder (launcher_homes()) and the launcher
    registry branches on its name (`launcher == "srun"`); everything else asks the launcher or the recipe. No
    launcher's folder imports another's: what two launchers share lives below them (harness/spawner/,
    harness/contracts/).
+6. A launcher behind its contract: no module outside harness/launchers/ imports a launcher's folder (one with
+   a launcher.py) but LAUNCHER_CLIENTS, each for why; the others choose a launcher through
+   harness/launchers/choose.py and ask it, or import what every layer shares from below (placement:
+   harness/testbed/, rate labels: harness/networks/, Slurm's notations: harness/contracts/).
+Rules 5 and 6 stay here, not in pyproject.toml's contracts: they find the launchers' folders in the tree
+(launcher_homes(), launcher_folders()), so a new launcher edits no list.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import argparse
 import ast
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,39 +48,25 @@ HEAVY = ("matplotlib", "transformers", "torch.profiler")
 """Dependencies every install has that a function may import where it needs them (with a comment why): they
 take seconds to import and most commands never need them. The optional ones are the backends' libraries
 (allowed_local)."""
-LAYERS = (
-    # docs/ARCHITECTURE.md ("Packages"), from the bottom up: each layer is one folder (a package of
-    # harness/, or the workloads package), and a module may import its own folder and those below.
-    "harness.core",         # errors, registry, atomic writes, column contracts
-    "harness.procs",        # starting, supervising and killing processes
-    "harness.warm",         # warm ranks: the zygote and its client; spawning a rank warm or cold
-    "harness.networks",     # network profiles and interfaces
-    "harness.contracts",    # cell spec, transport interface, backend and launcher registries, recipes, device rule, training recipe
-    "harness.measure",      # the timing loop, clocks, statistics, traces, the collective timer
-    "harness.results",      # tidy tables on disk, summaries, environments
-    "harness.gate",         # the regression gate
-    "harness.grouping",     # how gradients are grouped: merge plans, partitions, server placement, alpha-beta
-    "harness.sim",          # simulation models, one per scheme
-    "harness.testbed",      # the emulated network (namespaces, shaped links)
-    "harness.spawner",      # ddlbench's own spawner: a cell's ranks started and supervised here or as placed
-    "harness.launchers",    # one folder per launcher
-    "harness.backends",     # one package per backend: transport, server loop, recipes
-    "workloads",            # the models
-    "harness.schemes",      # one file per scheme
-    "harness.rank",         # the processes' entry points: worker, commbench rank
-    "harness.experiment",   # cell resolution, sweep files, the one sweep path
-    "harness.jobs",         # whole sweeps as Slurm batch jobs
-    "harness.commbench",    # the communication micro-benchmark (driver side)
-    "harness.predict",      # the predictor
-    "harness.report",       # reports
-    "harness.advise",       # ddlbench advise
-    "harness.doctor",       # ddlbench doctor
-    "harness.cli",          # the command line: one module per subcommand
-)
+PYPROJECT = ROOT / "pyproject.toml"
+
+
+def contract_layers(pyproject: Path = PYPROJECT) -> tuple[tuple[str, ...], ...]:
+    """The layers contract of pyproject.toml (`[tool.importlinter]`, its contract of type `layers`), bottom
+    first: each layer the folders on its line (peers, independent of each other), optional ones unwrapped."""
+    config = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    return tuple(tuple(name.strip().strip("()") for name in line.split("|")) for line in reversed(contract["layers"]))
+
+
+LAYERS = contract_layers()
+"""docs/ARCHITECTURE.md ("Packages"), from the bottom up: each layer its folders (a package of harness/, or
+the workloads package); a module may import its own folder and those of the layers below, not a peer's."""
+LAZY = ("harness.cli",)
+"""The layer whose functions import what they run (rule 2): a command is declared (its options, its help)
+without importing the layers that run it (tests/unit/cli/test_startup.py holds that no torch is imported)."""
 GROUND = ("harness",)
 """Package faces below every layer: the root package's __init__ only names the version."""
-COMMANDS = "harness.cli.commands"
-"""One module per subcommand; no command imports another (asv's rule): what two share lives below."""
 RUN_TIME_LOADS = {
     "harness.warm.zygote": "the modules its command line names (--preload): its program, as `python -m` names one",
     "harness.warm.child": "the module a spawn request names, run as `python -m` runs it, and DDLBENCH_SCHEME_MODULES",
@@ -79,13 +76,6 @@ RUN_TIME_LOADS = {
 }
 """The modules that load a module named only at run time, and why: each is a process's program or a user's
 own code. Every other load names its module in the source, so the layering and the cycle check see it."""
-FORBIDDEN = {
-    # backends: a transport and its launch recipes; they never reach up into cells, schemes or runs
-    # (the layer order says most of it; these are the rules within reach of the order)
-    "harness.launchers": ("harness.backends",),
-    "harness.schemes": ("harness.backends",),
-    "workloads": ("harness.backends", "harness.schemes"),
-}
 GENERIC = ("harness.launchers", "harness.spawner", "harness.experiment", "harness.rank", "harness.results", "harness.measure",
            "harness.testbed", "harness.warm", "harness.procs", "harness.contracts", "harness.core")
 LAUNCHERS_PKG = ROOT / "harness" / "launchers"
@@ -126,6 +116,14 @@ def launcher_homes() -> dict[str, tuple[str, ...]]:
     return {p.name: (f"harness.launchers.{p.name}",) for p in _packages(LAUNCHERS_PKG)}
 
 
+LAUNCHER_CLIENTS = {
+    "harness.backends": "a backend gives each launcher its recipe, of the type that launcher's folder declares "
+                        "(recipe.py), built with that folder's helpers (srun's steps and variables); never its "
+                        "launcher.py",
+    "harness.rank": "the processes a launcher starts on its nodes: srun's per-task shim (srun_task.py) runs "
+                    "the srun launcher's task program after loading the backends",
+}
+"""The layers that may import a launcher's folder, and why (rule 6)."""
 LAUNCHER_REGISTRY = ("harness.contracts.launcher", "harness.contracts.recipes", "harness.launchers.choose",
                      "harness.launchers")
 """Where every launcher may be named: the registries."""
@@ -212,7 +210,7 @@ def scan(known: dict[str, Path]):
                     hits = targets(child, mod, is_pkg, known)
                     for hit in hits:
                         edge(hit, child.lineno, "imports")
-                    if in_function:
+                    if in_function and not any(mod == p or mod.startswith(p + ".") for p in LAZY):
                         what = ([a.name for a in child.names] if isinstance(child, ast.Import)
                                 else [_resolve(child, mod, is_pkg)])
                         if hits or not all(any(w == a or w.startswith(a + ".") for a in allowed)
@@ -369,14 +367,9 @@ def nowhere(node: ast.AST | None, table, loops, known: dict[str, Path]) -> list[
 
 
 def layering(edges: dict[str, set[str]], known: dict[str, Path]) -> list[str]:
-    """Imports FORBIDDEN by the layering, and comparisons with a backend's name in generic code."""
+    """Comparisons with a backend's name in generic code, and with a launcher's outside its own modules."""
     out = []
-    for mod, deps in sorted(edges.items()):
-        for pkg, banned in FORBIDDEN.items():
-            if mod == pkg or mod.startswith(pkg + "."):
-                for dep in sorted(deps):
-                    if any(dep == b or dep.startswith(b + ".") for b in banned):
-                        out.append(f"{mod} imports {dep}: {pkg} may not import {', '.join(banned)}")
+    for mod in sorted(edges):
         if not any(mod == g or mod.startswith(g + ".") for g in GENERIC):
             continue
         for line, names in _compared(ast.parse(known[mod].read_text()), backend_names()):
@@ -421,10 +414,15 @@ def layer_of(mod: str) -> int:
     no layer (a loose module in harness/, a new folder missing from LAYERS)."""
     if mod in GROUND:
         return -1
-    for i, pkg in enumerate(LAYERS):
-        if mod == pkg or mod.startswith(pkg + "."):
+    for i, peers in enumerate(LAYERS):
+        if any(mod == pkg or mod.startswith(pkg + ".") for pkg in peers):
             return i
     raise ValueError(mod)
+
+
+def folder_of(mod: str) -> str:
+    """The folder (a layer's package) a module lives in; the module itself for GROUND."""
+    return next((pkg for peers in LAYERS for pkg in peers if mod == pkg or mod.startswith(pkg + ".")), mod)
 
 
 def folders(known: dict[str, Path]) -> list[str]:
@@ -435,15 +433,8 @@ def folders(known: dict[str, Path]) -> list[str]:
             layer_of(mod)
         except ValueError:
             out.append(f"{known[mod].relative_to(ROOT)} belongs to no layer: move it into the folder of its "
-                       f"layer (or add its folder to LAYERS and docs/ARCHITECTURE.md)")
+                       f"layer (or add its folder to the layers contract in pyproject.toml and docs/ARCHITECTURE.md)")
     return out
-
-
-def commands_import_commands(edges: dict[str, set[str]]) -> list[str]:
-    """A subcommand importing another (COMMANDS): what two commands share belongs in a layer below."""
-    return [f"{mod} imports {dep}: commands never import commands; move what they share below"
-            for mod, deps in sorted(edges.items()) if mod.startswith(COMMANDS + ".")
-            for dep in sorted(deps) if dep.startswith(COMMANDS + ".") and dep != mod]
 
 
 def launchers_import_launchers(edges: dict[str, set[str]]) -> list[str]:
@@ -461,10 +452,41 @@ def launchers_import_launchers(edges: dict[str, set[str]]) -> list[str]:
             for dep in sorted(deps) if folder(dep) not in (None, folder(mod))]
 
 
-def upward(edges: dict[str, set[str]], sites: dict | None = None, known: dict[str, Path] | None = None) -> list[str]:
-    """Imports (and loads by name) up the layer order (no exceptions: move what is needed down), each on one
-    line: where (file:line, when `sites` and `known` say), the module and its layer, the import, its target
-    and its layer."""
+def launcher_folders() -> tuple[str, ...]:
+    """Every launcher's folder as a package (harness/launchers/<name>/ holding a launcher.py): the folders rule
+    6 keeps behind the launcher contract (harness/launchers/sbatch/ renders batch scripts: no launcher)."""
+    return tuple(f"harness.launchers.{p.name}" for p in _packages(LAUNCHERS_PKG) if (p / "launcher.py").exists())
+
+
+def launchers_behind_their_contract(edges: dict[str, set[str]], sites: dict | None = None,
+                                    known: dict[str, Path] | None = None) -> list[str]:
+    """Imports of a launcher's folder from outside harness/launchers/ (rule 6), each on one line: where, the
+    importer, the launcher's module, what to do instead. LAUNCHER_CLIENTS may import a folder's recipe types
+    and helpers, never its launcher.py."""
+    folders, out = launcher_folders(), []
+    for mod, deps in sorted(edges.items()):
+        if mod == "harness.launchers" or mod.startswith("harness.launchers."):
+            continue
+        client = next((c for c in LAUNCHER_CLIENTS if mod == c or mod.startswith(c + ".")), None)
+        hits: dict[str, str] = {}  # folder -> the deepest of its modules imported (one line per folder)
+        for dep in sorted(deps):
+            folder = next((f for f in folders if dep == f or dep.startswith(f + ".")), None)
+            if folder is not None and not (client and dep != f"{folder}.launcher"):
+                hits[folder] = max(hits.get(folder, ""), dep, key=len)
+        for dep in hits.values():
+            line = (sites or {}).get((mod, dep), (0, ""))[0]
+            where = f"{_relative(known[mod])}:{line}: " if known and mod in known and line else ""
+            out.append(f"{where}{mod} imports {dep}: a launcher's folder is imported only inside harness/launchers/; "
+                       f"choose the launcher through harness/launchers/choose.py and ask it, or move what it "
+                       f"shares below (harness/testbed/, harness/networks/, harness/contracts/)")
+    return out
+
+
+def upward(edges: dict[str, set[str]], sites: dict, known: dict[str, Path] | None = None) -> list[str]:
+    """Loads by name up the layers or to a peer on the same line (no exceptions: move what is needed down),
+    each on one line: where (file:line, when `known` says), the module and its folder, the load, its target
+    and its folder. Import statements are import-linter's (pyproject.toml): an edge whose first site is an
+    import statement is left to it."""
     bad = []
     for mod, deps in sorted(edges.items()):
         try:
@@ -472,15 +494,14 @@ def upward(edges: dict[str, set[str]], sites: dict | None = None, known: dict[st
         except ValueError:
             continue
         for dep in sorted(deps):
+            line, how = sites.get((mod, dep), (0, "imports"))
             try:
                 there = layer_of(dep)
             except ValueError:
                 continue
-            if there > here:
-                line, how = (sites or {}).get((mod, dep), (0, "imports"))
+            if how != "imports" and (there > here or (there == here and folder_of(dep) != folder_of(mod))):
                 where = f"{_relative(known[mod])}:{line}: " if known and mod in known and line else ""
-                verb, by = ("imports", "") if how == "imports" else ("loads", f" by {how}")
-                bad.append(f"{where}{mod} ({LAYERS[here]}) {verb} {dep} ({LAYERS[there]}){by}")
+                bad.append(f"{where}{mod} ({folder_of(mod)}) loads {dep} ({folder_of(dep)}) by {how}")
     return bad
 
 
@@ -542,17 +563,20 @@ def main(argv: list[str] | None = None) -> int:
         for m, why in RUN_TIME_LOADS.items():
             print(f"{m} -> (a module named at run time: {why})")
     if args.layers:
-        for i, pkg in enumerate(LAYERS):
-            print(f"{i + 1:2d}  {pkg}")
+        for i, peers in enumerate(LAYERS):
+            for pkg in peers:
+                here = (ROOT / pkg.replace(".", "/")).is_dir()  # an optional layer may not be here yet
+                print(f"{i + 1:2d}  {pkg if here else f'({pkg}: optional, not here)'}"
+                      + (f"  (peers: {', '.join(p for p in peers if p != pkg)})" if len(peers) > 1 else ""))
         return 0
     found = cycles(edges)
-    layers = (layering(edges, known) + folders(known) + commands_import_commands(edges)
-              + launchers_import_launchers(edges) + [f"{_relative(path)}:{line}: {what}" for path, line, what in unread])
+    layers = (layering(edges, known) + folders(known) + launchers_import_launchers(edges) + launchers_behind_their_contract(edges, sites, known)
+              + [f"{_relative(path)}:{line}: {what}" for path, line, what in unread])
     up = upward(edges, sites, known)
     for line in layers:
         print(f"layering: {line}")
     for line in up:
-        print(f"upward import: {line}: move what it needs down")
+        print(f"upward load: {line}: move what it needs down")
     for comp in found:
         print(f"import cycle ({len(comp)} modules): {' <-> '.join(comp)}")
         for m in comp:
@@ -566,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{path.relative_to(ROOT)}:{line}: function {name} has {n} lines, over {MAX_FUNCTION_LINES}")
     bad = len(found) + len(local) + len(long_files) + len(long_functions) + len(layers) + len(up)
     print(f"check_imports: {len(known)} modules, {sum(map(len, edges.values()))} harness imports; "
-          f"{len(found)} cycle(s), {len(layers)} layering breach(es), {len(up)} upward import(s), "
+          f"{len(found)} cycle(s), {len(layers)} layering breach(es), {len(up)} upward load(s), "
           f"{len(local)} function-local import(s) to move, {len(long_files)} file(s) "
           f"and {len(long_functions)} function(s) over size")
     return 1 if bad else 0

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU module in one command that always finishes with its verdict (README, "GPUs"): both parts within a
-# time budget (default 420 s), correctness included; harness/doctor/gpu_report.py does the work.
+# time budget (default 420 s), correctness included; harness/doctor/timing/gpu_report.py does the work.
 #
 #   bash scripts/gpu_report.sh OUT                   # on the GPU machine, within 420 s
 #   bash scripts/gpu_report.sh OUT --budget 300      # within 300 s: what no longer fits says NOT RUN
@@ -15,4 +15,4 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-exec "${PYTHON:-python}" -m harness.doctor.gpu_report "$@"
+exec "${PYTHON:-python}" -m harness.doctor.timing.gpu_report "$@"

@@ -19,8 +19,10 @@ t0=$(date +%s)
 bash scripts/install_frameworks.sh horovod deepspeed
 echo "[test.sh] set-up took $(( $(date +%s) - t0 )) s"
 
-# The house rules of docs/ARCHITECTURE.md ("Rules"): no import cycle, imports at the top, layering, sizes.
+# The house rules of docs/ARCHITECTURE.md ("Rules"): the project's own checker (cycles, loads by name, imports at
+# the top, sizes, the backend and launcher rules), then the layer contracts of pyproject.toml (import-linter).
 "$PY" scripts/check_imports.py
+lint-imports --no-cache
 
 export DDLBENCH_REQUIRE_FRAMEWORKS="${DDLBENCH_REQUIRE_FRAMEWORKS:-1}"
 exec "$PY" -m pytest -q -ra --durations=15 "$@"

@@ -24,7 +24,8 @@ class Layout:
     nodes: int = 1
     """Hosts carrying workers."""
     max_servers: int = 1
-    """Parameter-server processes a PS candidate may use (1..max_servers are tried)."""
+    """Parameter-server processes of a PS cell here (`--servers`, one per worker node unless given): a PS
+    candidate tries 1..max_servers."""
     spare_hosts: int = 0
     """Hosts without workers (the testbed's or the allocation's): dedicated server hosts need one."""
 

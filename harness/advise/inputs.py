@@ -12,12 +12,12 @@ from harness.advise.candidates import Layout
 from harness.core.atomic import write_parquet_atomic
 from harness.commbench.driver import commbench_cell, measure
 from harness.measure.sizes import parse_size, sizes_between
+from harness.testbed import placement as testbed_placement
 from harness.core.errors import CellFailed, UserError
 from harness.contracts.launcher import Launcher
 from harness.predict.commbench_fit import read_commbench
 from harness.predict.profiler import measure_profile
 from harness.results.files import read_table
-from harness.launchers.testbed.launcher import testbed_placement_for
 
 COMMBENCH_SIZES = ("4K", "32M")
 """Message sizes the network is measured over: the largest gradient buckets and partitions of the grids."""
@@ -51,7 +51,7 @@ def commbench_table(layout: Layout, device: str, testbed: bool, pushpull: bool, 
     frames = []
     for collective in ("allreduce", "pushpull") if pushpull else ("allreduce",):
         servers = 1 if collective == "pushpull" else 0
-        network, placement = testbed_placement_for(layout.workers, servers) if testbed else ("loopback", None)
+        network, placement = testbed_placement.placement_for(layout.workers, servers) if testbed else ("loopback", None)
         nodes = placement.nodes if placement else (layout.nodes if launcher is not None else 1)
         cell = commbench_cell(layout.workers, collective, sizes, reps=3, warmup=1, servers=servers, device=device,
                               network=network, nodes=nodes)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from harness.advise.candidates import Candidate
-from harness.launchers.testbed.launcher import rate_label
+from harness.networks.profiles import rate_label
 from harness.predict.study_inputs import STUDY_METHODS
 from harness.schemes import SCHEMES
 from harness.testbed import netns

@@ -33,15 +33,17 @@ from harness.advise.predicted import measured_network, predict_candidates, prese
 from harness.advise.recommend import recommend
 from harness.advise.report import render
 from harness import backends
+from harness.contracts.cell import per_worker_node
 from harness.contracts.launcher import Launcher
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError, signals_raise
 from harness.experiment.options import RunOptions
 from harness.experiment.dispatch import launcher_for, run_sweep_file
-from harness.launchers.testbed.launcher import rate_label
+from harness.networks.profiles import rate_label
 from harness.predict.compute import compute_model
 from harness.results.files import check_output_dir
-from harness.results.store import default_run_dir, holds_run
+from harness.results.paths import default_run_dir
+from harness.results.store import holds_run
 from harness.schemes import SCHEMES
 from harness.sim.network import get_link
 from harness.testbed import netns
@@ -63,8 +65,8 @@ class AdviseSpec:
     """Go on with the advise run in `output`: measure only what is missing."""
     testbed: bool = False
     """Measure on the emulated testbed that is up."""
-    servers: int = 1
-    """Parameter servers available: PS candidates try 1..N."""
+    servers: int = 0
+    """Parameter-server processes of a PS cell (0: one per worker node); PS candidates try 1..N of them."""
     schemes: str = "all"
     """Methods to consider, comma-separated, or all."""
     full_grid: bool = True
@@ -119,15 +121,16 @@ def where(workers: int, servers: int, testbed: bool) -> Where:
             raise UserError("--testbed needs a testbed that is up, and none is: start one with "
                             "`ddlbench testbed up --hosts 2 --rate 500mbit`")
         nodes = pl.nodes_for(workers, len(s.hosts))
-        return Where(Layout(workers, nodes, servers, len(s.hosts) - nodes),
+        return Where(Layout(workers, nodes, per_worker_node(servers, nodes), len(s.hosts) - nodes),
                      f"the emulated testbed ({len(s.hosts)} hosts at {rate_label(s.rate_mbit)})",
                      {"testbed": {"hosts": len(s.hosts), "rate": f"{s.rate_mbit:g}mbit"}}, shaped=True)
     launch = launcher_for(None, RunOptions())
     if launch.run_module is not None:  # an allocation whose nodes the network's measurement spans (srun)
         nodes, hosts = launch.nodes_for(workers), launch.hosts
-        return Where(Layout(workers, nodes, servers, max(0, hosts - nodes)), f"Slurm allocation ({hosts} nodes)",
+        return Where(Layout(workers, nodes, per_worker_node(servers, nodes), max(0, hosts - nodes)),
+                     f"Slurm allocation ({hosts} nodes)",
                      {}, shared_cores=False, launcher=launch)
-    return Where(Layout(workers, 1, servers, 0), "this box", {})
+    return Where(Layout(workers, 1, per_worker_node(servers, 1), 0), "this box", {})
 
 
 def _slug(label: str) -> str:
@@ -217,7 +220,7 @@ def _check(spec: AdviseSpec) -> tuple[str, list[str]]:
     """Everything advise is asked, checked before anything is measured; returns (device, methods)."""
     WORKLOADS.get(spec.workload)
     policy = spec.policy
-    if spec.workers < 2 or spec.top_k < 1 or spec.servers < 1 or policy.iters < 2 or policy.max_iters < policy.iters:
+    if spec.workers < 2 or spec.top_k < 1 or spec.servers < 0 or policy.iters < 2 or policy.max_iters < policy.iters:
         raise UserError("advise needs --workers >= 2, --top-k >= 1, --servers >= 1 and 2 <= --iters <= --max-iters")
     if not 0 < policy.target < 1 or policy.rounds < 0:
         raise UserError("--target-ci must be between 0 and 1 (0.03 = 3%) and --rounds >= 0; fix the option")

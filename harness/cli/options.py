@@ -1,8 +1,9 @@
 """Options more than one command takes (docs/ARCHITECTURE.md, "Commands"): the `ddlbench run` options that set
 a cell, made from CellSpec's declarations (harness/contracts/cell.py: one option per field, its type and
 default from the field, its help from the field's docstring; only an option's spelling and the few defaults
-`run` chooses differently are written here), `--knob`, `--trace`, the run options `run` and `sweep` share
-(`run_options`: one RunOptions), `--output` (a run directory), and the node-list launcher's flags."""
+`run` chooses differently are written here), `--servers` (one meaning in every command), `--knob`, `--trace`,
+the run options `run` and `sweep` share (`run_options`: one RunOptions), `--output` (a run directory), and the
+node-list launcher's flags."""
 
 from __future__ import annotations
 
@@ -14,13 +15,11 @@ from pathlib import Path
 
 import click
 
-from harness.contracts.cell import SERVER_HOSTS, CellSettings, CellSpec
-from harness.contracts.devices import DIST_BACKENDS
+from harness.contracts.cell import DIST_BACKENDS, SERVER_HOSTS, CellSettings, CellSpec
 from harness.core.errors import UserError
+from harness.core.fields import field_docs
 from harness.experiment.options import RunOptions
-from harness.experiment.sweep import knob_value
-from harness.results.store import RESULTS_ROOT
-from harness.schemes.knobs import field_docs
+from harness.results.paths import RESULTS_ROOT
 
 RUN_FIELDS = ("workload", "scheme", "backend", "workers", "servers",
               *(f.name for f in dataclasses.fields(CellSettings)), "dtype", "server_hosts")
@@ -30,6 +29,17 @@ SPELLING = {"timeout_s": "--timeout"}
 RUN_DEFAULTS = {"scheme": "ddp", "workers": 2}
 """Defaults of `run` that differ from the cell's: a single command should compare something."""
 CHOICES = {"server_hosts": SERVER_HOSTS, "dist_backend": DIST_BACKENDS}
+SERVERS_HELP = ("Parameter-server processes of a PS scheme's cell, at least 1 (default: one per worker node, as the "
+                "study ran BytePS)")
+"""What `--servers` means in every command (README, "Parameter servers")."""
+
+
+def servers_option(more: str = ""):
+    """`--servers N`, one meaning and one default in `run`, `sweep`, `predict`, `advise` and `commbench`: N >= 1
+    parameter-server processes of a PS cell; not given, one per worker node, handed on as 0
+    (harness/contracts/cell.per_worker_node). 0 is refused in one line, as any value below the range."""
+    return click.option("--servers", type=click.IntRange(min=1), default=None,
+                        callback=lambda _ctx, _param, value: value or 0, help=f"{SERVERS_HELP}{more}.")
 
 
 def _kind(hint):
@@ -44,6 +54,9 @@ def cell_options(command):
     docs, hints = field_docs(CellSpec), typing.get_type_hints(CellSpec)
     declared = {f.name: f.default for f in dataclasses.fields(CellSpec)}
     for name in reversed(RUN_FIELDS):
+        if name == "servers":  # the shared option, as every command takes it
+            command = servers_option()(command)
+            continue
         default = RUN_DEFAULTS.get(name, declared[name])
         required = default is dataclasses.MISSING
         kind = click.Choice(CHOICES[name]) if name in CHOICES else _kind(hints[name])
@@ -55,6 +68,8 @@ def cell_options(command):
 
 def parse_knobs(pairs: tuple[str, ...]) -> dict:
     """`--knob NAME=VALUE` pairs as a dict (values typed as in a sweep file)."""
+    from harness.experiment.sweep import knob_value  # lazy: the sweep layer loads every scheme (torch)
+
     out = {}
     for pair in pairs:
         k, _, v = pair.partition("=")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import click
 
 from harness.core.errors import CellFailed, Interrupted, RunFailed, signals_raise
-from harness.report.console import finish_interrupted
 
 FINISH = "finish with --resume --output {run_dir}"
 """How `run` and `sweep` go on after an interruption."""
@@ -37,6 +36,8 @@ class RunsCells(click.Command):
             try:
                 return super().invoke(ctx)
             except Interrupted as e:
+                from harness.report.console import finish_interrupted  # lazy: the report's tables (pandas)
+
                 ctx.exit(finish_interrupted(e, self.go_on, self.show_run))
             except RunFailed as e:
                 click.echo(f"error: {e}", err=True)

@@ -20,19 +20,19 @@ import pandas as pd
 
 from harness.commbench.rows import rows
 from harness.commbench.store import store_rows
-from harness.contracts.cell import CellSpec
+from harness.contracts.cell import CellSpec, per_worker_node
 from harness.contracts.launcher import Launcher
 from harness.core.errors import CellFailed, Interrupted, RunFailed, UserError, signals_raise
 from harness.experiment.cells import check_capacity, resolve_device, warn
 from harness.experiment.options import RunOptions
 from harness.experiment.dispatch import launcher_for
-from harness.launchers.testbed.launcher import testbed_placement_for
 from harness.measure.sizes import COLLECTIVES, parse_size, sizes_between
 from harness.results.files import check_output_dir
 from harness.results.lock import run_lock
-from harness.results.store import default_run_dir
+from harness.results.paths import default_run_dir
 from harness.spawner.cell import launch_cell
 from harness.testbed import netns
+from harness.testbed import placement as testbed_placement
 
 MODULE = "harness.rank.commbench"
 """The rank module of a commbench cell (harness/rank/commbench.py)."""
@@ -54,8 +54,8 @@ class CommbenchSpec:
     """Timed repetitions per size."""
     warmup: int = 2
     """Untimed repetitions per size."""
-    servers: int = 1
-    """Parameter servers (push-pull only; at least one)."""
+    servers: int = 0
+    """Parameter-server processes (push-pull only); 0: one per worker node (harness/contracts/cell.per_worker_node)."""
     timeout_s: float = 900.0
     """Limit of the whole measurement, seconds."""
     device: str = "cpu"
@@ -83,8 +83,9 @@ def run_commbench(spec: CommbenchSpec) -> Path:
     with lease or contextlib.nullcontext():
         network, placement, launcher = "loopback", None, None
         if spec.testbed:
-            pushpull_servers = max(1, spec.servers) if spec.collective == "pushpull" else 0
-            network, placement = testbed_placement_for(spec.workers, pushpull_servers)
+            nodes = testbed_placement.nodes_for(spec.workers, len(testbed_placement.testbed_up().hosts))
+            pushpull_servers = per_worker_node(spec.servers, nodes) if spec.collective == "pushpull" else 0
+            network, placement = testbed_placement.placement_for(spec.workers, pushpull_servers)
         else:
             launcher = launcher_for(None, RunOptions())  # srun across an allocation's nodes, else this box
         nodes = placement.nodes if placement else launcher.nodes_for(spec.workers)
@@ -124,7 +125,7 @@ def commbench_cell(workers: int, collective: str, sizes: list[int], reps: int, w
         raise UserError("--workers and --reps must be >= 1 and --warmup >= 0")
     if collective == "p2p" and workers < 2:
         raise UserError("a point-to-point ping-pong needs 2 workers: give --workers 2")
-    servers = max(1, servers) if collective == "pushpull" else 0
+    servers = per_worker_node(servers, nodes) if collective == "pushpull" else 0
     # the cells' device rule: no more ranks per node than GPUs over NCCL, no CUDA where there is none
     device = resolve_device(device, workers, nodes)
     knobs = {"sizes": list(sizes), "reps": reps, "warmup": warmup, "collective": collective}

@@ -20,10 +20,10 @@ from pathlib import Path
 from harness.commbench.driver import commbench_cell, measure
 from harness.core.errors import UserError
 from harness.measure import stats
+from harness.networks.profiles import rate_label
 from harness.testbed import netns
 from harness.testbed.placement import nodes_for, testbed_placement
 from harness.testbed.state import TestbedState
-from harness.launchers.testbed.launcher import rate_label
 
 
 def busbw_factor(n: int) -> float:

@@ -54,7 +54,8 @@ class CellSpec(CellSettings):
     workers: int = 1
     """Worker processes (one per GPU; on CPU one per core)."""
     servers: int = 0
-    """Parameter-server processes (PS schemes only; 0 = one for a -ps scheme)."""
+    """Parameter-server processes of a PS scheme's cell (none for the others); 0 = the default, one per worker
+    node (`per_worker_node`), as the study ran BytePS (docs/ARCHITECTURE.md, "Server placement")."""
     nodes: int = 1
     """Hosts the workers span (1 on a single box; Slurm/testbed set more)."""
     dtype: str = "fp32"
@@ -109,6 +110,16 @@ class CellSpec(CellSettings):
         return profile_vars(self.network, env, self.nodes if nodes is None else nodes)
 
 
+def per_worker_node(servers: int, nodes: int) -> int:
+    """The parameter-server processes of a PS cell whose workers span `nodes` hosts: `servers` when given, else
+    (0) one per worker node, the study's layout and BytePS's advice (one server per worker machine). The one
+    default of `--servers` in every command and of a sweep file's `servers:` (README, "Parameter servers"). Pure."""
+    return servers or nodes
+
+
+DIST_BACKENDS = ("auto", "nccl", "gloo")
+"""What a cell may ask of torch.distributed: auto (NCCL for CUDA tensors, gloo for CPU ones), nccl, gloo (the
+device rule that applies them: harness/contracts/devices.py)."""
 SERVER_HOSTS = ("auto", "dedicated", "colocated")
 """Placements of parameter servers (docs/ARCHITECTURE.md, "Server placement")."""
 

@@ -20,11 +20,8 @@ import os
 
 import torch
 
+from harness.contracts.cell import DIST_BACKENDS
 from harness.core.errors import UserError
-
-
-DIST_BACKENDS = ("auto", "nccl", "gloo")
-"""What a cell may ask of torch.distributed: auto (NCCL for CUDA tensors, gloo for CPU ones), nccl, gloo."""
 
 
 def process_group_backend(device: torch.device, requested: str = "auto") -> str:

@@ -1,4 +1,6 @@
-"""One doctor's visit: check the options, collect the facts, run the smoke cells, name the GPU-only checks;
+"""One doctor's visit: the facts, the smoke cells and the GPU-only checks, as a report and one dict.
+
+One doctor's visit: check the options, collect the facts, run the smoke cells, name the GPU-only checks;
 the report's lines go to `echo` as they become known and everything comes back as one dict (the --json
 document). `ddlbench doctor` (harness/cli/commands/doctor.py) is this function behind click options.
 

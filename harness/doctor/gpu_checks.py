@@ -1,4 +1,6 @@
-"""The checks only a GPU can make (the first GPU run must be right), named so that a CPU
+"""The checks only a GPU can make, named so that a CPU machine's doctor reports them as not run.
+
+The checks only a GPU can make (the first GPU run must be right), named so that a CPU
 machine's doctor says they were not run instead of staying silent about them. Pure data and one pure
 function; the checks live in the GPU test module (`python -m pytest -m gpu tests`), and the one-GPU ones
 also in harness/doctor/gpu_probe.py, which doctor runs on a CUDA node (status `ran: ...`)."""

@@ -1,4 +1,6 @@
-"""The GPU checks doctor runs itself, in a few seconds on one GPU (the others need the GPU test module):
+"""The few GPU checks `ddlbench doctor` runs itself, in seconds on one GPU.
+
+The GPU checks doctor runs itself, in a few seconds on one GPU (the others need the GPU test module):
 event timing against a synchronised wall clock, TF32 really off for fp32 (a matmul and a convolution
 compared with float64), and the device rule. `run_gpu_checks` returns gpu_checks' list with the status of
 each check doctor ran replaced by `ran: ok` or `ran: FAILED (...)`."""

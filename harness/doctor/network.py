@@ -1,4 +1,6 @@
-"""The network facts of `ddlbench doctor`: interfaces (addresses, up/down, link speed) and what the
+"""The doctor's network facts: interfaces, and what the hostname resolves to.
+
+The network facts of `ddlbench doctor`: interfaces (addresses, up/down, link speed) and what the
 hostname resolves to, the classic multi-node failure (docs/ARCHITECTURE.md, "What listens where": gloo
 takes the hostname's address unless GLOO_SOCKET_IFNAME names an interface, and Debian-style hosts map the
 hostname to 127.0.1.1, so ranks on other nodes are told a loopback address).

@@ -1,4 +1,6 @@
-"""The doctor's readable report: plain text lines from the collected data (facts.collect, the smoke
+"""The doctor's readable report: text lines from the collected data. Pure.
+
+The doctor's readable report: plain text lines from the collected data (facts.collect, the smoke
 results, gpu_checks.gpu_check_status). Pure: data in, lines out."""
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Smoke cells: one tiny cell per usable backend x scheme on the detected device, run through the
+"""Smoke cells: one tiny cell per usable backend x scheme, each ok, failed or skipped with its reason.
+
+Smoke cells: one tiny cell per usable backend x scheme on the detected device, run through the
 project's own path (cell.resolve -> execute.run_cells -> the summary rows), each ok or failed with its
 reason. A backend that is not usable here is reported as skipped with its reason, never run.
 
@@ -20,7 +22,7 @@ from harness.core.errors import UserError
 from harness.experiment.cells import resolve
 from harness.experiment.execute import run_cells
 from harness.experiment.options import RunOptions
-from harness.results.store import new_run_id
+from harness.results.paths import new_run_id
 from harness.schemes import SCHEMES
 from workloads import WORKLOADS
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 import torch
 
 from harness import backends
-from harness.contracts.cell import SERVER_HOSTS, CellSpec
+from harness.contracts.cell import SERVER_HOSTS, CellSpec, per_worker_node
 from harness.contracts.devices import check_dist_backend
 from harness.contracts.training import DTYPES
 from harness.core.errors import UserError
@@ -54,9 +54,7 @@ def resolve(cell: CellSpec, networks: dict | None = None, labels: tuple = ()) ->
     device = resolve_device(cell.device, cell.workers, cell.nodes, cell.dist_backend)
     check_dist_backend(cell.dist_backend, device)
     check_dtype(cell.dtype, scheme, device)
-    servers = cell.servers
-    if scheme.parameter_server and servers == 0:
-        servers = 1
+    servers = per_worker_node(cell.servers, cell.nodes) if scheme.parameter_server else cell.servers
     if not scheme.parameter_server and servers:
         raise UserError(f"scheme {cell.scheme!r} has no parameter servers; drop servers={servers} "
                         f"or pick a -ps scheme")

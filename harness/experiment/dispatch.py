@@ -23,7 +23,6 @@ from harness.experiment.cells import check_capacity, resolve, warn
 from harness.experiment.execute import record_result, run_cells, write_environment
 from harness.launchers.identity import from_environ
 from harness.rank.worker import run_worker
-from harness.launchers.testbed.launcher import on_testbed
 from harness.results.store import cell_dir
 from harness.experiment.options import RunOptions
 from harness.experiment.sweep import SweepConfig, expand, load_sweep
@@ -83,18 +82,30 @@ def run_sweep_file(path: str | Path, options: RunOptions = RunOptions()) -> Path
     return run_sweep(load_sweep(path), options, Path(path).read_text())
 
 
+def on_network(cell: CellSpec, launcher: Launcher) -> CellSpec:
+    """One cell resolved on the network its launcher runs its cells on, if it names one (the testbed that is
+    up: emulated-<rate>): that network's label, unless the cell names its own, and its rate."""
+    if not launcher.networks:
+        return resolve(cell)
+    if len(launcher.networks) > 1:
+        raise UserError(f"launcher {launcher.name} runs every cell on {len(launcher.networks)} networks: run the "
+                        f"cell as a sweep file (`ddlbench sweep`)")
+    net = launcher.networks[0]
+    label = net.label if cell.network == CellSpec.network else cell.network  # the default: named by nobody
+    return resolve(cell.with_(network=label, network_rate_mbit=net.rate_mbit), labels=(net.label,))
+
+
 def run_cell(cell: CellSpec, options: RunOptions = RunOptions(), baseline: bool = False,
-             launcher: Launcher | None = None, testbed: bool = False) -> Path:
+             launcher: Launcher | None = None) -> Path:
     """One cell (plus the local 1-worker baseline with `baseline`): resolved, checked by its launcher
-    (default: this box's; with `testbed`, the emulated testbed that is up), run and recorded; returns the run
-    directory."""
-    if testbed:
-        cell, launcher = on_testbed(cell, resolve)
-    cell = resolve(cell)
+    (default: the one `options.launcher` names, `ddlbench run --testbed` the testbed's, else this box's),
+    run and recorded; returns the run directory."""
     if launcher is None:
-        request = LaunchRequest(os.environ, flags=options.launcher_flags)
+        request = LaunchRequest(os.environ, flags=options.launcher_flags,
+                                title=f"ddlbench run {cell.workload} {cell.scheme}")
         launcher = choose_launcher(request, options.launcher) if options.launcher else this_box(request)
-    cell = launcher.place(cell)  # e.g. dedicated server hosts need a host one box does not have
+    cell = cell.with_(nodes=launcher.nodes_for(cell.workers))  # the nodes its servers' default counts
+    cell = launcher.place(on_network(cell, launcher))  # e.g. dedicated server hosts need a host one box lacks
     warn(check_capacity(cell, options.oversubscribe))
     options = options.with_run_dir(f"{cell.workload}-{cell.scheme}")
     run_dir = options.output

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import UserError
-from harness.results.store import default_run_dir
+from harness.results.paths import default_run_dir
 
 
 @dataclass(frozen=True)

@@ -47,8 +47,9 @@ class SweepConfig(CellSettings):
     """Backends; a scheme runs on each listed backend it supports."""
     workers: tuple = (1, 2)
     """Worker counts (weak scaling: per-worker batch fixed)."""
-    servers: tuple = (1,)
-    """Parameter-server counts, for -ps schemes only."""
+    servers: tuple = ()
+    """Parameter-server counts, for -ps schemes only (each >= 1); none given: one per worker node, as
+    `--servers` (harness/contracts/cell.per_worker_node)."""
     server_hosts: tuple = ("auto",)
     """Where parameter servers run, for -ps schemes only: auto | dedicated | colocated (a list expands
     into the matrix; docs/ARCHITECTURE.md, "Server placement")."""
@@ -105,9 +106,14 @@ _TYPES = {
     "networks": ((dict, type(None)), "a mapping name -> {rate: R}"),
 }
 _ITEM_TYPES = {"workloads": (str, "names"), "schemes": (str, "names"), "backends": (str, "names"),
-               "workers": (int, "integers >= 1"), "servers": (int, "integers >= 0"),
+               "workers": (int, "integers >= 1"),
+               "servers": (int, "integers >= 1 (parameter-server processes; omit `servers:` for one per worker node)"),
                "server_hosts": (str, "auto, dedicated or colocated"), "dtype": (str, "fp32 and/or bf16"),
                "labels": (str, "network labels")}
+
+
+_LEAST = {"servers": 1}
+"""Lower bounds of list items checked when the file is read (the others' when its cells are resolved)."""
 
 
 def load_sweep(path: str | Path) -> SweepConfig:
@@ -155,7 +161,7 @@ def _checked(key: str, value, source: str):
         if not items:
             raise UserError(f"`{key}:` in {source} is empty: give at least one value, e.g. {key}: "
                             f"[{_EXAMPLES[key]}]")
-        bad = [v for v in items if not isinstance(v, kind) or isinstance(v, bool)]
+        bad = [v for v in items if not isinstance(v, kind) or isinstance(v, bool) or v < _LEAST.get(key, v)]
         if bad:
             raise UserError(f"`{key}:` in {source} must hold {what}, got {bad[0]!r}; fix the sweep file")
         return items
@@ -228,7 +234,7 @@ def expand(cfg: SweepConfig, network: str | None = None, rate_mbit: float | None
                 for workers in cfg.workers:
                     for knobs in _knob_grid(cfg.knobs.get(scheme, {})):
                         ps = entry.parameter_server
-                        for servers, where in itertools.product(cfg.servers if ps else (0,),
+                        for servers, where in itertools.product(cfg.servers or (0,) if ps else (0,),
                                                                 cfg.server_hosts if ps else ("auto",)):
                             nodes = nodes_for(workers) if nodes_for else 1
                             cells.append(resolve(CellSpec(
@@ -247,13 +253,16 @@ def expand(cfg: SweepConfig, network: str | None = None, rate_mbit: float | None
 
 
 def with_overrides(cfg: SweepConfig, trace: int | None = None, server_hosts: str | None = None,
-                   dtype: str | None = None) -> SweepConfig:
+                   dtype: str | None = None, servers: int = 0) -> SweepConfig:
     """The command line's replacements of the file's `trace:` (docs/ARCHITECTURE.md, "Traces"),
-    `server_hosts:` and `dtype:` (docs/ARCHITECTURE.md, "Precision"); None keeps the file's."""
+    `server_hosts:`, `servers:` and `dtype:` (docs/ARCHITECTURE.md, "Precision"); None (0 for servers) keeps
+    the file's."""
     if trace is not None:
         cfg = dataclasses.replace(cfg, trace=trace)
     if server_hosts:
         cfg = dataclasses.replace(cfg, server_hosts=(server_hosts,))
     if dtype:
         cfg = dataclasses.replace(cfg, dtype=(dtype,))
+    if servers:
+        cfg = dataclasses.replace(cfg, servers=(servers,))
     return cfg

@@ -33,7 +33,8 @@ from harness.gate.comparable import check_environments
 from harness.core.errors import UserError
 from harness.results.files import check_output_dir, unwritable
 from harness.results.machine_load import busy_reason
-from harness.results.store import RESULTS_ROOT, load_run
+from harness.results.paths import RESULTS_ROOT
+from harness.results.store import load_run
 
 DEFAULT_ROOT = RESULTS_ROOT / "baselines"
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

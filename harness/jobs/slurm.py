@@ -25,7 +25,7 @@ from harness.core.errors import UserError
 from harness.jobs.client import cpus_per_node, job_states, slurm_tool, submit
 from harness.jobs.sweep_jobs import parse_time_min, part_yaml, plan_jobs, render_submit
 from harness.results.merge import cell_statuses, merge_runs, run_dirs
-from harness.results.store import default_run_dir
+from harness.results.paths import default_run_dir
 from harness.experiment.sweep import load_sweep
 
 JOBS_FILE = "slurm-jobs.json"

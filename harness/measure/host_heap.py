@@ -15,7 +15,7 @@ preloading tcmalloc or jemalloc, without a library to install. The cost is resid
 its peak (bert-base-tiny: 843-887 MB against 674-689 MB). It runs in the rank after any fork (mallopt
 changes the calling process's allocator at any time; the heap settles within its first few allocations of
 a size, inside the warm-up: the quick sweep's first measured iterations show no step), so warm ranks forked from the zygote get it as cold
-ones do. On a CPU the bare loop (harness/doctor/bare_loop.py), the profiler (harness/predict/profiler.py) and
+ones do. On a CPU the bare loop (harness/doctor/timing/bare_loop.py), the profiler (harness/predict/profiler.py) and
 commbench's ranks call it too. GPU cells keep the allocator as it started: their large tensors are in device memory (PyTorch's
 caching allocator), and their host side is not changed under a framework's own memory hooks (UCX's).
 

@@ -137,6 +137,15 @@ def resolve_network(name: str, networks: dict | None = None, labels: tuple = ())
                     f"under `labels:` in the sweep file")
 
 
+def rate_label(rate_mbit: float) -> str:
+    """The rows' `network` of an emulated network shaped to `rate_mbit` (the testbed's links, and what advise
+    and the validations name it): emulated-500mbit, emulated-1gbit, emulated-2.5gbit. A label, not a profile
+    (it sets no variables: `resolve_network` takes it when declared). Pure."""
+    if rate_mbit >= 1000:
+        return f"emulated-{rate_mbit / 1000:g}gbit"
+    return f"emulated-{rate_mbit:g}mbit"
+
+
 def profile_vars(name: str, env: dict, nodes: int) -> dict[str, str]:
     """The variables of a resolved profile (`env`, NetworkProfile.env()) for ranks spanning `nodes` hosts:
     none for `loopback`/`auto` across hosts, where every rank takes the route to the rendezvous address

@@ -67,7 +67,7 @@ class PredictSpec:
     gpus_per_node: int | str = 4
     """GPUs (workers) per node, comma-separated."""
     servers: int = 0
-    """Parameter servers (0: as many as worker nodes)."""
+    """Parameter-server processes of a PS cell (0: one per worker node, harness/contracts/cell.per_worker_node)."""
     server_hosts: str = "dedicated"
     """Where parameter servers run: dedicated | colocated."""
     shaped: bool = False
@@ -120,7 +120,7 @@ def check_inputs(spec: PredictSpec) -> list:
         if value is not None and not (math.isfinite(value) and value > low):
             raise UserError(f"{name} must be a finite number > 0, got {value}; fix the option")
     if spec.servers < 0:
-        raise UserError(f"--servers must be >= 0 (0 = one per worker node), got {spec.servers}")
+        raise UserError(f"--servers must be >= 1 (or left out: one per worker node), got {spec.servers}")
     nodes, per_node = _ints(spec.nodes, "--nodes"), _ints(spec.gpus_per_node, "--gpus-per-node")
     for n in (*spec.networks, spec.intra):
         if study_family(n) is None:

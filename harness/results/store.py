@@ -10,7 +10,6 @@ written to a temporary file and renamed, so an interrupted sweep loses nothing a
 
 from __future__ import annotations
 
-import datetime
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,24 +19,11 @@ import pandas as pd
 from harness.core.atomic import write_parquet_atomic
 from harness.core.errors import UserError
 from harness.results.files import RUN_TABLE_FIX, read_table, unwritable
+from harness.results.paths import RESULTS_ROOT
 from harness.results.summarize import add_scaling
 from harness.core.schema import SCHEMA_VERSION
 
 TABLES = ("raw", "summary", "environment", "commbench")
-RESULTS_ROOT = Path("results")
-"""Where run directories go unless told (relative to the working directory), and where a run id is looked up."""
-
-
-def new_run_id(name: str = "run") -> str:
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{name}"
-
-
-def default_run_dir(name: str) -> Path:
-    """The run directory of a command given no --output: results/<UTC time>-<name> (the one place it is made)."""
-    return RESULTS_ROOT / new_run_id(name)
-
-
 def cell_dir(run_dir: Path, cell_id: str) -> Path:
     return run_dir / "cells" / cell_id
 

@@ -15,19 +15,17 @@ the plain dict that CellSpec.knobs records (`as_dict`); `spec()` is the name -> 
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
-import inspect
 import itertools
 import math
-import textwrap
 import types
 import typing
 from dataclasses import dataclass
 from typing import Any
 
 from harness.core.errors import UserError
+from harness.core.fields import field_docs  # noqa: F401  (this module's interface too)
 
 
 @dataclass(frozen=True)
@@ -163,21 +161,3 @@ def _unpack(hint) -> tuple[type, bool, Range | None, tuple]:
     return hint, optional, rng, grid
 
 
-def field_docs(cls: type) -> dict[str, str]:
-    """The docstring under each field (PEP 257 attribute docstrings), read from the class source along
-    its bases; Python itself does not keep them."""
-    docs: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if klass is object or not dataclasses.is_dataclass(klass):
-            continue
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
-        except (OSError, TypeError, SyntaxError):  # no source (built interactively): no text
-            continue
-        body = tree.body[0].body
-        for stmt, nxt in zip(body, body[1:]):
-            if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
-                    and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
-                    and isinstance(nxt.value.value, str)):
-                docs[stmt.target.id] = " ".join(nxt.value.value.split())
-    return docs

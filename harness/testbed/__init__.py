@@ -5,7 +5,7 @@
     ddlbench testbed down
 
 netns.py builds and removes it, state.py says what it is (and persists it for launchers),
-measure.py checks it with a real all-reduce. A launcher places rank r on host h with
+harness/commbench/testbed.py checks it with a real all-reduce. A launcher places rank r on host h with
 `netns.host_command(h, argv)`, MASTER_ADDR=`netns.host_addr(0)`, GLOO_SOCKET_IFNAME=`state.hosts[h].ifname`.
 """
 

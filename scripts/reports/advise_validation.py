@@ -79,7 +79,8 @@ def run_all(a) -> None:
             if rate:
                 netns.up(h, netns.parse_rate(rate))
             t0 = time.monotonic()
-            run_advise(AdviseSpec(wl, h, output=a.results / f"advise-{s.name}", resume=True, testbed=not a.box,
+            # one server for the PS candidates, as the committed validation ran (--servers defaulted to 1 then)
+            run_advise(AdviseSpec(wl, h, servers=1, output=a.results / f"advise-{s.name}", resume=True, testbed=not a.box,
                                   schemes=",".join(a.schemes), full_grid=a.grid == "full", top_k=a.top_k,
                                   policy=Policy(iters=a.iters), warmup=WARMUP, batch=BATCH.get(wl)))
             timing.setdefault(s.name, time.monotonic() - t0)  # the first, complete invocation's

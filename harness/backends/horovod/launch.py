@@ -24,7 +24,8 @@ from harness.launchers.sbatch.recipe import REFERENCE_COMMAND, SbatchStyle
 from harness.core.errors import CellFailed
 from harness.contracts.identity import RankIdentity
 from harness.launchers.sbatch.text import argv_words
-from harness.launchers.srun.env import expand_tasks_per_node, from_slurm, node_addr
+from harness.contracts.hostlist import expand_tasks_per_node
+from harness.launchers.srun.env import from_slurm, node_addr
 from harness.launchers.srun.steps import SrunContext, Step, beside_python, env_items
 from harness.procs.argv import launcher_exe, python_argv, worker_argv
 from harness.procs.env import base_env

@@ -12,17 +12,14 @@ from pathlib import Path
 
 import click
 
-from harness.advise.shortlist import Policy
-from harness.advise.workflow import AdviseSpec, run_advise
-from harness.cli.options import output_option
+from harness.cli.options import output_option, servers_option
 from harness.cli.runs_cells import RunsCells
 
 
 @click.command("advise", cls=RunsCells, go_on="go on with the same command and --resume --output {run_dir}")
 @click.option("--workload", required=True, help="Workload name, or your own as package.module:function.")
 @click.option("--workers", default=2, show_default=True, type=int, help="Worker processes.")
-@click.option("--servers", default=1, show_default=True, type=int,
-              help="Parameter servers available: PS candidates try 1..N.")
+@servers_option("; advise's PS candidates try 1 to that many")
 @click.option("--testbed", is_flag=True, help="Measure on the emulated testbed that is up (`ddlbench testbed up`).")
 @click.option("--schemes", default="all", show_default=True, help="Methods to consider, comma-separated, or all.")
 @click.option("--grid", type=click.Choice(["full", "default"]), default="full", show_default=True,
@@ -55,6 +52,10 @@ def command(grid, iters, max_iters, target_ci, rounds, no_progress, **options):
     Prints the recommendation (gain over DDP default with its 95% CI, or a statistical tie) and writes
     RUN/advise/report.md. Exit status 0, 2 on bad input, 128+N when signal N stopped it (go on with the
     same command and --resume --output RUN)."""
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.advise.shortlist import Policy
+    from harness.advise.workflow import AdviseSpec, run_advise
+
     spec = AdviseSpec(**options, full_grid=grid == "full", policy=Policy(iters, max_iters, target_ci, rounds),
                       progress=not no_progress)
     run_dir, line = run_advise(spec)

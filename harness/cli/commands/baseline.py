@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import click
 
-from harness.gate.baselines import baselines_root, list_baselines, save_baseline
 
 _DIR = click.option("--dir", "root", type=click.Path(), default=None,
                     help="Baselines directory (default $DDLBENCH_BASELINES or results/baselines).")
@@ -29,6 +28,9 @@ def save(name: str, runs: tuple[str, ...], force: bool, root: str | None) -> Non
 
     Give several runs of one sweep (3 or more) and `compare` knows each cell's run-to-run spread."""
 
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.gate.baselines import save_baseline
+
     dest = save_baseline(name, list(runs), root, force)
     n = f" ({len(runs)} runs)" if len(runs) > 1 else " (1 run: the gate will not know the run-to-run spread)"
     click.echo(f"saved baseline {name}{n} -> {dest}")
@@ -38,6 +40,9 @@ def save(name: str, runs: tuple[str, ...], force: bool, root: str | None) -> Non
 @_DIR
 def list_(root: str | None) -> None:
     """Show stored baselines: name, date, environment fingerprint, cells."""
+
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.gate.baselines import baselines_root, list_baselines
 
     rows = list_baselines(root)
     if not rows:

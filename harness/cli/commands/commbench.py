@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import click
 
-from harness.cli.options import output_option
+from harness.cli.options import output_option, servers_option
 from harness.cli.runs_cells import RunsCells
-from harness.commbench.driver import CommbenchSpec, run_commbench
-from harness.results.store import load_run
 
 
 def format_table(df) -> str:
@@ -33,7 +31,7 @@ def format_table(df) -> str:
 @click.option("--max-size", default="256M", show_default=True, help="Largest message (e.g. 256M).")
 @click.option("--reps", default=5, show_default=True, type=int, help="Timed repetitions per size.")
 @click.option("--warmup", default=2, show_default=True, type=int, help="Untimed repetitions per size.")
-@click.option("--servers", default=1, show_default=True, type=int, help="Parameter servers (pushpull).")
+@servers_option(" (pushpull)")
 @click.option("--timeout", "timeout_s", default=900.0, show_default=True, type=float, help="Seconds.")
 @click.option("--device", default="cpu", show_default=True, help="cpu | cuda.")
 @click.option("--testbed", is_flag=True,
@@ -47,6 +45,10 @@ def command(**options):
     On this box; on the emulated hosts with --testbed; inside a Slurm allocation as a job step across its
     nodes (the workers placed as a sweep's cells are). Exit status 0, 1 when the measurement failed, 2 on
     bad input, 128+N when signal N stopped it (measure again into the same --output)."""
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.commbench.driver import CommbenchSpec, run_commbench
+    from harness.results.store import load_run
+
     run_dir = run_commbench(CommbenchSpec(**options))
     click.echo(format_table(load_run(run_dir).commbench))
     click.echo(f"results: {run_dir}")

@@ -14,10 +14,6 @@ import os
 
 import click
 
-from harness.gate.baselines import load_rounds, resolve, run_identity
-from harness.gate.compare import GateConfig, compare_rounds, compared_backends, gate_exit_code
-from harness.gate.comparable import check_environments
-from harness.gate.markdown import to_markdown
 from harness.core.errors import UserError
 
 
@@ -25,6 +21,12 @@ def run_compare(baseline: str, current, cfg, allow_env_mismatch: bool = False,
                 baselines_dir: str | None = None) -> tuple[str, int]:
     """Load both sides (a stored baseline brings all its runs), check environments, decide; returns
     (markdown, exit status)."""
+
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.gate.baselines import load_rounds, resolve, run_identity
+    from harness.gate.compare import compare_rounds, compared_backends, gate_exit_code
+    from harness.gate.comparable import check_environments
+    from harness.gate.markdown import to_markdown
 
     currents = [current] if isinstance(current, str) else list(current)
     base = load_rounds(resolve(baseline, baselines_dir))
@@ -63,6 +65,9 @@ def command(ctx, baseline, current, factor, alpha, min_samples, allow_env_mismat
 
     Give several CURRENT runs of the sweep (and a baseline saved from several) and the gate judges each
     cell against its run-to-run spread. Exit status 1 if any cell is worse or failed, else 0."""
+
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.gate.compare import GateConfig
 
     cfg = GateConfig(factor=factor, alpha=alpha, min_samples=min_samples)
     md, code = run_compare(baseline, current, cfg, allow_env_mismatch, baselines_dir)

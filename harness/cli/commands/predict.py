@@ -7,9 +7,7 @@ import time
 
 import click
 
-from harness.predict.request import PredictSpec, parse_method_knobs, run_predict
-from harness.report.validation import format_validation, validate
-from harness.results.store import load_run
+from harness.cli.options import servers_option
 
 
 @click.command("predict")
@@ -38,8 +36,7 @@ from harness.results.store import load_run
 @click.option("--nodes", default="1,2,4,8", show_default=True, help="Node counts, comma-separated.")
 @click.option("--gpus-per-node", "--workers-per-node", "gpus_per_node", default="4", show_default=True,
               help="Workers per node, comma-separated.")
-@click.option("--servers", default=0, show_default=True, type=int,
-              help="Parameter servers (0 = one per worker node).")
+@servers_option()
 @click.option("--server-hosts", type=click.Choice(["dedicated", "colocated"]), default="dedicated",
               show_default=True,
               help="Servers on hosts of their own (the study), or on the worker hosts sharing their NICs "
@@ -58,6 +55,11 @@ from harness.results.store import load_run
 @click.option("--dtype", default="fp32", show_default=True, help="Compute dtype of the predicted cells: fp32 only.")
 def command(knob_pairs, **options):
     """Predict iteration time, throughput and scaling efficiency of each method at any scale."""
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.predict.request import PredictSpec, parse_method_knobs, run_predict
+    from harness.report.validation import format_validation, validate
+    from harness.results.store import load_run
+
     spec = PredictSpec(**options, knobs=parse_method_knobs(knob_pairs))
     t0, c0 = time.perf_counter(), time.process_time()
     df = run_predict(spec)

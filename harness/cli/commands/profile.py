@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from harness.cli.runs_cells import RunsCells
-from harness.predict.profiler import run_profile
 
 
 def describe(df) -> str:
@@ -52,6 +51,9 @@ def command(workload, batch, seq_len, iters, warmup, threads, device, concurrent
     """Measure WORKLOAD's per-layer forward/backward times, gradient bytes and FLOPs on this device.
 
     Exit status 0, 2 on bad input, 128+N when signal N stopped it (nothing is written then)."""
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.predict.profiler import run_profile
+
     df, out = run_profile(workload, batch, seq_len, iters, warmup, threads, device, output, counted_only,
                           concurrent, dtype)
     click.echo(describe(df))

@@ -13,17 +13,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import pandas as pd
-
-from harness.gate.baselines import resolve
 from harness.core.errors import UserError
-from harness.report.render import write_report
-from harness.results.files import check_output_dir, read_table
-from harness.results.store import RunTables, load_run
 
 
 def load_input(ref: str):
     """A run (directory, id, baseline name) or a loose summary/commbench Parquet file -> RunTables."""
+
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    import pandas as pd
+
+    from harness.gate.baselines import resolve
+    from harness.results.files import read_table
+    from harness.results.store import RunTables, load_run
 
     p = Path(ref)
     if p.is_file():
@@ -56,6 +57,10 @@ def command(runs, output, title, timelines, dpi):
     """Write figures, report.md and report.html for RUNS (merged; e.g. one run per network).
 
     A RUN may also be a Parquet file of predicted rows or a commbench table."""
+
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.report.render import write_report
+    from harness.results.files import check_output_dir
 
     check_output_dir(output, "-o/--output")
     out = write_report([load_input(r) for r in runs], output, title=title, dpi=dpi, timelines=timelines)

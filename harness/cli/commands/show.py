@@ -5,14 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import pandas as pd
-
-from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError
-from harness.report.console import print_summary
-from harness.results.files import check_output_file
-from harness.results.machine_load import busy_runs
-from harness.results.store import load_run
 
 
 @click.command("show")
@@ -20,6 +13,15 @@ from harness.results.store import load_run
 @click.option("--csv", "csv_path", type=click.Path(path_type=Path), help="Also write the summary as CSV.")
 def command(run: str, csv_path: Path | None) -> None:
     """Print the summary of RUN (a run directory or a run id under results/)."""
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    import pandas as pd
+
+    from harness.core.atomic import write_text_atomic
+    from harness.report.console import print_summary
+    from harness.results.files import check_output_file
+    from harness.results.machine_load import busy_runs
+    from harness.results.store import load_run
+
     if csv_path:
         check_output_file(csv_path, "--csv")
     t = load_run(run)

@@ -14,9 +14,6 @@ from pathlib import Path
 import click
 
 from harness.cli.options import output_option
-from harness.report.console import print_summary
-from harness.jobs.slurm import collect, status, submit_sweep
-from harness.results.store import load_run
 
 
 # -------------------------------------------------------------------------------------------- CLI
@@ -42,6 +39,9 @@ def command():
 def submit_command(sweep_file, nodes, gpus_per_node, tasks_per_node, cpus_per_task, partition, time_, output,
                    array, sbatch_args, dry_run):
     """Submit SWEEP_FILE: one job per node count its cells need; print the job ids."""
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.jobs.slurm import submit_sweep
+
     run_dir, jobs = submit_sweep(sweep_file, nodes=nodes, gpus_per_node=gpus_per_node,
                                  tasks_per_node=tasks_per_node, cpus_per_task=cpus_per_task, partition=partition,
                                  time=time_, output=output, array=array, sbatch_args=sbatch_args, dry_run=dry_run)
@@ -54,6 +54,9 @@ def submit_command(sweep_file, nodes, gpus_per_node, tasks_per_node, cpus_per_ta
 @click.argument("targets", nargs=-1)
 def status_command(targets):
     """State of jobs (ids, or run directories from submit; default: your ddlbench jobs)."""
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.jobs.slurm import status
+
     rows = status(targets)
     if not rows:
         click.echo("no ddlbench jobs in the queue")
@@ -68,6 +71,11 @@ def status_command(targets):
               help="Merged run directory to write.")
 def collect_command(runs, output):
     """Merge the cells of several run directories (e.g. one per job) into one run directory."""
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.jobs.slurm import collect
+    from harness.report.console import print_summary
+    from harness.results.store import load_run
+
     merged = collect(runs, output)
     print_summary(load_run(merged).summary, title=str(merged))
     click.echo(f"results: {merged}")

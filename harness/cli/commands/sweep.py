@@ -11,14 +11,11 @@ from pathlib import Path
 
 import click
 
-from harness.cli.options import TRACE_META, nodes_option, run_options, trace_option
+from harness.cli.options import TRACE_META, nodes_option, run_options, servers_option, trace_option
 from harness.cli.runs_cells import FINISH, RunsCells
 from harness.contracts.launcher import Follows
 from harness.core.errors import signals_raise
-from harness.experiment.dispatch import launcher_for, run_sweep
-from harness.experiment.sweep import load_sweep, with_overrides
-from harness.launchers.choose import by_name
-from harness.report.console import finish_run
+from harness.launchers.choose import ORDER
 
 
 @click.command("sweep", cls=RunsCells, go_on=FINISH)
@@ -31,25 +28,31 @@ from harness.report.console import finish_run
                    "should say that the sweep ran, not how its cells fared.")
 @trace_option("each cell (replaces the file's `trace:`)")
 @click.option("--no-progress", is_flag=True, help="No progress bar (logs, CI).")
-@click.option("--launcher", type=click.Choice(by_name()),
-              help="How cells start: local processes, srun job steps (inside a Slurm allocation) or nodes (one "
-                   "`ddlbench sweep` per node of a multi-node job); default: the one that claims the run (srun "
-                   "inside an allocation, nodes under a scheduler's variables, the testbed for a file's "
-                   "`testbed:`, else local).")
+@click.option("--launcher", type=click.Choice(ORDER),
+              help="How cells start: local processes, srun job steps (inside a Slurm allocation), nodes (one "
+                   "`ddlbench sweep` per node of a multi-node job) or the emulated testbed that is up; default: "
+                   "the one that claims the run (srun inside an allocation, nodes under a scheduler's variables, "
+                   "the testbed for a file's `testbed:`, else local).")
 @click.option("--server-hosts", type=click.Choice(["auto", "dedicated", "colocated"]),
               help="PS cells: servers on hosts without workers, on the workers' hosts, or dedicated when a host "
                    "is spare (auto); replaces the sweep file's `server_hosts:`.")
+@servers_option("; replaces the sweep file's `servers:`")
 @click.option("--dtype", help="Compute dtype of every cell, fp32 or bf16; replaces the sweep file's `dtype:`.")
 @nodes_option
 @click.pass_context
 def command(ctx, sweep_file, options, strict_network, retry_failed, allow_failed_cells, no_progress, launcher,
-            server_hosts, dtype, join_timeout_s, **node_flags):
+            server_hosts, servers, dtype, join_timeout_s, **node_flags):
     """Run every cell of SWEEP_FILE and print the summary.
 
     Exit status 0 when every cell is ok, 1 when a cell failed (0 with --allow-failed-cells), 2 on bad
     input, 128+N when signal N stopped it (finish with --resume)."""
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.experiment.dispatch import launcher_for, run_sweep
+    from harness.experiment.sweep import load_sweep, with_overrides
+    from harness.report.console import finish_run
+
     cfg = with_overrides(load_sweep(sweep_file), trace=ctx.meta.get(TRACE_META), server_hosts=server_hosts,
-                         dtype=dtype)
+                         servers=servers, dtype=dtype)
     options = dataclasses.replace(options, retry_failed=retry_failed, progress=not no_progress,
                                   cold=options.cold or cfg.cold, launcher=launcher,
                                   launcher_flags={**node_flags, "join_timeout_s": join_timeout_s})

@@ -8,7 +8,6 @@ from dataclasses import asdict
 import click
 
 from harness.cli.runs_cells import RunsCells
-from harness.commbench.testbed import measure_testbed
 from harness.core.errors import UserError
 from harness.testbed import netns
 from harness.testbed.state import TestbedState
@@ -74,6 +73,9 @@ def measure_cmd(size_mb: float, reps: int, hosts: int) -> None:
 
     Exit status 0, 1 when the measurement failed (its reason and the ranks' last lines), 2 on bad input,
     128+N when signal N stopped it."""
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.commbench.testbed import measure_testbed
+
     r = measure_testbed(int(size_mb * 2**20), reps, hosts)
     click.echo(
         f"all-reduce {r['size_bytes'] / 2**20:g} MiB x {hosts} ranks: median {r['time_s_median'] * 1e3:.1f} ms, "

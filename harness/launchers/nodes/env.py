@@ -56,7 +56,7 @@ def _int(value, what: str, low: int = 0) -> int:
 def _nproc(value, what: str) -> int:
     """PET_NPROC_PER_NODE may say auto/gpu/cpu (torchrun's words): one rank per GPU, else one."""
     if str(value).strip() in ("auto", "gpu", "cpu"):
-        return 0  # decided by the node's devices (nodes.py)
+        return 0  # decided by the node's devices (launcher.py)
     return _int(value, what, 1)
 
 

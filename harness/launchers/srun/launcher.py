@@ -17,7 +17,7 @@ no GPUs, so they get all of the job's GPUs on their nodes (Slurm's default for a
 each worker takes GPU number LOCAL_RANK (harness.rank.worker).
 
 Each backend starts the way its users start it under Slurm: its package plans the steps
-(its `SrunRecipe.plan`, harness/launchers/srun/recipe.py, over the generic pieces of plan.py), may run a
+(its `SrunRecipe.plan`, harness/launchers/srun/recipe.py, over the generic pieces of steps.py), may run a
 service around them (`SrunRecipe.session`: Horovod's rendezvous server), and defines the shim styles that give each
 task its framework's variables (`python -m harness.rank.srun_task STYLE -- ARGV`). This module only
 runs the steps, watches them and stops them (docs/ARCHITECTURE.md, "Launching").
@@ -43,7 +43,8 @@ from harness.launchers.srun import warm as srun_warm
 from harness.contracts.launcher import Launcher, LauncherEntry, register
 from harness.contracts.backend import rank_env, recipe
 from harness.launchers.srun.recipe import SrunRecipe
-from harness.launchers.srun.env import expand_tasks_per_node, hostnames, node_addr
+from harness.contracts.hostlist import expand_tasks_per_node
+from harness.launchers.srun.env import hostnames, node_addr
 from harness.launchers.srun.steps import (
     Allocation,
     SrunContext,

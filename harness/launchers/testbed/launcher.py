@@ -9,6 +9,10 @@
     ddlbench sweep sweeps/testbed-2host.yaml     # brings the testbed up (or keeps it), runs, leaves it up
     ddlbench testbed up --hosts 2 --rate 500mbit && ddlbench run --workload bert-base-tiny --testbed
 
+Chosen like every launcher (harness/launchers/choose.py): by a sweep file's `testbed:`/`networks:`, or by name
+(`ddlbench run --testbed`, `ddlbench sweep FILE --launcher testbed`), when it runs on the testbed that is up,
+as it is.
+
 A cell of W workers uses min(W, hosts) hosts (its `nodes`); placement.py puts the ranks there. Rows say
 network = `emulated-<rate>` (or the profile's name) and network_rate_mbit. Profiles differ in the cell
 id, so a run directory holds every profile's cells and `--resume` skips finished cells of any profile;
@@ -22,7 +26,6 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -33,6 +36,7 @@ from harness.contracts.launcher import Launcher, LauncherEntry, LaunchRequest, N
 from harness.contracts.placement import Placement
 from harness.contracts.backend import recipe
 from harness.launchers.testbed.recipe import PlacedRecipe
+from harness.networks.profiles import rate_label
 from harness.spawner.cell import launch_cell
 from harness.testbed import netns
 from harness.testbed import placement as pl
@@ -72,13 +76,6 @@ class EmulatedNetwork:
     """tbf rate of every link in each direction, Mbit/s."""
 
 
-def rate_label(rate_mbit: float) -> str:
-    """emulated-500mbit, emulated-1gbit, emulated-2.5gbit. Pure."""
-    if rate_mbit >= 1000:
-        return f"emulated-{rate_mbit / 1000:g}gbit"
-    return f"emulated-{rate_mbit:g}mbit"
-
-
 def _mapping(value, where: str, fields: type) -> dict:
     if value is None:
         return {}
@@ -106,10 +103,7 @@ def parse_testbed(testbed: dict | None, networks: dict | None,
     if wh is not None and (not isinstance(wh, int) or isinstance(wh, bool) or not 1 <= wh <= hosts):
         raise UserError(f"testbed worker_hosts must be an integer in 1..{hosts} (the testbed's hosts), got "
                         f"{wh!r}; fix `testbed: {{worker_hosts: ...}}`")
-    if network != "loopback":
-        raise UserError(f"`network: {network}` labels loopback sweeps; on the testbed the label is "
-                        f"emulated-<rate>, or name profiles under `networks:` "
-                        f"(e.g. {{{network}: {{rate: 1gbit}}}})")
+    _check_label(network)
     if networks is not None:
         if spec.rate is not None:
             raise UserError("both `testbed: {rate:}` and `networks:` are given: the profiles set the rates; "
@@ -136,6 +130,14 @@ def parse_testbed(testbed: dict | None, networks: dict | None,
         raise UserError(f"two network profiles have the same rate ({', '.join(f'{r:g}' for r in rates)} "
                         f"Mbit/s): they would measure the same network twice; give each its own rate")
     return spec, profiles
+
+
+def _check_label(network: str) -> None:
+    """A sweep on the testbed is labelled by its rates: its file's own `network:` is refused."""
+    if network != "loopback":
+        raise UserError(f"`network: {network}` labels loopback sweeps; on the testbed the label is "
+                        f"emulated-<rate>, or name profiles under `networks:` "
+                        f"(e.g. {{{network}: {{rate: 1gbit}}}})")
 
 
 @dataclass(frozen=True)
@@ -211,8 +213,11 @@ def _leased(title: str):
 
 def make(request: LaunchRequest) -> Launcher:
     """The sweep's `testbed:` and `networks:`: every cell on every network profile, in its hosts'
-    namespaces (the testbed is brought up, or reshaped, per profile and left up)."""
+    namespaces (the testbed is brought up, or reshaped, per profile and left up). Without them (chosen by
+    name: `ddlbench run --testbed`), the testbed that is up, as it is: one network, emulated-<its rate>."""
     cfg = request.sweep
+    if cfg is None or not (cfg.testbed or cfg.networks):
+        return _as_it_is(request)
     spec, profiles = parse_testbed(cfg.testbed, cfg.networks, cfg.network)
     env_extra = {"testbed_hosts": spec.hosts, "testbed_placement": spec.placement,
                  **({"testbed_worker_hosts": spec.worker_hosts} if spec.worker_hosts else {}),
@@ -223,48 +228,23 @@ def make(request: LaunchRequest) -> Launcher:
                     session=lambda: _leased(request.title or "ddlbench sweep"))
 
 
-def _testbed_up() -> TestbedState:
-    """The testbed that is up, for `--testbed` (a one-line error when there is none)."""
-    netns.check_system()
-    s = netns.status()
-    if s is None:
-        raise UserError("--testbed needs a testbed that is up, and none is: start one with "
-                        "`ddlbench testbed up --hosts 2 --rate 500mbit`")
-    return s
-
-
-def on_testbed(cell: CellSpec, resolve: Callable[..., CellSpec],
-               policy: str = "round-robin") -> tuple[CellSpec, Launcher]:
-    """`ddlbench run --testbed`: the cell moved onto the testbed that is up (`resolve`, the experiment's
-    cell resolution, re-resolves its network as the testbed's label), and its launcher (the run holds the
-    testbed's lease; a testbed that changes meanwhile fails the cell)."""
-    s = _testbed_up()
-    label = rate_label(s.rate_mbit) if cell.network == "loopback" else cell.network
-    # its servers (a -ps scheme has at least one) decide whether a host is kept for them; the testbed
-    # declares its emulated-<rate> label
-    cell = resolve(cell.with_(network=label, network_rate_mbit=s.rate_mbit), labels=(rate_label(s.rate_mbit),))
-    cell = cell.with_(nodes=pl.cell_nodes(cell, len(s.hosts)))
-    pl.check_device(cell, torch.cuda.device_count())
-    pl.rank_hosts(cell.workers, cell.servers, cell.nodes, len(s.hosts), policy, cell.server_hosts)
-    title = f"ddlbench run {cell.workload} {cell.scheme} --testbed"
-    # the cell is placed and checked above; the launcher keeps it as it is
-    return cell, Launcher("testbed", TestbedLauncher(len(s.hosts), policy, reconfigure=False),
-                          lambda w: pl.nodes_for(w, len(s.hosts)), lambda c: c, hosts=len(s.hosts),
-                          session=lambda: _leased(title))
-
-
-def testbed_placement_for(workers: int, servers: int = 0, policy: str = "round-robin") -> tuple[str, Placement]:
-    """(network label, Placement) for a program that is not a benchmark cell (`ddlbench commbench
-    --testbed`): `workers` ranks and `servers` parameter servers placed on the testbed that is up by
-    the same rules as a cell's."""
-    s = _testbed_up()
-    cell = CellSpec(workload="-", scheme="commbench", workers=workers, servers=servers,
-                    nodes=pl.nodes_for(workers, len(s.hosts)))
-    return rate_label(s.rate_mbit), pl.testbed_placement(cell, s, policy)
+def _as_it_is(request: LaunchRequest) -> Launcher:
+    """The launcher on the testbed that is up (a one-line error when none is): its hosts, round-robin, its
+    rate under its emulated-<rate> label; the run holds the testbed's lease, and a testbed that changes
+    meanwhile fails the cell."""
+    if request.sweep is not None:
+        _check_label(request.sweep.network)
+    s = pl.testbed_up()
+    spec = TestbedSpec(hosts=len(s.hosts))
+    return Launcher("testbed", TestbedLauncher(spec.hosts, spec.placement, reconfigure=False),
+                    lambda w: pl.nodes_for(w, spec.hosts), lambda cell: place_cell(cell, spec), hosts=spec.hosts,
+                    networks=(Network(rate_label(s.rate_mbit), s.rate_mbit),),
+                    session=lambda: _leased(f"{request.title or 'ddlbench run'} --testbed"))
 
 
 register(LauncherEntry("testbed", "every rank in its host's network namespace of the emulated testbed; "
-                                  "chosen by a sweep file's `testbed:`/`networks:` or `run --testbed`",
-                       make=make, named=False,
+                                  "chosen by a sweep file's `testbed:`/`networks:`, or by name (`--launcher testbed`, "
+                                  "`run --testbed`: the testbed that is up)",
+                       make=make,
                        detect=lambda request: bool(request.sweep is not None
                                                    and (request.sweep.testbed or request.sweep.networks))))

@@ -10,7 +10,7 @@ GPU, and NCCL refuses two ranks of one communicator on one device, so:
 (c) TF32 off for fp32 by behaviour: matmul and convolution match float64 to fp32 accuracy, and the same
     with TF32 allowed does not (so the check can tell);
 (d) timing (marked `timing`: serial, alone on the GPU): the phases timed by CUDA events against the
-    device's start-to-start iteration and a synchronised wall clock, and harness/doctor/gpu_timing.py: the real
+    device's start-to-start iteration and a synchronised wall clock, and harness/doctor/timing/gpu_timing.py: the real
     workloads at the study's batch sizes, fp32 and bf16, the harness's `local` cells against bare loops
     before and after them (harness / bare within [0.995, 1.03]; host-bound cells undecided), kernels per
     iteration, the GPU profiles and the study's table predicted from them.
@@ -36,7 +36,7 @@ from helpers import SMALL, STEPS, check, need_gpus, reference, run_and_load
 from harness.contracts.backend import BACKENDS
 from harness.contracts.cell import CellSpec
 from harness.contracts.training import make_optimizer, set_precision
-from harness.doctor import gpu_timing
+from harness.doctor.timing import gpu_timing
 from harness.doctor.gpu_probe import fp32_without_tf32
 from harness.experiment.cells import resolve
 from harness.spawner.cell import launch_cell
@@ -197,7 +197,7 @@ def test_fp32_means_fp32_by_behaviour():
 # --- (d) the harness against bare loops, the profiles, the study's table from them ---------------------------
 @pytest.mark.timing
 def test_harness_against_bare_loops_and_the_gpu_profiles(tmp_path):
-    """harness/doctor/gpu_timing.py on the study's workloads, fp32 and bf16 (its module docstring): every
+    """harness/doctor/timing/gpu_timing.py on the study's workloads, fp32 and bf16 (its module docstring): every
     device-bound cell's harness / bare ratio against a steady reference within [0.995, 1.03] (where the reference
     moved more than 2% between its rounds, the harness's loop paired with the bare loop in-process decides);
     host-bound cells `undecided` with the host's pace, never a pass; every profile within 15% of its bare loop;

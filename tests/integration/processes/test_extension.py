@@ -156,6 +156,13 @@ def _append(path: Path, line: str) -> None:
     path.write_text(path.read_text() + line)
 
 
+def _regenerate_catalogue(repo: Path) -> None:
+    """What `ddlbench list` reads without importing torch, made again from the copy's registries."""
+    done = subprocess.run([sys.executable, "-m", "harness.cli.catalog", "--regenerate"], capture_output=True,
+                          text=True, cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
 def _add_scheme(repo: Path) -> None:
     # in the tree a scheme imports the modules beside it, not the package face that loads it (a circle)
     toy = (TESTS / "toy_scheme.py").read_text().replace('register("toy", Toy,', 'register("toyscheme", Toy,').replace(
@@ -163,11 +170,13 @@ def _add_scheme(repo: Path) -> None:
         "from harness.schemes.base import Scheme, register\nfrom harness.schemes.knobs import Knobs, Range")
     assert "from harness.schemes.base import" in toy
     (repo / "harness/schemes/toyscheme.py").write_text(toy)
+    _regenerate_catalogue(repo)
 
 
 def _add_workload(repo: Path) -> None:
     (repo / "workloads/toybag.py").write_text(WORKLOAD)
     _append(repo / "workloads/__init__.py", "from workloads import toybag  # noqa: F401,E402\n")
+    _regenerate_catalogue(repo)
 
 
 def _add_backend(repo: Path, env: dict) -> None:
@@ -182,6 +191,7 @@ def _add_backend(repo: Path, env: dict) -> None:
         done = subprocess.run([sys.executable, script, "--regenerate"], capture_output=True, text=True, cwd=repo,
                               env={**env, "PYTHONPATH": f"{repo}:{repo / 'tests'}"}, timeout=300)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    _regenerate_catalogue(repo)
 
 
 def _add_launcher(repo: Path) -> None:
@@ -194,16 +204,11 @@ def _add_launcher(repo: Path) -> None:
                                                  'ORDER = ("testbed", "nodes", "toy", "srun", "local")'))
 
 
-def _changed(repo: Path) -> set[str]:
-    """Files of the copy that differ from the checkout or are new."""
-    out = set()
-    for p in repo.rglob("*"):
-        if p.is_file() and "__pycache__" not in p.parts:
-            rel = p.relative_to(repo)
-            orig = ROOT / rel
-            if not orig.exists() or orig.read_bytes() != p.read_bytes():
-                out.add(str(rel))
-    return out
+def _files(repo: Path) -> dict[str, bytes]:
+    """Every file of the copy and its content (a generated file an earlier addition wrote counts again when
+    a later one writes it anew)."""
+    return {str(p.relative_to(repo)): p.read_bytes() for p in repo.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts}
 
 
 def _check_places(kind: str, touched: set[str], places: list[str], generated: list[str]) -> None:
@@ -219,12 +224,12 @@ def test_a_toy_scheme_workload_backend_and_launcher_need_only_the_documented_pla
     assert set(places) == {"scheme", "backend", "workload", "launcher"}, places
     repo = _copy(tmp_path / "repo")
     env = {**os.environ, "PYTHONPATH": str(repo)}
-    before: set[str] = set()
+    before = _files(repo)
     for kind, add in (("scheme", _add_scheme), ("workload", _add_workload), ("launcher", _add_launcher),
                       ("backend", lambda r: _add_backend(r, env))):  # the toy backend gives the toy launcher a recipe
         add(repo)
-        now = _changed(repo)
-        _check_places(kind, now - before, *places[kind])
+        now = _files(repo)
+        _check_places(kind, {f for f, data in now.items() if before.get(f) != data}, *places[kind])
         before = now
 
     check = subprocess.run([sys.executable, str(repo / "scripts/check_imports.py")], capture_output=True, text=True,

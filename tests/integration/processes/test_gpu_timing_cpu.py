@@ -1,4 +1,4 @@
-"""harness/doctor/gpu_timing.py on the CPU (the GPU module's timing part, README "GPUs"): the bare loop's rounds
+"""harness/doctor/timing/gpu_timing.py on the CPU (the GPU module's timing part, README "GPUs"): the bare loop's rounds
 around one real harness sweep, the harness's cell against the bare loop in alternated pairs of processes (its
 CPU mode, so a slower CPU loop cannot return unseen), kernels, a profile, each recorded in the summary as it
 ends; and the same run with too little time, which says what it could not run."""
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from helpers import ROOT
 
-from harness.doctor import checkout_pairs, gpu_timing
+from harness.doctor.timing import checkout_pairs, gpu_timing
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +56,7 @@ def test_with_too_little_time_each_stage_says_it_did_not_fit(tmp_path):
 
 
 def test_two_checkouts_alternate_in_pairs_of_real_runs(tmp_path):
-    """harness/doctor/checkout_pairs.py, the measurement issue 39 asks for on a quiet machine (this checkout against
+    """harness/doctor/timing/checkout_pairs.py, the measurement issue 39 asks for on a quiet machine (this checkout against
     one at 6791659), here with this checkout on both sides: each pair runs both, the order flips, and the ratio
     is new over old median iteration."""
     out = tmp_path / "pairs"

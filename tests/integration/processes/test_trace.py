@@ -13,7 +13,7 @@ import pytest
 import torch.optim.optimizer as optim_hooks
 from click.testing import CliRunner
 
-import harness.cli.commands.run as run_cmd
+import harness.experiment.dispatch as dispatch  # what `ddlbench run` calls when it runs
 import harness.rank.worker as worker_mod
 from harness.backends.torch_dist.transport import TorchTransport
 from harness.cli.main import cli
@@ -185,7 +185,7 @@ def test_trace_option_reaches_the_cell(monkeypatch, args, want):
     def fake(cell, *a, **k):
         seen["cell"] = cell
         raise UserError("stop here")
-    monkeypatch.setattr(run_cmd, "run_cell", fake)
+    monkeypatch.setattr(dispatch, "run_cell", fake)
     res = CliRunner().invoke(cli, ["run", "--workload", WORKLOAD, "--scheme", "wfbp-a2a", *args])
     assert res.exit_code == 2 and seen["cell"].trace_iters == want
     bad = CliRunner().invoke(cli, ["run", "--workload", WORKLOAD, "--trace", "0"])

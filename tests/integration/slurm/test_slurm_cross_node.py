@@ -33,7 +33,9 @@ JOB_TIMEOUT_S = 900
 def _sweep(tmp: Path, name: str, **over) -> Path:
     data = {"name": name, "workloads": ["bert-base-tiny"], "schemes": ["ddp"], "backends": ["torch"],
             "workers": [2], "batch": 4, "seq_len": 32, "warmup": 2, "iters": 4, "timeout_s": 150,
-            "device": "cpu", "baseline": False, "network": "fast", **over}
+            "device": "cpu", "baseline": False, "network": "fast",
+            "servers": [1],  # one parameter server at any node count (left out: one per worker node)
+            **over}
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

@@ -20,7 +20,8 @@ from helpers import ROOT, require
 
 from harness.jobs.client import cancel, job_state, submit, wait_job
 from harness.launchers.sbatch.script import SbatchSpec, render_sbatch
-from harness.launchers.srun.env import expand_hostlist, port_for_job
+from harness.contracts.hostlist import expand_hostlist
+from harness.launchers.srun.env import port_for_job
 
 pytestmark = pytest.mark.root
 

@@ -22,15 +22,13 @@ from click.testing import CliRunner
 
 from harness.contracts.cell import CellSpec
 from harness.core.errors import UserError
-from harness.experiment.cells import resolve
 from harness.experiment.options import RunOptions
-from harness.experiment.dispatch import run_sweep
+from harness.contracts.launcher import LaunchRequest
+from harness.experiment.dispatch import on_network, run_sweep
 from harness.experiment.sweep import sweep_from_dict
-from harness.launchers.testbed.launcher import (
-    on_testbed,
-    parse_testbed,
-    rate_label,
-)
+from harness.launchers.choose import choose_launcher
+from harness.launchers.testbed.launcher import parse_testbed
+from harness.networks.profiles import rate_label
 from harness.testbed import netns, state
 from harness.testbed import placement as pl
 
@@ -129,7 +127,9 @@ def test_every_method_completes_across_two_hosts(clean_machine, tmp_path):
     assert (s["nodes"] == 2).all() and (s["workers_per_node"] == 1).all()
     for r in s.itertuples():
         where = _result(run_dir, r.cell_id)["dist"]
-        want = ["ddlb-h0", "ddlb-h1"] + (["ddlb-h0"] if r.servers else [])  # no spare host: colocated
+        # one server per worker node (the default), no spare host: colocated, server j on host j mod nodes
+        assert r.servers == (2 if r.scheme.endswith("-ps") else 0)
+        want = ["ddlb-h0", "ddlb-h1"] + (["ddlb-h0", "ddlb-h1"] if r.servers else [])
         assert where["rank_hosts"] == want, (r.scheme, where)
     print("\n" + s[["scheme", "iter_s_median", "comm_wait_s"]].to_string(index=False))
 
@@ -218,9 +218,13 @@ def test_two_profile_sweep_keeps_both_networks_and_resumes(clean_machine, tmp_pa
 
 @pytest.mark.root
 def test_run_testbed_refuses_a_cell_wider_than_the_testbed(clean_machine):
+    """`ddlbench run --testbed` names the testbed's launcher in the registry (harness/launchers/choose.py), which
+    runs on the testbed that is up: the cell takes its label and spreads over its hosts."""
     netns.up(2, "1gbit")
-    cell, launcher = on_testbed(CellSpec(workload="bert-base-tiny", scheme="ddp", workers=4), resolve)
+    launcher = choose_launcher(LaunchRequest({}, title="ddlbench run"), "testbed")
+    cell = launcher.place(on_network(CellSpec(workload="bert-base-tiny", scheme="ddp", workers=4), launcher))
     assert cell.nodes == 2 and cell.network == "emulated-1gbit" and launcher.launch.hosts == 2
+    assert not launcher.launch.reconfigure  # the testbed as it is: never reshaped for a cell
     with pytest.raises(UserError, match="testbed has 2 hosts"):
         pl.testbed_placement(cell.with_(nodes=3), netns.status())
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.cli.commands.run import command as run_command
-from harness.cli.options import RUN_DEFAULTS, RUN_FIELDS, SPELLING
+from harness.cli.options import SERVERS_HELP, RUN_DEFAULTS, RUN_FIELDS, SPELLING
 from harness.contracts.cell import CellSettings, CellSpec
 from harness.experiment.sweep import SweepConfig, sweep_from_dict
 from harness.schemes.knobs import field_docs
@@ -27,6 +27,9 @@ def test_run_options_are_the_cells_fields():
     for name in RUN_FIELDS:
         opt = options[name]
         assert opt.opts == [SPELLING.get(name, "--" + name.replace("_", "-"))]
+        if name == "servers":  # the option every command shares: 0 is the cell's "one per worker node", refused
+            assert opt.help.startswith(SERVERS_HELP) and opt.default is None and opt.type.min == 1
+            continue
         assert opt.help == docs[name]
         want = RUN_DEFAULTS.get(name, declared[name])
         assert opt.required if want is dataclasses.MISSING else opt.default == want

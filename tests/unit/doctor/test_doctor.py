@@ -3,6 +3,7 @@ function, bad options as one-line errors, and a real `ddlbench doctor --quick` w
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import subprocess
@@ -10,7 +11,7 @@ import subprocess
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from helpers import require
+from helpers import ROOT, require
 
 from harness.contracts.backend import BACKENDS
 from harness.cli.main import cli
@@ -154,7 +155,7 @@ def test_doctor_quick_runs_a_smoke_cell_per_usable_backend(tmp_path):
                                                 f"{', '.join(sorted(usable))}); run scripts/install_frameworks.sh")
 
 
-# --- the GPU timing check's verdict (harness/doctor/verdicts.py) ------------------------------------------------
+# --- the GPU timing check's verdict (harness/doctor/timing/verdicts.py) ------------------------------------------------
 @pytest.mark.parametrize("ratio, spread, verdict", [
     (1.000, 0.000, "ok"),          # resnet50 fp32 on the H200: harness = bare, the bare loop steady
     (0.990, 0.004, "FAILED"),      # the harness costs 1% against a steady reference
@@ -163,14 +164,14 @@ def test_doctor_quick_runs_a_smoke_cell_per_usable_backend(tmp_path):
     (1.000, 0.021, "undecided"),   # even a perfect ratio decides nothing against a drifting reference
 ])
 def test_a_ratio_is_judged_only_against_a_steady_reference(ratio, spread, verdict):
-    from harness.doctor.verdicts import judge
+    from harness.doctor.timing.verdicts import judge
     assert judge(ratio, spread) == verdict
 
 
 def test_verdicts_fail_only_decided_cells():
     import pandas as pd
 
-    from harness.doctor.verdicts import verdicts
+    from harness.doctor.timing.verdicts import verdicts
     variants = pd.DataFrame([
         {"round": r, "workload": wl, "dtype": "bf16", "variant": "bare", "per_s": v}
         for wl, a, b in (("steady", 100.0, 100.2), ("drifting", 2832.0, 2037.0)) for r, v in (("A", a), ("B", b))])
@@ -197,7 +198,7 @@ class _DriftingLoop:
 
 
 def test_pairs_alternate_and_their_median_cancels_a_drift_the_rounds_cannot():
-    from harness.doctor.paired import PAIRS, decide, pair_rounds, summarise
+    from harness.doctor.timing.paired import PAIRS, decide, pair_rounds, summarise
     pace = [100.0]
     rows = pair_rounds(_DriftingLoop(pace, 1.0), _DriftingLoop(pace, 0.998), warmup=1, iters=3)
     assert [r["first"] for r in rows] == ["bare", "harness"] * (PAIRS // 2), "the order flips every pair"
@@ -213,7 +214,7 @@ def test_pairs_alternate_and_their_median_cancels_a_drift_the_rounds_cannot():
 def test_a_drifting_cell_is_decided_on_its_pairs():
     import pandas as pd
 
-    from harness.doctor.verdicts import verdicts
+    from harness.doctor.timing.verdicts import verdicts
     variants = pd.DataFrame([{"round": r, "workload": "w", "dtype": "bf16", "variant": "bare", "per_s": v}
                              for r, v in (("A", 2832.0), ("B", 2037.0))])
     cells = pd.DataFrame([{"workload": "w", "dtype": "bf16", "throughput_median": 2193.0, "batch_per_worker": 64,
@@ -236,7 +237,7 @@ def test_a_host_bound_cell_is_undecided_with_the_host_pace_measured_in_the_same_
     iteration behind) is judged."""
     import pandas as pd
 
-    from harness.doctor.verdicts import verdicts
+    from harness.doctor.timing.verdicts import verdicts
     bare = {"bert-base": (1421.5, 1343.4), "gpt2-small": (212.9, 209.0), "resnet50": (2226.5, 2236.3)}
     variants = pd.DataFrame([{"round": r, "workload": wl, "dtype": "bf16", "variant": "bare", "per_s": v}
                              for wl, ab in bare.items() for r, v in zip("AB", ab)])
@@ -257,11 +258,11 @@ def test_a_host_bound_cell_is_undecided_with_the_host_pace_measured_in_the_same_
 
 
 def test_on_a_cpu_the_pairs_decide_every_cell():
-    """The CPU mode (harness/doctor/cpu_pairs.py): the cell's own process against a bare loop's, alternated; their
+    """The CPU mode (harness/doctor/timing/cpu_pairs.py): the cell's own process against a bare loop's, alternated; their
     median decides even where the bare rounds held still, and a scatter of more than 2% is said as such."""
     import pandas as pd
 
-    from harness.doctor.verdicts import verdicts
+    from harness.doctor.timing.verdicts import verdicts
     variants = pd.DataFrame([{"round": r, "workload": "w", "dtype": "fp32", "variant": "bare", "per_s": v}
                              for r, v in (("A", 30.0), ("B", 30.1))])
     cells = pd.DataFrame([{"workload": "w", "dtype": "fp32", "throughput_median": 30.0, "batch_per_worker": 8,
@@ -286,5 +287,18 @@ def test_on_a_cpu_the_pairs_decide_every_cell():
     (0.0480, 0.0409, 0.0520, "undecided"),  # the bare loop moved 21% around it (a host-bound cell's pace)
 ])
 def test_a_profile_is_judged_against_the_bare_loop_either_side_of_it(profiled, before, after, status):
-    from harness.doctor.gpu_timing import profile_verdict
+    from harness.doctor.timing.gpu_timing import profile_verdict
     assert profile_verdict(profiled, before, after)[0] == status
+
+
+def test_the_doctor_and_the_gpu_module_are_two_rooms_each_file_opening_with_one_line():
+    """Issue 46: `ddlbench doctor` (harness/doctor/) and the GPU module with its timing check
+    (harness/doctor/timing/) are two rooms; every file's docstring opens with one line saying what it is."""
+    doctor = sorted((ROOT / "harness" / "doctor").glob("*.py"))
+    timing = sorted((ROOT / "harness" / "doctor" / "timing").glob("*.py"))
+    assert {p.stem for p in timing} >= {"gpu_report", "gpu_timing", "budget", "summary", "verdicts", "bare_loop"}
+    assert not {p.stem for p in doctor} & {p.stem for p in timing if p.stem != "__init__"}
+    for path in doctor + timing:
+        doc = ast.get_docstring(ast.parse(path.read_text()), clean=False)
+        lines = (doc or "").split("\n")
+        assert doc and (len(lines) == 1 or not lines[1].strip()), f"{path.relative_to(ROOT)}: no one-line opening"

@@ -1,4 +1,4 @@
-"""scripts/gpu_report.sh (harness/doctor/gpu_report.py) as its user meets it: a budget that reports what no longer
+"""scripts/gpu_report.sh (harness/doctor/timing/gpu_report.py) as its user meets it: a budget that reports what no longer
 fits as `NOT RUN: no time left`, a check running past it stopped and killed, a run killed from outside that
 leaves every verdict it reached, and an OUT that holds exactly summary.md, summary.json and details.tar.gz.
 The checks here are small processes standing in for doctor and pytest (the real ones need a GPU or minutes);
@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 from helpers import ROOT
 
-from harness.doctor import gpu_report
-from harness.doctor.budget import Budget
-from harness.doctor.summary import FILES, Summary
+from harness.doctor.timing import gpu_report
+from harness.doctor.timing.budget import Budget
+from harness.doctor.timing.summary import FILES, Summary
 
 DRIVER = """
 import sys
-from harness.doctor import gpu_report as R
+from harness.doctor.timing import gpu_report as R
 py = sys.executable
 R.checks = lambda device: [
     {"check": "quick", "part": "correctness", "estimate_s": 1, "argv": [py, "-c", "print('fine')"]},

@@ -1,10 +1,13 @@
-"""scripts/check_imports.py enforces the rules docs/ARCHITECTURE.md states: the tree passes, and each
-rule catches a planted breach (a launcher name branched on outside its module, a launcher module importing
-a backend, a module loading one of a higher layer by name)."""
+"""The house rules docs/ARCHITECTURE.md states hold: import-linter's contracts (pyproject.toml, `lint-imports`)
+and scripts/check_imports.py (what the library cannot see) pass on the tree, and each catches a planted breach in
+one line (an upward import, an import between independent peers, a command importing a command, a launcher's
+folder imported from another layer, a launcher name branched on outside its module, a load by name up the
+layers)."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -24,7 +27,7 @@ def _checker():
 def test_the_tree_keeps_the_rules():
     out = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "0 upward import(s)" in out.stdout and "0 layering breach(es)" in out.stdout
+    assert "0 upward load(s)" in out.stdout and "0 layering breach(es)" in out.stdout
 
 
 def test_a_launcher_name_outside_its_module_is_caught(tmp_path, monkeypatch):
@@ -39,25 +42,17 @@ def test_a_launcher_name_outside_its_module_is_caught(tmp_path, monkeypatch):
     assert len(found) == 1 and "report.py:2" in found[0] and "srun" in found[0]
 
 
-def test_a_launcher_importing_a_backend_is_caught():
-    ci = _checker()
-    edges = {"harness.launchers.srun.launcher": {"harness.backends"}, "harness.backends": set()}
-    known = {m: SCRIPT for m in edges}  # the comparison scan reads a file without launcher names
-    found = ci.layering(edges, known)
-    assert any("harness.launchers.srun.launcher imports harness.backends" in line for line in found)
-
-
-def test_folders_are_layers_a_loose_module_an_upward_import_and_a_command_importing_a_command_are_caught():
+def test_the_contracts_hold_and_every_folder_is_in_the_layers():
+    """lint-imports passes on the tree; the checker reads the same layers (pyproject.toml), and every folder of
+    harness/ is in them, peers on one line."""
+    out = subprocess.run(["lint-imports", "--no-cache"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     ci = _checker()
     known = {"harness.cell": SCRIPT, "harness.core.errors": SCRIPT}
     assert any("belongs to no layer" in line for line in ci.folders(known))
     assert ci.layer_of("harness.core.errors") < ci.layer_of("harness.launchers.local.launcher") \
         < ci.layer_of("harness.backends.torch_dist") < ci.layer_of("harness.cli.commands.run")
-    up = ci.upward({"harness.contracts.recipes": {"harness.launchers.srun.steps"}, "harness.launchers.srun.steps": set()})
-    assert up and "harness.contracts.recipes (harness.contracts) imports harness.launchers.srun.steps" in up[0]
-    cmd = ci.commands_import_commands({"harness.cli.commands.sweep": {"harness.cli.commands.run"},
-                                      "harness.cli.commands.run": set()})
-    assert cmd and "commands never import commands" in cmd[0]
+    assert ci.layer_of("harness.gate.keys") == ci.layer_of("harness.schemes.ddp")  # peers: neither imports the other
     layers = subprocess.run([sys.executable, str(SCRIPT), "--layers"], capture_output=True, text=True, cwd=ROOT).stdout
     folders = sorted(p.name for p in (ROOT / "harness").iterdir() if p.is_dir() and (p / "__init__.py").exists())
     listed = [line.split()[1] for line in layers.splitlines()]
@@ -94,13 +89,39 @@ def test_a_backends_library_may_be_imported_where_used_and_nothing_else(tmp_path
 
 
 def _copy_of_the_house(dst):
-    """The packages and the checker, as files (the checker reads them, it imports nothing)."""
+    """The packages, the contracts (pyproject.toml) and the checker, as files (neither tool runs them)."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for folder in ("harness", "workloads"):
         shutil.copytree(ROOT / folder, dst / folder, ignore=ignore)
     (dst / "scripts").mkdir()
     shutil.copy(SCRIPT, dst / "scripts" / SCRIPT.name)
+    shutil.copy(ROOT / "pyproject.toml", dst / "pyproject.toml")
     return dst
+
+
+def _plant(path, line: str) -> int:
+    """Add an import line after the module's last top-level import; its line number."""
+    lines = path.read_text().splitlines()
+    at = max(i for i, text in enumerate(lines) if text.startswith(("from ", "import "))) + 1
+    lines[at:at] = [line]
+    path.write_text("\n".join(lines) + "\n")
+    return at + 1
+
+
+def test_planted_breaches_of_the_layer_contracts_fail_lint_imports_in_one_line_each(tmp_path):
+    """An upward import, an import between independent peers and a command importing a command: lint-imports
+    (the contracts of pyproject.toml) fails, naming each import on one line."""
+    repo = _copy_of_the_house(tmp_path)
+    up = _plant(repo / "harness/contracts/cell.py", "from harness.backends import PLUGINS")
+    peers = _plant(repo / "harness/gate/keys.py", "from harness.schemes.knobs import Knobs")
+    cmd = _plant(repo / "harness/cli/commands/show.py", "from harness.cli.commands import run")
+    out = subprocess.run(["lint-imports", "--no-cache"], capture_output=True, text=True, cwd=repo,
+                         env={**os.environ, "PYTHONPATH": str(repo)})
+    assert out.returncode == 1, out.stdout[-3000:]
+    found = sorted(line for line in out.stdout.splitlines() if line.startswith("- "))
+    assert found == sorted([f"- harness.contracts.cell -> harness.backends (l.{up})",
+                            f"- harness.gate.keys -> harness.schemes.knobs (l.{peers})",
+                            f"- harness.cli.commands.show -> harness.cli.commands.run (l.{cmd})"]), out.stdout
 
 
 def test_a_planted_upward_import_module_fails_the_checker_in_one_line(tmp_path):
@@ -114,8 +135,8 @@ def test_a_planted_upward_import_module_fails_the_checker_in_one_line(tmp_path):
     out = subprocess.run([sys.executable, str(repo / "scripts" / SCRIPT.name)], capture_output=True, text=True,
                          cwd=repo)
     assert out.returncode == 1, out.stdout
-    found = [line for line in out.stdout.splitlines() if line.startswith("upward import:")]
-    assert found == [f"upward import: harness/contracts/cell.py:{at + 4}: harness.contracts.cell (harness.contracts) "
+    found = [line for line in out.stdout.splitlines() if line.startswith("upward load:")]
+    assert found == [f"upward load: harness/contracts/cell.py:{at + 4}: harness.contracts.cell (harness.contracts) "
                      "loads harness.backends (harness.backends) by importlib.import_module: move what it needs down"]
 
 
@@ -149,8 +170,38 @@ def test_loads_by_name_are_followed_as_imports(tmp_path, monkeypatch):
     up = ci.upward(edges, sites, known)
     assert any(line.startswith("harness/core/loads.py:3: harness.core.loads (harness.core) loads harness.gate.one")
                for line in up)
+    load = {("harness.gate.keys", "harness.schemes.ddp"): (4, "importlib.import_module")}  # between two peers
+    assert ci.upward({"harness.gate.keys": {"harness.schemes.ddp"}}, load) == [
+        "harness.gate.keys (harness.gate) loads harness.schemes.ddp (harness.schemes) by importlib.import_module"]
+    assert ci.upward({"harness.gate.keys": {"harness.schemes.ddp"}}, {}) == []  # an import: lint-imports' own
     assert [(line, what.split(":")[0]) for _, line, what in unread] == [
         (9, "importlib.import_module(os.environ['WHO']) loads a module named only at run time"),
         (10, "importlib.import_module('harness.gate.gone') names harness.gate.gone, which is no module")]
     monkeypatch.setitem(ci.RUN_TIME_LOADS, "harness.core.loads", "a test's")
     assert len(ci.scan(known)[4]) == 1  # listed: the run-time name passes, the missing module still fails
+
+
+def test_a_launchers_folder_imported_from_another_layer_fails_the_checker_in_one_line(tmp_path):
+    """Rule 6: outside harness/launchers/ a launcher is chosen through the registry and asked; what every layer
+    needs (placement, rate labels, Slurm's notations) lives below. A backend may import a launcher's recipe
+    type, never its launcher.py."""
+    repo = _copy_of_the_house(tmp_path)
+    planted = repo / "harness" / "advise" / "inputs.py"
+    lines = planted.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("from harness")) + 1
+    lines[at:at] = ["from harness.launchers.testbed.launcher import make"]
+    planted.write_text("\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, str(repo / "scripts" / SCRIPT.name)], capture_output=True, text=True,
+                         cwd=repo)
+    assert out.returncode == 1, out.stdout
+    found = [line for line in out.stdout.splitlines() if line.startswith("layering:")]
+    assert found == [f"layering: harness/advise/inputs.py:{at + 1}: harness.advise.inputs imports "
+                     "harness.launchers.testbed.launcher: a launcher's folder is imported only inside "
+                     "harness/launchers/; choose the launcher through harness/launchers/choose.py and ask it, or "
+                     "move what it shares below (harness/testbed/, harness/networks/, harness/contracts/)"]
+    ci = _checker()
+    edges = {"harness.backends.horovod": {"harness.launchers.srun.recipe", "harness.launchers.local.launcher"},
+             "harness.jobs.sweep_jobs": {"harness.launchers.sbatch.script"},  # batch scripts: no launcher's folder
+             "harness.launchers.choose": {"harness.launchers.local.launcher"}}
+    found = ci.launchers_behind_their_contract(edges)
+    assert len(found) == 1 and found[0].startswith("harness.backends.horovod imports harness.launchers.local.launcher")

@@ -13,7 +13,8 @@ from helpers import ROOT
 
 from harness.contracts.launcher import LAUNCHERS, LaunchRequest
 from harness.core.errors import UserError
-from harness.launchers.choose import ORDER, by_name, choose_launcher
+from harness.experiment.sweep import sweep_from_dict
+from harness.launchers.choose import ORDER, by_name, choose_launcher, load
 from harness.procs import supervisor as w
 
 FOLDERS = sorted(p.parent.name for p in (ROOT / "harness" / "launchers").glob("*/launcher.py"))
@@ -21,7 +22,7 @@ FOLDERS = sorted(p.parent.name for p in (ROOT / "harness" / "launchers").glob("*
 
 
 def test_every_launcher_is_registered_once_and_chosen_by_name_only_when_it_can_be():
-    assert FOLDERS and sorted(LAUNCHERS) == sorted(ORDER) == FOLDERS  # each folder registers its own name, asked
+    assert load() is LAUNCHERS and FOLDERS and sorted(LAUNCHERS) == sorted(ORDER) == FOLDERS  # each folder registers its own name, asked
     assert by_name() == tuple(name for name in ORDER if LAUNCHERS.get(name).named)
     assert ORDER[-1] in by_name() and LAUNCHERS.get(ORDER[-1]).detect(LaunchRequest({}))  # the last takes any
     available = ", ".join(by_name())
@@ -31,6 +32,16 @@ def test_every_launcher_is_registered_once_and_chosen_by_name_only_when_it_can_b
     for name in ORDER:
         with pytest.raises(ValueError, match="registered twice"):
             LAUNCHERS.register(name, LAUNCHERS.get(name))
+
+
+def test_the_testbed_is_chosen_by_name_as_every_launcher_and_refuses_a_sweeps_own_label():
+    """`ddlbench run --testbed` and `ddlbench sweep FILE --launcher testbed` name the testbed's launcher in the
+    registry, which runs on the testbed that is up as it is; a sweep file's own `network:` is refused there
+    in one line, as under a file's `testbed:` (the rows' label is the testbed's emulated-<rate>)."""
+    assert "testbed" in by_name()
+    cfg = sweep_from_dict({"workloads": ["resnet50-tiny"], "network": "ipoib"})
+    with pytest.raises(UserError, match="^`network: ipoib` labels loopback sweeps; on the testbed the label is"):
+        choose_launcher(LaunchRequest({}, sweep=cfg), "testbed")
 
 
 STARTED: list[subprocess.Popen] = []

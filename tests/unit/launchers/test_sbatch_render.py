@@ -22,12 +22,8 @@ from harness import backends
 from harness.core.errors import UserError
 from harness.launchers.identity import from_environ
 from harness.launchers.sbatch.script import SbatchSpec, launch_styles, render_sbatch
-from harness.launchers.srun.env import (
-    expand_hostlist,
-    expand_tasks_per_node,
-    from_slurm,
-    port_for_job,
-)
+from harness.contracts.hostlist import expand_hostlist, expand_tasks_per_node
+from harness.launchers.srun.env import from_slurm, port_for_job
 
 DATA = ROOT / "tests" / "data"
 backends.load()  # run as a script (--regenerate) too, where tests/conftest.py has not loaded them

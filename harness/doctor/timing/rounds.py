@@ -1,4 +1,6 @@
-"""What the GPU timing check times (harness/doctor/gpu_timing.py), each model built once in its process: the bare
+"""What the GPU timing check times: the bare loop's rounds, their variants, the cells, the kernels.
+
+What the GPU timing check times (harness/doctor/timing/gpu_timing.py), each model built once in its process: the bare
 loop's rounds, the variants that explain a difference, the harness's `local` cells as one warm sweep in a child
 process, and the kernels one iteration runs.
 
@@ -20,11 +22,11 @@ import pandas as pd
 import torch
 
 from harness.contracts.training import make_optimizer
-from harness.doctor.bare_loop import Bare
+from harness.doctor.timing.bare_loop import Bare
 from harness.measure.loop import run_loop
 from harness.schemes import SCHEMES, SchemeContext
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 VARIANTS = ("bare", "bare-1-thread", "bare-sync-per-iteration", "harness-loop-in-process")
 EXTRA_SHARE = 2 / 3
 """Each variant beside the plain bare loop times this share of --iters: the plain loop is the reference, the

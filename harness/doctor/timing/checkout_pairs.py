@@ -1,11 +1,14 @@
-"""The same cell from two checkouts, alternated in pairs (issue 39: the CPU loop 5% slower since 6791659): a
+"""The same cell from two checkouts, alternated in pairs: a regression of the harness's own loop.
+
+The same cell from two checkouts, alternated in pairs (issue 39: the CPU loop 5% slower since 6791659): a
 regression of the harness's own loop or ranks shows as the second checkout's median iteration against the
-first's, with the machine's drift cancelled pair by pair (A-B, then B-A, ...; harness/doctor/paired.py).
+first's, with the machine's drift cancelled pair by pair (A-B, then B-A, ...; harness/doctor/timing/paired.py).
 
     git -C /path/to/ddlbench worktree add --detach /tmp/ddlbench-old 6791659
-    python -m harness.doctor.checkout_pairs OUT --old /tmp/ddlbench-old --new . --pairs 6
-    python -m harness.doctor.checkout_pairs OUT --old /tmp/ddlbench-old --new . --scheme ddp --workers 2 --pairs 4
-    python -m harness.doctor.checkout_pairs OUT --old /tmp/ddlbench-old --new . --cold --pairs 6   # cold ranks
+    python -m harness.doctor.timing.checkout_pairs OUT --old /tmp/ddlbench-old --new . --pairs 6
+    python -m harness.doctor.timing.checkout_pairs OUT --old /tmp/ddlbench-old --new . --scheme ddp --workers 2 \\
+        --pairs 4
+    python -m harness.doctor.timing.checkout_pairs OUT --old /tmp/ddlbench-old --new . --cold --pairs 6   # cold ranks
 
 Each run is `ddlbench run --workload W --scheme S --workers N --warmup 3 --iters 10 --device cpu` from that
 checkout (its own CLI entry point, PYTHONPATH = the checkout), its number the summary's `iter_s_median`. Writes

@@ -1,14 +1,16 @@
-"""A bare training loop, written by hand, to hold the harness's one-GPU throughput against (README, "GPUs"):
+"""A bare training loop, written by hand: the reference the harness's one-GPU throughput is held to.
+
+A bare training loop, written by hand, to hold the harness's one-GPU throughput against (README, "GPUs"):
 the same model code, batch, synthetic inputs, optimizer recipe and precision as a `local` cell, and nothing
 else: no hooks, no per-iteration clock, no process group. Throughput = batch x iterations / the wall time of
 the iterations, synchronised once before and once after.
 
-    python -m harness.doctor.bare_loop --workload resnet50 --batch 64 --dtype fp32 --device cuda
-    python -m harness.doctor.bare_loop --workload bert-base --dtype bf16 --json     # one JSON line
-    python -m harness.doctor.bare_loop --workload bert-base-tiny --device cpu --threads 1 --json   # as a CPU rank
+    python -m harness.doctor.timing.bare_loop --workload resnet50 --batch 64 --dtype fp32 --device cuda
+    python -m harness.doctor.timing.bare_loop --workload bert-base --dtype bf16 --json     # one JSON line
+    python -m harness.doctor.timing.bare_loop --workload bert-base-tiny --device cpu --threads 1 --json  # a CPU rank
 
 `Bare` keeps one model built so that one process can time it again and again, and time variants of it
-(one CPU thread, a synchronisation per iteration) interleaved with other loops (harness/doctor/gpu_timing.py).
+(one CPU thread, a synchronisation per iteration) interleaved with other loops (harness/doctor/timing/gpu_timing.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""The GPU timing check's verdicts (harness/doctor/gpu_timing.py), pure: one per (workload, dtype), the harness's
+"""The GPU timing check's verdicts, one per (workload, dtype), by the first rule that applies. Pure.
+
+The GPU timing check's verdicts (harness/doctor/timing/gpu_timing.py), pure: one per (workload, dtype), the harness's
 cell against the bare loop's two rounds, decided by the first rule that applies:
 
 1. the cell is host-bound (the row's `host_bound`, harness/results/summarize.py): `undecided: host-bound, host pace
@@ -6,7 +8,7 @@ cell against the bare loop's two rounds, decided by the first rule that applies:
    pace moved 6-46% between two rounds a minute apart on the H200 (README, "GPUs"): no bound decides it;
 2. the bare loop held still (its rounds within REFERENCE_SPREAD): `ok` when harness/bare lies in
    [RATIO_LOW, RATIO_HIGH], else `FAILED`;
-3. it moved: the paired timings decide (harness/doctor/paired.py), `undecided` when there are none or they
+3. it moved: the paired timings decide (harness/doctor/timing/paired.py), `undecided` when there are none or they
    scatter too. On a CPU the pairs decide every case, within [CPU_RATIO_LOW, CPU_RATIO_HIGH].
 Without bounds (a CPU run of the logic) every verdict is `recorded`.
 """
@@ -17,13 +19,13 @@ import statistics
 
 import pandas as pd
 
-from harness.doctor.paired import PAIR_DISPERSION, bare_rounds, decide, spread, summarise
+from harness.doctor.timing.paired import PAIR_DISPERSION, bare_rounds, decide, spread, summarise
 
 RATIO_LOW, RATIO_HIGH = 0.995, 1.03
 """harness / bare: the harness may cost at most 0.5%, and may never be faster than a bare loop by more than the
 two bare runs' own spread allows (a harness faster than its reference measures something else)."""
 CPU_RATIO_LOW, CPU_RATIO_HIGH = 0.97, 1.03
-"""harness / bare on a CPU (pairs of processes, harness/doctor/cpu_pairs.py): what a CPU check can resolve and
+"""harness / bare on a CPU (pairs of processes, harness/doctor/timing/cpu_pairs.py): what a CPU check can resolve and
 must catch. Two processes of the same loop on a shared 2-core VM differ in pace by several per cent (alternated
 pairs, 2026-11-27, kept heaps: 0.946-1.08 for resnet50-tiny at 200 iterations, 0.962-0.994 for bert-base-tiny),
 so 0.5% is below what a CPU can tell; the check is there for a regression of the CPU loop like issue 39's (5%),

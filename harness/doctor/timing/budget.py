@@ -1,7 +1,9 @@
-"""The GPU report's time budget (README, "GPUs"): the seconds left, and what each check is expected to take,
+"""The GPU report's time budget: the seconds left, and what each check is expected to take.
+
+The GPU report's time budget (README, "GPUs"): the seconds left, and what each check is expected to take,
 estimated from the committed GPU runs before anything runs and from this machine's own iteration times once
 round A has measured them. A check whose estimate exceeds the time left is reported
-`NOT RUN: no time left (needs about N s)`, never dropped (harness/doctor/summary.py).
+`NOT RUN: no time left (needs about N s)`, never dropped (harness/doctor/timing/summary.py).
 
 Sources (one NVIDIA H200, 16 cores): reports/gpu/2026-11-26-h200-after/ (README, parts.txt, timing/host.json:
 doctor 14 s, correctness 44 s with -n 8, phase checks about 60 s, build 11 s, round A 53 s, the 8-cell sweep
@@ -33,7 +35,7 @@ CELL_OVERHEAD_S = 4.8
 """Seconds a harness cell costs beyond its iterations in the warm sweep (process, model, FLOP count, result):
 (54 s - 8 cells x 40 iterations x their median iterations, 15.8 s) / 8."""
 PROCESS_START_S = 8.0
-"""Seconds one side of a CPU pair costs beyond its iterations (harness/doctor/cpu_pairs.py: a bare loop's process
+"""Seconds one side of a CPU pair costs beyond its iterations (harness/doctor/timing/cpu_pairs.py: a bare loop's process
 importing torch and building its model, or a warm rank forking and building it). An estimate: `ddlbench run`
 of bert-base-tiny on the project's 2-core box took about 7 s beyond its iterations (issue 39)."""
 PROFILE_OVERHEAD_S = 6.0

@@ -1,7 +1,9 @@
-"""The GPU report's summary (README, "GPUs"): one row per check, written first as a skeleton and rewritten
+"""The GPU report's summary: one row per check, rewritten whole as each check starts or ends.
+
+The GPU report's summary (README, "GPUs"): one row per check, written first as a skeleton and rewritten
 whole, atomically, each time a check starts or ends, so a run killed from outside leaves every verdict it
 reached. OUT/summary.json is the data; OUT/summary.md the same as one table a person reads. Several processes
-update one summary in turn (scripts/gpu_report.sh's runner, then harness/doctor/gpu_timing.py for its own
+update one summary in turn (scripts/gpu_report.sh's runner, then harness/doctor/timing/gpu_timing.py for its own
 rows): each update reads the file, changes its rows and writes it back.
 
 A row: `check` (its name), `part` (correctness | timing), `status` (pending | running | ok | FAILED |

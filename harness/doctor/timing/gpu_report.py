@@ -4,16 +4,16 @@
     bash scripts/gpu_report.sh OUT --budget 300          # within 300 s
     bash scripts/gpu_report.sh OUT --device cpu          # the same script on this CPU, tiny workloads
 
-OUT ends with exactly three files (harness/doctor/summary.py): summary.md (every check, its verdict, its figure,
+OUT ends with exactly three files (harness/doctor/timing/summary.py): summary.md (every check, its verdict, its figure,
 its reason), summary.json (the same, for machines) and details.tar.gz (logs, CSVs, the sweep, the profiles). The
-summary is written first as a skeleton of every planned check with its estimate (harness/doctor/budget.py) and
+summary is written first as a skeleton of every planned check with its estimate (harness/doctor/timing/budget.py) and
 rewritten as each check ends, details.tar.gz repacked with it, so a run killed from outside leaves every verdict
 reached. Every check runs in a process of its own, stopped when the budget ends (`stopped`, with what it had
 reached); a check that no longer fits is `NOT RUN: no time left (needs about N s)`.
 
 Part 1 (correctness): the machine (nvidia-smi, versions), `ddlbench doctor --device cuda --quick`, the GPU
 correctness tests (`pytest -m "gpu and not timing"`, -n 8 with pytest-xdist). Part 2 (timing): the event-phase
-checks (`pytest -m "gpu and timing"`, serially) and harness/doctor/gpu_timing.py, which records its own rows.
+checks (`pytest -m "gpu and timing"`, serially) and harness/doctor/timing/gpu_timing.py, which records its own rows.
 Exit status 1 when a check FAILED, 2 on bad input (OUT not empty), else 0.
 """
 
@@ -35,14 +35,14 @@ import torch
 
 from harness.core.atomic import replace_atomic
 from harness.core.errors import Interrupted, UserError, signals_raise
-from harness.doctor import budget as B
-from harness.doctor.gpu_timing import parse as timing_options
-from harness.doctor.summary import FILES, Summary, no_time
-from harness.doctor.timing_run import Run
+from harness.doctor.timing import budget as B
+from harness.doctor.timing.gpu_timing import parse as timing_options
+from harness.doctor.timing.summary import FILES, Summary, no_time
+from harness.doctor.timing.timing_run import Run
 from harness.procs.kill import kill_tree
 from harness.procs.trampoline import orphan_proof
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CPU_TIMING = ["--workloads", "bert-base-tiny", "resnet50-tiny", "--dtypes", "fp32", "--warmup", "3", "--iters",
               "10", "--pairs", "4"]
 """--device cpu: the timing part on the tiny workloads, sized for a 2-core box."""
@@ -159,10 +159,10 @@ class Report:
         self.pack()
 
     def timing(self, argv: list[str]) -> None:
-        """harness/doctor/gpu_timing.py in its own process: it records its rows; what it left running or pending
+        """harness/doctor/timing/gpu_timing.py in its own process: it records its rows; what it left running or pending
         is said here: stopped by the budget, or failed with the process (its log's last line)."""
         log = self.work / "gpu_timing.txt"
-        rc = run_process([sys.executable, "-m", "harness.doctor.gpu_timing", *argv], log, self.budget.left())
+        rc = run_process([sys.executable, "-m", "harness.doctor.timing.gpu_timing", *argv], log, self.budget.left())
         lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
         for r in self.summary.pending():
             if r["part"] != "timing":

@@ -1,5 +1,7 @@
-"""Harness against bare loop, paired, for a cell whose bare loop drifted between its rounds
-(harness/doctor/gpu_timing.py). On a host-bound GPU cell the host's pace moved 15-28% between two rounds a
+"""Harness against bare loop in alternated pairs, for a cell whose bare loop drifted between rounds.
+
+Harness against bare loop, paired, for a cell whose bare loop drifted between its rounds
+(harness/doctor/timing/gpu_timing.py). On a host-bound GPU cell the host's pace moved 15-28% between two rounds a
 minute apart (reports/gpu/2026-11-26-h200-after), every loop with it, so a harness cell measured in its own
 process between two bare rounds cannot be judged to 0.5%. What can: the harness's own loop called in the
 same process, alternated with the bare loop on the same model in short pairs (bare-harness, then
@@ -73,7 +75,8 @@ def spreads(variants: pd.DataFrame) -> dict:
 
 
 def paired(models: dict, harness: dict, cases: list, warmup: int, iters: int) -> pd.DataFrame:
-    """harness/doctor/paired.py for each case given: the harness's loop in-process alternated with the bare loop."""
+    """harness/doctor/timing/paired.py for each case given: the harness's loop in-process alternated with the bare
+    loop."""
     rows = []
     for wl, dtype in cases:
         bare = models[wl].use(dtype)

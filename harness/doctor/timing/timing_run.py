@@ -1,14 +1,16 @@
-"""One GPU timing run's state (harness/doctor/gpu_timing.py): its options, its budget and estimates
-(harness/doctor/budget.py), the summary it records its checks in (harness/doctor/summary.py), the seconds of
-each part (harness/doctor/host_state.py), and `stage`: run one stage if it fits the time left, recording its
-rows as not run or failed otherwise."""
+"""One GPU timing run's state: options, budget, summary, and the stages that fit the time left.
+
+One GPU timing run's state (harness/doctor/timing/gpu_timing.py): its options, its budget and estimates
+(harness/doctor/timing/budget.py), the summary it records its checks in (harness/doctor/timing/summary.py), the
+seconds of each part (harness/doctor/timing/host_state.py), and `stage`: run one stage if it fits the time left,
+recording its rows as not run or failed otherwise."""
 
 from __future__ import annotations
 
-from harness.doctor import budget as B
-from harness.doctor.host_state import Parts
-from harness.doctor.paired import PAIRS
-from harness.doctor.summary import Summary, no_time
+from harness.doctor.timing import budget as B
+from harness.doctor.timing.host_state import Parts
+from harness.doctor.timing.paired import PAIRS
+from harness.doctor.timing.summary import Summary, no_time
 
 
 STUDY = ("resnet50", "bert-base", "bert-large", "gpt2-small")
@@ -51,7 +53,7 @@ class Run:
                   "reason": "only where a case fails or drifts"}]
         return rows
 
-    # --- estimates (harness/doctor/budget.py) -------------------------------------------------------------
+    # --- estimates (harness/doctor/timing/budget.py) -------------------------------------------------------------
     def rounds_s(self) -> float:
         n = self.a.warmup + self.a.iters
         return 2 * B.loop_s(self.cases, n, self.measured) + len(self.cases) * B.CELL_OVERHEAD_S + \

@@ -1,8 +1,10 @@
-"""Harness against bare loop on a CPU, in alternated pairs of processes (the GPU timing check's CPU mode,
-harness/doctor/gpu_timing.py --device cpu): the harness's `local` cell as a user runs it (a rank process started
+"""Harness against bare loop on a CPU, in alternated pairs of processes (the timing check's CPU mode).
+
+Harness against bare loop on a CPU, in alternated pairs of processes (the GPU timing check's CPU mode,
+harness/doctor/timing/gpu_timing.py --device cpu): the harness's `local` cell as a user runs it (a rank process started
 warm, as `ddlbench run` starts it: harness/spawner/cell.py) against the bare loop in a process of
-its own (`python -m harness.doctor.bare_loop --threads 1`: one thread, as a CPU rank runs), alternated
-bare-cell, cell-bare, ... (harness/doctor/paired.py). Each side's number is its median iteration, so process
+its own (`python -m harness.doctor.timing.bare_loop --threads 1`: one thread, as a CPU rank runs), alternated
+bare-cell, cell-bare, ... (harness/doctor/timing/paired.py). Each side's number is its median iteration, so process
 start-up is not in it; what is: everything that makes the rank's iterations slower than a hand-written loop's
 (the loop's own work, the rank's process state), so a regression of the CPU loop (issue 39: 5% since 6791659)
 cannot return unseen. The process state matters on a CPU: a bert-base-tiny iteration takes 57,000-76,000 minor
@@ -24,12 +26,12 @@ from pathlib import Path
 import pandas as pd
 
 from harness.contracts.cell import CellSpec
-from harness.doctor.paired import pair_rounds
+from harness.doctor.timing.paired import pair_rounds
 from harness.experiment.cells import resolve
 from harness.spawner.cell import launch_cell
 from harness.warm.spawn import warm_ranks
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class CellProcess:
@@ -59,7 +61,8 @@ class BareProcess:
         wl, dtype = self.case
         env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        out = subprocess.run([sys.executable, "-m", "harness.doctor.bare_loop", "--workload", wl, "--dtype", dtype,
+        out = subprocess.run([sys.executable, "-m", "harness.doctor.timing.bare_loop", "--workload", wl,
+                              "--dtype", dtype,
                               "--device", "cpu", "--threads", "1", "--warmup", str(warmup), "--iters", str(iters),
                               "--json"], check=True, capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
         r = json.loads(out.stdout.strip().splitlines()[-1])

@@ -1,4 +1,6 @@
-"""The machine's state around a GPU timing run (harness/doctor/gpu_timing.py): what can make a loop slower or
+"""The machine's state around a GPU timing run, before and after each part.
+
+The machine's state around a GPU timing run (harness/doctor/timing/gpu_timing.py): what can make a loop slower or
 faster from outside it (GPU clocks, power, throttle reasons and other compute processes from nvidia-smi; CPU
 affinity, cgroup quota, threads, load), read before and after each part, with each part's seconds
 (OUT/host.json)."""

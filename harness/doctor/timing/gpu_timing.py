@@ -1,17 +1,19 @@
-"""The GPU timing checks, serial and alone on the GPU, in one process (README, "GPUs"): the harness's one-worker
+"""The GPU timing check: the harness's one-worker cells against bare loops, in one process.
+
+The GPU timing checks, serial and alone on the GPU, in one process (README, "GPUs"): the harness's one-worker
 cells against bare loops on the same model and batch, the profiles, and what explains a difference, each stage
 sized to the time left and recorded in the report's summary as it ends.
 
-    python -m harness.doctor.gpu_timing OUT                                  # the study's workloads, fp32 and bf16
-    python -m harness.doctor.gpu_timing OUT --device cpu --workloads bert-base-tiny resnet50-tiny --dtypes fp32
-    python -m harness.doctor.gpu_timing DETAILS --summary OUT --budget-s 200 # as scripts/gpu_report.sh runs it
+    python -m harness.doctor.timing.gpu_timing OUT                               # the study's workloads, fp32 and bf16
+    python -m harness.doctor.timing.gpu_timing OUT --device cpu --workloads bert-base-tiny resnet50-tiny --dtypes fp32
+    python -m harness.doctor.timing.gpu_timing DETAILS --summary OUT --budget-s 200 # as scripts/gpu_report.sh runs it
 
-Stages (harness/doctor/rounds.py times them; harness/doctor/budget.py estimates them):
+Stages (harness/doctor/timing/rounds.py times them; harness/doctor/timing/budget.py estimates them):
   build       each workload's model once, in this process;
   round A     the bare loop of every case (workload x dtype), --warmup + --iters (5 + 20: a device-bound cell is
               steady to 0.1% in 20 iterations on an H200);
   harness     the harness's `local` cells, one warm `ddlbench sweep` in a child process (OUT/sweep/);
-  round B     round A again, in reverse order: then one verdict per case (harness/doctor/verdicts.py);
+  round B     round A again, in reverse order: then one verdict per case (harness/doctor/timing/verdicts.py);
   pairs       device-bound cases whose bare loop moved more than 2% between its rounds: the harness's loop and the
               bare loop alternated in one process (paired.py); on a CPU every case, the cell's own process
               alternated with a bare loop's (cpu_pairs.py);
@@ -22,7 +24,7 @@ Stages (harness/doctor/rounds.py times them; harness/doctor/budget.py estimates 
   variants    only for cases that FAILED or drifted: the variants that explain them (rounds.VARIANTS).
 A stage that does not fit the time left is `NOT RUN: no time left (needs about N s)`. OUT gets throughput.csv,
 variants.csv, pairs.csv, kernels.csv, profile-check.csv, host.json; the summary (--summary, default OUT) one row
-per case and check (harness/doctor/summary.py). Exit status 1 when a check FAILED (--no-bounds: never).
+per case and check (harness/doctor/timing/summary.py). Exit status 1 when a check FAILED (--no-bounds: never).
 """
 
 from __future__ import annotations
@@ -35,13 +37,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.doctor import budget as B
-from harness.doctor.bare_loop import Bare
-from harness.doctor.cpu_pairs import process_pairs
-from harness.doctor.paired import paired, spread, spreads
-from harness.doctor.rounds import ROOT, VARIANTS, InProcessHarness, bare_round, harness_cells, kernels, variant_round
-from harness.doctor.timing_run import PROFILE_ITERS, PROFILE_TOLERANCE, PROFILE_WARMUP, PROFILED, STUDY, Run, case_name
-from harness.doctor.verdicts import CPU_RATIO_HIGH, CPU_RATIO_LOW, REFERENCE_SPREAD, figure, verdicts
+from harness.doctor.timing import budget as B
+from harness.doctor.timing.bare_loop import Bare
+from harness.doctor.timing.cpu_pairs import process_pairs
+from harness.doctor.timing.paired import paired, spread, spreads
+from harness.doctor.timing.rounds import (ROOT, VARIANTS, InProcessHarness, bare_round, harness_cells, kernels,
+                                          variant_round)
+from harness.doctor.timing.timing_run import (PROFILE_ITERS, PROFILE_TOLERANCE, PROFILE_WARMUP, PROFILED, STUDY, Run,
+                                              case_name)
+from harness.doctor.timing.verdicts import CPU_RATIO_HIGH, CPU_RATIO_LOW, REFERENCE_SPREAD, figure, verdicts
 from harness.predict.profiler import run_profile
 
 
@@ -223,7 +227,7 @@ def main(argv=None) -> int:
     alone = not run.summary.json.exists()  # else scripts/gpu_report.sh planned the summary and finishes it
     if alone:
         run.summary.plan({"title": f"GPU timing check ({a.device})", "budget_s": a.budget_s,
-                          "command": "python -m harness.doctor.gpu_timing " + " ".join(argv or sys.argv[1:])},
+                          "command": "python -m harness.doctor.timing.gpu_timing " + " ".join(argv or sys.argv[1:])},
                          run.plan())
     else:
         run.summary.add(run.plan())

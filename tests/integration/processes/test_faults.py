@@ -282,7 +282,7 @@ def test_run_directory_unwritable_mid_sweep(tmp_path):
 def test_an_injected_slowdown_is_a_regression_the_gate_calls_worse(tmp_path, monkeypatch):
     """DDLBENCH_FAULT=slow:RANK:SECONDS:SCHEME sleeps in every iteration of that rank of that scheme's
     cells only: the slowest-rank iteration time carries it, the other scheme does not, and the gate
-    (over rounds: two clean runs against one slowed) calls exactly the slowed cell worse."""
+    (over rounds: two clean runs against one slowed) calls the slowed cell worse and the other one not."""
     cells = [_cell("bsp-a2a", iters=8), _cell("ddp", iters=8)]
     for k in (1, 2):
         run_cells(cells, tmp_path / f"clean-{k}", RunOptions(progress=False), run_id="t")
@@ -295,7 +295,10 @@ def test_an_injected_slowdown_is_a_regression_the_gate_calls_worse(tmp_path, mon
     cur = load_run(tmp_path / "slow")
     table = compare_rounds([(t.summary, t.raw) for t in base], [(cur.summary, cur.raw)])
     status = dict(zip(table["scheme"], table["status"]))
-    assert status == {"ddp": "worse", "bsp-a2a": "same"}, table.to_string()
+    assert status["ddp"] == "worse", table.to_string()
+    # the untouched cell is not a regression; on a loaded machine its three runs can drift by 10% or more
+    # from one another (CI of stop 47 saw +12%, p = 0.002, called improved), so 'same' is not required
+    assert status["bsp-a2a"] in ("same", "improved"), table.to_string()
 
 
 def test_a_rank_failing_in_shutdown_after_the_result_is_a_warning_not_a_failed_cell(tmp_path, monkeypatch):

@@ -6,7 +6,14 @@ inputs of harness/predict/study_inputs.py (each with its range and source). Ever
 inputs' ranges); a sensitivity table says which input moves which cells by how much (the study: Shi et al.,
 IEEE Network 2021).
 
-    python scripts/study_prediction.py --profiles reports/study-prediction/profiles --out DIR
+    python scripts/study_prediction.py --profiles reports/study-prediction/profiles \
+        --calibrate harness/predict/study_one_node.csv --out DIR
+
+With `--calibrate TABLE` (the study's one-node column, or a user's table or run directory of the same shape) a
+few named parameters of the stacks are fitted to the one-node cells first (harness/predict/study_calibration.py:
+values, intervals, leave-one-workload-out) and every size is predicted from the calibrated inputs, the fit's
+uncertainty in the intervals beside the other inputs' ranges; the uncalibrated curve is written beside it
+(uncalibrated.parquet) for comparison. Without it, the inputs as sourced (issue 38's model).
 
 DIR gets predictions.parquet (both compute sources, all sizes, with the intervals), curves-<workload>.png
 (throughput) and efficiency-<workload>.png with bands, table-<N>gpus.md, findings.md, sensitivity.md and
@@ -28,6 +35,7 @@ import pandas as pd
 from rich.progress import Progress
 
 from harness.core.atomic import write_parquet_atomic
+from harness.core.errors import UserError
 from harness.predict.study import (
     EXTRA,
     MECHANISMS,
@@ -35,12 +43,15 @@ from harness.predict.study import (
     WORKLOADS,
     compute_models,
     mechanism_effects,
+    predict_curve,
     sensitivity,
     with_intervals,
 )
+from harness.predict.study_calibration import calibrate, lowo_summary
 from harness.predict.study_cluster import FAMILIES, GPUS_PER_NODE, startup_rows
 from harness.predict.study_inputs import INPUTS, STUDY_METHODS
 from harness.report.prediction import save
+from harness.report.study_calibration import cells_table, comparison_table, lowo_table, params_table
 from harness.report.study_mechanisms import (
     gil_lines,
     mechanism_changes,
@@ -68,34 +79,58 @@ def main(argv=None) -> int:
     ap.add_argument("--profiles", type=Path, help="directory with profile-<workload>.parquet")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--samples", type=int, default=SAMPLES, help="input samples behind each interval")
-    ap.add_argument("--flops-samples", type=int, default=FLOPS_SAMPLES,
-                    help="input samples behind the FLOP-count compute source's intervals (the report uses the profile's)")
+    ap.add_argument("--flops-samples", type=int, default=0,
+                    help="also predict with the per-layer split from FLOP counts, with this many samples behind its "
+                         "intervals (a second opinion on the compute split; 0: not predicted)")
     ap.add_argument("--microbench", type=Path, help="directory with gil-handoff.json and zmq-van.json (default: --out)")
-    ap.add_argument("--no-sensitivity", action="store_true", help="skip the one-at-a-time sensitivity runs")
+    ap.add_argument("--sensitivity", action="store_true",
+                    help="also run the one-at-a-time sensitivity corners (two curves per uncertain input: minutes)")
+    ap.add_argument("--calibrate", type=Path,
+                    help="one-node table (CSV/Parquet with the study's columns) or run directory to calibrate from")
+    ap.add_argument("--no-lowo", action="store_true", help="skip the leave-one-workload-out check of the calibration")
     a = ap.parse_args(argv)
     if a.profiles is not None and not a.profiles.is_dir():
         print(f"error: --profiles {a.profiles} is not a directory: give the directory holding "
               f"profile-<workload>.parquet (reports/study-prediction/profiles)", file=sys.stderr)
         return 2
-    if min(a.samples, a.flops_samples) < 2:
+    if a.samples < 2 or a.flops_samples == 1 or a.flops_samples < 0:
         print(f"error: --samples {a.samples}: an interval needs at least 2 samples (the report uses {SAMPLES})",
               file=sys.stderr)
         return 2
     a.out.mkdir(parents=True, exist_ok=True)
     t0, c0 = time.perf_counter(), time.process_time()
-    frames, sens = {}, None
+    frames, sens, cal, uncal = {}, None, None, None
+    computes = ("profile", "flops") if a.flops_samples else ("profile",)
     with Progress(transient=True) as bar:
-        task = bar.add_task("predicting the curve", total=4 - a.no_sensitivity)
-        for compute in ("profile", "flops"):
+        task = bar.add_task("predicting the curve", total=len(computes) + 1 + a.sensitivity + 2 * bool(a.calibrate))
+        if a.calibrate:
+            bar.update(task, description="calibrating from one node")
+            try:
+                cal = calibrate(a.calibrate, a.profiles, lowo=not a.no_lowo)
+            except UserError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
+            if not cal.fit.converged:
+                print(f"error: the calibration from {a.calibrate} did not converge ({cal.fit.message}); nothing "
+                      f"predicted from it", file=sys.stderr)
+                return 1
+            bar.advance(task)
+        values = cal.values if cal else None
+        for compute in computes:
+            bar.update(task, description=f"predicting the curve ({compute})")
             models = compute_models(a.profiles if compute == "profile" else None, compute)
-            frames[compute] = with_intervals(models, compute,
-                                             samples=a.samples if compute == "profile" else a.flops_samples)
+            n = a.samples if compute == "profile" else a.flops_samples
+            frames[compute] = with_intervals(models, compute, samples=n, values=values,
+                                             fitted=cal.draws(n) if cal else None)
             bar.advance(task)
             if compute == "profile":
-                effects = mechanism_effects(models, compute)
+                effects = mechanism_effects(models, compute, values=values)
                 bar.advance(task)
-                if not a.no_sensitivity:
-                    sens = sensitivity(models, compute)
+                if cal:
+                    uncal = predict_curve(models, compute)
+                    bar.advance(task)
+                if a.sensitivity:
+                    sens = sensitivity(models, compute, values=values)
                     bar.advance(task)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     df = pd.concat(frames.values(), ignore_index=True)
@@ -120,17 +155,21 @@ def main(argv=None) -> int:
     (a.out / "mechanisms.md").write_text(mechanism_table(effects) + "\n")
     startup = startup_rows()
     bench = _microbench(a.microbench or a.out)
-    (a.out / "report.md").write_text(_readme(prof, frames["flops"], found, widths, sens, sizes, a, wall, cpu,
-                                             effects, startup, bench))
+    if cal:
+        write_parquet_atomic(uncal, a.out / "uncalibrated.parquet")
+        params = cal.table()
+        write_parquet_atomic(params.assign(cells=params["cells"].map(lambda c: "; ".join(" ".join(k) for k in c))),
+                             a.out / "calibration-params.parquet")
+        write_parquet_atomic(cal.cells, a.out / "calibration-cells.parquet")
+        if cal.lowo is not None:
+            write_parquet_atomic(cal.lowo, a.out / "lowo.parquet")
+    (a.out / "report.md").write_text(_readme(prof, frames.get("flops"), found, widths, sens, sizes, a, wall, cpu,
+                                             effects, startup, bench, cal, uncal))
     print(f"{len(df)} predictions ({len(prof)} per compute source, {a.samples} samples each) in {wall:.0f} s "
           f"({cpu:.0f} s CPU in this process); intervals: median width {widths['median']:.0%}, "
           f"90th percentile {widths['p90']:.0%}")
     print("\n".join(found))
     return 0
-
-
-FLOPS_SAMPLES = 16
-"""Samples behind the FLOP-count source's intervals: a second opinion on the compute split, not the report's."""
 
 
 def _microbench(folder: Path) -> dict:
@@ -143,15 +182,59 @@ def _microbench(folder: Path) -> dict:
     return out
 
 
-def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu, effects, startup, bench) -> str:
-    both = prof.merge(flops, on=["workload", "network", "workers", "scheme"], suffixes=("", "_f"))
-    d = (both["throughput_median_f"] / both["throughput_median"] - 1).abs()
+def _calibration_lines(cal, uncal, prof) -> list[str]:
+    share = "SGD" if cal.adam_share == 0 else "Adam"
+    sel = ", ".join(f"{'SGD' if k == 0 else 'Adam'} {v:.0f}" for k, v in cal.selection.items())
+    lines = [
+        "## Calibrated from one node",
+        "",
+        f"The stacks' software costs below were fitted to the study's one-node column (`{cal.source}`: 1 GPU and "
+        "4 GPUs in one node, every method under each network setting; harness/predict/study_calibration.py, "
+        "docs/ARCHITECTURE.md \"Calibration\"). Each parameter is a physical quantity of one stack shared by the "
+        "three workloads (a workload enters only through its layer profile); no parameter per cell or per "
+        "workload. Least squares on each cell's log-ratio over its uncertainty (its std over runs, at least 1%); "
+        "three blocks fitted in turn to the methods that move them (all-reduce, BytePS, ByteScheduler: the last "
+        "after a Latin-hypercube scan, its cost being rugged), then all together. The interval is the 10th-90th "
+        "percentile of a linearised wild bootstrap (each cell's residual, at least its own uncertainty, with a "
+        "random sign, through the Jacobian); a parameter that no cell moves by a quarter of its uncertainty over "
+        "its whole range is not determined and keeps its sourced range. "
+        f"The single-GPU BERT figures are taken as run with {share} (all-reduce block's cost: {sel}). "
+        f"{cal.fit.evaluations} simulations of the one-node cells; {cal.fit.message}.",
+        "",
+        params_table(cal.table()),
+        "",
+        "### The one-node cells, measured and fitted",
+        "",
+        cells_table(cal.cells),
+        "",
+    ]
+    if cal.lowo is not None:
+        lines += ["### Leave one workload out", "",
+                  "Fitted to two workloads' one-node cells, the third's predicted (median error of its cells per "
+                  "method; the three network columns of a cell count as three):", "",
+                  lowo_table(lowo_summary(cal.lowo)), ""]
+    lines += ["### Calibrated against uncalibrated", "",
+              "The best of the study's seven per (workload, network) row, and each method's median change from the "
+              "uncalibrated model (the inputs as sourced, issue 38; `uncalibrated.parquet`):", "",
+              comparison_table(prof, uncal, list(STUDY_METHODS)), ""]
+    return lines
+
+
+def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu, effects, startup, bench, cal=None,
+            uncal=None) -> str:
+    if flops is not None:
+        both = prof.merge(flops, on=["workload", "network", "workers", "scheme"], suffixes=("", "_f"))
+        d = (both["throughput_median_f"] / both["throughput_median"] - 1).abs()
+    used = ("the study's one-node column (4 GPUs, below) fixed the parameters of \"Calibrated from one node\"; none "
+            "of its measured 8-32 GPU throughputs was used" if cal else
+            "none of the study's measured multi-GPU throughputs was used")
+    cmd = (f"python scripts/study_prediction.py --profiles {a.profiles or '(none)'}"
+           + (f" --calibrate {a.calibrate}" if a.calibrate else "") + f" --out {a.out}")
     lines = [
         "# The study's scaling curve, predicted",
         "",
-        f"Generated by `python scripts/study_prediction.py --profiles {a.profiles or '(none)'} --out {a.out}` "
-        f"({wall:.0f} s wall). Nothing here was measured on GPUs or on InfiniBand, and none of the study's "
-        "measured multi-GPU throughputs was used: these are predictions of ddlbench's discrete-event model "
+        f"Generated by `{cmd}` ({wall:.0f} s wall, {cpu:.0f} s CPU in the main process). Nothing here was measured "
+        f"on GPUs or on InfiniBand, and {used}: these are predictions of ddlbench's discrete-event model "
         "(`harness/predict/`, `harness/sim/`; docs/ARCHITECTURE.md, \"Predictor\") of the study's cluster as "
         "`harness/predict/study_cluster.py` builds it from the inputs in `inputs.md` (each with its range and "
         "source). `ddlbench predict --network study-ib-100g --intervals 32` runs the same model.",
@@ -173,6 +256,7 @@ def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu, effects, star
         "(`interference.py`); BytePS's ZeroMQ van, one I/O thread per process, without RDMA; NCCL over IPoIB as "
         "one TCP stream per ring edge; Horovod's negotiation growing with the ring (linear Gatherv).",
         "",
+        *(_calibration_lines(cal, uncal, prof) if cal else []),
         "## Findings, stated from the prediction",
         "",
         *[f"- {f}" for f in found],
@@ -240,8 +324,10 @@ def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu, effects, star
         "`ddlbench profile` of the full models on a CPU (`profiles/`), every per-layer time scaled by one factor "
         "so that one GPU runs the study's batch at the study's single-GPU throughput (ResNet-50 253.1 img/s at "
         "batch 64, BERT-Base 212.8 and BERT-Large 49 seq/s at batch 64 and 8, sequence 64; device preset "
-        f"`study-gpu`). The same curve with the per-layer split from FLOP counts (`compute_source` = flops in "
-        f"predictions.parquet) differs by {d.median():.1%} in median and {d.max():.0%} at most.",
+        "`study-gpu`)." + (" The same curve with the per-layer split from FLOP counts (`compute_source` = flops in "
+                           f"predictions.parquet) differs by {d.median():.1%} in median and {d.max():.0%} at most."
+                           if flops is not None else " (`--flops-samples N` adds the curve with the per-layer split "
+                           "from FLOP counts, a second opinion on the compute split.)"),
         "",
         "## Not modelled (read the predictions with these in mind)",
         "",

@@ -28,6 +28,7 @@ from harness.predict.predictor import (
 from harness.predict.profile_table import PROFILE_COLUMNS, PROFILE_OPTIONAL
 from harness.predict.profiler import counted_profile
 from harness.predict.study import predict_curve, with_intervals
+from harness.predict.study_calibration import calibrate
 from harness.predict.study_cluster import GPUS_PER_NODE, check_size, study_family
 from harness.results.files import check_output_file, read_table
 from harness.results.store import COMMBENCH_NEEDS, load_run
@@ -85,6 +86,9 @@ class PredictSpec:
     """Where the table goes (Parquet)."""
     dtype: str = "fp32"
     """Compute dtype of the predicted cells: fp32 only."""
+    calibrate: str | Path | None = None
+    """A one-node run directory or table (the study's one-node columns): the study cluster's software costs are
+    fitted to it before predicting (harness/predict/study_calibration.py)."""
 
 
 def _ints(text: str, what: str) -> list[int]:
@@ -250,6 +254,15 @@ def run_predict(spec: PredictSpec = PredictSpec(), **changes):
     if spec.intervals and (len(families) != len(spec.networks) or spec.commbench):
         raise UserError("--intervals needs input ranges, which only the study's cluster states: predict "
                         "--network study-ib-100g (study-ipoib-100g, study-eth-10g) alone, or drop --intervals")
+    if spec.calibrate is not None and (not families or len(families) != len(spec.networks) or spec.commbench):
+        raise UserError("--calibrate fits the study cluster's software costs (its stacks' parameters): predict "
+                        "--network study-ib-100g (study-ipoib-100g, study-eth-10g) alone with it, or drop --calibrate")
+    cal = None
+    if spec.calibrate is not None:
+        cal = calibrate(spec.calibrate, {str(t["workload"].iloc[0]): t for t in profiles if len(t)}, lowo=False)
+        if not cal.fit.converged:
+            raise UserError(f"--calibrate {spec.calibrate}: the fit did not converge ({cal.fit.message}); nothing "
+                            f"is predicted from it: check the table's cells (a method far from the others' scale?)")
     models = load_models(profiles, spec.workloads, spec.device_preset, spec.throughput_samples_per_s, spec.batch,
                          spec.compute)
     plain = [n for n in spec.networks if study_family(n) is None]
@@ -262,9 +275,13 @@ def run_predict(spec: PredictSpec = PredictSpec(), **changes):
                                    spec.servers, spec.allreduce, spec.knobs, server_hosts=spec.server_hosts))
     if families:
         kw = dict(node_counts=nodes, families=families, methods=methods, knobs=spec.knobs)
-        frames.append(with_intervals(models, samples=spec.intervals, **kw) if spec.intervals
-                      else predict_curve(models, **kw))
+        values = cal.values if cal else None
+        frames.append(with_intervals(models, samples=spec.intervals, values=values,
+                                     fitted=cal.draws(spec.intervals) if cal else None, **kw) if spec.intervals
+                      else predict_curve(models, values=values, **kw))
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    if cal is not None:  # what was fitted, for the command to say (DataFrame.attrs travel with the table)
+        df.attrs["calibration"] = cal.table().to_dict("records")
     if spec.output:
         write_parquet_atomic(df, Path(spec.output))
     return df

@@ -97,13 +97,28 @@ def _map(fn, jobs: list, processes: int | None) -> list:
         return pool.map(fn, jobs)
 
 
+def input_samples(samples: int, seed: int = 0, values: dict | None = None, fitted: list[dict] | None = None) -> list:
+    """The value sets behind an interval: Latin-hypercube samples of the inputs' ranges; with a calibration
+    (`values`: its fitted inputs in, `fitted`: its bootstrap draws of the fitted parameters) the fitted
+    parameters take the fit's draws, the optimizer chosen stays, the other inputs keep their ranges."""
+    draws = INPUTS.samples(samples, seed)
+    if fitted is None:
+        return draws
+    if len(fitted) < samples:
+        raise ValueError(f"{len(fitted)} draws of the fitted parameters for {samples} samples")
+    chosen = {"calib_adam_share": values["calib_adam_share"]} if values else {}
+    return [{**d, **chosen, **f} for d, f in zip(draws, fitted)]
+
+
 def with_intervals(models: list, compute: str | None = None, samples: int = SAMPLES, seed: int = 0,
-                   processes: int | None = None, **kw) -> pd.DataFrame:
+                   processes: int | None = None, values: dict | None = None, fitted: list[dict] | None = None,
+                   **kw) -> pd.DataFrame:
     """The nominal prediction with `pred_low`, `pred_high` (throughput, samples/s): the 10th and 90th
     percentiles of the same simulation run on `samples` Latin-hypercube samples of the inputs' ranges
-    (`kw`: predict_curve's node_counts, families, methods, knobs)."""
-    df = predict_curve(models, compute, None, **kw)
-    draws = _map(_throughput, [(models, v, kw) for v in INPUTS.samples(samples, seed)], processes)
+    (`kw`: predict_curve's node_counts, families, methods, knobs). A calibration (harness/predict/
+    study_calibration.py) gives `values` (the nominal with its fitted inputs) and `fitted` (draws of them)."""
+    df = predict_curve(models, compute, values, **kw)
+    draws = _map(_throughput, [(models, v, kw) for v in input_samples(samples, seed, values, fitted)], processes)
     x, nominal = np.vstack(draws), df["throughput_median"].to_numpy()
     # an input whose value sits at an end of its range (10 GbE's 9.4 Gb/s is the most TCP carries) pushes
     # every sample one way: the interval still holds the prediction it surrounds
@@ -113,12 +128,14 @@ def with_intervals(models: list, compute: str | None = None, samples: int = SAMP
     return df
 
 
-def sensitivity(models: list, compute: str | None = None, processes: int | None = None, **kw) -> pd.DataFrame:
+def sensitivity(models: list, compute: str | None = None, processes: int | None = None, values: dict | None = None,
+                **kw) -> pd.DataFrame:
     """Each uncertain input moved alone to either end of its range: the relative change of every cell's
     predicted throughput; one row per (input, end) with how many cells it moves by more than 5%, its median
     and largest change and the cell moved most; the inputs that move most cells first."""
-    base = predict_curve(models, compute, None, **kw)
-    corners = INPUTS.corners()
+    base = predict_curve(models, compute, values, **kw)
+    corners = [(n, end, {**v, **({} if values is None else {k: values[k] for k in values if k != n})})
+               for n, end, v in INPUTS.corners()]
     draws = _map(_throughput, [(models, v, kw) for _, _, v in corners], processes)
     x0 = base["throughput_median"].to_numpy()
     rows = []
@@ -140,6 +157,7 @@ MECHANISMS = {
     # name -> the inputs that switch it off (the model without it: the prediction before it was modelled)
     "ByteScheduler's Python threads and the GIL": {"gil_convoy_share": 0.0, "bs_task_py_s": 0.0, "bs_done_py_s": 0.0,
                                                     "bs_scan_step_s": 0.0},
+    "ByteScheduler's forward serialised with the host": {"bs_fwd_gap_s": 0.0},
     "communication and compute sharing the GPU": {"overlap_compute_slowdown": 0.0, "overlap_comm_slowdown": 0.0},
     "BytePS's ZeroMQ van over TCP": {"zmq_van_gbyte_s": 1e9},
     "IPoIB as one TCP stream per ring edge": {"ipoib_gbit_s": 25.0, "ipoib_stream_gbit_s": 20.0},
@@ -158,13 +176,13 @@ def _best(df: pd.DataFrame, methods) -> pd.DataFrame:
 
 
 def mechanism_effects(models: list, compute: str | None = None, processes: int | None = None,
-                      methods=STUDY_METHODS, **kw) -> pd.DataFrame:
+                      methods=STUDY_METHODS, values: dict | None = None, **kw) -> pd.DataFrame:
     """The nominal curve with each mechanism taken out alone (MECHANISMS): per mechanism and size, how many
     (workload, network) rows change their best method, which method gains and which loses most with the
     mechanism in (mean throughput change over the rows), the cell it moves most, and the best methods with
     and without it."""
-    base = predict_curve(models, compute, None, **kw)
-    v0 = INPUTS.nominal()
+    v0 = values or INPUTS.nominal()
+    base = predict_curve(models, compute, v0, **kw)
     runs = _map(_curve_of, [(models, {**v0, **off}, kw) for off in MECHANISMS.values()], processes)
     best0 = _best(base, methods)
     key = ["workload", "network", "workers", "scheme"]

@@ -172,7 +172,7 @@ def stacks(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict[str
                           gil_release_s=v["gil_handoff_s"], task_py_s=v["bs_task_py_s"], done_py_s=v["bs_done_py_s"],
                           param_scan_s=v["bs_scan_step_s"],
                           gil_waits_per_hook=v["gil_convoy_share"] * v["gil_acquires_per_hook"],
-                          fwd_gil_per_layer=v["gil_convoy_share"] * v["fwd_gil_per_layer"],
+                          fwd_gil_per_layer=v["gil_convoy_share"] * v["fwd_gil_per_layer"], fwd_gap_s=v["bs_fwd_gap_s"],
                           optimizer=(("img", "sgd"), ("seq", "adam")), **python, **gpu)
     nic = 0.0  # the inter-node link's rate, but for IPoIB (below)
     if family == "ib-100g":  # ps-lite's RDMA van
@@ -189,7 +189,7 @@ def stacks(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict[str
                                       copy_bytes_per_s=v["pinned_copy_gbyte_s"] * 1e9,
                                       sum_bytes_per_s=v["server_sum_gbyte_s"] * 1e9, recv_s=v["server_recv_s"],
                                       message_s=message, stream_bytes_per_s=stream, van_bytes_per_s=van,
-                                      nic_bytes_per_s=nic,
+                                      nic_bytes_per_s=nic, nccl_edge_bytes_per_s=v["byteps_nccl_edge_gbyte_s"] * 1e9,
                                       host_bytes_per_s=v["host_path_gbyte_s"] * 1e9))
     # BytePS under the three PS methods, ByteScheduler's plugin under its all-reduce method, Horovod under the rest
     out = {m: byteps if m.endswith("-ps") else bytescheduler if m == "bytescheduler-a2a" else horovod_off

@@ -163,6 +163,10 @@ INPUTS = Inputs([
           "(the param_groups loop, the state dict, the bias corrections)",
           "bytescheduler pytorch/horovod.py ScheduledOptimizer._sgd/_adam, run per parameter in the poller thread "
           "(estimate: a few dozen bytecodes and dict lookups on CPython 3.6)", "estimate"),
+    Input("bs_fwd_gap_s", 0.0, 0.0, 0.0, "s", "ByteScheduler's plugin: host time between two forward layers, each "
+          "launched once the device has finished the one before (its pre-forward hook takes a lock from Python)",
+          "no figure from code: 0 is torch's own (launches run ahead of the GPU); a value comes only from a one-node "
+          "calibration (harness/predict/study_calibration.py)", "estimate"),
     Input("py_switch_interval_s", 5e-3, 5e-3, 5e-3, "s",
           "CPython's GIL switch interval: how long a thread waiting for the GIL lets a thread that never gives "
           "it up run before forcing a switch",
@@ -249,6 +253,11 @@ INPUTS = Inputs([
     Input("byteps_partition_bytes", 4096000.0, 4096000.0, 4096000.0, "B", "BytePS's partition size",
           "ddl-benchmarks/byteps/launch.sh BYTEPS_PARTITION_BYTES=4096000 (a multiple of 4 GPUs x 4 KiB pages)",
           "code"),
+    Input("byteps_nccl_edge_gbyte_s", 5.0, 3.9, 7.3, "GB/s",
+          "one ring edge of BytePS's in-node NCCL reduce-scatter and all-gather of a partition (through host memory)",
+          "byteps/common/core_loops.cc (v0.2): per partition an ncclReduceScatter and an ncclAllGather on BytePS's "
+          "own stream and communicator, grouped (ncclGroupStart/End), 4,096,000-byte partitions; the same PCIe "
+          "path and the same sourced range as shm_edge_gbyte_s: " + NCCL_PCIE, "typical"),
     Input("byteps_signal_s", 20e-6, 10e-6, 30e-6, "s",
           "BytePS's local coordination per partition per stage (a Unix-socket message between a node's processes)",
           "byteps/common/communicator.cc BytePSCommSocket; a Unix-socket round trip ~10-30 us (estimate)", "estimate"),

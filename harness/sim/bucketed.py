@@ -111,16 +111,24 @@ class _BucketRun:
             self.next += 1
 
     def negotiate(self):
-        """Horovod with the response cache off and cycle time 0: coordinator rounds back to back; the
-        buckets complete (on every rank: all alike) when a round begins are issued as it ends, in order."""
-        while self.next < len(self.order):
-            upto = self.next
-            while upto < len(self.order) and self.complete[upto]:
-                upto += 1
-            yield self.stack.negotiation_s
-            for b in range(self.next, upto):
+        """Horovod with the response cache off and cycle time 0: coordinator rounds back to back from the start
+        of backward; the buckets complete (on every rank: all alike) when a round begins are issued as it ends,
+        in order. Rounds are `negotiation_s` apart, so a bucket is issued at the end of the first round that
+        begins once it and every bucket before it are complete: one event per issue time, not per round."""
+        neg, t0 = self.stack.negotiation_s, self.sim.now
+        times, latest = [], t0
+        for b in range(len(self.order)):
+            latest = max(latest, self.complete_at[b])
+            first = math.ceil((latest - t0) / neg * (1 - 1e-12))  # the first round beginning at or after it
+            times.append(t0 + (first + 1) * neg)
+        b = 0
+        while b < len(times):
+            t = times[b]
+            yield max(0.0, t - self.sim.now)
+            while b < len(times) and times[b] == t:
                 self.issue(b)
-            self.next = upto
+                b += 1
+            self.next = b
 
     def main(self):
         c, sim, marks = self.c, self.sim, self.marks
@@ -129,8 +137,11 @@ class _BucketRun:
         yield c.forward_s
         marks["bwd"] = sim.now
         if self.buckets is not None or self.stack.negotiation_s:
+            self.complete_at = [sim.now] * len(self.order)
             for i in range(len(c.numels)):
                 sim.at(min(ready[i], B), self.ready, i)
+                b = self.bucket_of[i]
+                self.complete_at[b] = max(self.complete_at[b], sim.now + min(ready[i], B))
         if self.stack.negotiation_s and not self.single and self.ps is None:
             sim.process(self.negotiate())
         yield B

@@ -70,7 +70,7 @@ class _BytePSRun:
         self.S = cluster.n_servers if self.n > 1 else 0
         self.fused = fused
         intra = cluster.intra
-        self.intra_rate, self.intra_hop = intra.bytes_per_s, intra.message_s
+        self.intra_rate, self.intra_hop = self.cost.nccl_edge_bytes_per_s or intra.bytes_per_s, intra.message_s
         link = cluster.inter
         self.link_lat = link.message_s
         log = st.contended

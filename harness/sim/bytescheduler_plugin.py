@@ -18,7 +18,9 @@ Horovod's cycle under it) with the plugin's Python threads and who schedules.
   steps that parameter with its own `_sgd`/`_adam` - which first walks the parameter list comparing names until
   it meets the parameter (`param_scan_s` per step) - and its optimizer's torch ops one by one (`py_op_s`), then
   releases the parameter's lock. The forward of the next iteration waits at each layer for those locks and
-  needs the GIL for each of its torch calls (`fwd_gil_per_layer`), so it crawls while the poller spins.
+  needs the GIL for each of its torch calls (`fwd_gil_per_layer`), so it crawls while the poller spins; with
+  `fwd_gap_s` each forward layer is launched only after the device has finished the one before, that long later
+  (the forward serialised with the host; calibrated from one node: harness/predict/study_calibration.py).
 - Each benchmark step ends with torch.cuda.synchronize() (ddl-benchmarks/bytescheduler/imagenet_benchmark.py):
   the next forward starts once the GPU has finished the backward.
 Iteration time: from one synchronize to the next, in the steady state (round 0 was sent as every later one).
@@ -133,6 +135,8 @@ class PluginRun(ByteSchedulerRun):
                 while owed >= 1.0:                             # the layer's torch calls, each needing the GIL
                     owed -= 1.0
                     yield from self.spin.acquire()
+                if st.fwd_gap_s:                               # launched once the device is done, from Python
+                    yield max(0.0, self.gpu - sim.now) + st.fwd_gap_s
                 self.gpu = max(self.gpu, sim.now) + c.layer_forward_s[j]
             marks["fwd"] = self.gpu - gpu0
             r = Round(sim, len(self.parts))

@@ -50,6 +50,11 @@ class BytePSCosts:
     """What a node's NIC carries for BytePS, all its worker-server connections together, bytes/s per
     direction (over IPoIB several TCP streams in parallel carry more than NCCL's one stream per ring edge);
     0 = the cluster's inter-node link rate."""
+    nccl_edge_bytes_per_s: float = 0.0
+    """One ring edge of BytePS's own in-node NCCL reduce-scatter and all-gather of a partition (through host
+    memory without peer-to-peer), bytes/s; 0 = the cluster's intra-node link (Horovod's all-reduce edge). Its
+    own figure because BytePS runs them partition by partition on its own stream and communicator, grouped
+    (byteps/common/core_loops.cc), not as one all-reduce of the whole buffer."""
     van_bytes_per_s: float = math.inf
     """ps-lite's ZeroMQ van over TCP: one I/O thread per process writes every byte the process sends and reads
     every byte it receives, so a worker's pushes and pulls (a server's pushes in and pulls out) share this
@@ -96,6 +101,11 @@ class Stack:
     gil_waits_per_hook: float = 0.0
     """Times a hooked backward layer waits for the GIL while the poller spins (the autograd engine and the hook
     need it; each time the poller wins the race for it, the wait lasts until it gives it up)."""
+    fwd_gap_s: float = 0.0
+    """ByteScheduler's PyTorch plugin: host time between two forward layers when each layer is launched only after
+    the device has finished the one before (the plugin's pre-forward hook takes the parameter's lock from Python
+    before the layer runs): the forward serialised with the host. 0 = the forward's launches run ahead of the
+    GPU, as torch's do without the plugin."""
     fwd_gil_per_layer: float = 0.0
     """Times the training thread waits for the GIL per forward layer while the poller spins (its torch calls
     each give the GIL up and need it back; the poller wins some of those races)."""

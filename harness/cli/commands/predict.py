@@ -53,6 +53,10 @@ from harness.cli.options import servers_option
               help="A run directory: compare the predictions with its measured summary.")
 @click.option("-o", "--output", type=click.Path(), help="Write the rows as Parquet.")
 @click.option("--dtype", default="fp32", show_default=True, help="Compute dtype of the predicted cells: fp32 only.")
+@click.option("--calibrate", type=click.Path(),
+              help="A one-node run directory or table (columns workload, batch, network, scheme, gpus, throughput, "
+                   "std; gpus 1 and 4): fit the study cluster's software costs to it first, then predict "
+                   "(with study-* networks).")
 def command(knob_pairs, **options):
     """Predict iteration time, throughput and scaling efficiency of each method at any scale."""
     # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
@@ -64,6 +68,10 @@ def command(knob_pairs, **options):
     t0, c0 = time.perf_counter(), time.process_time()
     df = run_predict(spec)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    for r in df.attrs.get("calibration", []):
+        kept = "" if r["determined"] else " (not determined by one node: its sourced range kept)"
+        click.echo(f"fitted {r['parameter']} = {r['value']:.4g} {r['unit']} [{r['low']:.4g}, {r['high']:.4g}]; "
+                   f"sourced {r['sourced_value']:.4g} [{r['sourced_low']:.4g}, {r['sourced_high']:.4g}]{kept}")
     cols = ["workload", "network", "nodes", "workers", "scheme", "iter_s_median", "throughput_median",
             "scaling_efficiency", "exposed_comm_s"] + (["pred_low", "pred_high"] if spec.intervals else [])
     click.echo(df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))

@@ -1,0 +1,280 @@
+"""The study's software costs calibrated from one node (docs/ARCHITECTURE.md, "Calibration"): the methods' 4-GPU
+throughputs on one node of the study's cluster fix a few named physical parameters of its stacks, and the
+calibrated inputs then predict every size (harness/predict/study.py).
+
+Why one node: the costs of the 2019 stacks (ByteScheduler's Python plugin, BytePS's in-node pipeline, NCCL's
+path through host memory, a GPU shared by communication and compute) are uncertain by factors when derived from
+code alone, and they already show inside one node, which is what a user has before asking what a cluster would
+do. The parameters, each a quantity of one stack shared across workloads (a workload enters only through its
+layer profile), in three blocks, each fitted to the cells that move it:
+
+- all-reduce (BSP-A2A, WFBP-A2A, MG-WFBP): NCCL's ring edge through host memory (`shm_edge_gbyte_s`) and the
+  node's host path (`host_path_gbyte_s`); the optimizer's Python per torch op (`py_op_s`) and the device's
+  rate for its memory passes and the merge copies (`d2d_gbyte_s`); how much compute and communication slow
+  each other on a GPU they share (`overlap_compute_slowdown`, `overlap_comm_slowdown`);
+- BytePS (BSP-PS, WFBP-PS, ByteScheduler-PS): its in-node NCCL reduce-scatter and all-gather per partition
+  (`byteps_nccl_edge_gbyte_s`). One node of BytePS runs no server (global.cc: a job is distributed only with
+  more than one worker node), so its transports' rates (TCP on 10 GbE and IPoIB, RDMA) leave no trace in one
+  node's cells: they keep their sourced ranges;
+- ByteScheduler on Horovod: its scheduler's host time per partition (`bs_partition_cpu_s`), the share of GIL
+  hand-offs its spinning poller wins (`gil_convoy_share`) and the host gap between forward layers under its
+  pre-forward hooks (`bs_fwd_gap_s`).
+
+Which optimizer the study's single-GPU BERT figure ran (`calib_adam_share`: 0 = SGD, 1 = Adam) is chosen, not
+fitted: the all-reduce block is fitted both ways and the better fit kept (model selection, reported).
+
+A table has the columns of the study's one-node table (workload, batch, network, scheme, gpus, throughput, std):
+gpus = 1 rows give each workload's single-GPU throughput (`scheme` single-gpu), gpus = 4 rows the methods. A
+run directory of the harness gives the same from its summary (workers 1 and 4; std from the iterations' spread).
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.core.errors import UserError
+from harness.predict.compute import compute_model
+from harness.predict.fitting import Block, Cells, Fit, Param, fit_params
+from harness.predict.predictor import predict_rows
+from harness.predict.profiler import counted_profile
+from harness.predict.study import WORKLOADS, study_compute
+from harness.predict.study_cluster import GPUS_PER_NODE, study_network
+from harness.predict.study_inputs import INPUTS, STUDY_METHODS
+
+COLUMNS = ["workload", "batch", "network", "scheme", "gpus", "throughput", "std"]
+"""The one-node table's columns (the study's, `harness/predict/study_one_node.csv`)."""
+STUDY_TABLE = Path(__file__).with_name("study_one_node.csv")
+"""The study's one-node column (Shi et al., arXiv 2005.13247, results of 2020-05-29): 1 GPU and 4 GPUs in one node."""
+SINGLE = "single-gpu"
+
+
+def _param(name: str, low: float, high: float) -> Param:
+    i = INPUTS[name]
+    return Param(name, low, high, (i.value, i.low, i.high), i.unit)
+
+
+ALLREDUCE = ("bsp-a2a", "wfbp-a2a", "mgwfbp")
+BYTEPS = ("bsp-ps", "wfbp-ps", "bytescheduler-ps")
+PLUGIN = ("bytescheduler-a2a",)
+PARAMS = {
+    # search bounds: the sourced range widened to what is physically possible, so that a fitted value far from
+    # its source shows (a finding) instead of sticking at the source's end
+    "all-reduce": (_param("shm_edge_gbyte_s", 2.0, 12.0), _param("host_path_gbyte_s", 8.0, 64.0),
+                   _param("py_op_s", 2e-6, 100e-6), _param("d2d_gbyte_s", 100.0, 616.0),
+                   _param("overlap_compute_slowdown", 0.0, 1.0), _param("overlap_comm_slowdown", 0.0, 2.0)),
+    "BytePS": (_param("byteps_nccl_edge_gbyte_s", 2.0, 12.0),),
+    "ByteScheduler": (_param("bs_partition_cpu_s", 10e-6, 5e-3), _param("gil_convoy_share", 0.0, 1.0),
+                      _param("bs_fwd_gap_s", 0.0, 2e-3)),
+}
+BLOCK_METHODS = {"all-reduce": ALLREDUCE, "BytePS": BYTEPS, "ByteScheduler": PLUGIN}
+"""Which methods' cells fix each block's parameters."""
+
+
+def read_one_node(path: str | Path) -> pd.DataFrame:
+    """The one-node table at `path` (CSV or Parquet with COLUMNS, or a run directory's summary), checked."""
+    p = Path(path)
+    if p.is_dir():
+        f = p / "summary.parquet"
+        if not f.exists():
+            raise UserError(f"--calibrate {p}: no summary.parquet there; give a run directory of ddlbench or a "
+                            f"table with columns {', '.join(COLUMNS)}")
+        df = _from_summary(pd.read_parquet(f))
+    elif p.suffix == ".parquet" and p.exists():
+        df = pd.read_parquet(p)
+    elif p.suffix == ".csv" and p.exists():
+        df = pd.read_csv(p)
+    else:
+        raise UserError(f"--calibrate {p}: not a run directory, nor a .csv or .parquet table; give one (the "
+                        f"study's is {STUDY_TABLE.name})")
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise UserError(f"--calibrate {p}: the table lacks column(s) {', '.join(missing)}; it needs "
+                        f"{', '.join(COLUMNS)} as the study's one-node table has")
+    df = df[COLUMNS].copy()
+    df["std"] = df["std"].fillna(0.0)
+    bad = df[~(df["throughput"] > 0)]
+    if len(bad):
+        raise UserError(f"--calibrate {p}: {len(bad)} row(s) without a throughput > 0 (first: "
+                        f"{bad.iloc[0]['workload']} {bad.iloc[0]['scheme']}); drop them or measure them again")
+    return df
+
+
+def _from_summary(s: pd.DataFrame) -> pd.DataFrame:
+    s = s[s["status"] == "ok"]
+    rel = (s["iter_s_std"] / s["iter_s_median"]).fillna(0.0)
+    return pd.DataFrame({"workload": s["workload"], "batch": s["batch_per_worker"], "network": s["network"],
+                         "scheme": np.where(s["workers"] == 1, SINGLE, s["scheme"]), "gpus": s["workers"],
+                         "throughput": s["throughput_median"], "std": s["throughput_median"] * rel})
+
+
+def check_table(df: pd.DataFrame, source: str = "the table") -> list[str]:
+    """The workloads the table can calibrate, or a one-line error naming what is missing and why."""
+    have = set(df["workload"])
+    missing = [w for w in WORKLOADS if w not in have]
+    if missing:
+        raise UserError(f"--calibrate {source}: no rows of {', '.join(missing)}; the calibration fits parameters "
+                        f"shared by the study's workloads ({', '.join(WORKLOADS)}) and checks them by leaving each "
+                        f"out: add that workload's one-node cells")
+    workloads = list(WORKLOADS)
+    for w in workloads:
+        if not ((df["workload"] == w) & (df["gpus"] == 1)).any():
+            raise UserError(f"--calibrate {source}: {w} has no 1-GPU row (scheme {SINGLE}); its compute is "
+                            f"calibrated from it: add it")
+    four = df[df["gpus"] == GPUS_PER_NODE]
+    for block, methods in BLOCK_METHODS.items():
+        for m in methods:
+            if not (four["scheme"] == m).any():
+                names = ", ".join(p.name for p in PARAMS[block])
+                raise UserError(f"--calibrate {source}: no {GPUS_PER_NODE}-GPU rows of {m}; the {block} parameters "
+                                f"({names}) rest on them: add that method's one-node cells")
+    return workloads
+
+
+def calibration_models(df: pd.DataFrame, workloads: list[str], profiles: Path | dict | None = None) -> list:
+    """Each workload's compute model (its measured layer profile where `profiles`, a directory of
+    profile-<workload>.parquet or a dict workload -> table, has one, else FLOP counts), calibrated to the
+    table's single-GPU throughput at the table's batch."""
+    out = []
+    for w in workloads:
+        row = df[(df["workload"] == w) & (df["gpus"] == 1)].iloc[0]
+        if isinstance(profiles, dict):
+            table = profiles.get(w)
+        else:
+            f = profiles / f"profile-{w}.parquet" if profiles else None
+            table = pd.read_parquet(f) if f is not None and f.exists() else None
+        mode = "flops" if table is None or table["forward_s"].isna().all() else "profile"
+        table = counted_profile(w) if table is None else table
+        out.append(compute_model(table, "study-gpu", throughput=float(row["throughput"]), batch=int(row["batch"]),
+                                 mode=mode))
+    return out
+
+
+class OneNode:
+    """The study's one node for a set of input values: every asked cell's predicted throughput. One node's
+    cells do not depend on the network between nodes (no traffic leaves it; BytePS runs no server), so each
+    method is simulated once and its figure stands for every network column."""
+
+    def __init__(self, models: list):
+        self.models = {m.workload: m for m in models}
+
+    def __call__(self, v: dict, keys) -> dict:
+        workloads = sorted({k[0] for k in keys})
+        methods = [m for m in STUDY_METHODS if m in {k[2] for k in keys}]
+        scaled = [study_compute(self.models[w], v).scaled(v["compute_scale"]) for w in workloads]
+        sn = study_network(v, "ib-100g", 1)
+        df = predict_rows(scaled, [sn.network], [1], GPUS_PER_NODE, methods, servers=1, knobs=sn.knobs,
+                          run_id="calibration", server_hosts="dedicated")
+        x = {(r.workload, r.scheme): r.throughput_median for r in df.itertuples()}
+        return {k: x.get((k[0], k[2]), math.nan) for k in keys}
+
+
+@dataclass
+class Calibration:
+    fit: Fit
+    adam_share: float
+    """The single-GPU BERT optimizer chosen (0 SGD, 1 Adam)."""
+    selection: dict
+    """calib_adam_share -> the all-reduce block's cost (sum of squared residuals) with it."""
+    cells: pd.DataFrame
+    """The fitted cells: measured, std, predicted, error."""
+    lowo: pd.DataFrame | None
+    """Leave-one-workload-out: each workload's cells predicted by a fit to the others."""
+    source: str
+
+    @property
+    def values(self) -> dict:
+        """Every input of the study's cluster, fitted ones in."""
+        return dict(self.fit.values)
+
+    def draws(self, n: int, seed: int = 0) -> list[dict]:
+        return self.fit.draws(n, seed)
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame(self.fit.table())
+
+
+def _cells(df: pd.DataFrame, workloads: list[str]) -> Cells:
+    four = df[(df["gpus"] == GPUS_PER_NODE) & df["workload"].isin(workloads) & df["scheme"].isin(STUDY_METHODS)]
+    mean = {(r.workload, r.network, r.scheme): float(r.throughput) for r in four.itertuples()}
+    std = {(r.workload, r.network, r.scheme): float(r.std) for r in four.itertuples()}
+    return Cells(mean, std)
+
+
+def _blocks(cells: Cells) -> list[Block]:
+    return [Block(b, PARAMS[b], tuple(k for k in cells.mean if k[2] in BLOCK_METHODS[b]), SCAN.get(b, 0))
+            for b in PARAMS]
+
+
+SCAN = {"ByteScheduler": 120}
+"""Blocks whose cost is rugged (the GIL's hand-offs are won or lost whole): a Latin-hypercube scan first."""
+
+
+def fit_table(df: pd.DataFrame, workloads: list[str], models: list, starts: int = 2,
+              adam_shares=(0.0, 1.0), polish: bool = True) -> tuple[Fit, float, dict]:
+    """The fit to these workloads' cells, with the single-GPU optimizer that fits the all-reduce block best."""
+    predict = OneNode([m for m in models if m.workload in workloads])
+    cells = _cells(df, workloads)
+    blocks = _blocks(cells)
+    nominal = INPUTS.nominal()
+    costs = {}
+    for share in adam_shares:
+        a = fit_params(blocks[:1], predict, cells, {**nominal, "calib_adam_share": share}, starts=starts,
+                       polish=False)
+        costs[share] = float(np.sum(a.residuals ** 2))
+    share = min(costs, key=costs.get)
+    fit = fit_params(blocks, predict, cells, {**nominal, "calib_adam_share": share}, starts=starts, polish=polish)
+    return fit, share, costs
+
+
+def _lowo_one(args):
+    df, workloads, models, held, starts = args
+    rest = [w for w in workloads if w != held]
+    fit, _, _ = fit_table(df, rest, models, starts=starts)
+    cells = _cells(df, [held])
+    got = OneNode([m for m in models if m.workload == held])(fit.values, list(cells.mean))
+    return [{"held_out": held, "workload": k[0], "network": k[1], "scheme": k[2], "measured": cells.mean[k],
+             "predicted": got[k]} for k in cells.mean]
+
+
+def calibrate(table: str | Path | pd.DataFrame, profiles: Path | dict | None = None, lowo: bool = True,
+              starts: int = 3, processes: int | None = None) -> Calibration:
+    """Fit the study stacks' parameters to a one-node table (a path or a frame with COLUMNS); with `lowo`, also
+    fit on each pair of workloads and predict the third's cells."""
+    source = str(table) if not isinstance(table, pd.DataFrame) else "the table"
+    df = read_one_node(table) if not isinstance(table, pd.DataFrame) else table
+    workloads = check_table(df, source)
+    models = calibration_models(df, workloads, profiles)
+    jobs = [(df, workloads, models, held, starts) for held in workloads] if lowo and len(workloads) > 1 else []
+    processes = processes or min(len(jobs) + 1, os.cpu_count() or 1)
+    if processes > 1 and jobs:
+        with multiprocessing.get_context("fork").Pool(processes) as pool:
+            pending = pool.map_async(_lowo_one, jobs)
+            fit, share, costs = fit_table(df, workloads, models, starts=starts)
+            rows = [r for part in pending.get() for r in part]
+    else:
+        fit, share, costs = fit_table(df, workloads, models, starts=starts)
+        rows = [r for j in jobs for r in _lowo_one(j)]
+    cells = _cells(df, workloads)
+    fitted = pd.DataFrame([{"workload": k[0], "network": k[1], "scheme": k[2], "measured": cells.mean[k],
+                            "std": cells.std[k], "predicted": fit.predicted.get(k, math.nan)} for k in cells.mean])
+    fitted["error"] = fitted["predicted"] / fitted["measured"] - 1
+    out = pd.DataFrame(rows) if rows else None
+    if out is not None:
+        out["error"] = out["predicted"] / out["measured"] - 1
+    return Calibration(fit, share, costs, fitted, out, source)
+
+
+def lowo_summary(lowo: pd.DataFrame) -> pd.DataFrame:
+    """Per method: the median and largest absolute leave-one-workload-out error, and per held-out workload."""
+    t = lowo.assign(abs_error=lowo["error"].abs())
+    per = t.pivot_table(index="scheme", columns="held_out", values="error", aggfunc="median")
+    per["median_abs"] = t.groupby("scheme")["abs_error"].median()
+    per["max_abs"] = t.groupby("scheme")["abs_error"].max()
+    return per.reindex([m for m in STUDY_METHODS if m in per.index])

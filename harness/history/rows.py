@@ -28,7 +28,7 @@ COLUMNS = {
     "schema_version": "int64", "series": "str", "cell_key": "str", "cell": "str", "workload": "str",
     "scheme": "str", "backend": "str", "workers": "int64", "sample_unit": "str", "global_batch": "float64",
     "fingerprint": "str", "fingerprint_fields": "str", "run_key": "str", "run_id": "str", "run_utc": "str",
-    "added_utc": "str", "commit": "str", "commit_dirty": "bool", "commit_depth": "int64", "commit_reason": "str",
+    "added_utc": "str", "cell_id": "str", "commit": "str", "commit_dirty": "bool", "commit_depth": "int64", "commit_reason": "str",
     "status": "str", "reason": "str", "load": "str", "throughput_median": "float64",
     "throughput_ci95_low": "float64", "throughput_ci95_high": "float64", "samples": "object",
 }
@@ -82,7 +82,7 @@ def run_rows(tables, repo=".", now: str | None = None) -> pd.DataFrame:
             "fingerprint": fid, "fingerprint_fields": fields,
             "run_key": f"{r.get('run_id') or env.get('run_id') or tables.path.name}@{run_utc}",
             "run_id": str(r.get("run_id") or env.get("run_id") or tables.path.name), "run_utc": run_utc,
-            "added_utc": now, "commit": where.sha, "commit_dirty": where.dirty, "commit_depth": where.depth,
+            "added_utc": now, "cell_id": str(r["cell_id"]), "commit": where.sha, "commit_dirty": where.dirty, "commit_depth": where.depth,
             "commit_reason": where.reason, "status": str(r.get("status")), "reason": str(r.get("reason") or ""),
             "load": busy_reason(env) if env else "",
             "throughput_median": float(np.median(x)) if len(x) else _number(r.get("throughput_median")),

@@ -27,6 +27,9 @@ BUCKETS = (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 factor grows with n, so rounding up is the careful side), and the last beyond it."""
 SERIES = 400
 """Simulated null series per bucket: 1% of 400 is 4 series, enough to place the 1% quantile to a few %."""
+VERSION = 2
+"""Of the search (standardise, change_points): part of every cache key, so a changed search is simulated and
+run again, never read from an older cache."""
 MIN_SEGMENT = 2
 """Fewest runs in a segment: a single odd run is an outlier, not a level."""
 
@@ -41,11 +44,18 @@ def robust_sigma(y: np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
 
 
+CLIP = 3.0
+"""Robust sigmas from the series' median beyond which a run is clipped before the search: heavy-tailed noise
+(one run in tens 5 sigma off) must not pass for a level of its own, and an L2 cost squares it. A real step
+beyond it still moves every later run by CLIP sigmas, which PELT finds at once."""
+
+
 def standardise(y: np.ndarray) -> np.ndarray:
-    """A series over its own noise (relative medians / robust sigma); a flat series gets a floor of 1e-4."""
+    """A series over its own noise ((relative medians - 1) / robust sigma), clipped at +-CLIP; a flat series
+    gets a floor of 1e-4 on its sigma."""
     y = np.asarray(y, dtype=float)
-    rel = y / np.median(y)
-    return rel / max(robust_sigma(rel), 1e-4)
+    rel = y / np.median(y) - 1
+    return np.clip(rel / max(robust_sigma(rel), 1e-4), -CLIP, CLIP)
 
 
 def change_points(z: np.ndarray, penalty: float) -> list[int]:
@@ -81,7 +91,7 @@ def simulate(n: int, false_rate: float) -> float:
 def penalty_factor(n: int, false_rate: float = 0.01, cache_dir: str | Path | None = None) -> float:
     """k for a series of n runs (see the module docstring), from the cache file when it has it."""
     b = bucket(n)
-    key = f"{b}:{false_rate}"
+    key = f"{b}:{false_rate}:v{VERSION}"
     cache = Path(cache_dir) / "null-penalties.json" if cache_dir else None
     stored = {}
     if cache and cache.exists():

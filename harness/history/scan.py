@@ -24,7 +24,7 @@ from harness.history import annotations, store
 from harness.history.commits import bisect_command
 from harness.history.detect import Change, DetectorConfig, candidates, find_changes, stable_start
 from harness.history.fingerprint import differences
-from harness.history.null import penalty_factor
+from harness.history.null import VERSION, penalty_factor
 from harness.history.rows import COLUMNS
 
 CACHE = ".cache"
@@ -55,7 +55,7 @@ def ordered(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _signature(g: pd.DataFrame, cfg: DetectorConfig) -> str:
-    return json.dumps([len(g), str(g["run_key"].iloc[-1]), dataclasses.astuple(cfg)])
+    return json.dumps([len(g), str(g["run_key"].iloc[-1]), dataclasses.astuple(cfg), VERSION])
 
 
 def _search(history: Path, ok: pd.DataFrame, cfg: DetectorConfig) -> dict[str, list[Change]]:

@@ -3,8 +3,10 @@
     found = find_changes(run_medians, run_samples, penalty_factor(len(run_medians)), DetectorConfig())
 
 1. Candidates: PELT with the L2 cost over the per-run medians (null.change_points), each series first
-   divided by its median and by its own noise (null.robust_sigma: the MAD of first differences), with the
-   penalty k * log(n) whose k keeps false change points in at most 1% of pure-noise series (null.py).
+   divided by its median and by its own noise (null.robust_sigma: the MAD of first differences) and clipped
+   at 3 of those sigmas, with the penalty k * log(n) whose k keeps false change points in at most 1% of
+   pure-noise series (null.py); and the newest two runs when both are beyond the clip on one side
+   (`candidates`).
 2. A candidate is kept only when the per-iteration samples of the runs on its two sides differ (Mann-Whitney
    U, two-sided, p < `p_value`; the runs' medians when samples are missing) **and** its size (the ratio of
    the two sides' median run medians, minus 1) is at least `min_size`: a change too small to act on is
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as st
 
-from harness.history.null import change_points, standardise
+from harness.history.null import CLIP, change_points, standardise
 
 
 @dataclass(frozen=True)
@@ -94,9 +96,20 @@ def _judge(m: np.ndarray, samples, bounds: list[int], i: int, cfg: DetectorConfi
 
 
 def candidates(medians, k: float) -> list[int]:
-    """PELT's change points over the standardised series (null.py)."""
+    """PELT's change points over the standardised series (null.py), and the newest two runs when both lie
+    beyond the clip on one side (null.CLIP: 3 robust sigmas) and PELT has not placed a change among the last
+    three: two runs are too few for PELT to pay its penalty for (two clipped runs gain at most 2 x 3^2),
+    yet two such runs in a row are a 1-in-100,000 event of normal noise. Found early, such a change waits for
+    confirmation like any other."""
     m = np.asarray(medians, dtype=float)
-    return change_points(standardise(m), k * math.log(m.size)) if m.size >= 4 else []
+    if m.size < 4:
+        return []
+    z = standardise(m)
+    bkps = change_points(z, k * math.log(m.size))
+    tail = z[-2:]
+    if (not bkps or bkps[-1] < m.size - 3) and (np.all(tail >= CLIP) or np.all(tail <= -CLIP)):
+        bkps = [*bkps, m.size - 2]
+    return bkps
 
 
 def find_changes(medians, samples, k: float, cfg: DetectorConfig = DetectorConfig()) -> list[Change]:

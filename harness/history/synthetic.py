@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.core.atomic import write_parquet_atomic
 from harness.results.store import RunTables
 
 BATCH = 8
@@ -70,7 +71,16 @@ def series_runs(runs: int, cells, spread: float = 0.02, iters: int = 20, steps: 
     return out
 
 
-def scaled_batches(template: pd.DataFrame, runs: int, spread: float = 0.02, iters: int = 20, seed: int = 0):
+def write_run_dir(tables: RunTables, path: str | Path) -> Path:
+    """A synthetic run's tables as a run directory (summary, raw and environment Parquet files)."""
+    path = Path(path)
+    for name in ("summary", "raw", "environment"):
+        write_parquet_atomic(getattr(tables, name), path / f"{name}.parquet")
+    return path
+
+
+def scaled_batches(template: pd.DataFrame, runs: int, spread: float = 0.02, iters: int = 20, seed: int = 0,
+                   name: str = "scale"):
     """One DataFrame of history rows per run, made from `template` (the rows of one run: each cell once), its
     levels drawn as in series_runs: for scale benchmarks (thousands of cells, hundreds of runs)."""
     rng = np.random.default_rng(seed)
@@ -79,7 +89,7 @@ def scaled_batches(template: pd.DataFrame, runs: int, spread: float = 0.02, iter
         med = base * (1 + spread * rng.standard_normal(base.size))
         created = (START + datetime.timedelta(hours=r)).isoformat()
         samples = med[:, None] * (1 + 0.01 * rng.standard_normal((base.size, iters)))
-        yield template.assign(run_key=f"scale-{r:05d}@{created}", run_id=f"scale-{r:05d}", run_utc=created,
+        yield template.assign(run_key=f"{name}-{r:05d}@{created}", run_id=f"{name}-{r:05d}", run_utc=created,
                               commit=fake_commit(r), commit_depth=-1, throughput_median=med,
                               throughput_ci95_low=med * 0.99, throughput_ci95_high=med * 1.01,
                               samples=list(samples))

@@ -49,7 +49,8 @@ def _reference(history, found, current: pd.DataFrame) -> pd.DataFrame:
     """The history rows of each current cell's series from its stable start on, without the current runs."""
     start = dict(zip(found.series["series"], found.series["stable_from"]))
     ref = found.rows[found.rows["series"].isin(set(current["series"]))]
-    ref = ref[(ref["position"] >= ref["series"].map(start)) & ~ref["run_key"].isin(set(current["run_key"]))]
+    if len(ref):
+        ref = ref[(ref["position"] >= ref["series"].map(start).astype(int)) & ~ref["run_key"].isin(set(current["run_key"]))]
     if ref.empty:
         return ref.assign(samples=pd.Series(dtype=object))
     with_samples, _ = store.read(history, columns=["run_key", "cell_key", "samples"], series=set(ref["series"]))

@@ -1,5 +1,5 @@
 """A cell's environment fingerprint: the values the regression gate compares for it (harness/gate/comparable.py,
-harness/results/environment.fingerprint_keys: CPU model and count, device, GPU driver and topology, Python,
+harness/results/fingerprints.fingerprint_keys: CPU model and count, device, GPU driver and topology, Python,
 torch, CUDA, NCCL, the number of hosts, the cell's own backend library) and its host heap
 (harness/measure/host_heap.py). Never a host name: CI runners change names, `hosts` counts them.
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from harness.results.environment import fingerprint_keys, fingerprint_value
+from harness.results.fingerprints import fingerprint_keys, fingerprint_value
 from harness.results.summarize import row_host_heap
 
 ID_CHARS = 10

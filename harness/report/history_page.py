@@ -66,9 +66,23 @@ def cell_plot(rows: pd.DataFrame, changes: pd.DataFrame) -> bytes:
     return buf.getvalue()
 
 
+def _one_row_per_machine_change(changes: pd.DataFrame) -> pd.DataFrame:
+    """Environment changes of many cells at one run (a new runner) as one row naming how many cells."""
+    env = changes[changes["kind"] == "environment"]
+    if env.empty:
+        return changes
+    merged = env.groupby(["first_bad_run", "detail"], sort=False).agg(
+        first=("cell", "first"), cells=("cell", "size"), series=("series", "first")).reset_index()
+    rows = env.drop_duplicates(["first_bad_run", "detail"]).reset_index(drop=True)
+    rows["cell"] = [f"{m.cells} cells" if m.cells > 1 else m.first for m in merged.itertuples()]
+    rows["series"] = ["..." if m.cells > 1 else m.series for m in merged.itertuples()]
+    return pd.concat([changes[changes["kind"] != "environment"], rows], ignore_index=True)
+
+
 def _changes_table(changes: pd.DataFrame) -> str:
     if changes.empty:
         return "<p>No change points.</p>"
+    changes = _one_row_per_machine_change(changes)
     head = "".join(f"<th>{h}</th>" for h in ("state", "cell", "size (95% CI)", "last good", "first bad",
                                               "runs after", "bisect / what changed"))
     body = []

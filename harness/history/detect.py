@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as st
 
-from harness.history.null import CLIP, change_points, standardise
+from harness.history.null import CLIP, change_points, robust_z, standardise
 
 
 @dataclass(frozen=True)
@@ -104,9 +104,8 @@ def candidates(medians, k: float) -> list[int]:
     m = np.asarray(medians, dtype=float)
     if m.size < 4:
         return []
-    z = standardise(m)
-    bkps = change_points(z, k * math.log(m.size))
-    tail = z[-2:]
+    bkps = change_points(standardise(m), k * math.log(m.size))
+    tail = robust_z(m)[-2:]
     if (not bkps or bkps[-1] < m.size - 3) and (np.all(tail >= CLIP) or np.all(tail <= -CLIP)):
         bkps = [*bkps, m.size - 2]
     return bkps

@@ -23,11 +23,11 @@ import ruptures as rpt
 from harness.core.atomic import write_json_atomic
 
 BUCKETS = (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
-"""Series lengths the factor is simulated at; a series uses the first bucket at or above its length (the
-factor grows with n, so rounding up is the careful side), and the last beyond it."""
+"""Series lengths the factor is simulated at; a series uses the last bucket at or below its length (k falls
+as n grows: 6.8 at 16 runs, 3 at 128, so rounding down is the careful side), the first below it."""
 SERIES = 400
 """Simulated null series per bucket: 1% of 400 is 4 series, enough to place the 1% quantile to a few %."""
-VERSION = 2
+VERSION = 4
 """Of the search (standardise, change_points): part of every cache key, so a changed search is simulated and
 run again, never read from an older cache."""
 MIN_SEGMENT = 2
@@ -50,12 +50,16 @@ CLIP = 3.0
 beyond it still moves every later run by CLIP sigmas, which PELT finds at once."""
 
 
-def standardise(y: np.ndarray) -> np.ndarray:
-    """A series over its own noise ((relative medians - 1) / robust sigma), clipped at +-CLIP; a flat series
-    gets a floor of 1e-4 on its sigma."""
+def robust_z(y: np.ndarray) -> np.ndarray:
+    """A series over its own noise: (relative medians - 1) / robust sigma (a flat series: sigma floored at 1e-4)."""
     y = np.asarray(y, dtype=float)
     rel = y / np.median(y) - 1
-    return np.clip(rel / max(robust_sigma(rel), 1e-4), -CLIP, CLIP)
+    return rel / max(robust_sigma(rel), 1e-4)
+
+
+def standardise(y: np.ndarray) -> np.ndarray:
+    """robust_z clipped at +-CLIP."""
+    return np.clip(robust_z(y), -CLIP, CLIP)
 
 
 def change_points(z: np.ndarray, penalty: float) -> list[int]:
@@ -68,7 +72,7 @@ def change_points(z: np.ndarray, penalty: float) -> list[int]:
 
 
 def bucket(n: int) -> int:
-    return next((b for b in BUCKETS if b >= n), BUCKETS[-1])
+    return max((b for b in BUCKETS if b <= n), default=BUCKETS[0])
 
 
 def _any_change(series: list[np.ndarray], k: float) -> float:

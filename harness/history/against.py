@@ -33,7 +33,7 @@ def reference_rounds(rows: pd.DataFrame) -> list[tuple[pd.DataFrame, pd.DataFram
     """History rows (with samples) as the gate's rounds: one (summary, raw) per run, each cell's cell_id its
     series, its iterations' times back from the throughputs (global_batch / x)."""
     rounds = []
-    for _, run in rows.groupby("run_key", sort=True):
+    for _, run in rows.groupby("run_key", sort=True, observed=True):
         summary = pd.DataFrame([{**raw_key(r.cell_key), "cell_id": r.series, "status": "ok", "reason": "",
                                  "source": "measured", "sample_unit": r.sample_unit, "global_batch": r.global_batch,
                                  "host_heap": json.loads(r.fingerprint_fields or "{}").get("host_heap", "default")}

@@ -57,7 +57,7 @@ def machine_spread(spread: float | None, baseline: str | None, history) -> tuple
     if history:
         rows = scan(history).rows
         sds = [robust_sigma(g["throughput_median"] / g["throughput_median"].median())
-               for _, g in rows.groupby("series") if len(g) >= 4]
+               for _, g in rows.groupby("series", observed=True) if len(g) >= 4]
         if not sds:
             raise UserError(f"history {history} has no series of 4 or more runs: add runs first, or give --spread")
         return float(np.median(sds)), f"history {history}: median over {len(sds)} series of their robust noise"

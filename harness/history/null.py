@@ -92,10 +92,15 @@ def simulate(n: int, false_rate: float) -> float:
     return round(hi, 2)
 
 
+_KNOWN: dict[str, float] = {}
+
+
 def penalty_factor(n: int, false_rate: float = 0.01, cache_dir: str | Path | None = None) -> float:
-    """k for a series of n runs (see the module docstring), from the cache file when it has it."""
+    """k for a series of n runs (see the module docstring), from memory or the cache file when they have it."""
     b = bucket(n)
     key = f"{b}:{false_rate}:v{VERSION}"
+    if key in _KNOWN:
+        return _KNOWN[key]
     cache = Path(cache_dir) / "null-penalties.json" if cache_dir else None
     stored = {}
     if cache and cache.exists():
@@ -107,4 +112,5 @@ def penalty_factor(n: int, false_rate: float = 0.01, cache_dir: str | Path | Non
         stored[key] = simulate(b, false_rate)
         if cache:
             write_json_atomic(cache, stored, indent=1)
-    return float(stored[key])
+    _KNOWN[key] = float(stored[key])
+    return _KNOWN[key]

@@ -48,10 +48,10 @@ class Scan:
 
 def ordered(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows in series order (module docstring), with `position` within each series."""
-    placed = rows.groupby("series")["commit_depth"].transform("min") >= 0
+    placed = rows.groupby("series", observed=True)["commit_depth"].transform("min") >= 0
     rows = rows.assign(_order=np.where(placed, rows["commit_depth"], -1))
     rows = rows.sort_values(["series", "_order", "run_utc"], kind="stable").drop(columns="_order")
-    return rows.assign(position=rows.groupby("series").cumcount()).reset_index(drop=True)
+    return rows.assign(position=rows.groupby("series", observed=True).cumcount()).reset_index(drop=True)
 
 
 def _signature(g: pd.DataFrame, cfg: DetectorConfig) -> str:
@@ -66,7 +66,7 @@ def _search(history: Path, ok: pd.DataFrame, cfg: DetectorConfig) -> dict[str, l
     except ValueError:
         cached = {}
     found, need_samples, fresh = {}, {}, {}
-    for sid, g in ok.groupby("series", sort=False):
+    for sid, g in ok.groupby("series", sort=False, observed=True):
         sig = _signature(g, cfg)
         if sid in cached and cached[sid]["sig"] == sig:
             found[sid] = [Change(**c) for c in cached[sid]["changes"]]
@@ -105,19 +105,21 @@ def _change_row(g: pd.DataFrame, c: Change, notes) -> dict:
 
 
 def environment_changes(rows: pd.DataFrame) -> list[dict]:
-    """One row per cell whose fingerprint changed between two of its runs (in time order)."""
+    """One row per cell whose fingerprint changed between two of its runs (in time order); vectorised, for a
+    history of a million rows."""
+    order = rows[["cell_key", "run_utc"]].sort_values(["cell_key", "run_utc"], kind="stable").index.to_numpy()
+    key = pd.factorize(rows["cell_key"])[0][order]  # codes: a million strings compared as integers
+    fid = pd.factorize(rows["fingerprint"])[0][order]
+    changed = np.flatnonzero((key[1:] == key[:-1]) & (fid[1:] != fid[:-1])) + 1
     out = []
-    for _, g in rows.sort_values("run_utc", kind="stable").groupby("cell_key", sort=False):
-        prev = g.iloc[0]
-        for _, r in g.iloc[1:].iterrows():
-            if r["fingerprint"] != prev["fingerprint"]:
-                out.append({"state": "environment", "kind": "environment", "confirmed": True, "cell": r["cell"],
-                            "workload": r["workload"], "scheme": r["scheme"], "series": r["series"],
-                            "fingerprint": r["fingerprint"], "last_good": prev["commit"], "first_bad": r["commit"],
-                            "first_bad_run": r["run_key"], "first_bad_utc": r["run_utc"], "bisect": "",
-                            "detail": "new series: " + differences(prev["fingerprint_fields"],
-                                                                   r["fingerprint_fields"]), "reason": ""})
-            prev = r
+    for i in changed:
+        r, p = rows.loc[order[i]], rows.loc[order[i - 1]]
+        out.append({"state": "environment", "kind": "environment", "confirmed": True, "cell": r["cell"],
+                    "workload": r["workload"], "scheme": r["scheme"], "series": r["series"],
+                    "fingerprint": r["fingerprint"], "last_good": p["commit"], "first_bad": r["commit"],
+                    "first_bad_run": r["run_key"], "first_bad_utc": r["run_utc"], "bisect": "",
+                    "detail": "new series: " + differences(p["fingerprint_fields"], r["fingerprint_fields"]),
+                    "reason": ""})
     return out
 
 
@@ -129,7 +131,7 @@ def scan(history: str | Path, cfg: DetectorConfig = DetectorConfig()) -> Scan:
     ok = ordered(rows[(rows["status"] == "ok") & (rows["throughput_median"] > 0)])
     found = _search(history, ok, cfg)
     change_rows, series_rows = environment_changes(rows), []
-    for sid, g in ok.groupby("series", sort=False):
+    for sid, g in ok.groupby("series", sort=False, observed=True):
         changes = found.get(sid, [])
         made = [_change_row(g, c, notes) for c in changes]
         change_rows += made

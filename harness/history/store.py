@@ -19,6 +19,8 @@ import uuid
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness.core.atomic import write_parquet_atomic
@@ -67,7 +69,14 @@ def files(history: str | Path) -> list[Path]:
     return sorted(p for p in runs_dir(history).glob("*.parquet") if not p.name.startswith("."))
 
 
-def _read_one(path: Path, columns: list[str] | None, series=None) -> tuple[pd.DataFrame | None, str]:
+REPEATED = ("series", "cell_key", "cell", "workload", "scheme", "backend", "sample_unit", "fingerprint",
+            "fingerprint_fields", "run_key", "run_id", "commit", "commit_reason", "status", "reason", "load")
+"""Columns whose values repeat over thousands of rows (a cell's key in every run, a run's key in every cell):
+read as dictionaries (as Parquet stores them) and so as categoricals, a million rows in tens of MB instead of
+a GB. Times (`run_utc`) stay strings: they are sorted."""
+
+
+def _read_one(path: Path, columns: list[str], series=None) -> tuple[pa.Table | None, str]:
     try:
         schema = pq.read_schema(path)
     except Exception as e:  # a torn or foreign file: pyarrow raises several kinds
@@ -76,15 +85,15 @@ def _read_one(path: Path, columns: list[str] | None, series=None) -> tuple[pd.Da
     if missing:
         return None, f"{path} is not a history file (no {', '.join(missing)} column)"
     try:
-        wanted = [c for c in (columns or COLUMNS) if c in schema.names]
         where = [("series", "in", sorted(series))] if series is not None else None
-        df = pq.read_table(path, columns=wanted, filters=where).to_pandas()
+        wanted = [c for c in columns if c in schema.names]
+        table = pq.read_table(path, columns=wanted, filters=where, read_dictionary=[c for c in REPEATED if c in wanted])
     except Exception as e:
         return None, f"{path} is torn ({str(e).splitlines()[0][:120]})"
-    if len(df) and int(df["schema_version"].max()) > SCHEMA_VERSION:
-        return None, (f"{path} was written by a newer ddlbench (history schema {int(df['schema_version'].max())} "
-                      f"> {SCHEMA_VERSION}): upgrade ddlbench")
-    return df, ""
+    newest = pc.max(table["schema_version"]).as_py() if table.num_rows else None
+    if newest is not None and newest > SCHEMA_VERSION:
+        return None, f"{path} was written by a newer ddlbench (history schema {newest} > {SCHEMA_VERSION}): upgrade ddlbench"
+    return table, ""
 
 
 def read(history: str | Path, columns: list[str] | None = None, series=None) -> tuple[pd.DataFrame, list[str]]:
@@ -92,16 +101,16 @@ def read(history: str | Path, columns: list[str] | None = None, series=None) -> 
     `series` when given) and one line per file skipped, saying what is wrong and how to fix it."""
     path = check_history(history)
     columns = list(dict.fromkeys([*REQUIRED, *(columns or COLUMNS)]))
-    frames, problems = [], []
+    tables, problems = [], []
     for f in files(path):
-        df, problem = _read_one(f, columns, series)
+        table, problem = _read_one(f, columns, series)
         if problem:
             problems.append(f"skipped {problem}; move it out of {runs_dir(path)} or restore it from a copy")
-        elif len(df):
-            frames.append(df)
-    if not frames:
+        elif table.num_rows:
+            tables.append(table)
+    if not tables:
         return as_rows(pd.DataFrame()).loc[:, [c for c in COLUMNS if c in columns]], problems
-    rows = pd.concat(frames, ignore_index=True)
+    rows = pa.concat_tables(tables, promote_options="default").to_pandas()  # dictionaries unified: categoricals
     rows = rows.drop_duplicates(["run_key", "cell_key"], keep="first").reset_index(drop=True)
     return rows, problems
 

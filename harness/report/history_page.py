@@ -36,7 +36,7 @@ def cell_plot(rows: pd.DataFrame, changes: pd.DataFrame) -> bytes:
     rows = rows.reset_index(drop=True)
     fig, ax = plt.subplots(figsize=(4.2, 2.4), dpi=80, layout="constrained")
     colors = scheme_colors(list(dict.fromkeys(rows["fingerprint"])))
-    for fid, g in rows.groupby("fingerprint", sort=False):
+    for fid, g in rows.groupby("fingerprint", sort=False, observed=True):
         ax.fill_between(g.index, g["throughput_ci95_low"], g["throughput_ci95_high"], color=colors[fid], alpha=0.25,
                         linewidth=0)
         ax.plot(g.index, g["throughput_median"], ".-", color=colors[fid], markersize=3, linewidth=0.8,
@@ -109,9 +109,9 @@ def history_html(found: Scan, title: str) -> str:
              *(f"<p class='problem'>skipped: {html.escape(p)}</p>" for p in found.problems),
              "<h2>Changes</h2>", _changes_table(ch)]
     rows = found.rows.sort_values(["run_utc", "position"], kind="stable")
-    for workload, w in rows.groupby("workload", sort=True):
+    for workload, w in rows.groupby("workload", sort=True, observed=True):
         parts.append(f"<h2>{html.escape(workload)}</h2><div class='grid'>")
-        for key, cell in w.groupby("cell_key", sort=True):
+        for key, cell in w.groupby("cell_key", sort=True, observed=True):
             png = base64.b64encode(cell_plot(cell, ch[ch["series"].isin(set(cell["series"]))])).decode("ascii")
             label = cell["cell"].iloc[-1]
             parts.append(f"<figure class='cell-plot' data-cell='{html.escape(key, quote=True)}'>"

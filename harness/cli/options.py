@@ -146,7 +146,10 @@ def nodes_option(f):
                         help="Seconds node 0 waits for every node to join (multi-node job).")(f)
 
 
-def history_option(required: bool = False, more: str = "; the run is appended to it after it ends (ddlbench history add)"):
+APPENDED = "; the run is appended to it after it ends (ddlbench history add)"
+
+
+def history_option(required: bool = False, more: str = APPENDED):
     """`--history DIR`, a history folder (harness/history/store.py); on `run`, `sweep` and `slurm collect`
     the run is appended to it after it ends (`append_history`); `more` ends its help."""
     return click.option("--history", type=click.Path(path_type=Path), required=required,

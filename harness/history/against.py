@@ -50,7 +50,8 @@ def _reference(history, found, current: pd.DataFrame) -> pd.DataFrame:
     start = dict(zip(found.series["series"], found.series["stable_from"]))
     ref = found.rows[found.rows["series"].isin(set(current["series"]))]
     if len(ref):
-        ref = ref[(ref["position"] >= ref["series"].map(start).astype(int)) & ~ref["run_key"].isin(set(current["run_key"]))]
+        stable = ref["position"] >= ref["series"].map(start).astype(int)
+        ref = ref[stable & ~ref["run_key"].isin(set(current["run_key"]))]
     if ref.empty:
         return ref.assign(samples=pd.Series(dtype=object))
     with_samples, _ = store.read(history, columns=["run_key", "cell_key", "samples"], series=set(ref["series"]))

@@ -135,7 +135,8 @@ def write_calibration(result: dict, out: str | Path, source: str) -> str:
     pct = (lambda v: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1%}")
     for r in rows.to_dict("records"):
         lines.append(f"| {r['noise']} | {pct(r['step']) if r['step'] else 'none'} | {pct(r['series_with_a_change'])} "
-                     f"| {pct(r['series_with_a_confirmed_change'])} | {pct(r.get('found'))} | {pct(r.get('confirmed'))} "
+                     f"| {pct(r['series_with_a_confirmed_change'])} | {pct(r.get('found'))} "
+                     f"| {pct(r.get('confirmed'))} "
                      f"| {pct(r.get('oracle_bound'))} |")
     md = "\n".join(lines) + "\n"
     write_text_atomic(out / "calibrate.md", md)

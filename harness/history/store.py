@@ -92,7 +92,8 @@ def _read_one(path: Path, columns: list[str], series=None) -> tuple[pa.Table | N
         return None, f"{path} is torn ({str(e).splitlines()[0][:120]})"
     newest = pc.max(table["schema_version"]).as_py() if table.num_rows else None
     if newest is not None and newest > SCHEMA_VERSION:
-        return None, f"{path} was written by a newer ddlbench (history schema {newest} > {SCHEMA_VERSION}): upgrade ddlbench"
+        return None, (f"{path} was written by a newer ddlbench (history schema {newest} > {SCHEMA_VERSION}): "
+                      f"upgrade ddlbench")
     return table, ""
 
 

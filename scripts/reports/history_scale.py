@@ -76,12 +76,14 @@ def main() -> int:
     result = {"cells": args.cells, "runs": args.runs, "rows": args.cells * args.runs, "build_s": round(built_s, 1),
               "store_mb": round(sum(f.stat().st_size for f in store.files(history)) / 2**20, 1),
               "cold": cold, "incremental": {**incremental, "new_cells": args.new_cells},
-              "goal": "under 60 s and 2 GB", "cpus": subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()}
+              "goal": "under 60 s and 2 GB",
+              "cpus": subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()}
     if not args.keep:
         shutil.rmtree(history)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "scale.json").write_text(json.dumps(result, indent=1) + "\n")
-    md = (f"## History scale: {args.cells} cells x {args.runs} runs ({result['rows']} rows, {result['store_mb']} MB)\n\n"
+    md = (f"## History scale: {args.cells} cells x {args.runs} runs ({result['rows']} rows, "
+          f"{result['store_mb']} MB)\n\n"
           f"| search | wall s | peak RSS MB |\n|---|---:|---:|\n"
           f"| cold (no cache, null penalty simulated) | {cold['seconds']} | {cold['peak_rss_mb']} |\n"
           f"| incremental ({args.new_cells} cells with a new run) | {incremental['seconds']} | "

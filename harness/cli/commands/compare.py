@@ -6,7 +6,9 @@
     ddlbench compare --history history/ results/<run-id>      # each cell against its latest stable segment
 
 With --history DIR there is no BASELINE: every argument is a current run, judged against its cells' series
-in the history folder (harness/history/against.py). Prints a Markdown table (also appended to $GITHUB_STEP_SUMMARY when set). Exit status 1 when any cell
+in the history folder (harness/history/against.py).
+
+Prints a Markdown table (also appended to $GITHUB_STEP_SUMMARY when set). Exit status 1 when any cell
 is worse or failed, 0 otherwise, 2 on a usage error (including unlike environments).
 """
 

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from harness.cli.main import cli
 from harness.history import store, synthetic
 from harness.history.rows import run_rows
+from harness.history import scan as scan_module
 from harness.history.scan import scan
 
 CELLS = ["resnet50-tiny:ddp", "bert-base-tiny:bsp-a2a"]
@@ -114,3 +115,18 @@ def test_malformed_annotations_are_one_line_errors(tmp_path, repo, text, words):
     (history / "annotations.yaml").write_text(text)
     res = CliRunner().invoke(cli, ["history", "changes", "--history", str(history)])
     assert res.exit_code == 2 and words in res.output and len(res.output.strip().splitlines()) == 1, res.output
+
+
+def test_only_series_with_new_runs_are_searched_again(tmp_path, repo, monkeypatch):
+    root, shas = repo
+    history = _history(tmp_path, repo, 12)
+    scan(history)
+    searched = []
+    real = scan_module.candidates
+    monkeypatch.setattr(scan_module, "candidates", lambda m, k: searched.append(len(m)) or real(m, k))
+    scan(history)
+    assert searched == []  # nothing new: every series' result from .cache/series.json
+    (new,) = synthetic.series_runs(1, CELLS[:1], spread=0.01, commits=shas, seed=9, first=12)
+    store.append(run_rows(new, repo=root), history)
+    scan(history)
+    assert searched == [13]  # the one series with a new run, and only it

@@ -11,6 +11,8 @@
    U, two-sided, p < `p_value`; the runs' medians when samples are missing) **and** its size (the ratio of
    the two sides' median run medians, minus 1) is at least `min_size`: a change too small to act on is
    not reported however significant. Rejected candidates are merged away and the rest judged again.
+   Each kept change is then placed at the least-squares split of its neighbouring segments within two runs,
+   on the unclipped medians (`_refine`), and judged again.
 3. A kept change is *confirmed* once at least `confirm_runs` runs after its first run agree with the new
    level (each nearer the new level than the old). A change whose new level already ended (a later change
    came before it was confirmed) was a transient and is dropped; only the newest may wait for confirmation.
@@ -95,6 +97,18 @@ def _judge(m: np.ndarray, samples, bounds: list[int], i: int, cfg: DetectorConfi
     return Change(b, size, low, high, p, agree, agree >= cfg.confirm_runs)
 
 
+def _refine(m: np.ndarray, bkps: list[int], reach: int = 2) -> list[int]:
+    """Each change moved, within `reach` runs, to the least-squares split of its two neighbouring segments on
+    the unclipped medians: the clip that guards the search from outliers also blunts a step's first runs."""
+    out, bounds = [], [0, *bkps, m.size]
+    for i in range(1, len(bounds) - 1):
+        a, c = (out[-1] if out else 0), bounds[i + 1]
+        ts = [t for t in range(bounds[i] - reach, bounds[i] + reach + 1) if a + 2 <= t <= c - 2]
+        cost = [np.var(m[a:t]) * (t - a) + np.var(m[t:c]) * (c - t) for t in ts]
+        out.append(ts[int(np.argmin(cost))] if ts else bounds[i])
+    return out
+
+
 def candidates(medians, k: float) -> list[int]:
     """PELT's change points over the standardised series (null.py), and the newest two runs when both lie
     beyond the clip on one side (null.CLIP: 3 robust sigmas) and PELT has not placed a change among the last
@@ -118,12 +132,16 @@ def find_changes(medians, samples, k: float, cfg: DetectorConfig = DetectorConfi
     if m.size < cfg.min_runs or not np.all(np.isfinite(m) & (m > 0)):
         return []
     bkps = candidates(m, k)
-    while True:
+    for _ in range(20):  # judge, merge the rejected away, place the rest; a fixed point within a few rounds
         bounds = [0, *bkps, m.size]
         judged = [_judge(m, samples, bounds, i, cfg) for i in range(1, len(bounds) - 1)]
         kept = [j.at for j in judged if j is not None]
         if kept == bkps:
-            break
+            placed = _refine(m, bkps)
+            if placed == bkps:
+                break
+            bkps = placed
+            continue
         bkps = kept
     last = len(judged) - 1
     return [j for n, j in enumerate(judged) if j is not None and (j.confirmed or n == last)]

@@ -17,6 +17,13 @@ t0=$(date +%s)
 "$PY" -m pip install -q torch==2.13.0
 "$PY" -m pip install -q -e '.[dev]'
 bash scripts/install_frameworks.sh horovod deepspeed
+# Debian's Chromium for the history page's browser test (tests/integration/browser/); Playwright drives it, and
+# never downloads a browser of its own (`playwright install` is not run). Without it that test says NOT RUN, and
+# fails under CI=true.
+if ! command -v chromium >/dev/null 2>&1; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+        || echo "[test.sh] could not install chromium: the browser test will not run"
+fi
 echo "[test.sh] set-up took $(( $(date +%s) - t0 )) s"
 
 # The house rules of docs/ARCHITECTURE.md ("Rules"): the project's own checker (cycles, loads by name, imports at

@@ -12,7 +12,7 @@ from harness.core.errors import UserError
 # Subcommand modules in harness.cli.commands; each exposes `command` (a click command or group).
 COMMANDS = [
     "list", "run", "sweep", "show", "commbench", "testbed", "profile", "predict",
-    "report", "compare", "baseline", "slurm", "doctor", "advise",
+    "report", "compare", "baseline", "history", "slurm", "doctor", "advise",
 ]
 
 

@@ -144,3 +144,24 @@ def nodes_option(f):
         f = click.option(name, type=kind, help=text)(f)
     return click.option("--join-timeout", "join_timeout_s", default=300.0, show_default=True, type=float,
                         help="Seconds node 0 waits for every node to join (multi-node job).")(f)
+
+
+APPENDED = "; the run is appended to it after it ends (ddlbench history add)"
+
+
+def history_option(required: bool = False, more: str = APPENDED):
+    """`--history DIR`, a history folder (harness/history/store.py); on `run`, `sweep` and `slurm collect`
+    the run is appended to it after it ends (`append_history`); `more` ends its help."""
+    return click.option("--history", type=click.Path(path_type=Path), required=required,
+                        help=f"History folder (one row per cell and run, across commits){more}.")
+
+
+def append_history(history: Path | None, run_dir: Path) -> None:
+    """Append a finished run to --history (nothing without it), one line per run added."""
+    if history is None:
+        return
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.history.record import add_runs
+
+    for line in add_runs(history, [run_dir]):
+        click.echo(line)

@@ -12,12 +12,12 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.core.errors import UserError
-from harness.results.environment import COMMON_KEYS, fingerprint_keys, fingerprint_value
+from harness.results.fingerprints import COMMON_KEYS, fingerprint_keys, fingerprint_value
 
 
 def environment_differences(base: pd.DataFrame, current: pd.DataFrame, backends=()) -> list[str]:
     """`name: old -> new` for every key that can change the numbers of a cell of these backends
-    (harness/results/environment.fingerprint_keys; docs/ARCHITECTURE.md, "Regression gate"); an absent
+    (harness/results/fingerprints.fingerprint_keys; docs/ARCHITECTURE.md, "Regression gate"); an absent
     value is named `missing`. Several rows per side (merged runs) compare as their sets of values."""
     keys = list(COMMON_KEYS)
     for b in sorted(backends):

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 
 from harness.report.data import measured, schemes
-from harness.results.environment import library_columns
+from harness.results.fingerprints import library_columns
 from harness.results.machine_load import verdict
 from harness.results.summarize import row_host_bound
 

@@ -5,8 +5,8 @@ gate"): COMMON_KEYS (CPU model and count, device kind/name/count, GPU driver and
 version, torch, CUDA, NCCL, the number of hosts) and the version of the cell's own backend library: the
 column named after the backend (each backend names its library, BackendEntry.library; the row's
 `libraries` lists the columns; torch's is common). `fingerprint_keys(backend)` is that set; the gate
-compares those values, not a hash. The `fingerprint` column hashes every key (a run's
-short label). Host names and dates are recorded but not compared (CI runners change names).
+compares those values, not a hash. The `fingerprint` column hashes every key (a run's short label). The
+keys and their compared form live in harness/results/fingerprints.py, which needs no torch. Host names and dates are recorded but not compared (CI runners change names).
 
 The machine's load at the start and end of a run, and in its busiest window (harness/results/machine_load.py),
 is recorded here too.
@@ -15,8 +15,6 @@ is recorded here too.
 from __future__ import annotations
 
 import datetime
-import hashlib
-import json
 import os
 import platform
 import socket
@@ -32,13 +30,8 @@ from harness.core.atomic import write_parquet_atomic
 from harness.results import gpu_env, machine_load
 from harness.results.files import read_table
 from harness.core.schema import SCHEMA_VERSION
-
-COMMON_KEYS = ("python", "torch", "cuda", "nccl", "device", "device_name", "device_count", "cpu_model",
-               "cpu_count", "hosts", "gpu_driver", "gpu_topology")
-"""Compared for every cell. gpu_driver/gpu_topology are absent on CPU (absent on both sides = equal)."""
-LEGACY_LIBRARIES = ("horovod", "deepspeed", "byteps")
-"""The library columns of runs recorded before the row listed its `libraries`."""
-
+from harness.results.fingerprints import (COMMON_KEYS, LEGACY_LIBRARIES, fingerprint, fingerprint_keys,  # noqa: F401
+                                          fingerprint_value, library_columns)
 
 def _version(dist: str) -> str:
     try:
@@ -115,36 +108,6 @@ def collect(run_id: str, device: str = "cpu", hosts: list[str] | None = None, ex
     if sample_load:
         row.update(machine_load.sample("start"))
     return row
-
-
-def fingerprint_keys(backend: str | None = None) -> tuple[str, ...]:
-    """What can change the numbers of a cell of `backend`: COMMON_KEYS plus its own library's column (named
-    after it; absent on both sides when the backend records none, which compares equal)."""
-    return COMMON_KEYS + ((backend,) if backend and backend not in COMMON_KEYS else ())
-
-
-def library_columns(row) -> tuple[str, ...]:
-    """The row's backend library columns (`libraries`; the legacy set for runs from before it)."""
-    listed = row.get("libraries") if hasattr(row, "get") else None
-    if isinstance(listed, str):
-        return tuple(c for c in listed.split(",") if c)
-    return LEGACY_LIBRARIES
-
-
-def fingerprint_value(row, key: str) -> str:
-    """The compared form of one key: "" when absent or empty; hosts as a count (names change)."""
-    v = row.get(key) if hasattr(row, "get") else None
-    if v is None or (isinstance(v, float) and v != v):
-        return ""
-    if key == "hosts":
-        return str(len(str(v).split(","))) if str(v) else "1"
-    return str(v)
-
-
-def fingerprint(row: dict) -> str:
-    key = {k: fingerprint_value(row, k) for k in COMMON_KEYS + library_columns(row)}
-    key["hosts"] = key["hosts"] or "1"
-    return hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def record_load(run_dir: Path, columns: dict, merge: bool = False) -> None:

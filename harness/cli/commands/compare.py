@@ -3,6 +3,10 @@
     ddlbench compare cpu-tiny results/<run-id>              # a stored baseline (1 or more runs) vs a run
     ddlbench compare cpu-tiny results/today-1 results/today-2   # several runs of the sweep: rounds
     ddlbench compare results/<old> results/<new> --factor 1.05
+    ddlbench compare --history history/ results/<run-id>      # each cell against its latest stable segment
+
+With --history DIR there is no BASELINE: every argument is a current run, judged against its cells' series
+in the history folder (harness/history/against.py).
 
 Prints a Markdown table (also appended to $GITHUB_STEP_SUMMARY when set). Exit status 1 when any cell
 is worse or failed, 0 otherwise, 2 on a usage error (including unlike environments).
@@ -14,6 +18,7 @@ import os
 
 import click
 
+from harness.cli.options import history_option
 from harness.core.errors import UserError
 
 
@@ -44,9 +49,19 @@ def run_compare(baseline: str, current, cfg, allow_env_mismatch: bool = False,
     return md, gate_exit_code(table)
 
 
+def run_compare_history(history, currents, cfg, fail_on: str, baselines_dir: str | None = None) -> tuple[str, int]:
+    """The current runs against the history folder's series (harness/history/against.py)."""
+
+    # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.gate.baselines import load_rounds, resolve
+    from harness.history.against import compare_history
+
+    runs = [t for c in currents for t in load_rounds(resolve(c, baselines_dir))]
+    return compare_history(history, runs, cfg, fail_on)
+
+
 @click.command("compare")
-@click.argument("baseline")
-@click.argument("current", nargs=-1, required=True)
+@click.argument("runs", nargs=-1, required=True, metavar="[BASELINE] CURRENT...")
 @click.option("--factor", type=click.FloatRange(min=1.0, min_open=True), default=1.10, show_default=True,
               help="A change counts only beyond this ratio of median throughputs.")
 @click.option("--alpha", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.05,
@@ -59,9 +74,13 @@ def run_compare(baseline: str, current, cfg, allow_env_mismatch: bool = False,
               "cells' backend libraries).")
 @click.option("--baselines-dir", type=click.Path(file_okay=False), default=None,
               help="Where stored baselines live (default $DDLBENCH_BASELINES or results/baselines).")
+@history_option(more=": judge the current runs against their cells' series there, with no BASELINE")
+@click.option("--fail-on", type=click.Choice(["worse", "confirmed"]), default="worse", show_default=True,
+              help="With --history: also fail (exit 1) on an open confirmed change in a compared cell's series.")
 @click.pass_context
-def command(ctx, baseline, current, factor, alpha, min_samples, allow_env_mismatch, baselines_dir):
-    """Compare CURRENT against BASELINE (each a run directory or a stored baseline name).
+def command(ctx, runs, factor, alpha, min_samples, allow_env_mismatch, baselines_dir, history, fail_on):
+    """Compare CURRENT against BASELINE (each a run directory or a stored baseline name), or with --history
+    DIR every CURRENT against its cells' latest stable segment in that history folder.
 
     Give several CURRENT runs of the sweep (and a baseline saved from several) and the gate judges each
     cell against its run-to-run spread. Exit status 1 if any cell is worse or failed, else 0."""
@@ -70,7 +89,15 @@ def command(ctx, baseline, current, factor, alpha, min_samples, allow_env_mismat
     from harness.gate.compare import GateConfig
 
     cfg = GateConfig(factor=factor, alpha=alpha, min_samples=min_samples)
-    md, code = run_compare(baseline, current, cfg, allow_env_mismatch, baselines_dir)
+    if history is not None:
+        md, code = run_compare_history(history, runs, cfg, fail_on, baselines_dir)
+    elif len(runs) < 2:
+        raise UserError("compare needs a BASELINE and at least one CURRENT run (or --history DIR and the current "
+                        "runs): e.g. `ddlbench compare cpu-tiny results/<run-id>`")
+    elif fail_on != "worse":
+        raise UserError("--fail-on confirmed needs --history DIR: confirmed changes are found in a history folder")
+    else:
+        md, code = run_compare(runs[0], runs[1:], cfg, allow_env_mismatch, baselines_dir)
     click.echo(md)
     summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_file:

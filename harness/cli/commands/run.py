@@ -8,7 +8,8 @@ import os
 
 import click
 
-from harness.cli.options import TRACE_META, cell_options, parse_knobs, run_options, trace_option
+from harness.cli.options import (TRACE_META, append_history, cell_options, history_option, parse_knobs, run_options,
+                                 trace_option)
 from harness.cli.runs_cells import FINISH, RunsCells
 from harness.contracts.cell import CellSpec
 
@@ -23,8 +24,9 @@ from harness.contracts.cell import CellSpec
 @click.option("--baseline/--no-baseline", default=False,
               help="Also measure the 1-worker local baseline (speed-up, efficiency).")
 @run_options
+@history_option()
 @click.pass_context
-def command(ctx, knobs, launcher, baseline, options, strict_network, **settings):
+def command(ctx, knobs, launcher, baseline, options, strict_network, history, **settings):
     """Run one benchmark cell and print its summary.
 
     Exit status 0 when every cell is ok, 1 when a cell failed, 2 on bad input, 128+N when signal N
@@ -38,4 +40,6 @@ def command(ctx, knobs, launcher, baseline, options, strict_network, **settings)
         run_as_rank(cell, options.output)
         return
     run_dir = run_cell(cell, dataclasses.replace(options, launcher=launcher), baseline)
-    ctx.exit(finish_run(run_dir, strict_network=strict_network))
+    code = finish_run(run_dir, strict_network=strict_network)
+    append_history(history, run_dir)
+    ctx.exit(code)

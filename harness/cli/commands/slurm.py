@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.options import output_option
+from harness.cli.options import append_history, history_option, output_option
 
 
 # -------------------------------------------------------------------------------------------- CLI
@@ -69,7 +69,8 @@ def status_command(targets):
 @click.argument("runs", nargs=-1, required=True)
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Merged run directory to write.")
-def collect_command(runs, output):
+@history_option()
+def collect_command(runs, output, history):
     """Merge the cells of several run directories (e.g. one per job) into one run directory."""
     # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
     from harness.jobs.slurm import collect
@@ -79,3 +80,4 @@ def collect_command(runs, output):
     merged = collect(runs, output)
     print_summary(load_run(merged).summary, title=str(merged))
     click.echo(f"results: {merged}")
+    append_history(history, merged)

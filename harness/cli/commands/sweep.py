@@ -11,7 +11,8 @@ from pathlib import Path
 
 import click
 
-from harness.cli.options import TRACE_META, nodes_option, run_options, servers_option, trace_option
+from harness.cli.options import (TRACE_META, append_history, history_option, nodes_option, run_options, servers_option,
+                                 trace_option)
 from harness.cli.runs_cells import FINISH, RunsCells
 from harness.contracts.launcher import Follows
 from harness.core.errors import signals_raise
@@ -39,9 +40,10 @@ from harness.launchers.choose import ORDER
 @servers_option("; replaces the sweep file's `servers:`")
 @click.option("--dtype", help="Compute dtype of every cell, fp32 or bf16; replaces the sweep file's `dtype:`.")
 @nodes_option
+@history_option()
 @click.pass_context
 def command(ctx, sweep_file, options, strict_network, retry_failed, allow_failed_cells, no_progress, launcher,
-            server_hosts, servers, dtype, join_timeout_s, **node_flags):
+            server_hosts, servers, dtype, join_timeout_s, history, **node_flags):
     """Run every cell of SWEEP_FILE and print the summary.
 
     Exit status 0 when every cell is ok, 1 when a cell failed (0 with --allow-failed-cells), 2 on bad
@@ -64,4 +66,5 @@ def command(ctx, sweep_file, options, strict_network, retry_failed, allow_failed
             ctx.exit(node.serve(options.output, options.cold))
     run_dir = run_sweep(cfg, options, Path(sweep_file).read_text(), chosen)
     code = finish_run(run_dir, strict_network=strict_network)
+    append_history(history, run_dir)
     ctx.exit(0 if code == 1 and allow_failed_cells else code)

@@ -107,8 +107,12 @@ def test_missing_sweep_file_and_run(tmp_path):
 def test_run_two_workers_through_cli(tmp_path):
     out = tmp_path / "run"
     res = invoke("run", "--workload", "resnet50-tiny", "--scheme", "wfbp-a2a", "--workers", "2",
-                 "--warmup", "1", "--iters", "4", "--device", "cpu", "--baseline", "--output", str(out))
+                 "--warmup", "1", "--iters", "4", "--device", "cpu", "--baseline", "--output", str(out),
+                 "--history", str(tmp_path / "history"))
     assert res.exit_code == 0, res.output
+    assert "added 2 cells to" in res.output  # --history: the run appended after it ended (harness/history/)
+    history = pd.concat(pd.read_parquet(f) for f in (tmp_path / "history" / "runs").glob("*.parquet"))
+    assert sorted(history["scheme"]) == ["local", "wfbp-a2a"] and (history["samples"].map(len) == 4).all()
     s = pd.read_parquet(out / "summary.parquet")
     assert set(s["scheme"]) == {"local", "wfbp-a2a"} and (s["status"] == "ok").all()
     row = s[s["scheme"] == "wfbp-a2a"].iloc[0]

@@ -1,0 +1,80 @@
+"""The history store (harness/history/store.py): two writers at once lose nothing, a torn or foreign file is
+named and skipped while the rest stays readable, a run added twice is kept once, and a run whose commit cannot
+be placed still lands with the reason.
+
+    pytest -q tests/unit/history/test_store.py        # a few seconds
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+from click.testing import CliRunner
+from helpers import ROOT
+
+from harness.cli.main import cli
+from harness.history import store, synthetic
+from harness.history.rows import run_rows
+
+CELLS = ["resnet50-tiny:ddp", "bert-base-tiny:bsp-a2a", "resnet50-tiny:wfbp-a2a"]
+
+WRITER = """
+import sys
+from harness.history import store, synthetic
+from harness.history.rows import run_rows
+template = run_rows(synthetic.run_tables("t", {c: [0.1] * 5 for c in sys.argv[2].split(",")}))
+for rows in synthetic.scaled_batches(template, runs=int(sys.argv[3]), iters=5, name=sys.argv[4]):
+    store.append(rows, sys.argv[1])
+"""
+
+
+def test_two_writers_appending_at_once_lose_nothing_and_duplicate_nothing(tmp_path):
+    history, runs = tmp_path / "history", 40
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(history), ",".join(CELLS), str(runs), name],
+                              cwd=ROOT, stderr=subprocess.PIPE, text=True) for name in ("job-a", "job-b")]
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    rows, problems = store.read(history)
+    assert problems == []
+    assert len(store.files(history)) == 2 * runs
+    assert len(rows) == 2 * runs * len(CELLS)
+    assert not rows.duplicated(["run_key", "cell_key"]).any()
+    assert set(rows["run_id"].str[:5]) == {"job-a", "job-b"}
+
+
+def test_a_torn_and_a_foreign_file_are_named_and_skipped_and_the_rest_read(tmp_path):
+    history = tmp_path / "history"
+    for t in synthetic.series_runs(3, CELLS):
+        store.append(run_rows(t), history)
+    good = store.files(history)
+    torn = store.runs_dir(history) / "torn.parquet"
+    torn.write_bytes(good[0].read_bytes()[: good[0].stat().st_size // 2])
+    foreign = store.runs_dir(history) / "foreign.parquet"
+    pd.DataFrame({"x": [1, 2]}).to_parquet(foreign)
+    rows, problems = store.read(history)
+    assert len(rows) == 3 * len(CELLS)
+    assert len(problems) == 2 and all(len(p.splitlines()) == 1 for p in problems)
+    assert any(str(torn) in p for p in problems) and any(str(foreign) in p and "not a history file" in p
+                                                           for p in problems)
+    res = CliRunner().invoke(cli, ["history", "changes", "--history", str(history)])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.count("warning: skipped") == 2 and "torn.parquet" in res.stderr
+
+
+def test_history_add_keeps_a_run_once_and_lands_a_run_without_a_commit(tmp_path):
+    (no_commit,) = synthetic.series_runs(1, CELLS, commits=[""])
+    (elsewhere,) = synthetic.series_runs(1, CELLS, first=1)
+    a = synthetic.write_run_dir(no_commit, tmp_path / "a")
+    b = synthetic.write_run_dir(elsewhere, tmp_path / "b")
+    history = tmp_path / "history"
+    res = CliRunner().invoke(cli, ["history", "add", str(a), str(b), "--history", str(history), "--repo", str(ROOT)])
+    assert res.exit_code == 0, res.output
+    assert "no commit; the run recorded no commit" in res.output
+    assert "is not in the history of" in res.output
+    again = CliRunner().invoke(cli, ["history", "add", str(a), "--history", str(history)])
+    assert again.exit_code == 0 and "already in" in again.output
+    rows, _ = store.read(history)
+    assert len(rows) == 2 * len(CELLS)
+    assert set(rows["commit_depth"]) == {-1} and rows["commit_reason"].str.len().gt(0).all()

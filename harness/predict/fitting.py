@@ -15,8 +15,9 @@ of values gives every cell of it a large residual (BAD), so the search keeps awa
 
 Uncertainty is a linearised wild bootstrap: the residuals at the optimum (at least each cell's own
 uncertainty), each flipped in sign at random (Rademacher), moved through the Jacobian as one Gauss-Newton step;
-a parameter the cells do not move (its whole range changes no cell by a quarter of its uncertainty) is *not
-determined* and keeps its sourced range.
+a parameter the cells do not move near the optimum (its whole range changes no cell by a quarter of its
+uncertainty) is *not determined*: it keeps the part of its sourced range that the cells allow (a one-sided
+bound shows: a host path below some rate would throttle what was measured), and its sourced value if allowed.
 """
 
 from __future__ import annotations
@@ -108,17 +109,21 @@ class Fit:
     evaluations: int
     predicted: dict = field(default_factory=dict)
     """key -> predicted samples/s at the fitted values."""
+    allowed: dict = field(default_factory=dict)
+    """Parameters the cells do not determine -> the (low, high) of their sourced range the cells allow."""
 
     def determined(self) -> dict[str, bool]:
+        """Whether the cells move each parameter: its whole search range changes some cell by REACH of its
+        uncertainty (else it keeps its sourced value and range)."""
         return {p.name: bool(np.max(np.abs(self.jacobian[:, k]), initial=0.0) >= REACH)
                 for k, p in enumerate(self.params)}
 
-    def determining_cells(self, top: int = 4) -> dict[str, list]:
+    def determining_cells(self, top: int = 8) -> dict[str, list]:
         """Per parameter, the cells that move most with it (largest |Jacobian|), most first."""
         out = {}
         for k, p in enumerate(self.params):
             col = np.abs(self.jacobian[:, k])
-            order = [i for i in np.argsort(-col) if col[i] >= REACH][:top]
+            order = [i for i in np.argsort(-col, kind="stable") if col[i] >= REACH][:top]
             out[p.name] = [self.keys[i] for i in order]
         return out
 
@@ -136,9 +141,10 @@ class Fit:
             flip = rng.choice([-1.0, 1.0], size=len(self.keys))
             r_star = flip * np.maximum(np.abs(self.residuals), 1.0)
             out[d, det] = np.clip(u0[det] - pinv @ r_star, 0.0, 1.0)
-            for k in np.flatnonzero(~det):  # not determined: anywhere in its sourced range
+            for k in np.flatnonzero(~det):  # not determined: anywhere in what the cells allow of its sourced range
                 p = self.params[k]
-                lo, hi = (p.sourced[1], p.sourced[2]) if math.isfinite(p.sourced[1]) else (p.low, p.high)
+                lo, hi = self.allowed.get(p.name) or ((p.sourced[1], p.sourced[2]) if math.isfinite(p.sourced[1])
+                                                      else (p.low, p.high))
                 out[d, k] = p.unit_of(lo + rng.random() * (hi - lo))
         return out
 
@@ -160,6 +166,8 @@ class Fit:
                          "determined": det[p.name], "search_low": p.low, "search_high": p.high,
                          "sourced_value": p.sourced[0], "sourced_low": lo, "sourced_high": hi,
                          "inside_sourced": bool(lo <= v <= hi) if math.isfinite(lo) else None,
+                         "allowed_low": self.allowed.get(p.name, (math.nan, math.nan))[0],
+                         "allowed_high": self.allowed.get(p.name, (math.nan, math.nan))[1],
                          "cells": cells[p.name]})
         return rows
 
@@ -189,14 +197,15 @@ def _solve(params, values, predict, cells, keys, starts: list[np.ndarray], max_n
 
 
 def fit_params(blocks: list[Block], predict: Callable[[dict, list], dict], cells: Cells, values: dict,
-               starts: int = 2, seed: int = 0, max_nfev: int = 60, polish: bool = True) -> Fit:
-    """Fit each block's parameters to its cells in turn (later blocks see earlier blocks' values), then all
-    of them together once from there. `values`: every input at its starting value; `starts`: tries per
-    block (the first from `values`, the others at random), the best kept."""
+               starts: int = 2, seed: int = 0, max_nfev: int = 60, polish: bool = True, skip: int = 0) -> Fit:
+    """Fit each block's parameters to its cells in turn (later blocks see earlier blocks' values), then, with
+    `polish`, all of them together once from there. `values`: every input at its starting value; `starts`:
+    tries per block (the first from `values`, the others at random), the best kept; `skip`: the first blocks
+    are fitted already (their values are in `values`)."""
     rng = np.random.default_rng(seed)
     v = dict(values)
     evals, ok, msgs = 0, True, []
-    for b in blocks:
+    for b in blocks[skip:]:
         keys = [k for k in b.cells if k in cells.mean]
         u0 = np.array([p.unit_of(v[p.name]) for p in b.params])
         tries = [u0] + [rng.random(len(b.params)) for _ in range(max(0, starts - 1))]
@@ -222,9 +231,15 @@ def fit_params(blocks: list[Block], predict: Callable[[dict, list], dict], cells
         u = r.x
         msgs.append(f"all: {r.message}")
         v.update({p.name: p.value(x) for p, x in zip(params, u)})
-    res = _residuals(params, v, predict, cells, keys, u)
     jac = jacobian(params, v, predict, cells, keys, u)
     evals += 2 + 2 * len(params)
+    free = {}
+    for k, p in enumerate(params):  # what the cells do not move here: the part of its sourced range they allow
+        if np.max(np.abs(jac[:, k]), initial=0.0) < REACH and math.isfinite(p.sourced[0]):
+            free[p.name], v[p.name] = _allowed(params, v, predict, cells, keys, u, k)
+            u[k] = p.unit_of(v[p.name])
+            evals += 3
+    res = _residuals(params, v, predict, cells, keys, u)
     try:
         got = dict(predict(v, keys))
     except (ValueError, ZeroDivisionError, ArithmeticError) as e:
@@ -240,7 +255,24 @@ def fit_params(blocks: list[Block], predict: Callable[[dict, list], dict], cells
                     f"{MAX_MISFIT:.0%}): the model does not reproduce these cells")
     if not ok:
         msgs.append("the search stopped on its evaluation limit, not on a tolerance")
-    return Fit(params, v, keys, res, jac, ok and not failed and not far, "; ".join(msgs), evals, got)
+    return Fit(params, v, keys, res, jac, ok and not failed and not far, "; ".join(msgs), evals, got, free)
+
+
+def _allowed(params, values, predict, cells, keys, u, k) -> tuple[tuple[float, float], float]:
+    """A parameter the cells do not move near the optimum may still be bounded by them on one side (a host path
+    that would throttle the edge below what was measured): of its sourced low, value and high and the fitted
+    value, those whose cost stays within 1 of the fit's; returns ((lowest, highest) of those, the one nearest
+    the sourced value), the range its draws take and the value it keeps."""
+    p = params[k]
+    fitted = p.value(u[k])
+    best = float(np.sum(_residuals(params, values, predict, cells, keys, u) ** 2))
+    ok = [fitted]
+    for x in p.sourced:
+        w = u.copy()
+        w[k] = p.unit_of(x)
+        if float(np.sum(_residuals(params, values, predict, cells, keys, w) ** 2)) <= best + 1.0:
+            ok.append(x)
+    return (min(ok), max(ok)), min(ok, key=lambda x: abs(x - p.sourced[0]))
 
 
 def jacobian(params, values, predict, cells, keys, u, step: float = 0.05) -> np.ndarray:

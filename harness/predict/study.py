@@ -84,9 +84,12 @@ def predict_curve(models: list, compute: str | None = None, values: dict | None 
     return df
 
 
-def _throughput(args) -> np.ndarray:
+def _throughput(args) -> np.ndarray | None:
     models, values, kw = args
-    return predict_curve(models, None, values, **kw)["throughput_median"].to_numpy()
+    try:
+        return predict_curve(models, None, values, **kw)["throughput_median"].to_numpy()
+    except ValueError:  # a sample whose optimizer alone exceeds a measured iteration: no such cluster
+        return None
 
 
 def _map(fn, jobs: list, processes: int | None) -> list:
@@ -119,12 +122,16 @@ def with_intervals(models: list, compute: str | None = None, samples: int = SAMP
     study_calibration.py) gives `values` (the nominal with its fitted inputs) and `fitted` (draws of them)."""
     df = predict_curve(models, compute, values, **kw)
     draws = _map(_throughput, [(models, v, kw) for v in input_samples(samples, seed, values, fitted)], processes)
-    x, nominal = np.vstack(draws), df["throughput_median"].to_numpy()
+    kept = [d for d in draws if d is not None]
+    if len(kept) < max(2, samples // 2):
+        raise ValueError(f"{samples - len(kept)} of {samples} input samples describe no possible cluster (an "
+                         f"optimizer longer than its measured iteration): the ranges contradict the compute")
+    x, nominal = np.vstack(kept), df["throughput_median"].to_numpy()
     # an input whose value sits at an end of its range (10 GbE's 9.4 Gb/s is the most TCP carries) pushes
     # every sample one way: the interval still holds the prediction it surrounds
     df["pred_low"] = np.minimum(np.quantile(x, LOW_Q, axis=0), nominal)
     df["pred_high"] = np.maximum(np.quantile(x, HIGH_Q, axis=0), nominal)
-    df["pred_samples"] = samples
+    df["pred_samples"] = len(kept)
     return df
 
 

@@ -147,6 +147,13 @@ class Fifo:
         """Queue `nbytes` now (after `fixed_s` of start-up, during which tokens still accrue); returns
         when the job finishes."""
         start = max(self.sim.now, self.free_at)
+        if not self.burst:  # a plain link (no token bucket): the common case, kept short
+            d = fixed_s + (nbytes / self.rate if nbytes > 0 else 0.0)
+            self.t_tokens = self.free_at = start + d
+            self.busy_s += d
+            if self.log is not None and d:
+                self.log.append((start, self.free_at))
+            return self.free_at
         tokens = self._tokens_at(start + fixed_s)
         fast = min(max(0.0, nbytes), tokens)
         fast_s = fast / self.peak if fast else 0.0

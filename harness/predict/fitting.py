@@ -27,11 +27,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
-from scipy.optimize import least_squares
+from harness.predict.fit_search import ALLOWED_POINTS, allowed, jacobian, residuals, solve
 
-BAD = 1000.0
-"""The residual of a cell whose simulation failed at these values (in units of its uncertainty; a cell 100x off
-its measurement is about 460)."""
 MODEL_FLOOR = 0.01
 """A cell's uncertainty is never below 1% of it: the model's own resolution (layer profiles, rounding)."""
 MAX_MISFIT = 0.25
@@ -51,6 +48,10 @@ class Param:
     sourced: tuple[float, float, float] = (math.nan, math.nan, math.nan)
     """(value, low, high) from first principles (the input's own range), reported beside the fit."""
     unit: str = ""
+    search: bool = True
+    """False: the cells cannot tell it from another parameter (one node sees only min(edge, host path / GPUs)):
+    it is held at its starting value during the search, reported as not determined, and keeps the part of its
+    sourced range the cells allow."""
 
     @property
     def log(self) -> bool:
@@ -115,7 +116,7 @@ class Fit:
     def determined(self) -> dict[str, bool]:
         """Whether the cells move each parameter: its whole search range changes some cell by REACH of its
         uncertainty (else it keeps its sourced value and range)."""
-        return {p.name: bool(np.max(np.abs(self.jacobian[:, k]), initial=0.0) >= REACH)
+        return {p.name: p.search and bool(np.max(np.abs(self.jacobian[:, k]), initial=0.0) >= REACH)
                 for k, p in enumerate(self.params)}
 
     def determining_cells(self, top: int = 8) -> dict[str, list]:
@@ -172,32 +173,8 @@ class Fit:
         return rows
 
 
-def _residuals(params, values, predict, cells: Cells, keys, u) -> np.ndarray:
-    v = {**values, **{p.name: p.value(x) for p, x in zip(params, u)}}
-    try:
-        got = predict(v, keys)
-    except (ValueError, ZeroDivisionError, ArithmeticError):
-        return np.full(len(keys), BAD)
-    out = np.empty(len(keys))
-    for i, k in enumerate(keys):
-        x = got.get(k, math.nan)
-        out[i] = math.log(x / cells.mean[k]) / cells.sigma(k) if x and x > 0 and math.isfinite(x) else BAD
-    return out
-
-
-def _solve(params, values, predict, cells, keys, starts: list[np.ndarray], max_nfev: int):
-    best, evals = None, 0
-    for u0 in starts:
-        r = least_squares(lambda u: _residuals(params, values, predict, cells, keys, u), u0, bounds=(0.0, 1.0),
-                          diff_step=0.02, x_scale=1.0, max_nfev=max_nfev, method="trf")
-        evals += r.nfev
-        if best is None or r.cost < best.cost:
-            best = r
-    return best, evals
-
-
 def fit_params(blocks: list[Block], predict: Callable[[dict, list], dict], cells: Cells, values: dict,
-               starts: int = 2, seed: int = 0, max_nfev: int = 60, polish: bool = True, skip: int = 0) -> Fit:
+               starts: int = 2, seed: int = 0, max_nfev: int = 100, polish: bool = True, skip: int = 0) -> Fit:
     """Fit each block's parameters to its cells in turn (later blocks see earlier blocks' values), then, with
     `polish`, all of them together once from there. `values`: every input at its starting value; `starts`:
     tries per block (the first from `values`, the others at random), the best kept; `skip`: the first blocks
@@ -207,43 +184,55 @@ def fit_params(blocks: list[Block], predict: Callable[[dict, list], dict], cells
     evals, ok, msgs = 0, True, []
     for b in blocks[skip:]:
         keys = [k for k in b.cells if k in cells.mean]
-        u0 = np.array([p.unit_of(v[p.name]) for p in b.params])
-        tries = [u0] + [rng.random(len(b.params)) for _ in range(max(0, starts - 1))]
+        searched = [p for p in b.params if p.search]
+        u0 = np.array([p.unit_of(v[p.name]) for p in searched])
+        tries = [u0] + [rng.random(len(searched)) for _ in range(max(0, starts - 1))]
         if b.scan:
-            d = len(b.params)
+            d = len(searched)
             grid = (np.argsort(rng.random((d, b.scan)), axis=1).T + rng.random((b.scan, d))) / b.scan
             points = [u0, *grid]
-            cost = [float(np.sum(_residuals(b.params, v, predict, cells, keys, x) ** 2)) for x in points]
+            cost = [float(np.sum(residuals(searched, v, predict, cells, keys, x) ** 2)) for x in points]
             evals += len(points)
             tries = [points[i] for i in np.argsort(cost)[:max(1, starts)]]
-        r, n = _solve(b.params, v, predict, cells, keys, tries, max_nfev)
+        r, n = solve(searched, v, predict, cells, keys, tries, max_nfev)
         evals += n
-        v.update({p.name: p.value(x) for p, x in zip(b.params, r.x)})
+        v.update({p.name: p.value(x) for p, x in zip(searched, r.x)})
         ok &= r.status > 0
         msgs.append(f"{b.name}: {r.message}")
     params = [p for b in blocks for p in b.params]
     keys = list(dict.fromkeys(k for b in blocks for k in b.cells if k in cells.mean))
-    u = np.array([p.unit_of(v[p.name]) for p in params])
     if polish:
-        r, n = _solve(params, v, predict, cells, keys, [u], max_nfev)
+        searched = [p for p in params if p.search]
+        r, n = solve(searched, v, predict, cells, keys, [np.array([p.unit_of(v[p.name]) for p in searched])],
+                     max_nfev)
         evals += n
         ok = ok and r.status > 0
-        u = r.x
         msgs.append(f"all: {r.message}")
-        v.update({p.name: p.value(x) for p, x in zip(params, u)})
+        v.update({p.name: p.value(x) for p, x in zip(searched, r.x)})
+    u = np.array([p.unit_of(v[p.name]) for p in params])
     jac = jacobian(params, v, predict, cells, keys, u)
     evals += 2 + 2 * len(params)
     free = {}
     for k, p in enumerate(params):  # what the cells do not move here: the part of its sourced range they allow
-        if np.max(np.abs(jac[:, k]), initial=0.0) < REACH and math.isfinite(p.sourced[0]):
-            free[p.name], v[p.name] = _allowed(params, v, predict, cells, keys, u, k)
+        if (not p.search or np.max(np.abs(jac[:, k]), initial=0.0) < REACH) and math.isfinite(p.sourced[0]):
+            free[p.name], v[p.name] = allowed(params, v, predict, cells, keys, u, k)
             u[k] = p.unit_of(v[p.name])
-            evals += 3
-    res = _residuals(params, v, predict, cells, keys, u)
+            evals += ALLOWED_POINTS + 1
+    res = residuals(params, v, predict, cells, keys, u)
+    got, good = _verdict(predict, cells, v, keys, msgs)
+    if not ok:
+        msgs.append("the search stopped on its evaluation limit, not on a tolerance")
+    return Fit(params, v, keys, res, jac, ok and good, "; ".join(msgs), evals, got, free)
+
+
+def _verdict(predict, cells: Cells, v: dict, keys: list, msgs: list) -> tuple[dict, bool]:
+    """The cells at the fitted values, and whether every one simulates and lies within MAX_MISFIT of its
+    measurement (what does not is said in `msgs`)."""
     try:
         got = dict(predict(v, keys))
     except (ValueError, ZeroDivisionError, ArithmeticError) as e:
-        got, msgs = {}, msgs + [f"the fitted values fail to simulate: {e}"]
+        got = {}
+        msgs.append(f"the fitted values fail to simulate: {e}")
     failed = [k for k in keys if not (got.get(k, math.nan) > 0)]
     if failed:
         msgs.append(f"{len(failed)} cell(s) fail to simulate at the fitted values (first: {failed[0]})")
@@ -253,38 +242,6 @@ def fit_params(blocks: list[Block], predict: Callable[[dict, list], dict], cells
     if far:
         msgs.append(f"the best values leave {worst} {off[worst]:+.0%} off its measurement (more than "
                     f"{MAX_MISFIT:.0%}): the model does not reproduce these cells")
-    if not ok:
-        msgs.append("the search stopped on its evaluation limit, not on a tolerance")
-    return Fit(params, v, keys, res, jac, ok and not failed and not far, "; ".join(msgs), evals, got, free)
+    return got, not failed and not far
 
 
-def _allowed(params, values, predict, cells, keys, u, k) -> tuple[tuple[float, float], float]:
-    """A parameter the cells do not move near the optimum may still be bounded by them on one side (a host path
-    that would throttle the edge below what was measured): of its sourced low, value and high and the fitted
-    value, those whose cost stays within 1 of the fit's; returns ((lowest, highest) of those, the one nearest
-    the sourced value), the range its draws take and the value it keeps."""
-    p = params[k]
-    fitted = p.value(u[k])
-    best = float(np.sum(_residuals(params, values, predict, cells, keys, u) ** 2))
-    ok = [fitted]
-    for x in p.sourced:
-        w = u.copy()
-        w[k] = p.unit_of(x)
-        if float(np.sum(_residuals(params, values, predict, cells, keys, w) ** 2)) <= best + 1.0:
-            ok.append(x)
-    return (min(ok), max(ok)), min(ok, key=lambda x: abs(x - p.sourced[0]))
-
-
-def jacobian(params, values, predict, cells, keys, u, step: float = 0.05) -> np.ndarray:
-    """d residual / d unit coordinate by central differences (one-sided at a bound)."""
-    base = _residuals(params, values, predict, cells, keys, u)
-    J = np.zeros((len(keys), len(params)))
-    for k in range(len(params)):
-        up, dn = u.copy(), u.copy()
-        up[k], dn[k] = min(1.0, u[k] + step), max(0.0, u[k] - step)
-        if up[k] - dn[k] <= 0:
-            continue
-        r_up = _residuals(params, values, predict, cells, keys, up) if up[k] != u[k] else base
-        r_dn = _residuals(params, values, predict, cells, keys, dn) if dn[k] != u[k] else base
-        J[:, k] = (r_up - r_dn) / (up[k] - dn[k])
-    return J

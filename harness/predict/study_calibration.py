@@ -55,9 +55,9 @@ STUDY_TABLE = Path(__file__).with_name("study_one_node.csv")
 SINGLE = "single-gpu"
 
 
-def _param(name: str, low: float, high: float) -> Param:
+def _param(name: str, low: float, high: float, search: bool = True) -> Param:
     i = INPUTS[name]
-    return Param(name, low, high, (i.value, i.low, i.high), i.unit)
+    return Param(name, low, high, (i.value, i.low, i.high), i.unit, search)
 
 
 ALLREDUCE = ("bsp-a2a", "wfbp-a2a", "mgwfbp")
@@ -66,13 +66,16 @@ PLUGIN = ("bytescheduler-a2a",)
 PARAMS = {
     # search bounds: the sourced range widened to what is physically possible, so that a fitted value far from
     # its source shows (a finding) instead of sticking at the source's end
-    "all-reduce": (_param("shm_edge_gbyte_s", 2.0, 12.0), _param("host_path_gbyte_s", 8.0, 64.0),
+    "all-reduce": (_param("shm_edge_gbyte_s", 2.0, 12.0), _param("host_path_gbyte_s", 8.0, 64.0, search=False),
                    _param("py_op_s", 2e-6, 100e-6), _param("d2d_gbyte_s", 100.0, 616.0),
                    _param("overlap_compute_slowdown", 0.0, 1.0), _param("overlap_comm_slowdown", 0.0, 2.0)),
     "BytePS": (_param("byteps_nccl_edge_gbyte_s", 2.0, 12.0),),
     "ByteScheduler": (_param("bs_partition_cpu_s", 10e-6, 5e-3), _param("gil_convoy_share", 0.0, 1.0),
                       _param("bs_fwd_gap_s", 0.0, 2e-3)),
 }
+HOST_PATH_START = 64.0
+"""The host path's start (the top of its search range): one node's cells cannot tell a host path that binds from
+NCCL's edge (fit_table)."""
 BLOCK_METHODS = {"all-reduce": ALLREDUCE, "BytePS": BYTEPS, "ByteScheduler": PLUGIN}
 """Which methods' cells fix each block's parameters."""
 
@@ -226,9 +229,12 @@ def fit_table(df: pd.DataFrame, workloads: list[str], models: list, starts: int 
     cells = _cells(df, workloads)
     blocks = _blocks(cells)
     nominal = INPUTS.nominal()
+    # one node sees its ring edge as min(NCCL's edge, host path / GPUs): the edge alone can say it, so the host
+    # path starts where it does not bind and keeps what the cells allow of its sourced range (a lower bound)
+    start = {**nominal, "host_path_gbyte_s": HOST_PATH_START}
     costs, first = {}, {}
     for share in adam_shares:
-        first[share] = fit_params(blocks[:1], predict, cells, {**nominal, "calib_adam_share": share}, starts=starts,
+        first[share] = fit_params(blocks[:1], predict, cells, {**start, "calib_adam_share": share}, starts=starts,
                                   polish=False)
         costs[share] = float(np.sum(first[share].residuals ** 2))
     share = min(costs, key=costs.get)

@@ -76,9 +76,9 @@ def comparison_table(cal: pd.DataFrame, raw: pd.DataFrame, methods: list[str]) -
         tally = {c: ", ".join(f"{m} {k}" for m, k in b.value_counts().items()) for c, b in best.items()}
         differ = int((best["throughput_median"] != best["throughput_median_raw"]).sum())
         per = at.groupby("scheme")["change"].median()
+        moved = " | ".join(f"{per.get(m, math.nan):+.0%}" for m in methods)
         lines.append(f"| {int(n)} | {tally['throughput_median']} | {tally['throughput_median_raw']} | {differ} of "
-                     f"{len(best['throughput_median'])} | " + " | ".join(f"{per.get(m, math.nan):+.0%}" for m in methods)
-                     + " |")
+                     f"{len(best['throughput_median'])} | {moved} |")
     return "\n".join(lines)
 
 

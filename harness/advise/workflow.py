@@ -8,8 +8,11 @@ Profile the model and measure the network (or take stored ones), predict every m
 declared beside its knobs (harness/advise/candidates.py), measure the best predicted few plus DDP with
 its default knobs as ordinary cells of an ordinary run directory (through `ddlbench sweep`'s own
 function: one sweep file per candidate and try, kept under RUN/advise/sweeps/), re-measure the best two in
-alternated rounds when their CIs overlap, and write RUN/advise/report.md. Resumable: run it again with
---resume and the same options, and it measures only what is missing.
+alternated rounds when their CIs overlap, and write RUN/advise/report.md. All of it within --budget
+(harness/advise/budget.py): DDP default and the best predicted measured first, each try sized to the time
+left, and when the time is spent the answer with the confidence reached and what was left out.
+Resumable: run it again with --resume and the same options, and it measures only what is missing (the
+time the earlier invocations spent counts against the budget).
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ import pandas as pd
 import torch
 import yaml
 
+from harness.advise.budget import DEFAULT_BUDGET, Budget, Outcome, Pace, parse_duration
 from harness.advise.candidates import Candidate, Layout, candidates, reference, shortlist, sweep_mapping
 from harness.advise.inputs import commbench_table, profile_table
-from harness.advise.shortlist import Policy, alternated_rounds, frame, measure
+from harness.advise.shortlist import Measuring, Policy, alternated_rounds, frame, measure_all
 from harness.advise.predicted import measured_network, predict_candidates, preset_network
 from harness.advise.recommend import recommend
 from harness.advise.report import render
@@ -85,6 +89,8 @@ class AdviseSpec:
     """cpu | cuda | auto."""
     timeout_s: float = 600.0
     """Cell time limit, seconds."""
+    budget_s: float = parse_duration(DEFAULT_BUDGET)
+    """Time advise may take in all, seconds (`--budget`; math.inf: no budget)."""
     profile: Path | None = None
     """Stored profile (`ddlbench profile`) instead of measuring one."""
     commbench: tuple = ()
@@ -181,6 +187,7 @@ def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
     if holds_run(run_dir) and not spec.resume:
         raise UserError(f"{run_dir} already holds a run: add --resume to go on with it, or give another --output")
     keep, policy = run_dir / "advise", spec.policy
+    budget = Budget(spec.budget_s, spent_before_s=_spent_before(keep) if spec.resume else 0.0)
     lease = netns.lease(f"ddlbench advise {spec.workload}") if spec.testbed else contextlib.nullcontext()
     with lease, signals_raise(run_dir):
         place = where(spec.workers, spec.servers, spec.testbed)
@@ -191,12 +198,16 @@ def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
         base = {"workloads": [spec.workload], "workers": [spec.workers], "warmup": spec.warmup, "device": device,
                 "timeout_s": spec.timeout_s, **({"batch": spec.batch} if spec.batch else {}),
                 **({"seq_len": spec.seq_len} if spec.seq_len else {}), **place.sweep}
-        run = sweep_runner(base, keep / "sweeps", spec.progress, spec.oversubscribe)
+        run = _counting(sweep_runner(base, keep / "sweeps", spec.progress, spec.oversubscribe), budget, keep)
         by_label = {c.label: c for c in _all(pred)}
         short = shortlist([by_label[label] for label in pred["label"]], spec.top_k, list(pred["pred_iter_s"]),
                           same_within=policy.target)
-        measured = [measure(c, run, run_dir, policy) for c in short]
-        rec, verdict = _decide(measured, run, keep, policy)
+        ms = Measuring(run, run_dir, policy, budget, Pace(spec.warmup), dict(zip(pred["label"], pred["pred_iter_s"])),
+                       Outcome(spec.budget_s))
+        measured = measure_all(short, ms)
+        rec, verdict = _decide(measured, ms, keep, policy)
+        ms.outcome.used_s = budget.used_s()
+        _keep_spent(keep, budget)
     meas = frame(measured)
     meas.to_csv(keep / "measured.csv", index=False)
     winner = sweep_mapping(rec.winner.candidate, base, int(rec.winner.row["iters"]), "advise-winner")
@@ -207,12 +218,17 @@ def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
                              f"variant predicted within {policy.target:.0%} of a measured variant of its method "
                              f"is not measured (the model cannot tell them apart)",
                "target": f"95% CI of the mean within {policy.target:.0%}, {policy.iters}-{policy.max_iters} iterations",
+               "budget": ms.outcome.line(),
                "wall time": f"{time.monotonic() - t0:.0f} s (this invocation)"}
     text = render(rec, pred, meas, context, skipped, winner, str(keep / "winner.yaml"), str(run_dir))
     write_text_atomic(keep / "report.md", text)
     write_text_atomic(keep / "recommendation.json", json.dumps(
         {"winner": rec.winner.candidate.label, "cell_id": rec.winner.cell_ids[-1], "tied": rec.tied,
-         "gain": rec.gain, "line": rec.line()}, indent=1))
+         "gain": rec.gain, "line": rec.line(),
+         "budget": {"budget_s": spec.budget_s, "used_s": ms.outcome.used_s, "ended": ms.outcome.ended,
+                    "not_measured": ms.outcome.not_measured, "cut_short": ms.outcome.cut_short,
+                    "rounds_run": ms.outcome.rounds_run, "rounds_skipped": ms.outcome.rounds_skipped}},
+        indent=1, default=str))
     return run_dir, rec.line()
 
 
@@ -222,6 +238,8 @@ def _check(spec: AdviseSpec) -> tuple[str, list[str]]:
     policy = spec.policy
     if spec.workers < 2 or spec.top_k < 1 or spec.servers < 0 or policy.iters < 2 or policy.max_iters < policy.iters:
         raise UserError("advise needs --workers >= 2, --top-k >= 1, --servers >= 1 and 2 <= --iters <= --max-iters")
+    if not spec.budget_s > 0:
+        raise UserError("--budget must be a positive duration, e.g. 10m; fix the option")
     if not 0 < policy.target < 1 or policy.rounds < 0:
         raise UserError("--target-ci must be between 0 and 1 (0.03 = 3%) and --rounds >= 0; fix the option")
     if spec.network and spec.commbench:
@@ -267,10 +285,36 @@ def _all(pred: pd.DataFrame) -> list[Candidate]:
             for r in pred.itertuples()]
 
 
-def _decide(measured, run, keep: Path, policy: Policy):
-    """The recommendation, after alternated rounds of the best two when their CIs overlap."""
+def _decide(measured, ms: Measuring, keep: Path, policy: Policy):
+    """The recommendation, after alternated rounds of the best two when their CIs overlap (while they fit
+    in the budget)."""
     first = recommend(measured)
     verdict = None
     if first.runner_up is not None and policy.rounds and first.winner.estimate.overlaps(first.runner_up.estimate):
-        verdict = alternated_rounds(first.winner, first.runner_up, run, keep / "rounds", policy.rounds)
-    return recommend(measured, verdict), verdict
+        verdict = alternated_rounds(first.winner, first.runner_up, ms, keep / "rounds", policy.rounds)
+    return recommend(measured, verdict, ms.outcome), verdict
+
+
+def _spent_before(keep: Path) -> float:
+    """Seconds the earlier invocations of this advise run spent (RUN/advise/budget.json), 0 when none."""
+    path = keep / "budget.json"
+    try:
+        return float(json.loads(path.read_text())["used_s"]) if path.is_file() else 0.0
+    except (ValueError, KeyError, TypeError):
+        raise UserError(f"{path} is damaged: delete it (the time spent before is then not counted) and run "
+                        f"advise again with --resume") from None
+
+
+def _keep_spent(keep: Path, budget: Budget) -> None:
+    keep.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(keep / "budget.json", json.dumps({"budget_s": budget.total_s, "used_s": budget.used_s()}))
+
+
+def _counting(run, budget: Budget, keep: Path):
+    """The runner, recording after each try the time spent so far (a --resume counts it)."""
+    def counted(c: Candidate, iters: int, run_dir: Path) -> None:
+        try:
+            run(c, iters, run_dir)
+        finally:
+            _keep_spent(keep, budget)
+    return counted

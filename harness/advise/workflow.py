@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from harness.advise.budget import DEFAULT_BUDGET, Budget, Outcome, Pace, parse_d
 from harness.advise.candidates import Candidate, Layout, candidates, reference, shortlist, sweep_mapping
 from harness.advise.inputs import commbench_table, profile_table
 from harness.advise.shortlist import Measuring, Policy, alternated_rounds, frame, measure_all
+from harness.advise.runner import counting, keep_spent, spent_before, sweep_runner
 from harness.advise.predicted import measured_network, predict_candidates, preset_network
 from harness.advise.recommend import recommend
 from harness.advise.report import render
@@ -42,7 +42,7 @@ from harness.contracts.launcher import Launcher
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError, signals_raise
 from harness.experiment.options import RunOptions
-from harness.experiment.dispatch import launcher_for, run_sweep_file
+from harness.experiment.dispatch import launcher_for
 from harness.networks.profiles import rate_label
 from harness.predict.compute import compute_model
 from harness.results.files import check_output_dir
@@ -139,22 +139,6 @@ def where(workers: int, servers: int, testbed: bool) -> Where:
     return Where(Layout(workers, 1, per_worker_node(servers, 1), 0), "this box", {})
 
 
-def _slug(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-")
-
-
-def sweep_runner(base: dict, sweeps: Path, progress: bool, oversubscribe: bool):
-    """run(candidate, iters, run_dir) over `ddlbench sweep`'s function: writes the candidate's sweep file
-    (kept: it reproduces that cell) and runs it into run_dir, skipping what is already there."""
-    def run(c: Candidate, iters: int, run_dir: Path) -> None:
-        path = sweeps / f"{_slug(c.label)}-i{iters}.yaml"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(path, yaml.safe_dump(sweep_mapping(c, base, iters, "advise"), sort_keys=False))
-        run_sweep_file(path, RunOptions(output=run_dir, resume=True, progress=progress, oversubscribe=oversubscribe))
-    return run
-
-
 def predictions(workload, batch, seq_len, device, place: Where, methods, full_grid, profile, commbench, network,
                 keep: Path) -> tuple[pd.DataFrame, dict, str]:
     """(predicted table, skipped methods, a line on the inputs)."""
@@ -187,7 +171,7 @@ def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
     if holds_run(run_dir) and not spec.resume:
         raise UserError(f"{run_dir} already holds a run: add --resume to go on with it, or give another --output")
     keep, policy = run_dir / "advise", spec.policy
-    budget = Budget(spec.budget_s, spent_before_s=_spent_before(keep) if spec.resume else 0.0)
+    budget = Budget(spec.budget_s, spent_before_s=spent_before(keep) if spec.resume else 0.0)
     lease = netns.lease(f"ddlbench advise {spec.workload}") if spec.testbed else contextlib.nullcontext()
     with lease, signals_raise(run_dir):
         place = where(spec.workers, spec.servers, spec.testbed)
@@ -198,7 +182,7 @@ def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
         base = {"workloads": [spec.workload], "workers": [spec.workers], "warmup": spec.warmup, "device": device,
                 "timeout_s": spec.timeout_s, **({"batch": spec.batch} if spec.batch else {}),
                 **({"seq_len": spec.seq_len} if spec.seq_len else {}), **place.sweep}
-        run = _counting(sweep_runner(base, keep / "sweeps", spec.progress, spec.oversubscribe), budget, keep)
+        run = counting(sweep_runner(base, keep / "sweeps", spec.progress, spec.oversubscribe), budget, keep)
         by_label = {c.label: c for c in _all(pred)}
         short = shortlist([by_label[label] for label in pred["label"]], spec.top_k, list(pred["pred_iter_s"]),
                           same_within=policy.target)
@@ -207,7 +191,7 @@ def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
         measured = measure_all(short, ms)
         rec, verdict = _decide(measured, ms, keep, policy)
         ms.outcome.used_s = budget.used_s()
-        _keep_spent(keep, budget)
+        keep_spent(keep, budget)
     meas = frame(measured)
     meas.to_csv(keep / "measured.csv", index=False)
     winner = sweep_mapping(rec.winner.candidate, base, int(rec.winner.row["iters"]), "advise-winner")
@@ -293,28 +277,3 @@ def _decide(measured, ms: Measuring, keep: Path, policy: Policy):
     if first.runner_up is not None and policy.rounds and first.winner.estimate.overlaps(first.runner_up.estimate):
         verdict = alternated_rounds(first.winner, first.runner_up, ms, keep / "rounds", policy.rounds)
     return recommend(measured, verdict, ms.outcome), verdict
-
-
-def _spent_before(keep: Path) -> float:
-    """Seconds the earlier invocations of this advise run spent (RUN/advise/budget.json), 0 when none."""
-    path = keep / "budget.json"
-    try:
-        return float(json.loads(path.read_text())["used_s"]) if path.is_file() else 0.0
-    except (ValueError, KeyError, TypeError):
-        raise UserError(f"{path} is damaged: delete it (the time spent before is then not counted) and run "
-                        f"advise again with --resume") from None
-
-
-def _keep_spent(keep: Path, budget: Budget) -> None:
-    keep.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(keep / "budget.json", json.dumps({"budget_s": budget.total_s, "used_s": budget.used_s()}))
-
-
-def _counting(run, budget: Budget, keep: Path):
-    """The runner, recording after each try the time spent so far (a --resume counts it)."""
-    def counted(c: Candidate, iters: int, run_dir: Path) -> None:
-        try:
-            run(c, iters, run_dir)
-        finally:
-            _keep_spent(keep, budget)
-    return counted

@@ -88,7 +88,7 @@ def tries_on_disk(run_dir: Path, c: Candidate) -> list[int]:
     s = load_run(run_dir).summary
     hit = s[(s["scheme"] == c.scheme) & (s["backend"] == c.backend)
             & (s["servers"].fillna(0).astype(int) == c.servers)]
-    hit = hit[[json.loads(k) == json.loads(c.knobs_json) for k in hit["knobs_json"]]]
+    hit = hit[[json.loads(k) == json.loads(c.knobs_json) for k in hit["knobs_json"]]] if len(hit) else hit
     if c.servers:
         hit = hit[hit["server_hosts"] == c.server_hosts]
     return sorted({int(i) for i in hit["iters"]})

@@ -202,7 +202,7 @@ def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
                              f"variant predicted within {policy.target:.0%} of a measured variant of its method "
                              f"is not measured (the model cannot tell them apart)",
                "target": f"95% CI of the mean within {policy.target:.0%}, {policy.iters}-{policy.max_iters} iterations",
-               "budget": ms.outcome.line(),
+               "time": ms.outcome.line(),
                "wall time": f"{time.monotonic() - t0:.0f} s (this invocation)"}
     text = render(rec, pred, meas, context, skipped, winner, str(keep / "winner.yaml"), str(run_dir))
     write_text_atomic(keep / "report.md", text)

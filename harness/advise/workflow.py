@@ -198,7 +198,8 @@ def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
     write_text_atomic(keep / "winner.yaml", yaml.safe_dump(winner, sort_keys=False))
     context = {"workload": spec.workload, "placement": f"{spec.workers} workers on {place.layout.nodes} host(s), "
                f"{place.label}", "inputs": inputs,
-               "candidates": f"{len(pred)} predicted, {len(short)} measured ({len(short) / len(pred):.0%}); a knob "
+               "candidates": f"{len(pred)} predicted, {len(short)} shortlisted, {len(measured)} measured "
+                             f"({len(measured) / len(pred):.0%}); a knob "
                              f"variant predicted within {policy.target:.0%} of a measured variant of its method "
                              f"is not measured (the model cannot tell them apart)",
                "target": f"95% CI of the mean within {policy.target:.0%}, {policy.iters}-{policy.max_iters} iterations",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.advise.budget import Outcome
 from harness.advise.decide import Verdict, gain
 from harness.advise.shortlist import Measured
 from harness.core.errors import UserError
@@ -21,7 +22,10 @@ class Recommendation:
     gain: tuple[float, float, float] | None
     """(gain, low, high) of throughput over the reference: 0.12 = 12% faster; None without reference."""
     verdict: Verdict | None
-    """The alternated rounds' verdict on the top two; None when their first CIs did not overlap."""
+    """The alternated rounds' verdict on the top two; None when their first CIs did not overlap (or no
+    round fitted in the budget)."""
+    budget: Outcome | None = None
+    """What the budget allowed (None: no budget given, as in the tests of the pure parts)."""
 
     @property
     def tied(self) -> bool:
@@ -41,6 +45,13 @@ class Recommendation:
             v = self.verdict
             text += (f"; statistically tied with {self.runner_up.candidate.label} over {v.rounds} paired measurements "
                      f"(ratio {v.ratio:.3f}, 95% CI {v.low:.3f}-{v.high:.3f}): either will do")
+        elif self.verdict is None and self.budget is not None and self.budget.ended and self.runner_up is not None:
+            g, lo, hi = gain(e, self.runner_up.estimate)
+            if lo <= 0:  # the same delta-method interval as the gain over DDP: it holds no difference
+                text += (f"; tie at the budget: {w} and {self.runner_up.candidate.label} within their 95% CI "
+                         f"({g * 100:+.1f}%, {lo * 100:+.1f}% to {hi * 100:+.1f}%; more time would tell them apart)")
+        if self.budget is not None:
+            text += "; " + self.budget.line()
         return text
 
 
@@ -49,7 +60,8 @@ def ranked(measured: list[Measured]) -> list[Measured]:
     return sorted((m for m in measured if m.status == "ok" and m.samples), key=lambda m: m.estimate.mean_s)
 
 
-def recommend(measured: list[Measured], verdict: Verdict | None = None) -> Recommendation:
+def recommend(measured: list[Measured], verdict: Verdict | None = None, budget: Outcome | None = None
+              ) -> Recommendation:
     """The recommendation; `verdict` is the alternated rounds' on ranked()[0] (a) and ranked()[1] (b)."""
     order = ranked(measured)
     if not order:
@@ -59,4 +71,4 @@ def recommend(measured: list[Measured], verdict: Verdict | None = None) -> Recom
         order[0], order[1] = order[1], order[0]
     ref = next((m for m in order if m.candidate.is_reference), None)
     g = gain(order[0].estimate, ref.estimate) if ref is not None else None
-    return Recommendation(order[0], order[1] if len(order) > 1 else None, ref, g, verdict)
+    return Recommendation(order[0], order[1] if len(order) > 1 else None, ref, g, verdict, budget)

@@ -82,7 +82,8 @@ def render(rec: Recommendation, pred: pd.DataFrame, meas: pd.DataFrame, context:
     out += [f"- {k}: {v}" for k, v in context.items()]
     out += ["", "## Measured: predicted vs measured", "",
             "Each candidate ran until the 95% CI of its mean iteration time (slowest rank per iteration) was within "
-            "the target, or a try reached the iteration bound; every try is a cell of the run directory.", ""]
+            "the target, a try reached the iteration bound, or the budget left no room for a longer try; every try is a "
+            "cell of the run directory.", ""]
     out += measured_table(pred, meas)
     if rec.verdict is not None:
         v = rec.verdict

@@ -1,5 +1,7 @@
-"""Measuring the shortlist: each candidate until the 95% CI of its mean iteration time is within the
-target (bounded), then the best two in alternated rounds when their CIs overlap.
+"""Measuring the shortlist within the budget (harness/advise/budget.py): a first try of each candidate, DDP
+default and the best predicted first, then longer tries until the 95% CI of a candidate's mean iteration
+time is within the target (bounded), then the best two in alternated rounds when their CIs overlap, each
+step only while it fits in the time left.
 
 Every try is an ordinary cell of an ordinary run directory, run through `run(candidate, iters, run_dir)`
 (the command passes one over `ddlbench sweep`'s own function, so local, srun and testbed cells all run as
@@ -10,12 +12,14 @@ resumes where it stopped and takes the same decisions.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import pandas as pd
 
+from harness.advise.budget import MIN_ITERS, Budget, Outcome, Pace
 from harness.advise.candidates import Candidate
 from harness.advise.decide import Estimate, Verdict, next_iters, paired_verdict, rel_half_width
 from harness.results.store import load_run
@@ -76,45 +80,137 @@ def cell_row(run_dir: Path, c: Candidate, iters: int) -> tuple[dict | None, list
     return row, mine.groupby("iteration")["iter_s"].max().sort_index().tolist()
 
 
-def measure(c: Candidate, run: Runner, run_dir: Path, policy: Policy) -> Measured:
-    """Measure candidate `c` until its CI is within the target or a try reaches max_iters."""
-    out = Measured(c)
-    iters = policy.iters
-    while True:
-        run(c, iters, run_dir)
-        row, samples = cell_row(run_dir, c, iters)
+def tries_on_disk(run_dir: Path, c: Candidate) -> list[int]:
+    """The iterations of candidate `c`'s tries already in run_dir, fewest first (its tries grow): what an
+    interrupted advise measured, taken again on --resume whatever time is left."""
+    if not (run_dir / "summary.parquet").exists():
+        return []
+    s = load_run(run_dir).summary
+    hit = s[(s["scheme"] == c.scheme) & (s["backend"] == c.backend)
+            & (s["servers"].fillna(0).astype(int) == c.servers)]
+    hit = hit[[json.loads(k) == json.loads(c.knobs_json) for k in hit["knobs_json"]]] if len(hit) else hit
+    if c.servers:
+        hit = hit[hit["server_hosts"] == c.server_hosts]
+    return sorted({int(i) for i in hit["iters"]})
+
+
+@dataclass
+class Measuring:
+    """The measuring of a shortlist under a budget: what runs the cells, where, how long, what it cost."""
+
+    run: Runner
+    run_dir: Path
+    policy: Policy
+    budget: Budget
+    pace: Pace
+    predicted_s: dict[str, float]
+    """Candidate label -> predicted mean iteration time, s."""
+    outcome: Outcome
+    read: Callable[[Path, Candidate, int], tuple[dict | None, list[float]]] = cell_row
+    """(row, samples) of a candidate's try in a run directory: cell_row (a fake in the planner's tests)."""
+    tries: Callable[[Path, Candidate], list[int]] = tries_on_disk
+    """The iterations of a candidate's tries in a run directory: tries_on_disk."""
+
+    def try_(self, m: Measured, iters: int) -> None:
+        """One try of `m` at `iters` (read back when on disk); learns the pace from a try that ran."""
+        ran = iters not in self.tries(self.run_dir, m.candidate)
+        t = self.budget.clock()
+        self.run(m.candidate, iters, self.run_dir)
+        elapsed = self.budget.clock() - t
+        row, samples = self.read(self.run_dir, m.candidate, iters)
         if row is None:
-            out.status, out.reason = "failed", "the cell left no row (see the run directory's logs)"
-            return out
-        out.cell_ids.append(row["cell_id"])
-        out.row, out.samples = row, samples
+            m.status, m.reason = "failed", "the cell left no row (see the run directory's logs)"
+            return
+        m.cell_ids.append(row["cell_id"])
+        m.row, m.samples = row, samples
         if row["status"] != "ok":
-            out.status, out.reason = "failed", str(row.get("reason", ""))
-            return out
-        nxt = next_iters(iters, rel_half_width(samples), policy.target, policy.max_iters)
-        if nxt is None:
-            return out
-        iters = nxt
+            m.status, m.reason = "failed", str(row.get("reason", ""))
+        elif ran and samples:
+            self.pace.learn(self.predicted_s.get(m.candidate.label, 0.0), m.estimate.mean_s, iters, elapsed)
+
+    def iter_s(self, m: Measured) -> float:
+        """The iteration time to plan `m`'s next try with (1 s when the model gave none)."""
+        t = self.pace.iter_s(self.predicted_s.get(m.candidate.label, 0.0), m.estimate.mean_s if m.samples else None)
+        return t if t > 0 and math.isfinite(t) else 1.0
 
 
-def alternated_rounds(a: Measured, b: Measured, run: Runner, rounds_dir: Path, rounds: int) -> Verdict:
-    """Re-measure a and b's last tries back to back, `rounds` times (A B, then B A, ...: neither always
-    goes first), each round into its own run directory; the first pass counts as one more pair."""
+def measure_all(short: list[Candidate], ms: Measuring) -> list[Measured]:
+    """Measure the shortlist within the budget: first a try of every candidate, DDP default first, then the
+    best predicted (each try sized to its share of the time left, at least MIN_ITERS; a candidate whose
+    try does not fit is not measured, unless nothing has measured yet: advise answers from one
+    measurement at least); then, while time remains, longer tries of the candidates whose CI is wider
+    than the target, the best and those it overlaps first. With time enough this is what advise did
+    without a budget: each candidate until its CI is within the target or a try reaches max_iters."""
+    order = sorted(short, key=lambda c: not c.is_reference)
+    measured = [Measured(c) for c in order]
+    policy, least = ms.policy, min(ms.policy.iters, MIN_ITERS)
+    for i, m in enumerate(measured):
+        done = ms.tries(ms.run_dir, m.candidate)
+        iters = done[0] if done else min(policy.iters, ms.pace.fit(ms.budget.left_s() / (len(order) - i), ms.iter_s(m)))
+        if iters < least:
+            if ms.pace.fit(ms.budget.left_s(), ms.iter_s(m)) < least and any(x.samples for x in measured):
+                ms.outcome.not_measured.append(m.candidate.label)
+                continue
+            iters = least
+        ms.try_(m, iters)
+    measured = [m for m in measured if m.cell_ids or m.status != "ok"]
+    while _refine_one(measured, ms):
+        pass
+    ms.outcome.cut_short = [m.candidate.label for m in measured if m.status == "ok" and _wants_more(m, policy)]
+    return measured
+
+
+def _wants_more(m: Measured, policy: Policy) -> int | None:
+    return next_iters(int(m.row["iters"]), rel_half_width(m.samples), policy.target, policy.max_iters)
+
+
+def _refine_one(measured: list[Measured], ms: Measuring) -> bool:
+    """One longer try of the most informative candidate whose CI is still too wide and whose try fits
+    (or is on disk); False when there is none."""
+    ok = [m for m in measured if m.status == "ok" and m.samples]
+    if not ok:
+        return False
+    best = min(ok, key=lambda m: m.estimate.mean_s)
+    key = lambda m: (not (m is best or m.candidate.is_reference or m.estimate.overlaps(best.estimate)),  # noqa: E731
+                     m.estimate.mean_s)
+    for m in sorted(ok, key=key):
+        want, last = _wants_more(m, ms.policy), int(m.row["iters"])
+        if want is None:
+            continue
+        done = [n for n in ms.tries(ms.run_dir, m.candidate) if n > last]
+        iters = done[0] if done else min(want, ms.pace.fit(ms.budget.left_s(), ms.iter_s(m)))
+        if iters < math.ceil(1.5 * last):  # a try that cannot narrow the CI much is not worth its start-up
+            continue
+        ms.try_(m, iters)
+        return True
+    return False
+
+
+def alternated_rounds(a: Measured, b: Measured, ms: Measuring, rounds_dir: Path, rounds: int) -> Verdict | None:
+    """Re-measure a and b's last tries back to back, up to `rounds` times (A B, then B A, ...: neither
+    always goes first), each round into its own run directory, while a round fits in the time left (or is
+    on disk); the first pass counts as one more pair. None when no round fitted."""
     a_means, b_means = [a.estimate.mean_s], [b.estimate.mean_s]
     for r in range(1, rounds + 1):
         d = rounds_dir / f"r{r}"
         order = (a, b) if r % 2 else (b, a)
+        cost = sum(ms.pace.cost_s(int(m.row["iters"]), m.estimate.mean_s) for m in order
+                   if int(m.row["iters"]) not in ms.tries(d, m.candidate))
+        if cost > ms.budget.left_s():
+            ms.outcome.rounds_skipped = rounds - r + 1
+            break
         for m in order:
-            run(m.candidate, int(m.row["iters"]), d)
+            ms.run(m.candidate, int(m.row["iters"]), d)
         means = {}
         for m, key in ((a, "a"), (b, "b")):
-            _, samples = cell_row(d, m.candidate, int(m.row["iters"]))
+            _, samples = ms.read(d, m.candidate, int(m.row["iters"]))
             if samples:
                 means[key] = Estimate.of(samples).mean_s
         if len(means) == 2:
             a_means.append(means["a"])
             b_means.append(means["b"])
-    return paired_verdict(a_means, b_means)
+            ms.outcome.rounds_run += 1
+    return paired_verdict(a_means, b_means) if len(a_means) > 1 else None
 
 
 def frame(measured: list[Measured]) -> pd.DataFrame:

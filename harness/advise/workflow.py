@@ -8,8 +8,11 @@ Profile the model and measure the network (or take stored ones), predict every m
 declared beside its knobs (harness/advise/candidates.py), measure the best predicted few plus DDP with
 its default knobs as ordinary cells of an ordinary run directory (through `ddlbench sweep`'s own
 function: one sweep file per candidate and try, kept under RUN/advise/sweeps/), re-measure the best two in
-alternated rounds when their CIs overlap, and write RUN/advise/report.md. Resumable: run it again with
---resume and the same options, and it measures only what is missing.
+alternated rounds when their CIs overlap, and write RUN/advise/report.md. All of it within --budget
+(harness/advise/budget.py): DDP default and the best predicted measured first, each try sized to the time
+left, and when the time is spent the answer with the confidence reached and what was left out.
+Resumable: run it again with --resume and the same options, and it measures only what is missing (the
+time the earlier invocations spent counts against the budget).
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +28,11 @@ import pandas as pd
 import torch
 import yaml
 
+from harness.advise.budget import DEFAULT_BUDGET, Budget, Outcome, Pace, parse_duration
 from harness.advise.candidates import Candidate, Layout, candidates, reference, shortlist, sweep_mapping
 from harness.advise.inputs import commbench_table, profile_table
-from harness.advise.shortlist import Policy, alternated_rounds, frame, measure
+from harness.advise.shortlist import Measuring, Policy, alternated_rounds, frame, measure_all
+from harness.advise.runner import counting, keep_spent, spent_before, sweep_runner
 from harness.advise.predicted import measured_network, predict_candidates, preset_network
 from harness.advise.recommend import recommend
 from harness.advise.report import render
@@ -38,7 +42,7 @@ from harness.contracts.launcher import Launcher
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError, signals_raise
 from harness.experiment.options import RunOptions
-from harness.experiment.dispatch import launcher_for, run_sweep_file
+from harness.experiment.dispatch import launcher_for
 from harness.networks.profiles import rate_label
 from harness.predict.compute import compute_model
 from harness.results.files import check_output_dir
@@ -85,6 +89,8 @@ class AdviseSpec:
     """cpu | cuda | auto."""
     timeout_s: float = 600.0
     """Cell time limit, seconds."""
+    budget_s: float = parse_duration(DEFAULT_BUDGET)
+    """Time advise may take in all, seconds (`--budget`; math.inf: no budget)."""
     profile: Path | None = None
     """Stored profile (`ddlbench profile`) instead of measuring one."""
     commbench: tuple = ()
@@ -133,22 +139,6 @@ def where(workers: int, servers: int, testbed: bool) -> Where:
     return Where(Layout(workers, 1, per_worker_node(servers, 1), 0), "this box", {})
 
 
-def _slug(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-")
-
-
-def sweep_runner(base: dict, sweeps: Path, progress: bool, oversubscribe: bool):
-    """run(candidate, iters, run_dir) over `ddlbench sweep`'s function: writes the candidate's sweep file
-    (kept: it reproduces that cell) and runs it into run_dir, skipping what is already there."""
-    def run(c: Candidate, iters: int, run_dir: Path) -> None:
-        path = sweeps / f"{_slug(c.label)}-i{iters}.yaml"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(path, yaml.safe_dump(sweep_mapping(c, base, iters, "advise"), sort_keys=False))
-        run_sweep_file(path, RunOptions(output=run_dir, resume=True, progress=progress, oversubscribe=oversubscribe))
-    return run
-
-
 def predictions(workload, batch, seq_len, device, place: Where, methods, full_grid, profile, commbench, network,
                 keep: Path) -> tuple[pd.DataFrame, dict, str]:
     """(predicted table, skipped methods, a line on the inputs)."""
@@ -181,6 +171,7 @@ def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
     if holds_run(run_dir) and not spec.resume:
         raise UserError(f"{run_dir} already holds a run: add --resume to go on with it, or give another --output")
     keep, policy = run_dir / "advise", spec.policy
+    budget = Budget(spec.budget_s, spent_before_s=spent_before(keep) if spec.resume else 0.0)
     lease = netns.lease(f"ddlbench advise {spec.workload}") if spec.testbed else contextlib.nullcontext()
     with lease, signals_raise(run_dir):
         place = where(spec.workers, spec.servers, spec.testbed)
@@ -191,28 +182,38 @@ def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
         base = {"workloads": [spec.workload], "workers": [spec.workers], "warmup": spec.warmup, "device": device,
                 "timeout_s": spec.timeout_s, **({"batch": spec.batch} if spec.batch else {}),
                 **({"seq_len": spec.seq_len} if spec.seq_len else {}), **place.sweep}
-        run = sweep_runner(base, keep / "sweeps", spec.progress, spec.oversubscribe)
+        run = counting(sweep_runner(base, keep / "sweeps", spec.progress, spec.oversubscribe), budget, keep)
         by_label = {c.label: c for c in _all(pred)}
         short = shortlist([by_label[label] for label in pred["label"]], spec.top_k, list(pred["pred_iter_s"]),
                           same_within=policy.target)
-        measured = [measure(c, run, run_dir, policy) for c in short]
-        rec, verdict = _decide(measured, run, keep, policy)
+        ms = Measuring(run, run_dir, policy, budget, Pace(spec.warmup), dict(zip(pred["label"], pred["pred_iter_s"])),
+                       Outcome(spec.budget_s))
+        measured = measure_all(short, ms)
+        rec, verdict = _decide(measured, ms, keep, policy)
+        ms.outcome.used_s = budget.used_s()
+        keep_spent(keep, budget)
     meas = frame(measured)
     meas.to_csv(keep / "measured.csv", index=False)
     winner = sweep_mapping(rec.winner.candidate, base, int(rec.winner.row["iters"]), "advise-winner")
     write_text_atomic(keep / "winner.yaml", yaml.safe_dump(winner, sort_keys=False))
     context = {"workload": spec.workload, "placement": f"{spec.workers} workers on {place.layout.nodes} host(s), "
                f"{place.label}", "inputs": inputs,
-               "candidates": f"{len(pred)} predicted, {len(short)} measured ({len(short) / len(pred):.0%}); a knob "
+               "candidates": f"{len(pred)} predicted, {len(short)} shortlisted, {len(measured)} measured "
+                             f"({len(measured) / len(pred):.0%}); a knob "
                              f"variant predicted within {policy.target:.0%} of a measured variant of its method "
                              f"is not measured (the model cannot tell them apart)",
                "target": f"95% CI of the mean within {policy.target:.0%}, {policy.iters}-{policy.max_iters} iterations",
+               "time": ms.outcome.line(),
                "wall time": f"{time.monotonic() - t0:.0f} s (this invocation)"}
     text = render(rec, pred, meas, context, skipped, winner, str(keep / "winner.yaml"), str(run_dir))
     write_text_atomic(keep / "report.md", text)
     write_text_atomic(keep / "recommendation.json", json.dumps(
         {"winner": rec.winner.candidate.label, "cell_id": rec.winner.cell_ids[-1], "tied": rec.tied,
-         "gain": rec.gain, "line": rec.line()}, indent=1))
+         "gain": rec.gain, "line": rec.line(),
+         "budget": {"budget_s": spec.budget_s, "used_s": ms.outcome.used_s, "ended": ms.outcome.ended,
+                    "not_measured": ms.outcome.not_measured, "cut_short": ms.outcome.cut_short,
+                    "rounds_run": ms.outcome.rounds_run, "rounds_skipped": ms.outcome.rounds_skipped}},
+        indent=1, default=str))
     return run_dir, rec.line()
 
 
@@ -222,6 +223,8 @@ def _check(spec: AdviseSpec) -> tuple[str, list[str]]:
     policy = spec.policy
     if spec.workers < 2 or spec.top_k < 1 or spec.servers < 0 or policy.iters < 2 or policy.max_iters < policy.iters:
         raise UserError("advise needs --workers >= 2, --top-k >= 1, --servers >= 1 and 2 <= --iters <= --max-iters")
+    if not spec.budget_s > 0:
+        raise UserError("--budget must be a positive duration, e.g. 10m; fix the option")
     if not 0 < policy.target < 1 or policy.rounds < 0:
         raise UserError("--target-ci must be between 0 and 1 (0.03 = 3%) and --rounds >= 0; fix the option")
     if spec.network and spec.commbench:
@@ -267,10 +270,11 @@ def _all(pred: pd.DataFrame) -> list[Candidate]:
             for r in pred.itertuples()]
 
 
-def _decide(measured, run, keep: Path, policy: Policy):
-    """The recommendation, after alternated rounds of the best two when their CIs overlap."""
+def _decide(measured, ms: Measuring, keep: Path, policy: Policy):
+    """The recommendation, after alternated rounds of the best two when their CIs overlap (while they fit
+    in the budget)."""
     first = recommend(measured)
     verdict = None
     if first.runner_up is not None and policy.rounds and first.winner.estimate.overlaps(first.runner_up.estimate):
-        verdict = alternated_rounds(first.winner, first.runner_up, run, keep / "rounds", policy.rounds)
-    return recommend(measured, verdict), verdict
+        verdict = alternated_rounds(first.winner, first.runner_up, ms, keep / "rounds", policy.rounds)
+    return recommend(measured, verdict, ms.outcome), verdict

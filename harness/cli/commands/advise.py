@@ -36,6 +36,9 @@ from harness.cli.runs_cells import RunsCells
 @click.option("--batch", type=int, help="Per-worker batch (default: the workload's).")
 @click.option("--seq-len", type=int, help="Sequence length (default: the workload's).")
 @click.option("--device", default="auto", show_default=True, help="cpu | cuda | auto.")
+@click.option("--budget", default="10m", show_default=True,  # harness/advise/budget.DEFAULT_BUDGET
+              help="Time advise may take in all (90s, 10m, 1h): the best candidates measured first, each try sized "
+                   "to the time left; when it ends, the answer with the confidence reached and what was left out.")
 @click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=float, help="Cell time limit, s.")
 @click.option("--profile", type=click.Path(dir_okay=False, path_type=Path),
               help="Stored profile (`ddlbench profile`) instead of measuring one.")
@@ -46,18 +49,19 @@ from harness.cli.runs_cells import RunsCells
 @click.option("--resume", is_flag=True, help="Go on with the advise run in --output: measure only what is missing.")
 @click.option("--oversubscribe", is_flag=True, help="Allow more workers than cores (timings are then noise).")
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
-def command(grid, iters, max_iters, target_ci, rounds, no_progress, **options):
+def command(grid, iters, max_iters, target_ci, rounds, budget, no_progress, **options):
     """Recommend a method and knobs for WORKLOAD here: predict every candidate, measure the best few and DDP.
 
     Prints the recommendation (gain over DDP default with its 95% CI, or a statistical tie) and writes
     RUN/advise/report.md. Exit status 0, 2 on bad input, 128+N when signal N stopped it (go on with the
     same command and --resume --output RUN)."""
     # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    from harness.advise.budget import parse_duration
     from harness.advise.shortlist import Policy
     from harness.advise.workflow import AdviseSpec, run_advise
 
     spec = AdviseSpec(**options, full_grid=grid == "full", policy=Policy(iters, max_iters, target_ci, rounds),
-                      progress=not no_progress)
+                      budget_s=parse_duration(budget), progress=not no_progress)
     run_dir, line = run_advise(spec)
     click.echo((run_dir / "advise" / "report.md").read_text())
     click.echo(line)

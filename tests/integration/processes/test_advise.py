@@ -165,7 +165,23 @@ def test_advise_on_this_box_recommends_with_evidence_and_resumes(tmp_path):
     before = len(summary)
     _, again = _advise(tmp_path, "--schemes", "ddp,bsp-a2a,wfbp-a2a,mgwfbp,bsp-ps", "--top-k", "2", "--resume")
     assert len(pd.read_parquet(out / "summary.parquet")) == before, "a resumed advise measured again"
-    assert rec["line"] in again
+    assert rec["line"].split("; budget 10m")[0] in again
+    assert not rec["budget"]["ended"] and "budget 10m, used " in rec["line"]
+    again_rec = json.loads((out / "advise" / "recommendation.json").read_text())
+    assert again_rec["budget"]["used_s"] >= rec["budget"]["used_s"], "the time spent before the resume counts"
+
+
+@pytest.mark.slow
+def test_a_budget_too_small_for_the_shortlist_still_answers_and_says_what_it_left_out(tmp_path):
+    """--budget 1s: the profile and the network are measured, then DDP default alone (advise answers from
+    one measurement at least), and the answer says the budget ended and what was not measured."""
+    out, printed = _advise(tmp_path, "--schemes", "ddp,bsp-a2a,wfbp-a2a", "--top-k", "2", "--budget", "1s")
+    meas = pd.read_csv(out / "advise" / "measured.csv")
+    assert list(meas["label"]) == ["ddp"] and (meas["iters"] == 5).all()
+    rec = json.loads((out / "advise" / "recommendation.json").read_text())
+    assert rec["budget"]["ended"] and rec["budget"]["budget_s"] == 1 and rec["budget"]["not_measured"]
+    assert "ddp" not in rec["budget"]["not_measured"]
+    assert "recommended: ddp" in printed and "budget 1s, used " in printed and "the budget ended (not measured: " in printed
 
 
 @pytest.mark.slow

@@ -274,6 +274,8 @@ CASES = [
                                                                                          "ddlbench profile"]),
     ("advise --workload bert-base-tiny --output {t}/run", ["already holds a run", "--resume"]),
     ("advise --workload byom_bad:not_a_spec --output {t}/new", ["WorkloadSpec"]),
+    ("advise --workload bert-base-tiny --budget abc --output {t}/new", ["--budget 'abc' is not a duration", "10m"]),
+    ("advise --workload bert-base-tiny --budget 0s --output {t}/new", ["not a duration"]),
 ]
 
 

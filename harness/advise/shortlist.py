@@ -156,8 +156,16 @@ def measure_all(short: list[Candidate], ms: Measuring) -> list[Measured]:
     measured = [m for m in measured if m.cell_ids or m.status != "ok"]
     while _refine_one(measured, ms):
         pass
-    ms.outcome.cut_short = [m.candidate.label for m in measured if m.status == "ok" and _wants_more(m, policy)]
+    ms.outcome.cut_short = [m.candidate.label for m in measured if m.status == "ok" and _cut_by_time(m, policy)]
     return measured
+
+
+def _cut_by_time(m: Measured, policy: Policy) -> bool:
+    """Whether the candidate's CI target was left unreached for lack of time: a longer try was wanted and worth
+    its start-up (at least 1.5x the last), and the refinement, which takes every such try that fits, did not
+    take it. A try that --max-iters keeps under 1.5x the last is the bound's doing, not the budget's."""
+    want = _wants_more(m, policy)
+    return want is not None and want >= math.ceil(1.5 * int(m.row["iters"]))
 
 
 def _wants_more(m: Measured, policy: Policy) -> int | None:

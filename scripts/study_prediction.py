@@ -193,11 +193,12 @@ def _calibration_lines(cal, uncal, prof) -> list[str]:
         "docs/ARCHITECTURE.md \"Calibration\"). Each parameter is a physical quantity of one stack shared by the "
         "three workloads (a workload enters only through its layer profile); no parameter per cell or per "
         "workload. Least squares on each cell's log-ratio over its uncertainty (its std over runs, at least 1%); "
-        "three blocks fitted in turn to the methods that move them (all-reduce, BytePS, ByteScheduler: the last "
-        "after a Latin-hypercube scan, its cost being rugged), then all together. The interval is the 10th-90th "
+        "three blocks fitted in turn, each to its own methods' cells (all-reduce, BytePS, ByteScheduler: the last "
+        "after a Latin-hypercube scan, its cost being rugged); the host path is not searched (one node sees only "
+        "min(edge, host path / 4)) and keeps what the cells allow of its sourced range. The interval is the 10th-90th "
         "percentile of a linearised wild bootstrap (each cell's residual, at least its own uncertainty, with a "
         "random sign, through the Jacobian); a parameter that no cell moves by a quarter of its uncertainty over "
-        "its whole range is not determined and keeps its sourced range. "
+        "its whole range is not determined and keeps the part of its sourced range the cells allow. "
         f"The single-GPU BERT figures are taken as run with {share} (all-reduce block's cost: {sel}). "
         f"{cal.fit.evaluations} simulations of the one-node cells; {cal.fit.message}.",
         "",

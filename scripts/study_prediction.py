@@ -183,6 +183,7 @@ def _microbench(folder: Path) -> dict:
 
 
 def _calibration_lines(cal, uncal, prof) -> list[str]:
+    table = cal.table()  # its draws and determining cells, computed once for both tables below
     share = "SGD" if cal.adam_share == 0 else "Adam"
     sel = ", ".join(f"{'SGD' if k == 0 else 'Adam'} {v:.0f}" for k, v in cal.selection.items())
     lines = [
@@ -202,12 +203,12 @@ def _calibration_lines(cal, uncal, prof) -> list[str]:
         f"The single-GPU BERT figures are taken as run with {share} (all-reduce block's cost: {sel}). "
         f"{cal.fit.evaluations} simulations of the one-node cells; {cal.fit.message}.",
         "",
-        params_table(cal.table()),
+        params_table(table),
         "",
         "Fitted values outside their sourced ranges are findings, not errors to hide (hypotheses below; each "
         "would need a microbenchmark on the study's hardware to settle):",
         "",
-        *[f"- {line}" for line in outside_lines(cal.table())],
+        *[f"- {line}" for line in outside_lines(table)],
         "- BytePS's transports (TCP over 10 GbE and IPoIB, RDMA on IB): one node of BytePS runs no server, so the "
         "one-node PS cells do not cross the network (their three network columns agree within run-to-run noise), "
         "and the per-connection rates keep their sourced ranges.",

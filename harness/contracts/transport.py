@@ -31,11 +31,6 @@ class Handle(ABC):
         self.wait()
 
 
-class DoneHandle(Handle):
-    def wait(self) -> None:
-        return None
-
-
 class Transport(ABC):
     """What a scheme may ask of the network. `rank`/`workers` count workers only (never servers)."""
 

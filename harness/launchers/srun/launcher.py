@@ -110,17 +110,6 @@ def step_environment(base: Mapping[str, str], step: Step) -> dict[str, str]:
     return env
 
 
-def plan_cell(cell, alloc: Allocation, cell_dir: Path, master_addr: str, port: int,
-              command: tuple[str, ...], style: str | None = None,
-              rendezvous: tuple[str, int] | None = None, extra_env: dict | None = None) -> list[Step]:
-    """The step(s) that run `cell` (pure): the cell's backend plans them. `style` is the backend's launch
-    variant (None = its default); `rendezvous` a backend service's address; `extra_env` is set for
-    every task."""
-    ctx = SrunContext(cell, alloc, cell_dir, master_addr, port, tuple(command), style, rendezvous,
-                      dict(extra_env or {}))
-    return recipe(cell.backend, SrunRecipe).plan(ctx)
-
-
 def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, ...] | None = None) -> Path:
     """Run every rank of `cell` as a step of the current allocation; return rank 0's result.json,
     or raise CellFailed. `placement` is ignored (the allocation places); `command` replaces the

@@ -32,6 +32,7 @@ from click.testing import CliRunner
 from helpers import ROOT, rank_pids, require, stopped_in_one_line
 
 from harness.cli.main import cli
+from harness.contracts.backend import recipe
 from harness.contracts.cell import CellSpec
 from harness.contracts.launcher import LaunchRequest
 from harness.core.errors import UserError
@@ -47,8 +48,9 @@ from harness.jobs.sweep_jobs import (
 )
 from harness.launchers.choose import by_name, choose_launcher
 from harness.launchers.local.launcher import launch_one_box
-from harness.launchers.srun.launcher import plan_cell, step_environment
-from harness.launchers.srun.steps import Allocation, cell_port, failure_reason, place
+from harness.launchers.srun.launcher import step_environment
+from harness.launchers.srun.recipe import SrunRecipe
+from harness.launchers.srun.steps import Allocation, SrunContext, cell_port, failure_reason, place
 from harness.launchers.srun.task import task_env
 
 DATA = ROOT / "tests" / "data"
@@ -166,6 +168,12 @@ def _cell(**kw) -> CellSpec:
                        "nodes": 2, "device": "cpu", **kw})
 
 
+def _plan(cell, alloc, cell_dir, master_addr, port, command, style=None, rendezvous=None):
+    """The steps of `cell` as launch_cell_srun plans them: its backend's srun recipe over the context."""
+    ctx = SrunContext(cell, alloc, cell_dir, master_addr, port, tuple(command), style, rendezvous)
+    return recipe(cell.backend, SrunRecipe).plan(ctx)
+
+
 def test_servers_on_spare_nodes_else_beside_the_workers():
     assert place(_cell(), ALLOC3) == (["n1", "n1", "n2"], ["n3", "n3"])
     assert place(_cell(), ALLOC2) == (["n1", "n1", "n2"], ["n1", "n2"])
@@ -175,7 +183,7 @@ def test_servers_on_spare_nodes_else_beside_the_workers():
 
 
 def test_torch_cell_is_one_step_with_a_host_per_rank(tmp_path):
-    [step] = plan_cell(_cell(), ALLOC2, tmp_path, "127.0.0.1", 24000, ("w",))
+    [step] = _plan(_cell(), ALLOC2, tmp_path, "127.0.0.1", 24000, ("w",))
     argv = list(step.argv)
     assert argv[0] == "srun" and argv[-1] == "w"
     for opt in ("--nodes=2", "--ntasks=5", "--distribution=arbitrary", "--kill-on-bad-exit=1",
@@ -185,12 +193,12 @@ def test_torch_cell_is_one_step_with_a_host_per_rank(tmp_path):
     env = step_environment({"RANK": "0", "WORLD_SIZE": "2", "SLURM_NTASKS_PER_NODE": "1", "KEEP": "1"}, step)
     assert "RANK" not in env and "WORLD_SIZE" not in env and "SLURM_NTASKS_PER_NODE" not in env
     assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["KEEP"]) == ("127.0.0.1", "24000", "1")
-    [spare] = plan_cell(_cell(), ALLOC3, tmp_path, "127.0.0.1", 24000, ("w",))
+    [spare] = _plan(_cell(), ALLOC3, tmp_path, "127.0.0.1", 24000, ("w",))
     assert "--overcommit" not in spare.argv and "--nodes=3" in spare.argv
 
 
 def test_byteps_cell_is_scheduler_servers_and_workers(tmp_path):
-    steps = plan_cell(_cell(backend="byteps"), ALLOC3, tmp_path, "10.0.0.1", 24000, ("w",))
+    steps = _plan(_cell(backend="byteps"), ALLOC3, tmp_path, "10.0.0.1", 24000, ("w",))
     assert [(s.role, s.main, s.hosts) for s in steps] == [
         ("scheduler", False, ("n1",)), ("servers", False, ("n3", "n3")), ("workers", True, ("n1", "n1", "n2"))]
     env = dict(steps[0].env)
@@ -202,12 +210,12 @@ def test_byteps_cell_is_scheduler_servers_and_workers(tmp_path):
 
 def test_horovodrun_and_horovod_srun_plans(tmp_path):
     cell = _cell(scheme="wfbp-a2a", servers=0, backend="horovod")
-    [run] = plan_cell(cell.with_(knobs={"fusion_threshold_mb": 64}), ALLOC2, tmp_path, "a", 1, ("w",),
+    [run] = _plan(cell.with_(knobs={"fusion_threshold_mb": 64}), ALLOC2, tmp_path, "a", 1, ("w",),
                       style="horovodrun")
     assert run.argv[0].endswith("horovodrun")
     assert run.argv[1:8] == ("--gloo", "-np", "3", "-H", "n1:2,n2:1", "--fusion-threshold-mb", "64")
     assert dict(run.env)["HOROVOD_FUSION_THRESHOLD"] == str(64 << 20)  # what hvd.init() reads
-    [srun] = plan_cell(cell, ALLOC2, tmp_path, "a", 1, ("w",), rendezvous=("10.0.0.9", 5555))
+    [srun] = _plan(cell, ALLOC2, tmp_path, "a", 1, ("w",), rendezvous=("10.0.0.9", 5555))
     assert dict(srun.env)["HOROVOD_GLOO_RENDEZVOUS_PORT"] == "5555" and srun.hosts == ("n1", "n1", "n2")
 
 
@@ -602,7 +610,7 @@ def test_cuda_ranks_get_their_share_of_the_node_cpus(tmp_path):
     """One CPU per GPU rank would serialise the main, autograd and NCCL threads: a CUDA rank gets the
     node's CPUs over its tasks, a CPU rank its torch threads."""
     alloc = Allocation("9", ("n1", "n2"), 4, (32, 32))
-    [gpu] = plan_cell(_cell(scheme="ddp", servers=0, workers=8, device="cuda"), alloc, tmp_path, "a", 1, ("w",))
+    [gpu] = _plan(_cell(scheme="ddp", servers=0, workers=8, device="cuda"), alloc, tmp_path, "a", 1, ("w",))
     assert "--cpus-per-task=8" in gpu.argv
-    [cpu] = plan_cell(_cell(scheme="ddp", servers=0, workers=8), alloc, tmp_path, "a", 1, ("w",))
+    [cpu] = _plan(_cell(scheme="ddp", servers=0, workers=8), alloc, tmp_path, "a", 1, ("w",))
     assert "--cpus-per-task=1" in cpu.argv

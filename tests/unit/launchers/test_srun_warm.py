@@ -17,10 +17,11 @@ import time
 
 import pytest
 
+from harness.contracts.backend import recipe
 from harness.contracts.cell import CellSpec
 from harness.launchers.identity import from_environ
-from harness.launchers.srun.launcher import plan_cell
-from harness.launchers.srun.steps import SHIM_MODULE, Allocation
+from harness.launchers.srun.recipe import SrunRecipe
+from harness.launchers.srun.steps import SHIM_MODULE, Allocation, SrunContext
 from harness.launchers.srun.task import main as shim_main
 from harness.launchers.srun.tasks import task_env, warm_tasks
 from harness.procs.argv import WORKER_MODULE, python_argv, worker_argv
@@ -36,8 +37,11 @@ def _cell(**over) -> CellSpec:
     return CellSpec(**{**base, **over})
 
 
-def _plan(tmp_path, cell, **kw):
-    return plan_cell(cell, ALLOC2, tmp_path, "10.0.0.1", 24000, (*python_argv(), *worker_argv(tmp_path)), **kw)
+def _plan(tmp_path, cell, style=None, rendezvous=None):
+    """The steps as launch_cell_srun plans them: the cell's backend's srun recipe over the context."""
+    ctx = SrunContext(cell, ALLOC2, tmp_path, "10.0.0.1", 24000, (*python_argv(), *worker_argv(tmp_path)), style,
+                      rendezvous)
+    return recipe(cell.backend, SrunRecipe).plan(ctx)
 
 
 def test_a_torch_cell_becomes_one_spawn_per_task_on_its_node(tmp_path):

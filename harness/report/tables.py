@@ -28,12 +28,6 @@ def _sorted(s: pd.DataFrame) -> pd.DataFrame:
     return s.sort_values(keys).drop(columns="_o")
 
 
-def _ci(r) -> str:
-    if r["status"] != "ok":
-        return "-"
-    return f"{_f(r.get('throughput_ci95_low'), '.1f')} - {_f(r.get('throughput_ci95_high'), '.1f')}"
-
-
 def cores_shared(r, cpu_count: float, one_box: bool) -> bool:
     """Do a CPU cell's ranks leave no core free on a box (docs/ARCHITECTURE.md, "Measurement hygiene")?
     workers x threads (+ servers) on one box >= its cores: gloo's copies and sums need a core too, so

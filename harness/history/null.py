@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import ruptures as rpt
+from scipy import stats as st
 
 from harness.core.atomic import write_json_atomic
 
@@ -36,12 +37,12 @@ MIN_SEGMENT = 2
 
 def robust_sigma(y: np.ndarray) -> float:
     """The noise of a series from its first differences, robust to its steps and outliers: the MAD of the
-    differences (1.4826 x median absolute deviation estimates a normal sigma), over sqrt(2) (a difference
-    of two draws has twice the variance)."""
+    differences scaled to a normal sigma (scipy's scale="normal": over the normal's 0.75 quantile, x 1.4826),
+    over sqrt(2) (a difference of two draws has twice the variance); 0 for a series of one run or none."""
     d = np.diff(np.asarray(y, dtype=float))
-    if d.size == 0:
+    if d.size == 0:  # scipy answers nan (and warns) for an empty sample
         return 0.0
-    return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
+    return float(st.median_abs_deviation(d, scale="normal") / math.sqrt(2))
 
 
 CLIP = 3.0

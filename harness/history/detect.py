@@ -16,7 +16,7 @@
 3. A kept change is *confirmed* once at least `confirm_runs` runs after its first run agree with the new
    level (each nearer the new level than the old). A change whose new level already ended (a later change
    came before it was confirmed) was a transient and is dropped; only the newest may wait for confirmation.
-The size's 95% CI is a percentile bootstrap over the run medians of both sides.
+The size's 95% CI is a percentile bootstrap over the run medians of both sides (scipy.stats.bootstrap, `_size_ci`).
 """
 
 from __future__ import annotations
@@ -71,12 +71,33 @@ def _mw(a: list[np.ndarray], b: list[np.ndarray]) -> float:
     return float(st.mannwhitneyu(x, y, alternative="two-sided").pvalue)
 
 
+def _size(left: np.ndarray, right: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The change's size, new median over old median - 1, along `axis` (scipy's bootstrap asks it of every
+    resample at once)."""
+    return np.median(right, axis=axis) / np.median(left, axis=axis) - 1
+
+
 def _size_ci(left: np.ndarray, right: np.ndarray, cfg: DetectorConfig, seed: int) -> tuple[float, float]:
+    """95% CI of the size: the two sides' run medians resampled each on its own (scipy.stats.bootstrap,
+    two samples, unpaired), the percentile interval of the size over the resamples. Percentile, not BCa:
+    a side holds as few as two runs, where the median's jackknife (BCa's acceleration) is degenerate (nan
+    with a warning when a side is flat), and the percentile interval is what this CI has always meant.
+    Seeded per change (`seed`): the same history gives the same bounds on every machine. `random_state`,
+    not `rng`: the project allows scipy 1.10, and `rng` came in 1.15."""
     rng = np.random.default_rng(seed)
-    lo = np.median(rng.choice(left, (cfg.bootstrap, left.size)), axis=1)
-    hi = np.median(rng.choice(right, (cfg.bootstrap, right.size)), axis=1)
-    q = np.quantile(hi / lo - 1, [0.025, 0.975])
-    return float(q[0]), float(q[1])
+    if left.size < 2 and right.size < 2:
+        return (float(_size(left, right)),) * 2
+    if min(left.size, right.size) < 2:
+        # scipy refuses a sample of one; a single run resamples to itself, so only the other side varies
+        if left.size < 2:
+            stat, data = (lambda x, axis=-1: _size(left, x, axis)), (right,)
+        else:
+            stat, data = (lambda x, axis=-1: _size(x, right, axis)), (left,)
+    else:
+        stat, data = _size, (left, right)
+    ci = st.bootstrap(data, stat, n_resamples=cfg.bootstrap, vectorized=True, paired=False,
+                      confidence_level=0.95, method="percentile", random_state=rng).confidence_interval
+    return float(ci.low), float(ci.high)
 
 
 def _judge(m: np.ndarray, samples, bounds: list[int], i: int, cfg: DetectorConfig) -> Change | None:

@@ -7,8 +7,9 @@
 
 A batch is written to a hidden temporary name in runs/ and renamed (harness/core/atomic.py), under a name no
 other writer can take (time, process id and a random uuid), so two CI jobs appending at once lose nothing and
-a reader never sees half a file. A file that cannot be read (torn by a crash of a copy, or not a history
-file) is named in a one-line problem and skipped; the rest stays readable. A run added twice is kept once.
+a reader never sees half a file. The files are read as one pyarrow dataset (`read`). A file that cannot be
+read (torn by a crash of a copy, not a history file, or written by a newer ddlbench) is named in a one-line
+problem and skipped; the rest stays readable. A run added twice is kept once.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from harness.core.atomic import write_parquet_atomic
@@ -76,7 +78,8 @@ read as dictionaries (as Parquet stores them) and so as categoricals, a million 
 a GB. Times (`run_utc`) stay strings: they are sorted."""
 
 
-def _read_one(path: Path, columns: list[str], series=None) -> tuple[pa.Table | None, str]:
+def _check(path: Path) -> tuple[pa.Schema | None, str]:
+    """The file's schema from its footer, or the problem when it is no Parquet file or no history file."""
     try:
         schema = pq.read_schema(path)
     except Exception as e:  # a torn or foreign file: pyarrow raises several kinds
@@ -84,36 +87,72 @@ def _read_one(path: Path, columns: list[str], series=None) -> tuple[pa.Table | N
     missing = [c for c in REQUIRED if c not in schema.names]
     if missing:
         return None, f"{path} is not a history file (no {', '.join(missing)} column)"
-    try:
-        where = [("series", "in", sorted(series))] if series is not None else None
-        wanted = [c for c in columns if c in schema.names]
-        table = pq.read_table(path, columns=wanted, filters=where, read_dictionary=[c for c in REPEATED if c in wanted])
-    except Exception as e:
-        return None, f"{path} is torn ({str(e).splitlines()[0][:120]})"
-    newest = pc.max(table["schema_version"]).as_py() if table.num_rows else None
-    if newest is not None and newest > SCHEMA_VERSION:
-        return None, (f"{path} was written by a newer ddlbench (history schema {newest} > {SCHEMA_VERSION}): "
-                      f"upgrade ddlbench")
-    return table, ""
+    return schema, ""
+
+
+def _dataset(schemas: dict[Path, pa.Schema]) -> ds.Dataset:
+    """The files as one dataset: their schemas unified (a column an older file lacks reads as nulls), the
+    REPEATED columns read as dictionaries."""
+    unified = pa.unify_schemas(list(schemas.values()))
+    fields = [pa.field(f.name, pa.dictionary(pa.int32(), f.type)) if f.name in REPEATED else f for f in unified]
+    fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=REPEATED))
+    return ds.dataset([str(f) for f in schemas], schema=pa.schema(fields, unified.metadata), format=fmt)
+
+
+def _blame(data: ds.Dataset, columns: list[str], where) -> dict[Path, str]:
+    """The files that failed the dataset's read (torn past their footer: the read does not say which) or hold
+    rows of a newer schema, each with its problem: read one by one, only when the whole read found either."""
+    out = {}
+    for fragment in data.get_fragments():
+        path = Path(fragment.path)
+        try:
+            table = fragment.to_table(schema=data.schema, columns=columns, filter=where)
+        except Exception as e:
+            out[path] = f"{path} is torn ({str(e).splitlines()[0][:120]})"
+            continue
+        newest = pc.max(table["schema_version"]).as_py() if table.num_rows else None
+        if newest is not None and newest > SCHEMA_VERSION:
+            out[path] = (f"{path} was written by a newer ddlbench (history schema {newest} > {SCHEMA_VERSION}): "
+                         f"upgrade ddlbench")
+    return out
 
 
 def read(history: str | Path, columns: list[str] | None = None, series=None) -> tuple[pd.DataFrame, list[str]]:
     """Every readable row (a run added twice: its first file's rows; only `columns`, only the rows of
-    `series` when given) and one line per file skipped, saying what is wrong and how to fix it."""
+    `series` when given) and one line per file skipped, saying what is wrong and how to fix it. The files
+    that pass the footer's check are read as one pyarrow dataset (in file order); a file the read fails on,
+    or one of a newer schema, is then found, named and left out, and the rest read again."""
     path = check_history(history)
     columns = list(dict.fromkeys([*REQUIRED, *(columns or COLUMNS)]))
-    tables, problems = [], []
-    for f in files(path):
-        table, problem = _read_one(f, columns, series)
-        if problem:
-            problems.append(f"skipped {problem}; move it out of {runs_dir(path)} or restore it from a copy")
-        elif table.num_rows:
-            tables.append(table)
-    if not tables:
-        return as_rows(pd.DataFrame()).loc[:, [c for c in COLUMNS if c in columns]], problems
-    rows = pa.concat_tables(tables, promote_options="default").to_pandas()  # dictionaries unified: categoricals
+    where = pc.field("series").isin(sorted(series)) if series is not None else None
+    order = files(path)
+    checked = {f: _check(f) for f in order}
+    schemas = {f: schema for f, (schema, problem) in checked.items() if not problem}
+    problems = {f: problem for f, (_, problem) in checked.items() if problem}
+    while schemas:
+        data = _dataset(schemas)
+        wanted = [c for c in columns if c in data.schema.names]
+        try:
+            table = data.to_table(columns=wanted, filter=where)
+        except Exception:  # a file torn past its footer
+            blamed = _blame(data, wanted, where)
+            if not blamed:
+                raise
+        else:
+            if not table.num_rows or pc.max(table["schema_version"]).as_py() <= SCHEMA_VERSION:
+                break
+            blamed = _blame(data, wanted, where)  # finds them: the same files, columns and filter
+        problems.update(blamed)
+        schemas = {f: s for f, s in schemas.items() if f not in blamed}
+    else:
+        table = None
+    skipped = [f"skipped {problems[f]}; move it out of {runs_dir(path)} or restore it from a copy"
+               for f in order if f in problems]
+    if table is None or not table.num_rows:
+        return as_rows(pd.DataFrame()).loc[:, [c for c in COLUMNS if c in columns]], skipped
+    rows = table.to_pandas()  # dictionaries unified: categoricals
     rows = rows.drop_duplicates(["run_key", "cell_key"], keep="first").reset_index(drop=True)
-    return rows, problems
+    return rows, skipped
 
 
 def known_runs(history: str | Path) -> set[str]:

@@ -1,6 +1,6 @@
-"""The history store (harness/history/store.py): two writers at once lose nothing, a torn or foreign file is
-named and skipped while the rest stays readable, a run added twice is kept once, and a run whose commit cannot
-be placed still lands with the reason.
+"""The history store (harness/history/store.py): two writers at once lose nothing, a torn, foreign or newer
+schema's file is named and skipped while the rest stays readable, a run added twice is kept once, and a run
+whose commit cannot be placed still lands with the reason.
 
     pytest -q tests/unit/history/test_store.py        # a few seconds
 """
@@ -16,14 +16,14 @@ from helpers import ROOT
 
 from harness.cli.main import cli
 from harness.history import store, synthetic
-from harness.history.rows import run_rows
+from harness.history.rows import SCHEMA_VERSION, run_rows
 
 CELLS = ["resnet50-tiny:ddp", "bert-base-tiny:bsp-a2a", "resnet50-tiny:wfbp-a2a"]
 
 WRITER = """
 import sys
 from harness.history import store, synthetic
-from harness.history.rows import run_rows
+from harness.history.rows import SCHEMA_VERSION, run_rows
 template = run_rows(synthetic.run_tables("t", {c: [0.1] * 5 for c in sys.argv[2].split(",")}))
 for rows in synthetic.scaled_batches(template, runs=int(sys.argv[3]), iters=5, name=sys.argv[4]):
     store.append(rows, sys.argv[1])
@@ -61,6 +61,30 @@ def test_a_torn_and_a_foreign_file_are_named_and_skipped_and_the_rest_read(tmp_p
     res = CliRunner().invoke(cli, ["history", "changes", "--history", str(history)])
     assert res.exit_code == 0, res.output
     assert res.stderr.count("warning: skipped") == 2 and "torn.parquet" in res.stderr
+
+
+def test_a_file_torn_past_its_footer_and_a_newer_schemas_file_are_named_once_and_skipped(tmp_path):
+    """The dataset's read fails on a page torn behind a sound footer, and finds rows of a newer schema, without
+    saying which file: each is found, named in one line, and the rest read (with a series filter too)."""
+    history = tmp_path / "history"
+    for t in synthetic.series_runs(3, CELLS):
+        store.append(run_rows(t), history)
+    good = store.files(history)
+    data = bytearray(good[0].read_bytes())
+    data[4:60] = b"\xff" * 56  # the first page's header, right after the magic bytes
+    torn = store.runs_dir(history) / "torn.parquet"
+    torn.write_bytes(bytes(data))
+    newer = store.runs_dir(history) / "newer.parquet"
+    run_rows(synthetic.series_runs(1, CELLS, first=3)[0]).assign(schema_version=SCHEMA_VERSION + 1).to_parquet(
+        newer, index=False)
+    rows, problems = store.read(history)
+    assert len(rows) == 3 * len(CELLS) and set(rows["schema_version"]) == {SCHEMA_VERSION}
+    assert len(problems) == 2 and all(len(p.splitlines()) == 1 for p in problems)
+    assert any(str(torn) in p and "is torn" in p for p in problems)
+    assert any(str(newer) in p and "newer ddlbench" in p for p in problems)
+    one = rows["series"].iloc[0]
+    some, again = store.read(history, columns=["run_key", "samples"], series={one})
+    assert len(some) == 3 and set(some["series"]) == {one} and again == problems
 
 
 def test_history_add_keeps_a_run_once_and_lands_a_run_without_a_commit(tmp_path):

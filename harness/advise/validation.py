@@ -10,11 +10,11 @@ import pandas as pd
 
 from harness.advise.candidates import Candidate
 from harness.networks.profiles import rate_label
-from harness.predict.study_inputs import STUDY_METHODS
+from harness.predict.predictor import SEVEN_METHODS
 from harness.schemes import SCHEMES
 from harness.testbed import netns
 
-METHODS = ["ddp", *STUDY_METHODS, "dear", "fsdp"]
+METHODS = ["ddp", *SEVEN_METHODS, "dear", "fsdp"]
 
 
 BATCH = {"resnet50-tiny": 64, "bert-base-tiny": 8}  # the showcase's: resnet50-tiny the high-intensity model

@@ -14,11 +14,8 @@ Rooms (the simulations themselves are in harness/sim):
   predictor         grid -> rows shaped like the summary table (source=predicted), from the registered models,
                     each method on its network's software stack (harness/sim/costs.py)
   inputs            model inputs with value, range, unit and source; Latin-hypercube samples, corners
-  study_inputs      the study's cluster: every input with its range and source
-  study_cluster     inputs -> the study's network at 1-8 nodes (links, NCCL's ring and tree, each method's
-                    stack and knobs); `study-*` network names
-  study             the whole curve, its intervals and the sensitivity table
-  run               `ddlbench predict` (PredictSpec)
-Figures, tables and the predicted-vs-measured join are in harness/report (prediction, study_curve,
-validation); the study script is scripts/study_prediction.py, the validations scripts/reports/.
+  clusters          named whole clusters (links, stacks, knobs, inputs): the door a wing registers through
+  request           `ddlbench predict` (PredictSpec)
+Figures, tables and the predicted-vs-measured join are in harness/report (prediction, validation); the study's
+cluster, curve and report are its wing's (harness/study/), the validations scripts/reports/.
 """

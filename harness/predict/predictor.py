@@ -17,7 +17,6 @@ import pandas as pd
 from harness import backends
 from harness.core.errors import UserError
 from harness.core.schema import SCHEMA_VERSION, SUMMARY_COLUMNS
-from harness.predict.study_inputs import STUDY_METHODS
 from harness.schemes import SCHEMES, SchemeEntry
 from harness.sim.costs import with_optimizer
 from harness.sim.interference import contended
@@ -25,10 +24,15 @@ from harness.sim.model import ComputeModel, Model, NoModel, Outcome
 from harness.sim.network import Cluster, Link
 
 
+SEVEN_METHODS = ("bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps")
+"""The study's seven lossless methods, in its order (docs/ARCHITECTURE.md, "Predictor"): the one list that the
+predictor (`--schemes study`), the study's wing, the reports and advise's validation read."""
+
+
 def modelled() -> dict[str, SchemeEntry]:
     """Every registered scheme that has a simulation model, the study's seven first (then by name)."""
     have = {name: e for name, e in SCHEMES.items() if isinstance(e.model, Model)}
-    first = [n for n in ("local",) + STUDY_METHODS if n in have]
+    first = [n for n in ("local",) + SEVEN_METHODS if n in have]
     return {n: have[n] for n in first + [n for n in have if n not in first]}
 
 
@@ -48,7 +52,7 @@ def resolve_methods(spec: str | list[str]) -> list[str]:
         if name == "all":  # every method that communicates (add `local` for the baseline itself)
             out += [k for k in modelled() if k != "local"]
         elif name == "study":
-            out += list(STUDY_METHODS)
+            out += list(SEVEN_METHODS)
         elif name in SCHEMES:
             out.append(_entry(name).name)
         else:

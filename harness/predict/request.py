@@ -13,6 +13,7 @@ import pandas as pd
 from harness.core.atomic import write_parquet_atomic
 from harness.core.errors import UserError
 from harness.experiment.sweep import knob_value
+from harness.predict.clusters import CLUSTERS, cluster_entries, one_calibration
 from harness.predict.commbench_fit import (
     links_from_commbench,
     read_commbench,
@@ -27,12 +28,9 @@ from harness.predict.predictor import (
 )
 from harness.predict.profile_table import PROFILE_COLUMNS, PROFILE_OPTIONAL
 from harness.predict.profiler import counted_profile
-from harness.predict.study import predict_curve, with_intervals
-from harness.predict.study_calibration import calibrate
-from harness.predict.study_cluster import GPUS_PER_NODE, check_size, study_family
 from harness.results.files import check_output_file, read_table
 from harness.results.store import COMMBENCH_NEEDS, load_run
-from harness.sim.network import Cluster, get_link
+from harness.sim.network import LINKS, Cluster, get_link
 from harness.sim.ps import SERVER_GBYTE_S
 from workloads import WORKLOADS
 
@@ -54,9 +52,9 @@ class PredictSpec:
     compute: str = "auto"
     """auto | profile | flops: per-layer times from the measured profile or from FLOP counts."""
     networks: tuple = ("ib-100g",)
-    """Inter-node network presets, or the study's whole cluster (study-*)."""
+    """Inter-node network presets, or whole registered clusters (harness/predict/clusters.py: study-*)."""
     intervals: int = 0
-    """Samples of the inputs' ranges behind each row's pred_low/pred_high (study-* networks; 0: none)."""
+    """Samples of the inputs' ranges behind each row's pred_low/pred_high (clusters that state them; 0: none)."""
     commbench: tuple = ()
     """Measured commbench runs (directories or Parquet files): a network of their own."""
     label: str | None = None
@@ -87,8 +85,9 @@ class PredictSpec:
     dtype: str = "fp32"
     """Compute dtype of the predicted cells: fp32 only."""
     calibrate: str | Path | None = None
-    """A one-node run directory or table (the study's one-node columns): the study cluster's software costs are
-    fitted to it before predicting (harness/predict/study_calibration.py)."""
+    """A one-node run directory or table: the software costs of the named cluster are fitted to it before
+    predicting (the cluster's own calibration, harness/predict/clusters.py; the study's:
+    harness/study/calibration.py)."""
 
 
 def _ints(text: str, what: str) -> list[int]:
@@ -126,15 +125,18 @@ def check_inputs(spec: PredictSpec) -> list:
     if spec.servers < 0:
         raise UserError(f"--servers must be >= 1 (or left out: one per worker node), got {spec.servers}")
     nodes, per_node = _ints(spec.nodes, "--nodes"), _ints(spec.gpus_per_node, "--gpus-per-node")
+    clusters = cluster_entries(spec.networks)
     for n in (*spec.networks, spec.intra):
-        if study_family(n) is None:
-            get_link(n)
-    if any(study_family(n) for n in spec.networks):
-        if set(per_node) != {GPUS_PER_NODE}:
-            raise UserError(f"--network study-*: the study's nodes hold {GPUS_PER_NODE} GPUs; drop --gpus-per-node "
+        if n not in clusters and n not in LINKS:
+            raise UserError(f"unknown network preset {n!r}: known presets are {', '.join(sorted(LINKS))}, and "
+                            f"clusters {', '.join(CLUSTERS) or 'none'} (or give --commbench FILE.parquet with "
+                            f"measured all-reduce times)")
+    for name, entry in clusters.items():
+        if set(per_node) != {entry.gpus_per_node}:
+            raise UserError(f"--network {name}: its nodes hold {entry.gpus_per_node} GPUs; drop --gpus-per-node "
                             f"or predict another preset")
         for n in nodes:
-            check_size(n)
+            entry.check_nodes(n)
     _check_knobs(spec.knobs or {}, resolve_methods(spec.schemes))
     preset = get_device(spec.device_preset) if spec.device_preset else None
     tables = [p if isinstance(p, pd.DataFrame) else _read_profile(p) for p in spec.profiles]
@@ -245,27 +247,28 @@ def _ps_layout(df, gpus_per_node, servers, server_hosts):
 
 def run_predict(spec: PredictSpec = PredictSpec(), **changes):
     """The predicted table for `spec` (with `changes` applied: run_predict(workloads=("resnet50",), ...)), every
-    input checked first. Networks named `study-*` are the study's whole cluster (harness/predict/study_cluster.py:
-    links, each method's software stack and knobs), predicted by the same simulation; with `intervals` samples
-    each of their rows gets `pred_low`/`pred_high` from the inputs' ranges (harness/predict/study.py)."""
+    input checked first. Networks naming a registered cluster (harness/predict/clusters.py; the study's
+    `study-*`: links, each method's software stack and knobs) are predicted by that cluster's curve, the same
+    simulation; with `intervals` samples each of their rows gets `pred_low`/`pred_high` from the inputs' ranges."""
     spec = dataclasses.replace(spec, **changes)
     profiles = check_inputs(spec)
-    families = [f for f in map(study_family, spec.networks) if f]
-    if spec.intervals and (len(families) != len(spec.networks) or spec.commbench):
-        raise UserError("--intervals needs input ranges, which only the study's cluster states: predict "
-                        "--network study-ib-100g (study-ipoib-100g, study-eth-10g) alone, or drop --intervals")
-    if spec.calibrate is not None and (not families or len(families) != len(spec.networks) or spec.commbench):
-        raise UserError("--calibrate fits the study cluster's software costs (its stacks' parameters): predict "
-                        "--network study-ib-100g (study-ipoib-100g, study-eth-10g) alone with it, or drop --calibrate")
+    clusters = cluster_entries(spec.networks)
+    if spec.intervals and (len(clusters) != len(spec.networks) or spec.commbench
+                           or any(e.intervals is None for e in clusters.values())):
+        named = ", ".join(n for n in CLUSTERS if CLUSTERS.get(n).intervals is not None) or "none registered"
+        raise UserError(f"--intervals needs input ranges, which only a cluster that states them has ({named}): "
+                        f"predict such clusters alone, or drop --intervals")
     cal = None
     if spec.calibrate is not None:
-        cal = calibrate(spec.calibrate, {str(t["workload"].iloc[0]): t for t in profiles if len(t)}, lowo=False)
+        only_clusters = len(clusters) == len(spec.networks) and not spec.commbench
+        fit = one_calibration(clusters if only_clusters else {}, spec.calibrate)
+        cal = fit(spec.calibrate, {str(t["workload"].iloc[0]): t for t in profiles if len(t)})
         if not cal.fit.converged:
             raise UserError(f"--calibrate {spec.calibrate}: the fit did not converge ({cal.fit.message}); nothing "
                             f"is predicted from it: check the table's cells (a method far from the others' scale?)")
     models = load_models(profiles, spec.workloads, spec.device_preset, spec.throughput_samples_per_s, spec.batch,
                          spec.compute)
-    plain = [n for n in spec.networks if study_family(n) is None]
+    plain = [n for n in spec.networks if n not in clusters]
     nodes, methods = _ints(spec.nodes, "--nodes"), resolve_methods(spec.schemes)
     frames = []
     if plain or spec.commbench:
@@ -273,12 +276,11 @@ def run_predict(spec: PredictSpec = PredictSpec(), **changes):
                              spec.intra, spec.label, spec.shaped, spec.gpus_per_node, spec.servers, spec.server_hosts)
         frames.append(predict_rows(models, nets, nodes, _ints(spec.gpus_per_node, "--gpus-per-node"), methods,
                                    spec.servers, spec.allreduce, spec.knobs, server_hosts=spec.server_hosts))
-    if families:
-        kw = dict(node_counts=nodes, families=families, methods=methods, knobs=spec.knobs)
-        values = cal.values if cal else None
-        frames.append(with_intervals(models, samples=spec.intervals, values=values,
-                                     fitted=cal.draws(spec.intervals) if cal else None, **kw) if spec.intervals
-                      else predict_curve(models, values=values, **kw))
+    values = cal.values if cal else None
+    for entry in clusters.values():
+        kw = dict(node_counts=nodes, methods=methods, knobs=spec.knobs, values=values)
+        frames.append(entry.intervals(models, spec.intervals, fitted=cal.draws(spec.intervals) if cal else None,
+                                      **kw) if spec.intervals else entry.curve(models, **kw))
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     if cal is not None:  # what was fitted, for the command to say (DataFrame.attrs travel with the table)
         df.attrs["calibration"] = cal.table().to_dict("records")

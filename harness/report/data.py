@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.gate.keys import cell_key
-from harness.predict.study_inputs import STUDY_METHODS
+from harness.predict.predictor import SEVEN_METHODS
 
 PHASES = ("forward_s", "backward_s", "comm_wait_s", "optimizer_s")
 
@@ -80,7 +80,7 @@ def networks(summary: pd.DataFrame) -> list[str]:
 
 def schemes(summary: pd.DataFrame, include_local: bool = False) -> list[str]:
     """Scheme names in a stable order: the study's order where known, then the rest alphabetically."""
-    order = ["local", "ddp", "horovod", "deepspeed", "byteps", *STUDY_METHODS]
+    order = ["local", "ddp", "horovod", "deepspeed", "byteps", *SEVEN_METHODS]
     have = set(summary["scheme"].dropna()) if not summary.empty else set()
     if not include_local:
         have.discard("local")

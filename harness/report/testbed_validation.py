@@ -20,7 +20,7 @@ from harness.predict.commbench_fit import (
 )
 from harness.predict.compute import compute_model
 from harness.predict.predictor import Network, predict_rows
-from harness.predict.study_inputs import STUDY_METHODS
+from harness.predict.predictor import SEVEN_METHODS
 from harness.report.prediction import save, validation_scatter
 from harness.report.validation import KEYS, format_validation, validate
 from harness.results.store import load_run
@@ -28,7 +28,7 @@ from harness.sim.network import Cluster, Link
 from harness.sim.ps import SERVER_GBYTE_S
 from harness.testbed.netns import parse_rate
 
-METHODS = ["ddp", *STUDY_METHODS]
+METHODS = ["ddp", *SEVEN_METHODS]
 
 
 VARIANTS = ("calibrated", "contended", "alone")

@@ -1,7 +1,7 @@
 """ByteScheduler's models, registered beside the bytescheduler-a2a and -ps schemes (docs/ARCHITECTURE.md,
-"Predictor"): ddlbench's own engine (harness/sim/bytescheduler_engine.py), the 2019 library's PyTorch plugin on
-Horovod where the stack says it runs (harness/sim/bytescheduler_plugin.py: `Stack.leader_only`), and BytePS's
-pipeline for ByteScheduler-PS as the study ran it (harness/sim/byteps.py)."""
+"Predictor"): ddlbench's own engine (harness/sim/bytescheduler_engine.py), or a library's own run where the stack
+carries one (`Stack.bytescheduler_run`: the study's 2019 PyTorch plugin on Horovod,
+harness/study/bytescheduler_plugin.py), and BytePS's pipeline for ByteScheduler-PS (harness/sim/byteps.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from harness.sim.byteps import byteps
 from harness.sim.bytescheduler_engine import ByteSchedulerRun
-from harness.sim.bytescheduler_plugin import PluginRun
 from harness.sim.model import Outcome
 
 if TYPE_CHECKING:  # annotations only
@@ -18,8 +17,8 @@ if TYPE_CHECKING:  # annotations only
 
 
 def bytescheduler(c: ComputeModel, cluster: Cluster, knobs: dict, use_ps: bool = False, p2p=None) -> Outcome:
-    plugin = cluster.stack.leader_only and not use_ps
-    return (PluginRun if plugin else ByteSchedulerRun)(c, cluster, knobs, use_ps, p2p).run()
+    own = cluster.stack.bytescheduler_run
+    return (own if own is not None and not use_ps else ByteSchedulerRun)(c, cluster, knobs, use_ps, p2p).run()
 
 
 def bytescheduler_a2a(c, cluster, knobs, p2p=None) -> Outcome:

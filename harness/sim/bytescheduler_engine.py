@@ -1,5 +1,5 @@
 """ByteScheduler's scheduler as a simulation: ddlbench's engine (harness.schemes.bytescheduler), the base the
-2019 library's PyTorch plugin (harness/sim/bytescheduler_plugin.py) builds on; harness/sim/bytescheduler.py holds
+2019 library's PyTorch plugin (harness/study/bytescheduler_plugin.py) builds on; harness/sim/bytescheduler.py holds
 the models registered beside the bytescheduler-a2a and -ps schemes. The same partitions and priorities,
 the same credit window and the same scheduler loop, and the next forward waiting layer by layer.
 

@@ -2,7 +2,7 @@
 
 `Stack()` (all zero) is ddlbench's own schemes on torch.distributed, as the harness runs them: a collective
 is issued from a gradient hook and costs its all-reduce, nothing more. The study's frameworks set theirs
-(harness/predict/study_cluster.py, every value an Input with its source):
+(harness/study/cluster.py, every value an Input with its source):
 
 - Horovod (the all-reduce methods, `horovod_*` fields): a background loop that, every cycle, negotiates which
   tensors every rank has ready (with the response cache off, a coordinator round of four small MPI
@@ -12,7 +12,7 @@ is issued from a gradient hook and costs its all-reduce, nothing more. The study
 - the Python side of a data-parallel optimizer: a hook per gradient on the training thread (`hook_s`), a
   device copy into a merged buffer (`copy_bytes_per_s`, `copy_launch_s`);
 - ByteScheduler: the scheduler thread's CPU per partition, the poller thread's optimizer step per parameter,
-  and its Python threads sharing the GIL (`gil_*`, harness/sim/gil.py);
+  and its Python threads sharing the GIL (`gil_*`, harness/study/gil.py);
 - BytePS (`byteps`): its pipeline per partition (harness/sim/byteps.py), its ZeroMQ van over TCP;
 - the optimizer each framework's script ran (`optimizer`), as a roofline of its memory passes and Python ops;
 - communication and compute sharing a GPU without peer-to-peer (`overlap_*`): both slower while they overlap
@@ -22,6 +22,7 @@ is issued from a gradient hook and costs its all-reduce, nothing more. The study
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 
@@ -85,7 +86,7 @@ class Stack:
     """ByteScheduler: its poller thread's optimizer step per parameter (Python, one after another)."""
     gil_forced_s: float = 0.0
     """ByteScheduler's PyTorch plugin: its poller thread spins in Python over the Horovod handles in flight and
-    keeps the GIL between polls (harness/sim/gil.py); a thread that needs the GIL meanwhile waits for the poller
+    keeps the GIL between polls (harness/study/gil.py); a thread that needs the GIL meanwhile waits for the poller
     to finish an item or empty its queue, at most this long (the switch interval and the hand-off of a forced
     switch). 0 = no spinning Python thread (ddlbench's engine)."""
     gil_release_s: float = 0.0
@@ -143,10 +144,14 @@ class Stack:
     credit_overshoot: bool = False
     """ByteScheduler: dispatch while any credit is left, overshooting it (the library's bytecore loop);
     False: stop at the first partition that does not fit (ddlbench's engine)."""
-    mgwfbp_rule: str = "ddlbench"
-    """MG-WFBP's merge rule: ddlbench's merge_plan, or `study`: the authors' recurrence (their optimizer's
-    _generate_groups_mgwfbp: merge while the next gradient is ready before the group's all-reduce would
-    start, or waits less than alpha; every tensor under 8192 elements merged)."""
+    mgwfbp_merge: Callable[[list, list, float, float], list] | None = None
+    """MG-WFBP's merge rule: None = ddlbench's merge_plan (harness/grouping/merge.py); a framework's own rule
+    as a function (backward deltas, numels in ready order, alpha, beta) -> groups of ready positions (the
+    study's authors' recurrence: harness/study/mgwfbp.py)."""
+    bytescheduler_run: type | None = None
+    """ByteScheduler-A2A's run on this stack: None = ddlbench's own engine (harness/sim/bytescheduler_engine.py);
+    a library's own (a subclass of its ByteSchedulerRun, e.g. the study's 2019 plugin on Horovod:
+    harness/study/bytescheduler_plugin.py)."""
 
     def copy_s(self, nbytes: float) -> float:
         """One device copy of `nbytes`."""

@@ -1,7 +1,7 @@
 """Communication and compute sharing one GPU (docs/ARCHITECTURE.md, "Predictor"): on GeForce cards without
 peer-to-peer, NCCL's shared-memory kernels and BytePS's copies run on the same GPU, memory and PCIe path as the
 backward's kernels, so neither runs at its own speed while they overlap (`Stack.overlap_compute_slowdown`,
-`Stack.overlap_comm_slowdown`, ranges and sources in harness/predict/study_inputs.py).
+`Stack.overlap_comm_slowdown`, ranges and sources in harness/study/inputs.py).
 
 The pass runs a model twice. The first run, as usual, logs when the GPU-side communication ran (`gpu_comm_facts`:
 how long it overlapped the backward, how long it ran in all). The second runs the same model on a backward

@@ -8,7 +8,7 @@ Horovod's cycle under it) with the plugin's Python threads and who schedules.
   waits for the gradient's ready event before it may all-reduce (the plugin's Horovod patch keeps that check
   off only on rank 0). A partition is all-reduced at the first Horovod tick after rank 0 has dispatched it
   *and* the other ranks' hooks have handed it over (`Round.handed`).
-- Every rank's poller thread spins over its in-flight handles keeping the GIL (harness/sim/gil.py). The other
+- Every rank's poller thread spins over its in-flight handles keeping the GIL (harness/study/gil.py). The other
   ranks' hooks run on the autograd thread and need the GIL: while the poller spins, a hooked layer waits for a
   handle to finish or the switch interval, `gil_waits_per_hook` times (the hand-off is a race the poller wins or
   loses: scripts/reference/gil_handoff.py times it on torch's own autograd engine), and the autograd thread
@@ -20,7 +20,7 @@ Horovod's cycle under it) with the plugin's Python threads and who schedules.
   releases the parameter's lock. The forward of the next iteration waits at each layer for those locks and
   needs the GIL for each of its torch calls (`fwd_gil_per_layer`), so it crawls while the poller spins; with
   `fwd_gap_s` each forward layer is launched only after the device has finished the one before, that long later
-  (the forward serialised with the host; calibrated from one node: harness/predict/study_calibration.py).
+  (the forward serialised with the host; calibrated from one node: harness/study/calibration.py).
 - Each benchmark step ends with torch.cuda.synchronize() (ddl-benchmarks/bytescheduler/imagenet_benchmark.py):
   the next forward starts once the GPU has finished the backward.
 Iteration time: from one synchronize to the next, in the steady state (round 0 was sent as every later one).
@@ -32,7 +32,7 @@ from harness.sim.bucketed import allreduce
 from harness.sim.bytescheduler_engine import ByteSchedulerRun, Round
 from harness.sim.costs import OPTIMIZERS
 from harness.sim.des import Event
-from harness.sim.gil import Spinner
+from harness.study.gil import Spinner
 from harness.sim.model import ELEM_BYTES
 
 

@@ -1,6 +1,6 @@
 """The study's software costs calibrated from one node (docs/ARCHITECTURE.md, "Calibration"): the methods' 4-GPU
 throughputs on one node of the study's cluster fix a few named physical parameters of its stacks, and the
-calibrated inputs then predict every size (harness/predict/study.py).
+calibrated inputs then predict every size (harness/study/curve.py).
 
 Why one node: the costs of the 2019 stacks (ByteScheduler's Python plugin, BytePS's in-node pipeline, NCCL's
 path through host memory, a GPU shared by communication and compute) are uncertain by factors when derived from
@@ -44,13 +44,14 @@ from harness.predict.compute import compute_model
 from harness.predict.fitting import Block, Cells, Fit, Param, fit_params
 from harness.predict.predictor import predict_rows
 from harness.predict.profiler import counted_profile
-from harness.predict.study import WORKLOADS, study_compute
-from harness.predict.study_cluster import GPUS_PER_NODE, study_network
-from harness.predict.study_inputs import INPUTS, STUDY_METHODS
+from harness.study.curve import WORKLOADS, study_compute
+from harness.study.cluster import GPUS_PER_NODE, study_network
+from harness.predict.predictor import SEVEN_METHODS
+from harness.study.inputs import INPUTS
 
 COLUMNS = ["workload", "batch", "network", "scheme", "gpus", "throughput", "std"]
-"""The one-node table's columns (the study's, `harness/predict/study_one_node.csv`)."""
-STUDY_TABLE = Path(__file__).with_name("study_one_node.csv")
+"""The one-node table's columns (the study's, `harness/study/one_node.csv`)."""
+STUDY_TABLE = Path(__file__).with_name("one_node.csv")
 """The study's one-node column (Shi et al., arXiv 2005.13247, results of 2020-05-29): 1 GPU and 4 GPUs in one node."""
 SINGLE = "single-gpu"
 
@@ -169,7 +170,7 @@ class OneNode:
 
     def __call__(self, v: dict, keys) -> dict:
         workloads = sorted({k[0] for k in keys})
-        methods = [m for m in STUDY_METHODS if m in {k[2] for k in keys}]
+        methods = [m for m in SEVEN_METHODS if m in {k[2] for k in keys}]
         scaled = [study_compute(self.models[w], v).scaled(v["compute_scale"]) for w in workloads]
         sn = study_network(v, "ib-100g", 1)
         df = predict_rows(scaled, [sn.network], [1], GPUS_PER_NODE, methods, servers=1, knobs=sn.knobs,
@@ -204,7 +205,7 @@ class Calibration:
 
 
 def _cells(df: pd.DataFrame, workloads: list[str]) -> Cells:
-    four = df[(df["gpus"] == GPUS_PER_NODE) & df["workload"].isin(workloads) & df["scheme"].isin(STUDY_METHODS)]
+    four = df[(df["gpus"] == GPUS_PER_NODE) & df["workload"].isin(workloads) & df["scheme"].isin(SEVEN_METHODS)]
     mean = {(r.workload, r.network, r.scheme): float(r.throughput) for r in four.itertuples()}
     std = {(r.workload, r.network, r.scheme): float(r.std) for r in four.itertuples()}
     return Cells(mean, std)
@@ -289,4 +290,4 @@ def lowo_summary(lowo: pd.DataFrame) -> pd.DataFrame:
     per = t.pivot_table(index="scheme", columns="held_out", values="error", aggfunc="median")
     per["median_abs"] = t.groupby("scheme")["abs_error"].median()
     per["max_abs"] = t.groupby("scheme")["abs_error"].max()
-    return per.reindex([m for m in STUDY_METHODS if m in per.index])
+    return per.reindex([m for m in SEVEN_METHODS if m in per.index])

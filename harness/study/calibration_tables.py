@@ -1,4 +1,4 @@
-"""The one-node calibration in the study's report (harness/predict/study_calibration.py; docs/ARCHITECTURE.md,
+"""The one-node calibration in the study's report (harness/study/calibration.py; docs/ARCHITECTURE.md,
 "Calibration"): the fitted parameters beside their sourced ranges, the fitted cells, leave-one-workload-out, and
 the calibrated curve beside the uncalibrated one."""
 

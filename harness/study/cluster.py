@@ -2,7 +2,7 @@
 "Predictor"): 1, 2, 4 or 8 nodes x 4 GeForce RTX 2080 Ti on PCIe 3.0 x16 (no peer-to-peer, no GPUDirect
 RDMA), on 100 Gb/s InfiniBand with RDMA, TCP over it (IPoIB) or 10 GbE; the all-reduce methods on
 Horovod 0.19 over NCCL 2.4, ByteScheduler on that Horovod, the parameter-server methods on BytePS 0.2 with
-one dedicated server host per worker node. Every number is an Input of harness/predict/study_inputs.py
+one dedicated server host per worker node. Every number is an Input of harness/study/inputs.py
 (value, range, source); `study_network(values, family, nodes)` builds the network for any set of values,
 so an interval is the same construction on sampled values. Nothing is fitted to the study's results.
 
@@ -17,9 +17,12 @@ from dataclasses import dataclass, replace
 from harness.grouping.cost import MB
 from harness.core.errors import UserError
 from harness.predict.predictor import Network
-from harness.predict.study_inputs import INPUTS, STUDY_METHODS
+from harness.predict.predictor import SEVEN_METHODS
+from harness.study.inputs import INPUTS
 from harness.sim.costs import BytePSCosts, Stack
 from harness.sim.network import AlphaBeta, Link
+from harness.study.bytescheduler_plugin import PluginRun
+from harness.study.mgwfbp import study_merge
 
 FAMILIES = ("ib-100g", "ipoib-100g", "eth-10g")
 """The study's networks, in its order; the rows' `network` label."""
@@ -51,17 +54,6 @@ PRESET_PREFIX = "study-"
 """`ddlbench predict --network study-ib-100g` (study-ipoib-100g, study-eth-10g): this cluster, whole."""
 
 
-def study_family(name: str) -> str | None:
-    """The study network a `--network` name asks for (`study-ib-100g` -> `ib-100g`), None for other presets."""
-    if not name.startswith(PRESET_PREFIX):
-        return None
-    family = name[len(PRESET_PREFIX):]
-    if family not in FAMILIES:
-        raise UserError(f"--network {name}: the study's cluster has networks "
-                        f"{', '.join(PRESET_PREFIX + f for f in FAMILIES)}; pick one of them")
-    return family
-
-
 def check_size(nodes: int, g: int = GPUS_PER_NODE) -> None:
     """The study's MG-WFBP runs take their alpha/beta from a table per worker count: the sizes it has."""
     if nodes * g not in MGWFBP_TABLES["56g"]:
@@ -88,14 +80,14 @@ def _levels(k: int) -> int:
 def links(v: dict, family: str) -> tuple[Link, Link]:
     """(between nodes, between the GPUs of a node) for these input values."""
     intra = Link("shm-via-host", v["shm_edge_gbyte_s"] * 8, v["nccl_hop_s"],
-                 "a ring edge through host memory (NCCL SHM, no P2P): study_inputs shm_edge_gbyte_s, nccl_hop_s")
+                 "a ring edge through host memory (NCCL SHM, no P2P): inputs shm_edge_gbyte_s, nccl_hop_s")
     if family == "ib-100g":
-        inter = Link("ib-100g", v["ib_gbyte_s"] * 8, v["ib_latency_s"], "EDR verbs, no GPUDirect: study_inputs ib_*")
+        inter = Link("ib-100g", v["ib_gbyte_s"] * 8, v["ib_latency_s"], "EDR verbs, no GPUDirect: inputs ib_*")
     elif family == "ipoib-100g":
-        inter = Link("ipoib-100g", v["ipoib_gbit_s"], v["ib_latency_s"], "TCP over EDR: study_inputs ipoib_gbit_s",
+        inter = Link("ipoib-100g", v["ipoib_gbit_s"], v["ib_latency_s"], "TCP over EDR: inputs ipoib_gbit_s",
                      per_message_s=v["tcp_message_s"])
     elif family == "eth-10g":
-        inter = Link("eth-10g", v["eth_gbit_s"], v["eth_latency_s"], "10 GbE TCP: study_inputs eth_*",
+        inter = Link("eth-10g", v["eth_gbit_s"], v["eth_latency_s"], "10 GbE TCP: inputs eth_*",
                      per_message_s=v["tcp_message_s"])
     else:
         raise ValueError(f"unknown study network {family!r}")
@@ -160,15 +152,15 @@ def stacks(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict[str
     # every round a coordinator negotiation (MPI Gather, Gatherv and two Bcasts) back to back; BERT on
     # transformers' AdamW (ddl-benchmarks/mgwfbp/bert_benchmark.py), ResNet-50 on SGD
     horovod_off = Stack(launch_s=v["hvd_launch_s"], negotiation_s=horovod_negotiation_s(v, family, nodes, g),
-                        mgwfbp_rule="study", optimizer=(("img", "sgd"), ("seq", "adamw")), **python, **gpu)
+                        mgwfbp_merge=study_merge, optimizer=(("img", "sgd"), ("seq", "adamw")), **python, **gpu)
     # ByteScheduler's PyTorch plugin on Horovod's defaults: 5 ms cycle, 64 MiB fusion, the cache's bit-vector
     # all-reduce per tick; rank 0 schedules, the others hand partitions over from their hooks; Python threads
-    # sharing the GIL (harness/sim/bytescheduler_plugin.py); BERT on torch.optim.Adam
+    # sharing the GIL (harness/study/bytescheduler_plugin.py); BERT on torch.optim.Adam
     # (ddl-benchmarks/bytescheduler/bert_benchmark.py), stepped per parameter by the plugin's poller
     bytescheduler = Stack(launch_s=v["hvd_launch_s"], cycle_s=v["hvd_cycle_s"], cycle_sync_s=2 * mpi,
                           fusion_bytes=v["hvd_fusion_mb"] * MB, partition_cpu_s=v["bs_partition_cpu_s"],
                           param_step_s=v["bs_param_step_s"], consensus=False, credit_overshoot=True,
-                          leader_only=True, gil_forced_s=v["py_switch_interval_s"] + v["gil_forced_extra_s"],
+                          leader_only=True, bytescheduler_run=PluginRun, gil_forced_s=v["py_switch_interval_s"] + v["gil_forced_extra_s"],
                           gil_release_s=v["gil_handoff_s"], task_py_s=v["bs_task_py_s"], done_py_s=v["bs_done_py_s"],
                           param_scan_s=v["bs_scan_step_s"],
                           gil_waits_per_hook=v["gil_convoy_share"] * v["gil_acquires_per_hook"],
@@ -193,7 +185,7 @@ def stacks(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict[str
                                       host_bytes_per_s=v["host_path_gbyte_s"] * 1e9))
     # BytePS under the three PS methods, ByteScheduler's plugin under its all-reduce method, Horovod under the rest
     out = {m: byteps if m.endswith("-ps") else bytescheduler if m == "bytescheduler-a2a" else horovod_off
-           for m in STUDY_METHODS}
+           for m in SEVEN_METHODS}
     if not v["per_method_optimizer"]:  # every method steps the single-GPU run's optimizer (study.study_compute)
         out = {m: replace(st, optimizer=()) for m, st in out.items()}
     return out

@@ -1,5 +1,5 @@
-"""The study's whole scaling curve predicted (harness/predict/study_cluster.py: its testbed and software as model
-inputs, harness/predict/study_inputs.py: each with its range and source): every method on every network at
+"""The study's whole scaling curve predicted (harness/study/cluster.py: its testbed and software as model
+inputs, harness/study/inputs.py: each with its range and source): every method on every network at
 4, 8, 16 and 32 GPUs, each cell with an interval from its inputs' ranges (`pred_low`, `pred_high`:
 throughput at the 10th and 90th percentiles over Latin-hypercube samples of the inputs, the same simulation
 run on each), and which input moves which cells by how much (`sensitivity`). scripts/study_prediction.py
@@ -19,8 +19,9 @@ import pandas as pd
 from harness.predict.compute import compute_model
 from harness.predict.predictor import predict_rows
 from harness.predict.profiler import counted_profile
-from harness.predict.study_cluster import FAMILIES, GPUS_PER_NODE, NODE_COUNTS, study_network
-from harness.predict.study_inputs import INPUTS, STUDY_METHODS
+from harness.study.cluster import FAMILIES, GPUS_PER_NODE, NODE_COUNTS, study_network
+from harness.predict.predictor import SEVEN_METHODS
+from harness.study.inputs import INPUTS
 from harness.sim.costs import Stack, optimizer_s
 
 WORKLOADS = ("resnet50", "bert-base", "bert-large")
@@ -70,7 +71,7 @@ def predict_curve(models: list, compute: str | None = None, values: dict | None 
     (method -> knobs) override the study's own; `compute` labels the rows' compute source (None: the models')."""
     v = values or INPUTS.nominal()
     scaled = [study_compute(m, v).scaled(v["compute_scale"]) for m in models]
-    methods = list(methods or (*STUDY_METHODS, *EXTRA))
+    methods = list(methods or (*SEVEN_METHODS, *EXTRA))
     frames = []
     for family in families:
         for n in node_counts:
@@ -118,8 +119,8 @@ def with_intervals(models: list, compute: str | None = None, samples: int = SAMP
                    **kw) -> pd.DataFrame:
     """The nominal prediction with `pred_low`, `pred_high` (throughput, samples/s): the 10th and 90th
     percentiles of the same simulation run on `samples` Latin-hypercube samples of the inputs' ranges
-    (`kw`: predict_curve's node_counts, families, methods, knobs). A calibration (harness/predict/
-    study_calibration.py) gives `values` (the nominal with its fitted inputs) and `fitted` (draws of them)."""
+    (`kw`: predict_curve's node_counts, families, methods, knobs). A calibration (harness/study/
+    calibration.py) gives `values` (the nominal with its fitted inputs) and `fitted` (draws of them)."""
     df = predict_curve(models, compute, values, **kw)
     draws = _map(_throughput, [(models, v, kw) for v in input_samples(samples, seed, values, fitted)], processes)
     kept = [d for d in draws if d is not None]
@@ -183,7 +184,7 @@ def _best(df: pd.DataFrame, methods) -> pd.DataFrame:
 
 
 def mechanism_effects(models: list, compute: str | None = None, processes: int | None = None,
-                      methods=STUDY_METHODS, values: dict | None = None, **kw) -> pd.DataFrame:
+                      methods=SEVEN_METHODS, values: dict | None = None, **kw) -> pd.DataFrame:
     """The nominal curve with each mechanism taken out alone (MECHANISMS): per mechanism and size, how many
     (workload, network) rows change their best method, which method gains and which loses most with the
     mechanism in (mean throughput change over the rows), the cell it moves most, and the best methods with

@@ -1,4 +1,4 @@
-"""Every input of the study's cluster (harness/predict/study_cluster.py), with its value, range and source
+"""Every input of the study's cluster (harness/study/cluster.py), with its value, range and source
 (docs/ARCHITECTURE.md, "Predictor"). The study: Shi, Tang, Chu et al., "A Quantitative Survey of
 Communication Optimizations in Distributed Deep Learning", IEEE Network 2021, arXiv 2005.13247; its code
 github.com/HKBU-HPML/ddl-benchmarks (cited as ddl-benchmarks/<path>), run with PyTorch 1.4, NCCL 2.4,
@@ -12,10 +12,6 @@ reasoning is in the source). An input known exactly has low == high.
 from __future__ import annotations
 
 from harness.predict.inputs import Input, Inputs
-
-STUDY_METHODS = ("bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps")
-"""The study's seven lossless methods, in its order (docs/ARCHITECTURE.md, "Predictor"): the one list that the
-predictor, the study's cluster, the reports and advise's validation read."""
 
 NCCL_PCIE = ("low: NVIDIA/nccl issue 384 (NCCL 2.4.8, PCIe Gen3 x16, NCCL_P2P_DISABLE=1, SHM transport): all-reduce "
              "busbw 3.9 GB/s; value: NCCL 2.4.8's own model of a non-NVLink ring, 5 GB/s (src/init.cc); high: the "
@@ -166,7 +162,7 @@ INPUTS = Inputs([
     Input("bs_fwd_gap_s", 0.0, 0.0, 0.0, "s", "ByteScheduler's plugin: host time between two forward layers, each "
           "launched once the device has finished the one before (its pre-forward hook takes a lock from Python)",
           "no figure from code: 0 is torch's own (launches run ahead of the GPU); a value comes only from a one-node "
-          "calibration (harness/predict/study_calibration.py)", "estimate"),
+          "calibration (harness/study/calibration.py)", "estimate"),
     Input("py_switch_interval_s", 5e-3, 5e-3, 5e-3, "s",
           "CPython's GIL switch interval: how long a thread waiting for the GIL lets a thread that never gives "
           "it up run before forcing a switch",

@@ -1,6 +1,6 @@
 """The study report's sections on the 2019 stacks' own costs (docs/ARCHITECTURE.md, "Predictor"): what each
-mechanism does to the ranking (harness/predict/study.mechanism_effects), interval widths per network and
-method, per-collective start-up against the authors' fits (study_cluster.startup_rows), and the two
+mechanism does to the ranking (harness/study/curve.mechanism_effects), interval widths per network and
+method, per-collective start-up against the authors' fits (cluster.startup_rows), and the two
 microbenchmarks behind the new inputs (scripts/reference/gil_handoff.py, zmq_van.py). Pure: tables in,
 Markdown out."""
 

@@ -1,16 +1,20 @@
-"""The study's whole scaling curve, predicted: ResNet-50 / BERT-Base / BERT-Large x the seven methods (plus DDP
+"""The study's prediction report, the logic behind scripts/study_prediction.py (docs/ARCHITECTURE.md, "The study's
+wing"): the whole scaling curve, its calibration from one node, intervals, mechanisms and the report's tables and
+figures written into one folder.
+
+The study's whole scaling curve, predicted: ResNet-50 / BERT-Base / BERT-Large x the seven methods (plus DDP
 and Horovod) x its three networks x 4, 8, 16 and 32 GPUs (1, 2, 4, 8 nodes of 4 GeForce GPUs; one dedicated
-server host per worker node), on the study's cluster as harness/predict/study_cluster.py builds it from the
-inputs of harness/predict/study_inputs.py (each with its range and source). Every cell carries an interval
+server host per worker node), on the study's cluster as harness/study/cluster.py builds it from the
+inputs of harness/study/inputs.py (each with its range and source). Every cell carries an interval
 (`pred_low`, `pred_high`: the 10th and 90th percentiles of the same simulation on Latin-hypercube samples of the
 inputs' ranges); a sensitivity table says which input moves which cells by how much (the study: Shi et al.,
 IEEE Network 2021).
 
     python scripts/study_prediction.py --profiles reports/study-prediction/profiles \
-        --calibrate harness/predict/study_one_node.csv --out DIR
+        --calibrate harness/study/one_node.csv --out DIR
 
 With `--calibrate TABLE` (the study's one-node column, or a user's table or run directory of the same shape) a
-few named parameters of the stacks are fitted to the one-node cells first (harness/predict/study_calibration.py:
+few named parameters of the stacks are fitted to the one-node cells first (harness/study/calibration.py:
 values, intervals, leave-one-workload-out) and every size is predicted from the calibrated inputs, the fit's
 uncertainty in the intervals beside the other inputs' ranges; the uncalibrated curve is written beside it
 (uncalibrated.parquet) for comparison. Without it, the inputs as sourced (issue 38's model).
@@ -36,7 +40,7 @@ from rich.progress import Progress
 
 from harness.core.atomic import write_parquet_atomic
 from harness.core.errors import UserError
-from harness.predict.study import (
+from harness.study.curve import (
     EXTRA,
     MECHANISMS,
     SAMPLES,
@@ -47,12 +51,13 @@ from harness.predict.study import (
     sensitivity,
     with_intervals,
 )
-from harness.predict.study_calibration import calibrate, lowo_summary
-from harness.predict.study_cluster import FAMILIES, GPUS_PER_NODE, startup_rows
-from harness.predict.study_inputs import INPUTS, STUDY_METHODS
+from harness.study.calibration import calibrate, lowo_summary
+from harness.study.cluster import FAMILIES, GPUS_PER_NODE, startup_rows
+from harness.predict.predictor import SEVEN_METHODS
+from harness.study.inputs import INPUTS
 from harness.report.prediction import save
-from harness.report.study_calibration import cells_table, comparison_table, lowo_table, outside_lines, params_table
-from harness.report.study_mechanisms import (
+from harness.study.calibration_tables import cells_table, comparison_table, lowo_table, outside_lines, params_table
+from harness.study.mechanisms import (
     gil_lines,
     mechanism_changes,
     mechanism_table,
@@ -60,7 +65,7 @@ from harness.report.study_mechanisms import (
     van_lines,
     width_table,
 )
-from harness.report.study_curve import (
+from harness.study.curve_report import (
     best_methods,
     best_table,
     curve_figure,
@@ -71,7 +76,7 @@ from harness.report.study_curve import (
     size_table,
 )
 
-METHODS = list(STUDY_METHODS) + list(EXTRA)
+METHODS = list(SEVEN_METHODS) + list(EXTRA)
 
 
 def main(argv=None) -> int:
@@ -141,10 +146,10 @@ def main(argv=None) -> int:
         save(curve_figure(prof, wl, METHODS, "efficiency"), a.out / f"efficiency-{wl}.png")
     sizes = sorted(prof["workers"].unique())
     for n in sizes:
-        (a.out / f"table-{n}gpus.md").write_text(size_table(prof, n, METHODS, list(STUDY_METHODS)) + "\n")
-    found = findings(prof, list(STUDY_METHODS))
+        (a.out / f"table-{n}gpus.md").write_text(size_table(prof, n, METHODS, list(SEVEN_METHODS)) + "\n")
+    found = findings(prof, list(SEVEN_METHODS))
     (a.out / "findings.md").write_text("\n".join(f"- {f}" for f in found) + "\n")
-    best = best_methods(prof, list(STUDY_METHODS))
+    best = best_methods(prof, list(SEVEN_METHODS))
     write_parquet_atomic(best, a.out / "best-methods.parquet")
     (a.out / "inputs.md").write_text(inputs_table(INPUTS.table()) + "\n")
     if sens is not None:
@@ -190,7 +195,7 @@ def _calibration_lines(cal, uncal, prof) -> list[str]:
         "## Calibrated from one node",
         "",
         f"The stacks' software costs below were fitted to the study's one-node column (`{cal.source}`: 1 GPU and "
-        "4 GPUs in one node, every method under each network setting; harness/predict/study_calibration.py, "
+        "4 GPUs in one node, every method under each network setting; harness/study/calibration.py, "
         "docs/ARCHITECTURE.md \"Calibration\"). Each parameter is a physical quantity of one stack shared by the "
         "three workloads (a workload enters only through its layer profile); no parameter per cell or per "
         "workload. Least squares on each cell's log-ratio over its uncertainty (its std over runs, at least 1%); "
@@ -226,7 +231,7 @@ def _calibration_lines(cal, uncal, prof) -> list[str]:
     lines += ["### Calibrated against uncalibrated", "",
               "The best of the study's seven per (workload, network) row, and each method's median change from the "
               "uncalibrated model (the inputs as sourced, issue 38; `uncalibrated.parquet`):", "",
-              comparison_table(prof, uncal, list(STUDY_METHODS)), ""]
+              comparison_table(prof, uncal, list(SEVEN_METHODS)), ""]
     return lines
 
 
@@ -246,7 +251,7 @@ def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu, effects, star
         f"Generated by `{cmd}` ({wall:.0f} s wall, {cpu:.0f} s CPU in the main process). Nothing here was measured "
         f"on GPUs or on InfiniBand, and {used}: these are predictions of ddlbench's discrete-event model "
         "(`harness/predict/`, `harness/sim/`; docs/ARCHITECTURE.md, \"Predictor\") of the study's cluster as "
-        "`harness/predict/study_cluster.py` builds it from the inputs in `inputs.md` (each with its range and "
+        "`harness/study/cluster.py` builds it from the inputs in `inputs.md` (each with its range and "
         "source). `ddlbench predict --network study-ib-100g --intervals 32` runs the same model.",
         "",
         f"The cluster: {', '.join(str(n // GPUS_PER_NODE) for n in sizes)} nodes of {GPUS_PER_NODE} GeForce "
@@ -260,7 +265,7 @@ def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu, effects, star
         "summations, which the model does not distinguish: its rows equal WFBP-PS's). What those stacks paid "
         "beyond the wire, each from its code or a measurement (`inputs.md`): ByteScheduler's PyTorch plugin "
         "with rank 0 scheduling and the other ranks handing partitions over from hooks that wait for the GIL "
-        "while a poller spins over Horovod handles (`harness/sim/bytescheduler_plugin.py`, `gil.py`); each "
+        "while a poller spins over Horovod handles (`harness/study/bytescheduler_plugin.py`, `gil.py`); each "
         "script's own optimizer (BERT: AdamW on Horovod, Adam under ByteScheduler, SGD on BytePS); NCCL's "
         "shared-memory kernels and BytePS's copies slowing backward and being slowed by it where they overlap "
         "(`interference.py`); BytePS's ZeroMQ van, one I/O thread per process, without RDMA; NCCL over IPoIB as "
@@ -273,7 +278,7 @@ def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu, effects, star
         "",
         "## The best method per size, with the runner-up's interval",
         "",
-        *[line for n in sizes for line in (f"### {n} GPUs", "", best_table(best_methods(prof, list(STUDY_METHODS)), n),
+        *[line for n in sizes for line in (f"### {n} GPUs", "", best_table(best_methods(prof, list(SEVEN_METHODS)), n),
                                            "")],
         "## Intervals",
         "",
@@ -283,12 +288,12 @@ def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu, effects, star
         f"{widths['median']:.0%}, 90th percentile {widths['p90']:.0%}, widest {widths['max']:.0%} "
         f"({widths['widest']}), over {widths['cells']} cells. Median width per network and method:",
         "",
-        width_table(prof, list(STUDY_METHODS)),
+        width_table(prof, list(SEVEN_METHODS)),
         "",
         "## What each mechanism does to the ranking",
         "",
         "The 2019 stacks' own costs this model adds, each taken out alone (`MECHANISMS` in "
-        "`harness/predict/study.py`: the IPoIB rates back to 25 and 20 Gbit/s, the rest to nothing) and the curve "
+        "`harness/study/curve.py`: the IPoIB rates back to 25 and 20 Gbit/s, the rest to nothing) and the curve "
         "predicted again at nominal inputs; `mechanisms.parquet` holds every row. 'Gains' and 'loses' are the "
         "mean throughput change of a method over the size's 9 (workload, network) rows with the mechanism in; the "
         "last column the one cell it moves most.",
@@ -315,7 +320,7 @@ def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu, effects, star
         "",
     ]
     for n in sizes:
-        lines += [f"### {n} GPUs", "", size_table(prof, n, METHODS, list(STUDY_METHODS)), ""]
+        lines += [f"### {n} GPUs", "", size_table(prof, n, METHODS, list(SEVEN_METHODS)), ""]
     if sens is not None:
         lines += ["## Sensitivity: each input alone at either end of its range (the 15 that move most cells; all in "
                   "`sensitivity.md`)",

@@ -31,7 +31,7 @@ it back - and times the wait for the GIL:
 
     python scripts/reference/gil_handoff.py [--quick] [--out FILE.json]
 
-It grounds the GIL and plugin inputs of the study's cluster (harness/predict/study_inputs.py: `gil_forced_s`,
+It grounds the GIL and plugin inputs of the study's cluster (harness/study/inputs.py: `gil_forced_s`,
 `gil_handoff_s`, `bs_task_py_s`, `bs_done_py_s`, `bs_scan_step_s`, `fwd_gil_per_layer`) as measurements of *this* host and this
 CPython (the study ran CPython 3.6, whose interpreter is slower: the inputs keep ranges). Run it with nothing
 else on the machine (check `uptime`): on a loaded core every wake-up also waits for the CPU.

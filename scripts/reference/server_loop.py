@@ -9,7 +9,7 @@ per-byte cost. Separately it times the summation alone (torch add_ on float32, o
 
     python scripts/reference/server_loop.py [--workers 2] [--rounds 200] [--reps 3] [--out FILE.json]
 
-It grounds `server_recv_s` and `server_sum_gbyte_s` of the study's cluster (harness/predict/study_inputs.py)
+It grounds `server_recv_s` and `server_sum_gbyte_s` of the study's cluster (harness/study/inputs.py)
 as measurements of *this* host: the study's servers were Xeon hosts with more cores and memory channels, so
 the inputs keep their ranges. Run it with nothing else on the machine (check `uptime`); on a shared core
 the wake-ups wait for the CPU, so the minimum over repetitions is the figure.

@@ -4,7 +4,7 @@ small message back and forth with TCP_NODELAY; one message costs half a round tr
 
     python scripts/reference/tcp_message_cost.py [--size 64] [--round-trips 20000] [--reps 5]
 
-It grounds `per_message_s` of the study's TCP presets (harness/predict/study_cluster.py). The caller
+It grounds `per_message_s` of the study's TCP presets (harness/study/cluster.py). The caller
 here is Python (about a microsecond per call on top of the kernel), so the figure is an upper bound of
 what a C transport (NCCL's socket proxy, ps-lite) pays; on a shared machine the wake-ups wait for a
 core, so take the minimum over repetitions, measured with nothing else running.

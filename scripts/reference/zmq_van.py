@@ -16,7 +16,7 @@ one I/O thread, a ROUTER bound and a DEALER connected to the other - and times
 
     python scripts/reference/zmq_van.py [--size 4096000] [--seconds 3] [--quick] [--out FILE.json]
 
-It grounds `zmq_van_gbyte_s` of the study's cluster (harness/predict/study_inputs.py) as a measurement of *this*
+It grounds `zmq_van_gbyte_s` of the study's cluster (harness/study/inputs.py) as a measurement of *this*
 host's cores and kernel TCP (loopback has no NIC interrupts, and the two processes share this machine's 2
 cores: the input keeps a range). Run it with nothing else on the machine (check `uptime`).
 """

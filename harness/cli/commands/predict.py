@@ -60,6 +60,7 @@ from harness.cli.options import servers_option
 def command(knob_pairs, **options):
     """Predict iteration time, throughput and scaling efficiency of each method at any scale."""
     # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
+    import harness.study  # noqa: F401 - the study's wing registers its clusters (study-*) with the predictor
     from harness.predict.request import PredictSpec, parse_method_knobs, run_predict
     from harness.report.validation import format_validation, validate
     from harness.results.store import load_run

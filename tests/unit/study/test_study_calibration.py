@@ -1,4 +1,4 @@
-"""The study's software costs calibrated from one node (harness/predict/study_calibration.py, fitting.py): a table
+"""The study's software costs calibrated from one node (harness/study/calibration.py, fitting.py): a table
 made by the model from known parameters is fitted back inside the stated intervals; a table missing a method or a
 workload is refused in one line naming it (exit 2); a fit that cannot reproduce its cells says so and predicts
 nothing; `ddlbench predict --calibrate` predicts the cluster from the fitted values.
@@ -18,9 +18,10 @@ from click.testing import CliRunner
 
 from harness.cli.main import cli
 from harness.core.errors import UserError
-from harness.predict import study_calibration as sc
+from harness.study import calibration as sc
 from harness.predict.fitting import Block, Cells, Param, fit_params
-from harness.predict.study_inputs import INPUTS, STUDY_METHODS
+from harness.predict.predictor import SEVEN_METHODS
+from harness.study.inputs import INPUTS
 
 ROOT = Path(__file__).resolve().parents[3]
 PROFILES = ROOT / "reports" / "study-prediction" / "profiles"
@@ -42,7 +43,7 @@ def synthetic_table(values: dict) -> pd.DataFrame:
     base = _study_table()
     singles = base[base["gpus"] == 1]
     models = sc.calibration_models(base, list(sc.WORKLOADS), PROFILES)
-    keys = [(w, n, m) for w in sc.WORKLOADS for n in NETWORKS for m in STUDY_METHODS]
+    keys = [(w, n, m) for w in sc.WORKLOADS for n in NETWORKS for m in SEVEN_METHODS]
     got = sc.OneNode(models)({**INPUTS.nominal(), **values}, keys)
     batch = dict(zip(singles["workload"], singles["batch"]))
     rows = [{"workload": w, "batch": batch[w], "network": n, "scheme": m, "gpus": 4, "throughput": got[(w, n, m)],
@@ -91,7 +92,7 @@ def test_a_table_missing_a_method_or_a_workload_is_refused_in_one_line(tmp_path,
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--network", "ib-100g"], "--calibrate fits the study cluster's software costs"),
+    (["--network", "ib-100g"], "fits the software costs of a cluster that states them"),
     (["--network", "study-ib-100g", "--calibrate-missing"], None),
 ])
 def test_calibrate_needs_the_study_cluster_and_a_readable_table(tmp_path, args, needle):
@@ -114,7 +115,7 @@ def test_a_table_the_model_cannot_reproduce_does_not_converge_and_predicts_nothi
                      lambda v, keys: {k: 1.0 + v["a"] * k for k in keys}, cells, {"a": 1.0})
     assert not fit.converged and "does not reproduce these cells" in fit.message
     # and `ddlbench predict --calibrate` stops there with that message instead of predicting
-    monkeypatch.setattr("harness.predict.request.calibrate", lambda *a, **k: sc.Calibration(
+    monkeypatch.setattr("harness.study.calibration.calibrate", lambda *a, **k: sc.Calibration(
         fit, 0.0, {}, pd.DataFrame(), None, "t"))
     r = CliRunner().invoke(cli, ["predict", "--workload", "bert-base", "--device-preset", "study-gpu",
                                  "--network", "study-ib-100g", "--nodes", "2", "--calibrate", str(sc.STUDY_TABLE)])

@@ -1,4 +1,4 @@
-"""The study's whole scaling curve (harness/predict/study.py, study_cluster.py, study_inputs.py) and the models
+"""The study's whole scaling curve (harness/study/curve.py, study_cluster.py, study_inputs.py) and the models
 under it (harness/sim/byteps.py, bytescheduler.py, bucketed.py with a software stack): every input sourced and
 ranged, all four sizes predicted with ordered intervals, BytePS without servers on one node, ByteScheduler's
 units, the authors' MG-WFBP merge rule, the same model behind `ddlbench predict --network study-*`.
@@ -17,14 +17,14 @@ from click.testing import CliRunner
 
 from harness.cli.main import cli
 from harness.grouping.cost import MB
-from harness.predict import study
+from harness.study import curve as study
 from harness.predict.inputs import KINDS, Input, Inputs
-from harness.predict.predictor import STUDY_METHODS, simulate
-from harness.predict.study_cluster import FAMILIES, MGWFBP_TABLES, NODE_COUNTS, study_network
-from harness.predict.study_inputs import INPUTS
-from harness.report.study_curve import best_methods, findings, interval_summary, size_table
+from harness.predict.predictor import SEVEN_METHODS, simulate
+from harness.study.cluster import FAMILIES, MGWFBP_TABLES, NODE_COUNTS, study_network
+from harness.study.inputs import INPUTS
+from harness.study.curve_report import best_methods, findings, interval_summary, size_table
 from harness.sim.byteps import declared_order, djb2, server_of
-from harness.sim.bucketed import study_merge
+from harness.study.mgwfbp import study_merge
 from harness.sim.network import Cluster, Link
 
 NOMINAL = INPUTS.nominal()
@@ -88,8 +88,8 @@ def test_latin_hypercube_samples_cover_each_range_once_per_stratum():
 def test_the_curve_has_every_size_network_and_method_with_ordered_intervals(curve):
     assert set(curve["workers"]) == {4, 8, 16, 32} == {4 * n for n in NODE_COUNTS}
     assert set(curve["network"]) == set(FAMILIES)
-    assert set(curve["scheme"]) >= set(STUDY_METHODS)
-    assert len(curve) == 3 * 3 * 4 * (len(STUDY_METHODS) + len(study.EXTRA))
+    assert set(curve["scheme"]) >= set(SEVEN_METHODS)
+    assert len(curve) == 3 * 3 * 4 * (len(SEVEN_METHODS) + len(study.EXTRA))
     assert curve[["throughput_median", "pred_low", "pred_high"]].map(math.isfinite).all().all()
     assert (curve["pred_low"] <= curve["throughput_median"] + 1e-9).all()
     assert (curve["throughput_median"] <= curve["pred_high"] + 1e-9).all()
@@ -106,13 +106,13 @@ def test_one_node_is_the_same_on_every_network(curve):
 
 
 def test_the_report_answers_from_the_prediction(curve):
-    best = best_methods(curve, list(STUDY_METHODS))
+    best = best_methods(curve, list(SEVEN_METHODS))
     assert len(best) == 3 * 3 * 4
     assert (best["margin"] >= 0).all()
-    found = findings(curve, list(STUDY_METHODS))
+    found = findings(curve, list(SEVEN_METHODS))
     assert any(f.startswith("At 32 GPUs the predicted best method") for f in found)
     assert any("bert-large on one node (4 GPUs): speed-up over one GPU" in f for f in found)
-    table = size_table(curve, 16, list(STUDY_METHODS))
+    table = size_table(curve, 16, list(SEVEN_METHODS))
     assert table.count("\n") == 1 + 9 and "**" in table and "[" in table
     w = interval_summary(curve)
     assert 0 < w["median"] <= w["p90"] <= w["max"]
@@ -186,7 +186,7 @@ def test_the_bytescheduler_plugin_waits_for_the_gil_and_for_every_rank_to_hand_p
 
 def test_the_gil_rule_waits_for_the_first_of_a_finished_item_an_empty_queue_or_a_forced_switch():
     from harness.sim.des import Sim
-    from harness.sim.gil import Spinner
+    from harness.study.gil import Spinner
 
     def waited(inflight: int, finish_at: float | None, forced: float = 5e-3, release: float = 1e-4) -> float:
         sim = Sim()
@@ -271,7 +271,7 @@ def test_each_method_steps_the_optimizer_its_script_ran(models):
 def test_horovods_negotiation_grows_with_the_ring_and_meets_the_authors_fits():
     """Open MPI's linear Gatherv makes Horovod's round grow with the workers; per-collective start-up at 32
     GPUs lands within a factor of two of what the study's authors fitted on their own Horovod clusters."""
-    from harness.predict.study_cluster import horovod_negotiation_s, startup_rows
+    from harness.study.cluster import horovod_negotiation_s, startup_rows
 
     for fam in FAMILIES:
         negs = [horovod_negotiation_s(NOMINAL, fam, n) for n in NODE_COUNTS]
@@ -302,7 +302,7 @@ def test_the_inputs_carry_the_committed_microbenchmark_figures():
     import json
     from pathlib import Path
 
-    from harness.predict.study_inputs import GIL, ZMQ_VAN
+    from harness.study.inputs import GIL, ZMQ_VAN
 
     folder = Path(__file__).resolve().parents[3] / "reports" / "study-prediction"
     gil = json.loads((folder / "gil-handoff.json").read_text())
@@ -362,7 +362,7 @@ def test_ddlbench_predict_runs_the_study_cluster_with_intervals(tmp_path, models
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--network", "study-eth-1g"], "the study's cluster has networks"),
+    (["--network", "study-eth-1g"], "clusters study-eth-10g, study-ib-100g, study-ipoib-100g"),
     (["--network", "study-ib-100g", "--nodes", "3"], "no entry for 12 workers"),
     (["--network", "study-ib-100g", "--gpus-per-node", "8"], "hold 4 GPUs"),
     (["--network", "ib-100g", "--intervals", "4"], "--intervals needs input ranges"),
@@ -426,7 +426,7 @@ def test_study_merge_in_one_pass_equals_recomputing_every_start():
 
 
 def test_the_nccl_ring_at_one_node_is_bounded_by_the_slower_of_shm_and_the_host_path():
-    from harness.predict.study_cluster import links, nccl_allreduce
+    from harness.study.cluster import links, nccl_allreduce
 
     v = dict(NOMINAL)
     inter, intra = links(v, "ib-100g")

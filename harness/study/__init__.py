@@ -1,0 +1,56 @@
+"""The study's wing (docs/ARCHITECTURE.md, "The study's wing"): everything about the 2019 study (Shi, Tang, Chu et
+al., "A Quantitative Survey of Communication Optimizations in Distributed Deep Learning", IEEE Network 2021) that
+the general harness does not need: its cluster as model inputs, its stacks' own mechanisms, its calibration to
+its one-node table, its whole curve and its report. Nothing outside this folder and the command line imports it
+(an import-linter contract, pyproject.toml); it reaches the predictor through the same door a user's cluster
+does, by registering its three networks as named clusters (harness/predict/clusters.py).
+
+    ddlbench predict --workload bert-base --device-preset study-gpu --network study-ib-100g --intervals 32
+    python scripts/study_prediction.py --profiles reports/study-prediction/profiles \\
+        --calibrate harness/study/one_node.csv --out DIR
+
+Rooms:
+  inputs              every input of the study's cluster with value, range, unit and source
+  cluster             inputs -> the study's network at 1-8 nodes (links, NCCL's ring and tree, each method's
+                      stack and knobs); its sizes and networks
+  mgwfbp              the authors' MG-WFBP merge rule (the study's Horovod stack's `mgwfbp_merge`)
+  bytescheduler_plugin, gil
+                      the 2019 ByteScheduler PyTorch plugin on Horovod and its Python threads under the GIL (the
+                      study's ByteScheduler stack's `bytescheduler_run`)
+  curve               the whole curve, its intervals, the sensitivity table, the mechanisms taken out
+  calibration         the stacks' software costs fitted to the one-node table (one_node.csv)
+  curve_report, calibration_tables, mechanisms
+                      the report's tables and figures
+  prediction          scripts/study_prediction.py: the report, written into one folder
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from harness.predict.clusters import CLUSTERS, ClusterEntry
+from harness.study import calibration
+from harness.study.cluster import FAMILIES, GPUS_PER_NODE, PRESET_PREFIX, check_size
+from harness.study.curve import predict_curve, with_intervals
+
+
+def _calibrate(table, profiles: dict):
+    """The study cluster's calibration for `ddlbench predict --calibrate` (leave-one-workload-out is the report's:
+    harness/study/prediction.py)."""
+    return calibration.calibrate(table, profiles, lowo=False)
+
+
+def _curve(family: str, models, values=None, **kw):
+    return predict_curve(models, values=values, families=(family,), **kw)
+
+
+def _intervals(family: str, models, samples: int, values=None, fitted=None, **kw):
+    return with_intervals(models, samples=samples, values=values, fitted=fitted, families=(family,), **kw)
+
+
+for _family in FAMILIES:
+    CLUSTERS.register(PRESET_PREFIX + _family, ClusterEntry(
+        summary=f"the study's whole cluster on {_family}: nodes of {GPUS_PER_NODE} GeForce RTX 2080 Ti, each "
+                f"method's 2019 software and knobs (harness/study/cluster.py)",
+        gpus_per_node=GPUS_PER_NODE, check_nodes=check_size, curve=partial(_curve, _family),
+        intervals=partial(_intervals, _family), calibrate=_calibrate))

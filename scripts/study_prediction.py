@@ -1,0 +1,16 @@
+"""The study's whole scaling curve, predicted, and its report (the logic: harness/study/prediction.py).
+
+    python scripts/study_prediction.py --profiles reports/study-prediction/profiles \
+        --calibrate harness/study/one_node.csv --out DIR
+
+`--help` lists the options; docs/ARCHITECTURE.md ("The study's wing") says what each output holds.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from harness.study.prediction import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,36 +1,35 @@
-"""Check the house rules of docs/ARCHITECTURE.md ("Rules") on the package's own source, by reading it
-(nothing is imported or run):
+"""Check the house rules of docs/ARCHITECTURE.md ("Rules") that no library sees, by reading the package's own
+source (nothing is imported or run):
 
     python scripts/check_imports.py            # exit 1 and a list when a rule is broken
     python scripts/check_imports.py --graph    # also print every module's harness imports
+    python scripts/check_imports.py --layers   # the layers, bottom first, as pyproject.toml states them
 
-1. No import cycle among the modules of `harness/` and `workloads/`, counting module-level and
-   function-level imports alike, the package `__init__` modules an import executes, and the loads by
-   name (`importlib.import_module(NAME)`, `__import__(NAME)`): NAME a literal, a literal table or an
-   f-string of this module (or a constant it imports), followed like an import statement. A load whose name
-   is only known at run time (a module a process is told to run, a user's own) is allowed only in the
-   modules RUN_TIME_LOADS lists with why.
+Import statements are import-linter's (pyproject.toml, `[tool.importlinter]`, checked by `lint-imports`): the
+layers (and every module of harness/ in one of them: `exhaustive`), no import cycle (`acyclic_siblings`), no
+launcher's folder importing another's, no command importing another, the study's wing imported only by the
+command line. This checker holds what that library cannot see, numbered as docs/ARCHITECTURE.md ("Rules") numbers them:
+
+1. Loads by name (`importlib.import_module(NAME)`, `__import__(NAME)`) are imports: NAME a literal, a literal
+   table or an f-string of this module (or a constant it imports) is followed like an import statement and held
+   to the layers, which this checker reads from pyproject.toml (LAYERS): no load up them or to a peer. A name no
+   module has is refused; a name known only at run time (a module a process is told to run, a user's own) is
+   allowed only in the modules RUN_TIME_LOADS lists with why. No import cycle through an edge import-linter
+   does not count: a load by name, or an import of a package that holds the importer (unseen_cycles()).
 2. A function-local import only of an optional or heavy dependency (allowed_local(): the heavy ones, HEAVY,
    and every backend's library, read from its package), never of a harness module or of an ordinary
    dependency: those belong at the top of the module. One layer loads lazily (LAZY): the command line
    declares its commands with what declaring them needs, and a function imports what runs the command, so
    that `ddlbench --help`, `ddlbench COMMAND --help` and `ddlbench list` import no torch.
-3. No file over MAX_FILE_LINES lines and no function over MAX_FUNCTION_LINES lines in `harness/`.
-4. The layering of docs/ARCHITECTURE.md ("Packages") for what import-linter cannot see: the layer contract
-   is stated once, in pyproject.toml (`[tool.importlinter]`, checked by `lint-imports`: import statements,
-   peers on one line independent, no command importing another); this checker reads it (LAYERS) and holds
-   the loads by name to it, and every module to a folder of it. Generic code (GENERIC) never branches on a
-   backend's name (`x == "horovod"`, `x in (...)`).
+4. Generic code (GENERIC) never branches on a backend's name (`x == "horovod"`, `x in (...)`).
 5. One launcher = one folder: no code outside a launcher's own folder (launcher_homes()) and the launcher
-   registry branches on its name (`launcher == "srun"`); everything else asks the launcher or the recipe. No
-   launcher's folder imports another's: what two launchers share lives below them (harness/spawner/,
-   harness/contracts/).
+   registry branches on its name (`launcher == "srun"`); everything else asks the launcher or the recipe.
 6. A launcher behind its contract: no module outside harness/launchers/ imports a launcher's folder (one with
    a launcher.py) but LAUNCHER_CLIENTS, each for why; the others choose a launcher through
    harness/launchers/choose.py and ask it, or import what every layer shares from below (placement:
    harness/testbed/, rate labels: harness/networks/, Slurm's notations: harness/contracts/).
-Rules 5 and 6 stay here, not in pyproject.toml's contracts: they find the launchers' folders in the tree
-(launcher_homes(), launcher_folders()), so a new launcher edits no list.
+Rules 5 and 6 find the launchers' folders in the tree (launcher_homes(), launcher_folders()), so a new launcher
+edits no list here. Rule 3 (sizes) has no line cap here: ruff's complexity rules judge a function.
 """
 
 from __future__ import annotations
@@ -40,6 +39,7 @@ import ast
 import re
 import sys
 import tomllib
+from collections import deque
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,15 +53,23 @@ PYPROJECT = ROOT / "pyproject.toml"
 
 def contract_layers(pyproject: Path = PYPROJECT) -> tuple[tuple[str, ...], ...]:
     """The layers contract of pyproject.toml (`[tool.importlinter]`, its contract of type `layers`), bottom
-    first: each layer the folders on its line (peers, independent of each other), optional ones unwrapped."""
+    first: each layer the folders on its line (peers, independent of each other) as packages of its container
+    (harness), optional ones unwrapped; and workloads/, a package of its own, on the line of the highest folder
+    its contract "workloads-below" names (those that never import it: the layer below and its peers)."""
     config = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]
     (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
-    return tuple(tuple(name.strip().strip("()") for name in line.split("|")) for line in reversed(contract["layers"]))
+    (container,) = contract["containers"]
+    layers = [tuple(f"{container}.{name.strip().strip('()')}" for name in line.split("|"))
+              for line in reversed(contract["layers"])]
+    (below,) = [c["source_modules"] for c in config["contracts"] if c.get("id") == "workloads-below"]
+    top = max(i for i, peers in enumerate(layers) if set(peers) & set(below))
+    layers[top] += ("workloads",)
+    return tuple(layers)
 
 
 LAYERS = contract_layers()
-"""docs/ARCHITECTURE.md ("Packages"), from the bottom up: each layer its folders (a package of harness/, or
-the workloads package); a module may import its own folder and those of the layers below, not a peer's."""
+"""docs/ARCHITECTURE.md ("Packages"), from the bottom up: each layer its folders (a package of harness/, or the
+workloads package); a module may import its own folder and those of the layers below, not a peer's."""
 LAZY = ("harness.cli",)
 """The layer whose functions import what they run (rule 2): a command is declared (its options, its help)
 without importing the layers that run it (tests/unit/cli/test_startup.py holds that no torch is imported)."""
@@ -80,8 +88,6 @@ GENERIC = ("harness.launchers", "harness.spawner", "harness.experiment", "harnes
            "harness.testbed", "harness.warm", "harness.procs", "harness.contracts", "harness.core")
 LAUNCHERS_PKG = ROOT / "harness" / "launchers"
 BACKENDS_PKG = ROOT / "harness" / "backends"
-MAX_FILE_LINES = 300
-MAX_FUNCTION_LINES = 60
 
 
 def _packages(folder: Path) -> list[Path]:
@@ -184,12 +190,12 @@ def _is_type_checking(node: ast.If) -> bool:
 
 
 def scan(known: dict[str, Path]):
-    """(edges: module -> set of modules, local imports: [(file, line, what)], long functions, sites:
-    (module, dep) -> (line, how) of the first statement or load that makes the edge, run-time loads
-    outside RUN_TIME_LOADS and names that are no module: [(file, line, what)])."""
+    """(edges: module -> set of modules, local imports: [(file, line, what)], sites: (module, dep) -> (line,
+    how) of the first statement or load that makes the edge, run-time loads outside RUN_TIME_LOADS and names
+    that are no module: [(file, line, what)])."""
     edges: dict[str, set[str]] = {m: set() for m in known}
     sites: dict[tuple[str, str], tuple[int, str]] = {}
-    local, long_functions = [], []
+    local = []
     allowed = allowed_local()
     tables = constants(known)
     unread = []
@@ -231,12 +237,10 @@ def scan(known: dict[str, Path]):
                     for name in nowhere(child.args[0] if child.args else None, tables[mod], loops, known):
                         unread.append((path, child.lineno, f"{how}({what}) names {name}, which is no module"))
                 fn = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
-                if fn and mod.startswith("harness") and child.end_lineno - child.lineno + 1 > MAX_FUNCTION_LINES:
-                    long_functions.append((path, child.lineno, child.name, child.end_lineno - child.lineno + 1))
                 visit(child, in_function or fn or isinstance(child, ast.Lambda))
 
         visit(tree, False)
-    return edges, local, long_functions, sites, unread
+    return edges, local, sites, unread
 
 
 # --- loads by name ------------------------------------------------------------------------------------
@@ -411,7 +415,7 @@ def launcher_names(known: dict[str, Path]) -> list[str]:
 
 def layer_of(mod: str) -> int:
     """The layer a module belongs to: the folder it lives in (GROUND: -1); ValueError for a module in
-    no layer (a loose module in harness/, a new folder missing from LAYERS)."""
+    no layer (a loose module of harness/, which lint-imports refuses: the layers contract is `exhaustive`)."""
     if mod in GROUND:
         return -1
     for i, peers in enumerate(LAYERS):
@@ -423,33 +427,6 @@ def layer_of(mod: str) -> int:
 def folder_of(mod: str) -> str:
     """The folder (a layer's package) a module lives in; the module itself for GROUND."""
     return next((pkg for peers in LAYERS for pkg in peers if mod == pkg or mod.startswith(pkg + ".")), mod)
-
-
-def folders(known: dict[str, Path]) -> list[str]:
-    """Modules that belong to no layer: harness/ holds only its folders (each a layer) and __init__.py."""
-    out = []
-    for mod in sorted(known):
-        try:
-            layer_of(mod)
-        except ValueError:
-            out.append(f"{known[mod].relative_to(ROOT)} belongs to no layer: move it into the folder of its "
-                       f"layer (or add its folder to the layers contract in pyproject.toml and docs/ARCHITECTURE.md)")
-    return out
-
-
-def launchers_import_launchers(edges: dict[str, set[str]]) -> list[str]:
-    """A launcher's folder importing another launcher's folder (rule 5): what two launchers share lives below
-    them (the spawner, harness/spawner/; the contracts). The registry's own modules beside the folders
-    (choose.py, identity.py) may import any folder."""
-    homes = launcher_homes()
-
-    def folder(mod: str) -> str | None:
-        return next((name for name, pkgs in homes.items() for pkg in pkgs if mod == pkg or mod.startswith(pkg + ".")),
-                    None)
-    return [f"{mod} imports {dep}: no launcher imports another launcher's folder; move what they share below "
-            f"(harness/spawner/, harness/contracts/)"
-            for mod, deps in sorted(edges.items()) if folder(mod) is not None
-            for dep in sorted(deps) if folder(dep) not in (None, folder(mod))]
 
 
 def launcher_folders() -> tuple[str, ...]:
@@ -512,40 +489,34 @@ def _relative(path: Path) -> Path:
         return path
 
 
-def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan), each sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
-    sys.setrecursionlimit(10000)
-
-    def strong(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in sorted(edges[v]):
-            if w not in index:
-                strong(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in sorted(edges):
-        if v not in index:
-            strong(v)
+def unseen_cycles(edges: dict[str, set[str]], sites: dict) -> list[list[str]]:
+    """Import cycles through an edge import-linter's acyclic_siblings contract does not count (rule 1): a load by
+    name, or an import of a package that holds the importer (a package's __init__ is no sibling of its modules).
+    Each cycle once, in import order, from the module that makes such an edge; the others are lint-imports'."""
+    out, seen = [], set()
+    for (mod, dep), (_, how) in sorted(sites.items()):
+        if how == "imports" and not mod.startswith(dep + "."):
+            continue
+        back = _chain(edges, dep, mod)
+        if back and frozenset(back) not in seen:
+            seen.add(frozenset(back))
+            out.append([mod, *back[:-1]])
     return out
+
+
+def _chain(edges: dict[str, set[str]], start: str, goal: str) -> list[str] | None:
+    """A shortest chain of imports from `start` to `goal`, both included (breadth first); None when none."""
+    chains = {start: [start]}
+    queue = deque([start])
+    while queue:
+        here = queue.popleft()
+        if here == goal:
+            return chains[here]
+        for there in sorted(edges.get(here, ())):
+            if there not in chains:
+                chains[there] = chains[here] + [there]
+                queue.append(there)
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -554,9 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", action="store_true", help="print the layer order (one folder each), bottom first")
     args = ap.parse_args(argv)
     known = modules()
-    edges, local, long_functions, sites, unread = scan(known)
-    long_files = [(p, n) for m, p in known.items() if m.startswith("harness")
-                  for n in [len(p.read_text().splitlines())] if n > MAX_FILE_LINES]
+    edges, local, sites, unread = scan(known)
     if args.graph:
         for m in sorted(edges):
             print(f"{m} -> {', '.join(sorted(edges[m])) or '-'}")
@@ -569,32 +538,27 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{i + 1:2d}  {pkg if here else f'({pkg}: optional, not here)'}"
                       + (f"  (peers: {', '.join(p for p in peers if p != pkg)})" if len(peers) > 1 else ""))
         return 0
-    found = cycles(edges)
-    layers = (layering(edges, known) + folders(known) + launchers_import_launchers(edges) + launchers_behind_their_contract(edges, sites, known)
+    found = unseen_cycles(edges, sites)
+    layers = (layering(edges, known) + launchers_behind_their_contract(edges, sites, known)
               + [f"{_relative(path)}:{line}: {what}" for path, line, what in unread])
     up = upward(edges, sites, known)
     for line in layers:
         print(f"layering: {line}")
     for line in up:
         print(f"upward load: {line}: move what it needs down")
-    for comp in found:
-        print(f"import cycle ({len(comp)} modules): {' <-> '.join(comp)}")
-        for m in comp:
-            print(f"    {m} imports {', '.join(sorted(edges[m] & set(comp)))}")
+    for cycle in found:
+        print(f"import cycle ({len(cycle)} modules): {' -> '.join(cycle + cycle[:1])}")
+        for m, dep in zip(cycle, cycle[1:] + cycle[:1]):
+            line, how = sites[(m, dep)]
+            print(f"    {_relative(known[m])}:{line}: {m} {how if how == 'imports' else f'loads by {how}'} {dep}")
     for path, line, what in local:
         print(f"{path.relative_to(ROOT)}:{line}: function-local import of {what} (move it to the top; only "
               f"{', '.join(allowed_local())} may be imported where used)")
-    for path, n in long_files:
-        print(f"{path.relative_to(ROOT)}: {n} lines, over {MAX_FILE_LINES}: split it into rooms")
-    for path, line, name, n in long_functions:
-        print(f"{path.relative_to(ROOT)}:{line}: function {name} has {n} lines, over {MAX_FUNCTION_LINES}")
-    bad = len(found) + len(local) + len(long_files) + len(long_functions) + len(layers) + len(up)
+    bad = len(found) + len(local) + len(layers) + len(up)
     print(f"check_imports: {len(known)} modules, {sum(map(len, edges.values()))} harness imports; "
-          f"{len(found)} cycle(s), {len(layers)} layering breach(es), {len(up)} upward load(s), "
-          f"{len(local)} function-local import(s) to move, {len(long_files)} file(s) "
-          f"and {len(long_functions)} function(s) over size")
+          f"{len(found)} cycle(s) through a load or a package's own import, {len(layers)} layering breach(es), "
+          f"{len(up)} upward load(s), {len(local)} function-local import(s) to move")
     return 1 if bad else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

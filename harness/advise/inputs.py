@@ -10,9 +10,8 @@ import pandas as pd
 
 from harness.advise.candidates import Layout
 from harness.core.atomic import write_parquet_atomic
-from harness.commbench.driver import commbench_cell, measure
+from harness.commbench.driver import commbench_cell, measure, network_of
 from harness.measure.sizes import parse_size, sizes_between
-from harness.testbed import placement as testbed_placement
 from harness.core.errors import CellFailed, UserError
 from harness.contracts.launcher import Launcher
 from harness.predict.commbench_fit import read_commbench
@@ -38,11 +37,11 @@ def profile_table(workload: str, batch: int | None, seq_len: int | None, device:
     return df
 
 
-def commbench_table(layout: Layout, device: str, testbed: bool, pushpull: bool, stored: list[Path],
-                    keep: Path, launcher: Launcher | None = None) -> pd.DataFrame:
+def commbench_table(layout: Layout, device: str, pushpull: bool, stored: list[Path], keep: Path,
+                    launcher: Launcher | None = None) -> pd.DataFrame:
     """Stored commbench runs, else the table kept from an earlier try, else all-reduce (and push-pull with
-    one server when a PS candidate exists) measured at the layout's worker count: on the testbed's hosts
-    with `testbed`, across the layout's nodes through `launcher` (srun in an allocation), else here."""
+    one server when a PS candidate exists) measured at the layout's worker count: across the layout's nodes
+    through `launcher` (the testbed's on its hosts, srun in an allocation), else here."""
     if stored:
         return read_commbench(stored)
     if keep.is_file():
@@ -51,13 +50,11 @@ def commbench_table(layout: Layout, device: str, testbed: bool, pushpull: bool, 
     frames = []
     for collective in ("allreduce", "pushpull") if pushpull else ("allreduce",):
         servers = 1 if collective == "pushpull" else 0
-        network, placement = testbed_placement.placement_for(layout.workers, servers) if testbed else ("loopback", None)
-        nodes = placement.nodes if placement else (layout.nodes if launcher is not None else 1)
+        network, nodes = (network_of(launcher), layout.nodes) if launcher is not None else ("loopback", 1)
         cell = commbench_cell(layout.workers, collective, sizes, reps=3, warmup=1, servers=servers, device=device,
                               network=network, nodes=nodes)
         try:
-            frames.append(measure(cell, keep.parent / "commbench" / collective, "advise-commbench", placement,
-                                  launcher))
+            frames.append(measure(cell, keep.parent / "commbench" / collective, "advise-commbench", launcher))
         except CellFailed as e:
             raise UserError(f"measuring the network ({collective}) failed: {e.reason}; see the logs in "
                             f"{keep.parent / 'commbench' / collective}, or give --commbench DIR") from None

@@ -37,13 +37,11 @@ from harness.advise.predicted import measured_network, predict_candidates, prese
 from harness.advise.recommend import recommend
 from harness.advise.report import render
 from harness import backends
+from harness.commbench.driver import testbed_or_here
 from harness.contracts.cell import per_worker_node
 from harness.contracts.launcher import Launcher
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError, signals_raise
-from harness.experiment.options import RunOptions
-from harness.experiment.dispatch import launcher_for
-from harness.networks.profiles import rate_label
 from harness.predict.compute import compute_model
 from harness.results.files import check_output_dir
 from harness.results.paths import default_run_dir
@@ -51,7 +49,6 @@ from harness.results.store import holds_run
 from harness.schemes import SCHEMES
 from harness.sim.network import get_link
 from harness.testbed import netns
-from harness.testbed import placement as pl
 from workloads import WORKLOADS
 
 
@@ -117,25 +114,22 @@ class Where:
     shared_cores: bool = True
     """Every worker computes on this machine's cores (one box, the testbed)."""
     launcher: Launcher | None = None
-    """What starts the network's measurement across nodes (srun in an allocation); None: here."""
+    """What starts the network's measurement across hosts (the testbed's launcher, srun in an allocation); None:
+    here."""
 
 
 def where(workers: int, servers: int, testbed: bool) -> Where:
-    if testbed:
-        s = netns.status()
-        if s is None:
-            raise UserError("--testbed needs a testbed that is up, and none is: start one with "
-                            "`ddlbench testbed up --hosts 2 --rate 500mbit`")
-        nodes = pl.nodes_for(workers, len(s.hosts))
-        return Where(Layout(workers, nodes, per_worker_node(servers, nodes), len(s.hosts) - nodes),
-                     f"the emulated testbed ({len(s.hosts)} hosts at {rate_label(s.rate_mbit)})",
-                     {"testbed": {"hosts": len(s.hosts), "rate": f"{s.rate_mbit:g}mbit"}}, shaped=True)
-    launch = launcher_for(None, RunOptions())
+    """The place advise measures on, from its launcher (harness/commbench/driver.testbed_or_here: the testbed's
+    when asked, else the environment's)."""
+    launch = testbed_or_here(testbed)
+    nodes, hosts = launch.nodes_for(workers), launch.hosts
+    layout = Layout(workers, nodes, per_worker_node(servers, nodes), max(0, hosts - nodes))
+    if testbed:  # its one network: the testbed that is up, as it is
+        net = launch.networks[0]
+        return Where(layout, f"the emulated testbed ({hosts} hosts at {net.label})",
+                     {"testbed": {"hosts": hosts, "rate": f"{net.rate_mbit:g}mbit"}}, shaped=True, launcher=launch)
     if launch.run_module is not None:  # an allocation whose nodes the network's measurement spans (srun)
-        nodes, hosts = launch.nodes_for(workers), launch.hosts
-        return Where(Layout(workers, nodes, per_worker_node(servers, nodes), max(0, hosts - nodes)),
-                     f"Slurm allocation ({hosts} nodes)",
-                     {}, shared_cores=False, launcher=launch)
+        return Where(layout, f"Slurm allocation ({hosts} nodes)", {}, shared_cores=False, launcher=launch)
     return Where(Layout(workers, 1, per_worker_node(servers, 1), 0), "this box", {})
 
 
@@ -153,8 +147,7 @@ def predictions(workload, batch, seq_len, device, place: Where, methods, full_gr
         how = f"network preset {network}"
     else:
         pushpull = any(c.servers for c in cands)
-        cb = commbench_table(place.layout, device, "testbed" in place.sweep, pushpull, commbench,
-                             keep / "commbench.parquet", place.launcher)
+        cb = commbench_table(place.layout, device, pushpull, commbench, keep / "commbench.parquet", place.launcher)
         net = measured_network(cb, place.layout, place.shaped, "measured")
         how = f"network measured (all-reduce{' and push-pull' if pushpull else ''}, commbench)"
     pred = predict_candidates(cands, compute_model(prof), net, place.layout)
@@ -256,7 +249,7 @@ def _check_one_place(testbed: bool) -> None:
     Slurm: Kubeflow, SkyPilot) would measure itself alone and recommend for a placement it does not have."""
     if testbed:
         return
-    launch = launcher_for(None, RunOptions())
+    launch = testbed_or_here(testbed=False)
     if launch.hosts > 1 and launch.run_module is None:
         raise UserError(f"advise does not span the nodes of a multi-node job without Slurm "
                         f"({launch.env_extra.get('hosts', launch.name)}) "

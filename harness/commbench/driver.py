@@ -1,8 +1,8 @@
 """A commbench run (docs/ARCHITECTURE.md, "Commands"): what `ddlbench commbench` is asked (`CommbenchSpec`),
 and `run_commbench`, which measures one collective into a run directory's commbench.parquet. Below it, a
-commbench cell: build it, launch its ranks (the generic local spawner, optionally placed on the emulated
-testbed's hosts, or a launcher's `run_module`: srun steps across a Slurm allocation's nodes) and read rank
-0's result, which `ddlbench testbed measure`, `ddlbench advise` and the predictor's loopback probe
+commbench cell: build it, launch its ranks (the generic local spawner, or a launcher's `run_module`: the
+testbed's launcher on its emulated hosts, srun steps across a Slurm allocation's nodes) and read rank 0's
+result, which `ddlbench testbed measure`, `ddlbench advise` and the predictor's loopback probe
 (scripts/reference/loopback_probe.py) run too.
 
     run_dir = run_commbench(CommbenchSpec(workers=2, collective="allreduce", max_size="64M"))
@@ -32,7 +32,6 @@ from harness.results.lock import run_lock
 from harness.results.paths import default_run_dir
 from harness.spawner.cell import launch_cell
 from harness.testbed import netns
-from harness.testbed import placement as testbed_placement
 
 MODULE = "harness.rank.commbench"
 """The rank module of a commbench cell (harness/rank/commbench.py)."""
@@ -81,31 +80,37 @@ def run_commbench(spec: CommbenchSpec) -> Path:
     run_dir = spec.output or default_run_dir(f"commbench-{spec.collective}")
     lease = netns.lease(f"ddlbench commbench --testbed --collective {spec.collective}") if spec.testbed else None
     with lease or contextlib.nullcontext():
-        network, placement, launcher = "loopback", None, None
-        if spec.testbed:
-            nodes = testbed_placement.nodes_for(spec.workers, len(testbed_placement.testbed_up().hosts))
-            pushpull_servers = per_worker_node(spec.servers, nodes) if spec.collective == "pushpull" else 0
-            network, placement = testbed_placement.placement_for(spec.workers, pushpull_servers)
-        else:
-            launcher = launcher_for(None, RunOptions())  # srun across an allocation's nodes, else this box
-        nodes = placement.nodes if placement else launcher.nodes_for(spec.workers)
+        launcher = testbed_or_here(spec.testbed)
         cell = commbench_cell(spec.workers, spec.collective, sizes, spec.reps, spec.warmup, spec.servers,
-                              spec.device, network, spec.timeout_s, nodes=nodes)
-        if launcher is None or launcher.run_module is None:
-            warn(check_capacity(cell, spec.oversubscribe))  # this box's cores
+                              spec.device, network_of(launcher), spec.timeout_s, nodes=launcher.nodes_for(spec.workers))
+        if launcher.warm:  # its ranks start on this box (srun's on the allocation's nodes): this box's cores
+            warn(check_capacity(cell, spec.oversubscribe))
         check_output_dir(run_dir)
-        _measure_into(run_dir, cell, placement, launcher)
+        _measure_into(run_dir, cell, launcher)
     return run_dir
 
 
-def _measure_into(run_dir: Path, cell: CellSpec, placement, launcher: Launcher | None) -> None:
+def testbed_or_here(testbed: bool) -> Launcher:
+    """The launcher that runs a commbench: the testbed's when asked (named as `ddlbench run --testbed` names it:
+    the testbed that is up, its hosts placed by a cell's rules), else the one this environment claims (srun
+    across an allocation's nodes, else this box), chosen through harness/launchers/choose.py."""
+    return launcher_for(None, RunOptions(launcher="testbed" if testbed else None))
+
+
+def network_of(launcher: Launcher) -> str:
+    """The network label of a commbench run by `launcher`: the one it runs every cell on (the testbed's
+    emulated-<rate>), else loopback."""
+    return launcher.networks[0].label if launcher.networks else "loopback"
+
+
+def _measure_into(run_dir: Path, cell: CellSpec, launcher: Launcher) -> None:
     """Time the cell into RUN/commbench/<collective>.w<workers>.s<servers>/ and store its rows, holding the run
     directory's lock; SIGTERM or SIGINT stop the ranks and raise Interrupted naming the run directory."""
     collective = cell.knobs["collective"]
     d = run_dir / "commbench" / f"{collective}.w{cell.workers}.s{cell.servers}"
     with run_lock(run_dir), signals_raise(run_dir):
         try:
-            result = time_cell(cell, d, placement, launcher)
+            result = time_cell(cell, d, launcher)
         except CellFailed as e:
             raise RunFailed(f"commbench failed: {e.reason}; see the logs in {d}") from None
         except Interrupted as e:  # the launcher's `finally` has stopped the ranks
@@ -135,15 +140,15 @@ def commbench_cell(workers: int, collective: str, sizes: list[int], reps: int, w
                     timeout_s=timeout_s, network=network, knobs=knobs, nodes=nodes)
 
 
-def time_cell(cell: CellSpec, cell_dir: Path, placement=None, launcher: Launcher | None = None) -> dict:
-    """Run the cell's ranks (on this box, or through `launcher`'s run_module); rank 0's result ({"times":
-    {size: [seconds per repetition]}, "workers"}). Raises CellFailed when a rank fails or the cell exceeds
-    its timeout."""
+def time_cell(cell: CellSpec, cell_dir: Path, launcher: Launcher | None = None) -> dict:
+    """Run the cell's ranks (on this box, or through `launcher`'s run_module: the testbed's hosts, an
+    allocation's nodes); rank 0's result ({"times": {size: [seconds per repetition]}, "workers"}). Raises
+    CellFailed when a rank fails or the cell exceeds its timeout."""
     run = (launcher.run_module if launcher is not None and launcher.run_module else None) or launch_cell
-    result = run(cell, cell_dir, placement, module=MODULE)
+    result = run(cell, cell_dir, None, module=MODULE)
     return json.loads(Path(result).read_text())
 
 
-def measure(cell: CellSpec, cell_dir: Path, run_id: str, placement=None, launcher: Launcher | None = None) -> pd.DataFrame:
+def measure(cell: CellSpec, cell_dir: Path, run_id: str, launcher: Launcher | None = None) -> pd.DataFrame:
     """Run the cell and return its tidy commbench rows."""
-    return rows(run_id, cell, time_cell(cell, cell_dir, placement, launcher))
+    return rows(run_id, cell, time_cell(cell, cell_dir, launcher))

@@ -1,5 +1,6 @@
 """Check an emulated network with a real gloo all-reduce, one rank per emulated host, timed by the one
-collective timer (harness.commbench: its rank loop, its rows) placed on the testbed's hosts.
+collective timer (harness.commbench: its rank loop, its rows) on the testbed's hosts, where the testbed's
+launcher places them (chosen by name through harness/launchers/choose.py, as `ddlbench run --testbed` is).
 
     from harness.testbed import netns
     from harness.commbench import testbed as measure
@@ -17,12 +18,10 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from harness.commbench.driver import commbench_cell, measure
+from harness.commbench.driver import commbench_cell, measure, network_of, testbed_or_here
 from harness.core.errors import UserError
 from harness.measure import stats
-from harness.networks.profiles import rate_label
 from harness.testbed import netns
-from harness.testbed.placement import nodes_for, testbed_placement
 from harness.testbed.state import TestbedState
 
 
@@ -48,7 +47,8 @@ def measure_allreduce_busbw(
     warmup: int = 2,
     timeout_s: float = 120.0,
 ) -> dict:
-    """Time `reps` gloo all-reduces of `size_bytes` between ranks on hosts 0..hosts-1 (after `warmup`).
+    """Time `reps` gloo all-reduces of `size_bytes` between ranks on hosts 0..hosts-1 (after `warmup`) of
+    `state`, the testbed that is up (where its launcher runs them).
 
     Returns sizes, the raw per-rep times (slowest rank), and from their median algbw/busbw in Gbit/s
     (10^9 bit/s) with busbw_over_rate = busbw / configured rate. Raises CellFailed if a rank fails or
@@ -58,10 +58,11 @@ def measure_allreduce_busbw(
             f"cannot measure on {hosts} hosts: the testbed has {len(state.hosts)}; "
             f"give 2..{len(state.hosts)} or bring up more hosts"
         )
-    cell = commbench_cell(hosts, "allreduce", [size_bytes], reps, warmup, network=rate_label(state.rate_mbit),
-                          timeout_s=timeout_s, nodes=nodes_for(hosts, len(state.hosts)))
+    launcher = testbed_or_here(testbed=True)
+    cell = commbench_cell(hosts, "allreduce", [size_bytes], reps, warmup, network=network_of(launcher),
+                          timeout_s=timeout_s, nodes=launcher.nodes_for(hosts))
     with tempfile.TemporaryDirectory(prefix="ddlbench-testbed-measure-") as tmp:  # private (0700)
-        rows = measure(cell, Path(tmp) / "allreduce", "testbed-measure", testbed_placement(cell, state))
+        rows = measure(cell, Path(tmp) / "allreduce", "testbed-measure", launcher)
     times = rows.sort_values("rep")["time_s"].tolist()
     t = statistics.median(times)
     algbw = size_bytes * 8 / t / 1e9

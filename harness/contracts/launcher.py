@@ -79,10 +79,10 @@ class Launcher:
     """The networks every cell of a sweep runs on, one after the other (the testbed's profiles);
     () = the sweep's own `network`."""
     run_module: Callable[..., Path] | None = None
-    """A capability of launchers whose ranks run beyond this box (srun across an allocation's nodes): start a
-    cell's ranks running another rank module than the worker (the collective timer, harness.rank.commbench),
-    run_module(cell, cell_dir, placement, module) -> result.json, or CellFailed. None: it has no such way,
-    and such a program runs on this box (harness/spawner/cell.launch_cell)."""
+    """A capability of launchers whose ranks run beyond this box (srun across an allocation's nodes, the testbed
+    on its emulated hosts): start a cell's ranks running another rank module than the worker (the collective
+    timer, harness.rank.commbench), run_module(cell, cell_dir, placement, module) -> result.json, or CellFailed.
+    None: it has no such way, and such a program runs on this box (harness/spawner/cell.launch_cell)."""
 
 
 class Follows(UserError):

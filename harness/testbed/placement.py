@@ -23,7 +23,6 @@ from __future__ import annotations
 from harness.contracts.cell import CellSpec, server_placement
 from harness.core.errors import UserError
 from harness.contracts.placement import Placement
-from harness.networks.profiles import rate_label
 from harness.testbed import netns
 from harness.testbed.state import TestbedState
 
@@ -135,16 +134,6 @@ def testbed_up() -> TestbedState:
         raise UserError("--testbed needs a testbed that is up, and none is: start one with "
                         "`ddlbench testbed up --hosts 2 --rate 500mbit`")
     return s
-
-
-def placement_for(workers: int, servers: int = 0, policy: str = "round-robin") -> tuple[str, Placement]:
-    """(network label, Placement) for a program that is not a benchmark cell (`ddlbench commbench
-    --testbed`, advise's link measurements): `workers` ranks and `servers` parameter servers placed on the
-    testbed that is up by the same rules as a cell's."""
-    s = testbed_up()
-    cell = CellSpec(workload="-", scheme="commbench", workers=workers, servers=servers,
-                    nodes=nodes_for(workers, len(s.hosts)))
-    return rate_label(s.rate_mbit), testbed_placement(cell, s, policy)
 
 
 def describe(cell: CellSpec, state: TestbedState, policy: str = "round-robin") -> dict:

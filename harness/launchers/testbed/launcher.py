@@ -37,6 +37,7 @@ from harness.contracts.placement import Placement
 from harness.contracts.backend import recipe
 from harness.launchers.testbed.recipe import PlacedRecipe
 from harness.networks.profiles import rate_label
+from harness.procs.argv import WORKER_MODULE
 from harness.spawner.cell import launch_cell
 from harness.testbed import netns
 from harness.testbed import placement as pl
@@ -173,11 +174,21 @@ class TestbedLauncher:
 
     def __call__(self, cell: CellSpec, cell_dir: Path, placement: Placement | None = None) -> Path:
         state = self.testbed_for(cell)
-        placement = pl.testbed_placement(cell, state, self.policy)
-        with recipe(cell.backend, PlacedRecipe).session(cell, placement) as placement:
-            result = launch_cell(cell, cell_dir, placement)
+        result = self._launch(cell, cell_dir, state, WORKER_MODULE)
         _record_placement(result, cell, pl.describe(cell, state, self.policy))
         return result
+
+    def run_module(self, cell: CellSpec, cell_dir: Path, placement: Placement | None = None,
+                   module: str = WORKER_MODULE) -> Path:
+        """A program that is not a benchmark cell (commbench's timer, harness.rank.commbench) on the testbed
+        that is up, its ranks placed by a cell's rules (`placement` is ignored: the testbed places); its result
+        is rank 0's as written."""
+        return self._launch(cell, cell_dir, pl.testbed_up(), module)
+
+    def _launch(self, cell: CellSpec, cell_dir: Path, state: TestbedState, module: str) -> Path:
+        placement = pl.testbed_placement(cell, state, self.policy)
+        with recipe(cell.backend, PlacedRecipe).session(cell, placement) as placement:
+            return launch_cell(cell, cell_dir, placement, module=module)
 
 
 def _record_placement(result_path: Path, cell: CellSpec, where: dict) -> None:
@@ -222,10 +233,11 @@ def make(request: LaunchRequest) -> Launcher:
     env_extra = {"testbed_hosts": spec.hosts, "testbed_placement": spec.placement,
                  **({"testbed_worker_hosts": spec.worker_hosts} if spec.worker_hosts else {}),
                  "testbed_networks": ",".join(f"{p.label}={p.rate_mbit:g}mbit" for p in profiles)}
-    return Launcher("testbed", TestbedLauncher(spec.hosts, spec.placement), lambda w: pl.nodes_for(w, spec.hosts),
+    launch = TestbedLauncher(spec.hosts, spec.placement)
+    return Launcher("testbed", launch, lambda w: pl.nodes_for(w, spec.hosts),
                     lambda cell: place_cell(cell, spec), env_extra, hosts=spec.hosts,
                     networks=tuple(Network(p.label, p.rate_mbit) for p in profiles),
-                    session=lambda: _leased(request.title or "ddlbench sweep"))
+                    session=lambda: _leased(request.title or "ddlbench sweep"), run_module=launch.run_module)
 
 
 def _as_it_is(request: LaunchRequest) -> Launcher:
@@ -236,10 +248,11 @@ def _as_it_is(request: LaunchRequest) -> Launcher:
         _check_label(request.sweep.network)
     s = pl.testbed_up()
     spec = TestbedSpec(hosts=len(s.hosts))
-    return Launcher("testbed", TestbedLauncher(spec.hosts, spec.placement, reconfigure=False),
-                    lambda w: pl.nodes_for(w, spec.hosts), lambda cell: place_cell(cell, spec), hosts=spec.hosts,
-                    networks=(Network(rate_label(s.rate_mbit), s.rate_mbit),),
-                    session=lambda: _leased(f"{request.title or 'ddlbench run'} --testbed"))
+    launch = TestbedLauncher(spec.hosts, spec.placement, reconfigure=False)
+    return Launcher("testbed", launch, lambda w: pl.nodes_for(w, spec.hosts), lambda cell: place_cell(cell, spec),
+                    hosts=spec.hosts, networks=(Network(rate_label(s.rate_mbit), s.rate_mbit),),
+                    session=lambda: _leased(f"{request.title or 'ddlbench run'} --testbed"),
+                    run_module=launch.run_module)
 
 
 register(LauncherEntry("testbed", "every rank in its host's network namespace of the emulated testbed; "

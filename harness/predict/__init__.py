@@ -1,9 +1,9 @@
 """Predicting scaling beyond the machine at hand: the model only (docs/ARCHITECTURE.md, "Predictor").
 
     ddlbench profile bert-base --batch 8 --iters 5 -o prof.parquet        # per-layer profile, this device
-    ddlbench predict --profile prof.parquet --network ib-100g --nodes 1,2,4,8 --gpus-per-node 4
-    ddlbench predict --workload resnet50 --device-preset study-gpu --network eth-10g --nodes 8
-    ddlbench predict --workload bert-large --device-preset study-gpu --network study-ib-100g --intervals 32
+    ddlbench predict --profile prof.parquet --link ib-100g --nodes 1,2,4,8 --gpus-per-node 4
+    ddlbench predict --workload resnet50 --device-preset study-gpu --link eth-10g --nodes 8
+    ddlbench predict --workload bert-large --device-preset study-gpu --cluster study-ib-100g --intervals 32
     ddlbench predict --profile prof.parquet --commbench RUN_DIR --validate SWEEP_RUN_DIR
 
 Rooms (the simulations themselves are in harness/sim):

@@ -67,7 +67,7 @@ def read_commbench(paths) -> pd.DataFrame:
         f = Path(p) / "commbench.parquet" if Path(p).is_dir() else Path(p)
         if not f.exists():
             raise UserError(f"commbench table {f} does not exist: run `ddlbench commbench --output DIR` "
-                            f"(or give --network PRESET)")
+                            f"(or give --link PRESET)")
         frames.append(pd.read_parquet(f))
     return pd.concat(frames, ignore_index=True)
 

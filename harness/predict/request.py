@@ -13,7 +13,8 @@ import pandas as pd
 from harness.core.atomic import write_parquet_atomic
 from harness.core.errors import UserError
 from harness.experiment.sweep import knob_value
-from harness.predict.clusters import CLUSTERS, cluster_entries, one_calibration
+from harness.predict.cluster_file import is_cluster_file, read_cluster_file
+from harness.predict.clusters import CLUSTERS, ClusterEntry, one_calibration
 from harness.predict.commbench_fit import (
     links_from_commbench,
     read_commbench,
@@ -51,8 +52,12 @@ class PredictSpec:
     """Per-worker batch (None: the preset's or the profile's)."""
     compute: str = "auto"
     """auto | profile | flops: per-layer times from the measured profile or from FLOP counts."""
-    networks: tuple = ("ib-100g",)
-    """Inter-node network presets, or whole registered clusters (harness/predict/clusters.py: study-*)."""
+    links: tuple = ()
+    """Link presets between nodes (harness/sim/network.LINKS); none given: ib-100g, unless clusters or commbench
+    runs are."""
+    clusters: tuple = ()
+    """Whole clusters: registered names (harness/predict/clusters.py: the study's study-*) or cluster files
+    (.toml, harness/predict/cluster_file.py)."""
     intervals: int = 0
     """Samples of the inputs' ranges behind each row's pred_low/pred_high (clusters that state them; 0: none)."""
     commbench: tuple = ()
@@ -63,8 +68,8 @@ class PredictSpec:
     """The link between the GPUs of a node."""
     nodes: str = "1,2,4,8"
     """Node counts, comma-separated."""
-    gpus_per_node: int | str = 4
-    """GPUs (workers) per node, comma-separated."""
+    gpus_per_node: int | str | None = None
+    """GPUs (workers) per node of the link presets' nodes, comma-separated (None: 4); a cluster's are its own."""
     servers: int = 0
     """Parameter-server processes of a PS cell (0: one per worker node, harness/contracts/cell.per_worker_node)."""
     server_hosts: str = "dedicated"
@@ -111,9 +116,9 @@ def parse_method_knobs(pairs) -> dict:
     return out
 
 
-def check_inputs(spec: PredictSpec) -> list:
+def check_inputs(spec: PredictSpec) -> tuple[list, dict[str, ClusterEntry]]:
     """Everything `spec` asks checked before any work (FLOP counting takes seconds per workload); returns the
-    profile tables, read once."""
+    profile tables and the clusters, each read once."""
     if spec.dtype != "fp32":  # docs/ARCHITECTURE.md, "Precision"
         raise UserError(f"predict models fp32 cells only, not {spec.dtype!r}: its compute comes from an fp32 profile "
                         f"or fp32 FLOP rates, and it does not invent a bf16 speed-up; measure with `ddlbench run "
@@ -124,17 +129,17 @@ def check_inputs(spec: PredictSpec) -> list:
             raise UserError(f"{name} must be a finite number > 0, got {value}; fix the option")
     if spec.servers < 0:
         raise UserError(f"--servers must be >= 1 (or left out: one per worker node), got {spec.servers}")
-    nodes, per_node = _ints(spec.nodes, "--nodes"), _ints(spec.gpus_per_node, "--gpus-per-node")
-    clusters = cluster_entries(spec.networks)
-    for n in (*spec.networks, spec.intra):
-        if n not in clusters and n not in LINKS:
-            raise UserError(f"unknown network preset {n!r}: known presets are {', '.join(sorted(LINKS))}, and "
-                            f"clusters {', '.join(CLUSTERS) or 'none'} (or give --commbench FILE.parquet with "
-                            f"measured all-reduce times)")
+    nodes, per_node = _ints(spec.nodes, "--nodes"), _per_node(spec)
+    for n in (*spec.links, spec.intra):
+        if n not in LINKS:
+            hint = f"; --cluster {n} predicts that whole cluster" if n in CLUSTERS else ""
+            raise UserError(f"unknown network preset {n!r}: known presets are {', '.join(sorted(LINKS))} (or give "
+                            f"--commbench FILE.parquet with measured all-reduce times){hint}")
+    clusters = {n: read_cluster_file(n) if is_cluster_file(n) else CLUSTERS.get(n) for n in spec.clusters}
     for name, entry in clusters.items():
-        if set(per_node) != {entry.gpus_per_node}:
-            raise UserError(f"--network {name}: its nodes hold {entry.gpus_per_node} GPUs; drop --gpus-per-node "
-                            f"or predict another preset")
+        if spec.gpus_per_node is not None and set(per_node) != {entry.gpus_per_node}:
+            raise UserError(f"--cluster {name}: its nodes hold {entry.gpus_per_node} GPUs; drop --gpus-per-node "
+                            f"(it sets the --link presets' nodes only)")
         for n in nodes:
             entry.check_nodes(n)
     _check_knobs(spec.knobs or {}, resolve_methods(spec.schemes))
@@ -158,7 +163,11 @@ def check_inputs(spec: PredictSpec) -> list:
                         f"of `ddlbench sweep`")
     if spec.output:
         check_output_file(spec.output, "-o/--output")
-    return tables
+    return tables, clusters
+
+
+def _per_node(spec: PredictSpec) -> list[int]:
+    return _ints(4 if spec.gpus_per_node is None else spec.gpus_per_node, "--gpus-per-node")
 
 
 def _check_knobs(knobs: dict, methods: list[str]) -> None:
@@ -247,35 +256,33 @@ def _ps_layout(df, gpus_per_node, servers, server_hosts):
 
 def run_predict(spec: PredictSpec = PredictSpec(), **changes):
     """The predicted table for `spec` (with `changes` applied: run_predict(workloads=("resnet50",), ...)), every
-    input checked first. Networks naming a registered cluster (harness/predict/clusters.py; the study's
-    `study-*`: links, each method's software stack and knobs) are predicted by that cluster's curve, the same
-    simulation; with `intervals` samples each of their rows gets `pred_low`/`pred_high` from the inputs' ranges."""
+    input checked first: link presets and measured commbench runs by ddlbench's own stacks, whole clusters
+    (registered names or files, harness/predict/clusters.py) by their own curve, the same simulation; with
+    `intervals` samples each cluster row gets `pred_low`/`pred_high` from its inputs' ranges."""
     spec = dataclasses.replace(spec, **changes)
-    profiles = check_inputs(spec)
-    clusters = cluster_entries(spec.networks)
-    if spec.intervals and (len(clusters) != len(spec.networks) or spec.commbench
-                           or any(e.intervals is None for e in clusters.values())):
+    profiles, clusters = check_inputs(spec)
+    links = spec.links or (() if clusters or spec.commbench else ("ib-100g",))
+    alone = not links and not spec.commbench  # clusters only
+    if spec.intervals and (not alone or any(e.intervals is None for e in clusters.values())):
         named = ", ".join(n for n in CLUSTERS if CLUSTERS.get(n).intervals is not None) or "none registered"
         raise UserError(f"--intervals needs input ranges, which only a cluster that states them has ({named}): "
-                        f"predict such clusters alone, or drop --intervals")
+                        f"predict such clusters alone (--cluster), or drop --intervals")
     cal = None
     if spec.calibrate is not None:
-        only_clusters = len(clusters) == len(spec.networks) and not spec.commbench
-        fit = one_calibration(clusters if only_clusters else {}, spec.calibrate)
+        fit = one_calibration(clusters if alone else {}, spec.calibrate)
         cal = fit(spec.calibrate, {str(t["workload"].iloc[0]): t for t in profiles if len(t)})
         if not cal.fit.converged:
             raise UserError(f"--calibrate {spec.calibrate}: the fit did not converge ({cal.fit.message}); nothing "
                             f"is predicted from it: check the table's cells (a method far from the others' scale?)")
     models = load_models(profiles, spec.workloads, spec.device_preset, spec.throughput_samples_per_s, spec.batch,
                          spec.compute)
-    plain = [n for n in spec.networks if n not in clusters]
     nodes, methods = _ints(spec.nodes, "--nodes"), resolve_methods(spec.schemes)
     frames = []
-    if plain or spec.commbench:
-        nets = load_networks([] if (spec.commbench and tuple(plain) == ("ib-100g",)) else plain, spec.commbench,
-                             spec.intra, spec.label, spec.shaped, spec.gpus_per_node, spec.servers, spec.server_hosts)
-        frames.append(predict_rows(models, nets, nodes, _ints(spec.gpus_per_node, "--gpus-per-node"), methods,
-                                   spec.servers, spec.allreduce, spec.knobs, server_hosts=spec.server_hosts))
+    if links or spec.commbench:
+        nets = load_networks(links, spec.commbench, spec.intra, spec.label, spec.shaped, _per_node(spec)[0],
+                             spec.servers, spec.server_hosts)
+        frames.append(predict_rows(models, nets, nodes, _per_node(spec), methods, spec.servers, spec.allreduce,
+                                   spec.knobs, server_hosts=spec.server_hosts))
     values = cal.values if cal else None
     for entry in clusters.values():
         kw = dict(node_counts=nodes, methods=methods, knobs=spec.knobs, values=values)

@@ -5,7 +5,7 @@ its one-node table, its whole curve and its report. Nothing outside this folder 
 (an import-linter contract, pyproject.toml); it reaches the predictor through the same door a user's cluster
 does, by registering its three networks as named clusters (harness/predict/clusters.py).
 
-    ddlbench predict --workload bert-base --device-preset study-gpu --network study-ib-100g --intervals 32
+    ddlbench predict --workload bert-base --device-preset study-gpu --cluster study-ib-100g --intervals 32
     python scripts/study_prediction.py --profiles reports/study-prediction/profiles \\
         --calibrate harness/study/one_node.csv --out DIR
 

@@ -252,7 +252,7 @@ def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu, effects, star
         f"on GPUs or on InfiniBand, and {used}: these are predictions of ddlbench's discrete-event model "
         "(`harness/predict/`, `harness/sim/`; docs/ARCHITECTURE.md, \"Predictor\") of the study's cluster as "
         "`harness/study/cluster.py` builds it from the inputs in `inputs.md` (each with its range and "
-        "source). `ddlbench predict --network study-ib-100g --intervals 32` runs the same model.",
+        "source). `ddlbench predict --cluster study-ib-100g --intervals 32` runs the same model.",
         "",
         f"The cluster: {', '.join(str(n // GPUS_PER_NODE) for n in sizes)} nodes of {GPUS_PER_NODE} GeForce "
         f"RTX 2080 Ti ({', '.join(map(str, sizes))} GPUs), networks "

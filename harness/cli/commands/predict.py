@@ -8,6 +8,7 @@ import time
 import click
 
 from harness.cli.options import servers_option
+from harness.core.errors import UserError
 
 
 @click.command("predict")
@@ -21,12 +22,17 @@ from harness.cli.options import servers_option
 @click.option("--batch", type=int, help="Per-worker batch (default: the preset's or the profile's).")
 @click.option("--compute", type=click.Choice(["auto", "profile", "flops"]), default="auto", show_default=True,
               help="Per-layer times from the measured profile or from FLOP/byte counts (roofline).")
-@click.option("--network", "networks", multiple=True, default=("ib-100g",), show_default=True,
-              help="Network preset between nodes (repeatable): eth-10g, eth-25g, ib-100g, ipoib-100g, ...; or "
-                   "the study's whole cluster (links, each method's software and knobs): study-ib-100g, "
-                   "study-ipoib-100g, study-eth-10g.")
+@click.option("--link", "links", multiple=True,
+              help="Link preset between nodes (repeatable): eth-10g, eth-25g, ib-100g, ipoib-100g, ...; ddlbench's "
+                   "own stacks run on it. Default ib-100g unless --cluster or --commbench is given.")
+@click.option("--cluster", "clusters", multiple=True,
+              help="A whole cluster (repeatable): a registered one (the study's study-ib-100g, study-ipoib-100g, "
+                   "study-eth-10g: links, each method's 2019 software and knobs) or a cluster file (.toml: nodes, "
+                   "links, each method's framework and knobs; examples/cluster-25g.toml).")
+@click.option("--network", "network", hidden=True,
+              help="Not a predict option: a run's interface profile (run, sweep). Use --link or --cluster.")
 @click.option("--intervals", default=0, show_default=True, type=click.IntRange(min=0),
-              help="With study-* networks: sample the inputs' stated ranges this many times for each row's "
+              help="With clusters that state input ranges (study-*): sample them this many times for each row's "
                    "pred_low/pred_high (10th/90th percentiles; 32 is the report's).")
 @click.option("--commbench", multiple=True, type=click.Path(),
               help="Measured communication (a commbench run directory or Parquet; repeatable): all-reduce "
@@ -34,8 +40,9 @@ from harness.cli.options import servers_option
 @click.option("--label", help="Network label for --commbench rows (default commbench).")
 @click.option("--intra", default="pcie3-x16", show_default=True, help="Link inside a node (pcie3-x16, nvlink2).")
 @click.option("--nodes", default="1,2,4,8", show_default=True, help="Node counts, comma-separated.")
-@click.option("--gpus-per-node", "--workers-per-node", "gpus_per_node", default="4", show_default=True,
-              help="Workers per node, comma-separated.")
+@click.option("--gpus-per-node", "--workers-per-node", "gpus_per_node",
+              help="Workers per node of the --link presets' nodes, comma-separated [default: 4]; a cluster's "
+                   "are its own.")
 @servers_option()
 @click.option("--server-hosts", type=click.Choice(["dedicated", "colocated"]), default="dedicated",
               show_default=True,
@@ -55,10 +62,13 @@ from harness.cli.options import servers_option
 @click.option("--dtype", default="fp32", show_default=True, help="Compute dtype of the predicted cells: fp32 only.")
 @click.option("--calibrate", type=click.Path(),
               help="A one-node run directory or table (columns workload, batch, network, scheme, gpus, throughput, "
-                   "std; gpus 1 and 4): fit the study cluster's software costs to it first, then predict "
-                   "(with study-* networks).")
-def command(knob_pairs, **options):
+                   "std; gpus 1 and 4): fit the cluster's software costs to it first, then predict "
+                   "(with --cluster study-*).")
+def command(knob_pairs, network, **options):
     """Predict iteration time, throughput and scaling efficiency of each method at any scale."""
+    if network is not None:  # one meaning per option (docs/ARCHITECTURE.md, "Glossary": network, link, cluster)
+        raise UserError(f"predict has no --network (a run's interface profile, `ddlbench run --network`): give "
+                        f"--link {network} for a link preset or --cluster {network} for a whole cluster")
     # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
     import harness.study  # noqa: F401 - the study's wing registers its clusters (study-*) with the predictor
     from harness.predict.request import PredictSpec, parse_method_knobs, run_predict

@@ -3,7 +3,8 @@ and nothing more: this test reads the doc's table of places and counts the files
 
 A copy of the checkout gets, one after the other, a toy scheme (`toyscheme`: tests/toy_scheme.py as a file of
 the package), a toy workload (`toybag` and `toybag-tiny`: a bag-of-embeddings classifier), a toy launcher
-(`toy`: ddlbench's spawner behind its own registration, recipe type and environment variable) and a toy
+(`toy`: ddlbench's spawner behind its own registration, recipe type, in harness/contracts/recipes/ where a
+backend imports it, and environment variable) and a toy
 backend (`toynet`: torch's transport under another name, providing `allreduce` only, recording the version of
 PyYAML as its library, with a recipe for the toy launcher, a batch-script style, an example script and its
 sweep file). Each touches exactly the places of its row in the doc (the backend also the files the tests'
@@ -70,11 +71,9 @@ for name, vocab, width in (("toybag", 4096, 256), ("toybag-tiny", 512, 32)):
 BACKEND_INIT = '''"""Backend `toynet` (a test's toy): torch.distributed's transport under another name."""
 
 from harness.backends.torch_dist.transport import serve, start
-from harness.contracts.backend import BackendEntry
-from harness.contracts.recipes import BackendLaunch
-from harness.launchers.sbatch.recipe import REFERENCE_COMMAND, SbatchRecipe, SbatchStyle
-from harness.launchers.sbatch.text import argv_words
-from harness.launchers.toy.recipe import ToyRecipe
+from harness.contracts.backend import BackendEntry, BackendLaunch
+from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchRecipe, SbatchStyle, argv_words
+from harness.contracts.recipes.toy import ToyRecipe
 
 STYLES = {"toyrun": SbatchStyle(lambda spec: f"srun --kill-on-bad-exit=1 {argv_words(spec)}\\n", reference=dict(
     job_name="ddl-toyrun", command=(*REFERENCE_COMMAND, "--backend", "toynet"), nodes=2, launch="toyrun"))}
@@ -97,7 +96,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from harness.contracts.recipes import recipe_type
+from harness.contracts.backend import recipe_type
 
 
 @recipe_type
@@ -113,7 +112,7 @@ from __future__ import annotations
 
 from harness.contracts.launcher import Launcher, LauncherEntry, register
 from harness.contracts.backend import recipe
-from harness.launchers.toy.recipe import ToyRecipe
+from harness.contracts.recipes.toy import ToyRecipe
 from harness.spawner.cell import launch_cell, place_one_box
 
 
@@ -197,11 +196,28 @@ def _add_backend(repo: Path, env: dict) -> None:
 def _add_launcher(repo: Path) -> None:
     (repo / "harness/launchers/toy").mkdir()
     (repo / "harness/launchers/toy/__init__.py").write_text('"""The toy launcher."""\n')
-    (repo / "harness/launchers/toy/recipe.py").write_text(LAUNCHER_RECIPE)
+    (repo / "harness/contracts/recipes/toy.py").write_text(LAUNCHER_RECIPE)
     (repo / "harness/launchers/toy/launcher.py").write_text(LAUNCHER)
     choose = repo / "harness/launchers/choose.py"
     choose.write_text(choose.read_text().replace('ORDER = ("testbed", "nodes", "srun", "local")',
                                                  'ORDER = ("testbed", "nodes", "toy", "srun", "local")'))
+
+
+CLUSTER = """# a toy lab: 2 GPUs a node on 25 GbE, its Horovod paying a negotiation round per collective
+label = "toylab"
+gpus_per_node = 2
+[links]
+inter = "eth-25g"
+intra = { rate_gbit_s = 96.0, latency_s = 2e-6 }
+[stacks.hvd]
+negotiation_s = 1e-4
+[methods.wfbp-a2a]
+stack = "hvd"
+"""
+
+
+def _add_cluster(repo: Path) -> None:
+    (repo / "examples/toylab.toml").write_text(CLUSTER)
 
 
 def _files(repo: Path) -> dict[str, bytes]:
@@ -221,12 +237,13 @@ def _check_places(kind: str, touched: set[str], places: list[str], generated: li
 
 def test_a_toy_scheme_workload_backend_and_launcher_need_only_the_documented_places(tmp_path):
     places = _places()
-    assert set(places) == {"scheme", "backend", "workload", "launcher"}, places
+    assert set(places) == {"scheme", "backend", "workload", "launcher", "cluster"}, places
     repo = _copy(tmp_path / "repo")
     env = {**os.environ, "PYTHONPATH": str(repo)}
     before = _files(repo)
     for kind, add in (("scheme", _add_scheme), ("workload", _add_workload), ("launcher", _add_launcher),
-                      ("backend", lambda r: _add_backend(r, env))):  # the toy backend gives the toy launcher a recipe
+                      ("backend", lambda r: _add_backend(r, env)),  # the toy backend gives the toy launcher a recipe
+                      ("cluster", _add_cluster)):
         add(repo)
         now = _files(repo)
         _check_places(kind, {f for f, data in now.items() if before.get(f) != data}, *places[kind])
@@ -268,3 +285,14 @@ def test_a_toy_scheme_workload_backend_and_launcher_need_only_the_documented_pla
     environment = pd.read_parquet(out / "environment.parquet").iloc[0]
     assert environment["toy_scheduler"] == "yes" and "toynet" in environment["libraries"].split(",")
     assert environment["toynet"] and environment["toynet"][0].isdigit()  # PyYAML's version
+
+    # the cluster file, touching no code, predicted through the same door as the study's clusters
+    predicted = tmp_path / "toylab.parquet"
+    run = subprocess.run([sys.executable, "-m", "harness.cli.main", "predict", "--workload", "bert-base",
+                          "--device-preset", "study-gpu", "--compute", "flops", "--cluster", "examples/toylab.toml",
+                          "--nodes", "1,4", "--schemes", "bsp-a2a,wfbp-a2a,toyscheme", "-o", str(predicted)],
+                         capture_output=True, text=True, cwd=repo, timeout=300, env=env)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    rows = pd.read_parquet(predicted)
+    assert set(rows["network"]) == {"toylab"} and sorted(set(rows["workers"])) == [2, 8]
+    assert set(rows["scheme"]) == {"bsp-a2a", "wfbp-a2a", "toyscheme"} and (rows["throughput_median"] > 0).all()

@@ -80,7 +80,7 @@ def test_profile_then_predict_through_the_cli(tmp_path):
     assert r.exit_code == 0, r.output
     assert "wrote" in r.output and prof.exists()
     out = tmp_path / "pred.parquet"
-    r = runner.invoke(cli, ["predict", "--profile", str(prof), "--network", "eth-10g", "--network", "ib-100g",
+    r = runner.invoke(cli, ["predict", "--profile", str(prof), "--link", "eth-10g", "--link", "ib-100g",
                             "--nodes", "1,2", "--gpus-per-node", "2", "--schemes", "all",
                             "--knob", "ddp.bucket_cap_mb=1", "-o", str(out)])
     assert r.exit_code == 0, r.output
@@ -131,7 +131,7 @@ def test_predict_a_shaped_testbed_from_its_commbench(tmp_path):
     (["predict", "--workload", "bert-base", "--device-preset", "study-gpu", "--testbed-shaping"], "--commbench"),
     (["predict", "--workload", "bert-base"], "--device-preset"),
     (["predict", "--workload", "gpt2-small", "--device-preset", "study-gpu"], "no measured throughput"),
-    (["predict", "--workload", "bert-base", "--device-preset", "study-gpu", "--network", "carrier-pigeon"],
+    (["predict", "--workload", "bert-base", "--device-preset", "study-gpu", "--link", "carrier-pigeon"],
      "unknown network preset"),
     (["predict", "--workload", "bert-base", "--device-preset", "study-gpu", "--schemes", "magic"],
      "unknown method"),

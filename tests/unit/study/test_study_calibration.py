@@ -86,18 +86,18 @@ def test_a_table_missing_a_method_or_a_workload_is_refused_in_one_line(tmp_path,
     with pytest.raises(UserError, match=needle):
         sc.calibrate(f, PROFILES, lowo=False)
     r = CliRunner().invoke(cli, ["predict", "--workload", "bert-base", "--device-preset", "study-gpu",
-                                 "--network", "study-ib-100g", "--nodes", "2", "--calibrate", str(f)])
+                                 "--cluster", "study-ib-100g", "--nodes", "2", "--calibrate", str(f)])
     assert r.exit_code == 2, r.output
     assert needle in r.output and len(r.output.strip().splitlines()) == 1, r.output
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--network", "ib-100g"], "fits the software costs of a cluster that states them"),
-    (["--network", "study-ib-100g", "--calibrate-missing"], None),
+    (["--link", "ib-100g"], "fits the software costs of a cluster that states them"),
+    (["--cluster", "study-ib-100g", "--calibrate-missing"], None),
 ])
 def test_calibrate_needs_the_study_cluster_and_a_readable_table(tmp_path, args, needle):
     if needle is None:  # a path that is neither a run directory nor a table
-        args, needle = ["--network", "study-ib-100g"], "not a run directory, nor a .csv or .parquet table"
+        args, needle = ["--cluster", "study-ib-100g"], "not a run directory, nor a .csv or .parquet table"
         target = str(tmp_path / "nothing.txt")
     else:
         target = str(sc.STUDY_TABLE)
@@ -118,7 +118,7 @@ def test_a_table_the_model_cannot_reproduce_does_not_converge_and_predicts_nothi
     monkeypatch.setattr("harness.study.calibration.calibrate", lambda *a, **k: sc.Calibration(
         fit, 0.0, {}, pd.DataFrame(), None, "t"))
     r = CliRunner().invoke(cli, ["predict", "--workload", "bert-base", "--device-preset", "study-gpu",
-                                 "--network", "study-ib-100g", "--nodes", "2", "--calibrate", str(sc.STUDY_TABLE)])
+                                 "--cluster", "study-ib-100g", "--nodes", "2", "--calibrate", str(sc.STUDY_TABLE)])
     assert r.exit_code == 2 and "did not converge" in r.output and "does not reproduce" in r.output, r.output
     assert "throughput" not in r.output
 
@@ -142,7 +142,7 @@ def test_predict_calibrate_predicts_the_cluster_from_the_fitted_values(tmp_path)
     """`ddlbench predict --calibrate` with the study's one-node table: the fitted parameters said, and the
     prediction at 4 GPUs (the fitted cells) close to the table, at 8 GPUs present with ordered intervals."""
     profiles = [x for w in sc.WORKLOADS for x in ("--profile", str(PROFILES / f"profile-{w}.parquet"))]
-    r = CliRunner().invoke(cli, ["predict", *profiles, "--device-preset", "study-gpu", "--network", "study-ib-100g",
+    r = CliRunner().invoke(cli, ["predict", *profiles, "--device-preset", "study-gpu", "--cluster", "study-ib-100g",
                                  "--nodes", "1,2", "--schemes", "bsp-a2a,wfbp-ps", "--intervals", "4",
                                  "--calibrate", str(sc.STUDY_TABLE), "-o", str(tmp_path / "p.parquet")])
     assert r.exit_code == 0, r.output

@@ -1,7 +1,7 @@
 """The study's whole scaling curve (harness/study/curve.py, study_cluster.py, study_inputs.py) and the models
 under it (harness/sim/byteps.py, bytescheduler.py, bucketed.py with a software stack): every input sourced and
 ranged, all four sizes predicted with ordered intervals, BytePS without servers on one node, ByteScheduler's
-units, the authors' MG-WFBP merge rule, the same model behind `ddlbench predict --network study-*`.
+units, the authors' MG-WFBP merge rule, the same model behind `ddlbench predict --cluster study-*`.
 
     pytest -q tests/unit/predict/test_study_curve.py -s      # -s prints the curve's CPU time
 """
@@ -347,7 +347,7 @@ def test_a_slower_shared_host_path_slows_every_multi_node_method(models):
 def test_ddlbench_predict_runs_the_study_cluster_with_intervals(tmp_path, models):
     out = tmp_path / "p.parquet"
     r = CliRunner().invoke(cli, ["predict", "--workload", "bert-base", "--device-preset", "study-gpu",
-                                 "--compute", "flops", "--network", "study-eth-10g", "--nodes", "1,2",
+                                 "--compute", "flops", "--cluster", "study-eth-10g", "--nodes", "1,2",
                                  "--schemes", "bsp-a2a,wfbp-ps", "--intervals", "3", "-o", str(out)])
     assert r.exit_code == 0, r.output
     df = pd.read_parquet(out)
@@ -362,10 +362,10 @@ def test_ddlbench_predict_runs_the_study_cluster_with_intervals(tmp_path, models
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--network", "study-eth-1g"], "clusters study-eth-10g, study-ib-100g, study-ipoib-100g"),
-    (["--network", "study-ib-100g", "--nodes", "3"], "no entry for 12 workers"),
-    (["--network", "study-ib-100g", "--gpus-per-node", "8"], "hold 4 GPUs"),
-    (["--network", "ib-100g", "--intervals", "4"], "--intervals needs input ranges"),
+    (["--cluster", "study-eth-1g"], "known clusters are study-eth-10g, study-ib-100g, study-ipoib-100g"),
+    (["--cluster", "study-ib-100g", "--nodes", "3"], "no entry for 12 workers"),
+    (["--cluster", "study-ib-100g", "--gpus-per-node", "8"], "hold 4 GPUs"),
+    (["--link", "ib-100g", "--cluster", "study-ib-100g", "--intervals", "4"], "--intervals needs input ranges"),
 ])
 def test_ddlbench_predict_refuses_study_misuse_in_one_line(args, needle):
     r = CliRunner().invoke(cli, ["predict", "--workload", "bert-base", "--device-preset", "study-gpu", *args])

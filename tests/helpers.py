@@ -22,7 +22,7 @@ from harness.grouping.cost import MB
 from harness.contracts.training import make_optimizer, set_precision
 from harness.experiment.cells import resolve
 from harness.spawner.cell import launch_cell
-from harness.launchers.local.recipe import LocalRecipe
+from harness.contracts.recipes.local import LocalRecipe
 from harness.sim.model import ComputeModel
 from harness.sim.network import Cluster, get_link
 from workloads import WORKLOADS

@@ -1,6 +1,7 @@
 """The backend contract and its registry (docs/ARCHITECTURE.md, "Backend" and "Plugins"): one BackendEntry
 per backend, and BACKENDS, the one registry every layer asks what a backend is, provides and gives the
-launchers.
+launchers (its BackendLaunch: one recipe per launcher that starts it differently, each of the type that
+launcher declares in harness/contracts/recipes/, registered with `recipe_type`).
 
 The registry is filled by one explicit load, `harness.backends.load()`, which the layers above the
 backends call (the rank's entry points, the one sweep path, the commands that ask); the launchers and the
@@ -14,14 +15,45 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, TypeVar
 
 from harness.contracts.capabilities import check_words
-from harness.contracts.recipes import BackendLaunch
 from harness.core.registry import Registry
+
+
+RECIPE_TYPES: list[type] = []
+"""Every launcher's recipe type (harness/contracts/recipes/<launcher>.py), registered by `recipe_type`."""
+
+
+def recipe_type(cls: type) -> type:
+    """Class decorator: a launcher's recipe type (a frozen dataclass whose class attribute `launcher` names
+    it; every field has a default, which is what a backend that gives no recipe of this type gets)."""
+    if any(t.launcher == cls.launcher for t in RECIPE_TYPES):
+        raise ValueError(f"launcher {cls.launcher!r} registered a recipe type twice")
+    RECIPE_TYPES.append(cls)
+    return cls
+
+
+@dataclass(frozen=True)
+class BackendLaunch:
+    """What one backend gives the launchers: the variables every rank needs whoever starts it, how its own
+    framework launcher names ranks (horovodrun's HOROVOD_*), and one recipe per launcher that starts it
+    differently from the default (a backend that needs nothing special from a launcher gives nothing)."""
+
+    rank_env: Callable[[Any], dict] = lambda cell: {}
+    """(cell) -> variables every rank needs whatever starts it (e.g. DeepSpeed's compiled-ops folder)."""
+    identity: Callable[[Mapping[str, str]], Any] = lambda environ: None
+    """(environment) -> RankIdentity when a rank was started by the framework's own launch program, else None."""
+    recipes: tuple = ()
+    """At most one recipe per type in RECIPE_TYPES; a type left out means its default."""
+
+    def __post_init__(self):
+        kinds = [type(r) for r in self.recipes]
+        if any(k not in RECIPE_TYPES for k in kinds) or len(set(kinds)) != len(kinds):
+            raise ValueError(f"recipes must be distinct instances of {[t.__name__ for t in RECIPE_TYPES]}")
 
 
 @dataclass(frozen=True)
 class BackendEntry:
     """Everything about one backend (docs/ARCHITECTURE.md, "Backend"): its transport, its server loop,
-    and how the launchers start it (`launch`: one recipe per launcher, harness/contracts/recipes.py).
+    and how the launchers start it (`launch`: one recipe per launcher, harness/contracts/recipes/).
     Generic code asks these fields and the recipes, and never tests a backend's name."""
 
     name: str

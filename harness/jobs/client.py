@@ -1,7 +1,7 @@
 """Sending jobs to Slurm and following them: the few client calls ddlbench makes (sbatch, scontrol,
 scancel, sinfo), each turning a missing tool or an unreachable controller into a one-line UserError.
 
-    job = submit(render_sbatch(spec), workdir="runs/ddl")   # sbatch --parsable
+    job = submit(batch_script(spec), workdir="runs/ddl")    # sbatch --parsable (harness/launchers/choose.py)
     print(wait_job(job, timeout_s=3600))                    # COMPLETED | FAILED | CANCELLED | TIMEOUT | ...
 
 There is no accounting database on the machines this is tested on, so state comes from

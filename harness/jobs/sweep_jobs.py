@@ -24,8 +24,8 @@ import yaml
 from harness import backends
 from harness.core.errors import UserError
 from harness.contracts.backend import every
-from harness.launchers.sbatch.recipe import SbatchRecipe
-from harness.launchers.sbatch.script import SWEEP_STYLE, SbatchSpec, render_sbatch
+from harness.contracts.recipes.sbatch import SWEEP_STYLE, SbatchRecipe, SbatchSpec
+from harness.launchers.choose import batch_script
 from harness.schemes import SCHEMES
 from harness.experiment.sweep import expand, sweep_from_dict
 
@@ -116,7 +116,7 @@ def render_submit(jobs: list[SweepJob], *, tasks_per_node: int, gpus_per_node: i
     common = dict(tasks_per_node=tasks_per_node, gpus_per_node=gpus_per_node, cpus_per_task=cpus_per_task,
                   partition=partition, extra_sbatch=tuple(extra_sbatch), launch=SWEEP_STYLE, command=command)
     if not array:
-        return [render_sbatch(SbatchSpec(
+        return [batch_script(SbatchSpec(
             job_name=j.name, nodes=j.nodes, time_limit_min=j.time_min, output=f"{log_dir}/slurm-%x-%j.out",
             variables=(("SWEEP", shlex.quote(j.sweep_file), f"the cells needing {j.nodes} node(s): workers "
                         f"{', '.join(map(str, j.workers))}" + (" and the 1-worker baseline" if j.baseline else "")),
@@ -125,7 +125,7 @@ def render_submit(jobs: list[SweepJob], *, tasks_per_node: int, gpus_per_node: i
     # An array shares one resource request: every element gets the largest node count, and an element
     # whose cells need fewer nodes leaves the rest idle. The price of a single job id.
     name = re.sub(r"-n\d+$", "", jobs[0].name)
-    return [render_sbatch(SbatchSpec(
+    return [batch_script(SbatchSpec(
         job_name=name, nodes=max(j.nodes for j in jobs), time_limit_min=max(j.time_min for j in jobs),
         output=f"{log_dir}/slurm-%x-%A_%a.out", array=f"0-{len(jobs) - 1}",
         variables=(("SWEEPS", "(" + " ".join(shlex.quote(j.sweep_file) for j in jobs) + ")",
@@ -170,11 +170,11 @@ def example_scripts() -> dict[str, str]:
         spec("cpu", "cpu-tiny", nodes=2, tasks_per_node=1, gpus_per_node=0, cpus_per_task=2, time_limit_min=60,
              notes=["CPU nodes, one worker per node: try the harness (or the cluster) before asking for GPUs."]),
     ]
-    # Each backend brings its own examples (its SbatchRecipe, harness/contracts/recipes.py).
+    # Each backend brings its own examples (its SbatchRecipe, harness/contracts/recipes/sbatch.py).
     specs += [spec(ex["name"], ex["sweep"], list(ex["notes"]),
                    **{k: v for k, v in ex.items() if k not in ("name", "sweep", "notes")})
               for _, r in every(SbatchRecipe) for ex in r.examples]
-    return {f"{s.job_name.removeprefix('ddlbench-')}.sbatch": render_sbatch(s) for s in specs}
+    return {f"{s.job_name.removeprefix('ddlbench-')}.sbatch": batch_script(s) for s in specs}
 
 
 def example_sweeps() -> dict[str, str]:

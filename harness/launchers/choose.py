@@ -7,6 +7,11 @@ that naming them (`ddlbench sweep --help`) imports none:
     nodes    a multi-node job without Slurm (the scheduler's variables, or --nnodes)
     srun     a job step per cell inside a Slurm allocation (SLURM_JOB_ID)
     local    every rank on this box (what no other claims)
+
+It is also the one door of the layers above into the launchers' folders, which they never import
+(docs/ARCHITECTURE.md, "Rules" 6): a launcher is chosen here and asked, and a run submitted to Slurm is the
+batch script `batch_script` renders (harness/launchers/sbatch/script.py), whose `sweep` style runs the srun
+launcher inside the allocation.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ from __future__ import annotations
 import importlib
 
 from harness.contracts.launcher import LAUNCHERS, Launcher, LauncherEntry, LaunchRequest
+from harness.contracts.recipes.sbatch import SbatchSpec
 from harness.core.errors import UserError
 from harness.core.registry import Registry
+from harness.launchers.sbatch.script import render_sbatch
 
 ORDER = ("testbed", "nodes", "srun", "local")
 """The launchers (harness/launchers/<name>/launcher.py), asked in this order; the last takes any request."""
@@ -45,3 +52,9 @@ def choose_launcher(request: LaunchRequest, name: str | None = None) -> Launcher
     elif name not in by_name():
         raise UserError(f"unknown launcher {name!r}; available: {', '.join(by_name())}")
     return load().get(name).make(request)
+
+
+def batch_script(spec: SbatchSpec) -> str:
+    """The Slurm batch script of `spec` (harness/launchers/sbatch/script.py; pure: same spec, same text): how
+    harness/jobs/ submits a run, its launch block the backend's style or the `sweep` style."""
+    return render_sbatch(spec)

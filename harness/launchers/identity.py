@@ -4,6 +4,11 @@ Sources, checked in order: the variables our own local launcher, torchrun and th
 (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT), a framework launcher's own (each backend reads
 its launcher's: `BackendLaunch.identity`, asked through harness/contracts/backend.py), Open MPI's mpirun (OMPI_COMM_WORLD_*), then Slurm's
 (SLURM_PROCID, SLURM_NTASKS, ..., see harness.launchers.srun.env), else a single process.
+
+`from_slurm` is who a task is by Slurm's variables alone, whatever else its environment holds: what the
+backends' srun shim styles (`SrunRecipe.task_envs`, harness/contracts/recipes/srun.py) turn into their
+framework's variables. The layers above read a launcher's variables here, never in its folder
+(docs/ARCHITECTURE.md, "Rules" 6).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from harness.contracts import backend
 from harness.contracts.identity import RankIdentity
 from harness.launchers.srun.env import from_slurm
 
-__all__ = ["RankIdentity", "from_environ"]
+__all__ = ["RankIdentity", "from_environ", "from_slurm"]
 
 
 def from_environ(environ: dict | None = None) -> RankIdentity:

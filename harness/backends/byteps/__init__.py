@@ -5,10 +5,9 @@ be installed on a CPU-only machine: `available()` says so in one line."""
 from harness.backends.byteps import launch
 from harness.backends.byteps.roles import byteps_role_env, slurm_layout
 from harness.backends.byteps.transport import BytePSTransport, available, versions
-from harness.contracts.backend import BackendEntry
-from harness.contracts.recipes import BackendLaunch
-from harness.launchers.sbatch.recipe import SbatchRecipe
-from harness.launchers.srun.recipe import SrunRecipe
+from harness.contracts.backend import BackendEntry, BackendLaunch
+from harness.contracts.recipes.sbatch import SbatchRecipe
+from harness.contracts.recipes.srun import SrunRecipe
 
 __all__ = ["byteps_role_env", "slurm_layout"]
 

@@ -2,7 +2,7 @@
 is three concurrent sets of processes, told their role by DMLC_ROLE (roles.py).
 
 - srun: three steps per cell: the scheduler (first worker node), the servers (spare nodes when the
-  allocation has them, else beside the workers; harness/launchers/srun/steps.py `place`), the workers (the
+  allocation has them, else beside the workers; harness/contracts/recipes/srun.py `place`), the workers (the
   `byteps` shim gives each its DMLC_WORKER_ID and BYTEPS_LOCAL_RANK/SIZE); the cell ends with the workers;
 - batch scripts: the `byteps` launch style (the same three steps written in shell).
 """
@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.launchers.sbatch.recipe import REFERENCE_COMMAND, SbatchStyle
+from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle, argv_words, step_cpus
 from harness.backends.byteps.roles import shared_env
-from harness.launchers.sbatch.text import argv_words, step_cpus
-from harness.launchers.srun.env import from_slurm
-from harness.launchers.srun.steps import SrunContext, Step, env_items
+from harness.launchers.identity import from_slurm
+from harness.contracts.recipes.srun import SrunContext, Step, env_items
 
 
 def srun_plan(ctx: SrunContext) -> list[Step]:

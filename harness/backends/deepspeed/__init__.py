@@ -10,12 +10,11 @@ from harness.backends.deepspeed.launch import (
     launch_local,
     srun_plan,
 )
-from harness.contracts.backend import BackendEntry
-from harness.contracts.recipes import BackendLaunch
-from harness.launchers.sbatch.recipe import SbatchRecipe
-from harness.launchers.nodes.recipe import NodesRecipe
-from harness.launchers.srun.recipe import SrunRecipe
-from harness.launchers.local.recipe import LocalRecipe
+from harness.contracts.backend import BackendEntry, BackendLaunch
+from harness.contracts.recipes.sbatch import SbatchRecipe
+from harness.contracts.recipes.nodes import NodesRecipe
+from harness.contracts.recipes.srun import SrunRecipe
+from harness.contracts.recipes.local import LocalRecipe
 from harness.backends.deepspeed.transport import (
     available,
     extensions_dir,

@@ -13,10 +13,9 @@ compiles them again).
 
 from __future__ import annotations
 
-from harness.launchers.sbatch.recipe import REFERENCE_COMMAND, SbatchStyle
+from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle, argv_words, step_cpus
 from harness.backends.deepspeed.transport import extensions_dir
-from harness.launchers.sbatch.text import argv_words, step_cpus
-from harness.launchers.srun.steps import SrunContext, Step, all_ranks_step
+from harness.contracts.recipes.srun import SrunContext, Step, all_ranks_step
 from harness.procs.argv import launcher_exe, worker_argv
 from harness.procs.env import base_env
 from harness.procs.framework import prepare_cell_dir, run_supervised

@@ -3,13 +3,12 @@ transport.py is what the ranks run, launch.py how launchers start it (horovodrun
 
 from harness.backends.horovod import launch, placed
 from harness.backends.horovod.transport import available, device_check, start, versions
-from harness.contracts.backend import BackendEntry
-from harness.contracts.recipes import BackendLaunch
-from harness.launchers.sbatch.recipe import SbatchRecipe
-from harness.launchers.nodes.recipe import NodesRecipe
-from harness.launchers.testbed.recipe import PlacedRecipe
-from harness.launchers.srun.recipe import SrunRecipe
-from harness.launchers.local.recipe import LocalRecipe
+from harness.contracts.backend import BackendEntry, BackendLaunch
+from harness.contracts.recipes.sbatch import SbatchRecipe
+from harness.contracts.recipes.nodes import NodesRecipe
+from harness.contracts.recipes.testbed import PlacedRecipe
+from harness.contracts.recipes.srun import SrunRecipe
+from harness.contracts.recipes.local import LocalRecipe
 
 ENTRY = BackendEntry(
     name="horovod",

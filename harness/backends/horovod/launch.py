@@ -20,13 +20,12 @@ import dataclasses
 import socket
 from collections.abc import Mapping
 
-from harness.launchers.sbatch.recipe import REFERENCE_COMMAND, SbatchStyle
+from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle, argv_words
 from harness.core.errors import CellFailed
 from harness.contracts.identity import RankIdentity
-from harness.launchers.sbatch.text import argv_words
 from harness.contracts.hostlist import expand_tasks_per_node
-from harness.launchers.srun.env import from_slurm, node_addr
-from harness.launchers.srun.steps import SrunContext, Step, beside_python, env_items
+from harness.launchers.identity import from_slurm
+from harness.contracts.recipes.srun import SrunContext, Step, beside_python, env_items
 from harness.procs.argv import launcher_exe, python_argv, worker_argv
 from harness.procs.env import base_env
 from harness.procs.framework import prepare_cell_dir, run_supervised
@@ -115,7 +114,7 @@ def srun_session(ctx: SrunContext):
     server.init(get_host_assignments(parse_hosts(slots), ctx.cell.workers))
     here = ctx.alloc.here
     try:
-        yield dataclasses.replace(ctx, rendezvous=(node_addr(here) if here else socket.gethostname(), port))
+        yield dataclasses.replace(ctx, rendezvous=(ctx.addr_of(here) if here else socket.gethostname(), port))
     finally:
         server.stop()
 

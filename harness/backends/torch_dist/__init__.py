@@ -1,10 +1,9 @@
 """Backend `torch`: torch.distributed (gloo on CPU, nccl on GPU) and a parameter server over gloo
 point-to-point. transport.py is what the ranks run, ps.py the server, launch.py how launchers start it."""
 
-from harness.contracts.backend import BackendEntry
-from harness.contracts.recipes import BackendLaunch
-from harness.launchers.sbatch.recipe import SbatchRecipe
-from harness.launchers.srun.recipe import SrunRecipe
+from harness.contracts.backend import BackendEntry, BackendLaunch
+from harness.contracts.recipes.sbatch import SbatchRecipe
+from harness.contracts.recipes.srun import SrunRecipe
 from harness.backends.torch_dist.launch import (
     SBATCH_EXAMPLES,
     SBATCH_STYLES,

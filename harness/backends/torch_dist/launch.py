@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.launchers.sbatch.recipe import REFERENCE_COMMAND, SbatchStyle
-from harness.launchers.sbatch.text import argv_words, step_cpus
-from harness.launchers.srun.env import from_slurm
+from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle, argv_words, step_cpus
+from harness.launchers.identity import from_slurm
 
 
 def torch_task_env(environ: Mapping[str, str]) -> dict[str, str | None]:

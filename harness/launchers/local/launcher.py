@@ -9,7 +9,7 @@ from harness.contracts.cell import CellSpec
 from harness.contracts.launcher import Launcher, LauncherEntry, register
 from harness.contracts.placement import Placement
 from harness.contracts.backend import recipe
-from harness.launchers.local.recipe import LocalRecipe
+from harness.contracts.recipes.local import LocalRecipe
 from harness.spawner.cell import launch_cell, place_one_box
 
 

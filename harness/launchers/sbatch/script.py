@@ -1,133 +1,23 @@
 """Slurm batch scripts for a benchmark run (pure: the text is compared with
-tests/data/sbatch_reference_<style>.sh). Submitting and following jobs: harness/jobs/client.py.
+tests/data/sbatch_reference_<style>.sh). Submitting and following jobs: harness/jobs/ (client.py), whose
+scripts come from here through harness/launchers/choose.batch_script.
 
-    from harness.launchers.sbatch.script import SbatchSpec, render_sbatch
+    from harness.contracts.recipes.sbatch import SbatchSpec
+    from harness.launchers.sbatch.script import render_sbatch
     text = render_sbatch(SbatchSpec(job_name="ddl", nodes=2, tasks_per_node=4,
                                     command=("ddlbench", "run", "--scheme", "wfbp-a2a")))
 
-The lines every script shares (directives, rendezvous, port) are written here. How the script starts
-the workers is the launch style's, and every style belongs to a backend (its `SbatchRecipe`, harness/contracts/recipes.py:
-e.g. `srun` to torch, `horovodrun` to horovod), which starts them the way that framework's users do
-(docs/ARCHITECTURE.md, "Launching"). One style starts no workers itself:
-
-- sweep:      the script runs `command` (a `ddlbench sweep`) once, on the first node; the harness then
-              runs each cell as a job step over the nodes it needs (harness.launchers.srun.launcher), starting
-              each backend its own way, so a failed cell is recorded and the sweep goes on.
+The lines every script shares (directives, rendezvous, port) are written here. How the script starts the
+workers is the launch style's (`SbatchSpec.launch`), and every style belongs to a backend (its `SbatchRecipe`,
+harness/contracts/recipes/sbatch.py, which also says what the `sweep` style does).
 """
 
 from __future__ import annotations
 
-import re
 import shlex
-from dataclasses import dataclass, field
 
-from harness.core.errors import UserError
-from harness.contracts.backend import every
+from harness.contracts.recipes.sbatch import SWEEP_STYLE, SbatchSpec, argv_words, launch_styles
 from harness.contracts.rendezvous import PORT_BASE, PORT_SPAN
-from harness.launchers.sbatch.recipe import SbatchRecipe, SbatchStyle
-from harness.launchers.sbatch.text import argv_words
-
-
-
-def launch_styles() -> dict[str, SbatchStyle]:
-    """Styles in which the script's tasks are the workers, each owned by a backend (name -> style)."""
-    return {name: style for _, r in every(SbatchRecipe) for name, style in r.styles.items()}
-SWEEP_STYLE = "sweep"
-"""Style in which the script runs a ddlbench sweep once and the harness launches each cell."""
-
-
-@dataclass(frozen=True)
-class SbatchSpec:
-    job_name: str
-    """Name shown by squeue; `%x` in the output pattern."""
-    command: tuple[str, ...]
-    """argv each worker runs (a list is accepted and stored as a tuple)."""
-    nodes: int = 1
-    """Nodes running workers (a style with dedicated server nodes adds `ps_server_nodes`)."""
-    tasks_per_node: int = 1
-    """Workers per node: one per GPU, or one per core on CPU."""
-    gpus_per_node: int = 0
-    """GPUs requested per node; 0 asks for none (the line is left out)."""
-    cpus_per_task: int = 1
-    """CPU cores per worker (data loading, gloo threads)."""
-    partition: str | None = None
-    """Slurm partition; None uses the cluster's default partition."""
-    time_limit_min: int = 60
-    """Wall-clock limit in minutes; Slurm ends the job after it (state TIMEOUT)."""
-    output: str = "slurm-%x-%j.out"
-    """stdout+stderr path pattern: %x job name, %j job id, %A/%a array job id/index, %N node."""
-    array: str | None = None
-    """Job array indices ("0-7", "0-15%4" = at most 4 at once); each index is one job."""
-    extra_sbatch: tuple[str, ...] = ()
-    """More sbatch options, one per item, e.g. "--exclusive" or "--constraint=ib"."""
-    env: dict[str, str] = field(default_factory=dict)
-    """Variables exported before launching (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, ...)."""
-    launch: str = "srun"
-    """How workers start: one of launch_styles(), or SWEEP_STYLE (see the module docstring)."""
-    notes: tuple[str, ...] = ()
-    """Comment lines under the script's first line: what it is for, what to edit, how to submit it."""
-    variables: tuple[tuple[str, str, str], ...] = ()
-    """Shell variables set before the launch, as (name, value, comment); the value is written as is
-    (shell syntax, e.g. '${DDLBENCH_SWEEP:-sweep.yaml}'), and command words may use them as ${NAME}."""
-    master_port: int | None = None
-    """Rendezvous port; None derives it from the job id like harness.contracts.rendezvous.port_for_job."""
-    horovod_controller: str = "gloo"
-    """Styles whose launcher starts remote ranks itself: "gloo" (over ssh) or "mpi" (mpirun)."""
-    ps_servers: int = 1
-    """Styles with parameter servers: number of server processes."""
-    ps_server_nodes: int = 0
-    """Styles with parameter servers: extra nodes holding only servers; 0 places them on worker nodes."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "command", tuple(str(a) for a in self.command))
-        object.__setattr__(self, "extra_sbatch", tuple(self.extra_sbatch))
-        object.__setattr__(self, "variables", tuple(tuple(v) for v in self.variables))
-        object.__setattr__(self, "notes", tuple(self.notes))
-        _validate(self)
-
-    @property
-    def workers(self) -> int:
-        """Worker processes in the job."""
-        return self.nodes * self.tasks_per_node
-
-    @property
-    def total_nodes(self) -> int:
-        """Nodes to allocate: worker nodes, plus what the launch style needs beyond them (dedicated
-        parameter-server nodes)."""
-        style = launch_styles().get(self.launch)
-        return self.nodes + (style.extra_nodes(self) if style else 0)
-
-
-def _validate(s: SbatchSpec) -> None:
-    if s.launch not in (*launch_styles(), SWEEP_STYLE):
-        raise UserError(f"unknown launch style {s.launch!r}; available: {', '.join(launch_styles())}, "
-                        f"or {SWEEP_STYLE!r} for a script that runs a ddlbench sweep")
-    if not s.command:
-        raise UserError("the sbatch spec has an empty command; give the argv each worker runs")
-    if not re.fullmatch(r"[A-Za-z0-9_.+-]+", s.job_name):
-        raise UserError(f"job name {s.job_name!r} is not usable by Slurm; use letters, digits and _.+-")
-    for name, value in (("nodes", s.nodes), ("tasks_per_node", s.tasks_per_node),
-                        ("cpus_per_task", s.cpus_per_task), ("time_limit_min", s.time_limit_min),
-                        ("ps_servers", s.ps_servers)):
-        if value < 1:
-            raise UserError(f"{name}={value} in the sbatch spec; it must be at least 1")
-    if s.gpus_per_node < 0 or s.ps_server_nodes < 0:
-        raise UserError("gpus_per_node and ps_server_nodes must not be negative")
-    if s.horovod_controller not in ("gloo", "mpi"):
-        raise UserError(f"horovod_controller {s.horovod_controller!r} unknown; use 'gloo' or 'mpi'")
-    for opt in s.extra_sbatch:
-        if not opt.startswith("-") or "\n" in opt:
-            raise UserError(f"extra sbatch option {opt!r} must be one option such as '--exclusive'")
-    for key in [*s.env, *(v[0] for v in s.variables)]:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            raise UserError(f"environment variable name {key!r} is not valid in a shell")
-    if any("\n" in line for line in s.notes):
-        raise UserError("notes are one comment line each; split them at the newlines")
-    for var in s.variables:
-        if len(var) != 3 or any("\n" in str(part) for part in var):
-            raise UserError(f"variable {var!r} must be (name, value, comment) without newlines")
-    if any(ch in str(v) for v in (s.output, s.partition or "", s.array or "") for ch in "\n #"):
-        raise UserError("output, partition and array must not contain spaces, '#' or newlines")
 
 
 # ---------------------------------------------------------------------------------------- rendering

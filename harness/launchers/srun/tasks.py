@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from harness.launchers.srun.steps import SHIM_MODULE, Allocation, Step
+from harness.contracts.recipes.srun import SHIM_MODULE, Allocation, Step
 from harness.procs.argv import WORKER_MODULE
 from harness.procs.env import RANK_START_VAR
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from harness.core.errors import CellFailed
 from harness.launchers.srun.env import node_addr
-from harness.launchers.srun.steps import Allocation
+from harness.contracts.recipes.srun import Allocation
 from harness.launchers.srun.tasks import Task, task_env
 from harness.procs.crash import with_rank_error
 from harness.procs.logs import log_tail

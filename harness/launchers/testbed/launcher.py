@@ -35,7 +35,7 @@ from harness.core.errors import UserError
 from harness.contracts.launcher import Launcher, LauncherEntry, LaunchRequest, Network, register
 from harness.contracts.placement import Placement
 from harness.contracts.backend import recipe
-from harness.launchers.testbed.recipe import PlacedRecipe
+from harness.contracts.recipes.testbed import PlacedRecipe
 from harness.networks.profiles import rate_label
 from harness.procs.argv import WORKER_MODULE
 from harness.spawner.cell import launch_cell

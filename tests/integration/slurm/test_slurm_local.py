@@ -19,7 +19,8 @@ import pytest
 from helpers import ROOT, require
 
 from harness.jobs.client import cancel, job_state, submit, wait_job
-from harness.launchers.sbatch.script import SbatchSpec, render_sbatch
+from harness.contracts.recipes.sbatch import SbatchSpec
+from harness.launchers.sbatch.script import render_sbatch
 from harness.contracts.hostlist import expand_hostlist
 from harness.launchers.srun.env import port_for_job
 

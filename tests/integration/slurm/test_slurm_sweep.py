@@ -49,9 +49,9 @@ from harness.jobs.sweep_jobs import (
 from harness.launchers.choose import by_name, choose_launcher
 from harness.launchers.local.launcher import launch_one_box
 from harness.launchers.srun.launcher import step_environment
-from harness.launchers.srun.recipe import SrunRecipe
-from harness.launchers.srun.steps import Allocation, SrunContext, cell_port, failure_reason, place
-from harness.launchers.srun.task import task_env
+from harness.contracts.recipes.srun import Allocation, SrunContext, SrunRecipe, place
+from harness.launchers.srun.steps import cell_port, failure_reason
+from harness.rank.srun_task import task_env
 
 DATA = ROOT / "tests" / "data"
 UP, DOWN = ROOT / "slurm" / "local" / "up.sh", ROOT / "slurm" / "local" / "down.sh"

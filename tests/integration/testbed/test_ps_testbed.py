@@ -32,7 +32,7 @@ from harness.experiment.dispatch import launcher_for, run_sweep, sweep_cells
 from harness.experiment.sweep import expand, sweep_from_dict
 from harness.jobs.sweep_jobs import plan_jobs
 from harness.spawner.cell import place_one_box
-from harness.launchers.srun.steps import (
+from harness.contracts.recipes.srun import (
     Allocation,
     place,
     server_hosts_in,

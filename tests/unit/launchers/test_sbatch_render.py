@@ -21,7 +21,8 @@ from helpers import ROOT
 from harness import backends
 from harness.core.errors import UserError
 from harness.launchers.identity import from_environ
-from harness.launchers.sbatch.script import SbatchSpec, launch_styles, render_sbatch
+from harness.contracts.recipes.sbatch import SbatchSpec, launch_styles
+from harness.launchers.sbatch.script import render_sbatch
 from harness.contracts.hostlist import expand_hostlist, expand_tasks_per_node
 from harness.launchers.srun.env import from_slurm, port_for_job
 

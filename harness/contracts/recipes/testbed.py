@@ -7,7 +7,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
-from harness.contracts.recipes import recipe_type
+from harness.contracts.backend import recipe_type
 
 
 @recipe_type

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, ClassVar
 
-from harness.contracts.recipes import recipe_type
+from harness.contracts.backend import recipe_type
 
 
 @recipe_type

@@ -24,10 +24,11 @@ command line. This checker holds what that library cannot see, numbered as docs/
 4. Generic code (GENERIC) never branches on a backend's name (`x == "horovod"`, `x in (...)`).
 5. One launcher = one folder: no code outside a launcher's own folder (launcher_homes()) and the launcher
    registry branches on its name (`launcher == "srun"`); everything else asks the launcher or the recipe.
-6. A launcher behind its contract: no module outside harness/launchers/ imports a launcher's folder (one with
-   a launcher.py) but LAUNCHER_CLIENTS, each for why; the others choose a launcher through
-   harness/launchers/choose.py and ask it, or import what every layer shares from below (placement:
-   harness/testbed/, rate labels: harness/networks/, Slurm's notations: harness/contracts/).
+6. A launcher behind its contract: no module outside harness/launchers/ imports a launcher's folder (any
+   package there, sbatch/ included), no exceptions; the others choose a launcher through
+   harness/launchers/choose.py and ask it, read a launcher's variables through harness/launchers/identity.py,
+   or import what every layer shares from below (a launcher's recipe type and the helpers a backend builds it
+   with: harness/contracts/recipes/; rate labels: harness/networks/; Slurm's notations: harness/contracts/).
 Rules 5 and 6 find the launchers' folders in the tree (launcher_homes(), launcher_folders()), so a new launcher
 edits no list here. Rule 3 (sizes) has no line cap here: ruff's complexity rules judge a function.
 """
@@ -78,7 +79,7 @@ GROUND = ("harness",)
 RUN_TIME_LOADS = {
     "harness.warm.zygote": "the modules its command line names (--preload): its program, as `python -m` names one",
     "harness.warm.child": "the module a spawn request names, run as `python -m` runs it, and DDLBENCH_SCHEME_MODULES",
-    "harness.launchers.srun.task": "with --here, the module its command line names after -m: the task's program",
+    "harness.rank.srun_task": "with --here, the module its command line names after -m: the task's program",
     "harness.schemes": "the modules DDLBENCH_SCHEME_MODULES names: a user's own schemes",
     "workloads.base": "a user's own model, named by its Python path",
 }
@@ -122,14 +123,6 @@ def launcher_homes() -> dict[str, tuple[str, ...]]:
     return {p.name: (f"harness.launchers.{p.name}",) for p in _packages(LAUNCHERS_PKG)}
 
 
-LAUNCHER_CLIENTS = {
-    "harness.backends": "a backend gives each launcher its recipe, of the type that launcher's folder declares "
-                        "(recipe.py), built with that folder's helpers (srun's steps and variables); never its "
-                        "launcher.py",
-    "harness.rank": "the processes a launcher starts on its nodes: srun's per-task shim (srun_task.py) runs "
-                    "the srun launcher's task program after loading the backends",
-}
-"""The layers that may import a launcher's folder, and why (rule 6)."""
 LAUNCHER_REGISTRY = ("harness.contracts.launcher", "harness.contracts.recipes", "harness.launchers.choose",
                      "harness.launchers")
 """Where every launcher may be named: the registries."""
@@ -430,25 +423,25 @@ def folder_of(mod: str) -> str:
 
 
 def launcher_folders() -> tuple[str, ...]:
-    """Every launcher's folder as a package (harness/launchers/<name>/ holding a launcher.py): the folders rule
-    6 keeps behind the launcher contract (harness/launchers/sbatch/ renders batch scripts: no launcher)."""
-    return tuple(f"harness.launchers.{p.name}" for p in _packages(LAUNCHERS_PKG) if (p / "launcher.py").exists())
+    """Every launcher's folder as a package (harness/launchers/<name>/; sbatch/, which renders batch scripts,
+    too): the folders rule 6 keeps behind the launcher contract."""
+    return tuple(f"harness.launchers.{p.name}" for p in _packages(LAUNCHERS_PKG))
 
 
 def launchers_behind_their_contract(edges: dict[str, set[str]], sites: dict | None = None,
                                     known: dict[str, Path] | None = None) -> list[str]:
     """Imports of a launcher's folder from outside harness/launchers/ (rule 6), each on one line: where, the
-    importer, the launcher's module, what to do instead. LAUNCHER_CLIENTS may import a folder's recipe types
-    and helpers, never its launcher.py."""
+    importer, the launcher's module, what to do instead. No exceptions: a backend builds a launcher's recipe
+    from harness/contracts/recipes/, a rank's entry point reads a launcher's variables through
+    harness/launchers/identity.py."""
     folders, out = launcher_folders(), []
     for mod, deps in sorted(edges.items()):
         if mod == "harness.launchers" or mod.startswith("harness.launchers."):
             continue
-        client = next((c for c in LAUNCHER_CLIENTS if mod == c or mod.startswith(c + ".")), None)
         hits: dict[str, str] = {}  # folder -> the deepest of its modules imported (one line per folder)
         for dep in sorted(deps):
             folder = next((f for f in folders if dep == f or dep.startswith(f + ".")), None)
-            if folder is not None and not (client and dep != f"{folder}.launcher"):
+            if folder is not None:
                 hits[folder] = max(hits.get(folder, ""), dep, key=len)
         for dep in hits.values():
             line = (sites or {}).get((mod, dep), (0, ""))[0]

@@ -214,8 +214,9 @@ def test_loads_by_name_are_followed_as_imports(tmp_path, monkeypatch):
 
 def test_a_launchers_folder_imported_from_another_layer_fails_the_checker_in_one_line(tmp_path):
     """Rule 6: outside harness/launchers/ a launcher is chosen through the registry and asked; what every layer
-    needs (placement, rate labels, Slurm's notations) lives below. A backend may import a launcher's recipe
-    type, never its launcher.py."""
+    needs (a launcher's recipe type and its helpers, rate labels, Slurm's notations) lives below. No exceptions:
+    a backend importing a launcher's folder (its launcher.py or any other module) and a module importing the
+    batch scripts' folder are caught, the launchers' own modules beside the folders are not."""
     repo = _copy_of_the_house(tmp_path)
     planted = repo / "harness" / "advise" / "inputs.py"
     lines = planted.read_text().splitlines()
@@ -231,11 +232,15 @@ def test_a_launchers_folder_imported_from_another_layer_fails_the_checker_in_one
                      "harness/launchers/; choose the launcher through harness/launchers/choose.py and ask it, or "
                      "move what it shares below (harness/testbed/, harness/networks/, harness/contracts/)"]
     ci = _checker()
-    edges = {"harness.backends.horovod": {"harness.launchers.srun.recipe", "harness.launchers.local.launcher"},
-             "harness.jobs.sweep_jobs": {"harness.launchers.sbatch.script"},  # batch scripts: no launcher's folder
-             "harness.launchers.choose": {"harness.launchers.local.launcher"}}
+    edges = {"harness.backends.horovod": {"harness.launchers.srun.env", "harness.launchers.local.launcher",
+                                          "harness.launchers.identity", "harness.contracts.recipes.srun"},
+             "harness.jobs.sweep_jobs": {"harness.launchers.sbatch.script", "harness.launchers.choose"},
+             "harness.launchers.choose": {"harness.launchers.local.launcher", "harness.launchers.sbatch.script"}}
     found = ci.launchers_behind_their_contract(edges)
-    assert len(found) == 1 and found[0].startswith("harness.backends.horovod imports harness.launchers.local.launcher")
+    assert [line.split(":")[0] for line in found] == [
+        "harness.backends.horovod imports harness.launchers.local.launcher",
+        "harness.backends.horovod imports harness.launchers.srun.env",
+        "harness.jobs.sweep_jobs imports harness.launchers.sbatch.script"], found
 
 
 def test_a_cycle_through_a_packages_own_import_is_caught(tmp_path, monkeypatch):

@@ -15,8 +15,9 @@ one input at a time to either end of its range (`corners`).
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass
+
+from scipy.stats import qmc
 
 
 @dataclass(frozen=True)
@@ -88,15 +89,12 @@ class Inputs:
 
     def samples(self, n: int, seed: int = 0) -> list[dict[str, float]]:
         """n Latin-hypercube samples over the uncertain inputs (fixed ones at their value): each input's
-        range cut into n strata, one draw per stratum, strata paired at random across inputs."""
-        rng = random.Random(seed)
-        cols = {}
-        for i in self.uncertain():
-            strata = [(k + rng.random()) / n for k in range(n)]
-            rng.shuffle(strata)
-            cols[i.name] = [i.at(u) for u in strata]
+        range cut into n strata, one draw per stratum, strata paired at random across inputs (scipy's
+        `qmc.LatinHypercube` in unit coordinates, each mapped onto its input's range by `Input.at`)."""
+        uncertain = self.uncertain()
+        units = qmc.LatinHypercube(len(uncertain), rng=seed).random(n)
         base = self.nominal()
-        return [{**base, **{name: col[k] for name, col in cols.items()}} for k in range(n)]
+        return [{**base, **{i.name: i.at(float(u)) for i, u in zip(uncertain, row)}} for row in units]
 
     def corners(self) -> list[tuple[str, str, dict[str, float]]]:
         """(input, "low" | "high", values) for each uncertain input moved alone to either end."""

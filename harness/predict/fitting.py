@@ -18,6 +18,8 @@ uncertainty), each flipped in sign at random (Rademacher), moved through the Jac
 a parameter the cells do not move near the optimum (its whole range changes no cell by a quarter of its
 uncertainty) is *not determined*: it keeps the part of its sourced range that the cells allow (a one-sided
 bound shows: a host path below some rate would throttle what was measured), and its sourced value if allowed.
+The Jacobian is scipy's own (`least_squares`' `jac`) where the last search ran over every cell of the fit;
+central differences where no search did (`_fit_jacobian`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
-from harness.predict.fit_search import ALLOWED_POINTS, allowed, jacobian, residuals, solve
+from scipy.optimize import least_squares
+from scipy.stats import qmc
 
 MODEL_FLOOR = 0.01
 """A cell's uncertainty is never below 1% of it: the model's own resolution (layer profiles, rounding)."""
@@ -36,6 +39,11 @@ MAX_MISFIT = 0.25
 the model cannot reproduce the cells (a method measured under other conditions, a table mixing runs)."""
 REACH = 0.25
 """A parameter whose whole search range moves no cell by this many of its uncertainties is not determined."""
+BAD = 1000.0
+"""The residual of a cell whose simulation failed at these values (in units of its uncertainty; a cell 100x off
+its measurement is about 460)."""
+ALLOWED_POINTS = 9
+"""Points of a parameter's sourced range tried when the cells do not determine it (`_allowed`)."""
 
 
 @dataclass(frozen=True)
@@ -182,43 +190,44 @@ def fit_params(blocks: list[Block], predict: Callable[[dict, list], dict], cells
     rng = np.random.default_rng(seed)
     v = dict(values)
     evals, ok, msgs = 0, True, []
+    last = None  # the last search: (its least_squares result, its parameters, its cells)
     for b in blocks[skip:]:
         keys = [k for k in b.cells if k in cells.mean]
         searched = [p for p in b.params if p.search]
         u0 = np.array([p.unit_of(v[p.name]) for p in searched])
         tries = [u0] + [rng.random(len(searched)) for _ in range(max(0, starts - 1))]
         if b.scan:
-            d = len(searched)
-            grid = (np.argsort(rng.random((d, b.scan)), axis=1).T + rng.random((b.scan, d))) / b.scan
-            points = [u0, *grid]
-            cost = [float(np.sum(residuals(searched, v, predict, cells, keys, x) ** 2)) for x in points]
+            points = [u0, *qmc.LatinHypercube(len(searched), rng=rng).random(b.scan)]
+            cost = [float(np.sum(_residuals(searched, v, predict, cells, keys, x) ** 2)) for x in points]
             evals += len(points)
             tries = [points[i] for i in np.argsort(cost)[:max(1, starts)]]
-        r, n = solve(searched, v, predict, cells, keys, tries, max_nfev)
+        r, n = _solve(searched, v, predict, cells, keys, tries, max_nfev)
         evals += n
         v.update({p.name: p.value(x) for p, x in zip(searched, r.x)})
         ok &= r.status > 0
         msgs.append(f"{b.name}: {r.message}")
+        last = (r, searched, keys)
     params = [p for b in blocks for p in b.params]
     keys = list(dict.fromkeys(k for b in blocks for k in b.cells if k in cells.mean))
     if polish:
         searched = [p for p in params if p.search]
-        r, n = solve(searched, v, predict, cells, keys, [np.array([p.unit_of(v[p.name]) for p in searched])],
-                     max_nfev)
+        r, n = _solve(searched, v, predict, cells, keys, [np.array([p.unit_of(v[p.name]) for p in searched])],
+                      max_nfev)
         evals += n
         ok = ok and r.status > 0
         msgs.append(f"all: {r.message}")
         v.update({p.name: p.value(x) for p, x in zip(searched, r.x)})
+        last = (r, searched, keys)
     u = np.array([p.unit_of(v[p.name]) for p in params])
-    jac = jacobian(params, v, predict, cells, keys, u)
-    evals += 2 + 2 * len(params)
+    jac, n = _fit_jacobian(params, v, predict, cells, keys, u, last)
+    evals += n
     free = {}
     for k, p in enumerate(params):  # what the cells do not move here: the part of its sourced range they allow
         if (not p.search or np.max(np.abs(jac[:, k]), initial=0.0) < REACH) and math.isfinite(p.sourced[0]):
-            free[p.name], v[p.name] = allowed(params, v, predict, cells, keys, u, k)
+            free[p.name], v[p.name] = _allowed(params, v, predict, cells, keys, u, k)
             u[k] = p.unit_of(v[p.name])
             evals += ALLOWED_POINTS + 1
-    res = residuals(params, v, predict, cells, keys, u)
+    res = _residuals(params, v, predict, cells, keys, u)
     got, good = _verdict(predict, cells, v, keys, msgs)
     if not ok:
         msgs.append("the search stopped on its evaluation limit, not on a tolerance")
@@ -244,4 +253,90 @@ def _verdict(predict, cells: Cells, v: dict, keys: list, msgs: list) -> tuple[di
                     f"{MAX_MISFIT:.0%}): the model does not reproduce these cells")
     return got, not failed and not far
 
+
+# --- the search steps: residuals, the bounded least squares, the Jacobian, what the cells allow ---------------
+
+def _residuals(params, values, predict, cells, keys, u) -> np.ndarray:
+    """Each cell's log(predicted / measured) over its uncertainty at unit coordinates `u` of `params`."""
+    v = {**values, **{p.name: p.value(x) for p, x in zip(params, u)}}
+    try:
+        got = predict(v, keys)
+    except (ValueError, ZeroDivisionError, ArithmeticError):
+        return np.full(len(keys), BAD)
+    out = np.empty(len(keys))
+    for i, k in enumerate(keys):
+        x = got.get(k, math.nan)
+        out[i] = math.log(x / cells.mean[k]) / cells.sigma(k) if x and x > 0 and math.isfinite(x) else BAD
+    return out
+
+
+def _solve(params, values, predict, cells, keys, starts: list[np.ndarray], max_nfev: int):
+    """Bounded least squares in unit coordinates from each start; the best result and the simulations spent."""
+    best, evals = None, 0
+    for u0 in starts:
+        r = least_squares(lambda u: _residuals(params, values, predict, cells, keys, u), u0, bounds=(0.0, 1.0),
+                          diff_step=0.02, x_scale=1.0, max_nfev=max_nfev, method="trf")
+        evals += r.nfev
+        if best is None or r.cost < best.cost:
+            best = r
+    return best, evals
+
+
+def _fit_jacobian(params, values, predict, cells, keys, u, last) -> tuple[np.ndarray, int]:
+    """d residual / d unit coordinate of every parameter at `u`, and the simulations that took. Where the last search
+    ran over every cell of the fit, its own Jacobian at its solution (least_squares' `jac`: forward differences at
+    `u`) gives the columns it searched; central differences (`_jacobian`) give the rest: parameters held at their
+    start (`search=False`), and every column when the last search saw only its own block's cells (blocks fitted in
+    turn without a polish: no search ran over the other blocks' cells at these values)."""
+    J = np.zeros((len(keys), len(params)))
+    column = {p.name: k for k, p in enumerate(params)}
+    by_hand = list(range(len(params)))
+    if last is not None and last[2] == keys:
+        r, searched, _ = last
+        for j, p in enumerate(searched):
+            J[:, column[p.name]] = np.asarray(r.jac)[:, j]
+        by_hand = [k for k, p in enumerate(params) if p.name not in {q.name for q in searched}]
+    if not by_hand:
+        return J, 0
+    diff, n = _jacobian(params, values, predict, cells, keys, u, by_hand)
+    J[:, by_hand] = diff[:, by_hand]
+    return J, n
+
+
+def _jacobian(params, values, predict, cells, keys, u, columns, step: float = 0.05) -> tuple[np.ndarray, int]:
+    """d residual / d unit coordinate of the given columns by central differences (one-sided at a bound), and the
+    simulations that took."""
+    base = _residuals(params, values, predict, cells, keys, u)
+    J, evals = np.zeros((len(keys), len(params))), 1
+    for k in columns:
+        up, dn = u.copy(), u.copy()
+        up[k], dn[k] = min(1.0, u[k] + step), max(0.0, u[k] - step)
+        if up[k] - dn[k] <= 0:
+            continue
+        r_up = _residuals(params, values, predict, cells, keys, up) if up[k] != u[k] else base
+        r_dn = _residuals(params, values, predict, cells, keys, dn) if dn[k] != u[k] else base
+        evals += int(up[k] != u[k]) + int(dn[k] != u[k])
+        J[:, k] = (r_up - r_dn) / (up[k] - dn[k])
+    return J, evals
+
+
+def _allowed(params, values, predict, cells, keys, u, k) -> tuple[tuple[float, float], float]:
+    """A parameter the cells do not move near the optimum may still be bounded by them on one side (a host path
+    that would throttle the edge below what was measured): of ALLOWED_POINTS across its sourced range and its
+    sourced value, those whose cost stays within 1 of the fit's; returns ((lowest, highest) of those, the one
+    nearest the sourced value), the range its draws take and the value it keeps."""
+    p = params[k]
+    fitted = p.value(u[k])
+    best = float(np.sum(_residuals(params, values, predict, cells, keys, u) ** 2))
+    lo, hi = p.sourced[1], p.sourced[2]
+    grid = np.geomspace(lo, hi, ALLOWED_POINTS) if lo > 0 and hi / lo > 2 else np.linspace(lo, hi, ALLOWED_POINTS)
+    ok = []
+    for x in (*grid, p.sourced[0]):
+        w = u.copy()
+        w[k] = p.unit_of(x)
+        if float(np.sum(_residuals(params, values, predict, cells, keys, w) ** 2)) <= best + 1.0:
+            ok.append(float(x))
+    if not ok:  # none of its sourced range fits the cells: the fitted value stands alone (a finding)
+        return (fitted, fitted), fitted
+    return (min(ok), max(ok)), min(ok, key=lambda x: abs(x - p.sourced[0]))
 

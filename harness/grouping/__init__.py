@@ -2,8 +2,10 @@
 no torch, no other harness module, shared by the real schemes (harness/schemes/), the simulations
 (harness/sim/) and the predictor, so that a simulation plans exactly as the scheme it models.
 
-- `cost.py`: the all-reduce cost model t(m) = alpha + beta * m, its least-squares fit and probe sizes, MB.
-- `merge.py`: MG-WFBP's merge plan of consecutive gradients (Shi, Chu, Li, INFOCOM 2019).
-- `partition.py`: ByteScheduler's tensor partitions (Peng et al., SOSP 2019).
-- `servers.py`: parameter-server key placement balancing bytes.
+- `cost.py`: the all-reduce cost model t(m) = alpha + beta * m, its least-squares fit and probe sizes, MB: what
+  MG-WFBP plans with, and what commbench and the predictor fit from timed sizes.
+- `rules.py`: the grouping rules, one function each: MG-WFBP's merge plan of consecutive gradients (Shi, Chu, Li,
+  INFOCOM 2019), ByteScheduler's tensor partitions (Peng et al., SOSP 2019), parameter-server key placement
+  balancing bytes.
+- `servers.py`: `assign_servers` under its old name, for one importer until it names rules.py (issue 49).
 """

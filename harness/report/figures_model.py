@@ -6,7 +6,7 @@
     tab = prediction_errors(summary)              # the same pairs as a table
 
 The alpha-beta fit is the harness's own (harness.grouping.cost.fit_alpha_beta, least squares of
-t = alpha + beta * bytes on the median time per size): the model MG-WFBP plans with (harness.grouping.merge.merge_plan).
+t = alpha + beta * bytes on the median time per size): the model MG-WFBP plans with (harness.grouping.rules.merge_plan).
 """
 
 from __future__ import annotations

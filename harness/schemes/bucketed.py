@@ -17,7 +17,7 @@ import torch
 from harness.measure.collective import probe_gradient_sync
 from harness.measure.timer import make_clock
 from harness.schemes.base import Scheme
-from harness.grouping.partition import partition
+from harness.grouping.rules import partition
 
 MB = 1 << 20
 

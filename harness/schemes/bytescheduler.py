@@ -25,7 +25,7 @@ import torch
 
 from harness.measure.collective import probe_gradient_sync
 from harness.schemes.base import Scheme
-from harness.grouping.partition import partition
+from harness.grouping.rules import partition
 
 MB = 1 << 20
 TRACE_VAR = "DDLBENCH_BS_TRACE"

@@ -15,7 +15,7 @@ import math
 from typing import TYPE_CHECKING
 
 from harness.grouping.cost import MB
-from harness.grouping.merge import merge_plan
+from harness.grouping.rules import merge_plan
 from harness.sim.byteps import byteps
 from harness.sim.costs import hooked_ready
 from harness.sim.des import Event, Fifo, Sim

@@ -145,7 +145,7 @@ class Stack:
     """ByteScheduler: dispatch while any credit is left, overshooting it (the library's bytecore loop);
     False: stop at the first partition that does not fit (ddlbench's engine)."""
     mgwfbp_merge: Callable[[list, list, float, float], list] | None = None
-    """MG-WFBP's merge rule: None = ddlbench's merge_plan (harness/grouping/merge.py); a framework's own rule
+    """MG-WFBP's merge rule: None = ddlbench's merge_plan (harness/grouping/rules.py); a framework's own rule
     as a function (backward deltas, numels in ready order, alpha, beta) -> groups of ready positions (the
     study's authors' recurrence: harness/study/mgwfbp.py)."""
     bytescheduler_run: type | None = None

@@ -12,8 +12,7 @@ import functools
 import math
 
 from harness.grouping.cost import MB
-from harness.grouping.partition import partition
-from harness.grouping.servers import assign_servers
+from harness.grouping.rules import assign_servers, partition
 from harness.sim.des import Event, Fifo, Sim
 from harness.sim.model import ELEM_BYTES
 from harness.sim.network import Cluster, Link

@@ -15,7 +15,7 @@ import pytest
 from helpers import BERTISH, ROOT, cluster, toy
 
 from harness.grouping.cost import MB
-from harness.grouping.merge import merge_plan
+from harness.grouping.rules import merge_plan
 from harness.core.schema import SUMMARY_COLUMNS
 from harness.predict.commbench_fit import fit_commbench, link_from_allreduce
 from harness.predict.predictor import (

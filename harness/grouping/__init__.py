@@ -7,5 +7,4 @@ no torch, no other harness module, shared by the real schemes (harness/schemes/)
 - `rules.py`: the grouping rules, one function each: MG-WFBP's merge plan of consecutive gradients (Shi, Chu, Li,
   INFOCOM 2019), ByteScheduler's tensor partitions (Peng et al., SOSP 2019), parameter-server key placement
   balancing bytes.
-- `servers.py`: `assign_servers` under its old name, for one importer until it names rules.py (issue 49).
 """

@@ -1,6 +1,6 @@
 """The study's MG-WFBP merge rule (docs/ARCHITECTURE.md, "The study's wing"): the authors' recurrence from
 their optimizer, which the study's Horovod stack carries as its `Stack.mgwfbp_merge` (harness/study/cluster.py)
-in place of ddlbench's merge_plan (harness/grouping/merge.py)."""
+in place of ddlbench's merge_plan (harness/grouping/rules.py)."""
 
 from __future__ import annotations
 

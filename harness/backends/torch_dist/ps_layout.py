@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.grouping.servers import assign_servers
+from harness.grouping.rules import assign_servers
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ from harness.predict.profiler import counted_profile
 from harness.study.curve import WORKLOADS, study_compute
 from harness.study.cluster import GPUS_PER_NODE, study_network
 from harness.predict.predictor import SEVEN_METHODS
-from harness.study.inputs import INPUTS
+from harness.study.inputs import INPUTS, StudyValues
 
 COLUMNS = ["workload", "batch", "network", "scheme", "gpus", "throughput", "std"]
 """The one-node table's columns (the study's, `harness/study/one_node.csv`)."""
@@ -171,7 +171,8 @@ class OneNode:
     def __call__(self, v: dict, keys) -> dict:
         workloads = sorted({k[0] for k in keys})
         methods = [m for m in SEVEN_METHODS if m in {k[2] for k in keys}]
-        scaled = [study_compute(self.models[w], v).scaled(v["compute_scale"]) for w in workloads]
+        v = StudyValues.of(v)
+        scaled = [study_compute(self.models[w], v).scaled(v.compute.compute_scale) for w in workloads]
         sn = study_network(v, "ib-100g", 1)
         df = predict_rows(scaled, [sn.network], [1], GPUS_PER_NODE, methods, servers=1, knobs=sn.knobs,
                           run_id="calibration", server_hosts="dedicated")

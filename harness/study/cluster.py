@@ -2,9 +2,10 @@
 "Predictor"): 1, 2, 4 or 8 nodes x 4 GeForce RTX 2080 Ti on PCIe 3.0 x16 (no peer-to-peer, no GPUDirect
 RDMA), on 100 Gb/s InfiniBand with RDMA, TCP over it (IPoIB) or 10 GbE; the all-reduce methods on
 Horovod 0.19 over NCCL 2.4, ByteScheduler on that Horovod, the parameter-server methods on BytePS 0.2 with
-one dedicated server host per worker node. Every number is an Input of harness/study/inputs.py
-(value, range, source); `study_network(values, family, nodes)` builds the network for any set of values,
-so an interval is the same construction on sampled values. Nothing is fitted to the study's results.
+one dedicated server host per worker node. Every number is an input (harness/study/inputs.py: value, range,
+source, its data in harness/study/inputs/*.toml); `study_network(values, family, nodes)` builds the network for
+any set of values (typed, `StudyValues`, or input name -> value), so an interval is the same construction on
+sampled values. Nothing is fitted to the study's results.
 
 The study's code is github.com/HKBU-HPML/ddl-benchmarks (ddl-benchmarks/<path> below).
 """
@@ -18,7 +19,7 @@ from harness.grouping.cost import MB
 from harness.core.errors import UserError
 from harness.predict.predictor import Network
 from harness.predict.predictor import SEVEN_METHODS
-from harness.study.inputs import INPUTS
+from harness.study.inputs import INPUTS, StudyValues, Values
 from harness.sim.costs import BytePSCosts, Stack
 from harness.sim.network import AlphaBeta, Link
 from harness.study.bytescheduler_plugin import PluginRun
@@ -41,12 +42,17 @@ MGWFBP_TABLES = {
     # ddl-benchmarks/mgwfbp/hv_distributed_optimizer.py _generate_groups_mgwfbp: (alpha s, beta s/B) per worker
     # count, hard-coded from its authors' other clusters; the 56 Gb table when the benchmark gets --rdma (the IB
     # and the IPoIB runs, horovod_mpi_cj.sh rdma=1 and 2), the 10 Gb table otherwise
-    "56g": {2: (2.554691138304671e-06, 9.837548167872609e-11), 4: (4.204298980348825e-05, 2.0589360830118177e-10), 8: (9.75367204301171e-05, 3.0568230536676206e-10),
+    "56g": {2: (2.554691138304671e-06, 9.837548167872609e-11),
+            4: (4.204298980348825e-05, 2.0589360830118177e-10),
+            8: (9.75367204301171e-05, 3.0568230536676206e-10),
             16: (0.00023583677659915685 * 3, 4.0594787739537565e-10),
             32: (0.00040632079996292579, 1.5 * 3.2713239529771973e-10),
             64: (0.00080632079996292579, 1.8 * 3.2713239529771973e-10)},
-    "10g": {2: (2.554691138304671e-06, 9.837548167872609e-11), 4: (4.204298980348825e-05, 2.0589360830118177e-10), 8: (0.0005230272768511732, 8.570746975492128e-10),
-            16: (0.0009080981007148093, 7.395651186836712e-10), 32: (0.0013476410788581382 * 3, 8.643300782166769e-10),
+    "10g": {2: (2.554691138304671e-06, 9.837548167872609e-11),
+            4: (4.204298980348825e-05, 2.0589360830118177e-10),
+            8: (0.0005230272768511732, 8.570746975492128e-10),
+            16: (0.0009080981007148093, 7.395651186836712e-10),
+            32: (0.0013476410788581382 * 3, 8.643300782166769e-10),
             64: (0.0023476410788581382 * 3, 9.643300782166769e-10)},
 }
 MGWFBP_TABLE_OF = {"ib-100g": "56g", "ipoib-100g": "56g", "eth-10g": "10g"}
@@ -77,149 +83,165 @@ def _levels(k: int) -> int:
     return math.ceil(math.log2(k)) if k > 1 else 0
 
 
-def links(v: dict, family: str) -> tuple[Link, Link]:
+def links(v: Values, family: str) -> tuple[Link, Link]:
     """(between nodes, between the GPUs of a node) for these input values."""
-    intra = Link("shm-via-host", v["shm_edge_gbyte_s"] * 8, v["nccl_hop_s"],
+    v = StudyValues.of(v)
+    net = v.network
+    intra = Link("shm-via-host", v.nccl.shm_edge_gbyte_s * 8, v.nccl.nccl_hop_s,
                  "a ring edge through host memory (NCCL SHM, no P2P): inputs shm_edge_gbyte_s, nccl_hop_s")
     if family == "ib-100g":
-        inter = Link("ib-100g", v["ib_gbyte_s"] * 8, v["ib_latency_s"], "EDR verbs, no GPUDirect: inputs ib_*")
+        inter = Link("ib-100g", net.ib_gbyte_s * 8, net.ib_latency_s, "EDR verbs, no GPUDirect: inputs ib_*")
     elif family == "ipoib-100g":
-        inter = Link("ipoib-100g", v["ipoib_gbit_s"], v["ib_latency_s"], "TCP over EDR: inputs ipoib_gbit_s",
-                     per_message_s=v["tcp_message_s"])
+        inter = Link("ipoib-100g", net.ipoib_gbit_s, net.ib_latency_s, "TCP over EDR: inputs ipoib_gbit_s",
+                     per_message_s=net.tcp_message_s)
     elif family == "eth-10g":
-        inter = Link("eth-10g", v["eth_gbit_s"], v["eth_latency_s"], "10 GbE TCP: inputs eth_*",
-                     per_message_s=v["tcp_message_s"])
+        inter = Link("eth-10g", net.eth_gbit_s, net.eth_latency_s, "10 GbE TCP: inputs eth_*",
+                     per_message_s=net.tcp_message_s)
     else:
         raise ValueError(f"unknown study network {family!r}")
     return inter, intra
 
 
-def nccl_allreduce(v: dict, inter: Link, intra: Link, nodes: int, g: int = GPUS_PER_NODE) -> AlphaBeta:
+def nccl_allreduce(v: Values, inter: Link, intra: Link, nodes: int, g: int = GPUS_PER_NODE) -> AlphaBeta:
     """NCCL's all-reduce on `nodes` x `g` GPUs: a ring paced by its slowest edge and its slowest step
     (Patarasuk and Yuan 2009; nccl-tests' 2(N-1)/N), and for small messages across nodes NCCL's tree
     (2.4: latency per level, 2/3 of the ring's bandwidth)."""
+    v = StudyValues.of(v)
     N = nodes * g
     if N <= 1:
         return AlphaBeta(0.0, 0.0)
     # a node's host path carries, per ring step, each of its GPUs' hops through host memory up and down (g of
     # them on one node; g - 1 and the NIC's read and write across nodes): g + 1 chunks each way
-    host = v["host_path_gbyte_s"] * 1e9
+    host = v.nccl.host_path_gbyte_s * 1e9
     edge = min(intra.bytes_per_s, host / g) if nodes == 1 else \
         min(intra.bytes_per_s, inter.bytes_per_s, host / (g + 1))
     step = intra.message_s if nodes == 1 else max(intra.message_s, inter.message_s)
-    ring = AlphaBeta(v["nccl_launch_s"] + 2 * (N - 1) * step, 2 * (N - 1) / N / edge)
+    ring = AlphaBeta(v.nccl.nccl_launch_s + 2 * (N - 1) * step, 2 * (N - 1) / N / edge)
     if nodes == 1:
         return ring
-    tree_a = v["nccl_launch_s"] + 2 * (_levels(nodes) * max(v["nccl_tree_level_s"], inter.message_s)
+    tree_a = v.nccl.nccl_launch_s + 2 * (_levels(nodes) * max(v.nccl.nccl_tree_level_s, inter.message_s)
                                         + (g - 1) * intra.message_s)
     tree = AlphaBeta(tree_a, 1.5 * ring.beta_s_per_byte)
     return AlphaBeta(ring.alpha_s, ring.beta_s_per_byte, small=tree)
 
 
-def mpi_collective_s(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> float:
+def mpi_collective_s(v: Values, family: str, nodes: int, g: int = GPUS_PER_NODE) -> float:
     """One small MPI collective across the job: a tree inside each node (vader) and across the nodes (IB
     verbs for the IB and IPoIB runs, TCP for 10 GbE: ddl-benchmarks/mgwfbp/horovod_mpi_cj.sh)."""
-    level = v["mpi_tcp_level_s"] if family == "eth-10g" else v["mpi_verbs_level_s"]
-    return _levels(g) * v["mpi_shm_level_s"] + _levels(nodes) * level
+    v = StudyValues.of(v)
+    level = v.horovod.mpi_tcp_level_s if family == "eth-10g" else v.horovod.mpi_verbs_level_s
+    return _levels(g) * v.horovod.mpi_shm_level_s + _levels(nodes) * level
 
 
-def mpi_gatherv_s(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> float:
+def mpi_gatherv_s(v: Values, family: str, nodes: int, g: int = GPUS_PER_NODE) -> float:
     """MPI_Gatherv of the ranks' small request lists to rank 0: Open MPI 4.0 has no tree for it (coll/tuned
     leaves gatherv to coll/basic's linear algorithm: the root receives every other rank's message itself), so
     it costs one level's latency plus the root's CPU for each of the N - 1 messages."""
-    level = v["mpi_tcp_level_s"] if family == "eth-10g" else v["mpi_verbs_level_s"]
-    per_message = v["mpi_tcp_message_s"] if family == "eth-10g" else v["mpi_verbs_message_s"]
+    v = StudyValues.of(v)
+    hv = v.horovod
+    level = hv.mpi_tcp_level_s if family == "eth-10g" else hv.mpi_verbs_level_s
+    per_message = hv.mpi_tcp_message_s if family == "eth-10g" else hv.mpi_verbs_message_s
     remote = (nodes - 1) * g
-    return (level if nodes > 1 else v["mpi_shm_level_s"]) + remote * per_message + (g - 1) * v["mpi_shm_level_s"]
+    return (level if nodes > 1 else hv.mpi_shm_level_s) + remote * per_message + (g - 1) * hv.mpi_shm_level_s
 
 
-def horovod_negotiation_s(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> float:
+def horovod_negotiation_s(v: Values, family: str, nodes: int, g: int = GPUS_PER_NODE) -> float:
     """One Horovod 0.19 coordinator round with the response cache off (common/mpi/mpi_controller.cc:
     RecvReadyTensors = MPI_Gather of the lengths + MPI_Gatherv of the request lists; SendFinalTensors = two
     MPI_Bcast), plus the coordinator's own work; grows with the ring through the linear Gatherv."""
-    return v["hvd_coordinator_s"] + 3 * mpi_collective_s(v, family, nodes, g) + mpi_gatherv_s(v, family, nodes, g)
+    v = StudyValues.of(v)
+    return (v.horovod.hvd_coordinator_s + 3 * mpi_collective_s(v, family, nodes, g)
+            + mpi_gatherv_s(v, family, nodes, g))
 
 
-def stacks(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict[str, Stack]:
+def stacks(v: Values, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict[str, Stack]:
     """The software each of the study's methods ran on, with its costs at this size."""
+    v = StudyValues.of(v)
+    hv, bs, bp = v.horovod, v.bytescheduler, v.byteps
     mpi = mpi_collective_s(v, family, nodes, g)
-    python = dict(hook_s=v["py_hook_s"], copy_bytes_per_s=v["d2d_gbyte_s"] * 1e9, copy_launch_s=v["copy_launch_s"])
+    python = dict(hook_s=hv.py_hook_s, copy_bytes_per_s=hv.d2d_gbyte_s * 1e9, copy_launch_s=hv.copy_launch_s)
     # every stack: its optimizer's Python ops and memory passes, and the GPU it shares with its communication
-    gpu = dict(py_op_s=v["py_op_s"], opt_bytes_per_s=v["d2d_gbyte_s"] * 1e9,
-               overlap_compute_slowdown=v["overlap_compute_slowdown"],
-               overlap_comm_slowdown=v["overlap_comm_slowdown"])
+    gpu = dict(py_op_s=v.optimizer.py_op_s, opt_bytes_per_s=hv.d2d_gbyte_s * 1e9,
+               overlap_compute_slowdown=v.gpu.overlap_compute_slowdown,
+               overlap_comm_slowdown=v.gpu.overlap_comm_slowdown)
     # BSP, WFBP, MG-WFBP: Horovod with fusion, response cache and cycle time off (their benchmark scripts):
     # every round a coordinator negotiation (MPI Gather, Gatherv and two Bcasts) back to back; BERT on
     # transformers' AdamW (ddl-benchmarks/mgwfbp/bert_benchmark.py), ResNet-50 on SGD
-    horovod_off = Stack(launch_s=v["hvd_launch_s"], negotiation_s=horovod_negotiation_s(v, family, nodes, g),
+    horovod_off = Stack(launch_s=hv.hvd_launch_s, negotiation_s=horovod_negotiation_s(v, family, nodes, g),
                         mgwfbp_merge=study_merge, optimizer=(("img", "sgd"), ("seq", "adamw")), **python, **gpu)
     # ByteScheduler's PyTorch plugin on Horovod's defaults: 5 ms cycle, 64 MiB fusion, the cache's bit-vector
-    # all-reduce per tick; rank 0 schedules, the others hand partitions over from their hooks; Python threads
-    # sharing the GIL (harness/study/bytescheduler_plugin.py); BERT on torch.optim.Adam
+    # all-reduce per tick (a small MPI all-reduce: a reduce up the tree and a broadcast down it, 2 collectives'
+    # levels); rank 0 schedules, the others hand partitions over from their hooks; Python threads sharing the GIL
+    # (harness/study/bytescheduler_plugin.py); BERT on torch.optim.Adam
     # (ddl-benchmarks/bytescheduler/bert_benchmark.py), stepped per parameter by the plugin's poller
-    bytescheduler = Stack(launch_s=v["hvd_launch_s"], cycle_s=v["hvd_cycle_s"], cycle_sync_s=2 * mpi,
-                          fusion_bytes=v["hvd_fusion_mb"] * MB, partition_cpu_s=v["bs_partition_cpu_s"],
-                          param_step_s=v["bs_param_step_s"], consensus=False, credit_overshoot=True,
-                          leader_only=True, bytescheduler_run=PluginRun, gil_forced_s=v["py_switch_interval_s"] + v["gil_forced_extra_s"],
-                          gil_release_s=v["gil_handoff_s"], task_py_s=v["bs_task_py_s"], done_py_s=v["bs_done_py_s"],
-                          param_scan_s=v["bs_scan_step_s"],
-                          gil_waits_per_hook=v["gil_convoy_share"] * v["gil_acquires_per_hook"],
-                          fwd_gil_per_layer=v["gil_convoy_share"] * v["fwd_gil_per_layer"], fwd_gap_s=v["bs_fwd_gap_s"],
+    bytescheduler = Stack(launch_s=hv.hvd_launch_s, cycle_s=hv.hvd_cycle_s, cycle_sync_s=2 * mpi,
+                          fusion_bytes=hv.hvd_fusion_mb * MB, partition_cpu_s=bs.bs_partition_cpu_s,
+                          param_step_s=bs.bs_param_step_s, consensus=False, credit_overshoot=True,
+                          leader_only=True, bytescheduler_run=PluginRun,
+                          gil_forced_s=bs.py_switch_interval_s + bs.gil_forced_extra_s,
+                          gil_release_s=bs.gil_handoff_s, task_py_s=bs.bs_task_py_s, done_py_s=bs.bs_done_py_s,
+                          param_scan_s=bs.bs_scan_step_s,
+                          gil_waits_per_hook=bs.gil_convoy_share * bs.gil_acquires_per_hook,
+                          fwd_gil_per_layer=bs.gil_convoy_share * bs.fwd_gil_per_layer, fwd_gap_s=bs.bs_fwd_gap_s,
                           optimizer=(("img", "sgd"), ("seq", "adam")), **python, **gpu)
     nic = 0.0  # the inter-node link's rate, but for IPoIB (below)
     if family == "ib-100g":  # ps-lite's RDMA van
-        message, stream, van = v["rdma_message_s"], math.inf, math.inf
+        message, stream, van = bp.rdma_message_s, math.inf, math.inf
     elif family == "ipoib-100g":  # ZMQ over TCP on ib0, one connection per worker-server pair, several at once
-        message, stream, van = v["tcp_message_s"], v["ipoib_stream_gbit_s"] * 1e9 / 8, v["zmq_van_gbyte_s"] * 1e9
-        nic = v["ipoib_nic_gbit_s"] * 1e9 / 8
+        message, stream, van = v.network.tcp_message_s, bp.ipoib_stream_gbit_s * 1e9 / 8, bp.zmq_van_gbyte_s * 1e9
+        nic = bp.ipoib_nic_gbit_s * 1e9 / 8
     else:  # one 10 GbE stream fills the port; ZMQ over TCP
-        message, stream, van = v["tcp_message_s"], math.inf, v["zmq_van_gbyte_s"] * 1e9
+        message, stream, van = v.network.tcp_message_s, math.inf, bp.zmq_van_gbyte_s * 1e9
     # BytePS: BERT on plain SGD (ddl-benchmarks/byteps/bert_benchmark.py: optim.SGD(lr=0.01))
-    byteps = Stack(hook_s=v["py_hook_s"], copy_bytes_per_s=v["d2d_gbyte_s"] * 1e9, copy_launch_s=v["copy_launch_s"],
+    byteps = Stack(hook_s=hv.py_hook_s, copy_bytes_per_s=hv.d2d_gbyte_s * 1e9, copy_launch_s=hv.copy_launch_s,
                    optimizer=(("img", "sgd"), ("seq", "sgd")), **gpu,
-                   byteps=BytePSCosts(signal_s=v["byteps_signal_s"], nccl_call_s=v["nccl_launch_s"],
-                                      copy_bytes_per_s=v["pinned_copy_gbyte_s"] * 1e9,
-                                      sum_bytes_per_s=v["server_sum_gbyte_s"] * 1e9, recv_s=v["server_recv_s"],
+                   byteps=BytePSCosts(signal_s=bp.byteps_signal_s, nccl_call_s=v.nccl.nccl_launch_s,
+                                      copy_bytes_per_s=bp.pinned_copy_gbyte_s * 1e9,
+                                      sum_bytes_per_s=bp.server_sum_gbyte_s * 1e9, recv_s=bp.server_recv_s,
                                       message_s=message, stream_bytes_per_s=stream, van_bytes_per_s=van,
-                                      nic_bytes_per_s=nic, nccl_edge_bytes_per_s=v["byteps_nccl_edge_gbyte_s"] * 1e9,
-                                      host_bytes_per_s=v["host_path_gbyte_s"] * 1e9))
+                                      nic_bytes_per_s=nic, nccl_edge_bytes_per_s=bp.byteps_nccl_edge_gbyte_s * 1e9,
+                                      host_bytes_per_s=v.nccl.host_path_gbyte_s * 1e9))
     # BytePS under the three PS methods, ByteScheduler's plugin under its all-reduce method, Horovod under the rest
     out = {m: byteps if m.endswith("-ps") else bytescheduler if m == "bytescheduler-a2a" else horovod_off
            for m in SEVEN_METHODS}
-    if not v["per_method_optimizer"]:  # every method steps the single-GPU run's optimizer (study.study_compute)
+    if not v.optimizer.per_method_optimizer:  # every method steps the single-GPU run's optimizer (study_compute)
         out = {m: replace(st, optimizer=()) for m, st in out.items()}
     return out
 
 
-def knobs(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict:
+def knobs(v: Values, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict:
     """Each method's knobs as the study ran it at this size."""
+    v = StudyValues.of(v)
     check_size(nodes, g)
     alpha, beta = MGWFBP_TABLES[MGWFBP_TABLE_OF[family]][nodes * g]
-    ps = {"partition_mb": v["byteps_partition_bytes"] / MB, "local_reduce": 1}
+    ps = {"partition_mb": v.byteps.byteps_partition_bytes / MB, "local_reduce": 1}
+    bs = v.bytescheduler
     return {
         "mgwfbp": {"alpha_s": alpha, "beta_s_per_mb": beta * MB},
         # ByteScheduler counts parameters (fp32: 4 bytes each)
-        "bytescheduler-a2a": {"partition_mb": v["bs_partition_elems"] * 4 / MB, "credit_mb": v["bs_credit_elems"] * 4 / MB},
+        "bytescheduler-a2a": {"partition_mb": bs.bs_partition_elems * 4 / MB, "credit_mb": bs.bs_credit_elems * 4 / MB},
         "bsp-ps": dict(ps), "wfbp-ps": dict(ps), "bytescheduler-ps": {**ps, "credit_mb": 64.0},
     }
 
 
-def study_network(v: dict, family: str, nodes: int, g: int = GPUS_PER_NODE) -> StudyNetwork:
+def study_network(v: Values, family: str, nodes: int, g: int = GPUS_PER_NODE) -> StudyNetwork:
     """The study's network `family` at `nodes` x `g` GPUs for input values `v`."""
+    v = StudyValues.of(v)
     inter, intra = links(v, family)
     ab = nccl_allreduce(v, inter, intra, nodes, g)
     net = Network(family, inter, intra, measured={nodes * g: ab}, stacks=stacks(v, family, nodes, g))
     return StudyNetwork(net, knobs(v, family, nodes, g), nodes)
 
 
-def startup_rows(v: dict | None = None) -> list[dict]:
+def startup_rows(v: Values | None = None) -> list[dict]:
     """Per-collective start-up on the study's cluster at every size, as this model composes it (NCCL's
     all-reduce of 4 KB: its tree across nodes; Horovod's negotiation round with the cache off; its launch),
     beside the authors' own fits of all-reduce start-up (ddl-benchmarks/mgwfbp/hv_distributed_optimizer.py:
     the intercept they measured on their 56 Gb IB and 10 GbE clusters, and the value their table holds after
     their own correction factor) and NCCL 2.4.8's tuning model (src/init.cc ncclTreeThreshold: ring 6 us per
     rank, tree 15 us per inter-node level and 4 us per intra-node hop)."""
-    v = v or INPUTS.nominal()
+    v = StudyValues.of(v or INPUTS.nominal())
+    launch = v.horovod.hvd_launch_s
     raw = {"56g": {4: 4.204298980348825e-05, 8: 9.75367204301171e-05, 16: 0.00023583677659915685,
                    32: 0.00040632079996292579},
            "10g": {4: 4.204298980348825e-05, 8: 0.0005230272768511732, 16: 0.0009080981007148093,
@@ -234,7 +256,7 @@ def startup_rows(v: dict | None = None) -> list[dict]:
             neg = horovod_negotiation_s(v, family, nodes)
             ring, tree = 6e-6 * (n - 1), 15e-6 * math.log2(nodes) + 4e-6 * (GPUS_PER_NODE - 1)
             rows.append({"network": family, "workers": n, "nccl_s": nccl, "negotiation_s": neg,
-                         "launch_s": v["hvd_launch_s"], "model_s": nccl + neg + v["hvd_launch_s"],
+                         "launch_s": launch, "model_s": nccl + neg + launch,
                          "nccl24_model_s": ring if nodes < 2 or ring <= tree else tree,
                          "authors_fit_s": raw[table][n], "authors_table_s": MGWFBP_TABLES[table][n][0],
                          "authors_cluster": "56 Gb IB" if table == "56g" else "10 GbE"})

@@ -1,6 +1,6 @@
 """The study's whole scaling curve predicted (harness/study/cluster.py: its testbed and software as model
-inputs, harness/study/inputs.py: each with its range and source): every method on every network at
-4, 8, 16 and 32 GPUs, each cell with an interval from its inputs' ranges (`pred_low`, `pred_high`:
+inputs, harness/study/inputs.py: each with its range and source, typed as `StudyValues`): every method on every
+network at 4, 8, 16 and 32 GPUs, each cell with an interval from its inputs' ranges (`pred_low`, `pred_high`:
 throughput at the 10th and 90th percentiles over Latin-hypercube samples of the inputs, the same simulation
 run on each), and which input moves which cells by how much (`sensitivity`). scripts/study_prediction.py
 writes the report.
@@ -21,7 +21,7 @@ from harness.predict.predictor import predict_rows
 from harness.predict.profiler import counted_profile
 from harness.study.cluster import FAMILIES, GPUS_PER_NODE, NODE_COUNTS, study_network
 from harness.predict.predictor import SEVEN_METHODS
-from harness.study.inputs import INPUTS
+from harness.study.inputs import INPUTS, StudyValues, Values
 from harness.sim.costs import Stack, optimizer_s
 
 WORKLOADS = ("resnet50", "bert-base", "bert-large")
@@ -49,13 +49,14 @@ def compute_models(profiles: Path | None, compute: str) -> list:
     return models
 
 
-def study_compute(m, v: dict):
+def study_compute(m, v: Values):
     """One GPU's iteration as the study measured it (the calibrated model `m`), split anew into forward and
     backward and the optimizer its single-GPU run stepped: SGD for ResNet-50 (every script), for BERT the
     Adam family (its Horovod scripts) or SGD (its BytePS script) mixed by `calib_adam_share`. Each method's
     own optimizer replaces it in its simulation (harness/sim/costs.with_optimizer)."""
-    st = Stack(py_op_s=v["py_op_s"], opt_bytes_per_s=v["d2d_gbyte_s"] * 1e9)
-    share = v["calib_adam_share"] if m.sample_unit == "seq" else 0.0
+    v = StudyValues.of(v)
+    st = Stack(py_op_s=v.optimizer.py_op_s, opt_bytes_per_s=v.horovod.d2d_gbyte_s * 1e9)
+    share = v.optimizer.calib_adam_share if m.sample_unit == "seq" else 0.0
     opt = [share * optimizer_s(st, "adamw", [m.numels[i] for i in g]) + (1 - share) * optimizer_s(st, "sgd", [
         m.numels[i] for i in g]) for g in m.layers]
     compute = m.forward_s + m.backward_total_s
@@ -65,12 +66,12 @@ def study_compute(m, v: dict):
     return replace(m.scaled(f), layer_optimizer_s=tuple(opt))
 
 
-def predict_curve(models: list, compute: str | None = None, values: dict | None = None,
+def predict_curve(models: list, compute: str | None = None, values: Values | None = None,
                   node_counts=NODE_COUNTS, families=FAMILIES, methods=None, knobs: dict | None = None) -> pd.DataFrame:
     """Every workload, network, size and method for one set of input values (nominal by default); `knobs`
     (method -> knobs) override the study's own; `compute` labels the rows' compute source (None: the models')."""
-    v = values or INPUTS.nominal()
-    scaled = [study_compute(m, v).scaled(v["compute_scale"]) for m in models]
+    v = StudyValues.of(values or INPUTS.nominal())
+    scaled = [study_compute(m, v).scaled(v.compute.compute_scale) for m in models]
     methods = list(methods or (*SEVEN_METHODS, *EXTRA))
     frames = []
     for family in families:
@@ -155,7 +156,8 @@ def sensitivity(models: list, compute: str | None = None, processes: int | None 
                      "unit": INPUTS[name].unit, "median_change": float(np.median(np.abs(rel))),
                      "max_change": float(rel[k]), "cells_moved_5pct": int((np.abs(rel) > 0.05).sum()),
                      "cells": len(rel),
-                     "most_moved": f"{cell['workload']} {cell['scheme']} {cell['network']} {int(cell['workers'])} GPUs"})
+                     "most_moved": f"{cell['workload']} {cell['scheme']} {cell['network']} "
+                                   f"{int(cell['workers'])} GPUs"})
     out = pd.DataFrame(rows)
     out["_reach"] = out["max_change"].abs()
     return out.sort_values(["cells_moved_5pct", "_reach"], ascending=False, ignore_index=True).drop(columns="_reach")
@@ -205,7 +207,8 @@ def mechanism_effects(models: list, compute: str | None = None, processes: int |
             per = at.groupby("scheme")["change"].mean()
             far = at.loc[at["change"].abs().idxmax()]
             changed = [(k, best1[k], best0[k]) for k in best0.index if k[2] == n and best0[k] != best1[k]]
-            rows.append({"mechanism": name, "workers": int(n), "rows": int((best0.index.get_level_values(2) == n).sum()),
+            rows.append({"mechanism": name, "workers": int(n),
+                         "rows": int((best0.index.get_level_values(2) == n).sum()),
                          "winner_changed": len(changed),
                          "gains_most": per.idxmax(), "gains_most_change": float(per.max()),
                          "loses_most": per.idxmin(), "loses_most_change": float(per.min()),

@@ -297,13 +297,14 @@ def test_what_each_mechanism_does_to_the_ranking_is_one_row_per_mechanism_and_si
 
 
 def test_the_inputs_carry_the_committed_microbenchmark_figures():
-    """The GIL and van inputs are the figures of the JSON committed beside the report (regenerate both
-    together: scripts/reference/gil_handoff.py and zmq_van.py)."""
+    """The GIL and van inputs (harness/study/inputs/bytescheduler.toml, byteps.toml) are the figures of the JSON
+    committed beside the report (regenerate both together: scripts/reference/gil_handoff.py and zmq_van.py)."""
     import json
     from pathlib import Path
 
-    from harness.study.inputs import GIL, ZMQ_VAN
-
+    GIL = {k: (INPUTS[n].value, INPUTS[n].low, INPUTS[n].high) for k, n in (
+        ("forced_extra", "gil_forced_extra_s"), ("handoff", "gil_handoff_s"), ("scan", "bs_scan_step_s"))}
+    ZMQ_VAN = (INPUTS["zmq_van_gbyte_s"].value,)
     folder = Path(__file__).resolve().parents[3] / "reports" / "study-prediction"
     gil = json.loads((folder / "gil-handoff.json").read_text())
     van = json.loads((folder / "zmq-van.json").read_text())

@@ -30,7 +30,7 @@ import yaml
 
 from harness.advise.budget import DEFAULT_BUDGET, Budget, Outcome, Pace, parse_duration
 from harness.advise.candidates import Candidate, Layout, candidates, reference, shortlist, sweep_mapping
-from harness.advise.inputs import commbench_table, profile_table
+from harness.advise.observed import commbench_table, profile_table
 from harness.advise.shortlist import Measuring, Policy, alternated_rounds, frame, measure_all
 from harness.advise.runner import counting, keep_spent, spent_before, sweep_runner
 from harness.advise.predicted import measured_network, predict_candidates, preset_network
@@ -92,8 +92,8 @@ class AdviseSpec:
     """Stored profile (`ddlbench profile`) instead of measuring one."""
     commbench: tuple = ()
     """Stored commbench run(s) measured on this placement instead of measuring the network."""
-    network: str | None = None
-    """A network preset instead of measuring it."""
+    link: str | None = None
+    """A link preset between the hosts (`ddlbench predict --link`) instead of measuring the network."""
     oversubscribe: bool = False
     """Allow more workers than cores (timings are then noise)."""
     progress: bool = True
@@ -133,7 +133,7 @@ def where(workers: int, servers: int, testbed: bool) -> Where:
     return Where(Layout(workers, 1, per_worker_node(servers, 1), 0), "this box", {})
 
 
-def predictions(workload, batch, seq_len, device, place: Where, methods, full_grid, profile, commbench, network,
+def predictions(workload, batch, seq_len, device, place: Where, methods, full_grid, profile, commbench, link,
                 keep: Path) -> tuple[pd.DataFrame, dict, str]:
     """(predicted table, skipped methods, a line on the inputs)."""
     usable = {name: entry.available() is None for name, entry in backends.load().items()}
@@ -142,9 +142,9 @@ def predictions(workload, batch, seq_len, device, place: Where, methods, full_gr
         cands.append(reference())
     concurrent = place.layout.workers if place.shared_cores and device == "cpu" else 1
     prof = profile_table(workload, batch, seq_len, device, concurrent, profile, keep / "profile.parquet")
-    if network:
-        net = preset_network(network)
-        how = f"network preset {network}"
+    if link:
+        net = preset_network(link)
+        how = f"link preset {link}"
     else:
         pushpull = any(c.servers for c in cands)
         cb = commbench_table(place.layout, device, pushpull, commbench, keep / "commbench.parquet", place.launcher)
@@ -169,7 +169,7 @@ def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
     with lease, signals_raise(run_dir):
         place = where(spec.workers, spec.servers, spec.testbed)
         pred, skipped, inputs = predictions(spec.workload, spec.batch, spec.seq_len, device, place, methods,
-                                            spec.full_grid, spec.profile, spec.commbench, spec.network, keep)
+                                            spec.full_grid, spec.profile, spec.commbench, spec.link, keep)
         keep.mkdir(parents=True, exist_ok=True)
         pred.to_csv(keep / "predicted.csv", index=False)
         base = {"workloads": [spec.workload], "workers": [spec.workers], "warmup": spec.warmup, "device": device,
@@ -220,22 +220,22 @@ def _check(spec: AdviseSpec) -> tuple[str, list[str]]:
         raise UserError("--budget must be a positive duration, e.g. 10m; fix the option")
     if not 0 < policy.target < 1 or policy.rounds < 0:
         raise UserError("--target-ci must be between 0 and 1 (0.03 = 3%) and --rounds >= 0; fix the option")
-    if spec.network and spec.commbench:
-        raise UserError("--network and --commbench both describe the network: give one")
+    if spec.link and spec.commbench:
+        raise UserError("--link and --commbench both describe the network: give one")
     device = spec.device if spec.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     methods = ([n for n in SCHEMES if n != "local"] if spec.schemes == "all"
                else [s.strip() for s in spec.schemes.split(",")])
     for m in methods:
         SCHEMES.get(m)
-    _check_inputs(spec.profile, spec.commbench, spec.network)
+    _check_inputs(spec.profile, spec.commbench, spec.link)
     _check_one_place(spec.testbed)
     return device, methods
 
 
-def _check_inputs(profile: Path | None, commbench: tuple, network: str | None) -> None:
+def _check_inputs(profile: Path | None, commbench: tuple, link: str | None) -> None:
     """Stored inputs and the preset checked before anything is measured."""
-    if network:
-        get_link(network)
+    if link:
+        get_link(link)
     for path, make in [(profile, "ddlbench profile WORKLOAD -o FILE")] + [(c, "ddlbench commbench --output DIR")
                                                                           for c in commbench]:
         if path is not None and not Path(path).exists():

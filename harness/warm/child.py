@@ -85,7 +85,7 @@ def ignored_signals() -> list[int]:
     """The signals this process ignores, which a process it starts through exec would inherit as ignored
     (signal(7): ignored stays ignored across execve; handled ones reset to default). SIGPIPE and SIGXFSZ
     are left out: subprocess resets them and every Python ignores them anyway. Asked by the spawner
-    (harness/warm/link.py), so a forked rank starts as a cold one would (`nohup cmd &` ignores SIGINT)."""
+    (harness/warm/connection.py), so a forked rank starts as a cold one would (`nohup cmd &` ignores SIGINT)."""
     out = []
     for sig in signal.valid_signals():
         if sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGPIPE, signal.SIGXFSZ):

@@ -1,12 +1,12 @@
 """The driver's side of warm ranks on this box (docs/ARCHITECTURE.md, "Warm ranks"): `WarmPool` starts
-the zygote (harness/warm/zygote.py) and asks it for ranks; each is a `WarmProc` (harness/warm/link.py),
+the zygote (harness/warm/zygote.py) and asks it for ranks; each is a `WarmProc` (harness/warm/connection.py),
 the part of `subprocess.Popen` the launchers and the one supervisor (procs/supervisor.py) use.
 
     with WarmPool() as pool:
         proc = pool.spawn("harness.rank.worker", ["--cell", CELL_JSON, "--out", CELL_DIR], env, CELL_DIR / "rank0.log")
         ...  os.killpg(proc.pid, signal.SIGKILL) ends it and whatever it started (it leads its session)
 
-The protocol and the WarmProc are harness/warm/link.py's (the srun launcher speaks it to a zygote per
+The protocol and the WarmProc are harness/warm/connection.py's (the srun launcher speaks it to a zygote per
 node). When the zygote dies every rank it started dies too (parent-death signal) and every WarmProc still
 running reports -9; `alive` turns False and `spawn` raises PoolDead: start a new pool.
 The zygote runs behind the parent-death trampoline (procs/trampoline.orphan_proof): it dies with the
@@ -27,7 +27,7 @@ from pathlib import Path
 from harness.procs.argv import PACKAGE_ROOT, WORKER_MODULE, python_argv
 from harness.procs.kill import kill_group
 from harness.procs.trampoline import orphan_proof
-from harness.warm.link import LOST, PoolDead, WarmProc, ZygoteLink
+from harness.warm.connection import LOST, PoolDead, WarmProc, ZygoteConnection
 
 __all__ = ["LOST", "PoolDead", "WarmPool", "WarmProc", "zygote_argv", "zygote_env"]
 
@@ -91,7 +91,7 @@ class WarmPool:
         self.socket_path = os.path.join(self._dir, "zygote.sock")
         self.log_path = Path(log_path) if log_path else Path(self._dir) / "zygote.log"
         self._closed = False
-        self.link: ZygoteLink | None = None
+        self.link: ZygoteConnection | None = None
         argv = zygote_argv("--socket", self.socket_path)
         for name in preload:
             argv += ["--preload", name]
@@ -111,7 +111,7 @@ class WarmPool:
         sock = None
         try:
             sock = self._connect(deadline, self._ready_timeout_s)
-            link = ZygoteLink(sock, describe=self._tail)
+            link = ZygoteConnection(sock, describe=self._tail)
             hello = link.handshake(max(0.1, deadline - time.monotonic()))
         except BaseException:
             if sock is not None:

@@ -44,7 +44,7 @@ from harness.cli.runs_cells import RunsCells
               help="Stored profile (`ddlbench profile`) instead of measuring one.")
 @click.option("--commbench", multiple=True, type=click.Path(path_type=Path),
               help="Stored commbench run(s) measured on this placement instead of measuring the network.")
-@click.option("--network", help="A network preset (`ddlbench predict --network`) instead of measuring it.")
+@click.option("--link", help="A link preset between the hosts (`ddlbench predict --link`) instead of measuring the network.")
 @output_option()
 @click.option("--resume", is_flag=True, help="Go on with the advise run in --output: measure only what is missing.")
 @click.option("--oversubscribe", is_flag=True, help="Allow more workers than cores (timings are then noise).")

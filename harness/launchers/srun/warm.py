@@ -38,7 +38,7 @@ from harness.procs.crash import with_rank_error
 from harness.procs.logs import log_tail
 from harness.procs.supervisor import Ended, Proc, how, watch
 from harness.warm.client import zygote_argv
-from harness.warm.link import PoolDead, WarmProc, ZygoteLink
+from harness.warm.connection import PoolDead, WarmProc, ZygoteConnection
 from harness.warm.listen import TOKEN_VAR
 
 READY_TIMEOUT_S = 180.0
@@ -55,7 +55,7 @@ class NodeZygotes:
         self.alloc = alloc
         self.folder = folder
         self.environ = environ
-        self.links: dict[str, ZygoteLink] = {}
+        self.links: dict[str, ZygoteConnection] = {}
         self.proc: subprocess.Popen | None = None
         self.started = 0
         """Zygote steps started (the first, and one after each that was lost)."""
@@ -86,7 +86,7 @@ class NodeZygotes:
                 return False
         return True
 
-    def link(self, node: str) -> ZygoteLink:
+    def link(self, node: str) -> ZygoteConnection:
         """The link to `node`'s zygote (`usable()` first)."""
         if node not in self.links:
             raise PoolDead(f"node {node} is not in allocation {self.alloc.job_id} ({', '.join(self.alloc.nodes)})")
@@ -111,7 +111,7 @@ class NodeZygotes:
             self.close()
             raise
 
-    def _connect(self, node: str, token: str, deadline: float) -> ZygoteLink:
+    def _connect(self, node: str, token: str, deadline: float) -> ZygoteConnection:
         """Wait for `node`'s announcement, connect, prove, and wait for its hello."""
         path = self.folder / f"zygote.{node}.json"
         while not path.exists():
@@ -124,7 +124,7 @@ class NodeZygotes:
         port = json.loads(path.read_text())["port"]
         sock = socket.create_connection((node_addr(node), port), timeout=max(1.0, deadline - time.monotonic()))
         sock.sendall(token.encode() + b"\n")
-        link = ZygoteLink(sock, remote=True, describe=self._tail)
+        link = ZygoteConnection(sock, remote=True, describe=self._tail)
         link.handshake(max(1.0, deadline - time.monotonic()))
         return link
 

@@ -139,7 +139,7 @@ def test_planted_breaches_of_the_house_contracts_fail_lint_imports_in_one_line_e
     (repo / "harness/core/_pong.py").write_text("def f():\n    import harness.core._ping\n")  # a local import counts
     other = _plant(repo / "harness/launchers/testbed/launcher.py", "from harness.launchers.local import launcher")
     _plant(repo / "harness/launchers/choose.py", "from harness.launchers.srun import launcher")
-    study = _plant(repo / "harness/advise/inputs.py", "import harness.study")
+    study = _plant(repo / "harness/advise/observed.py", "import harness.study")
     up = _plant(repo / "workloads/vgg.py", "from harness.gate import keys")
     below = _plant(repo / "harness/procs/env.py", "import workloads.base")
     assert _broken(repo, "layers") == ["- harness.cell"]
@@ -148,7 +148,7 @@ def test_planted_breaches_of_the_house_contracts_fail_lint_imports_in_one_line_e
         ["- ._ping -> ._pong (1 import)"], ["- ._pong -> ._ping (1 import)"]), cycle
     assert _broken(repo, "launchers") == [
         f"- harness.launchers.testbed.launcher -> harness.launchers.local.launcher (l.{other})"]
-    assert _broken(repo, "study") == [f"- harness.advise.inputs -> harness.study (l.{study})"]
+    assert _broken(repo, "study") == [f"- harness.advise.observed -> harness.study (l.{study})"]
     assert _broken(repo, "workloads-above") == [f"- workloads.vgg -> harness.gate.keys (l.{up})"]
     assert _broken(repo, "workloads-below") == [f"- harness.procs.env -> workloads.base (l.{below})"]
     assert _broken(repo, "commands") == []
@@ -227,7 +227,7 @@ def test_a_launchers_folder_imported_from_another_layer_fails_the_checker_in_one
                          cwd=repo)
     assert out.returncode == 1, out.stdout
     found = [line for line in out.stdout.splitlines() if line.startswith("layering:")]
-    assert found == [f"layering: harness/advise/inputs.py:{at + 1}: harness.advise.inputs imports "
+    assert found == [f"layering: harness/advise/observed.py:{at + 1}: harness.advise.observed imports "
                      "harness.launchers.testbed.launcher: a launcher's folder is imported only inside "
                      "harness/launchers/; choose the launcher through harness/launchers/choose.py and ask it, or "
                      "move what it shares below (harness/testbed/, harness/networks/, harness/contracts/)"]

@@ -25,7 +25,7 @@ from harness.rank.srun_task import main as shim_main
 from harness.launchers.srun.tasks import task_env, warm_tasks
 from harness.procs.argv import WORKER_MODULE, python_argv, worker_argv
 from harness.warm.client import zygote_env
-from harness.warm.link import ZygoteLink
+from harness.warm.connection import ZygoteConnection
 from harness.warm.listen import TOKEN_VAR
 
 ALLOC2 = Allocation("77", ("n1", "n2"), 2, (4, 4), here="n1")
@@ -122,7 +122,7 @@ def test_a_tcp_zygote_serves_only_its_token_and_forks_with_the_nodes_environment
     stranger.close()
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
     sock.sendall(token.encode() + b"\n")
-    link = ZygoteLink(sock, remote=True)
+    link = ZygoteConnection(sock, remote=True)
     assert link.handshake(120)["ready"]
     script = ("import os, sys, time\n"
               "print(os.environ.get('NODE_ONLY'), os.environ.get('SLURM_PROCID'), os.environ.get('GONE'),"

@@ -1,5 +1,5 @@
 """One connection to a zygote (harness/warm/zygote.py) and the ranks it forked (docs/ARCHITECTURE.md,
-"Warm ranks"). `ZygoteLink` speaks the zygote's JSON-lines protocol over a connected socket: the Unix
+"Warm ranks"). `ZygoteConnection` speaks the zygote's JSON-lines protocol over a connected socket: the Unix
 socket of the driver's own zygote (client.WarmPool), or TCP to the zygote of one node of a Slurm
 allocation (launchers/srun/warm.py). Each rank is a `WarmProc`, the part of `subprocess.Popen` the launchers
 and the one supervisor (procs/supervisor.py) use: `pid`, `poll()`, `wait(timeout)`, `returncode`, `kill()`,
@@ -39,7 +39,7 @@ class PoolDead(RuntimeError):
 class WarmProc:
     """One rank forked by a zygote: a drop-in for the subset of subprocess.Popen the launchers use."""
 
-    def __init__(self, args: list[str], link: "ZygoteLink | None" = None):
+    def __init__(self, args: list[str], link: "ZygoteConnection | None" = None):
         self.args = args
         self.pid: int | None = None
         self.returncode: int | None = None
@@ -100,7 +100,7 @@ class WarmProc:
         return f"WarmProc(pid={self.pid}, returncode={self.returncode}, args={self.args!r})"
 
 
-class ZygoteLink:
+class ZygoteConnection:
     """The protocol over one connected socket to a zygote."""
 
     def __init__(self, sock: socket.socket, remote: bool = False, describe=lambda: ""):

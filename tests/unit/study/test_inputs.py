@@ -1,12 +1,13 @@
 """The study cluster's inputs as data (harness/study/inputs/*.toml, read by harness/study/inputs.py) and typed
 (`StudyValues`): the order the samples draw in, the files and the dataclasses agreeing, shared sources written
-once.
+once, and no unnamed number in the cost formulas of harness/study/cluster.py.
 
     pytest -q tests/unit/study/test_inputs.py
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import tomllib
@@ -16,6 +17,7 @@ from typing import get_type_hints
 
 import pytest
 
+from harness.study import calibration, cluster
 from harness.study.inputs import FOLDER, GROUPS, INPUTS, SOURCES, StudyValues, load
 
 ORDER = [
@@ -95,3 +97,44 @@ def test_the_plugins_python_costs_in_the_sources_are_the_microbenchmarks():
     assert f"takes {costs['task_per_partition_s'] * 1e6:.1f} us on CPython 3.11" in INPUTS["bs_task_py_s"].source
     assert f"take {costs['done_per_handle_s'] * 1e6:.1f} us on" in INPUTS["bs_done_py_s"].source
     assert f"{costs['torch_op_s'] * 1e6:.2f} us per CPU op" in INPUTS["py_op_s"].source
+
+
+def test_the_calibrations_search_bounds_hold_each_parameters_sourced_range():
+    for block in calibration.PARAMS.values():
+        for p in block:
+            i = INPUTS[p.name]
+            assert (p.low, p.high) == calibration.SEARCH_BOUNDS[p.name]
+            assert p.low <= i.low <= i.value <= i.high <= p.high, p.name
+
+
+# --- no unnamed number in the cost formulas ----------------------------------------------------------------
+
+UNIT_FACTORS = {0, 1, 2, 8, 1e3, 1e6, 1e9, 1e-3, 1e-6, 1e-9}
+"""Numbers a formula may hold bare: 0, 1 and 2 (nothing, one, a ring's 2(N - 1) and other pairs) and unit
+conversions (8 bits a byte; kilo, mega, giga; milli, micro, nano). Every other number is an input or a named
+module constant with its source."""
+
+
+def unnamed_numbers(source: str) -> list[str]:
+    """`line: number` of each numeric literal outside a module-level constant (an UPPER_CASE assignment) that is
+    not in UNIT_FACTORS."""
+    out = []
+    for stmt in ast.parse(source).body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
+            stmt, ast.AnnAssign) else []
+        if targets and all(isinstance(t, ast.Name) and t.id.isupper() for t in targets):
+            continue
+        for node in ast.walk(stmt):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, (int, float))
+                    and not isinstance(node.value, bool) and node.value not in UNIT_FACTORS):
+                out.append(f"{node.lineno}: {node.value!r}")
+    return out
+
+
+def test_the_study_clusters_cost_formulas_hold_no_unnamed_number():
+    assert unnamed_numbers(Path(cluster.__file__).read_text()) == []
+
+
+def test_the_unnamed_number_check_finds_a_planted_factor():
+    planted = "SCALE = 1.5\n\ndef f(v, n):\n    return SCALE * v + 2 * (n - 1) * 1e-6 + 0.7 * v / 8\n"
+    assert unnamed_numbers(planted) == ["4: 0.7"]

@@ -171,8 +171,8 @@ class StudyValues:
         missing = [n for n in names if n not in values]
         unknown = sorted(set(values) - set(names))
         if missing or unknown:
-            said = [f"{what} {', '.join(names)}" for what, names in (("missing", missing), ("unknown", unknown))
-                    if names]
+            said = [f"{what} {', '.join(listed)}" for what, listed in (("missing", missing), ("unknown", unknown))
+                    if listed]
             raise ValueError(f"study values: {'; '.join(said)} (the inputs are harness/study/inputs/*.toml)")
         return cls(**{group: typ(**{f.name: values[f.name] for f in fields(typ)}) for group, typ in GROUPS.items()})
 
@@ -205,9 +205,12 @@ def _input(name: str, table: dict, shared: dict[str, str], where: str) -> Input:
                          f"{sorted(set(KEYS) - have)}, unknown {sorted(have - set(KEYS))}")
     try:
         source = Template(table["source"]).substitute(shared)
-    except (KeyError, ValueError) as e:
-        raise ValueError(f"{where} [{name}]: its source names ${{{e}}}, not a key of {SOURCES}.toml "
-                         f"({', '.join(shared)}); write a literal $ as $$") from None
+    except KeyError as e:
+        raise ValueError(f"{where} [{name}]: its source names ${{{e.args[0]}}}, not a key of {SOURCES}.toml "
+                         f"({', '.join(shared)})") from None
+    except ValueError as e:
+        raise ValueError(f"{where} [{name}]: a $ in its source names no source ({e}); "
+                         "write a literal $ as $$") from None
     return Input(name, *(_number(name, k, table[k]) for k in ("value", "low", "high")), table["unit"], table["what"],
                  source, table["kind"])
 

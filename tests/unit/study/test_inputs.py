@@ -69,7 +69,9 @@ def test_values_by_name_missing_one_or_naming_an_unknown_one_are_refused():
     (lambda d: (d / "gpu.toml").write_text((d / "gpu.toml").read_text().replace("value = 0.05", "vaule = 0.05")),
      "unknown \\['vaule'\\]"),
     (lambda d: (d / "gpu.toml").write_text((d / "gpu.toml").read_text().replace("${overlap}", "${overlapp}")),
-     "names \\$\\{'overlapp'\\}"),
+     "names \\$\\{overlapp\\}, not a key of sources.toml"),
+    (lambda d: (d / "gpu.toml").write_text((d / "gpu.toml").read_text().replace("${overlap}", "$5 ${overlap}")),
+     "write a literal \\$ as \\$\\$"),
     (lambda d: (d / "extra.toml").write_text(""), "extra.toml is read by no one"),
 ])
 def test_a_data_file_out_of_step_with_the_code_is_refused(tmp_path, edit, needle):

@@ -52,6 +52,14 @@ class Interrupted(BaseException):
     def exit_code(self) -> int:
         return 128 + self.signum  # the shell's convention for "killed by signal N"
 
+    def line(self, go_on: str) -> str:
+        """The one line a command ends with: what the signal stopped and how to go on (`go_on`, where
+        `{run_dir}` stands for the run directory; with no run directory yet: run it again)."""
+        if "{run_dir}" in go_on and self.run_dir is None:
+            go_on = "nothing was recorded yet; run it again"
+        stopped = f": {self.stopped}" if self.stopped else ""
+        return f"interrupted by {self}{stopped}; {go_on.format(run_dir=self.run_dir)}"
+
 
 @contextlib.contextmanager
 def signals_raise(run_dir: Path | None = None) -> Iterator[None]:

@@ -60,10 +60,7 @@ def finish_interrupted(e: Interrupted, go_on: str, show_run: bool = True) -> int
     `{run_dir}` stands for the run directory); returns the exit status, 128+N for signal N."""
     if show_run:
         _print_run(e.run_dir)
-    if "{run_dir}" in go_on and e.run_dir is None:
-        go_on = "nothing was recorded yet; run it again"
-    stopped = f": {e.stopped}" if e.stopped else ""
-    click.echo(f"error: interrupted by {e}{stopped}; {go_on.format(run_dir=e.run_dir)}", err=True)
+    click.echo(f"error: {e.line(go_on)}", err=True)
     return e.exit_code
 
 

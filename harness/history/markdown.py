@@ -1,6 +1,6 @@
 """The changes of a history as Markdown (a CI job summary, `ddlbench history changes`, changes.md).
 
-    print(changes_markdown(scan("history/").changes, series=120, runs=2400))
+    print(changes_markdown(scan("history/").changes, series=120, cell_runs=2400))
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ def _p(v) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1e}"
 
 
-def changes_markdown(table: pd.DataFrame, series: int, runs: int) -> str:
-    """A table of changes, one line each: state, cell, size with its 95% CI, commits and the bisect command."""
+def changes_markdown(table: pd.DataFrame, series: int, cell_runs: int) -> str:
+    """A table of changes, one line each: state, cell, size with its 95% CI, commits and the bisect command.
+    `cell_runs`: the history's rows searched, one per cell measured in a run."""
     opened = table[(table["state"] == "open") & (table["kind"] == "change")]
     head = (f"## History: {len(opened)} open change(s) ({int(opened['confirmed'].sum())} confirmed) over {series} "
-            f"series, {runs} runs\n")
+            f"series, {cell_runs} cell-runs\n")
     if table.empty:
         return head + "\nNo change points.\n"
     lines = [head, "| state | cell | size (95% CI) | p | last good -> first bad | runs after | bisect / what changed |",

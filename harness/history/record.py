@@ -14,17 +14,17 @@ from harness.history.rows import run_rows
 
 
 def add_runs(history: str | Path, runs, repo: str | Path = ".") -> list[str]:
-    """Append the cells of each run (a stored baseline brings all its rounds) as one batch; a run already in
-    the history is not added again. Returns one line per run."""
-    history = store.check_history(history, must_exist=False)
-    known = store.known_runs(history)
+    """Append the cells of each run (a stored baseline brings all its rounds), one batch per run; a run already
+    in the history, or given twice, is not added again, also when another `history add` of it runs at the same
+    time (they take turns: store.adding). Returns one line per run."""
+    batches = [(tables.path, run_rows(tables, repo)) for run in runs for tables in load_rounds(resolve(run))]
     lines = []
-    for run in runs:
-        for tables in load_rounds(resolve(run)):
-            rows = run_rows(tables, repo)
+    with store.adding(history) as history:
+        known = store.known_runs(history)
+        for path, rows in batches:
             fresh = rows[~rows["run_key"].isin(known)]
             if fresh.empty:
-                lines.append(f"{tables.path}: already in {history} (nothing added)")
+                lines.append(f"{path}: already in {history} (nothing added)")
                 continue
             store.append(fresh, history)
             known |= set(fresh["run_key"])
@@ -32,6 +32,5 @@ def add_runs(history: str | Path, runs, repo: str | Path = ".") -> list[str]:
             where = (f"commit {commit[:12]}{' (dirty)' if fresh['commit_dirty'].iloc[0] else ''}"
                      if commit else "no commit")
             why = fresh["commit_reason"].iloc[0]
-            lines.append(f"{tables.path}: added {len(fresh)} cells to {history} ({where}"
-                         f"{'; ' + why if why else ''})")
+            lines.append(f"{path}: added {len(fresh)} cells to {history} ({where}{'; ' + why if why else ''})")
     return lines

@@ -7,17 +7,21 @@
 
 A batch is written to a hidden temporary name in runs/ and renamed (harness/core/atomic.py), under a name no
 other writer can take (time, process id and a random uuid), so two CI jobs appending at once lose nothing and
-a reader never sees half a file. The files are read as one pyarrow dataset (`read`). A file that cannot be
-read (torn by a crash of a copy, not a history file, or written by a newer ddlbench) is named in a one-line
-problem and skipped; the rest stays readable. A run added twice is kept once.
+a reader never sees half a file. Adders take turns (`adding`: a lock on runs/), so a run given to two at once
+is added by one and found by the other. The files are read as one pyarrow dataset (`read`). A file that cannot
+be read (torn by a crash of a copy, not a history file, or written by a newer ddlbench) is named in a one-line
+problem and skipped; the rest stays readable. A run added twice all the same (two folders merged) is kept once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fcntl
 import os
 import uuid
 from pathlib import Path
+from typing import Iterator
 
 import pandas as pd
 import pyarrow as pa
@@ -47,6 +51,25 @@ def check_history(history: str | Path, must_exist: bool = True) -> Path:
         raise UserError(f"--history {path} holds no history (no {RUNS}/ folder): add runs first with "
                         f"`ddlbench history add RUN --history {path}`")
     return path
+
+
+@contextlib.contextmanager
+def adding(history: str | Path) -> Iterator[Path]:
+    """One adder at a time per history folder, for as long as it reads which runs the folder holds and appends
+    the others: an exclusive flock(2) on the runs/ folder itself, waited for (an add takes seconds; a CI job
+    refused would fail). Not results/lock.run_lock, which refuses a second writer and leaves a `.lock` file:
+    a history folder is versioned. The kernel drops the lock however its holder ends, SIGKILL included."""
+    path = check_history(history, must_exist=False)
+    try:
+        runs_dir(path).mkdir(parents=True, exist_ok=True)
+        fd = os.open(runs_dir(path), os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as e:
+        raise unwritable(e, f"history folder {path}", "make it writable or give another --history") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield path
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
 
 
 def batch_name() -> str:

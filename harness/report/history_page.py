@@ -104,8 +104,8 @@ def history_html(found: Scan, title: str) -> str:
     opened = ch[(ch["state"] == "open") & (ch["kind"] == "change")]
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
-             f"<p>{len(found.series)} series (a cell on one environment), {len(found.rows)} ok runs; "
-             f"{len(opened)} open changes.</p>",
+             f"<p>{len(found.series)} series (a cell on one environment), {len(found.rows)} ok cell-runs (a cell "
+             f"in a run); {len(opened)} open changes.</p>",
              *(f"<p class='problem'>skipped: {html.escape(p)}</p>" for p in found.problems),
              "<h2>Changes</h2>", _changes_table(ch)]
     rows = found.rows.sort_values(["run_utc", "position"], kind="stable")

@@ -1,6 +1,7 @@
 """The history store (harness/history/store.py): two writers at once lose nothing, a torn, foreign or newer
-schema's file is named and skipped while the rest stays readable, a run added twice is kept once, and a run
-whose commit cannot be placed still lands with the reason.
+schema's file is named and skipped while the rest stays readable, a run added twice is kept once (two `history
+add` of it at once: added by one, the other says it is there), and a run whose commit cannot be placed still
+lands with the reason.
 
     pytest -q tests/unit/history/test_store.py        # a few seconds
 """
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pandas as pd
 from click.testing import CliRunner
@@ -61,6 +64,7 @@ def test_a_torn_and_a_foreign_file_are_named_and_skipped_and_the_rest_read(tmp_p
     res = CliRunner().invoke(cli, ["history", "changes", "--history", str(history)])
     assert res.exit_code == 0, res.output
     assert res.stderr.count("warning: skipped") == 2 and "torn.parquet" in res.stderr
+    assert f"over {len(CELLS)} series, {3 * len(CELLS)} cell-runs" in res.stdout  # rows counted as what they are
 
 
 def test_a_file_torn_past_its_footer_and_a_newer_schemas_file_are_named_once_and_skipped(tmp_path):
@@ -102,3 +106,28 @@ def test_history_add_keeps_a_run_once_and_lands_a_run_without_a_commit(tmp_path)
     rows, _ = store.read(history)
     assert len(rows) == 2 * len(CELLS)
     assert set(rows["commit_depth"]) == {-1} and rows["commit_reason"].str.len().gt(0).all()
+
+
+def _waiting_for_a_lock(pids) -> set[int]:
+    """Those of `pids` blocked in flock(2) (lines "N: -> FLOCK ... PID ..." of /proc/locks)."""
+    waiting = [line.split() for line in Path("/proc/locks").read_text().splitlines()]
+    return {pid for pid in pids if any(f[1] == "->" and str(pid) in f for f in waiting)}
+
+
+def test_two_history_adds_of_one_run_at_once_add_it_once_and_the_second_says_so(tmp_path):
+    run = synthetic.write_run_dir(synthetic.series_runs(1, CELLS)[0], tmp_path / "run")
+    history = tmp_path / "history"
+    argv = [sys.executable, "-m", "harness.cli.main", "history", "add", str(run), "--history", str(history)]
+    with store.adding(history):  # both start, read nothing yet, and wait here: then they go one after the other
+        procs = [subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+        deadline = time.monotonic() + 60
+        while _waiting_for_a_lock(p.pid for p in procs) != {p.pid for p in procs}:
+            assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+            assert time.monotonic() < deadline, "the adds never waited for the folder"
+            time.sleep(0.05)
+    said = sorted(p.communicate(timeout=120)[0].strip() for p in procs)
+    assert [p.returncode for p in procs] == [0, 0], said
+    assert said[0].startswith(f"{run}: added {len(CELLS)} cells to {history}"), said
+    assert said[1] == f"{run}: already in {history} (nothing added)", said
+    assert len(store.files(history)) == 1 and len(store.read(history)[0]) == len(CELLS)

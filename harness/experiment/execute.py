@@ -1,7 +1,8 @@
 """Run cells and sweeps into a run directory (plain functions; the CLI and the tests call these).
 
 A failed or hung cell is recorded with its reason and log tail and the sweep goes on; every finished
-cell is on disk before the next starts; `resume` skips cells already recorded. One writer per run
+cell is on disk before the next starts; `resume` repairs torn cell parts from the run's tables
+(harness/results/repair.py) and skips cells already recorded. One writer per run
 directory (harness.results.lock). SIGTERM or SIGINT to the driver ends the running cell's ranks, records
 the cell as interrupted (run again by --resume) and raises Interrupted (harness/core/errors.py) naming the
 run directory; earlier cells stay on disk.
@@ -28,7 +29,9 @@ from harness.procs.logs import log_tail
 from harness.results import environment, machine_load, store
 from harness.results.files import unwritable
 from harness.results.lock import run_lock
+from harness.results.repair import repair_parts
 from harness.results.summarize import failed_row, raw_rows, summary_row
+from harness.experiment.cells import warn
 from harness.experiment.options import RunOptions
 from harness.launchers.choose import this_box
 from workloads import WORKLOADS
@@ -119,11 +122,18 @@ def _write_files(run_dir: Path, files: dict[str, str]) -> None:
 
 
 def _run_in(cells, run_dir, run_id, options: RunOptions, env_extra, launch) -> list[dict]:
+    repaired = repair_parts(run_dir, [c.cell_id for c in cells]) if options.resume else []
+    for line in repaired:  # a torn part restored from the tables, or its cell measured again; a foreign folder
+        warn(line)
     done = store.finished_cells(run_dir, include_failed=not options.retry_failed) if options.resume else set()
-    if done:  # rebuild the run's tables from its parts: a damaged or missing table comes back
+    if done or repaired:  # rebuild the run's tables from its parts: a damaged or missing table comes back
         store.rebuild(run_dir)
     load = machine_load.Watch(run_dir)  # the load around the cells (docs/ARCHITECTURE.md, "Measurement hygiene")
-    resumed = (run_dir / "environment.parquet").exists() and options.resume
+    environment_table = run_dir / "environment.parquet"
+    resumed = options.resume and store.readable(environment_table) is not None
+    if options.resume and not resumed and environment_table.exists():  # no cell holds it: recorded anew
+        warn(f"{environment_table} is torn: recorded again now (the run's start time, commit and versions are "
+             f"this resume's)")
     if not resumed:
         write_environment(run_dir, run_id, cells[0].device if cells else "cpu", env_extra, sample_load=False)
 

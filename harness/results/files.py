@@ -18,8 +18,6 @@ import pyarrow
 
 from harness.core.errors import UserError
 
-RUN_TABLE_FIX = "`ddlbench sweep FILE --resume --output RUN` rebuilds a run's tables from its cells/"
-
 
 def read_table(path: str | Path, columns: list[str] | None = None, fix: str = "") -> pd.DataFrame:
     """A Parquet table; a missing, truncated or foreign file is a UserError that names it and says how

@@ -13,7 +13,7 @@ import pandas as pd
 from harness.core.atomic import write_json_atomic, write_parquet_atomic
 from harness.core.errors import UserError
 from harness.results import store
-from harness.results.files import RUN_TABLE_FIX, read_table
+from harness.results.files import read_table
 
 
 def _now() -> str:
@@ -21,11 +21,9 @@ def _now() -> str:
 
 
 def cell_statuses(run: Path) -> dict[str, str]:
-    """cell id -> status (ok, failed, ...) of every cell recorded in the run directory."""
-    out = {}
-    for part in sorted((Path(run) / "cells").glob("*/summary.parquet")):
-        out[part.parent.name] = str(read_table(part, columns=["status"])["status"].iloc[0])
-    return out
+    """cell id -> status (ok, failed, ...) of every cell recorded in the run directory (a folder under cells/
+    that is no cell of the run skipped; a torn part an error saying how to fix it)."""
+    return {d.name: str(part["status"].iloc[0]) for d, part in store.recorded_cells(Path(run)).items()}
 
 
 def run_dirs(paths: tuple[str, ...]) -> list[Path]:
@@ -66,7 +64,7 @@ def merge_runs(sources: list[Path], merged: Path) -> Path:
     for cell_id, (src, _) in chosen.items():
         shutil.copytree(src, store.cell_dir(merged, cell_id))
     for table in ("environment", "commbench"):
-        frames = [read_table(s / f"{table}.parquet", fix=RUN_TABLE_FIX) for s in sources
+        frames = [read_table(s / f"{table}.parquet", fix=store.table_fix(s, table)) for s in sources
                   if (s / f"{table}.parquet").exists()]
         if frames:
             write_parquet_atomic(pd.concat(frames, ignore_index=True).drop_duplicates(), merged / f"{table}.parquet")

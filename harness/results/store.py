@@ -5,7 +5,9 @@
         cells/<cell-id>/{cell.json, result.json, rank*.log, raw.parquet, summary.parquet}
 
 The per-cell parts are the truth; the consolidated tables are rebuilt from them after every cell, each
-written to a temporary file and renamed, so an interrupted sweep loses nothing already measured.
+written to a temporary file and renamed, so an interrupted sweep loses nothing already measured. Both sides hold
+the same rows, so on resume either restores the other (harness/results/repair.py). A folder under cells/ that is
+no cell of the run (`cell_parts`) is skipped.
 """
 
 from __future__ import annotations
@@ -18,12 +20,17 @@ import pandas as pd
 
 from harness.core.atomic import write_parquet_atomic
 from harness.core.errors import UserError
-from harness.results.files import RUN_TABLE_FIX, read_table, unwritable
+from harness.procs.argv import CELL_FILE
+from harness.results.files import read_table, unwritable
 from harness.results.paths import RESULTS_ROOT
 from harness.results.summarize import add_scaling
 from harness.core.schema import SCHEMA_VERSION
 
 TABLES = ("raw", "summary", "environment", "commbench")
+REBUILT = ("summary", "raw")
+"""The run's tables made from its cells' parts (consolidate); the others are written once, by the run."""
+
+
 def cell_dir(run_dir: Path, cell_id: str) -> Path:
     return run_dir / "cells" / cell_id
 
@@ -40,34 +47,107 @@ def save_cell(run_dir: Path, cell_id: str, raw: pd.DataFrame | None, summary: di
                                                        f"--resume --output {run_dir}") from None
 
 
-_PART_FIX = "remove that cell's directory and resume the run (--resume) to measure the cell again"
+def part_fix(run_dir: Path) -> str:
+    """How to fix a torn or foreign part of a cell of `run_dir`."""
+    return (f"resume the run ({_resume(run_dir)}): it restores the part from the run's tables, or measures the "
+            f"cell again when they do not hold it")
+
+
+def table_fix(run_dir: Path, table: str) -> str:
+    """How to fix the run's torn or foreign table `table` (one of TABLES), by what can make it again."""
+    if table == "commbench":  # measured by `ddlbench commbench`, never by a cell
+        return f"measure it again: `ddlbench commbench ... --output {run_dir}` with the sizes it had"
+    if not (run_dir / "cells").is_dir():
+        return "it has no cells/ to rebuild it from: make it again with the command that wrote it"
+    if table in REBUILT:
+        return f"resume the run ({_resume(run_dir)}): it rebuilds the table from the run's cells/"
+    return f"resume the run ({_resume(run_dir)}): no cell holds it, the resume records it again"
+
+
+def _resume(run_dir: Path) -> str:
+    if (run_dir / "sweep.yaml").exists():  # every run of the one sweep path keeps it (experiment/dispatch.py)
+        return f"`ddlbench sweep {run_dir / 'sweep.yaml'} --resume --output {run_dir}`"
+    return f"its command with `--resume --output {run_dir}`"
+
 
 INTERRUPTED = "interrupted"
 """Reason prefix of a cell stopped by a signal to the driver: recorded, but run again on --resume."""
+
+
+def cell_parts(run_dir: Path, known=()) -> tuple[dict[Path, pd.DataFrame | None], list[Path]]:
+    """The run's cell folders, each with its summary part (None: none yet, or one that cannot be read), and the
+    folders under cells/ that are no cell of the run (foreign: a copy, a backup, notes), which every reader
+    skips. A folder is a cell when its summary part names it, when it holds what a cell's ranks read or wrote
+    (cell.json, result.json), or when `known` (the cells a resume runs) or the run's summary table names it."""
+    parts: dict[Path, pd.DataFrame | None] = {}
+    foreign, named = [], None
+    for d in sorted(p for p in (run_dir / "cells").glob("*") if p.is_dir()):
+        part = readable(d / "summary.parquet")
+        if part is not None and not _names(part, d.name):
+            part = None  # a table, but not this cell's summary
+        if part is None and d.name not in known and not any((d / f).exists() for f in (CELL_FILE, "result.json")):
+            named = _summary_ids(run_dir) if named is None else named
+            if d.name not in named:
+                foreign.append(d)
+                continue
+        parts[d] = part
+    return parts, foreign
+
+
+def readable(path: Path) -> pd.DataFrame | None:
+    """The table at `path`, or None when there is none or it is torn or no Parquet table."""
+    if not path.exists():
+        return None
+    try:
+        return read_table(path)
+    except UserError:
+        return None
+
+
+def _names(part: pd.DataFrame, cell_id: str) -> bool:
+    return len(part) > 0 and {"cell_id", "status"} <= set(part.columns) and (part["cell_id"] == cell_id).all()
+
+
+def _summary_ids(run_dir: Path) -> set[str]:
+    summary = readable(run_dir / "summary.parquet")
+    return set(summary["cell_id"].astype(str)) if summary is not None and "cell_id" in summary else set()
+
+
+def _part(run_dir: Path, d: Path, part: pd.DataFrame | None) -> pd.DataFrame | None:
+    """A cell's summary part as cell_parts read it; one that is there but could not be read is an error saying
+    how to fix it (a resume repairs parts first: harness/results/repair.py)."""
+    if part is None and (d / "summary.parquet").exists():
+        read_table(d / "summary.parquet", fix=part_fix(run_dir))  # raises, naming pyarrow's why
+        raise UserError(f"{d / 'summary.parquet'} is not the summary of cell {d.name}; {part_fix(run_dir)}")
+    return part
+
+
+def recorded_cells(run_dir: Path) -> dict[Path, pd.DataFrame]:
+    """Each cell folder of the run with a summary part, and that part; a part that is there but cannot be read
+    is an error saying how to fix it (a resume repairs the parts first: harness/results/repair.py)."""
+    return {d: part for d, part in cell_parts(run_dir)[0].items() if _part(run_dir, d, part) is not None}
 
 
 def finished_cells(run_dir: Path, include_failed: bool = True) -> set[str]:
     """Cells with a summary part (failed ones too unless include_failed=False); interrupted cells are
     never finished."""
     done = set()
-    for part in (run_dir / "cells").glob("*/summary.parquet"):
-        row = read_table(part, fix=_PART_FIX)
+    for d, row in recorded_cells(run_dir).items():
         if row["reason"].fillna("").astype(str).str.startswith(INTERRUPTED).any():
             continue
         if include_failed or (row["status"] == "ok").all():
-            done.add(part.parent.name)
+            done.add(d.name)
     return done
 
 
 def consolidate(run_dir: Path) -> None:
-    cells = sorted((run_dir / "cells").glob("*/summary.parquet"))
-    if cells:
-        summary = pd.concat([read_table(p, fix=_PART_FIX) for p in cells], ignore_index=True)
-        write_parquet_atomic(add_scaling(summary), run_dir / "summary.parquet")
-    raws = sorted((run_dir / "cells").glob("*/raw.parquet"))
+    parts = cell_parts(run_dir)[0]
+    summaries = [row for d, part in parts.items() if (row := _part(run_dir, d, part)) is not None]
+    if summaries:
+        write_parquet_atomic(add_scaling(pd.concat(summaries, ignore_index=True)), run_dir / "summary.parquet")
+    raws = [read_table(d / "raw.parquet", fix=part_fix(run_dir)) for d in parts if (d / "raw.parquet").exists()]
     if raws:
-        write_parquet_atomic(pd.concat([read_table(p, fix=_PART_FIX) for p in raws], ignore_index=True),
-                             run_dir / "raw.parquet")
+        write_parquet_atomic(pd.concat(raws, ignore_index=True), run_dir / "raw.parquet")
 
 
 def rebuild(run_dir: Path) -> None:
@@ -125,12 +205,14 @@ def resolve_run(run: str | Path, results_root: Path | None = None) -> Path:
                     f"(see `ls {root}`)")
 
 
-def load_run(run: str | Path) -> RunTables:
+def load_run(run: str | Path, fix: str = "") -> RunTables:
+    """The run's tables (a run directory, or a run id under results/); a torn one is a UserError saying how
+    to fix it: `fix`, else what can make it again there (`table_fix`)."""
     path = resolve_run(run)
     tables = {}
     for name in TABLES:
         f = path / f"{name}.parquet"
-        tables[name] = read_table(f, fix=RUN_TABLE_FIX) if f.exists() else pd.DataFrame()
+        tables[name] = read_table(f, fix=fix or table_fix(path, name)) if f.exists() else pd.DataFrame()
     if tables["summary"].empty and tables["commbench"].empty:
         raise UserError(f"run {path} has no results yet (no summary.parquet): run or resume the sweep first")
     for name, df in tables.items():

@@ -186,12 +186,16 @@ def failed_row(run_id: str, cell, reason: str, log_tail: str, sample_unit: str, 
 BASELINE_KEYS = ["workload", "batch_per_worker", "seq_len", "device", "dtype", "network"]  # per network profile
 
 
+SCALING_COLUMNS = ("baseline_throughput", "speedup", "scaling_efficiency", "compute_only_iter_s", "exposed_comm_s",
+                   "overlap_ratio")
+"""What the run's summary table adds to its cells' parts (add_scaling): computed across cells, no part's own."""
+
+
 def add_scaling(summary: pd.DataFrame) -> pd.DataFrame:
     """Speed-up, scaling efficiency, exposed communication and overlap against the sweep's own
     measured 1-worker `local` baseline of the same workload, batch and sequence length."""
     df = summary.copy()
-    for col in ("baseline_throughput", "speedup", "scaling_efficiency", "compute_only_iter_s",
-                "exposed_comm_s", "overlap_ratio"):
+    for col in SCALING_COLUMNS:
         df[col] = np.nan
     ok = df["status"] == "ok"
     base = df[ok & (df["scheme"] == "local") & (df["workers"] == 1)]

@@ -139,10 +139,97 @@ def test_resume_rebuilds_a_damaged_table_from_the_cell_parts(tmp_path):
            "batch_per_worker": 8, "seq_len": None, "device": "cpu", "dtype": "fp32", "network": "loopback",
            "throughput_median": 1.0, "iter_s_median": 1.0, "comm_only_s": 0.0}
     pd.DataFrame([row]).to_parquet(run / "cells" / "c1" / "summary.parquet")
+    pd.DataFrame([{"cell_id": "c1", "rank": 0, "iteration": 0, "iter_s": 1.0}]).to_parquet(run / "cells" / "c1" /
+                                                                                           "raw.parquet")
     (run / "summary.parquet").write_bytes(b"PAR1 torn")  # e.g. a disk filled up mid-write elsewhere
     pd.DataFrame([{"fingerprint": "fp"}]).to_parquet(run / "environment.parquet")
     run_cells([], run, RunOptions(resume=True, progress=False))
     assert list(read_table(run / "summary.parquet")["cell_id"]) == ["c1"]
+
+
+ROW = {"status": "ok", "reason": "", "scheme": "ddp", "workers": 2, "workload": "w", "batch_per_worker": 8,
+       "seq_len": None, "device": "cpu", "dtype": "fp32", "network": "loopback", "throughput_median": 1.0,
+       "iter_s_median": 1.0, "comm_only_s": 0.0}
+
+
+def _measured_run(d):
+    """A run of two measured cells c1, c2 (parts and tables, as store.save_cell leaves them), no ranks launched."""
+    for c in ("c1", "c2"):
+        raw = pd.DataFrame({"cell_id": c, "rank": 0, "iteration": range(4), "iter_s": [0.1, 0.2, 0.3, 0.4]})
+        store.save_cell(d, c, raw, {**ROW, "cell_id": c})
+    return d
+
+
+def _cut(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def test_a_torn_or_missing_cell_part_is_restored_from_the_run_tables(tmp_path):
+    from harness.results.repair import repair_parts
+
+    run = _measured_run(tmp_path / "run")
+    parts = {c: (pd.read_parquet(store.cell_dir(run, c) / "summary.parquet"),
+                 pd.read_parquet(store.cell_dir(run, c) / "raw.parquet")) for c in ("c1", "c2")}
+    _cut(store.cell_dir(run, "c1") / "summary.parquet")
+    (store.cell_dir(run, "c2") / "raw.parquet").unlink()
+    c1, c2 = store.cell_dir(run, "c1"), store.cell_dir(run, "c2")
+    assert repair_parts(run, ["c1", "c2"]) == [
+        f"{c1 / 'summary.parquet'} is torn: restored from {run / 'summary.parquet'} (nothing measured again)",
+        f"{c2 / 'raw.parquet'} is missing: restored from {run / 'raw.parquet'} (nothing measured again)"]
+    for c, (summary, raw) in parts.items():  # the parts as they were written
+        pd.testing.assert_frame_equal(pd.read_parquet(store.cell_dir(run, c) / "summary.parquet"), summary,
+                                      check_like=True)
+        pd.testing.assert_frame_equal(pd.read_parquet(store.cell_dir(run, c) / "raw.parquet"), raw)
+    assert store.finished_cells(run) == {"c1", "c2"} and repair_parts(run) == []
+
+
+def test_a_cell_with_no_intact_copy_is_measured_again_and_a_foreign_folder_is_named_and_skipped(tmp_path):
+    from harness.results.repair import repair_parts
+
+    run = _measured_run(tmp_path / "run")
+    _cut(store.cell_dir(run, "c1") / "raw.parquet")
+    _cut(run / "raw.parquet")  # the run's table torn too: the cell's samples are nowhere
+    foreign = run / "cells" / "backup"
+    foreign.mkdir()
+    (foreign / "summary.parquet").write_bytes(b"not a table")
+    lines = repair_parts(run, ["c1", "c2"])
+    assert lines == [f"skipped {foreign}: not a cell of this run (no summary of it, no cell.json); move it out of "
+                     f"{run / 'cells'}",
+                     f"{store.cell_dir(run, 'c1') / 'raw.parquet'} is torn and {run / 'raw.parquet'} does not hold "
+                     f"the cell's samples: it is measured again"]
+    assert store.finished_cells(run) == {"c2"}  # c1 runs again on resume; the foreign folder is no cell
+    store.consolidate(run)  # the foreign folder skipped, the table rebuilt from the sound parts
+    assert set(read_table(run / "raw.parquet")["cell_id"]) == {"c2"} and (foreign / "summary.parquet").exists()
+
+
+SWEEP_ONE = ("name: repair\nworkloads: [resnet50-tiny]\nschemes: [ddp]\nworkers: [1]\nwarmup: 1\niters: 3\n"
+             "device: cpu\ntimeout_s: 120\n")
+
+
+@pytest.mark.slow
+def test_resume_restores_a_cut_raw_part_without_measuring_it_again(tmp_path):
+    """A finished sweep's cell with its raw.parquet cut in half and a foreign folder under cells/ (issue 52): the
+    resume says which case applied, measures nothing again, and the samples are the ones measured."""
+    sweep, run = tmp_path / "s.yaml", tmp_path / "run"
+    sweep.write_text(SWEEP_ONE)
+    argv = ["sweep", str(sweep), "--output", str(run), "--no-progress"]
+    assert CliRunner().invoke(cli, argv).exit_code == 0
+    cells = sorted(store.finished_cells(run))
+    cut = store.cell_dir(run, cells[-1]) / "raw.parquet"
+    measured = pd.read_parquet(cut)
+    results = {c: (store.cell_dir(run, c) / "result.json").stat().st_mtime_ns for c in cells}
+    _cut(cut)
+    (run / "cells" / "notes").mkdir()
+    (run / "cells" / "notes" / "summary.parquet").write_bytes(b"not a table")
+    res = CliRunner().invoke(cli, argv + ["--resume", "--retry-failed"])
+    assert res.exit_code == 0, res.output
+    assert f"{cut} is torn: restored from {run / 'raw.parquet'} (nothing measured again)" in res.stderr
+    named = [line for line in res.stderr.splitlines() if str(run / "cells" / "notes") in line]
+    assert len(named) == 1 and "not a cell of this run" in named[0], res.stderr
+    assert {c: (store.cell_dir(run, c) / "result.json").stat().st_mtime_ns for c in cells} == results
+    pd.testing.assert_frame_equal(pd.read_parquet(cut), measured)
+    table = pd.read_parquet(run / "raw.parquet")
+    pd.testing.assert_frame_equal(table[table["cell_id"] == cells[-1]].reset_index(drop=True), measured)
 
 
 def test_sigterm_and_sigint_become_interrupted_only_inside():

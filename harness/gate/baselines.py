@@ -143,10 +143,27 @@ def run_identity(tables) -> tuple:
 
 def load_rounds(path: str | Path) -> list:
     """Every run stored in a baseline (its first run, then rounds/2 ...), or [the run] for a run directory."""
-    first = load_run(path)
+    first = load_stored(path)
     extra = sorted((d for d in (first.path / "rounds").glob("*") if d.is_dir() and d.name.isdigit()),
                    key=lambda d: int(d.name)) if (first.path / "rounds").is_dir() else []
-    return [first, *(load_run(d) for d in extra)]
+    return [first, *(load_run(d, fix=_save_again(first.path)) for d in extra)]
+
+
+def load_stored(path: str | Path):
+    """A run directory, or a stored baseline's first run, as load_run reads it; a torn table of a baseline is told
+    to save the baseline again (it has no cells/ to rebuild it from, and no run to resume)."""
+    path = Path(path)
+    return load_run(path, fix=_save_again(path) if (path / "meta.json").is_file() else "")
+
+
+def _save_again(baseline: Path) -> str:
+    """How to make a stored baseline again: `baseline save` from the runs it was saved from (its meta.json)."""
+    try:
+        runs = " ".join(json.loads((baseline / "meta.json").read_text())["source_runs"])
+    except (OSError, ValueError, KeyError, TypeError):
+        runs = "RUN..."
+    return (f"save the baseline again from its runs: `ddlbench baseline save {baseline.name} {runs} --force "
+            f"--dir {baseline.parent}`")
 
 
 def _store(run_dirs: list[Path], dest: Path, meta: dict) -> None:

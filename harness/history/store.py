@@ -106,11 +106,17 @@ def _check(path: Path) -> tuple[pa.Schema | None, str]:
     try:
         schema = pq.read_schema(path)
     except Exception as e:  # a torn or foreign file: pyarrow raises several kinds
-        return None, f"{path} is not a readable Parquet file ({str(e).splitlines()[0][:120]})"
+        return None, f"{path} is not a readable Parquet file ({str(e).splitlines()[0][:120]}); {_torn_fix(path)}"
     missing = [c for c in REQUIRED if c not in schema.names]
     if missing:
-        return None, f"{path} is not a history file (no {', '.join(missing)} column)"
+        return None, f"{path} is not a history file (no {', '.join(missing)} column); move it out of {path.parent}"
     return schema, ""
+
+
+def _torn_fix(path: Path) -> str:
+    """A torn batch: its runs are missing from the history until it is restored or they are added again."""
+    return (f"restore it from a copy, or move it out of {path.parent} and add its runs again "
+            f"(`ddlbench history add RUN --history {path.parent.parent}`)")
 
 
 def _dataset(schemas: dict[Path, pa.Schema]) -> ds.Dataset:
@@ -131,12 +137,12 @@ def _blame(data: ds.Dataset, columns: list[str], where) -> dict[Path, str]:
         try:
             table = fragment.to_table(schema=data.schema, columns=columns, filter=where)
         except Exception as e:
-            out[path] = f"{path} is torn ({str(e).splitlines()[0][:120]})"
+            out[path] = f"{path} is torn ({str(e).splitlines()[0][:120]}); {_torn_fix(path)}"
             continue
         newest = pc.max(table["schema_version"]).as_py() if table.num_rows else None
         if newest is not None and newest > SCHEMA_VERSION:
             out[path] = (f"{path} was written by a newer ddlbench (history schema {newest} > {SCHEMA_VERSION}): "
-                         f"upgrade ddlbench")
+                         f"upgrade ddlbench to read it")
     return out
 
 
@@ -169,8 +175,7 @@ def read(history: str | Path, columns: list[str] | None = None, series=None) -> 
         schemas = {f: s for f, s in schemas.items() if f not in blamed}
     else:
         table = None
-    skipped = [f"skipped {problems[f]}; move it out of {runs_dir(path)} or restore it from a copy"
-               for f in order if f in problems]
+    skipped = [f"skipped {problems[f]}" for f in order if f in problems]
     if table is None or not table.num_rows:
         return as_rows(pd.DataFrame()).loc[:, [c for c in COLUMNS if c in columns]], skipped
     rows = table.to_pandas()  # dictionaries unified: categoricals

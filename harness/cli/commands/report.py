@@ -22,9 +22,9 @@ def load_input(ref: str):
     # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
     import pandas as pd
 
-    from harness.gate.baselines import resolve
+    from harness.gate.baselines import load_stored, resolve
     from harness.results.files import read_table
-    from harness.results.store import RunTables, load_run
+    from harness.results.store import RunTables
 
     p = Path(ref)
     if p.is_file():
@@ -41,7 +41,7 @@ def load_input(ref: str):
             return RunTables(path=p, raw=empty, summary=df, environment=empty, commbench=empty)
         raise UserError(f"{ref} is neither summary-shaped (workload, scheme, workers, throughput_median) "
                         f"nor a commbench table (collective, size_bytes, busbw_gbit_s)")
-    return load_run(resolve(ref))
+    return load_stored(resolve(ref))
 
 
 @click.command("report")

@@ -117,6 +117,28 @@ def test_cli_save_list_and_compare_by_name(tmp_path, monkeypatch):
     assert r.exit_code == 2 and "(cpu_model: test cpu -> other cpu)" in r.output
 
 
+def test_a_torn_stored_baseline_is_told_to_save_it_again_and_a_torn_run_to_resume(tmp_path, monkeypatch):
+    """A baseline has no cells/ to rebuild a table from and no run to resume: its fix is `baseline save` again
+    from the runs its meta.json names (issue 52); a run's torn table is rebuilt by resuming the run."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    run, other = fake_run(tmp_path / "run1", seed=1), fake_run(tmp_path / "run2", seed=2)
+    stored = save_baseline("main-cpu", run, root=tmp_path / "baselines")
+    torn = stored / "raw.parquet"
+    torn.write_bytes(torn.read_bytes()[: torn.stat().st_size // 2])
+    for argv in (["compare", "main-cpu", str(other), "--baselines-dir", str(tmp_path / "baselines")],
+                 ["report", str(stored), "-o", str(tmp_path / "report")]):
+        r = CliRunner().invoke(cli, argv)
+        assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, r.output
+        assert r.stderr.startswith(f"error: cannot read table {torn} ") and "--resume" not in r.stderr, r.stderr
+        assert r.stderr.rstrip().endswith(f"save the baseline again from its runs: `ddlbench baseline save main-cpu "
+                                          f"{run} --force --dir {tmp_path / 'baselines'}`, or remove it"), r.stderr
+    (run / "cells").mkdir()  # a run (with cells/ to rebuild from and sweep.yaml to resume by)
+    (run / "summary.parquet").write_bytes(b"PAR1 torn")
+    r = CliRunner().invoke(cli, ["show", str(run)])
+    resume = f"`ddlbench sweep {run / 'sweep.yaml'} --resume --output {run}`"
+    assert r.exit_code == 2 and f"resume the run ({resume}): it rebuilds the table from the run's cells/" in r.stderr
+
+
 BUSY = {"load_1m_start": 3.1, "load_5m_start": 2.0, "load_15m_start": 1.2, "others_cores_start": 1.35,
         "others_start": "python3[4242] 0.95 core, pytest[77] 0.40 core", "load_1m_end": 1.0,
         "load_5m_end": 1.0, "load_15m_end": 1.0, "others_cores_end": 0.0, "others_end": ""}

@@ -65,7 +65,15 @@ def loss(model: nn.Module, batch: dict) -> torch.Tensor:
 
 
 def build() -> WorkloadSpec:
-    return WorkloadSpec(name="byom-bag-classifier", family="custom", build=BagClassifier, make_batch=make_batch,
-                        loss=loss, batch=16, seq_len=SEQ, sample_unit="seq",
-                        description="example: residual MLP over token embeddings (bring your own model)",
-                        config={"vocab": VOCAB, "width": WIDTH, "depth": DEPTH, "classes": CLASSES})
+    return WorkloadSpec(
+        name="byom-bag-classifier",
+        family="custom",
+        build=BagClassifier,
+        make_batch=make_batch,
+        loss=loss,
+        batch=16,
+        seq_len=SEQ,
+        sample_unit="seq",
+        description="example: residual MLP over token embeddings (bring your own model)",
+        config={"vocab": VOCAB, "width": WIDTH, "depth": DEPTH, "classes": CLASSES},
+    )

@@ -60,8 +60,10 @@ def contract_layers(pyproject: Path = PYPROJECT) -> tuple[tuple[str, ...], ...]:
     config = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]
     (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
     (container,) = contract["containers"]
-    layers = [tuple(f"{container}.{name.strip().strip('()')}" for name in line.split("|"))
-              for line in reversed(contract["layers"])]
+    layers = [
+        tuple(f"{container}.{name.strip().strip('()')}" for name in line.split("|"))
+        for line in reversed(contract["layers"])
+    ]
     (below,) = [c["source_modules"] for c in config["contracts"] if c.get("id") == "workloads-below"]
     top = max(i for i, peers in enumerate(layers) if set(peers) & set(below))
     layers[top] += ("workloads",)
@@ -85,8 +87,19 @@ RUN_TIME_LOADS = {
 }
 """The modules that load a module named only at run time, and why: each is a process's program or a user's
 own code. Every other load names its module in the source, so the layering and the cycle check see it."""
-GENERIC = ("harness.launchers", "harness.spawner", "harness.experiment", "harness.rank", "harness.results", "harness.measure",
-           "harness.testbed", "harness.warm", "harness.procs", "harness.contracts", "harness.core")
+GENERIC = (
+    "harness.launchers",
+    "harness.spawner",
+    "harness.experiment",
+    "harness.rank",
+    "harness.results",
+    "harness.measure",
+    "harness.testbed",
+    "harness.warm",
+    "harness.procs",
+    "harness.contracts",
+    "harness.core",
+)
 LAUNCHERS_PKG = ROOT / "harness" / "launchers"
 BACKENDS_PKG = ROOT / "harness" / "backends"
 
@@ -123,8 +136,12 @@ def launcher_homes() -> dict[str, tuple[str, ...]]:
     return {p.name: (f"harness.launchers.{p.name}",) for p in _packages(LAUNCHERS_PKG)}
 
 
-LAUNCHER_REGISTRY = ("harness.contracts.launcher", "harness.contracts.recipes", "harness.launchers.choose",
-                     "harness.launchers")
+LAUNCHER_REGISTRY = (
+    "harness.contracts.launcher",
+    "harness.contracts.recipes",
+    "harness.launchers.choose",
+    "harness.launchers",
+)
 """Where every launcher may be named: the registries."""
 
 
@@ -179,7 +196,8 @@ def targets(node: ast.AST, here: str, is_pkg: bool, known: dict[str, Path]) -> l
 def _is_type_checking(node: ast.If) -> bool:
     t = node.test
     return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
-        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
+    )
 
 
 def scan(known: dict[str, Path]):
@@ -210,23 +228,32 @@ def scan(known: dict[str, Path]):
                     for hit in hits:
                         edge(hit, child.lineno, "imports")
                     if in_function and not any(mod == p or mod.startswith(p + ".") for p in LAZY):
-                        what = ([a.name for a in child.names] if isinstance(child, ast.Import)
-                                else [_resolve(child, mod, is_pkg)])
-                        if hits or not all(any(w == a or w.startswith(a + ".") for a in allowed)
-                                           for w in what):
+                        what = (
+                            [a.name for a in child.names]
+                            if isinstance(child, ast.Import)
+                            else [_resolve(child, mod, is_pkg)]
+                        )
+                        if hits or not all(any(w == a or w.startswith(a + ".") for a in allowed) for w in what):
                             local.append((path, child.lineno, ", ".join(what)))
                 how = _load_call(child)
                 if how:
-                    names, at_run_time = load_targets(child.args[0] if child.args else None, mod, is_pkg,
-                                                      known, tables[mod], loops)
+                    names, at_run_time = load_targets(
+                        child.args[0] if child.args else None, mod, is_pkg, known, tables[mod], loops
+                    )
                     for hit in names:
                         edge(hit, child.lineno, how)
                     what = ast.unparse(child.args[0]) if child.args else ""
                     if at_run_time and mod not in RUN_TIME_LOADS:
-                        unread.append((path, child.lineno, f"{how}({what}) loads a module named only at run time: "
-                                                           f"name it with a literal, a literal table or an "
-                                                           f"f-string of this module, or list {mod} in "
-                                                           f"RUN_TIME_LOADS with why"))
+                        unread.append(
+                            (
+                                path,
+                                child.lineno,
+                                f"{how}({what}) loads a module named only at run time: "
+                                f"name it with a literal, a literal table or an "
+                                f"f-string of this module, or list {mod} in "
+                                f"RUN_TIME_LOADS with why",
+                            )
+                        )
                     for name in nowhere(child.args[0] if child.args else None, tables[mod], loops, known):
                         unread.append((path, child.lineno, f"{how}({what}) names {name}, which is no module"))
                 fn = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -240,12 +267,16 @@ def scan(known: dict[str, Path]):
 
 
 def _load_call(node: ast.AST) -> str:
-    """"importlib.import_module" or "__import__" when `node` is such a call, else ""."""
+    """ "importlib.import_module" or "__import__" when `node` is such a call, else ""."""
     if not isinstance(node, ast.Call):
         return ""
     f = node.func
-    if isinstance(f, ast.Attribute) and f.attr == "import_module" and isinstance(f.value, ast.Name) \
-            and f.value.id == "importlib":
+    if (
+        isinstance(f, ast.Attribute)
+        and f.attr == "import_module"
+        and isinstance(f.value, ast.Name)
+        and f.value.id == "importlib"
+    ):
         return "importlib.import_module"
     if isinstance(f, ast.Name) and f.id in ("import_module", "__import__"):
         return "importlib.import_module" if f.id == "import_module" else "__import__"
@@ -283,8 +314,13 @@ def constants(known: dict[str, Path]) -> dict[str, dict[str, tuple[str, ...]]]:
                     for a in node.names:
                         if a.name in there:
                             tables[mod][a.asname or a.name] = there[a.name]
-                target = (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
-                          else node.target if isinstance(node, ast.AnnAssign) else None)
+                target = (
+                    node.targets[0]
+                    if isinstance(node, ast.Assign) and len(node.targets) == 1
+                    else node.target
+                    if isinstance(node, ast.AnnAssign)
+                    else None
+                )
                 if isinstance(target, ast.Name):
                     got = _strings(node.value, tables[mod])
                     if got is not None:
@@ -322,8 +358,13 @@ def _pattern(node: ast.AST, here: str, table, loops) -> tuple[list[str], bool]:
     got = _strings(node, table)
     if got is not None:
         return [re.escape(v) for v in got], False
-    parts = (node.values if isinstance(node, ast.JoinedStr)
-             else [node.left, node.right] if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) else None)
+    parts = (
+        node.values
+        if isinstance(node, ast.JoinedStr)
+        else [node.left, node.right]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)
+        else None
+    )
     if parts is None:
         return [], True
     regex = ""
@@ -339,8 +380,9 @@ def _pattern(node: ast.AST, here: str, table, loops) -> tuple[list[str], bool]:
     return [regex], False
 
 
-def load_targets(node: ast.AST | None, here: str, is_pkg: bool, known: dict[str, Path], table,
-                 loops) -> tuple[list[str], bool]:
+def load_targets(
+    node: ast.AST | None, here: str, is_pkg: bool, known: dict[str, Path], table, loops
+) -> tuple[list[str], bool]:
     """(the house's modules a load by name executes, as `targets` gives an import's; whether it may also
     load a module named only at run time)."""
     if node is None:
@@ -370,8 +412,10 @@ def layering(edges: dict[str, set[str]], known: dict[str, Path]) -> list[str]:
         if not any(mod == g or mod.startswith(g + ".") for g in GENERIC):
             continue
         for line, names in _compared(ast.parse(known[mod].read_text()), backend_names()):
-            out.append(f"{known[mod].relative_to(ROOT)}:{line}: generic code branches on backend "
-                       f"name(s) {', '.join(sorted(names))}: ask the backend (BackendEntry) instead")
+            out.append(
+                f"{known[mod].relative_to(ROOT)}:{line}: generic code branches on backend "
+                f"name(s) {', '.join(sorted(names))}: ask the backend (BackendEntry) instead"
+            )
     return out + launcher_names(known)
 
 
@@ -398,11 +442,12 @@ def launcher_names(known: dict[str, Path]) -> list[str]:
         if not mod.startswith("harness") or any(mod == r for r in LAUNCHER_REGISTRY):
             continue
         for line, names in _compared(ast.parse(path.read_text()), frozenset(homes), "launcher"):
-            foreign = sorted(n for n in names
-                             if not any(mod == h or mod.startswith(h + ".") for h in homes[n]))
+            foreign = sorted(n for n in names if not any(mod == h or mod.startswith(h + ".") for h in homes[n]))
             if foreign:
-                out.append(f"{path.relative_to(ROOT)}:{line}: branches on launcher name(s) {', '.join(foreign)} "
-                           f"outside its module: ask the launcher or the backend's recipe instead")
+                out.append(
+                    f"{path.relative_to(ROOT)}:{line}: branches on launcher name(s) {', '.join(foreign)} "
+                    f"outside its module: ask the launcher or the backend's recipe instead"
+                )
     return out
 
 
@@ -428,8 +473,9 @@ def launcher_folders() -> tuple[str, ...]:
     return tuple(f"harness.launchers.{p.name}" for p in _packages(LAUNCHERS_PKG))
 
 
-def launchers_behind_their_contract(edges: dict[str, set[str]], sites: dict | None = None,
-                                    known: dict[str, Path] | None = None) -> list[str]:
+def launchers_behind_their_contract(
+    edges: dict[str, set[str]], sites: dict | None = None, known: dict[str, Path] | None = None
+) -> list[str]:
     """Imports of a launcher's folder from outside harness/launchers/ (rule 6), each on one line: where, the
     importer, the launcher's module, what to do instead. No exceptions: a backend builds a launcher's recipe
     from harness/contracts/recipes/, a rank's entry point reads a launcher's variables through
@@ -446,9 +492,11 @@ def launchers_behind_their_contract(edges: dict[str, set[str]], sites: dict | No
         for dep in hits.values():
             line = (sites or {}).get((mod, dep), (0, ""))[0]
             where = f"{_relative(known[mod])}:{line}: " if known and mod in known and line else ""
-            out.append(f"{where}{mod} imports {dep}: a launcher's folder is imported only inside harness/launchers/; "
-                       f"choose the launcher through harness/launchers/choose.py and ask it, or move what it "
-                       f"shares below (harness/testbed/, harness/networks/, harness/contracts/)")
+            out.append(
+                f"{where}{mod} imports {dep}: a launcher's folder is imported only inside harness/launchers/; "
+                f"choose the launcher through harness/launchers/choose.py and ask it, or move what it "
+                f"shares below (harness/testbed/, harness/networks/, harness/contracts/)"
+            )
     return out
 
 
@@ -528,12 +576,17 @@ def main(argv: list[str] | None = None) -> int:
         for i, peers in enumerate(LAYERS):
             for pkg in peers:
                 here = (ROOT / pkg.replace(".", "/")).is_dir()  # an optional layer may not be here yet
-                print(f"{i + 1:2d}  {pkg if here else f'({pkg}: optional, not here)'}"
-                      + (f"  (peers: {', '.join(p for p in peers if p != pkg)})" if len(peers) > 1 else ""))
+                print(
+                    f"{i + 1:2d}  {pkg if here else f'({pkg}: optional, not here)'}"
+                    + (f"  (peers: {', '.join(p for p in peers if p != pkg)})" if len(peers) > 1 else "")
+                )
         return 0
     found = unseen_cycles(edges, sites)
-    layers = (layering(edges, known) + launchers_behind_their_contract(edges, sites, known)
-              + [f"{_relative(path)}:{line}: {what}" for path, line, what in unread])
+    layers = (
+        layering(edges, known)
+        + launchers_behind_their_contract(edges, sites, known)
+        + [f"{_relative(path)}:{line}: {what}" for path, line, what in unread]
+    )
     up = upward(edges, sites, known)
     for line in layers:
         print(f"layering: {line}")
@@ -545,13 +598,18 @@ def main(argv: list[str] | None = None) -> int:
             line, how = sites[(m, dep)]
             print(f"    {_relative(known[m])}:{line}: {m} {how if how == 'imports' else f'loads by {how}'} {dep}")
     for path, line, what in local:
-        print(f"{path.relative_to(ROOT)}:{line}: function-local import of {what} (move it to the top; only "
-              f"{', '.join(allowed_local())} may be imported where used)")
+        print(
+            f"{path.relative_to(ROOT)}:{line}: function-local import of {what} (move it to the top; only "
+            f"{', '.join(allowed_local())} may be imported where used)"
+        )
     bad = len(found) + len(local) + len(layers) + len(up)
-    print(f"check_imports: {len(known)} modules, {sum(map(len, edges.values()))} harness imports; "
-          f"{len(found)} cycle(s) through a load or a package's own import, {len(layers)} layering breach(es), "
-          f"{len(up)} upward load(s), {len(local)} function-local import(s) to move")
+    print(
+        f"check_imports: {len(known)} modules, {sum(map(len, edges.values()))} harness imports; "
+        f"{len(found)} cycle(s) through a load or a package's own import, {len(layers)} layering breach(es), "
+        f"{len(up)} upward load(s), {len(local)} function-local import(s) to move"
+    )
     return 1 if bad else 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

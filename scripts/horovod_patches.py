@@ -35,8 +35,10 @@ _NEW = "set(CMAKE_CXX_STANDARD 17)"
 GLOO_FILE = "horovod/common/gloo/gloo_context.cc"
 _FN = "void GlooContext::InitializeForProcessSet("
 _IFACE_OLD = "  device_attr.iface = gloo_iface_;\n"
-_IFACE_NEW = ("  gloo_iface_ = global_context.gloo_iface_;  // ddlbench: HOROVOD_GLOO_IFACE, not the hostname\n"
-              "  device_attr.iface = gloo_iface_;\n")
+_IFACE_NEW = (
+    "  gloo_iface_ = global_context.gloo_iface_;  // ddlbench: HOROVOD_GLOO_IFACE, not the hostname\n"
+    "  device_attr.iface = gloo_iface_;\n"
+)
 
 
 def patch_text(text: str) -> tuple[str, int]:
@@ -54,7 +56,7 @@ def patch_gloo_text(text: str) -> tuple[str, str]:
     at = text.find(_IFACE_OLD, start)
     if at < 0:
         raise ValueError("InitializeForProcessSet does not create its device from gloo_iface_")
-    return text[:at] + _IFACE_NEW + text[at + len(_IFACE_OLD):], "patched"
+    return text[:at] + _IFACE_NEW + text[at + len(_IFACE_OLD) :], "patched"
 
 
 def _cmake(root: Path) -> list[str]:
@@ -86,8 +88,9 @@ def patch_tree(root: Path, gloo: bool = True) -> list[str]:
         try:
             new, what = patch_gloo_text(path.read_text())
         except ValueError as e:
-            raise SystemExit(f"horovod_patches: {path}: {e}; this Horovod version is not the one the patch "
-                             f"was written for (0.28.1)") from None
+            raise SystemExit(
+                f"horovod_patches: {path}: {e}; this Horovod version is not the one the patch was written for (0.28.1)"
+            ) from None
         path.write_text(new)
         report.append(f"{GLOO_FILE}: process-set gloo interface {what}")
     elif gloo:

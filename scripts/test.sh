@@ -26,8 +26,11 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 echo "[test.sh] set-up took $(( $(date +%s) - t0 )) s"
 
-# The house rules of docs/ARCHITECTURE.md ("Rules"): the project's own checker (cycles, loads by name, imports at
-# the top, sizes, the backend and launcher rules), then the layer contracts of pyproject.toml (import-linter).
+# The house rules of docs/ARCHITECTURE.md ("Rules"): ruff (lint, and the format every file keeps; pyproject.toml
+# [tool.ruff]: lines within 120 characters, complexity by its rules), the project's own checker (loads by name,
+# imports at the top, the backend and launcher rules), then the import contracts of pyproject.toml (import-linter).
+ruff check harness workloads scripts tests examples
+ruff format --check harness workloads scripts tests examples
 "$PY" scripts/check_imports.py
 lint-imports --no-cache
 

@@ -18,10 +18,26 @@ def raises():
 
 
 def bad_batch():
-    return WorkloadSpec(name="x", family="custom", build=byom_model.BagClassifier, make_batch=byom_model.make_batch,
-                        loss=byom_model.loss, batch=0, seq_len=8, sample_unit="seq")
+    return WorkloadSpec(
+        name="x",
+        family="custom",
+        build=byom_model.BagClassifier,
+        make_batch=byom_model.make_batch,
+        loss=byom_model.loss,
+        batch=0,
+        seq_len=8,
+        sample_unit="seq",
+    )
 
 
 def no_params():
-    return WorkloadSpec(name="x", family="custom", build=torch.nn.ReLU, make_batch=byom_model.make_batch,
-                        loss=byom_model.loss, batch=4, seq_len=8, sample_unit="seq")
+    return WorkloadSpec(
+        name="x",
+        family="custom",
+        build=torch.nn.ReLU,
+        make_batch=byom_model.make_batch,
+        loss=byom_model.loss,
+        batch=4,
+        seq_len=8,
+        sample_unit="seq",
+    )

@@ -41,8 +41,10 @@ def _environment_restored(request):
         changed = sorted({k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)})
         os.environ.clear()
         os.environ.update(before)
-        print(f"\n*** {request.node.nodeid} left the environment changed ({', '.join(changed)}): restored",
-              file=sys.__stderr__)
+        print(
+            f"\n*** {request.node.nodeid} left the environment changed ({', '.join(changed)}): restored",
+            file=sys.__stderr__,
+        )
 
 
 @pytest.fixture
@@ -50,8 +52,10 @@ def run_dir(tmp_path) -> Path:
     return tmp_path / "run"
 
 
-ROOT_REASON = ("needs root: the emulated testbed creates network namespaces and tc qdiscs, the local Slurm "
-               "installs packages and starts daemons; run these tests as root")
+ROOT_REASON = (
+    "needs root: the emulated testbed creates network namespaces and tc qdiscs, the local Slurm "
+    "installs packages and starts daemons; run these tests as root"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -72,8 +76,10 @@ def clean_machine():
 
     holder = netns.lease_holder() if os.geteuid() == 0 else None
     if holder:
-        pytest.fail(f"the emulated testbed is in use by {holder}: these tests would reshape it under that run; "
-                    f"run them when it has finished")
+        pytest.fail(
+            f"the emulated testbed is in use by {holder}: these tests would reshape it under that run; "
+            f"run them when it has finished"
+        )
     if os.geteuid() == 0:
         netns.down()
     yield

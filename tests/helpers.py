@@ -24,7 +24,7 @@ from harness.experiment.cells import resolve
 from harness.spawner.cell import launch_cell
 from harness.contracts.recipes.local import LocalRecipe
 from harness.sim.model import ComputeModel
-from harness.sim.network import Cluster, get_link
+from harness.sim.links import Cluster, get_link
 from workloads import WORKLOADS
 
 TESTS = Path(__file__).resolve().parent
@@ -55,8 +55,11 @@ def rank_pids(under: Path, rank: int | None = None) -> list[int]:
             if not proc.name.isdigit() or int(proc.name) == os.getpid():
                 continue
             out = os.readlink(proc / "fd" / "1")
-            if not out.startswith(key + os.sep) or not Path(out).name.startswith("rank") or \
-                    (name and Path(out).name != name):
+            if (
+                not out.startswith(key + os.sep)
+                or not Path(out).name.startswith("rank")
+                or (name and Path(out).name != name)
+            ):
                 continue
             if (proc / "stat").read_text().split(")")[-1].split()[0] != "Z":
                 pids.append(int(proc.name))
@@ -97,11 +100,16 @@ def stopped_in_one_line(err: str, returncode: int | None = None) -> str:
 
 
 # --- lossless (tests/integration/processes/test_lossless.py has the rule) ----------------------------------------
-STEPS = int(os.environ.get("LOSSLESS_STEPS", "5"))  # > every scheme's profiling iterations, so planned schedules (groups, orders) are exercised
+STEPS = int(
+    os.environ.get("LOSSLESS_STEPS", "5")
+)  # > every scheme's profiling iterations, so planned schedules (groups, orders) are exercised
 
 
-SMALL = {"bert-base-tiny": dict(batch=2, seq_len=16), "resnet50-tiny": dict(batch=4),
-         "gpt2-small-tiny": dict(batch=2, seq_len=16)}
+SMALL = {
+    "bert-base-tiny": dict(batch=2, seq_len=16),
+    "resnet50-tiny": dict(batch=4),
+    "gpt2-small-tiny": dict(batch=2, seq_len=16),
+}
 
 
 DETERMINISTIC_ENV = {"DDLBENCH_DETERMINISTIC": "1", "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
@@ -109,8 +117,9 @@ DETERMINISTIC_ENV = {"DDLBENCH_DETERMINISTIC": "1", "CUBLAS_WORKSPACE_CONFIG": "
 cuBLAS reads its workspace setting before its first use."""
 
 
-def reference(workload: str, workers: int, batch: int, seq_len, steps: int,
-              device: str = "cpu") -> dict[str, torch.Tensor]:
+def reference(
+    workload: str, workers: int, batch: int, seq_len, steps: int, device: str = "cpu"
+) -> dict[str, torch.Tensor]:
     """Single-process training on the ranks' concatenated batches, on `device` (returned on the CPU)."""
     for k, v in DETERMINISTIC_ENV.items():
         os.environ.setdefault(k, v)
@@ -179,8 +188,9 @@ def check(params: list[dict], ref: dict, workload: str) -> None:
 
 # --- timing and GPUs --------------------------------------------------------------------------------
 def in_flight_peak(trace) -> int:
-    edges = sorted([(s, b) for _, b, s, _ in trace] + [(e, -b) for _, b, _, e in trace],
-                   key=lambda x: (x[0], x[1]))  # at equal times a finish frees before a start takes
+    edges = sorted(
+        [(s, b) for _, b, s, _ in trace] + [(e, -b) for _, b, _, e in trace], key=lambda x: (x[0], x[1])
+    )  # at equal times a finish frees before a start takes
     peak = cur = 0
     for _, d in edges:
         cur += d
@@ -214,12 +224,19 @@ def netns_sbatch(tmp_path: Path, script: str, *args: str, timeout_s: float = NET
     """Submit, poll `scontrol show job` until it ends (no accounting here), return (state, output)."""
     path = tmp_path / "job.sh"
     path.write_text(script)
-    job = subprocess.run(["sbatch", "--parsable", f"--output={tmp_path}/job-%j.out", "--time=2", *args, str(path)],
-                         capture_output=True, text=True, timeout=30, env=netns_env(), check=True).stdout.strip()
+    job = subprocess.run(
+        ["sbatch", "--parsable", f"--output={tmp_path}/job-%j.out", "--time=2", *args, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=netns_env(),
+        check=True,
+    ).stdout.strip()
     deadline, state = time.monotonic() + timeout_s, ""
     while time.monotonic() < deadline:
-        out = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True, timeout=10,
-                             env=netns_env(), check=False).stdout
+        out = subprocess.run(
+            ["scontrol", "show", "job", job], capture_output=True, text=True, timeout=10, env=netns_env(), check=False
+        ).stdout
         state = next((w.split("=", 1)[1] for w in out.split() if w.startswith("JobState=")), "")
         if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"):
             break
@@ -231,6 +248,7 @@ def netns_sbatch(tmp_path: Path, script: str, *args: str, timeout_s: float = NET
 
 
 # --- frameworks (tests/integration/processes/test_backends.py) ------------------------------------------
+
 
 def must_have(backend: str) -> None:
     """Skip loudly naming the install command; fail where CI requires the frameworks."""
@@ -256,6 +274,7 @@ def run_backend(tmp_path, monkeypatch, cell: CellSpec, steps: int) -> tuple[list
 
 # --- predictor toys (tests/unit/predict/test_predict.py, tests/integration/processes/test_scheme_contract.py) ---
 
+
 def toy(sizes_mb, backward_ms, forward_ms=None, optimizer_ms=1.0, batch=32, workload="toy") -> ComputeModel:
     """Tensors in parameter order (input side first); each layer owns one tensor; backward visits
     them in reverse (output side ready first), tensor i taking backward_ms[i]."""
@@ -267,13 +286,28 @@ def toy(sizes_mb, backward_ms, forward_ms=None, optimizer_ms=1.0, batch=32, work
         t += backward_ms[i] / 1000
         ready[i] = t
     fwd = forward_ms or [b / 2 for b in backward_ms]
-    return ComputeModel(workload, "seq", batch, 64, tuple(x * 4 for x in numels), numels, order, tuple(ready), t,
-                        tuple((i,) for i in range(n)), tuple(f / 1000 for f in fwd),
-                        tuple(optimizer_ms / 1000 * s / sum(sizes_mb) for s in sizes_mb), 1e9, "toy")
+    return ComputeModel(
+        workload,
+        "seq",
+        batch,
+        64,
+        tuple(x * 4 for x in numels),
+        numels,
+        order,
+        tuple(ready),
+        t,
+        tuple((i,) for i in range(n)),
+        tuple(f / 1000 for f in fwd),
+        tuple(optimizer_ms / 1000 * s / sum(sizes_mb) for s in sizes_mb),
+        1e9,
+        "toy",
+    )
 
 
-BERTISH = toy([90.0] + [2.25, 2.25, 0.01, 0.01, 9.0, 0.01, 9.0, 0.01] * 12 + [2.25],
-              [5.0] + [1.0, 1.0, 0.1, 0.1, 3.0, 0.1, 3.0, 0.1] * 12 + [1.0])
+BERTISH = toy(
+    [90.0] + [2.25, 2.25, 0.01, 0.01, 9.0, 0.01, 9.0, 0.01] * 12 + [2.25],
+    [5.0] + [1.0, 1.0, 0.1, 0.1, 3.0, 0.1, 3.0, 0.1] * 12 + [1.0],
+)
 
 
 def cluster(nodes=2, g=4, inter="ib-100g", intra="pcie3-x16", **kw) -> Cluster:

@@ -4,8 +4,8 @@
 
 Each round forks 4 workers (2 nodes x 2, node-local reduce on: workers stop their node peers too) and
 2 servers, which join a gloo group (a prefix of one TCP store), push and pull two keys once, wait a
-random 0-30 ms (so that ranks stop in every order), stop, and exit as the worker does. A stop message sent to a rank that has
-already left fails in gloo ("Connection closed by peer"): the race of issue 24. Exit 0 when every round
+random 0-30 ms (so that ranks stop in every order), stop, and exit as the worker does. A stop message sent to a rank
+that has already left fails in gloo ("Connection closed by peer"): the race of issue 24. Exit 0 when every round
 of every rank stopped cleanly.
 """
 
@@ -33,8 +33,13 @@ def _round(rank: int, world: int, port: int, i: int) -> None:
     """One rank of one round, in a process of its own, which then leaves as the worker does."""
     try:
         base = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=datetime.timedelta(seconds=30))
-        dist.init_process_group("gloo", store=dist.PrefixStore(f"round{i}", base), rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=30))
+        dist.init_process_group(
+            "gloo",
+            store=dist.PrefixStore(f"round{i}", base),
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=30),
+        )
         if rank >= WORKERS:
             serve(WORKERS, SERVERS, rank)
         else:

@@ -47,10 +47,17 @@ def simulate(c, cluster, knobs, p2p=None) -> Outcome:
         yield [chan.submit_bytes(b, ab.alpha_s) for b in c.grad_bytes] if cluster.workers > 1 else []
         marks["opt"] = sim.now
         yield c.optimizer_s
+
     sim.process(main())
     end = sim.run()
-    return Outcome(end, c.forward_s, c.backward_total_s, marks["opt"] - marks["wait"], c.optimizer_s,
-                   {"tensors": len(c.grad_bytes)})
+    return Outcome(
+        end,
+        c.forward_s,
+        c.backward_total_s,
+        marks["opt"] - marks["wait"],
+        c.optimizer_s,
+        {"tensors": len(c.grad_bytes)},
+    )
 
 
 register("toy", Toy, "toy: one all-reduce per tensor after backward", knobs=ToyKnobs, model=Model(simulate))

@@ -1,5 +1,5 @@
-"""A rank stand-in for tests/integration/processes/test_warm_pool.py: reports what a process started by the warm pool (or fresh)
-sees, as JSON, to the file after --report.
+"""A rank stand-in for tests/integration/processes/test_warm_pool.py: reports what a process started by the warm pool
+(or fresh) sees, as JSON, to the file after --report.
 
     python -P -m warm_probe --report OUT.json [--sleep S] [--worker --cell CELL.json --out DIR]
 
@@ -19,13 +19,22 @@ import torch
 
 def snapshot() -> dict:
     return {
-        "pid": os.getpid(), "ppid": os.getppid(), "sid": os.getsid(0), "pgid": os.getpgid(0),
-        "netns": os.readlink("/proc/self/ns/net"), "cwd": os.getcwd(),
-        "marker": os.environ.get("WARM_PROBE_MARKER", ""), "sys_path": sys.path[:4],
-        "threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "sid": os.getsid(0),
+        "pgid": os.getpgid(0),
+        "netns": os.readlink("/proc/self/ns/net"),
+        "cwd": os.getcwd(),
+        "marker": os.environ.get("WARM_PROBE_MARKER", ""),
+        "sys_path": sys.path[:4],
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
         "sigint": getattr(signal.getsignal(signal.SIGINT), "__name__", str(signal.getsignal(signal.SIGINT))),
-        "sigterm": str(signal.getsignal(signal.SIGTERM)), "sigchld": str(signal.getsignal(signal.SIGCHLD)),
-        "stdout_isatty": sys.stdout.isatty(), "argv": sys.argv, "fds": fds(),
+        "sigterm": str(signal.getsignal(signal.SIGTERM)),
+        "sigchld": str(signal.getsignal(signal.SIGCHLD)),
+        "stdout_isatty": sys.stdout.isatty(),
+        "argv": sys.argv,
+        "fds": fds(),
     }
 
 
@@ -48,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--worker" in argv:
         from harness.rank import worker
 
-        code = worker.main(argv[argv.index("--worker") + 1:])
+        code = worker.main(argv[argv.index("--worker") + 1 :])
     out = snapshot()
     out["worker_exit"] = code
     with open(report, "w") as f:

@@ -64,8 +64,10 @@ class WorkloadRegistry(Registry[WorkloadSpec]):
         if is_python_path(name):
             return load_python_path(name)
         if not super().__contains__(name):
-            raise UserError(f"unknown workload {name!r}: known workloads are {', '.join(self)}, or your own "
-                            f"as a Python path package.module:function (see `ddlbench list`, {_HOW})")
+            raise UserError(
+                f"unknown workload {name!r}: known workloads are {', '.join(self)}, or your own "
+                f"as a Python path package.module:function (see `ddlbench list`, {_HOW})"
+            )
         return super().get(name)
 
     def __contains__(self, name: str) -> bool:
@@ -84,22 +86,28 @@ def load_python_path(path: str) -> WorkloadSpec:
     module_name, _, attr = path.partition(":")
     parts = module_name.split(".") + attr.split(".")
     if not module_name or not attr or not all(p.isidentifier() for p in parts):
-        raise UserError(f"workload {path!r} is neither a registered name nor a Python path: write "
-                        f"package.module:function (e.g. examples.byom_model:build; {_HOW})")
+        raise UserError(
+            f"workload {path!r} is neither a registered name nor a Python path: write "
+            f"package.module:function (e.g. examples.byom_model:build; {_HOW})"
+        )
     target = _import(module_name, path)
     for name in attr.split("."):
         if not hasattr(target, name):
-            raise UserError(f"workload {path!r}: module {module_name!r} has no {attr!r}; fix the name after "
-                            f"the colon ({_HOW})")
+            raise UserError(
+                f"workload {path!r}: module {module_name!r} has no {attr!r}; fix the name after the colon ({_HOW})"
+            )
         target = getattr(target, name)
     if not callable(target):
-        raise UserError(f"workload {path!r}: {attr!r} is a {type(target).__name__}, not a function; name a "
-                        f"function that returns a WorkloadSpec ({_HOW})")
+        raise UserError(
+            f"workload {path!r}: {attr!r} is a {type(target).__name__}, not a function; name a "
+            f"function that returns a WorkloadSpec ({_HOW})"
+        )
     try:
         spec = target()
     except Exception as e:  # the user's own code: any failure is theirs to fix, said in one line
-        raise UserError(f"workload {path!r}: {attr}() raised {type(e).__name__}: {_first_line(e)}; fix it "
-                        f"({_HOW})") from None
+        raise UserError(
+            f"workload {path!r}: {attr}() raised {type(e).__name__}: {_first_line(e)}; fix it ({_HOW})"
+        ) from None
     return dataclasses.replace(check_contract(spec, path), name=path)
 
 
@@ -133,13 +141,17 @@ def _import_once(module_name: str, path: str, last: bool):
         if e.name and module_name.startswith(e.name):
             if not last and e.name == module_name.split(".")[0]:
                 return None
-            raise UserError(f"workload {path!r}: no module named {e.name!r} on sys.path or in {os.getcwd()}; "
-                            f"put its folder on PYTHONPATH or run from the folder holding it") from None
-        raise UserError(f"workload {path!r}: importing {module_name} failed: {_first_line(e)}; install what "
-                        f"it needs") from None
+            raise UserError(
+                f"workload {path!r}: no module named {e.name!r} on sys.path or in {os.getcwd()}; "
+                f"put its folder on PYTHONPATH or run from the folder holding it"
+            ) from None
+        raise UserError(
+            f"workload {path!r}: importing {module_name} failed: {_first_line(e)}; install what it needs"
+        ) from None
     except Exception as e:  # a syntax error or a failing import inside the user's module
-        raise UserError(f"workload {path!r}: importing {module_name} failed: {type(e).__name__}: "
-                        f"{_first_line(e)}; fix the module") from None
+        raise UserError(
+            f"workload {path!r}: importing {module_name} failed: {type(e).__name__}: {_first_line(e)}; fix the module"
+        ) from None
 
 
 def _export(folder: str) -> None:
@@ -151,8 +163,10 @@ def _export(folder: str) -> None:
 def check_contract(spec, path: str) -> WorkloadSpec:
     """The fields a WorkloadSpec must have, checked before any process starts; the model itself is built
     on the meta device (its contract: build() works there), which costs no memory."""
+
     def bad(what: str) -> UserError:
         return UserError(f"workload {path!r} breaks the WorkloadSpec contract: {what} ({_HOW})")
+
     if not isinstance(spec, WorkloadSpec):
         raise bad(f"the function returned a {type(spec).__name__}, not a workloads.base.WorkloadSpec")
     for name in ("build", "make_batch", "loss"):

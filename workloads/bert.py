@@ -30,7 +30,7 @@ def _make_batch(batch: int, seq_len: int = 64, device="cpu", seed: int = 0) -> d
     mlm = torch.randint(0, VOCAB, (batch, seq_len), generator=g)
     nsp = torch.randint(0, 2, (batch,), generator=g)
     tt = torch.zeros(batch, seq_len, dtype=torch.long)
-    tt[:, seq_len // 2:] = 1
+    tt[:, seq_len // 2 :] = 1
     out = {"input_ids": ids, "token_type_ids": tt, "mlm_labels": mlm, "nsp_labels": nsp}
     return {k: v.to(device) for k, v in out.items()}
 
@@ -43,13 +43,30 @@ def _loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
 
 
 def _spec(name, layers, hidden, heads, batch, description):
-    cfg = dict(vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-               intermediate_size=4 * hidden, max_position_embeddings=512,
-               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    return register(WorkloadSpec(
-        name=name, family="bert", build=_builder(cfg), make_batch=_make_batch, loss=_loss,
-        batch=batch, seq_len=64, sample_unit="seq", description=description, config=cfg,
-    ))
+    cfg = dict(
+        vocab_size=VOCAB,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+        max_position_embeddings=512,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    return register(
+        WorkloadSpec(
+            name=name,
+            family="bert",
+            build=_builder(cfg),
+            make_batch=_make_batch,
+            loss=_loss,
+            batch=batch,
+            seq_len=64,
+            sample_unit="seq",
+            description=description,
+            config=cfg,
+        )
+    )
 
 
 _spec("bert-base", 12, 768, 12, 64, "BERT-Base pre-training (110M), seq 64, batch 64 (the study's)")

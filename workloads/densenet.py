@@ -40,16 +40,18 @@ class Transition(nn.Sequential):
     """BN-ReLU-Conv1x1 (compressed channels) - AvgPool 2x2 stride 2."""
 
     def __init__(self, in_ch: int, out_ch: int):
-        super().__init__(nn.BatchNorm2d(in_ch), nn.ReLU(), nn.Conv2d(in_ch, out_ch, 1, bias=False),
-                         nn.AvgPool2d(2, 2))
+        super().__init__(nn.BatchNorm2d(in_ch), nn.ReLU(), nn.Conv2d(in_ch, out_ch, 1, bias=False), nn.AvgPool2d(2, 2))
 
 
 class DenseNet(nn.Module):
-    def __init__(self, growth: int, blocks: tuple[int, ...], bn_size: int, compression: float,
-                 stem: int, classes: int):
+    def __init__(self, growth: int, blocks: tuple[int, ...], bn_size: int, compression: float, stem: int, classes: int):
         super().__init__()
-        layers: list[nn.Module] = [nn.Conv2d(3, stem, 7, 2, 3, bias=False), nn.BatchNorm2d(stem), nn.ReLU(),
-                                   nn.MaxPool2d(3, 2, 1)]
+        layers: list[nn.Module] = [
+            nn.Conv2d(3, stem, 7, 2, 3, bias=False),
+            nn.BatchNorm2d(stem),
+            nn.ReLU(),
+            nn.MaxPool2d(3, 2, 1),
+        ]
         ch = stem
         for b, n in enumerate(blocks):
             for _ in range(n):
@@ -72,13 +74,24 @@ def _spec(name: str, cfg: dict, image: int, classes: int, batch: int, descriptio
     def build() -> nn.Module:
         return init_weights(DenseNet(classes=classes, **cfg))
 
-    return register(image_spec(name, "densenet", build, image, classes, batch, description,
-                               per_sample_norm=False, config=cfg))
+    return register(
+        image_spec(name, "densenet", build, image, classes, batch, description, per_sample_norm=False, config=cfg)
+    )
 
 
-_spec("densenet201", dict(growth=32, blocks=(6, 12, 48, 32), bn_size=4, compression=0.5, stem=64),
-      image=224, classes=1000, batch=IMAGE_BATCH,
-      description="DenseNet-201 (20.0M params), 224x224x3, batch 64")
-_spec("densenet201-tiny", dict(growth=8, blocks=(2, 2, 2, 2), bn_size=4, compression=0.5, stem=16),
-      image=64, classes=100, batch=8,
-      description="DenseNet-BC family, growth 8, 2 layers per block, 64x64, for CPU/CI")
+_spec(
+    "densenet201",
+    dict(growth=32, blocks=(6, 12, 48, 32), bn_size=4, compression=0.5, stem=64),
+    image=224,
+    classes=1000,
+    batch=IMAGE_BATCH,
+    description="DenseNet-201 (20.0M params), 224x224x3, batch 64",
+)
+_spec(
+    "densenet201-tiny",
+    dict(growth=8, blocks=(2, 2, 2, 2), bn_size=4, compression=0.5, stem=16),
+    image=64,
+    classes=100,
+    batch=8,
+    description="DenseNet-BC family, growth 8, 2 layers per block, 64x64, for CPU/CI",
+)

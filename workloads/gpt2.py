@@ -35,12 +35,30 @@ def _loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
 
 
 def _spec(name, layers, hidden, heads, batch, seq_len, description):
-    cfg = dict(vocab_size=VOCAB, n_embd=hidden, n_layer=layers, n_head=heads, n_positions=1024,
-               resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    return register(WorkloadSpec(
-        name=name, family="gpt2", build=_builder(cfg), make_batch=_make_batch, loss=_loss,
-        batch=batch, seq_len=seq_len, sample_unit="seq", description=description, config=cfg,
-    ))
+    cfg = dict(
+        vocab_size=VOCAB,
+        n_embd=hidden,
+        n_layer=layers,
+        n_head=heads,
+        n_positions=1024,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
+    return register(
+        WorkloadSpec(
+            name=name,
+            family="gpt2",
+            build=_builder(cfg),
+            make_batch=_make_batch,
+            loss=_loss,
+            batch=batch,
+            seq_len=seq_len,
+            sample_unit="seq",
+            description=description,
+            config=cfg,
+        )
+    )
 
 
 _spec("gpt2-small", 12, 768, 12, 8, 512, "GPT-2 small (124M) causal LM, seq 512, batch 8")

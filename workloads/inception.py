@@ -105,15 +105,26 @@ class InceptionV4(nn.Module):
         stem = _seq(3, (w(32), 3, 2, 0), (w(32), 3, 1, 0), (w(64), 3, 1, 1))
         layers: list[nn.Module] = [stem]
         mixed3a = Branches(stem.out_ch, Conv(stem.out_ch, w(96), 3, 2))
-        mixed4a = Branches(_seq(mixed3a.out_ch, (w(64), 1, 1, 0), (w(96), 3, 1, 0)),
-                           _seq(mixed3a.out_ch, (w(64), 1, 1, 0), (w(64), (1, 7), 1, (0, 3)),
-                                (w(64), (7, 1), 1, (3, 0)), (w(96), 3, 1, 0)))
+        mixed4a = Branches(
+            _seq(mixed3a.out_ch, (w(64), 1, 1, 0), (w(96), 3, 1, 0)),
+            _seq(
+                mixed3a.out_ch,
+                (w(64), 1, 1, 0),
+                (w(64), (1, 7), 1, (0, 3)),
+                (w(64), (7, 1), 1, (3, 0)),
+                (w(96), 3, 1, 0),
+            ),
+        )
         mixed5a = Branches(Conv(mixed4a.out_ch, w(192), 3, 2), mixed4a.out_ch)
         layers += [mixed3a, mixed4a, mixed5a]
         ch = mixed5a.out_ch
         for _ in range(blocks[0]):  # Inception-A, fig. 4
-            blk = Branches(Conv(ch, w(96), 1), _seq(ch, (w(64), 1, 1, 0), (w(96), 3, 1, 1)),
-                           _seq(ch, (w(64), 1, 1, 0), (w(96), 3, 1, 1), (w(96), 3, 1, 1)), AvgPoolConv(ch, w(96)))
+            blk = Branches(
+                Conv(ch, w(96), 1),
+                _seq(ch, (w(64), 1, 1, 0), (w(96), 3, 1, 1)),
+                _seq(ch, (w(64), 1, 1, 0), (w(96), 3, 1, 1), (w(96), 3, 1, 1)),
+                AvgPoolConv(ch, w(96)),
+            )
             layers.append(blk)
             ch = blk.out_ch
         # Reduction-A, fig. 7, with Inception-v4's k, l, m, n = 192, 224, 256, 384 (table 1)
@@ -121,17 +132,27 @@ class InceptionV4(nn.Module):
         layers.append(red)
         ch = red.out_ch
         for _ in range(blocks[1]):  # Inception-B, fig. 5
-            blk = Branches(Conv(ch, w(384), 1),
-                           _seq(ch, (w(192), 1, 1, 0), (w(224), (1, 7), 1, (0, 3)), (w(256), (7, 1), 1, (3, 0))),
-                           _seq(ch, (w(192), 1, 1, 0), (w(192), (7, 1), 1, (3, 0)), (w(224), (1, 7), 1, (0, 3)),
-                                (w(224), (7, 1), 1, (3, 0)), (w(256), (1, 7), 1, (0, 3))),
-                           AvgPoolConv(ch, w(128)))
+            blk = Branches(
+                Conv(ch, w(384), 1),
+                _seq(ch, (w(192), 1, 1, 0), (w(224), (1, 7), 1, (0, 3)), (w(256), (7, 1), 1, (3, 0))),
+                _seq(
+                    ch,
+                    (w(192), 1, 1, 0),
+                    (w(192), (7, 1), 1, (3, 0)),
+                    (w(224), (1, 7), 1, (0, 3)),
+                    (w(224), (7, 1), 1, (3, 0)),
+                    (w(256), (1, 7), 1, (0, 3)),
+                ),
+                AvgPoolConv(ch, w(128)),
+            )
             layers.append(blk)
             ch = blk.out_ch
         # Reduction-B, fig. 8
-        red = Branches(_seq(ch, (w(192), 1, 1, 0), (w(192), 3, 2, 0)),
-                       _seq(ch, (w(256), 1, 1, 0), (w(256), (1, 7), 1, (0, 3)), (w(320), (7, 1), 1, (3, 0)),
-                            (w(320), 3, 2, 0)), ch)
+        red = Branches(
+            _seq(ch, (w(192), 1, 1, 0), (w(192), 3, 2, 0)),
+            _seq(ch, (w(256), 1, 1, 0), (w(256), (1, 7), 1, (0, 3)), (w(320), (7, 1), 1, (3, 0)), (w(320), 3, 2, 0)),
+            ch,
+        )
         layers.append(red)
         ch = red.out_ch
         for _ in range(blocks[2]):  # Inception-C, fig. 6
@@ -149,11 +170,24 @@ def _spec(name: str, cfg: dict, image: int, classes: int, batch: int, descriptio
     def build() -> nn.Module:
         return init_weights(InceptionV4(classes=classes, **cfg))
 
-    return register(image_spec(name, "inception", build, image, classes, batch, description,
-                               per_sample_norm=False, config=cfg))
+    return register(
+        image_spec(name, "inception", build, image, classes, batch, description, per_sample_norm=False, config=cfg)
+    )
 
 
-_spec("inception-v4", dict(width=1.0, blocks=(4, 7, 3)), image=299, classes=1000, batch=IMAGE_BATCH,
-      description="Inception-v4 (42.7M params), 299x299x3, batch 64")
-_spec("inception-v4-tiny", dict(width=0.125, blocks=(1, 1, 1)), image=107, classes=100, batch=8,
-      description="Inception-v4 family, 1/8 width, one block per stage, 107x107, for CPU/CI")
+_spec(
+    "inception-v4",
+    dict(width=1.0, blocks=(4, 7, 3)),
+    image=299,
+    classes=1000,
+    batch=IMAGE_BATCH,
+    description="Inception-v4 (42.7M params), 299x299x3, batch 64",
+)
+_spec(
+    "inception-v4-tiny",
+    dict(width=0.125, blocks=(1, 1, 1)),
+    image=107,
+    classes=100,
+    batch=8,
+    description="Inception-v4 family, 1/8 width, one block per stage, 107x107, for CPU/CI",
+)

@@ -38,8 +38,9 @@ class VGG(nn.Module):
         self.features = nn.Sequential(*layers)
         # adaptive pooling to the map the paper's 224x224 input gives (7x7), as torchvision does
         self.pool = nn.AdaptiveAvgPool2d(pool)
-        self.classifier = nn.Sequential(nn.Linear(ch * pool * pool, fc), nn.ReLU(), nn.Linear(fc, fc), nn.ReLU(),
-                                        nn.Linear(fc, classes))
+        self.classifier = nn.Sequential(
+            nn.Linear(ch * pool * pool, fc), nn.ReLU(), nn.Linear(fc, fc), nn.ReLU(), nn.Linear(fc, classes)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.pool(self.features(x)).flatten(1))
@@ -49,11 +50,24 @@ def _spec(name: str, cfg: dict, image: int, classes: int, batch: int, descriptio
     def build() -> nn.Module:
         return init_weights(VGG(classes=classes, **cfg))
 
-    return register(image_spec(name, "vgg", build, image, classes, batch, description,
-                               per_sample_norm=True, config=cfg))
+    return register(
+        image_spec(name, "vgg", build, image, classes, batch, description, per_sample_norm=True, config=cfg)
+    )
 
 
-_spec("vgg16", dict(width=1.0, fc=4096, pool=7), image=224, classes=1000, batch=IMAGE_BATCH,
-      description="VGG-16 (138.4M params), configuration D, 224x224x3, batch 64")
-_spec("vgg16-tiny", dict(width=0.125, fc=256, pool=1), image=32, classes=100, batch=8,
-      description="VGG configuration D at 1/8 width, FC 256-256, 32x32, for CPU/CI")
+_spec(
+    "vgg16",
+    dict(width=1.0, fc=4096, pool=7),
+    image=224,
+    classes=1000,
+    batch=IMAGE_BATCH,
+    description="VGG-16 (138.4M params), configuration D, 224x224x3, batch 64",
+)
+_spec(
+    "vgg16-tiny",
+    dict(width=0.125, fc=256, pool=1),
+    image=32,
+    classes=100,
+    batch=8,
+    description="VGG configuration D at 1/8 width, FC 256-256, 32x32, for CPU/CI",
+)

@@ -25,6 +25,7 @@ IMAGE_BATCH = 64
 
 def image_batch_maker(image: int, classes: int):
     """(batch, seq_len, device, seed) -> {pixel_values: N x 3 x image x image, labels: N}, made once."""
+
     def make_batch(batch: int, seq_len=None, device="cpu", seed: int = 0) -> dict:
         g = torch.Generator().manual_seed(seed)
         x = torch.randn(batch, 3, image, image, generator=g)
@@ -57,10 +58,27 @@ def init_weights(model: nn.Module) -> nn.Module:
     return model
 
 
-def image_spec(name: str, family: str, build: Callable[[], nn.Module], image: int, classes: int, batch: int,
-               description: str, per_sample_norm: bool, config: dict) -> WorkloadSpec:
+def image_spec(
+    name: str,
+    family: str,
+    build: Callable[[], nn.Module],
+    image: int,
+    classes: int,
+    batch: int,
+    description: str,
+    per_sample_norm: bool,
+    config: dict,
+) -> WorkloadSpec:
     return WorkloadSpec(
-        name=name, family=family, build=build, make_batch=image_batch_maker(image, classes),
-        loss=classifier_loss, batch=batch, seq_len=None, sample_unit="img", description=description,
-        per_sample_norm=per_sample_norm, config={**config, "num_labels": classes, "image": image},
+        name=name,
+        family=family,
+        build=build,
+        make_batch=image_batch_maker(image, classes),
+        loss=classifier_loss,
+        batch=batch,
+        seq_len=None,
+        sample_unit="img",
+        description=description,
+        per_sample_norm=per_sample_norm,
+        config={**config, "num_labels": classes, "image": image},
     )

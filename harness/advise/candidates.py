@@ -82,8 +82,9 @@ def reference(backend: str = "torch") -> Candidate:
     return Candidate(REFERENCE, backend, SCHEMES.get(REFERENCE).knob_class.grid()[0])
 
 
-def candidates(methods: list[str], layout: Layout, usable: dict[str, bool], full_grid: bool = True
-               ) -> tuple[list[Candidate], dict[str, str]]:
+def candidates(
+    methods: list[str], layout: Layout, usable: dict[str, bool], full_grid: bool = True
+) -> tuple[list[Candidate], dict[str, str]]:
     """(every candidate of `methods` on `layout`, {method: why it is left out}). `usable`: backend name
     -> whether it runs here. Methods without a simulation model are left out (they cannot be ranked);
     `full_grid=False` keeps each method's default knobs only."""
@@ -99,14 +100,18 @@ def candidates(methods: list[str], layout: Layout, usable: dict[str, bool], full
             skipped[name] = f"none of its backends ({', '.join(entry.backends)}) is usable here"
             continue
         grid = entry.knob_class.grid() if full_grid else entry.knob_class.grid()[:1]
-        places = ([(s, h) for s in range(1, layout.max_servers + 1) for h in layout.server_hosts()]
-                  if entry.parameter_server else [(0, "auto")])
+        places = (
+            [(s, h) for s in range(1, layout.max_servers + 1) for h in layout.server_hosts()]
+            if entry.parameter_server
+            else [(0, "auto")]
+        )
         out += [Candidate(name, backend, knobs, s, h) for knobs in grid for s, h in places]
     return out, skipped
 
 
-def shortlist(ranked: list[Candidate], k: int, predicted_s: list[float] | None = None,
-              same_within: float = 0.0) -> list[Candidate]:
+def shortlist(
+    ranked: list[Candidate], k: int, predicted_s: list[float] | None = None, same_within: float = 0.0
+) -> list[Candidate]:
     """What gets measured: the best k of `ranked` (best predicted first, with their predicted iteration
     times), plus the reference (DDP default) when it is not among them. A knob variant predicted within
     `same_within` (relative) of a variant of the same method already chosen, the reference included,
@@ -119,8 +124,12 @@ def shortlist(ranked: list[Candidate], k: int, predicted_s: list[float] | None =
     top: list[Candidate] = []
 
     def alike(c: Candidate, d: Candidate) -> bool:
-        return (c.scheme, c.backend) == (d.scheme, d.backend) and c.label in times and d.label in times and \
-            abs(times[c.label] / times[d.label] - 1) <= same_within
+        return (
+            (c.scheme, c.backend) == (d.scheme, d.backend)
+            and c.label in times
+            and d.label in times
+            and abs(times[c.label] / times[d.label] - 1) <= same_within
+        )
 
     for c in ranked:
         if len(top) == k:
@@ -135,8 +144,15 @@ def shortlist(ranked: list[Candidate], k: int, predicted_s: list[float] | None =
 def sweep_mapping(c: Candidate, base: dict, iters: int, name: str) -> dict:
     """The sweep file (as a mapping) that measures candidate `c` alone, and reproduces it: `base` holds
     the settings every candidate shares (workloads, workers, warmup, batch, testbed, ...)."""
-    out = {"name": name, **base, "schemes": [c.scheme], "backends": [c.backend], "iters": iters,
-           "baseline": False, "knobs": {c.scheme: dict(c.knobs)} if c.knobs else {}}
+    out = {
+        "name": name,
+        **base,
+        "schemes": [c.scheme],
+        "backends": [c.backend],
+        "iters": iters,
+        "baseline": False,
+        "knobs": {c.scheme: dict(c.knobs)} if c.knobs else {},
+    }
     if c.servers:
         out.update(servers=[c.servers], server_hosts=[c.server_hosts])
     return out

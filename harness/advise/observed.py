@@ -22,8 +22,9 @@ COMMBENCH_SIZES = ("4K", "32M")
 """Message sizes the network is measured over: the largest gradient buckets and partitions of the grids."""
 
 
-def profile_table(workload: str, batch: int | None, seq_len: int | None, device: str, concurrent: int,
-                  stored: Path | None, keep: Path) -> pd.DataFrame:
+def profile_table(
+    workload: str, batch: int | None, seq_len: int | None, device: str, concurrent: int, stored: Path | None, keep: Path
+) -> pd.DataFrame:
     """The stored profile, else the one kept from an earlier try, else measured (5 iterations after 2, with
     `concurrent` - 1 copies computing beside it: workers sharing this machine's cores)."""
     for path in (stored, keep):
@@ -37,8 +38,9 @@ def profile_table(workload: str, batch: int | None, seq_len: int | None, device:
     return df
 
 
-def commbench_table(layout: Layout, device: str, pushpull: bool, stored: list[Path], keep: Path,
-                    launcher: Launcher | None = None) -> pd.DataFrame:
+def commbench_table(
+    layout: Layout, device: str, pushpull: bool, stored: list[Path], keep: Path, launcher: Launcher | None = None
+) -> pd.DataFrame:
     """Stored commbench runs, else the table kept from an earlier try, else all-reduce (and push-pull with
     one server when a PS candidate exists) measured at the layout's worker count: across the layout's nodes
     through `launcher` (the testbed's on its hosts, srun in an allocation), else here."""
@@ -51,13 +53,24 @@ def commbench_table(layout: Layout, device: str, pushpull: bool, stored: list[Pa
     for collective in ("allreduce", "pushpull") if pushpull else ("allreduce",):
         servers = 1 if collective == "pushpull" else 0
         network, nodes = (network_of(launcher), layout.nodes) if launcher is not None else ("loopback", 1)
-        cell = commbench_cell(layout.workers, collective, sizes, reps=3, warmup=1, servers=servers, device=device,
-                              network=network, nodes=nodes)
+        cell = commbench_cell(
+            layout.workers,
+            collective,
+            sizes,
+            reps=3,
+            warmup=1,
+            servers=servers,
+            device=device,
+            network=network,
+            nodes=nodes,
+        )
         try:
             frames.append(measure(cell, keep.parent / "commbench" / collective, "advise-commbench", launcher))
         except CellFailed as e:
-            raise UserError(f"measuring the network ({collective}) failed: {e.reason}; see the logs in "
-                            f"{keep.parent / 'commbench' / collective}, or give --commbench DIR") from None
+            raise UserError(
+                f"measuring the network ({collective}) failed: {e.reason}; see the logs in "
+                f"{keep.parent / 'commbench' / collective}, or give --commbench DIR"
+            ) from None
     df = pd.concat(frames, ignore_index=True)
     write_parquet_atomic(df, keep)
     return df

@@ -35,7 +35,10 @@ class Recommendation:
         """One line a user reads first."""
         w = self.winner.candidate.label
         e = self.winner.estimate
-        text = f"recommended: {w} ({e.mean_s * 1000:.1f} ms per iteration, 95% CI {e.low_s * 1000:.1f}-{e.high_s * 1000:.1f})"
+        text = (
+            f"recommended: {w} ({e.mean_s * 1000:.1f} ms per iteration, "
+            f"95% CI {e.low_s * 1000:.1f}-{e.high_s * 1000:.1f})"
+        )
         if self.gain is not None and not self.winner.candidate.is_reference:
             g, lo, hi = self.gain
             text += f"; {g * 100:+.1f}% throughput over DDP default (95% CI {lo * 100:+.1f}% to {hi * 100:+.1f}%)"
@@ -43,13 +46,17 @@ class Recommendation:
             text += "; DDP with its default knobs is itself the best measured"
         if self.tied:
             v = self.verdict
-            text += (f"; statistically tied with {self.runner_up.candidate.label} over {v.rounds} paired measurements "
-                     f"(ratio {v.ratio:.3f}, 95% CI {v.low:.3f}-{v.high:.3f}): either will do")
+            text += (
+                f"; statistically tied with {self.runner_up.candidate.label} over {v.rounds} paired measurements "
+                f"(ratio {v.ratio:.3f}, 95% CI {v.low:.3f}-{v.high:.3f}): either will do"
+            )
         elif self.verdict is None and self.budget is not None and self.budget.ended and self.runner_up is not None:
             g, lo, hi = gain(e, self.runner_up.estimate)
             if lo <= 0:  # the same delta-method interval as the gain over DDP: it holds no difference
-                text += (f"; tie at the budget: {w} and {self.runner_up.candidate.label} within their 95% CI "
-                         f"({g * 100:+.1f}%, {lo * 100:+.1f}% to {hi * 100:+.1f}%; more time would tell them apart)")
+                text += (
+                    f"; tie at the budget: {w} and {self.runner_up.candidate.label} within their 95% CI "
+                    f"({g * 100:+.1f}%, {lo * 100:+.1f}% to {hi * 100:+.1f}%; more time would tell them apart)"
+                )
         if self.budget is not None:
             text += "; " + self.budget.line()
         return text
@@ -60,13 +67,16 @@ def ranked(measured: list[Measured]) -> list[Measured]:
     return sorted((m for m in measured if m.status == "ok" and m.samples), key=lambda m: m.estimate.mean_s)
 
 
-def recommend(measured: list[Measured], verdict: Verdict | None = None, budget: Outcome | None = None
-              ) -> Recommendation:
+def recommend(
+    measured: list[Measured], verdict: Verdict | None = None, budget: Outcome | None = None
+) -> Recommendation:
     """The recommendation; `verdict` is the alternated rounds' on ranked()[0] (a) and ranked()[1] (b)."""
     order = ranked(measured)
     if not order:
-        raise UserError("no candidate measured successfully: see the failed cells' reasons in the run directory "
-                        "(`ddlbench show RUN`)")
+        raise UserError(
+            "no candidate measured successfully: see the failed cells' reasons in the run directory "
+            "(`ddlbench show RUN`)"
+        )
     if verdict is not None and verdict.winner == 1:
         order[0], order[1] = order[1], order[0]
     ref = next((m for m in order if m.candidate.is_reference), None)

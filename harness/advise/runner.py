@@ -25,12 +25,14 @@ def _slug(label: str) -> str:
 def sweep_runner(base: dict, sweeps: Path, progress: bool, oversubscribe: bool):
     """run(candidate, iters, run_dir) over `ddlbench sweep`'s function: writes the candidate's sweep file
     (kept: it reproduces that cell) and runs it into run_dir, skipping what is already there."""
+
     def run(c: Candidate, iters: int, run_dir: Path) -> None:
         path = sweeps / f"{_slug(c.label)}-i{iters}.yaml"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             write_text_atomic(path, yaml.safe_dump(sweep_mapping(c, base, iters, "advise"), sort_keys=False))
         run_sweep_file(path, RunOptions(output=run_dir, resume=True, progress=progress, oversubscribe=oversubscribe))
+
     return run
 
 
@@ -40,8 +42,10 @@ def spent_before(keep: Path) -> float:
     try:
         return float(json.loads(path.read_text())["used_s"]) if path.is_file() else 0.0
     except (ValueError, KeyError, TypeError):
-        raise UserError(f"{path} is damaged: delete it (the time spent before is then not counted) and run "
-                        f"advise again with --resume") from None
+        raise UserError(
+            f"{path} is damaged: delete it (the time spent before is then not counted) and run "
+            f"advise again with --resume"
+        ) from None
 
 
 def keep_spent(keep: Path, budget: Budget) -> None:
@@ -51,9 +55,11 @@ def keep_spent(keep: Path, budget: Budget) -> None:
 
 def counting(run, budget: Budget, keep: Path):
     """The runner, recording after each try the time spent so far (a --resume counts it)."""
+
     def counted(c: Candidate, iters: int, run_dir: Path) -> None:
         try:
             run(c, iters, run_dir)
         finally:
             keep_spent(keep, budget)
+
     return counted

@@ -65,8 +65,12 @@ def cell_row(run_dir: Path, c: Candidate, iters: int) -> tuple[dict | None, list
         return None, []
     tables = load_run(run_dir)
     s = tables.summary
-    hit = s[(s["scheme"] == c.scheme) & (s["backend"] == c.backend) & (s["iters"] == iters)
-            & (s["servers"].fillna(0).astype(int) == c.servers)]
+    hit = s[
+        (s["scheme"] == c.scheme)
+        & (s["backend"] == c.backend)
+        & (s["iters"] == iters)
+        & (s["servers"].fillna(0).astype(int) == c.servers)
+    ]
     hit = hit[[json.loads(k) == json.loads(c.knobs_json) for k in hit["knobs_json"]]]
     if c.servers:
         hit = hit[hit["server_hosts"] == c.server_hosts]
@@ -86,8 +90,7 @@ def tries_on_disk(run_dir: Path, c: Candidate) -> list[int]:
     if not (run_dir / "summary.parquet").exists():
         return []
     s = load_run(run_dir).summary
-    hit = s[(s["scheme"] == c.scheme) & (s["backend"] == c.backend)
-            & (s["servers"].fillna(0).astype(int) == c.servers)]
+    hit = s[(s["scheme"] == c.scheme) & (s["backend"] == c.backend) & (s["servers"].fillna(0).astype(int) == c.servers)]
     hit = hit[[json.loads(k) == json.loads(c.knobs_json) for k in hit["knobs_json"]]] if len(hit) else hit
     if c.servers:
         hit = hit[hit["server_hosts"] == c.server_hosts]
@@ -179,8 +182,10 @@ def _refine_one(measured: list[Measured], ms: Measuring) -> bool:
     if not ok:
         return False
     best = min(ok, key=lambda m: m.estimate.mean_s)
-    key = lambda m: (not (m is best or m.candidate.is_reference or m.estimate.overlaps(best.estimate)),  # noqa: E731
-                     m.estimate.mean_s)
+    key = lambda m: (
+        not (m is best or m.candidate.is_reference or m.estimate.overlaps(best.estimate)),  # noqa: E731
+        m.estimate.mean_s,
+    )
     for m in sorted(ok, key=key):
         want, last = _wants_more(m, ms.policy), int(m.row["iters"])
         if want is None:
@@ -202,8 +207,11 @@ def alternated_rounds(a: Measured, b: Measured, ms: Measuring, rounds_dir: Path,
     for r in range(1, rounds + 1):
         d = rounds_dir / f"r{r}"
         order = (a, b) if r % 2 else (b, a)
-        cost = sum(ms.pace.cost_s(int(m.row["iters"]), m.estimate.mean_s) for m in order
-                   if int(m.row["iters"]) not in ms.tries(d, m.candidate))
+        cost = sum(
+            ms.pace.cost_s(int(m.row["iters"]), m.estimate.mean_s)
+            for m in order
+            if int(m.row["iters"]) not in ms.tries(d, m.candidate)
+        )
         if cost > ms.budget.left_s():
             ms.outcome.rounds_skipped = rounds - r + 1
             break
@@ -227,8 +235,18 @@ def frame(measured: list[Measured]) -> pd.DataFrame:
     rows = []
     for m in measured:
         e = m.estimate if m.samples else Estimate(float("nan"), float("nan"), float("nan"), 0)
-        rows.append({"label": m.candidate.label, "status": m.status, "reason": m.reason, "tries": len(m.cell_ids),
-                     "iters": int(m.row.get("iters", 0) or 0), "iter_s_mean": e.mean_s, "iter_s_ci95_low": e.low_s,
-                     "iter_s_ci95_high": e.high_s, "rel_half_width": rel_half_width(m.samples) if m.samples else float("nan"),
-                     "cell_id": m.cell_ids[-1] if m.cell_ids else ""})
+        rows.append(
+            {
+                "label": m.candidate.label,
+                "status": m.status,
+                "reason": m.reason,
+                "tries": len(m.cell_ids),
+                "iters": int(m.row.get("iters", 0) or 0),
+                "iter_s_mean": e.mean_s,
+                "iter_s_ci95_low": e.low_s,
+                "iter_s_ci95_high": e.high_s,
+                "rel_half_width": rel_half_width(m.samples) if m.samples else float("nan"),
+                "cell_id": m.cell_ids[-1] if m.cell_ids else "",
+            }
+        )
     return pd.DataFrame(rows)

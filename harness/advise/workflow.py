@@ -1,4 +1,5 @@
-"""`ddlbench advise` (harness/cli/commands/advise.py): which method and knobs to use for this workload on this placement, with evidence.
+"""`ddlbench advise` (harness/cli/commands/advise.py): which method and knobs to use for this workload on this
+placement, with evidence.
 
     ddlbench advise --workload bert-base-tiny --workers 2                   # this box
     ddlbench advise --workload mypkg.models:build --workers 2 --testbed     # the emulated hosts that are up
@@ -47,7 +48,7 @@ from harness.results.files import check_output_dir
 from harness.results.paths import default_run_dir
 from harness.results.store import holds_run
 from harness.schemes import SCHEMES
-from harness.sim.network import get_link
+from harness.sim.links import get_link
 from harness.testbed import netns
 from workloads import WORKLOADS
 
@@ -126,15 +127,21 @@ def where(workers: int, servers: int, testbed: bool) -> Where:
     layout = Layout(workers, nodes, per_worker_node(servers, nodes), max(0, hosts - nodes))
     if testbed:  # its one network: the testbed that is up, as it is
         net = launch.networks[0]
-        return Where(layout, f"the emulated testbed ({hosts} hosts at {net.label})",
-                     {"testbed": {"hosts": hosts, "rate": f"{net.rate_mbit:g}mbit"}}, shaped=True, launcher=launch)
+        return Where(
+            layout,
+            f"the emulated testbed ({hosts} hosts at {net.label})",
+            {"testbed": {"hosts": hosts, "rate": f"{net.rate_mbit:g}mbit"}},
+            shaped=True,
+            launcher=launch,
+        )
     if launch.run_module is not None:  # an allocation whose nodes the network's measurement spans (srun)
         return Where(layout, f"Slurm allocation ({hosts} nodes)", {}, shared_cores=False, launcher=launch)
     return Where(Layout(workers, 1, per_worker_node(servers, 1), 0), "this box", {})
 
 
-def predictions(workload, batch, seq_len, device, place: Where, methods, full_grid, profile, commbench, link,
-                keep: Path) -> tuple[pd.DataFrame, dict, str]:
+def predictions(
+    workload, batch, seq_len, device, place: Where, methods, full_grid, profile, commbench, link, keep: Path
+) -> tuple[pd.DataFrame, dict, str]:
     """(predicted table, skipped methods, a line on the inputs)."""
     usable = {name: entry.available() is None for name, entry in backends.load().items()}
     cands, skipped = candidates(methods, place.layout, usable, full_grid)
@@ -168,19 +175,48 @@ def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
     lease = netns.lease(f"ddlbench advise {spec.workload}") if spec.testbed else contextlib.nullcontext()
     with lease, signals_raise(run_dir):
         place = where(spec.workers, spec.servers, spec.testbed)
-        pred, skipped, inputs = predictions(spec.workload, spec.batch, spec.seq_len, device, place, methods,
-                                            spec.full_grid, spec.profile, spec.commbench, spec.link, keep)
+        pred, skipped, inputs = predictions(
+            spec.workload,
+            spec.batch,
+            spec.seq_len,
+            device,
+            place,
+            methods,
+            spec.full_grid,
+            spec.profile,
+            spec.commbench,
+            spec.link,
+            keep,
+        )
         keep.mkdir(parents=True, exist_ok=True)
         pred.to_csv(keep / "predicted.csv", index=False)
-        base = {"workloads": [spec.workload], "workers": [spec.workers], "warmup": spec.warmup, "device": device,
-                "timeout_s": spec.timeout_s, **({"batch": spec.batch} if spec.batch else {}),
-                **({"seq_len": spec.seq_len} if spec.seq_len else {}), **place.sweep}
+        base = {
+            "workloads": [spec.workload],
+            "workers": [spec.workers],
+            "warmup": spec.warmup,
+            "device": device,
+            "timeout_s": spec.timeout_s,
+            **({"batch": spec.batch} if spec.batch else {}),
+            **({"seq_len": spec.seq_len} if spec.seq_len else {}),
+            **place.sweep,
+        }
         run = counting(sweep_runner(base, keep / "sweeps", spec.progress, spec.oversubscribe), budget, keep)
         by_label = {c.label: c for c in _all(pred)}
-        short = shortlist([by_label[label] for label in pred["label"]], spec.top_k, list(pred["pred_iter_s"]),
-                          same_within=policy.target)
-        ms = Measuring(run, run_dir, policy, budget, Pace(spec.warmup), dict(zip(pred["label"], pred["pred_iter_s"])),
-                       Outcome(spec.budget_s))
+        short = shortlist(
+            [by_label[label] for label in pred["label"]],
+            spec.top_k,
+            list(pred["pred_iter_s"]),
+            same_within=policy.target,
+        )
+        ms = Measuring(
+            run,
+            run_dir,
+            policy,
+            budget,
+            Pace(spec.warmup),
+            dict(zip(pred["label"], pred["pred_iter_s"])),
+            Outcome(spec.budget_s),
+        )
         measured = measure_all(short, ms)
         rec, verdict = _decide(measured, ms, keep, policy)
         ms.outcome.used_s = budget.used_s()
@@ -189,24 +225,43 @@ def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
     meas.to_csv(keep / "measured.csv", index=False)
     winner = sweep_mapping(rec.winner.candidate, base, int(rec.winner.row["iters"]), "advise-winner")
     write_text_atomic(keep / "winner.yaml", yaml.safe_dump(winner, sort_keys=False))
-    context = {"workload": spec.workload, "placement": f"{spec.workers} workers on {place.layout.nodes} host(s), "
-               f"{place.label}", "inputs": inputs,
-               "candidates": f"{len(pred)} predicted, {len(short)} shortlisted, {len(measured)} measured "
-                             f"({len(measured) / len(pred):.0%}); a knob "
-                             f"variant predicted within {policy.target:.0%} of a measured variant of its method "
-                             f"is not measured (the model cannot tell them apart)",
-               "target": f"95% CI of the mean within {policy.target:.0%}, {policy.iters}-{policy.max_iters} iterations",
-               "time": ms.outcome.line(),
-               "wall time": f"{time.monotonic() - t0:.0f} s (this invocation)"}
+    context = {
+        "workload": spec.workload,
+        "placement": f"{spec.workers} workers on {place.layout.nodes} host(s), {place.label}",
+        "inputs": inputs,
+        "candidates": f"{len(pred)} predicted, {len(short)} shortlisted, {len(measured)} measured "
+        f"({len(measured) / len(pred):.0%}); a knob "
+        f"variant predicted within {policy.target:.0%} of a measured variant of its method "
+        f"is not measured (the model cannot tell them apart)",
+        "target": f"95% CI of the mean within {policy.target:.0%}, {policy.iters}-{policy.max_iters} iterations",
+        "time": ms.outcome.line(),
+        "wall time": f"{time.monotonic() - t0:.0f} s (this invocation)",
+    }
     text = render(rec, pred, meas, context, skipped, winner, str(keep / "winner.yaml"), str(run_dir))
     write_text_atomic(keep / "report.md", text)
-    write_text_atomic(keep / "recommendation.json", json.dumps(
-        {"winner": rec.winner.candidate.label, "cell_id": rec.winner.cell_ids[-1], "tied": rec.tied,
-         "gain": rec.gain, "line": rec.line(),
-         "budget": {"budget_s": spec.budget_s, "used_s": ms.outcome.used_s, "ended": ms.outcome.ended,
-                    "not_measured": ms.outcome.not_measured, "cut_short": ms.outcome.cut_short,
-                    "rounds_run": ms.outcome.rounds_run, "rounds_skipped": ms.outcome.rounds_skipped}},
-        indent=1, default=str))
+    write_text_atomic(
+        keep / "recommendation.json",
+        json.dumps(
+            {
+                "winner": rec.winner.candidate.label,
+                "cell_id": rec.winner.cell_ids[-1],
+                "tied": rec.tied,
+                "gain": rec.gain,
+                "line": rec.line(),
+                "budget": {
+                    "budget_s": spec.budget_s,
+                    "used_s": ms.outcome.used_s,
+                    "ended": ms.outcome.ended,
+                    "not_measured": ms.outcome.not_measured,
+                    "cut_short": ms.outcome.cut_short,
+                    "rounds_run": ms.outcome.rounds_run,
+                    "rounds_skipped": ms.outcome.rounds_skipped,
+                },
+            },
+            indent=1,
+            default=str,
+        ),
+    )
     return run_dir, rec.line()
 
 
@@ -223,8 +278,9 @@ def _check(spec: AdviseSpec) -> tuple[str, list[str]]:
     if spec.link and spec.commbench:
         raise UserError("--link and --commbench both describe the network: give one")
     device = spec.device if spec.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-    methods = ([n for n in SCHEMES if n != "local"] if spec.schemes == "all"
-               else [s.strip() for s in spec.schemes.split(",")])
+    methods = (
+        [n for n in SCHEMES if n != "local"] if spec.schemes == "all" else [s.strip() for s in spec.schemes.split(",")]
+    )
     for m in methods:
         SCHEMES.get(m)
     _check_inputs(spec.profile, spec.commbench, spec.link)
@@ -236,11 +292,13 @@ def _check_inputs(profile: Path | None, commbench: tuple, link: str | None) -> N
     """Stored inputs and the preset checked before anything is measured."""
     if link:
         get_link(link)
-    for path, make in [(profile, "ddlbench profile WORKLOAD -o FILE")] + [(c, "ddlbench commbench --output DIR")
-                                                                          for c in commbench]:
+    for path, make in [(profile, "ddlbench profile WORKLOAD -o FILE")] + [
+        (c, "ddlbench commbench --output DIR") for c in commbench
+    ]:
         if path is not None and not Path(path).exists():
-            raise UserError(f"{path} does not exist: make it with `{make}`, or leave the option out and advise "
-                            f"measures it")
+            raise UserError(
+                f"{path} does not exist: make it with `{make}`, or leave the option out and advise measures it"
+            )
 
 
 def _check_one_place(testbed: bool) -> None:
@@ -251,16 +309,20 @@ def _check_one_place(testbed: bool) -> None:
         return
     launch = testbed_or_here(testbed=False)
     if launch.hosts > 1 and launch.run_module is None:
-        raise UserError(f"advise does not span the nodes of a multi-node job without Slurm "
-                        f"({launch.env_extra.get('hosts', launch.name)}) "
-                        f"and would measure this node alone; run it on one node with the scheduler's variables unset, "
-                        f"then measure its picks across the nodes with `ddlbench sweep RUN/advise/winner.yaml` on "
-                        f"every node")
+        raise UserError(
+            f"advise does not span the nodes of a multi-node job without Slurm "
+            f"({launch.env_extra.get('hosts', launch.name)}) "
+            f"and would measure this node alone; run it on one node with the scheduler's variables unset, "
+            f"then measure its picks across the nodes with `ddlbench sweep RUN/advise/winner.yaml` on "
+            f"every node"
+        )
 
 
 def _all(pred: pd.DataFrame) -> list[Candidate]:
-    return [Candidate(r.scheme, r.backend, json.loads(r.knobs_json), int(r.servers), r.server_hosts)
-            for r in pred.itertuples()]
+    return [
+        Candidate(r.scheme, r.backend, json.loads(r.knobs_json), int(r.servers), r.server_hosts)
+        for r in pred.itertuples()
+    ]
 
 
 def _decide(measured, ms: Measuring, keep: Path, policy: Policy):

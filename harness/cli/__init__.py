@@ -1,1 +1,2 @@
-"""The command line (docs/ARCHITECTURE.md, "Commands"): the `ddlbench` group (main.py), the console script (entry.py), options shared by commands (options.py), one module per subcommand (commands/)."""
+"""The command line (docs/ARCHITECTURE.md, "Commands"): the `ddlbench` group (main.py), the console script (entry.py),
+options shared by commands (options.py), one module per subcommand (commands/)."""

@@ -44,13 +44,26 @@ def from_registries() -> dict:
 
     registered = backends.load()  # first: a scheme's backends are those providing what it needs ("Plugins")
     return {
-        "workloads": [{"name": n, "description": w.description, "batch": w.batch, "seq_len": w.seq_len,
-                       "sample_unit": w.sample_unit} for n, w in WORKLOADS.items()],
-        "schemes": [{"name": n, "description": s.description, "backends": list(s.backends),
-                     "knobs": [{"name": k, "default": repr(knob.default), "doc": knob.doc}
-                               for k, knob in s.knobs.items()]} for n, s in SCHEMES.items()],
-        "backends": [{"name": n, "description": b.description, "library": b.library}
-                     for n, b in registered.items()],
+        "workloads": [
+            {
+                "name": n,
+                "description": w.description,
+                "batch": w.batch,
+                "seq_len": w.seq_len,
+                "sample_unit": w.sample_unit,
+            }
+            for n, w in WORKLOADS.items()
+        ],
+        "schemes": [
+            {
+                "name": n,
+                "description": s.description,
+                "backends": list(s.backends),
+                "knobs": [{"name": k, "default": repr(knob.default), "doc": knob.doc} for k, knob in s.knobs.items()],
+            }
+            for n, s in SCHEMES.items()
+        ],
+        "backends": [{"name": n, "description": b.description, "library": b.library} for n, b in registered.items()],
     }
 
 

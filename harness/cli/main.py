@@ -15,8 +15,21 @@ from harness.core.errors import Interrupted, UserError, signals_raise
 
 # Subcommand modules in harness.cli.commands; each exposes `command` (a click command or group).
 COMMANDS = [
-    "list", "run", "sweep", "show", "commbench", "testbed", "profile", "predict",
-    "report", "compare", "baseline", "history", "slurm", "doctor", "advise",
+    "list",
+    "run",
+    "sweep",
+    "show",
+    "commbench",
+    "testbed",
+    "profile",
+    "predict",
+    "report",
+    "compare",
+    "baseline",
+    "history",
+    "slurm",
+    "doctor",
+    "advise",
 ]
 
 

@@ -21,16 +21,26 @@ from harness.core.fields import field_docs
 from harness.experiment.options import RunOptions
 from harness.results.paths import RESULTS_ROOT
 
-RUN_FIELDS = ("workload", "scheme", "backend", "workers", "servers",
-              *(f.name for f in dataclasses.fields(CellSettings)), "dtype", "server_hosts")
+RUN_FIELDS = (
+    "workload",
+    "scheme",
+    "backend",
+    "workers",
+    "servers",
+    *(f.name for f in dataclasses.fields(CellSettings)),
+    "dtype",
+    "server_hosts",
+)
 """The CellSpec fields `ddlbench run` takes as options (knobs come as --knob NAME=VALUE)."""
 SPELLING = {"timeout_s": "--timeout"}
 """Options not spelt --<field-name>."""
 RUN_DEFAULTS = {"scheme": "ddp", "workers": 2}
 """Defaults of `run` that differ from the cell's: a single command should compare something."""
 CHOICES = {"server_hosts": SERVER_HOSTS, "dist_backend": DIST_BACKENDS}
-SERVERS_HELP = ("Parameter-server processes of a PS scheme's cell, at least 1 (default: one per worker node, as the "
-                "study ran BytePS)")
+SERVERS_HELP = (
+    "Parameter-server processes of a PS scheme's cell, at least 1 (default: one per worker node, as the "
+    "study ran BytePS)"
+)
 """What `--servers` means in every command (README, "Parameter servers")."""
 
 
@@ -38,8 +48,13 @@ def servers_option(more: str = ""):
     """`--servers N`, one meaning and one default in `run`, `sweep`, `predict`, `advise` and `commbench`: N >= 1
     parameter-server processes of a PS cell; not given, one per worker node, handed on as 0
     (harness/contracts/cell.per_worker_node). 0 is refused in one line, as any value below the range."""
-    return click.option("--servers", type=click.IntRange(min=1), default=None,
-                        callback=lambda _ctx, _param, value: value or 0, help=f"{SERVERS_HELP}{more}.")
+    return click.option(
+        "--servers",
+        type=click.IntRange(min=1),
+        default=None,
+        callback=lambda _ctx, _param, value: value or 0,
+        help=f"{SERVERS_HELP}{more}.",
+    )
 
 
 def _kind(hint):
@@ -61,8 +76,9 @@ def cell_options(command):
         required = default is dataclasses.MISSING
         kind = click.Choice(CHOICES[name]) if name in CHOICES else _kind(hints[name])
         given = {"required": True} if required else {"default": default, "show_default": default is not None}
-        command = click.option(SPELLING.get(name, "--" + name.replace("_", "-")), name, type=kind,
-                               help=docs[name], **given)(command)
+        command = click.option(
+            SPELLING.get(name, "--" + name.replace("_", "-")), name, type=kind, help=docs[name], **given
+        )(command)
     return command
 
 
@@ -85,36 +101,61 @@ TRACE_META = "ddlbench_trace_iters"
 def trace_option(what: str):
     """`--trace [N]` (N = 3 when omitted): record a timeline of N measured iterations of every rank. Kept
     in the click context (ctx.meta[TRACE_META]) rather than passed as a parameter."""
+
     def keep(ctx, _param, value):
         if value is not None:
             ctx.meta[TRACE_META] = value
         return value
-    return click.option("--trace", type=click.IntRange(min=1), is_flag=False, flag_value=3, default=None,
-                        expose_value=False, callback=keep, metavar="[N]",
-                        help=f"Record a timeline of the first N measured iterations (default 3) of every rank "
-                             f"of {what} into the cell's trace.json (Perfetto, chrome://tracing); same cell id.")
+
+    return click.option(
+        "--trace",
+        type=click.IntRange(min=1),
+        is_flag=False,
+        flag_value=3,
+        default=None,
+        expose_value=False,
+        callback=keep,
+        metavar="[N]",
+        help=f"Record a timeline of the first N measured iterations (default 3) of every rank "
+        f"of {what} into the cell's trace.json (Perfetto, chrome://tracing); same cell id.",
+    )
 
 
 def output_option(more: str = "", **kwargs):
     """`--output RUN_DIR`, a command's run directory (default results/<run-id>: harness/results/store.py);
     `more` is added to its help, `kwargs` to its click.Path."""
-    return click.option("--output", type=click.Path(path_type=Path, **kwargs),
-                        help=f"Run directory (default {RESULTS_ROOT}/<run-id>){more}.")
+    return click.option(
+        "--output",
+        type=click.Path(path_type=Path, **kwargs),
+        help=f"Run directory (default {RESULTS_ROOT}/<run-id>){more}.",
+    )
 
 
 RUN_OPTIONS = (
     output_option(),
-    click.option("--resume", is_flag=True, help="Into an existing --output: run only the cells it lacks (an "
-                                                "interrupted run goes on)."),
+    click.option(
+        "--resume",
+        is_flag=True,
+        help="Into an existing --output: run only the cells it lacks (an interrupted run goes on).",
+    ),
     click.option("--overwrite", is_flag=True, help="Discard the run already in --output and measure it again."),
-    click.option("--oversubscribe", is_flag=True,
-                 help="Allow more workers x threads than this box has cores (timings are then noise)."),
-    click.option("--cold", is_flag=True,
-                 help="Start the ranks as fresh interpreters instead of forking them from one pre-imported "
-                      "process (warm, the default): for comparison; replaces a sweep file's `cold:`."),
-    click.option("--strict-network", is_flag=True,
-                 help="Exit 1 when a multi-node cell's traffic did not go mainly through the interface its "
-                      "network profile names (summary column net_check)."),
+    click.option(
+        "--oversubscribe",
+        is_flag=True,
+        help="Allow more workers x threads than this box has cores (timings are then noise).",
+    ),
+    click.option(
+        "--cold",
+        is_flag=True,
+        help="Start the ranks as fresh interpreters instead of forking them from one pre-imported "
+        "process (warm, the default): for comparison; replaces a sweep file's `cold:`.",
+    ),
+    click.option(
+        "--strict-network",
+        is_flag=True,
+        help="Exit 1 when a multi-node cell's traffic did not go mainly through the interface its "
+        "network profile names (summary column net_check).",
+    ),
 )
 """The options `run` and `sweep` share."""
 
@@ -123,11 +164,12 @@ def run_options(command):
     """Decorate `run` or `sweep` with RUN_OPTIONS, handed to the command as `options` (a RunOptions:
     --output, --resume, --overwrite, --oversubscribe, --cold) and `strict_network` (how the exit status
     judges the run, harness/report/console.finish_run)."""
+
     @functools.wraps(command)
     def with_options(*args, output, resume, overwrite, oversubscribe, cold, **kwargs):
-        options = RunOptions(output=output, resume=resume, overwrite=overwrite, oversubscribe=oversubscribe,
-                             cold=cold)
+        options = RunOptions(output=output, resume=resume, overwrite=overwrite, oversubscribe=oversubscribe, cold=cold)
         return command(*args, options=options, **kwargs)
+
     for option in reversed(RUN_OPTIONS):
         with_options = option(with_options)
     return with_options
@@ -135,15 +177,24 @@ def run_options(command):
 
 def nodes_option(f):
     """The plain node list's flags (as `torchrun --nnodes` takes them); they win over the scheduler's."""
-    for name, kind, text in reversed((
+    for name, kind, text in reversed(
+        (
             ("--nnodes", int, "Nodes in a multi-node job without Slurm; every node runs this same command."),
             ("--node-rank", int, "This node's index (0 leads: plans the cells, writes the run)."),
             ("--nproc-per-node", int, "Workers per node (default: the scheduler's, else one per GPU, one on CPU)."),
             ("--master-addr", str, "Node 0's address, where the c10d store listens."),
-            ("--master-port", int, "The store's port (default 29400)."))):
+            ("--master-port", int, "The store's port (default 29400)."),
+        )
+    ):
         f = click.option(name, type=kind, help=text)(f)
-    return click.option("--join-timeout", "join_timeout_s", default=300.0, show_default=True, type=float,
-                        help="Seconds node 0 waits for every node to join (multi-node job).")(f)
+    return click.option(
+        "--join-timeout",
+        "join_timeout_s",
+        default=300.0,
+        show_default=True,
+        type=float,
+        help="Seconds node 0 waits for every node to join (multi-node job).",
+    )(f)
 
 
 APPENDED = "; the run is appended to it after it ends (ddlbench history add)"
@@ -152,8 +203,12 @@ APPENDED = "; the run is appended to it after it ends (ddlbench history add)"
 def history_option(required: bool = False, more: str = APPENDED):
     """`--history DIR`, a history folder (harness/history/store.py); on `run`, `sweep` and `slurm collect`
     the run is appended to it after it ends (`append_history`); `more` ends its help."""
-    return click.option("--history", type=click.Path(path_type=Path), required=required,
-                        help=f"History folder (one row per cell and run, across commits){more}.")
+    return click.option(
+        "--history",
+        type=click.Path(path_type=Path),
+        required=required,
+        help=f"History folder (one row per cell and run, across commits){more}.",
+    )
 
 
 def append_history(history: Path | None, run_dir: Path) -> None:

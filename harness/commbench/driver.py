@@ -81,8 +81,18 @@ def run_commbench(spec: CommbenchSpec) -> Path:
     lease = netns.lease(f"ddlbench commbench --testbed --collective {spec.collective}") if spec.testbed else None
     with lease or contextlib.nullcontext():
         launcher = testbed_or_here(spec.testbed)
-        cell = commbench_cell(spec.workers, spec.collective, sizes, spec.reps, spec.warmup, spec.servers,
-                              spec.device, network_of(launcher), spec.timeout_s, nodes=launcher.nodes_for(spec.workers))
+        cell = commbench_cell(
+            spec.workers,
+            spec.collective,
+            sizes,
+            spec.reps,
+            spec.warmup,
+            spec.servers,
+            spec.device,
+            network_of(launcher),
+            spec.timeout_s,
+            nodes=launcher.nodes_for(spec.workers),
+        )
         if launcher.warm:  # its ranks start on this box (srun's on the allocation's nodes): this box's cores
             warn(check_capacity(cell, spec.oversubscribe))
         check_output_dir(run_dir)
@@ -119,9 +129,19 @@ def _measure_into(run_dir: Path, cell: CellSpec, launcher: Launcher) -> None:
         store_rows(run_dir, rows(run_dir.name, cell, result), collective, cell.workers, cell.device)
 
 
-def commbench_cell(workers: int, collective: str, sizes: list[int], reps: int, warmup: int, servers: int = 0,
-                   device: str = "cpu", network: str = "loopback", timeout_s: float = 900.0,
-                   check: bool = True, nodes: int = 1) -> CellSpec:
+def commbench_cell(
+    workers: int,
+    collective: str,
+    sizes: list[int],
+    reps: int,
+    warmup: int,
+    servers: int = 0,
+    device: str = "cpu",
+    network: str = "loopback",
+    timeout_s: float = 900.0,
+    check: bool = True,
+    nodes: int = 1,
+) -> CellSpec:
     """The cell spec of one commbench run (scheme `commbench`; its knobs are the timer's settings).
     check: verify one all-reduce's sum before timing; nodes: hosts the workers are spread over."""
     if collective not in COLLECTIVES:
@@ -136,8 +156,17 @@ def commbench_cell(workers: int, collective: str, sizes: list[int], reps: int, w
     knobs = {"sizes": list(sizes), "reps": reps, "warmup": warmup, "collective": collective}
     if not check:
         knobs["check"] = False
-    return CellSpec(workload="-", scheme="commbench", workers=workers, servers=servers, device=device,
-                    timeout_s=timeout_s, network=network, knobs=knobs, nodes=nodes)
+    return CellSpec(
+        workload="-",
+        scheme="commbench",
+        workers=workers,
+        servers=servers,
+        device=device,
+        timeout_s=timeout_s,
+        network=network,
+        knobs=knobs,
+        nodes=nodes,
+    )
 
 
 def time_cell(cell: CellSpec, cell_dir: Path, launcher: Launcher | None = None) -> dict:

@@ -28,10 +28,22 @@ def rows(run_id: str, cell: CellSpec, result: dict) -> pd.DataFrame:
         med_times.append(statistics.median(samples))
         for rep, t in enumerate(samples):
             alg = size * 8 / t / 1e9
-            out.append({"schema_version": SCHEMA_VERSION, "run_id": run_id, "collective": coll,
-                        "backend": cell.backend, "workers": n, "size_bytes": size, "rep": rep, "time_s": t,
-                        "algbw_gbit_s": alg, "busbw_gbit_s": alg * factor, "network": cell.network,
-                        "dist_backend": result.get("dist_backend", "")})
+            out.append(
+                {
+                    "schema_version": SCHEMA_VERSION,
+                    "run_id": run_id,
+                    "collective": coll,
+                    "backend": cell.backend,
+                    "workers": n,
+                    "size_bytes": size,
+                    "rep": rep,
+                    "time_s": t,
+                    "algbw_gbit_s": alg,
+                    "busbw_gbit_s": alg * factor,
+                    "network": cell.network,
+                    "dist_backend": result.get("dist_backend", ""),
+                }
+            )
     alpha, beta = fit_alpha_beta([float(s) for s in med_sizes], med_times) if len(med_sizes) > 1 else (0.0, 0.0)
     df = pd.DataFrame(out)
     df["fit_alpha_s"], df["fit_beta_s_per_byte"] = alpha, beta

@@ -59,8 +59,16 @@ def measure_allreduce_busbw(
             f"give 2..{len(state.hosts)} or bring up more hosts"
         )
     launcher = testbed_or_here(testbed=True)
-    cell = commbench_cell(hosts, "allreduce", [size_bytes], reps, warmup, network=network_of(launcher),
-                          timeout_s=timeout_s, nodes=launcher.nodes_for(hosts))
+    cell = commbench_cell(
+        hosts,
+        "allreduce",
+        [size_bytes],
+        reps,
+        warmup,
+        network=network_of(launcher),
+        timeout_s=timeout_s,
+        nodes=launcher.nodes_for(hosts),
+    )
     with tempfile.TemporaryDirectory(prefix="ddlbench-testbed-measure-") as tmp:  # private (0700)
         rows = measure(cell, Path(tmp) / "allreduce", "testbed-measure", launcher)
     times = rows.sort_values("rep")["time_s"].tolist()

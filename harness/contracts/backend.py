@@ -99,8 +99,10 @@ def register(entry: BackendEntry) -> BackendEntry:
 def loaded() -> Registry[BackendEntry]:
     """BACKENDS, once the backends are loaded; else a RuntimeError naming the missing load."""
     if not BACKENDS.names():
-        raise RuntimeError("no backend is registered: this process's entry point calls harness.backends.load() "
-                           "before asking (docs/ARCHITECTURE.md, \"Plugins\")")
+        raise RuntimeError(
+            "no backend is registered: this process's entry point calls harness.backends.load() "
+            'before asking (docs/ARCHITECTURE.md, "Plugins")'
+        )
     return BACKENDS
 
 

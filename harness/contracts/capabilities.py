@@ -20,13 +20,22 @@ This module holds the words; which backends provide what is asked of the backend
 
 from __future__ import annotations
 
-WORDS = ("allreduce", "push_pull", "reduce_scatter", "all_gather", "process_group", "horovod_engine",
-         "deepspeed_engine", "byteps_engine")
+WORDS = (
+    "allreduce",
+    "push_pull",
+    "reduce_scatter",
+    "all_gather",
+    "process_group",
+    "horovod_engine",
+    "deepspeed_engine",
+    "byteps_engine",
+)
 
 
 def check_words(words, who: str) -> frozenset:
     unknown = sorted(set(words) - set(WORDS))
     if unknown:
-        raise ValueError(f"{who}: unknown capabilities {unknown}; known: {', '.join(WORDS)} "
-                         f"(harness/contracts/capabilities.py)")
+        raise ValueError(
+            f"{who}: unknown capabilities {unknown}; known: {', '.join(WORDS)} (harness/contracts/capabilities.py)"
+        )
     return frozenset(words)

@@ -130,8 +130,10 @@ def server_placement(cell: CellSpec, spare_hosts: int, where: str = "this box") 
     if not cell.servers:
         return ""
     if cell.server_hosts == "dedicated" and spare_hosts < 1:
-        raise UserError(f"--server-hosts dedicated needs a host without workers, and {where} has none spare; "
-                        f"give the testbed/allocation another host, or use --server-hosts colocated/auto")
+        raise UserError(
+            f"--server-hosts dedicated needs a host without workers, and {where} has none spare; "
+            f"give the testbed/allocation another host, or use --server-hosts colocated/auto"
+        )
     if cell.server_hosts == "colocated":
         return "colocated"
     return "dedicated" if spare_hosts > 0 else "colocated"

@@ -36,11 +36,15 @@ def process_group_backend(device: torch.device, requested: str = "auto") -> str:
 def check_dist_backend(requested: str, device_type: str) -> None:
     """UserError for a backend the cell cannot use on its device type."""
     if requested not in DIST_BACKENDS:
-        raise UserError(f"unknown dist backend {requested!r}: use {', '.join(DIST_BACKENDS)}; fix "
-                        f"--dist-backend or `dist_backend:` in the sweep file")
+        raise UserError(
+            f"unknown dist backend {requested!r}: use {', '.join(DIST_BACKENDS)}; fix "
+            f"--dist-backend or `dist_backend:` in the sweep file"
+        )
     if requested == "nccl" and device_type != "cuda":
-        raise UserError("dist backend nccl moves CUDA tensors only, and this cell computes on the CPU; use "
-                        "--dist-backend gloo (or auto), or --device cuda")
+        raise UserError(
+            "dist backend nccl moves CUDA tensors only, and this cell computes on the CPU; use "
+            "--dist-backend gloo (or auto), or --device cuda"
+        )
 
 
 def tensor_backend(group_backend: str, device_type: str) -> str:
@@ -64,25 +68,31 @@ def check_group_backend(device_type: str, requested: str, actual: str) -> None:
     if device_type != "cuda" or requested == "gloo":
         return
     if actual != "nccl" and not actual.endswith("-nccl"):
-        raise UserError(f"this CUDA cell's workers reduce over {actual or 'nothing'!r}, not NCCL: its numbers "
-                        f"would be host copies, not GPU communication; install a torch with NCCL, or run it "
-                        f"over gloo on purpose with --dist-backend gloo")
+        raise UserError(
+            f"this CUDA cell's workers reduce over {actual or 'nothing'!r}, not NCCL: its numbers "
+            f"would be host copies, not GPU communication; install a torch with NCCL, or run it "
+            f"over gloo on purpose with --dist-backend gloo"
+        )
 
 
 def device_index(local_rank: int, visible: int, share: bool = False) -> int:
     """Index among the visible devices for `local_rank` when `visible` devices are visible; `share`
     (gloo cells) lets ranks beyond the devices share them round-robin. Pure."""
     if visible < 1:
-        raise UserError(f"local rank {local_rank} asks for a CUDA device but none is visible "
-                        f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')}); "
-                        "run the cell with --device cpu or on a node with GPUs")
+        raise UserError(
+            f"local rank {local_rank} asks for a CUDA device but none is visible "
+            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')}); "
+            "run the cell with --device cpu or on a node with GPUs"
+        )
     if visible == 1:
         return 0  # per-task binding (or a one-GPU node): the one device this task sees
     if local_rank < visible or share:
         return local_rank % visible
-    raise UserError(f"local rank {local_rank} has no GPU of its own: {visible} are visible to this task; "
-                    "run at most one rank per GPU on a node (fewer workers per node, or one GPU per task), "
-                    "or share GPUs over gloo on purpose with --dist-backend gloo")
+    raise UserError(
+        f"local rank {local_rank} has no GPU of its own: {visible} are visible to this task; "
+        "run at most one rank per GPU on a node (fewer workers per node, or one GPU per task), "
+        "or share GPUs over gloo on purpose with --dist-backend gloo"
+    )
 
 
 def rank_device(local_rank: int, kind: str = "cuda", dist_backend: str = "auto") -> torch.device:

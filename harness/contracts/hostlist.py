@@ -61,10 +61,8 @@ def _expand_one(pattern: str, hostlist: str) -> list[str]:
         if "[" in pattern or "]" in pattern:
             raise ValueError(f"unbalanced brackets in hostlist {hostlist!r}")
         return [pattern]
-    head, tail = pattern[: m.start()], pattern[m.end():]
-    return [head + mid + rest
-            for mid in _expand_ranges(m.group(1), hostlist)
-            for rest in _expand_one(tail, hostlist)]
+    head, tail = pattern[: m.start()], pattern[m.end() :]
+    return [head + mid + rest for mid in _expand_ranges(m.group(1), hostlist) for rest in _expand_one(tail, hostlist)]
 
 
 def expand_hostlist(hostlist: str) -> list[str]:

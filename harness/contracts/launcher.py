@@ -91,8 +91,10 @@ class Follows(UserError):
     except `ddlbench sweep`, which catches this and serves the leader's cells (`serve`) instead."""
 
     def __init__(self, serve: Callable[[Path, bool], int]):
-        super().__init__("this node does not lead the job (its node rank is not 0): it serves node 0's cells "
-                         "through `ddlbench sweep`, and runs nothing of its own")
+        super().__init__(
+            "this node does not lead the job (its node rank is not 0): it serves node 0's cells "
+            "through `ddlbench sweep`, and runs nothing of its own"
+        )
         self.serve = serve
         """serve(output, cold) -> exit status: start the ranks the leader gives this node for each cell, until
         the leader ends the run (0 when the sweep finished, 1 when it was ended); this node's logs go to

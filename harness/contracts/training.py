@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-LR = 1e-3          # SGD learning rate: small enough that random-init models stay finite for 100s of steps
+LR = 1e-3  # SGD learning rate: small enough that random-init models stay finite for 100s of steps
 MOMENTUM = 0.9
 
 
@@ -35,8 +35,10 @@ def set_precision(dtype: str) -> dict:
     full = dtype == "fp32"
     torch.backends.cuda.matmul.allow_tf32 = not full
     torch.backends.cudnn.allow_tf32 = not full
-    return {"matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
+    return {
+        "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+    }
 
 
 def autocast_loss(loss_fn: Callable, dtype: str, device: torch.device) -> Callable:
@@ -50,6 +52,7 @@ def autocast_loss(loss_fn: Callable, dtype: str, device: torch.device) -> Callab
     def loss(model, batch):
         with torch.autocast(device_type=device.type, dtype=low):
             return loss_fn(model, batch)
+
     return loss
 
 
@@ -74,10 +77,14 @@ def bounded(fn: Callable[[], None], seconds: float, what: str) -> bool:
             failure.append(e)
         finally:
             done.set()
+
     threading.Thread(target=run, name=f"bounded:{what}", daemon=True).start()
     if not done.wait(seconds):
-        print(f"warning: {what} did not finish within {seconds:.0f} s after the results were written; "
-              f"leaving without it", file=sys.stderr, flush=True)
+        print(
+            f"warning: {what} did not finish within {seconds:.0f} s after the results were written; leaving without it",
+            file=sys.stderr,
+            flush=True,
+        )
         return False
     if failure:
         raise failure[0]

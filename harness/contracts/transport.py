@@ -73,8 +73,10 @@ class Transport(ABC):
 
     def _lacks(self, what: str) -> str:
         backend = type(self).__module__.split(".")[-2] if type(self).__module__.count(".") >= 2 else type(self).__name__
-        return (f"backend {backend} has no asynchronous {what} in ddlbench's transport; run schemes that split "
-                f"the all-reduce (dear) on backend torch or horovod")
+        return (
+            f"backend {backend} has no asynchronous {what} in ddlbench's transport; run schemes that split "
+            f"the all-reduce (dear) on backend torch or horovod"
+        )
 
     @property
     def servers(self) -> int:

@@ -1,1 +1,2 @@
-"""The ground floor (docs/ARCHITECTURE.md, "Packages"): errors, the registry, atomic writes, the tables' column contracts. Imports nothing of the harness."""
+"""The ground floor (docs/ARCHITECTURE.md, "Packages"): errors, the registry, atomic writes, the tables' column
+contracts. Imports nothing of the harness."""

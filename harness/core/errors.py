@@ -79,6 +79,7 @@ def signals_raise(run_dir: Path | None = None) -> Iterator[None]:
         for s in caught:
             signal.signal(s, signal.SIG_IGN)
         raise Interrupted(signum, run_dir)
+
     handler.raises = True  # an enclosing block's handler is not put back once a signal has fired
     for s in caught:
         signal.signal(s, handler)

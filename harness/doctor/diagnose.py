@@ -32,15 +32,22 @@ def _run_dir(keep: Path | None, cells: bool):
     elif keep is not None:
         check_output_dir(keep, "--keep")
         prepare_run(keep, resume=False, overwrite=False)  # refuses a run already there (only reads); the
-        yield keep                                         # smoke cells lock and prepare it for real
+        yield keep  # smoke cells lock and prepare it for real
     else:
         with tempfile.TemporaryDirectory(prefix="ddlbench-doctor-") as tmp:
             yield Path(tmp) / "run"
 
 
-def diagnose(workload: str = "bert-base-tiny", device: str = "auto", quick: bool = False, cells: bool = True,
-             keep: Path | None = None, progress: bool = True, echo: Callable[[str], None] | None = print,
-             timeout_s: float = smoke.SmokeConfig.timeout_s) -> dict:
+def diagnose(
+    workload: str = "bert-base-tiny",
+    device: str = "auto",
+    quick: bool = False,
+    cells: bool = True,
+    keep: Path | None = None,
+    progress: bool = True,
+    echo: Callable[[str], None] | None = print,
+    timeout_s: float = smoke.SmokeConfig.timeout_s,
+) -> dict:
     """Facts, smoke results and GPU checks as one dict; `echo` gets the report's lines as they are known
     (None: silent). Bad options raise UserError before anything runs."""
     t0 = time.monotonic()
@@ -63,10 +70,18 @@ def diagnose(workload: str = "bert-base-tiny", device: str = "auto", quick: bool
     for line in [""] + render.gpu_lines(checks) + [""]:
         say(line)
     wall_s = time.monotonic() - t0
-    for line in (render.verdict(results, wall_s, str(keep) if keep else None) if cells
-                 else [f"doctor: facts only (--no-cells) in {wall_s:.0f} s"]):
+    for line in (
+        render.verdict(results, wall_s, str(keep) if keep else None)
+        if cells
+        else [f"doctor: facts only (--no-cells) in {wall_s:.0f} s"]
+    ):
         say(line)
-    return {"facts": found, "smoke_config": asdict(cfg) if cells else None,
-            "smoke": [r.as_dict() for r in results], "gpu_checks": checks,
-            "ok": all(r.status != "failed" for r in results), "wall_s": round(wall_s, 1),
-            "run_dir": str(keep) if keep and cells else None}
+    return {
+        "facts": found,
+        "smoke_config": asdict(cfg) if cells else None,
+        "smoke": [r.as_dict() for r in results],
+        "gpu_checks": checks,
+        "ok": all(r.status != "failed" for r in results),
+        "wall_s": round(wall_s, 1),
+        "run_dir": str(keep) if keep and cells else None,
+    }

@@ -33,9 +33,14 @@ SLURM_TOOLS = ("sinfo", "scontrol", "srun", "sbatch")
 def python_facts() -> dict:
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return {"version": platform.python_version(), "executable": sys.executable,
-            "platform": platform.platform(), "cpu_model": cpu_model(), "cores": cores,
-            "load_avg": [round(x, 2) for x in load] if load else None}
+    return {
+        "version": platform.python_version(),
+        "executable": sys.executable,
+        "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "cores": cores,
+        "load_avg": [round(x, 2) for x in load] if load else None,
+    }
 
 
 def torch_facts() -> dict:
@@ -47,10 +52,18 @@ def torch_facts() -> dict:
         except (AttributeError, RuntimeError):  # a build without NCCL
             nccl = None
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    return {"version": torch.__version__, "cuda_build": torch.version.cuda,
-            "cuda_available": torch.cuda.is_available(), "cudnn": cudnn, "nccl": nccl,
-            "distributed": {"gloo": dist.is_gloo_available(), "nccl": dist.is_nccl_available(),
-                            "mpi": dist.is_mpi_available()}}
+    return {
+        "version": torch.__version__,
+        "cuda_build": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "cudnn": cudnn,
+        "nccl": nccl,
+        "distributed": {
+            "gloo": dist.is_gloo_available(),
+            "nccl": dist.is_nccl_available(),
+            "mpi": dist.is_mpi_available(),
+        },
+    }
 
 
 def gpu_facts() -> dict:
@@ -60,14 +73,25 @@ def gpu_facts() -> dict:
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
-            devices.append({"index": i, "name": p.name, "memory_gib": round(p.total_memory / 2**30, 1),
-                            "compute_capability": f"{p.major}.{p.minor}"})
+            devices.append(
+                {
+                    "index": i,
+                    "name": p.name,
+                    "memory_gib": round(p.total_memory / 2**30, 1),
+                    "compute_capability": f"{p.major}.{p.minor}",
+                }
+            )
     smi = shutil.which("nvidia-smi")
     driver = run_tool(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]) if smi else None
-    return {"count": len(devices), "devices": devices, "nvidia_smi": smi, "nvidia_hardware": nvidia_hardware(),
-            "driver": driver.splitlines()[0].strip() if driver else None,
-            "topology": run_tool(["nvidia-smi", "topo", "-m"]) if smi else None,
-            "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    return {
+        "count": len(devices),
+        "devices": devices,
+        "nvidia_smi": smi,
+        "nvidia_hardware": nvidia_hardware(),
+        "driver": driver.splitlines()[0].strip() if driver else None,
+        "topology": run_tool(["nvidia-smi", "topo", "-m"]) if smi else None,
+        "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
 
 
 NVIDIA_SIGNS = ("/proc/driver/nvidia/version", "/dev/nvidia0", "/dev/nvidiactl")
@@ -116,10 +140,15 @@ def slurm_facts(environ=os.environ) -> dict:
         tasks = expand_tasks_per_node(environ["SLURM_TASKS_PER_NODE"]) if environ.get("SLURM_TASKS_PER_NODE") else []
     except ValueError:
         tasks = []
-    return {"in_allocation": bool(environ.get("SLURM_JOB_ID")), "job_id": environ.get("SLURM_JOB_ID"),
-            "nodelist": nodelist, "nodes": nodes, "tasks_per_node": tasks,
-            "gpus_per_node": environ.get("SLURM_GPUS_PER_NODE") or environ.get("SLURM_GPUS_ON_NODE"),
-            "tools": {t: shutil.which(t) for t in SLURM_TOOLS}}
+    return {
+        "in_allocation": bool(environ.get("SLURM_JOB_ID")),
+        "job_id": environ.get("SLURM_JOB_ID"),
+        "nodelist": nodelist,
+        "nodes": nodes,
+        "tasks_per_node": tasks,
+        "gpus_per_node": environ.get("SLURM_GPUS_PER_NODE") or environ.get("SLURM_GPUS_ON_NODE"),
+        "tools": {t: shutil.which(t) for t in SLURM_TOOLS},
+    }
 
 
 def testbed_facts() -> dict:
@@ -133,10 +162,21 @@ def testbed_facts() -> dict:
         state = netns.status()
         holder = netns.lease_holder()
     except (OSError, UserError) as e:
-        return {"up": False, "hosts": 0, "rate_mbit": None, "held_by": None, "cannot_build": can_build,
-                "error": _first_line(e)}
-    return {"up": state is not None, "hosts": len(state.hosts) if state else 0,
-            "rate_mbit": state.rate_mbit if state else None, "held_by": holder, "cannot_build": can_build}
+        return {
+            "up": False,
+            "hosts": 0,
+            "rate_mbit": None,
+            "held_by": None,
+            "cannot_build": can_build,
+            "error": _first_line(e),
+        }
+    return {
+        "up": state is not None,
+        "hosts": len(state.hosts) if state else 0,
+        "rate_mbit": state.rate_mbit if state else None,
+        "held_by": holder,
+        "cannot_build": can_build,
+    }
 
 
 def deepspeed_ops_facts() -> dict:
@@ -150,7 +190,14 @@ def deepspeed_ops_facts() -> dict:
 
 def collect(device: str) -> dict:
     """Every fact above, for cells on `device` (cpu | cuda)."""
-    return {"python": python_facts(), "torch": torch_facts(), "gpus": gpu_facts(),
-            "network": {"interfaces": interfaces(), "hostname": hostname_facts()},
-            "backends": backend_facts(device), "slurm": slurm_facts(), "testbed": testbed_facts(),
-            "deepspeed_ops": deepspeed_ops_facts(), "device": device}
+    return {
+        "python": python_facts(),
+        "torch": torch_facts(),
+        "gpus": gpu_facts(),
+        "network": {"interfaces": interfaces(), "hostname": hostname_facts()},
+        "backends": backend_facts(device),
+        "slurm": slurm_facts(),
+        "testbed": testbed_facts(),
+        "deepspeed_ops": deepspeed_ops_facts(),
+        "device": device,
+    }

@@ -24,20 +24,38 @@ class GpuCheck:
 
 
 GPU_CHECKS = (
-    GpuCheck("stream-correct timing", "phases timed by CUDA events on the compute stream agree within 5% "
-             "with a synchronised wall clock (doctor runs it; also test_event_timing_agrees_...)"),
-    GpuCheck("TF32 off for fp32", "conv and matmul precision set from the cell's dtype: fp32 cells run "
-             "without TF32 (Ampere and newer default cuDNN convs to TF32); doctor compares with float64"),
-    GpuCheck("device rule", "a rank's GPU from its local rank and the visible devices, made current "
-             "(harness/contracts/devices.py)"),
-    GpuCheck("NCCL process group", "a CUDA cell's workers' group really moves CUDA tensors over NCCL "
-             "(dist.get_backend, chosen from the device's type), world size 1 (doctor runs it)"),
-    GpuCheck("exposed communication", "comm_wait_s/forward_wait_s and the overlap ratio non-trivial for "
-             "wfbp/mgwfbp/bytescheduler on a socket-only NCCL cell", min_gpus=2),
-    GpuCheck("NCCL credit window", "ByteScheduler's credit returns on real NCCL completion, so the window "
-             "bounds bytes in flight (partition start/end trace)", min_gpus=2),
-    GpuCheck("GPU test module (-m gpu)", "every scheme lossless at 2 GPUs over NCCL, Horovod with NCCL",
-             min_gpus=2),
+    GpuCheck(
+        "stream-correct timing",
+        "phases timed by CUDA events on the compute stream agree within 5% "
+        "with a synchronised wall clock (doctor runs it; also test_event_timing_agrees_...)",
+    ),
+    GpuCheck(
+        "TF32 off for fp32",
+        "conv and matmul precision set from the cell's dtype: fp32 cells run "
+        "without TF32 (Ampere and newer default cuDNN convs to TF32); doctor compares with float64",
+    ),
+    GpuCheck(
+        "device rule",
+        "a rank's GPU from its local rank and the visible devices, made current (harness/contracts/devices.py)",
+    ),
+    GpuCheck(
+        "NCCL process group",
+        "a CUDA cell's workers' group really moves CUDA tensors over NCCL "
+        "(dist.get_backend, chosen from the device's type), world size 1 (doctor runs it)",
+    ),
+    GpuCheck(
+        "exposed communication",
+        "comm_wait_s/forward_wait_s and the overlap ratio non-trivial for "
+        "wfbp/mgwfbp/bytescheduler on a socket-only NCCL cell",
+        min_gpus=2,
+    ),
+    GpuCheck(
+        "NCCL credit window",
+        "ByteScheduler's credit returns on real NCCL completion, so the window "
+        "bounds bytes in flight (partition start/end trace)",
+        min_gpus=2,
+    ),
+    GpuCheck("GPU test module (-m gpu)", "every scheme lossless at 2 GPUs over NCCL, Horovod with NCCL", min_gpus=2),
 )
 
 

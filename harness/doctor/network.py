@@ -70,26 +70,32 @@ def interfaces(sys_net: str = SYS_NET) -> list[dict]:
         if not os.path.isdir(d):
             continue  # e.g. bonding_masters
         flags, speed = _read(os.path.join(d, "flags")), _read(os.path.join(d, "speed"))
-        out.append({
-            "name": name,
-            "up": bool(int(flags, 16) & IFF_UP) if flags else None,
-            "state": _read(os.path.join(d, "operstate")) or "unknown",
-            "addresses": addrs.get(name, []),
-            "speed_mbit": int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0 else None,
-        })
+        out.append(
+            {
+                "name": name,
+                "up": bool(int(flags, 16) & IFF_UP) if flags else None,
+                "state": _read(os.path.join(d, "operstate")) or "unknown",
+                "addresses": addrs.get(name, []),
+                "speed_mbit": int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0 else None,
+            }
+        )
     return out
 
 
-def hostname_verdict(hostname: str, address: str | None, interface: str | None,
-                     suggest: str | None = None) -> dict:
+def hostname_verdict(hostname: str, address: str | None, interface: str | None, suggest: str | None = None) -> dict:
     """Whether the hostname's address is loopback, and what that means for multi-node runs. Pure.
 
     ("vm", "127.0.1.1", "lo") -> loopback True: gloo would tell other nodes a 127.x address;
     ("n1", "10.0.0.5", "eth0") -> loopback False."""
     if address is None:
-        return {"hostname": hostname, "address": None, "interface": interface, "loopback": None,
-                "verdict": f"{hostname} does not resolve: gloo cannot find its own address; add it to "
-                           f"/etc/hosts or DNS, or set GLOO_SOCKET_IFNAME"}
+        return {
+            "hostname": hostname,
+            "address": None,
+            "interface": interface,
+            "loopback": None,
+            "verdict": f"{hostname} does not resolve: gloo cannot find its own address; add it to "
+            f"/etc/hosts or DNS, or set GLOO_SOCKET_IFNAME",
+        }
     try:
         loop = ipaddress.ip_address(address).is_loopback
     except ValueError:
@@ -97,12 +103,13 @@ def hostname_verdict(hostname: str, address: str | None, interface: str | None,
     loop = loop or interface == LOOPBACK_IFACE
     if loop:
         fix = f"GLOO_SOCKET_IFNAME={suggest}" if suggest else "GLOO_SOCKET_IFNAME=<the interface of your network>"
-        verdict = (f"loopback: fine on one box, but on a multi-node run gloo would tell other nodes {address}; "
-                   f"ddlbench sets the interface from the route to MASTER_ADDR, for other tools set {fix}")
+        verdict = (
+            f"loopback: fine on one box, but on a multi-node run gloo would tell other nodes {address}; "
+            f"ddlbench sets the interface from the route to MASTER_ADDR, for other tools set {fix}"
+        )
     else:
         verdict = f"not loopback: other nodes can reach {address}" + (f" via {interface}" if interface else "")
-    return {"hostname": hostname, "address": address, "interface": interface, "loopback": loop,
-            "verdict": verdict}
+    return {"hostname": hostname, "address": address, "interface": interface, "loopback": loop, "verdict": verdict}
 
 
 def _route_dev(addr: str) -> str | None:
@@ -121,8 +128,9 @@ def hostname_facts() -> dict:
     except UserError:
         address = None
     default_dev = _route_dev(PROBE_ADDR)
-    facts = hostname_verdict(host, address, _route_dev(address) if address else None,
-                             default_dev if default_dev != LOOPBACK_IFACE else None)
+    facts = hostname_verdict(
+        host, address, _route_dev(address) if address else None, default_dev if default_dev != LOOPBACK_IFACE else None
+    )
     facts["default_route_interface"] = default_dev
     facts["variables"] = {v: os.environ[v] for v in IFNAME_VARS if os.environ.get(v)}
     return facts

@@ -21,8 +21,12 @@ def _line(label: str, text: str) -> str:
 def _torch(t: dict) -> list[str]:
     build = f"CUDA {t['cuda_build']}" if t["cuda_build"] else "CPU build (no CUDA)"
     dist = ", ".join(f"{k} {_yes(v)}" for k, v in t["distributed"].items())
-    return [_line("torch", f"{t['version']}, {build}, cuDNN {t['cudnn'] or '-'}, NCCL {t['nccl'] or '-'}; "
-                           f"torch.distributed: {dist}")]
+    return [
+        _line(
+            "torch",
+            f"{t['version']}, {build}, cuDNN {t['cudnn'] or '-'}, NCCL {t['nccl'] or '-'}; torch.distributed: {dist}",
+        )
+    ]
 
 
 def _gpus(g: dict, t: dict) -> list[str]:
@@ -31,16 +35,30 @@ def _gpus(g: dict, t: dict) -> list[str]:
         smi = f"; nvidia-smi at {g['nvidia_smi']}" if g["nvidia_smi"] else "; no nvidia-smi"
         lines = [_line("GPUs", f"none: {why}{smi}")]
         if g.get("nvidia_hardware") and not t["cuda_build"]:
-            lines.append(_line("WARNING", f"this machine has an NVIDIA GPU but torch {t['version']} is a CPU "
-                                          f"build: every cell would run on the CPU. Keep or install a CUDA "
-                                          f"build of torch and install ddlbench beside it (README, \"GPUs\"); "
-                                          f"the README's first command is for CPU machines"))
+            lines.append(
+                _line(
+                    "WARNING",
+                    f"this machine has an NVIDIA GPU but torch {t['version']} is a CPU "
+                    f"build: every cell would run on the CPU. Keep or install a CUDA "
+                    f'build of torch and install ddlbench beside it (README, "GPUs"); '
+                    f"the README's first command is for CPU machines",
+                )
+            )
         return lines
-    lines = [_line("GPUs", f"{g['count']}, driver {g['driver'] or '?'}"
-                   + (f", CUDA_VISIBLE_DEVICES={g['visible_devices']}" if g["visible_devices"] else ""))]
+    lines = [
+        _line(
+            "GPUs",
+            f"{g['count']}, driver {g['driver'] or '?'}"
+            + (f", CUDA_VISIBLE_DEVICES={g['visible_devices']}" if g["visible_devices"] else ""),
+        )
+    ]
     for d in g["devices"]:
-        lines.append(_line("", f"cuda:{d['index']} {d['name']}, {d['memory_gib']} GiB, "
-                               f"compute capability {d['compute_capability']}"))
+        lines.append(
+            _line(
+                "",
+                f"cuda:{d['index']} {d['name']}, {d['memory_gib']} GiB, compute capability {d['compute_capability']}",
+            )
+        )
     if g["topology"]:
         lines.append(_line("", "nvidia-smi topo -m:"))
         lines += [_line("", "  " + row) for row in g["topology"].rstrip().splitlines()]
@@ -82,17 +100,26 @@ def _slurm(s: dict) -> list[str]:
     if not s["in_allocation"]:
         return [_line("slurm", f"not inside an allocation; {tools}")]
     tasks = ",".join(map(str, s["tasks_per_node"])) or "?"
-    return [_line("slurm", f"job {s['job_id']} on {s['nodelist']} ({len(s['nodes'])} nodes), tasks per node "
-                           f"{tasks}, GPUs per node {s['gpus_per_node'] or '-'}; {tools}")]
+    return [
+        _line(
+            "slurm",
+            f"job {s['job_id']} on {s['nodelist']} ({len(s['nodes'])} nodes), tasks per node "
+            f"{tasks}, GPUs per node {s['gpus_per_node'] or '-'}; {tools}",
+        )
+    ]
 
 
 def _testbed(tb: dict) -> list[str]:
     if tb["up"]:
-        text = f"up: {tb['hosts']} hosts at {tb['rate_mbit']:g} Mbit/s" + (f", in use by {tb['held_by']}"
-                                                                            if tb["held_by"] else ", free")
+        text = f"up: {tb['hosts']} hosts at {tb['rate_mbit']:g} Mbit/s" + (
+            f", in use by {tb['held_by']}" if tb["held_by"] else ", free"
+        )
     else:
-        text = "not up" + (f" (cannot be built here: {tb['cannot_build']})" if tb["cannot_build"]
-                           else " (`ddlbench testbed up --hosts 2 --rate 500mbit` builds one)")
+        text = "not up" + (
+            f" (cannot be built here: {tb['cannot_build']})"
+            if tb["cannot_build"]
+            else " (`ddlbench testbed up --hosts 2 --rate 500mbit` builds one)"
+        )
     if tb.get("error"):
         text += f"; status check failed: {tb['error']}"
     return [_line("testbed", text)]
@@ -115,18 +142,22 @@ def facts_lines(f: dict) -> list[str]:
     """The "what this machine offers" part of the report."""
     p = f["python"]
     load = " ".join(map(str, p["load_avg"])) if p["load_avg"] else "?"
-    lines = ["ddlbench doctor: what this machine offers",
-             _line("python", f"{p['version']} ({p['executable']}), {p['platform']}"),
-             _line("cpu", f"{p['cores']} cores usable, {p['cpu_model']}; load average {load}" + _busy(p))]
+    lines = [
+        "ddlbench doctor: what this machine offers",
+        _line("python", f"{p['version']} ({p['executable']}), {p['platform']}"),
+        _line("cpu", f"{p['cores']} cores usable, {p['cpu_model']}; load average {load}" + _busy(p)),
+    ]
     lines += _torch(f["torch"]) + _gpus(f["gpus"], f["torch"]) + _network(f["network"])
     lines += _backends(f["backends"]) + _slurm(f["slurm"]) + _testbed(f["testbed"]) + _ds_ops(f["deepspeed_ops"])
     return lines
 
 
 def smoke_header(cfg: SmokeConfig) -> str:
-    return (f"smoke cells: {cfg.workload} on {cfg.device}, {cfg.workers} workers, batch {cfg.batch}, "
-            f"warmup {cfg.warmup}, iters {cfg.iters}, timeout {cfg.timeout_s:g} s"
-            + (" (--quick: one scheme per backend)" if cfg.quick else ""))
+    return (
+        f"smoke cells: {cfg.workload} on {cfg.device}, {cfg.workers} workers, batch {cfg.batch}, "
+        f"warmup {cfg.warmup}, iters {cfg.iters}, timeout {cfg.timeout_s:g} s"
+        + (" (--quick: one scheme per backend)" if cfg.quick else "")
+    )
 
 
 def smoke_lines(results: list[SmokeResult]) -> list[str]:
@@ -148,9 +179,15 @@ def verdict(results: list[SmokeResult], wall_s: float, kept: str | None = None) 
     """The last lines: what passed, what failed, how long it took, and where the failed cells' logs are."""
     n = {s: sum(r.status == s for r in results) for s in ("ok", "failed", "skipped")}
     word = "FAILED" if n["failed"] else "ok"
-    lines = [f"doctor {word}: {n['ok']} smoke cells ok, {n['failed']} failed, {n['skipped']} backends skipped "
-             f"in {wall_s:.0f} s"]
+    lines = [
+        f"doctor {word}: {n['ok']} smoke cells ok, {n['failed']} failed, {n['skipped']} backends skipped "
+        f"in {wall_s:.0f} s"
+    ]
     if n["failed"]:
-        where = f"{kept}/cells/<cell>/rank*.log" if kept else "run again with --keep DIR and read DIR/cells/<cell>/rank*.log"
+        where = (
+            f"{kept}/cells/<cell>/rank*.log"
+            if kept
+            else "run again with --keep DIR and read DIR/cells/<cell>/rank*.log"
+        )
         lines.append(f"rank logs: {where}; a cell that timed out on a busy machine may pass with a larger --timeout")
     return lines

@@ -84,8 +84,10 @@ def config_for(workload: str, device: str, quick: bool, timeout_s: float = Smoke
     WORKLOADS.get(workload)
     device = detect_device(device)
     if not math.isfinite(timeout_s) or timeout_s <= 0:
-        raise UserError(f"--timeout must be a finite number of seconds > 0, got {timeout_s!r}: a smoke cell "
-                        f"without a limit could hang the doctor; give e.g. --timeout 120")
+        raise UserError(
+            f"--timeout must be a finite number of seconds > 0, got {timeout_s!r}: a smoke cell "
+            f"without a limit could hang the doctor; give e.g. --timeout 120"
+        )
     workers = min(2, torch.cuda.device_count()) if device == "cuda" else 2  # one worker per GPU
     return SmokeConfig(workload=workload, device=device, workers=workers, timeout_s=timeout_s, quick=quick)
 
@@ -93,8 +95,9 @@ def config_for(workload: str, device: str, quick: bool, timeout_s: float = Smoke
 def schemes_for(backend: str, quick: bool) -> list[str]:
     """Schemes that communicate and run on `backend` (the `local` baseline does not); with `quick` only
     the first, all-reduce before parameter-server ones (fewer processes, the backend's own transport)."""
-    names = sorted((s.parameter_server, name) for name, s in SCHEMES.items()
-                   if s.communicates and backend in s.backends)
+    names = sorted(
+        (s.parameter_server, name) for name, s in SCHEMES.items() if s.communicates and backend in s.backends
+    )
     names = [name for _, name in names]
     return names[:1] if quick else sorted(names)
 
@@ -111,9 +114,18 @@ def plan(cfg: SmokeConfig, backends: list[dict]) -> tuple[list[CellSpec], list[S
             known.append(SmokeResult(b["name"], ", ".join(schemes), "skipped", why))
             continue
         for scheme in schemes:
-            spec = CellSpec(workload=cfg.workload, scheme=scheme, backend=b["name"], workers=cfg.workers,
-                            batch=cfg.batch, warmup=cfg.warmup, iters=cfg.iters, timeout_s=cfg.timeout_s,
-                            device=cfg.device, network="loopback")
+            spec = CellSpec(
+                workload=cfg.workload,
+                scheme=scheme,
+                backend=b["name"],
+                workers=cfg.workers,
+                batch=cfg.batch,
+                warmup=cfg.warmup,
+                iters=cfg.iters,
+                timeout_s=cfg.timeout_s,
+                device=cfg.device,
+                network="loopback",
+            )
             try:
                 cells.append(resolve(spec))
             except UserError as e:
@@ -131,8 +143,15 @@ def run(cells: list[CellSpec], run_dir: Path, progress: bool = True) -> list[Smo
     for c in cells:
         r = by_id.get(c.cell_id, {})
         reason = "" if r.get("status") == "ok" else str(r.get("reason") or "no summary row was recorded")
-        out.append(SmokeResult(c.backend, c.scheme, str(r.get("status") or "failed"), reason.splitlines()[0]
-                               if reason else "", r.get("wall_s")))
+        out.append(
+            SmokeResult(
+                c.backend,
+                c.scheme,
+                str(r.get("status") or "failed"),
+                reason.splitlines()[0] if reason else "",
+                r.get("wall_s"),
+            )
+        )
     return out
 
 

@@ -35,19 +35,27 @@ def resolve(cell: CellSpec, networks: dict | None = None, labels: tuple = ()) ->
             f"scheme {cell.scheme!r} does not run on backend {cell.backend!r}: it runs on "
             f"{', '.join(scheme.backends)}; pick one of those with --backend"
         )
-    for name, value, low in (("workers", cell.workers, 1), ("iters", cell.iters, 1),
-                             ("warmup", cell.warmup, 0), ("threads", cell.threads, 1),
-                             ("nodes", cell.nodes, 1), ("servers", cell.servers, 0),
-                             ("trace_iters", cell.trace_iters, 0)):
+    for name, value, low in (
+        ("workers", cell.workers, 1),
+        ("iters", cell.iters, 1),
+        ("warmup", cell.warmup, 0),
+        ("threads", cell.threads, 1),
+        ("nodes", cell.nodes, 1),
+        ("servers", cell.servers, 0),
+        ("trace_iters", cell.trace_iters, 0),
+    ):
         if not isinstance(value, int) or value < low:
             raise UserError(f"{name} must be an integer >= {low}, got {value!r}; fix the option or sweep file")
     if not isinstance(cell.timeout_s, (int, float)) or not math.isfinite(cell.timeout_s) or cell.timeout_s <= 0:
-        raise UserError(f"timeout must be a finite number of seconds > 0, got {cell.timeout_s!r} (a cell "
-                        f"without a limit could hang forever); fix --timeout or timeout_s")
+        raise UserError(
+            f"timeout must be a finite number of seconds > 0, got {cell.timeout_s!r} (a cell "
+            f"without a limit could hang forever); fix --timeout or timeout_s"
+        )
     batch, seq = check_shape(wl, cell.batch, cell.seq_len)
     if not isinstance(cell.network, str) or not cell.network.strip():
-        raise UserError(f"network label {cell.network!r} is empty: give the network a name for the rows "
-                        f"(e.g. loopback, eth-10g)")
+        raise UserError(
+            f"network label {cell.network!r} is empty: give the network a name for the rows (e.g. loopback, eth-10g)"
+        )
     network_env = cell.network_env
     if network_env is None or networks or labels:
         network_env = resolve_network(cell.network, networks, tuple(labels)).env()
@@ -56,39 +64,49 @@ def resolve(cell: CellSpec, networks: dict | None = None, labels: tuple = ()) ->
     check_dtype(cell.dtype, scheme, device)
     servers = per_worker_node(cell.servers, cell.nodes) if scheme.parameter_server else cell.servers
     if not scheme.parameter_server and servers:
-        raise UserError(f"scheme {cell.scheme!r} has no parameter servers; drop servers={servers} "
-                        f"or pick a -ps scheme")
+        raise UserError(f"scheme {cell.scheme!r} has no parameter servers; drop servers={servers} or pick a -ps scheme")
     check_server_hosts(cell.server_hosts, cell.scheme, scheme.parameter_server)
     if not isinstance(cell.knobs, dict):
-        raise UserError(f"knobs must map knob names to values, got {cell.knobs!r}; write e.g. "
-                        f"--knob bucket_cap_mb=25 or knobs: {{ddp: {{bucket_cap_mb: 25}}}}")
+        raise UserError(
+            f"knobs must map knob names to values, got {cell.knobs!r}; write e.g. "
+            f"--knob bucket_cap_mb=25 or knobs: {{ddp: {{bucket_cap_mb: 25}}}}"
+        )
     knobs = scheme.resolve_knobs(cell.knobs)
     check_knob_values(cell.scheme, knobs)
-    return replace(cell, batch=batch, seq_len=seq, device=device, servers=servers, knobs=knobs,
-                   network_env=network_env)
+    return replace(cell, batch=batch, seq_len=seq, device=device, servers=servers, knobs=knobs, network_env=network_env)
 
 
 def check_server_hosts(value: str, scheme: str, parameter_server: bool) -> None:
     if value not in SERVER_HOSTS:
-        raise UserError(f"server hosts {value!r} is not one of {', '.join(SERVER_HOSTS)}; fix --server-hosts "
-                        f"or `server_hosts:` in the sweep file")
+        raise UserError(
+            f"server hosts {value!r} is not one of {', '.join(SERVER_HOSTS)}; fix --server-hosts "
+            f"or `server_hosts:` in the sweep file"
+        )
     if value != "auto" and not parameter_server:
-        raise UserError(f"scheme {scheme!r} has no parameter servers, so --server-hosts {value} means nothing; "
-                        f"drop it or pick a -ps scheme")
+        raise UserError(
+            f"scheme {scheme!r} has no parameter servers, so --server-hosts {value} means nothing; "
+            f"drop it or pick a -ps scheme"
+        )
 
 
 def check_dtype(dtype: str, scheme, device: str) -> None:
     """The compute dtype against what the scheme (a SchemeEntry) and the device run (docs/ARCHITECTURE.md,
     "Precision"); UserError otherwise."""
     if dtype not in DTYPES:
-        raise UserError(f"unknown dtype {dtype!r}: use {' or '.join(DTYPES)} (fp16 would need loss scaling, "
-                        f"which no method here reproduces); fix --dtype or `dtype:` in the sweep file")
+        raise UserError(
+            f"unknown dtype {dtype!r}: use {' or '.join(DTYPES)} (fp16 would need loss scaling, "
+            f"which no method here reproduces); fix --dtype or `dtype:` in the sweep file"
+        )
     if dtype not in scheme.dtypes:
-        raise UserError(f"scheme {scheme.name!r} cannot run {dtype}: it runs {', '.join(scheme.dtypes)}; "
-                        f"use --dtype {scheme.dtypes[0]} or pick another scheme")
+        raise UserError(
+            f"scheme {scheme.name!r} cannot run {dtype}: it runs {', '.join(scheme.dtypes)}; "
+            f"use --dtype {scheme.dtypes[0]} or pick another scheme"
+        )
     if dtype == "bf16" and device == "cuda" and not torch.cuda.is_bf16_supported():
-        raise UserError("bf16 needs a GPU with bfloat16 support (Ampere or newer) and this one has none; "
-                        "use --dtype fp32 or --device cpu")
+        raise UserError(
+            "bf16 needs a GPU with bfloat16 support (Ampere or newer) and this one has none; "
+            "use --dtype fp32 or --device cpu"
+        )
 
 
 def check_shape(wl, batch: int | None, seq_len: int | None) -> tuple[int, int | None]:
@@ -105,8 +123,10 @@ def check_shape(wl, batch: int | None, seq_len: int | None) -> tuple[int, int | 
     seq = wl.seq_len if seq_len is None else seq_len
     most = wl.config.get("max_position_embeddings") or wl.config.get("n_positions")
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1 or (most and seq > most):
-        raise UserError(f"sequence length must be an integer from 1 to {most or 'the model maximum'} for "
-                        f"{wl.name!r} (its position table), got {seq!r}; fix --seq-len")
+        raise UserError(
+            f"sequence length must be an integer from 1 to {most or 'the model maximum'} for "
+            f"{wl.name!r} (its position table), got {seq!r}; fix --seq-len"
+        )
     return batch, seq
 
 
@@ -116,8 +136,10 @@ def check_knob_values(scheme: str, knobs: dict) -> None:
     for name, value in knobs.items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if not math.isfinite(value) or value < 0:
-                raise UserError(f"knob {name}={value!r} of scheme {scheme!r} must be a finite number >= 0; "
-                                f"fix it in --knob or the sweep file")
+                raise UserError(
+                    f"knob {name}={value!r} of scheme {scheme!r} must be a finite number >= 0; "
+                    f"fix it in --knob or the sweep file"
+                )
 
 
 def warn(note: str | None) -> None:
@@ -142,13 +164,17 @@ def check_capacity(cell: CellSpec, oversubscribe: bool = False) -> str | None:
     opt_in = "pass --oversubscribe (oversubscribe: true in a sweep file) to share cores"
     need = cell.workers * cell.threads
     if need > SHARE_LIMIT * cores:
-        raise UserError(f"{cell.workers} workers x {cell.threads} thread(s) need {need} cores but this box has "
-                        f"{cores}: one worker runs per core; lower --workers, or {opt_in}")
+        raise UserError(
+            f"{cell.workers} workers x {cell.threads} thread(s) need {need} cores but this box has "
+            f"{cores}: one worker runs per core; lower --workers, or {opt_in}"
+        )
     if cell.servers > SHARE_LIMIT * cores:  # servers mostly wait, so they may share the workers' cores
         raise UserError(f"{cell.servers} parameter servers on a box of {cores} cores: lower --servers, or {opt_in}")
     if need + cell.servers > cores:
-        return (f"{cell.workers} workers x {cell.threads} thread(s) + {cell.servers} server(s) share {cores} "
-                f"cores: ranks wait for each other's time slices, so throughput is the box's, not the method's")
+        return (
+            f"{cell.workers} workers x {cell.threads} thread(s) + {cell.servers} server(s) share {cores} "
+            f"cores: ranks wait for each other's time slices, so throughput is the box's, not the method's"
+        )
     return None
 
 

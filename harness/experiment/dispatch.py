@@ -47,8 +47,9 @@ def sweep_cells(cfg: SweepConfig, launcher: Launcher) -> list[CellSpec]:
         if net is None:
             cells += expand(cfg, nodes_for=launcher.nodes_for)
         else:
-            cells += expand(cfg, network=net.label, rate_mbit=net.rate_mbit, nodes_for=launcher.nodes_for,
-                            labels=(net.label,))
+            cells += expand(
+                cfg, network=net.label, rate_mbit=net.rate_mbit, nodes_for=launcher.nodes_for, labels=(net.label,)
+            )
     # e.g. dedicated server hosts without a spare host: refused before anything runs
     return [launcher.place(c) for c in cells]
 
@@ -56,12 +57,14 @@ def sweep_cells(cfg: SweepConfig, launcher: Launcher) -> list[CellSpec]:
 def sweep_text(cfg: SweepConfig, text: str | None) -> str:
     """What the run directory keeps as sweep.yaml: the file as the user wrote it, else the configuration
     written out (a sweep made in code)."""
-    return text if text is not None else yaml.safe_dump(json.loads(json.dumps(dataclasses.asdict(cfg))),
-                                                        sort_keys=False)
+    return (
+        text if text is not None else yaml.safe_dump(json.loads(json.dumps(dataclasses.asdict(cfg))), sort_keys=False)
+    )
 
 
-def run_sweep(cfg: SweepConfig, options: RunOptions = RunOptions(), text: str | None = None,
-              launcher: Launcher | None = None) -> Path:
+def run_sweep(
+    cfg: SweepConfig, options: RunOptions = RunOptions(), text: str | None = None, launcher: Launcher | None = None
+) -> Path:
     """Run every cell of `cfg` into `options.output` (default results/<run-id>); returns the run directory.
     An existing run there is refused unless `resume` or `overwrite`; `cold` here or in the file starts
     ranks cold. `text`: the sweep file as written, kept in the run directory."""
@@ -88,21 +91,25 @@ def on_network(cell: CellSpec, launcher: Launcher) -> CellSpec:
     if not launcher.networks:
         return resolve(cell)
     if len(launcher.networks) > 1:
-        raise UserError(f"launcher {launcher.name} runs every cell on {len(launcher.networks)} networks: run the "
-                        f"cell as a sweep file (`ddlbench sweep`)")
+        raise UserError(
+            f"launcher {launcher.name} runs every cell on {len(launcher.networks)} networks: run the "
+            f"cell as a sweep file (`ddlbench sweep`)"
+        )
     net = launcher.networks[0]
     label = net.label if cell.network == CellSpec.network else cell.network  # the default: named by nobody
     return resolve(cell.with_(network=label, network_rate_mbit=net.rate_mbit), labels=(net.label,))
 
 
-def run_cell(cell: CellSpec, options: RunOptions = RunOptions(), baseline: bool = False,
-             launcher: Launcher | None = None) -> Path:
+def run_cell(
+    cell: CellSpec, options: RunOptions = RunOptions(), baseline: bool = False, launcher: Launcher | None = None
+) -> Path:
     """One cell (plus the local 1-worker baseline with `baseline`): resolved, checked by its launcher
     (default: the one `options.launcher` names, `ddlbench run --testbed` the testbed's, else this box's),
     run and recorded; returns the run directory."""
     if launcher is None:
-        request = LaunchRequest(os.environ, flags=options.launcher_flags,
-                                title=f"ddlbench run {cell.workload} {cell.scheme}")
+        request = LaunchRequest(
+            os.environ, flags=options.launcher_flags, title=f"ddlbench run {cell.workload} {cell.scheme}"
+        )
         launcher = choose_launcher(request, options.launcher) if options.launcher else this_box(request)
     cell = cell.with_(nodes=launcher.nodes_for(cell.workers))  # the nodes its servers' default counts
     cell = launcher.place(on_network(cell, launcher))  # e.g. dedicated server hosts need a host one box lacks
@@ -112,8 +119,14 @@ def run_cell(cell: CellSpec, options: RunOptions = RunOptions(), baseline: bool 
     check_output_dir(run_dir)
     cells = [cell]
     if baseline and cell.scheme != "local":
-        cells.insert(0, resolve(cell.with_(scheme="local", workers=1, servers=0, nodes=1, knobs={},
-                                           backend="torch", server_hosts="auto")))
+        cells.insert(
+            0,
+            resolve(
+                cell.with_(
+                    scheme="local", workers=1, servers=0, nodes=1, knobs={}, backend="torch", server_hosts="auto"
+                )
+            ),
+        )
     run_cells(cells, run_dir, options, launcher, new_run=True)
     return run_dir
 
@@ -130,8 +143,10 @@ def run_as_rank(cell: CellSpec, output: Path | None) -> None:
     cell = resolve(cell)
     me = from_environ()
     if me.world_size != cell.workers + cell.servers:
-        raise UserError(f"the launcher started {me.world_size} processes but the cell needs "
-                        f"{cell.workers} workers + {cell.servers} servers; match --workers to it")
+        raise UserError(
+            f"the launcher started {me.world_size} processes but the cell needs "
+            f"{cell.workers} workers + {cell.servers} servers; match --workers to it"
+        )
     d = cell_dir(output, cell.cell_id)
     d.mkdir(parents=True, exist_ok=True)
     if me.rank == 0:

@@ -10,7 +10,6 @@ run directory; earlier cells stay on disk.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
@@ -52,8 +51,9 @@ def _this_box() -> Launcher:
     return this_box(LaunchRequest(os.environ))
 
 
-def execute_cell(cell: CellSpec, run_dir: Path, run_id: str, placement: Placement | None = None,
-                 launch: LaunchCell | None = None) -> dict:
+def execute_cell(
+    cell: CellSpec, run_dir: Path, run_id: str, placement: Placement | None = None, launch: LaunchCell | None = None
+) -> dict:
     """Launch one cell (by `launch`, a launcher's; None: this box's launcher) and record it (ok or failed).
     Returns the summary row."""
     d = store.cell_dir(run_dir, cell.cell_id)
@@ -75,8 +75,9 @@ def execute_cell(cell: CellSpec, run_dir: Path, run_id: str, placement: Placemen
     return record_result(run_dir, run_id, cell, result, time.monotonic() - t0)
 
 
-def write_environment(run_dir: Path, run_id: str, device: str, extra: dict | None = None,
-                      sample_load: bool = True) -> None:
+def write_environment(
+    run_dir: Path, run_id: str, device: str, extra: dict | None = None, sample_load: bool = True
+) -> None:
     """The run's environment row; with `sample_load`, the machine's load over the next second (blocking:
     for commands that measure no cells; run_cells records the load around its cells instead)."""
     libraries = {name: entry.library for name, entry in backends.load().items() if entry.library}
@@ -87,9 +88,16 @@ def write_environment(run_dir: Path, run_id: str, device: str, extra: dict | Non
         raise unwritable(e, f"run directory {run_dir}", "choose a writable --output or fix its permissions") from None
 
 
-def run_cells(cells: list[CellSpec], run_dir: Path, options: RunOptions = RunOptions(),
-              launcher: Launcher | None = None, *, new_run: bool = False, files: dict[str, str] | None = None,
-              run_id: str | None = None) -> list[dict]:
+def run_cells(
+    cells: list[CellSpec],
+    run_dir: Path,
+    options: RunOptions = RunOptions(),
+    launcher: Launcher | None = None,
+    *,
+    new_run: bool = False,
+    files: dict[str, str] | None = None,
+    run_id: str | None = None,
+) -> list[dict]:
     """The one function that runs cells into a run directory (the one sweep path, harness/experiment/dispatch.py,
     and doctor call it): lock the directory (one writer); with `new_run`, refuse or clear a run already there
     (store.prepare_run, by `options.resume` and `options.overwrite`) and write `files` (name -> text,
@@ -132,8 +140,10 @@ def _run_in(cells, run_dir, run_id, options: RunOptions, env_extra, launch) -> l
     environment_table = run_dir / "environment.parquet"
     resumed = options.resume and store.readable(environment_table) is not None
     if options.resume and not resumed and environment_table.exists():  # no cell holds it: recorded anew
-        warn(f"{environment_table} is torn: recorded again now (the run's start time, commit and versions are "
-             f"this resume's)")
+        warn(
+            f"{environment_table} is torn: recorded again now (the run's start time, commit and versions are "
+            f"this resume's)"
+        )
     if not resumed:
         write_environment(run_dir, run_id, cells[0].device if cells else "cpu", env_extra, sample_load=False)
 

@@ -98,18 +98,25 @@ def _setting_types() -> dict[str, tuple[tuple, str]]:
 
 _TYPES = {
     **_setting_types(),
-    "name": ((str,), "a name"), "knobs": ((dict,), "a mapping scheme -> {knob: value}"),
-    "baseline": ((bool,), "true or false"), "oversubscribe": ((bool,), "true or false"),
+    "name": ((str,), "a name"),
+    "knobs": ((dict,), "a mapping scheme -> {knob: value}"),
+    "baseline": ((bool,), "true or false"),
+    "oversubscribe": ((bool,), "true or false"),
     "cold": ((bool,), "true or false"),
     "trace": ((int,), "a number of iterations to trace (0 = off)"),
     "testbed": ((dict, type(None)), "a mapping {hosts: N, rate: R}"),
     "networks": ((dict, type(None)), "a mapping name -> {rate: R}"),
 }
-_ITEM_TYPES = {"workloads": (str, "names"), "schemes": (str, "names"), "backends": (str, "names"),
-               "workers": (int, "integers >= 1"),
-               "servers": (int, "integers >= 1 (parameter-server processes; omit `servers:` for one per worker node)"),
-               "server_hosts": (str, "auto, dedicated or colocated"), "dtype": (str, "fp32 and/or bf16"),
-               "labels": (str, "network labels")}
+_ITEM_TYPES = {
+    "workloads": (str, "names"),
+    "schemes": (str, "names"),
+    "backends": (str, "names"),
+    "workers": (int, "integers >= 1"),
+    "servers": (int, "integers >= 1 (parameter-server processes; omit `servers:` for one per worker node)"),
+    "server_hosts": (str, "auto, dedicated or colocated"),
+    "dtype": (str, "fp32 and/or bf16"),
+    "labels": (str, "network labels"),
+}
 
 
 _LEAST = {"servers": 1}
@@ -123,8 +130,10 @@ def load_sweep(path: str | Path) -> SweepConfig:
     try:
         data = yaml.safe_load(p.read_text())
     except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read sweep file {p}: {getattr(e, 'strerror', None) or e}; check its "
-                        f"permissions and that it is a text (YAML) file") from None
+        raise UserError(
+            f"cannot read sweep file {p}: {getattr(e, 'strerror', None) or e}; check its "
+            f"permissions and that it is a text (YAML) file"
+        ) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
@@ -136,18 +145,18 @@ def load_sweep(path: str | Path) -> SweepConfig:
 
 def sweep_from_dict(data, source: str = "sweep") -> SweepConfig:
     if not isinstance(data, dict):
-        raise UserError(f"{source} must be a mapping of settings (name:, workloads:, ...), not "
-                        f"{type(data).__name__}")
+        raise UserError(f"{source} must be a mapping of settings (name:, workloads:, ...), not {type(data).__name__}")
     known = {f.name for f in dataclasses.fields(SweepConfig)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise UserError(f"unknown key(s) {', '.join(unknown)} in {source}: known keys are "
-                        f"{', '.join(sorted(known))}")
+        raise UserError(f"unknown key(s) {', '.join(unknown)} in {source}: known keys are {', '.join(sorted(known))}")
     clean = {k: _checked(k, v, source) for k, v in data.items()}
     for scheme, knobs in clean.get("knobs", {}).items():
         if not isinstance(knobs, dict):
-            raise UserError(f"`knobs: {{{scheme}: {knobs!r}}}` in {source} must map each scheme to "
-                            f"{{knob: value}}, e.g. knobs: {{ddp: {{bucket_cap_mb: [1, 25]}}}}")
+            raise UserError(
+                f"`knobs: {{{scheme}: {knobs!r}}}` in {source} must map each scheme to "
+                f"{{knob: value}}, e.g. knobs: {{ddp: {{bucket_cap_mb: [1, 25]}}}}"
+            )
     if "name" in clean:
         check_name(clean["name"], "sweep name")
     return SweepConfig(**clean)
@@ -159,8 +168,7 @@ def _checked(key: str, value, source: str):
         items = tuple(value) if isinstance(value, (list, tuple)) else (value,)
         kind, what = _ITEM_TYPES[key]
         if not items:
-            raise UserError(f"`{key}:` in {source} is empty: give at least one value, e.g. {key}: "
-                            f"[{_EXAMPLES[key]}]")
+            raise UserError(f"`{key}:` in {source} is empty: give at least one value, e.g. {key}: [{_EXAMPLES[key]}]")
         bad = [v for v in items if not isinstance(v, kind) or isinstance(v, bool) or v < _LEAST.get(key, v)]
         if bad:
             raise UserError(f"`{key}:` in {source} must hold {what}, got {bad[0]!r}; fix the sweep file")
@@ -171,9 +179,16 @@ def _checked(key: str, value, source: str):
     return value
 
 
-_EXAMPLES = {"workloads": "resnet50-tiny", "schemes": "ddp", "backends": "torch", "workers": "1, 2",
-             "servers": "1", "server_hosts": "auto", "dtype": "fp32, bf16",
-             "labels": "eth-10g"}
+_EXAMPLES = {
+    "workloads": "resnet50-tiny",
+    "schemes": "ddp",
+    "backends": "torch",
+    "workers": "1, 2",
+    "servers": "1",
+    "server_hosts": "auto",
+    "dtype": "fp32, bf16",
+    "labels": "eth-10g",
+}
 
 
 def knob_value(text: str, option: str = "--knob"):
@@ -183,8 +198,10 @@ def knob_value(text: str, option: str = "--knob"):
         return yaml.safe_load(text)
     except yaml.YAMLError as e:
         why = str(getattr(e, "problem", None) or "not valid YAML").strip()
-        raise UserError(f"{option} value {text!r} cannot be read ({why}); write a plain number, word or "
-                        f"list, e.g. 25, true or [1, 2]") from None
+        raise UserError(
+            f"{option} value {text!r} cannot be read ({why}); write a plain number, word or "
+            f"list, e.g. 25, true or [1, 2]"
+        ) from None
 
 
 def _knob_grid(knobs: dict) -> list[dict]:
@@ -193,8 +210,69 @@ def _knob_grid(knobs: dict) -> list[dict]:
     return [dict(zip(names, combo)) for combo in itertools.product(*values)] or [{}]
 
 
-def expand(cfg: SweepConfig, network: str | None = None, rate_mbit: float | None = None,
-           nodes_for=None, labels: tuple = ()) -> list[CellSpec]:
+def _check_sweep(cfg: SweepConfig) -> None:
+    """Refuse the sweep's workers, schemes and dtypes that cannot make a cell."""
+    for w in cfg.workers:
+        if not isinstance(w, int) or w < 1:
+            raise UserError(f"workers must be integers >= 1, got {w!r}; fix `workers:` in the sweep file")
+    for scheme in cfg.schemes:  # a scheme that would be skipped silently is a mistake in the file
+        runs_on = SCHEMES.get(scheme).backends
+        if not set(runs_on) & set(cfg.backends):
+            raise UserError(
+                f"scheme {scheme!r} runs on none of the sweep's backends ({', '.join(cfg.backends)}): "
+                f"it runs on {', '.join(runs_on)}; add one of those to `backends:` or drop the scheme"
+            )
+    for dtype in cfg.dtype:
+        if dtype not in DTYPES:
+            raise UserError(f"unknown dtype {dtype!r} in `dtype:`: use {' and/or '.join(DTYPES)}; fix the sweep file")
+    for scheme in cfg.schemes:
+        if not set(SCHEMES.get(scheme).dtypes) & set(cfg.dtype):
+            raise UserError(
+                f"scheme {scheme!r} runs none of the sweep's dtypes ({', '.join(cfg.dtype)}): it runs "
+                f"{', '.join(SCHEMES.get(scheme).dtypes)}; add one to `dtype:` or drop the scheme"
+            )
+
+
+def _scheme_cells(
+    cfg: SweepConfig, wl: str, scheme: str, dtype: str, common: dict, networks: dict, nodes_for
+) -> list[CellSpec]:
+    """The cells of one scheme for one workload and dtype: every backend it runs on, worker count, knob
+    combination and server layout."""
+    entry = SCHEMES.get(scheme)
+    if dtype not in entry.dtypes:
+        return []
+    ps = entry.parameter_server
+    layouts = list(itertools.product(cfg.servers or (0,) if ps else (0,), cfg.server_hosts if ps else ("auto",)))
+    cells: list[CellSpec] = []
+    for backend in cfg.backends:
+        if backend not in entry.backends:
+            continue
+        for workers in cfg.workers:
+            for knobs in _knob_grid(cfg.knobs.get(scheme, {})):
+                for servers, where in layouts:
+                    nodes = nodes_for(workers) if nodes_for else 1
+                    cells.append(
+                        resolve(
+                            CellSpec(
+                                workload=wl,
+                                scheme=scheme,
+                                backend=backend,
+                                workers=workers,
+                                servers=servers,
+                                knobs=knobs,
+                                nodes=nodes,
+                                server_hosts=where,
+                                **common,
+                            ),
+                            **networks,
+                        )
+                    )
+    return cells
+
+
+def expand(
+    cfg: SweepConfig, network: str | None = None, rate_mbit: float | None = None, nodes_for=None, labels: tuple = ()
+) -> list[CellSpec]:
     """All cells of the sweep, resolved (names checked, defaults filled), baseline cells first. `labels`:
     network labels declared beyond the file's `labels:` (the testbed's emulated-<rate>)."""
     networks = dict(networks=cfg.networks, labels=tuple(cfg.labels) + tuple(labels))
@@ -204,56 +282,33 @@ def expand(cfg: SweepConfig, network: str | None = None, rate_mbit: float | None
     common = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(CellSettings)}  # what every cell shares
     common.update(timeout_s=float(cfg.timeout_s), network=network or cfg.network, network_rate_mbit=rate_mbit)
     common["trace_iters"] = cfg.trace  # not part of the cell id
-    for w in cfg.workers:
-        if not isinstance(w, int) or w < 1:
-            raise UserError(f"workers must be integers >= 1, got {w!r}; fix `workers:` in the sweep file")
-    for scheme in cfg.schemes:  # a scheme that would be skipped silently is a mistake in the file
-        runs_on = SCHEMES.get(scheme).backends
-        if not set(runs_on) & set(cfg.backends):
-            raise UserError(f"scheme {scheme!r} runs on none of the sweep's backends ({', '.join(cfg.backends)}): "
-                            f"it runs on {', '.join(runs_on)}; add one of those to `backends:` or drop the scheme")
-    for dtype in cfg.dtype:
-        if dtype not in DTYPES:
-            raise UserError(f"unknown dtype {dtype!r} in `dtype:`: use {' and/or '.join(DTYPES)}; fix the sweep file")
-    for scheme in cfg.schemes:
-        if not set(SCHEMES.get(scheme).dtypes) & set(cfg.dtype):
-            raise UserError(f"scheme {scheme!r} runs none of the sweep's dtypes ({', '.join(cfg.dtype)}): it runs "
-                            f"{', '.join(SCHEMES.get(scheme).dtypes)}; add one to `dtype:` or drop the scheme")
+    _check_sweep(cfg)
     cells: list[CellSpec] = []
     for wl, dtype in itertools.product(cfg.workloads, cfg.dtype):
         common["dtype"] = dtype
         if cfg.baseline:
             cells.append(resolve(CellSpec(workload=wl, scheme="local", workers=1, **common), **networks))
         for scheme in cfg.schemes:
-            entry = SCHEMES.get(scheme)
-            if dtype not in entry.dtypes:
-                continue
-            for backend in cfg.backends:
-                if backend not in entry.backends:
-                    continue
-                for workers in cfg.workers:
-                    for knobs in _knob_grid(cfg.knobs.get(scheme, {})):
-                        ps = entry.parameter_server
-                        for servers, where in itertools.product(cfg.servers or (0,) if ps else (0,),
-                                                                cfg.server_hosts if ps else ("auto",)):
-                            nodes = nodes_for(workers) if nodes_for else 1
-                            cells.append(resolve(CellSpec(
-                                workload=wl, scheme=scheme, backend=backend, workers=workers,
-                                servers=servers, knobs=knobs, nodes=nodes, server_hosts=where, **common),
-                                **networks))
+            cells += _scheme_cells(cfg, wl, scheme, dtype, common, networks, nodes_for)
     seen, out = set(), []
     for c in cells:
         if c.cell_id not in seen:
             seen.add(c.cell_id)
             out.append(c)
     if not out:
-        raise UserError("the sweep expands to no cells: check that its schemes run on its backends "
-                        "(see `ddlbench list`)")
+        raise UserError(
+            "the sweep expands to no cells: check that its schemes run on its backends (see `ddlbench list`)"
+        )
     return out
 
 
-def with_overrides(cfg: SweepConfig, trace: int | None = None, server_hosts: str | None = None,
-                   dtype: str | None = None, servers: int = 0) -> SweepConfig:
+def with_overrides(
+    cfg: SweepConfig,
+    trace: int | None = None,
+    server_hosts: str | None = None,
+    dtype: str | None = None,
+    servers: int = 0,
+) -> SweepConfig:
     """The command line's replacements of the file's `trace:` (docs/ARCHITECTURE.md, "Traces"),
     `server_hosts:`, `servers:` and `dtype:` (docs/ARCHITECTURE.md, "Precision"); None (0 for servers) keeps
     the file's."""

@@ -49,8 +49,7 @@ def baselines_root(root: str | Path | None = None) -> Path:
 def check_name(name: str, what: str = "baseline name") -> str:
     """A name that is safe as one path component (no '/', no '..'): baselines and sweep runs."""
     if not isinstance(name, str) or not _NAME.match(name):
-        raise UserError(f"{what} {name!r} is not allowed: use 1-64 letters, digits, '-' or '_' "
-                        f"(e.g. cpu-tiny)")
+        raise UserError(f"{what} {name!r} is not allowed: use 1-64 letters, digits, '-' or '_' (e.g. cpu-tiny)")
     return name
 
 
@@ -65,19 +64,21 @@ def save_baseline(name: str, run, root: str | Path | None = None, force: bool = 
     all_tables = [_checked_run(r, force) for r in runs]
     ids = [run_identity(t) for t in all_tables]
     if len(set(ids)) < len(ids):
-        raise UserError("the same run was given twice: a baseline's rounds are separate runs of one sweep "
-                        "(e.g. results/base-1 results/base-2 results/base-3)")
+        raise UserError(
+            "the same run was given twice: a baseline's rounds are separate runs of one sweep "
+            "(e.g. results/base-1 results/base-2 results/base-3)"
+        )
     tables = all_tables[0]
     for other in all_tables[1:]:
         _check_same_sweep(tables, other)
     dest = baselines_root(root) / name
     check_output_dir(dest.parent, "baselines directory (--dir)")
     if dest.exists() and not force:
-        raise UserError(f"baseline {name!r} already exists at {dest}: pick another name or pass --force "
-                        f"to replace it")
+        raise UserError(f"baseline {name!r} already exists at {dest}: pick another name or pass --force to replace it")
     environment = tables.environment
-    fingerprints = sorted({f for t in all_tables if "fingerprint" in t.environment
-                           for f in t.environment["fingerprint"]})
+    fingerprints = sorted(
+        {f for t in all_tables if "fingerprint" in t.environment for f in t.environment["fingerprint"]}
+    )
     measured = measured_cells(tables.summary)
     meta = {
         "name": name,
@@ -85,9 +86,13 @@ def save_baseline(name: str, run, root: str | Path | None = None, force: bool = 
         "source_runs": [str(t.path) for t in all_tables],
         "rounds": len(all_tables),
         "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "run_created_utc": str(environment["created_utc"].iloc[0]) if "created_utc" in environment and len(environment) else "",
+        "run_created_utc": str(environment["created_utc"].iloc[0])
+        if "created_utc" in environment and len(environment)
+        else "",
         "fingerprint": ",".join(fingerprints),
-        "git_commit": str(environment["git_commit"].iloc[0]) if "git_commit" in environment and len(environment) else "",
+        "git_commit": str(environment["git_commit"].iloc[0])
+        if "git_commit" in environment and len(environment)
+        else "",
         "cells": len(measured),
         "cells_ok": int((measured["status"] == "ok").sum()),
         "workloads": sorted(set(measured["workload"].dropna())),
@@ -105,12 +110,15 @@ def _checked_run(run, force: bool):
     if tables.summary.empty:
         raise UserError(f"run {tables.path} has no summary table: a baseline needs measured cells")
     if tables.raw.empty:
-        raise UserError(f"run {tables.path} has no raw.parquet: the gate needs per-iteration samples; "
-                        f"re-run or resume the sweep")
+        raise UserError(
+            f"run {tables.path} has no raw.parquet: the gate needs per-iteration samples; re-run or resume the sweep"
+        )
     busy = [why for why in map(busy_reason, (r for _, r in tables.environment.iterrows())) if why]
     if busy and not force:
-        raise UserError(f"refusing to store a baseline from a busy machine: while {tables.path} was measured, "
-                        f"{busy[0]}; re-run it with nothing else running, or pass --force to store it anyway")
+        raise UserError(
+            f"refusing to store a baseline from a busy machine: while {tables.path} was measured, "
+            f"{busy[0]}; re-run it with nothing else running, or pass --force to store it anyway"
+        )
     return tables
 
 
@@ -120,15 +128,19 @@ def _check_same_sweep(first, other) -> None:
     if keys[0] != keys[1]:
         extra = len(keys[1] - keys[0])
         missing = len(keys[0] - keys[1])
-        raise UserError(f"run {other.path} is not a run of the same sweep as {first.path} ({missing} of its "
-                        f"cells missing, {extra} others): a baseline's rounds are complete runs of one sweep; "
-                        f"resume the incomplete run (`ddlbench sweep ... --resume`) or leave it out")
+        raise UserError(
+            f"run {other.path} is not a run of the same sweep as {first.path} ({missing} of its "
+            f"cells missing, {extra} others): a baseline's rounds are complete runs of one sweep; "
+            f"resume the incomplete run (`ddlbench sweep ... --resume`) or leave it out"
+        )
     backends = {str(b) for b in measured_cells(first.summary)["backend"].dropna()}
     try:
         check_environments(first.environment, other.environment, backends)
     except UserError as e:
-        raise UserError(f"runs {first.path} and {other.path} cannot be rounds of one baseline: "
-                        f"{str(e).removeprefix('refusing to compare ')}") from None
+        raise UserError(
+            f"runs {first.path} and {other.path} cannot be rounds of one baseline: "
+            f"{str(e).removeprefix('refusing to compare ')}"
+        ) from None
 
 
 def run_identity(tables) -> tuple:
@@ -144,8 +156,13 @@ def run_identity(tables) -> tuple:
 def load_rounds(path: str | Path) -> list:
     """Every run stored in a baseline (its first run, then rounds/2 ...), or [the run] for a run directory."""
     first = load_stored(path)
-    extra = sorted((d for d in (first.path / "rounds").glob("*") if d.is_dir() and d.name.isdigit()),
-                   key=lambda d: int(d.name)) if (first.path / "rounds").is_dir() else []
+    extra = (
+        sorted(
+            (d for d in (first.path / "rounds").glob("*") if d.is_dir() and d.name.isdigit()), key=lambda d: int(d.name)
+        )
+        if (first.path / "rounds").is_dir()
+        else []
+    )
     return [first, *(load_run(d, fix=_save_again(first.path)) for d in extra)]
 
 
@@ -162,8 +179,10 @@ def _save_again(baseline: Path) -> str:
         runs = " ".join(json.loads((baseline / "meta.json").read_text())["source_runs"])
     except (OSError, ValueError, KeyError, TypeError):
         runs = "RUN..."
-    return (f"save the baseline again from its runs: `ddlbench baseline save {baseline.name} {runs} --force "
-            f"--dir {baseline.parent}`")
+    return (
+        f"save the baseline again from its runs: `ddlbench baseline save {baseline.name} {runs} --force "
+        f"--dir {baseline.parent}`"
+    )
 
 
 def _store(run_dirs: list[Path], dest: Path, meta: dict) -> None:
@@ -207,7 +226,9 @@ def _strip_machine_paths(environment_file: Path) -> None:
             return p.name
 
     environment["package_path"] = environment["package_path"].map(rel)
-    write_parquet_atomic(environment, environment_file)  # docs/ARCHITECTURE.md, "Tidy tables": only through core/atomic.py
+    write_parquet_atomic(
+        environment, environment_file
+    )  # docs/ARCHITECTURE.md, "Tidy tables": only through core/atomic.py
 
 
 def list_baselines(root: str | Path | None = None) -> list[dict]:
@@ -235,5 +256,7 @@ def resolve(ref: str | Path, root: str | Path | None = None) -> Path:
     if (RESULTS_ROOT / str(ref)).is_dir():
         return RESULTS_ROOT / str(ref)
     known = ", ".join(m["name"] for m in list_baselines(root)) or "none stored"
-    raise UserError(f"{str(ref)!r} is neither a run directory nor a stored baseline (baselines in {base}: "
-                    f"{known}); give a path, or save one with `ddlbench baseline save NAME RUN`")
+    raise UserError(
+        f"{str(ref)!r} is neither a run directory nor a stored baseline (baselines in {base}: "
+        f"{known}); give a path, or save one with `ddlbench baseline save NAME RUN`"
+    )

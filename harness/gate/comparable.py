@@ -27,20 +27,20 @@ def environment_differences(base: pd.DataFrame, current: pd.DataFrame, backends=
         vals = sorted({fingerprint_value(r, k) for _, r in environment.iterrows()})
         return "/".join(v or "missing" for v in vals) or "missing"
 
-    return [f"{k}: {values(base, k)} -> {values(current, k)}" for k in keys
-            if values(base, k) != values(current, k)]
+    return [f"{k}: {values(base, k)} -> {values(current, k)}" for k in keys if values(base, k) != values(current, k)]
 
 
-def check_environments(base: pd.DataFrame, current: pd.DataFrame, backends=(),
-                       allow_mismatch: bool = False) -> str:
+def check_environments(base: pd.DataFrame, current: pd.DataFrame, backends=(), allow_mismatch: bool = False) -> str:
     """Refuse (UserError) to compare runs whose environments differ in what can change the compared
     cells' numbers (common keys and the compared backends' own libraries), unless allowed; returns a note."""
     for side, environment in (("baseline", base), ("current run", current)):
         if environment is None or environment.empty:
             if allow_mismatch:
                 return f"no environment table in the {side}; compared anyway (--allow-env-mismatch)"
-            raise UserError(f"refusing to compare: the {side} has no environment.parquet, so its machine is "
-                            f"unknown; re-run it, or pass --allow-env-mismatch")
+            raise UserError(
+                f"refusing to compare: the {side} has no environment.parquet, so its machine is "
+                f"unknown; re-run it, or pass --allow-env-mismatch"
+            )
     diff = environment_differences(base, current, backends)
     libs = ", ".join(sorted(b for b in backends if fingerprint_keys(b) != COMMON_KEYS))
     what = "machine, python, torch" + (f" and {libs}" if libs else "")
@@ -48,5 +48,7 @@ def check_environments(base: pd.DataFrame, current: pd.DataFrame, backends=(),
         return f"environments match ({what})"
     if allow_mismatch:
         return f"environments differ ({'; '.join(diff)}); compared anyway (--allow-env-mismatch)"
-    raise UserError(f"refusing to compare unlike environments ({'; '.join(diff)}); record a baseline on this "
-                    f"machine kind (`ddlbench baseline save`) or pass --allow-env-mismatch")
+    raise UserError(
+        f"refusing to compare unlike environments ({'; '.join(diff)}); record a baseline on this "
+        f"machine kind (`ddlbench baseline save`) or pass --allow-env-mismatch"
+    )

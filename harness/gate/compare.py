@@ -35,15 +35,35 @@ import math
 import numpy as np
 import pandas as pd
 
-from harness.gate.stats import (DEFAULT_GATE, GateConfig, ci_of_mean, decide, decide_rounds, log_spread,
-                                   machine_prior, significance)
+from harness.gate.stats import (
+    DEFAULT_GATE,
+    GateConfig,
+    ci_of_mean,
+    decide,
+    decide_rounds,
+    log_spread,
+    machine_prior,
+    significance,
+)
 from harness.gate.keys import MATCH_KEYS, pair_resolved, cell_key, cell_label
 from harness.core.errors import UserError
 from harness.results.summarize import row_host_heap
 
-__all__ = ["DEFAULT_GATE", "HEAP_CHANGED", "GateConfig", "ci_of_mean", "compare_rounds", "compare_runs",
-           "compared_backends", "decide", "decide_rounds", "gate_exit_code", "iteration_throughputs", "measured_cells",
-           "significance"]
+__all__ = [
+    "DEFAULT_GATE",
+    "HEAP_CHANGED",
+    "GateConfig",
+    "ci_of_mean",
+    "compare_rounds",
+    "compare_runs",
+    "compared_backends",
+    "decide",
+    "decide_rounds",
+    "gate_exit_code",
+    "iteration_throughputs",
+    "measured_cells",
+    "significance",
+]
 
 STATUSES = ("worse", "failed", "improved", "same", "new", "incomparable")
 """Every status a compared cell can get; `worse` and `failed` fail the gate (exit status 1)."""
@@ -66,9 +86,26 @@ def iteration_throughputs(summary: pd.DataFrame, raw: pd.DataFrame) -> dict[str,
     return out
 
 
-RESULT_COLUMNS = ["cell", "scheme", "status", "baseline_x", "current_x", "ratio", "detects", "p_value", "test",
-                  "n_baseline", "n_current", "runs_baseline", "runs_current", "spread", "note", "sample_unit",
-                  "baseline_cell_id", "current_cell_id"]
+RESULT_COLUMNS = [
+    "cell",
+    "scheme",
+    "status",
+    "baseline_x",
+    "current_x",
+    "ratio",
+    "detects",
+    "p_value",
+    "test",
+    "n_baseline",
+    "n_current",
+    "runs_baseline",
+    "runs_current",
+    "spread",
+    "note",
+    "sample_unit",
+    "baseline_cell_id",
+    "current_cell_id",
+]
 """`detects`: the ratio below which this cell would have been called worse (rounds only); `spread`: the
 standard deviation of log run medians, pooled over both sides (about the run-to-run CV); `runs_*`: how
 many runs of each side measured the cell."""
@@ -89,8 +126,10 @@ def _index(summary: pd.DataFrame, side: str) -> dict[tuple, pd.Series]:
     for _, r in summary.iterrows():
         k = cell_key(r)
         if k in rows:
-            raise UserError(f"the {side} holds two cells with the same axis values ({cell_label(r)}): "
-                            f"compare one run against one run, not merged runs")
+            raise UserError(
+                f"the {side} holds two cells with the same axis values ({cell_label(r)}): "
+                f"compare one run against one run, not merged runs"
+            )
         rows[k] = r
     return rows
 
@@ -116,8 +155,13 @@ def _union(side: list[tuple[dict, dict]]) -> dict:
     return keys
 
 
-def compare_runs(base_summary: pd.DataFrame, base_raw: pd.DataFrame, cur_summary: pd.DataFrame,
-                 cur_raw: pd.DataFrame, cfg: GateConfig = DEFAULT_GATE) -> pd.DataFrame:
+def compare_runs(
+    base_summary: pd.DataFrame,
+    base_raw: pd.DataFrame,
+    cur_summary: pd.DataFrame,
+    cur_raw: pd.DataFrame,
+    cfg: GateConfig = DEFAULT_GATE,
+) -> pd.DataFrame:
     """One run against one run: one row per cell of either run (status, medians, ratio, p-value)."""
     return compare_rounds([(base_summary, base_raw)], [(cur_summary, cur_raw)], cfg)
 
@@ -135,8 +179,10 @@ def compare_rounds(base: Rounds, cur: Rounds, cfg: GateConfig = DEFAULT_GATE) ->
     b_side = [(pair_resolved(idx, c_union), x) for idx, x in b_side]
     b_union = _union(b_side)
     rounds = len(base) + len(cur) >= 3
-    rows = [_compare_cell(key, b_side, c_side, cfg, rounds)
-            for key in list(c_union) + [k for k in b_union if k not in c_union]]
+    rows = [
+        _compare_cell(key, b_side, c_side, cfg, rounds)
+        for key in list(c_union) + [k for k in b_union if k not in c_union]
+    ]
     judged = [r for r in rows if "_rounds" in r]
     prior = machine_prior([log_spread(*r["_rounds"]) for r in judged])
     for r in judged:
@@ -158,8 +204,9 @@ def _samples(side: list[tuple[dict, dict]], key) -> tuple[list, list, list]:
     """(rows present, rows failed, per-iteration samples of the ok runs that have them)."""
     present = [(idx[key], x) for idx, x in side if key in idx]
     failed = [r for r, _ in present if r["status"] != "ok"]
-    samples = [x[r["cell_id"]] for r, x in present if r["status"] == "ok" and r["cell_id"] in x
-               and len(x[r["cell_id"]])]
+    samples = [
+        x[r["cell_id"]] for r, x in present if r["status"] == "ok" and r["cell_id"] in x and len(x[r["cell_id"]])
+    ]
     return [r for r, _ in present], failed, samples
 
 
@@ -171,25 +218,41 @@ def _compare_cell(key, b_side, c_side, cfg: GateConfig, rounds: bool) -> dict:
     b_rows, b_failed, b_x = _samples(b_side, key)
     c_rows, c_failed, c_x = _samples(c_side, key)
     ref = c_rows[0] if c_rows else b_rows[0]
-    row = {"cell": cell_label(ref, with_knobs=False), "_full": cell_label(ref), "scheme": ref.get("scheme"),
-           "sample_unit": ref.get("sample_unit", ""),
-           "baseline_cell_id": b_rows[0]["cell_id"] if b_rows else "",
-           "current_cell_id": c_rows[0]["cell_id"] if c_rows else "",
-           "baseline_x": math.nan, "current_x": math.nan, "ratio": math.nan, "detects": math.nan,
-           "p_value": math.nan, "test": "", "n_baseline": sum(map(len, b_x)), "n_current": sum(map(len, c_x)),
-           "runs_baseline": len(b_x), "runs_current": len(c_x), "spread": math.nan, "note": ""}
+    row = {
+        "cell": cell_label(ref, with_knobs=False),
+        "_full": cell_label(ref),
+        "scheme": ref.get("scheme"),
+        "sample_unit": ref.get("sample_unit", ""),
+        "baseline_cell_id": b_rows[0]["cell_id"] if b_rows else "",
+        "current_cell_id": c_rows[0]["cell_id"] if c_rows else "",
+        "baseline_x": math.nan,
+        "current_x": math.nan,
+        "ratio": math.nan,
+        "detects": math.nan,
+        "p_value": math.nan,
+        "test": "",
+        "n_baseline": sum(map(len, b_x)),
+        "n_current": sum(map(len, c_x)),
+        "runs_baseline": len(b_x),
+        "runs_current": len(c_x),
+        "spread": math.nan,
+        "note": "",
+    }
     b_med = [float(np.median(x)) for x in b_x]
     c_med = [float(np.median(x)) for x in c_x]
     if b_med:
         row["baseline_x"] = float(np.exp(np.mean(np.log(b_med))))
     if c_med:
         row["current_x"] = float(np.exp(np.mean(np.log(c_med))))
-    of = (lambda n, rows: f" (in {n} of {len(rows)} runs)" if len(rows) > 1 else "")
+    of = lambda n, rows: f" (in {n} of {len(rows)} runs)" if len(rows) > 1 else ""
     if not c_rows:
         return {**row, "status": "incomparable", "note": "not in the current run"}
     if c_failed:
-        return {**row, "status": "failed",
-                "note": (str(c_failed[0].get("reason") or "") + of(len(c_failed), c_rows))[:200]}
+        return {
+            **row,
+            "status": "failed",
+            "note": (str(c_failed[0].get("reason") or "") + of(len(c_failed), c_rows))[:200],
+        }
     if not b_rows:
         return {**row, "status": "new", "note": "not in the baseline"}
     if len(b_failed) == len(b_rows):
@@ -199,9 +262,12 @@ def _compare_cell(key, b_side, c_side, cfg: GateConfig, rounds: bool) -> dict:
         return {**row, "status": "incomparable", "note": f"no per-iteration samples in the {side}"}
     heaps = [sorted({row_host_heap(r) for r in rows}) for rows in (b_rows, c_rows)]
     if heaps[0] != heaps[1]:  # a CPU cell's page faults are a third of its time with glibc's defaults
-        return {**row, "status": "incomparable",
-                "note": f"{HEAP_CHANGED} {'/'.join(heaps[0])} -> {'/'.join(heaps[1])} (harness/measure/host_heap.py): "
-                        f"record the baseline again"}
+        return {
+            **row,
+            "status": "incomparable",
+            "note": f"{HEAP_CHANGED} {'/'.join(heaps[0])} -> {'/'.join(heaps[1])} (harness/measure/host_heap.py): "
+            f"record the baseline again",
+        }
     if rounds:
         row["_rounds"] = (b_med, c_med)  # decided in compare_rounds, with the machine's spread
     else:

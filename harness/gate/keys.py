@@ -10,8 +10,20 @@ import math
 import numpy as np
 import pandas as pd
 
-MATCH_KEYS = ("workload", "scheme", "backend", "workers", "servers", "batch_per_worker", "seq_len",
-              "knobs_json", "network", "dtype", "server_hosts", "dist_backend")
+MATCH_KEYS = (
+    "workload",
+    "scheme",
+    "backend",
+    "workers",
+    "servers",
+    "batch_per_worker",
+    "seq_len",
+    "knobs_json",
+    "network",
+    "dtype",
+    "server_hosts",
+    "dist_backend",
+)
 KEY_DEFAULTS = {"dtype": "fp32", "server_hosts": None, "dist_backend": "gloo"}
 """What a run recorded before a key existed means: every earlier run was fp32, placed its servers by the
 rule `auto` now names (an empty value: a cell without servers), and moved its tensors over gloo (before
@@ -20,6 +32,7 @@ UNRESOLVED = {"server_hosts": ("", "auto"), "dist_backend": ("auto",)}
 """Values of keys a cell resolves only when it runs (where its servers went, the backend its group really
 used) that mean "not resolved": what a cell that failed before that point records. `pair_resolved`
 matches such a cell to the one resolved cell of the other side that equals it in every other key."""
+
 
 def _norm(v):
     """A hashable, type-stable form of one axis value: NaN/None -> None, 8.0 -> 8, knob JSON canonical

@@ -66,9 +66,12 @@ def decide(base, cur, cfg: GateConfig = DEFAULT_GATE) -> dict:
     """One cell's verdict from the two per-iteration throughput samples (higher is better)."""
     base = np.asarray(base, dtype=float)
     cur = np.asarray(cur, dtype=float)
-    out = {"baseline_x": float(np.median(base)) if base.size else math.nan,
-           "current_x": float(np.median(cur)) if cur.size else math.nan,
-           "n_baseline": int(base.size), "n_current": int(cur.size)}
+    out = {
+        "baseline_x": float(np.median(base)) if base.size else math.nan,
+        "current_x": float(np.median(cur)) if cur.size else math.nan,
+        "n_baseline": int(base.size),
+        "n_current": int(cur.size),
+    }
     out["ratio"] = out["current_x"] / out["baseline_x"] if out["baseline_x"] else math.nan
     sig, p, test = significance(base, cur, cfg)
     out.update(p_value=p, test=test)
@@ -132,8 +135,9 @@ def machine_prior(spreads: list[tuple[float, int]]) -> tuple[float, float]:
     return float(math.exp(e.mean() + special.digamma(d0 / 2) - math.log(d0 / 2))), d0
 
 
-def decide_rounds(base, cur, cfg: GateConfig = DEFAULT_GATE, prior: tuple[float, float] = (0.0, 0.0),
-                  cells: int = 1) -> dict:
+def decide_rounds(
+    base, cur, cfg: GateConfig = DEFAULT_GATE, prior: tuple[float, float] = (0.0, 0.0), cells: int = 1
+) -> dict:
     """One cell's verdict from its per-run medians (one number per run of the sweep, higher is better):
     a moderated t on their logs (Smyth 2004), plus the factor (docs/ARCHITECTURE.md, "Regression gate").
 
@@ -151,12 +155,23 @@ def decide_rounds(base, cur, cfg: GateConfig = DEFAULT_GATE, prior: tuple[float,
     else:
         s2, df = ((d0 * s0sq + ss) / (d0 + d), d0 + d) if d0 + d > 0 else (0.0, 0.0)
     diff = float(lc.mean() - lb.mean())
-    out = {"baseline_x": float(math.exp(lb.mean())), "current_x": float(math.exp(lc.mean())),
-           "ratio": float(math.exp(diff)), "test": f"t {nb}+{nc} runs", "runs_baseline": nb,
-           "runs_current": nc, "spread": math.sqrt(ss / d) if d > 0 else math.nan}
+    out = {
+        "baseline_x": float(math.exp(lb.mean())),
+        "current_x": float(math.exp(lc.mean())),
+        "ratio": float(math.exp(diff)),
+        "test": f"t {nb}+{nc} runs",
+        "runs_baseline": nb,
+        "runs_current": nc,
+        "spread": math.sqrt(ss / d) if d > 0 else math.nan,
+    }
     if df <= 0:
-        return {**out, "p_value": math.nan, "detects": math.nan, "status": "incomparable",
-                "note": "one run a side and no other cell's spread to go by"}
+        return {
+            **out,
+            "p_value": math.nan,
+            "detects": math.nan,
+            "status": "incomparable",
+            "note": "one run a side and no other cell's spread to go by",
+        }
     se = math.sqrt(s2) * math.sqrt(1 / nb + 1 / nc)
     a = cfg.alpha / max(1, cells)
     t_crit = float(st.t.ppf(1 - a / 2, df))

@@ -50,6 +50,7 @@ def merge_plan(backward_s: list[float], sizes_bytes: list[int], alpha: float, be
 @dataclass(frozen=True)
 class Part:
     """One part of a tensor as ByteScheduler cuts it (default 4 MB), keeping its tensor's priority."""
+
     key: str
     """Stable name: `<param index>:<part index>`."""
     param: int

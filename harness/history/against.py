@@ -34,13 +34,30 @@ def reference_rounds(rows: pd.DataFrame) -> list[tuple[pd.DataFrame, pd.DataFram
     series, its iterations' times back from the throughputs (global_batch / x)."""
     rounds = []
     for _, run in rows.groupby("run_key", sort=True, observed=True):
-        summary = pd.DataFrame([{**raw_key(r.cell_key), "cell_id": r.series, "status": "ok", "reason": "",
-                                 "source": "measured", "sample_unit": r.sample_unit, "global_batch": r.global_batch,
-                                 "host_heap": json.loads(r.fingerprint_fields or "{}").get("host_heap", "default")}
-                                for r in run.itertuples()])
-        raw = pd.DataFrame([{"cell_id": r.series, "rank": 0, "iteration": i, "iter_s": r.global_batch / x}
-                            for r in run.itertuples() for i, x in enumerate(np.asarray(r.samples, float)) if x > 0],
-                           columns=["cell_id", "rank", "iteration", "iter_s"])
+        summary = pd.DataFrame(
+            [
+                {
+                    **raw_key(r.cell_key),
+                    "cell_id": r.series,
+                    "status": "ok",
+                    "reason": "",
+                    "source": "measured",
+                    "sample_unit": r.sample_unit,
+                    "global_batch": r.global_batch,
+                    "host_heap": json.loads(r.fingerprint_fields or "{}").get("host_heap", "default"),
+                }
+                for r in run.itertuples()
+            ]
+        )
+        raw = pd.DataFrame(
+            [
+                {"cell_id": r.series, "rank": 0, "iteration": i, "iter_s": r.global_batch / x}
+                for r in run.itertuples()
+                for i, x in enumerate(np.asarray(r.samples, float))
+                if x > 0
+            ],
+            columns=["cell_id", "rank", "iteration", "iter_s"],
+        )
         rounds.append((summary, raw))
     return rounds
 
@@ -87,11 +104,21 @@ def compare_history(history, runs: list, cfg: GateConfig, fail_on: str = "worse"
     code = gate_exit_code(table)
     if fail_on == "confirmed":
         ch = found.changes
-        hit = ch[(ch["state"] == "open") & ch["confirmed"] & (ch["kind"] == "change") &
-                 ch["series"].isin(set(current["series"]))]
+        hit = ch[
+            (ch["state"] == "open")
+            & ch["confirmed"]
+            & (ch["kind"] == "change")
+            & ch["series"].isin(set(current["series"]))
+        ]
         if len(hit):
             md += "\n**Open confirmed changes** (`--fail-on confirmed`; triage them in annotations.yaml):\n\n"
-            md += "\n".join(f"- {r.cell}: {r.size:+.1%} at {r.first_bad[:12] or r.first_bad_run} (series "
-                            f"{r.series}){'; ' + r.bisect if r.bisect else ''}" for r in hit.itertuples()) + "\n"
+            md += (
+                "\n".join(
+                    f"- {r.cell}: {r.size:+.1%} at {r.first_bad[:12] or r.first_bad_run} (series "
+                    f"{r.series}){'; ' + r.bisect if r.bisect else ''}"
+                    for r in hit.itertuples()
+                )
+                + "\n"
+            )
             code = 1
     return md, code

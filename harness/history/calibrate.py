@@ -51,18 +51,25 @@ def machine_spread(spread: float | None, baseline: str | None, history) -> tuple
                     meds.setdefault(cell_key(r), []).append(float(np.median(x[r["cell_id"]])))
         sds = [float(np.std(np.log(v), ddof=1)) for v in meds.values() if len(v) >= 2]
         if not sds:
-            raise UserError(f"baseline {baseline} has no cell measured in two or more rounds: save it from several "
-                            f"runs (`ddlbench baseline save NAME RUN1 RUN2 RUN3`) or give --spread")
+            raise UserError(
+                f"baseline {baseline} has no cell measured in two or more rounds: save it from several "
+                f"runs (`ddlbench baseline save NAME RUN1 RUN2 RUN3`) or give --spread"
+            )
         return float(np.median(sds)), f"baseline {baseline}: median over {len(sds)} cells of the SD of log run medians"
     if history:
         rows = scan(history).rows
-        sds = [robust_sigma(g["throughput_median"] / g["throughput_median"].median())
-               for _, g in rows.groupby("series", observed=True) if len(g) >= 4]
+        sds = [
+            robust_sigma(g["throughput_median"] / g["throughput_median"].median())
+            for _, g in rows.groupby("series", observed=True)
+            if len(g) >= 4
+        ]
         if not sds:
             raise UserError(f"history {history} has no series of 4 or more runs: add runs first, or give --spread")
         return float(np.median(sds)), f"history {history}: median over {len(sds)} series of their robust noise"
-    raise UserError("history calibrate needs the noise to simulate: give --spread (e.g. 0.02), --baseline NAME "
-                    "(a baseline saved from several runs) or --history DIR")
+    raise UserError(
+        "history calibrate needs the noise to simulate: give --spread (e.g. 0.02), --baseline NAME "
+        "(a baseline saved from several runs) or --history DIR"
+    )
 
 
 def _series(rng, n: int, noise: float, heavy: bool, step: float, at: int) -> np.ndarray:
@@ -89,8 +96,15 @@ def _one(rng, m: np.ndarray, k: float, cfg: DetectorConfig) -> list:
     return find_changes(m, samples, k, cfg)
 
 
-def run_case(noise: float, series: int, points: int, step: float = 0.0, heavy: bool = False, seed: int = 0,
-             cfg: DetectorConfig = DetectorConfig()) -> dict:
+def run_case(
+    noise: float,
+    series: int,
+    points: int,
+    step: float = 0.0,
+    heavy: bool = False,
+    seed: int = 0,
+    cfg: DetectorConfig = DetectorConfig(),
+) -> dict:
     """One case's rates over `series` synthetic series (module docstring)."""
     rng = np.random.default_rng(seed)
     k = penalty_factor(points, cfg.false_rate)
@@ -106,9 +120,15 @@ def run_case(noise: float, series: int, points: int, step: float = 0.0, heavy: b
             found += bool(hit)
             confirmed += any(c.confirmed for c in hit)
             oracle += _oracle(m, at, noise, cfg)
-    out = {"noise": "t3" if heavy else "normal", "step": step, "series": series, "points": points,
-           "penalty_k": k, "series_with_a_change": any_kept / series,
-           "series_with_a_confirmed_change": any_confirmed / series}
+    out = {
+        "noise": "t3" if heavy else "normal",
+        "step": step,
+        "series": series,
+        "points": points,
+        "penalty_k": k,
+        "series_with_a_change": any_kept / series,
+        "series_with_a_confirmed_change": any_confirmed / series,
+    }
     if step:
         out.update(found=found / series, confirmed=confirmed / series, oracle_bound=oracle / series)
     return out
@@ -118,8 +138,13 @@ def calibrate(noise: float, series: int = 1000, points: int = 100, seed: int = 0
     t0 = time.perf_counter()
     cases = [run_case(noise, series, points, heavy=h, seed=seed + i) for i, h in enumerate((False, True))]
     cases += [run_case(noise, series, points, step=-s, seed=seed + 10 + i) for i, s in enumerate(STEPS)]
-    return {"spread": noise, "detector": DetectorConfig().__dict__, "cases": cases,
-            "seconds": round(time.perf_counter() - t0, 1), "goals": GOALS}
+    return {
+        "spread": noise,
+        "detector": DetectorConfig().__dict__,
+        "cases": cases,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "goals": GOALS,
+    }
 
 
 def write_calibration(result: dict, out: str | Path, source: str) -> str:
@@ -127,17 +152,24 @@ def write_calibration(result: dict, out: str | Path, source: str) -> str:
     out = Path(out)
     result = {**result, "spread_source": source}
     rows = pd.DataFrame(result["cases"])
-    lines = [f"## History detector: false alarms and detection at {result['spread']:.2%} run-to-run spread",
-             "", f"Spread: {source}. {rows['series'].iloc[0]} series x {rows['points'].iloc[0]} runs per case, "
-             f"{ITERS} iterations per run; {result['seconds']} s. Goals: {GOALS}.", "",
-             "| noise | step | series with a change | with a confirmed change | steps found (+-1 run) | confirmed "
-             "| oracle bound |", "|---|---|---|---|---|---|---|"]
-    pct = (lambda v: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1%}")
+    lines = [
+        f"## History detector: false alarms and detection at {result['spread']:.2%} run-to-run spread",
+        "",
+        f"Spread: {source}. {rows['series'].iloc[0]} series x {rows['points'].iloc[0]} runs per case, "
+        f"{ITERS} iterations per run; {result['seconds']} s. Goals: {GOALS}.",
+        "",
+        "| noise | step | series with a change | with a confirmed change | steps found (+-1 run) | confirmed "
+        "| oracle bound |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    pct = lambda v: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1%}"
     for r in rows.to_dict("records"):
-        lines.append(f"| {r['noise']} | {pct(r['step']) if r['step'] else 'none'} | {pct(r['series_with_a_change'])} "
-                     f"| {pct(r['series_with_a_confirmed_change'])} | {pct(r.get('found'))} "
-                     f"| {pct(r.get('confirmed'))} "
-                     f"| {pct(r.get('oracle_bound'))} |")
+        lines.append(
+            f"| {r['noise']} | {pct(r['step']) if r['step'] else 'none'} | {pct(r['series_with_a_change'])} "
+            f"| {pct(r['series_with_a_confirmed_change'])} | {pct(r.get('found'))} "
+            f"| {pct(r.get('confirmed'))} "
+            f"| {pct(r.get('oracle_bound'))} |"
+        )
     md = "\n".join(lines) + "\n"
     write_text_atomic(out / "calibrate.md", md)
     write_json_atomic(out / "calibrate.json", json.loads(json.dumps(result, default=float)), indent=1)

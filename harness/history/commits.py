@@ -44,11 +44,20 @@ def locate(recorded: str, repo: str | Path = ".") -> Commit:
     except (OSError, subprocess.SubprocessError) as e:
         return Commit(sha, dirty, -1, f"git could not be run ({e})")
     if out.returncode != 0:
-        return Commit(sha, dirty, -1, f"commit {sha[:12]} is not in the history of {repo} (a shallow or "
-                                      f"detached clone?): ordered by time")
+        return Commit(
+            sha,
+            dirty,
+            -1,
+            f"commit {sha[:12]} is not in the history of {repo} (a shallow or detached clone?): ordered by time",
+        )
     if _git(Path(repo), "rev-parse", "--is-shallow-repository").stdout.strip() == "true":
-        return Commit(sha, dirty, -1, f"{repo} is a shallow clone, where depths are cut short: ordered by time "
-                                      f"(clone with the full history, e.g. actions/checkout's fetch-depth: 0)")
+        return Commit(
+            sha,
+            dirty,
+            -1,
+            f"{repo} is a shallow clone, where depths are cut short: ordered by time "
+            f"(clone with the full history, e.g. actions/checkout's fetch-depth: 0)",
+        )
     return Commit(sha, dirty, int(out.stdout.strip()), "")
 
 

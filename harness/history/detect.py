@@ -95,8 +95,16 @@ def _size_ci(left: np.ndarray, right: np.ndarray, cfg: DetectorConfig, seed: int
             stat, data = (lambda x, axis=-1: _size(x, right, axis)), (left,)
     else:
         stat, data = _size, (left, right)
-    ci = st.bootstrap(data, stat, n_resamples=cfg.bootstrap, vectorized=True, paired=False,
-                      confidence_level=0.95, method="percentile", random_state=rng).confidence_interval
+    ci = st.bootstrap(
+        data,
+        stat,
+        n_resamples=cfg.bootstrap,
+        vectorized=True,
+        paired=False,
+        confidence_level=0.95,
+        method="percentile",
+        random_state=rng,
+    ).confidence_interval
     return float(ci.low), float(ci.high)
 
 
@@ -113,7 +121,7 @@ def _judge(m: np.ndarray, samples, bounds: list[int], i: int, cfg: DetectorConfi
     p = _mw(left, right) if enough else _mw([m[a:b]], [m[b:c]])
     if not p < cfg.p_value:
         return None
-    agree = int(sum(abs(x - new) < abs(x - old) for x in m[b + 1:c]))
+    agree = int(sum(abs(x - new) < abs(x - old) for x in m[b + 1 : c]))
     low, high = _size_ci(m[a:b], m[b:c], cfg, seed=m.size * 7919 + b)
     return Change(b, size, low, high, p, agree, agree >= cfg.confirm_runs)
 

@@ -38,5 +38,8 @@ def cell_fingerprint(environment_row, summary_row) -> tuple[str, str]:
 def differences(old_fields: str, new_fields: str) -> str:
     """`key: old -> new; ...` between two fingerprints' JSON fields (what changed the machine)."""
     a, b = json.loads(old_fields or "{}"), json.loads(new_fields or "{}")
-    return "; ".join(f"{k}: {a.get(k) or 'missing'} -> {b.get(k) or 'missing'}"
-                     for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+    return "; ".join(
+        f"{k}: {a.get(k) or 'missing'} -> {b.get(k) or 'missing'}"
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k)
+    )

@@ -1,6 +1,6 @@
 """The changes of a history as Markdown (a CI job summary, `ddlbench history changes`, changes.md).
 
-    print(changes_markdown(scan("history/").changes, series=120, cell_runs=2400))
+print(changes_markdown(scan("history/").changes, series=120, cell_runs=2400))
 """
 
 from __future__ import annotations
@@ -22,21 +22,28 @@ def changes_markdown(table: pd.DataFrame, series: int, cell_runs: int) -> str:
     """A table of changes, one line each: state, cell, size with its 95% CI, commits and the bisect command.
     `cell_runs`: the history's rows searched, one per cell measured in a run."""
     opened = table[(table["state"] == "open") & (table["kind"] == "change")]
-    head = (f"## History: {len(opened)} open change(s) ({int(opened['confirmed'].sum())} confirmed) over {series} "
-            f"series, {cell_runs} cell-runs\n")
+    head = (
+        f"## History: {len(opened)} open change(s) ({int(opened['confirmed'].sum())} confirmed) over {series} "
+        f"series, {cell_runs} cell-runs\n"
+    )
     if table.empty:
         return head + "\nNo change points.\n"
-    lines = [head, "| state | cell | size (95% CI) | p | last good -> first bad | runs after | bisect / what changed |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        head,
+        "| state | cell | size (95% CI) | p | last good -> first bad | runs after | bisect / what changed |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in table.itertuples():
-        state = r.state + (" (confirmed)" if r.kind == "change" and r.confirmed else
-                           " (awaiting runs)" if r.kind == "change" else "")
+        state = r.state + (
+            " (confirmed)" if r.kind == "change" and r.confirmed else " (awaiting runs)" if r.kind == "change" else ""
+        )
         size = f"{_pct(r.size)} ({_pct(r.size_low)} .. {_pct(r.size_high)})" if r.kind == "change" else "-"
         commits = f"{str(r.last_good)[:12] or '?'} -> {str(r.first_bad)[:12] or '?'}"
         what = f"`{r.bisect}`" if r.bisect else (r.detail or "same commit: not a code change")
         if r.reason:
             what += f"; {r.reason}"
         runs_after = "-" if r.kind != "change" else str(int(r.runs_after))
-        lines.append(f"| {state} | {r.cell} [{r.series}] | {size} | {_p(r.p_value)} | {commits} | {runs_after} "
-                     f"| {what} |")
+        lines.append(
+            f"| {state} | {r.cell} [{r.series}] | {size} | {_p(r.p_value)} | {commits} | {runs_after} | {what} |"
+        )
     return "\n".join(lines) + "\n"

@@ -29,8 +29,9 @@ def add_runs(history: str | Path, runs, repo: str | Path = ".") -> list[str]:
             store.append(fresh, history)
             known |= set(fresh["run_key"])
             commit = fresh["commit"].iloc[0]
-            where = (f"commit {commit[:12]}{' (dirty)' if fresh['commit_dirty'].iloc[0] else ''}"
-                     if commit else "no commit")
+            where = (
+                f"commit {commit[:12]}{' (dirty)' if fresh['commit_dirty'].iloc[0] else ''}" if commit else "no commit"
+            )
             why = fresh["commit_reason"].iloc[0]
             lines.append(f"{path}: added {len(fresh)} cells to {history} ({where}{'; ' + why if why else ''})")
     return lines

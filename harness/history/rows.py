@@ -25,13 +25,34 @@ from harness.results.machine_load import busy_reason
 SCHEMA_VERSION = 1
 """Of the history rows (a newer store is refused with a one-line error, an older one read as it is)."""
 COLUMNS = {
-    "schema_version": "int64", "series": "str", "cell_key": "str", "cell": "str", "workload": "str",
-    "scheme": "str", "backend": "str", "workers": "int64", "sample_unit": "str", "global_batch": "float64",
-    "fingerprint": "str", "fingerprint_fields": "str", "run_key": "str", "run_id": "str", "run_utc": "str",
-    "added_utc": "str", "cell_id": "str", "commit": "str", "commit_dirty": "bool", "commit_depth": "int64",
+    "schema_version": "int64",
+    "series": "str",
+    "cell_key": "str",
+    "cell": "str",
+    "workload": "str",
+    "scheme": "str",
+    "backend": "str",
+    "workers": "int64",
+    "sample_unit": "str",
+    "global_batch": "float64",
+    "fingerprint": "str",
+    "fingerprint_fields": "str",
+    "run_key": "str",
+    "run_id": "str",
+    "run_utc": "str",
+    "added_utc": "str",
+    "cell_id": "str",
+    "commit": "str",
+    "commit_dirty": "bool",
+    "commit_depth": "int64",
     "commit_reason": "str",
-    "status": "str", "reason": "str", "load": "str", "throughput_median": "float64",
-    "throughput_ci95_low": "float64", "throughput_ci95_high": "float64", "samples": "object",
+    "status": "str",
+    "reason": "str",
+    "load": "str",
+    "throughput_median": "float64",
+    "throughput_ci95_low": "float64",
+    "throughput_ci95_high": "float64",
+    "samples": "object",
 }
 """One row per cell and run. `series` hashes the cell and the fingerprint (a new machine is a new series);
 `run_key` names the run wherever its tables were copied (run id and start time); `samples` holds the
@@ -75,30 +96,46 @@ def run_rows(tables, repo=".", now: str | None = None) -> pd.DataFrame:
         key = json.dumps(cell_key(r))
         x = samples.get(r["cell_id"], np.array([])) if r.get("status") == "ok" else np.array([])
         run_utc = str(env.get("created_utc") or "")
-        rows.append({
-            "schema_version": SCHEMA_VERSION, "series": series_id(key, fid), "cell_key": key,
-            "cell": cell_label(r), "workload": str(r.get("workload")), "scheme": str(r.get("scheme")),
-            "backend": str(r.get("backend") or ""), "workers": int(r.get("workers") or 0),
-            "sample_unit": str(r.get("sample_unit") or ""), "global_batch": _number(r.get("global_batch")),
-            "fingerprint": fid, "fingerprint_fields": fields,
-            "run_key": f"{r.get('run_id') or env.get('run_id') or tables.path.name}@{run_utc}",
-            "run_id": str(r.get("run_id") or env.get("run_id") or tables.path.name), "run_utc": run_utc,
-            "added_utc": now, "cell_id": str(r["cell_id"]), "commit": where.sha, "commit_dirty": where.dirty,
-            "commit_depth": where.depth,
-            "commit_reason": where.reason, "status": str(r.get("status")), "reason": str(r.get("reason") or ""),
-            "load": busy_reason(env) if env else "",
-            "throughput_median": float(np.median(x)) if len(x) else _number(r.get("throughput_median")),
-            "throughput_ci95_low": _number(r.get("throughput_ci95_low")),
-            "throughput_ci95_high": _number(r.get("throughput_ci95_high")),
-            "samples": np.asarray(x, dtype=float),
-        })
+        rows.append(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "series": series_id(key, fid),
+                "cell_key": key,
+                "cell": cell_label(r),
+                "workload": str(r.get("workload")),
+                "scheme": str(r.get("scheme")),
+                "backend": str(r.get("backend") or ""),
+                "workers": int(r.get("workers") or 0),
+                "sample_unit": str(r.get("sample_unit") or ""),
+                "global_batch": _number(r.get("global_batch")),
+                "fingerprint": fid,
+                "fingerprint_fields": fields,
+                "run_key": f"{r.get('run_id') or env.get('run_id') or tables.path.name}@{run_utc}",
+                "run_id": str(r.get("run_id") or env.get("run_id") or tables.path.name),
+                "run_utc": run_utc,
+                "added_utc": now,
+                "cell_id": str(r["cell_id"]),
+                "commit": where.sha,
+                "commit_dirty": where.dirty,
+                "commit_depth": where.depth,
+                "commit_reason": where.reason,
+                "status": str(r.get("status")),
+                "reason": str(r.get("reason") or ""),
+                "load": busy_reason(env) if env else "",
+                "throughput_median": float(np.median(x)) if len(x) else _number(r.get("throughput_median")),
+                "throughput_ci95_low": _number(r.get("throughput_ci95_low")),
+                "throughput_ci95_high": _number(r.get("throughput_ci95_high")),
+                "samples": np.asarray(x, dtype=float),
+            }
+        )
     return as_rows(pd.DataFrame(rows))
 
 
 def as_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The history columns in order, with their types (an empty table keeps them)."""
-    out = pd.DataFrame({c: df[c] if c in df else pd.Series(dtype=t if t != "str" else object)
-                        for c, t in COLUMNS.items()})
+    out = pd.DataFrame(
+        {c: df[c] if c in df else pd.Series(dtype=t if t != "str" else object) for c, t in COLUMNS.items()}
+    )
     for c, t in COLUMNS.items():
         if t in ("int64", "float64", "bool"):
             out[c] = out[c].astype(t)

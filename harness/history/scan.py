@@ -28,9 +28,28 @@ from harness.history.null import VERSION, penalty_factor
 from harness.history.rows import COLUMNS
 
 CACHE = ".cache"
-CHANGE_COLUMNS = ["state", "kind", "confirmed", "cell", "workload", "scheme", "series", "fingerprint", "size",
-                  "size_low", "size_high", "p_value", "runs_after", "last_good", "first_bad", "first_bad_run",
-                  "first_bad_utc", "bisect", "detail", "reason"]
+CHANGE_COLUMNS = [
+    "state",
+    "kind",
+    "confirmed",
+    "cell",
+    "workload",
+    "scheme",
+    "series",
+    "fingerprint",
+    "size",
+    "size_low",
+    "size_high",
+    "p_value",
+    "runs_after",
+    "last_good",
+    "first_bad",
+    "first_bad_run",
+    "first_bad_utc",
+    "bisect",
+    "detail",
+    "reason",
+]
 """`state`: open, acknowledged, expected (annotations.py), or `environment` for a fingerprint change (kind
 `environment`: a new series, never a regression)."""
 
@@ -86,8 +105,9 @@ def _search(history: Path, ok: pd.DataFrame, cfg: DetectorConfig) -> dict[str, l
             samples = [by_run.get((sid, rk)) for rk in keys]
             found[sid] = find_changes(m, samples, k, cfg)
     if fresh:
-        cached.update({sid: {"sig": sig, "changes": [dataclasses.asdict(c) for c in found[sid]]}
-                       for sid, sig in fresh.items()})
+        cached.update(
+            {sid: {"sig": sig, "changes": [dataclasses.asdict(c) for c in found[sid]]} for sid, sig in fresh.items()}
+        )
         write_json_atomic(cache_file, cached)
     return found
 
@@ -95,13 +115,28 @@ def _search(history: Path, ok: pd.DataFrame, cfg: DetectorConfig) -> dict[str, l
 def _change_row(g: pd.DataFrame, c: Change, notes) -> dict:
     bad, good = g.iloc[c.at], g.iloc[c.at - 1]
     state, reason = annotations.state_of(notes, bad["series"], bad["commit"], bad["run_key"])
-    return {"state": state, "kind": "change", "confirmed": c.confirmed, "cell": bad["cell"],
-            "workload": bad["workload"], "scheme": bad["scheme"], "series": bad["series"],
-            "fingerprint": bad["fingerprint"], "size": c.size, "size_low": c.size_low, "size_high": c.size_high,
-            "p_value": c.p_value, "runs_after": c.runs_after, "last_good": good["commit"],
-            "first_bad": bad["commit"], "first_bad_run": bad["run_key"], "first_bad_utc": bad["run_utc"],
-            "bisect": bisect_command(bad["commit"], good["commit"]),
-            "detail": "" if bad["commit_reason"] == "" else bad["commit_reason"], "reason": reason}
+    return {
+        "state": state,
+        "kind": "change",
+        "confirmed": c.confirmed,
+        "cell": bad["cell"],
+        "workload": bad["workload"],
+        "scheme": bad["scheme"],
+        "series": bad["series"],
+        "fingerprint": bad["fingerprint"],
+        "size": c.size,
+        "size_low": c.size_low,
+        "size_high": c.size_high,
+        "p_value": c.p_value,
+        "runs_after": c.runs_after,
+        "last_good": good["commit"],
+        "first_bad": bad["commit"],
+        "first_bad_run": bad["run_key"],
+        "first_bad_utc": bad["run_utc"],
+        "bisect": bisect_command(bad["commit"], good["commit"]),
+        "detail": "" if bad["commit_reason"] == "" else bad["commit_reason"],
+        "reason": reason,
+    }
 
 
 def environment_changes(rows: pd.DataFrame) -> list[dict]:
@@ -114,12 +149,25 @@ def environment_changes(rows: pd.DataFrame) -> list[dict]:
     out = []
     for i in changed:
         r, p = rows.loc[order[i]], rows.loc[order[i - 1]]
-        out.append({"state": "environment", "kind": "environment", "confirmed": True, "cell": r["cell"],
-                    "workload": r["workload"], "scheme": r["scheme"], "series": r["series"],
-                    "fingerprint": r["fingerprint"], "last_good": p["commit"], "first_bad": r["commit"],
-                    "first_bad_run": r["run_key"], "first_bad_utc": r["run_utc"], "bisect": "",
-                    "detail": "new series: " + differences(p["fingerprint_fields"], r["fingerprint_fields"]),
-                    "reason": ""})
+        out.append(
+            {
+                "state": "environment",
+                "kind": "environment",
+                "confirmed": True,
+                "cell": r["cell"],
+                "workload": r["workload"],
+                "scheme": r["scheme"],
+                "series": r["series"],
+                "fingerprint": r["fingerprint"],
+                "last_good": p["commit"],
+                "first_bad": r["commit"],
+                "first_bad_run": r["run_key"],
+                "first_bad_utc": r["run_utc"],
+                "bisect": "",
+                "detail": "new series: " + differences(p["fingerprint_fields"], r["fingerprint_fields"]),
+                "reason": "",
+            }
+        )
     return out
 
 
@@ -136,13 +184,26 @@ def scan(history: str | Path, cfg: DetectorConfig = DetectorConfig()) -> Scan:
         made = [_change_row(g, c, notes) for c in changes]
         change_rows += made
         resets = [c.at for c, r in zip(changes, made) if r["state"] == "expected"]
-        series_rows.append({"series": sid, "cell": g["cell"].iloc[0], "cell_key": g["cell_key"].iloc[0],
-                            "workload": g["workload"].iloc[0], "fingerprint": g["fingerprint"].iloc[0],
-                            "runs": len(g), "stable_from": stable_start(changes, resets)})
+        series_rows.append(
+            {
+                "series": sid,
+                "cell": g["cell"].iloc[0],
+                "cell_key": g["cell_key"].iloc[0],
+                "workload": g["workload"].iloc[0],
+                "fingerprint": g["fingerprint"].iloc[0],
+                "runs": len(g),
+                "stable_from": stable_start(changes, resets),
+            }
+        )
     table = pd.DataFrame(change_rows, columns=CHANGE_COLUMNS)
     rank = {"open": 0, "acknowledged": 1, "expected": 2, "environment": 3}
-    table = table.sort_values(["state", "confirmed", "first_bad_utc"], key=lambda s: s.map(rank) if s.name == "state"
-                              else s, ascending=[True, False, False], kind="stable").reset_index(drop=True)
-    series = pd.DataFrame(series_rows, columns=["series", "cell", "cell_key", "workload", "fingerprint", "runs",
-                                                "stable_from"])
+    table = table.sort_values(
+        ["state", "confirmed", "first_bad_utc"],
+        key=lambda s: s.map(rank) if s.name == "state" else s,
+        ascending=[True, False, False],
+        kind="stable",
+    ).reset_index(drop=True)
+    series = pd.DataFrame(
+        series_rows, columns=["series", "cell", "cell_key", "workload", "fingerprint", "runs", "stable_from"]
+    )
     return Scan(ok, table, series, problems)

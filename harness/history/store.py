@@ -45,11 +45,12 @@ def check_history(history: str | Path, must_exist: bool = True) -> Path:
     """The history folder, or a UserError saying what is wrong with the given path."""
     path = Path(history)
     if path.exists() and not path.is_dir():
-        raise UserError(f"--history {path} is a file, not a history folder: give a directory "
-                        f"(e.g. --history history/)")
+        raise UserError(f"--history {path} is a file, not a history folder: give a directory (e.g. --history history/)")
     if must_exist and not runs_dir(path).is_dir():
-        raise UserError(f"--history {path} holds no history (no {RUNS}/ folder): add runs first with "
-                        f"`ddlbench history add RUN --history {path}`")
+        raise UserError(
+            f"--history {path} holds no history (no {RUNS}/ folder): add runs first with "
+            f"`ddlbench history add RUN --history {path}`"
+        )
     return path
 
 
@@ -94,8 +95,24 @@ def files(history: str | Path) -> list[Path]:
     return sorted(p for p in runs_dir(history).glob("*.parquet") if not p.name.startswith("."))
 
 
-REPEATED = ("series", "cell_key", "cell", "workload", "scheme", "backend", "sample_unit", "fingerprint",
-            "fingerprint_fields", "run_key", "run_id", "commit", "commit_reason", "status", "reason", "load")
+REPEATED = (
+    "series",
+    "cell_key",
+    "cell",
+    "workload",
+    "scheme",
+    "backend",
+    "sample_unit",
+    "fingerprint",
+    "fingerprint_fields",
+    "run_key",
+    "run_id",
+    "commit",
+    "commit_reason",
+    "status",
+    "reason",
+    "load",
+)
 """Columns whose values repeat over thousands of rows (a cell's key in every run, a run's key in every cell):
 read as dictionaries (as Parquet stores them) and so as categoricals, a million rows in tens of MB instead of
 a GB. Times (`run_utc`) stay strings: they are sorted."""
@@ -115,8 +132,10 @@ def _check(path: Path) -> tuple[pa.Schema | None, str]:
 
 def _torn_fix(path: Path) -> str:
     """A torn batch: its runs are missing from the history until it is restored or they are added again."""
-    return (f"restore it from a copy, or move it out of {path.parent} and add its runs again "
-            f"(`ddlbench history add RUN --history {path.parent.parent}`)")
+    return (
+        f"restore it from a copy, or move it out of {path.parent} and add its runs again "
+        f"(`ddlbench history add RUN --history {path.parent.parent}`)"
+    )
 
 
 def _dataset(schemas: dict[Path, pa.Schema]) -> ds.Dataset:
@@ -141,8 +160,10 @@ def _blame(data: ds.Dataset, columns: list[str], where) -> dict[Path, str]:
             continue
         newest = pc.max(table["schema_version"]).as_py() if table.num_rows else None
         if newest is not None and newest > SCHEMA_VERSION:
-            out[path] = (f"{path} was written by a newer ddlbench (history schema {newest} > {SCHEMA_VERSION}): "
-                         f"upgrade ddlbench to read it")
+            out[path] = (
+                f"{path} was written by a newer ddlbench (history schema {newest} > {SCHEMA_VERSION}): "
+                f"upgrade ddlbench to read it"
+            )
     return out
 
 

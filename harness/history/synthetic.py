@@ -28,33 +28,82 @@ def fake_commit(i: int) -> str:
     return hashlib.sha1(f"commit {i}".encode()).hexdigest()
 
 
-def run_tables(run_id: str, cells: dict, commit: str = "", created: datetime.datetime = START,
-               env: dict | None = None, workers: int = 2) -> RunTables:
+def run_tables(
+    run_id: str,
+    cells: dict,
+    commit: str = "",
+    created: datetime.datetime = START,
+    env: dict | None = None,
+    workers: int = 2,
+) -> RunTables:
     """A run's tables: `cells` maps "workload:scheme" to its slowest rank's per-iteration times (s)."""
     summary, raw = [], []
     for name, times in cells.items():
         workload, scheme = name.split(":")
         cell_id = f"{run_id}.{workload}.{scheme}.w{workers}"
         x = BATCH * workers / np.asarray(times, float)
-        summary.append({"schema_version": 1, "run_id": run_id, "cell_id": cell_id, "source": "measured",
-                        "status": "ok", "reason": "", "workload": workload, "sample_unit": "samples",
-                        "scheme": scheme, "backend": "torch", "workers": workers, "servers": 0,
-                        "batch_per_worker": BATCH, "global_batch": BATCH * workers, "seq_len": None,
-                        "knobs_json": "{}", "network": "loopback", "host_heap": "kept",
-                        "throughput_median": float(np.median(x)),
-                        "throughput_ci95_low": float(x.mean() - 1.96 * x.std(ddof=1) / np.sqrt(x.size)),
-                        "throughput_ci95_high": float(x.mean() + 1.96 * x.std(ddof=1) / np.sqrt(x.size))})
-        raw += [{"schema_version": 1, "run_id": run_id, "cell_id": cell_id, "rank": 0, "iteration": i, "iter_s": t}
-                for i, t in enumerate(times)]
-    environment = pd.DataFrame([{"schema_version": 1, "run_id": run_id, "created_utc": created.isoformat(),
-                                 "git_commit": commit, "python": "3.11", "torch": "2.13.0+cpu",
-                                 "cpu_model": "synthetic cpu", "cpu_count": 2, "hosts": "ci-runner",
-                                 "device": "cpu", "libraries": "", **(env or {})}])
+        summary.append(
+            {
+                "schema_version": 1,
+                "run_id": run_id,
+                "cell_id": cell_id,
+                "source": "measured",
+                "status": "ok",
+                "reason": "",
+                "workload": workload,
+                "sample_unit": "samples",
+                "scheme": scheme,
+                "backend": "torch",
+                "workers": workers,
+                "servers": 0,
+                "batch_per_worker": BATCH,
+                "global_batch": BATCH * workers,
+                "seq_len": None,
+                "knobs_json": "{}",
+                "network": "loopback",
+                "host_heap": "kept",
+                "throughput_median": float(np.median(x)),
+                "throughput_ci95_low": float(x.mean() - 1.96 * x.std(ddof=1) / np.sqrt(x.size)),
+                "throughput_ci95_high": float(x.mean() + 1.96 * x.std(ddof=1) / np.sqrt(x.size)),
+            }
+        )
+        raw += [
+            {"schema_version": 1, "run_id": run_id, "cell_id": cell_id, "rank": 0, "iteration": i, "iter_s": t}
+            for i, t in enumerate(times)
+        ]
+    environment = pd.DataFrame(
+        [
+            {
+                "schema_version": 1,
+                "run_id": run_id,
+                "created_utc": created.isoformat(),
+                "git_commit": commit,
+                "python": "3.11",
+                "torch": "2.13.0+cpu",
+                "cpu_model": "synthetic cpu",
+                "cpu_count": 2,
+                "hosts": "ci-runner",
+                "device": "cpu",
+                "libraries": "",
+                **(env or {}),
+            }
+        ]
+    )
     return RunTables(Path(run_id), pd.DataFrame(raw), pd.DataFrame(summary), environment, pd.DataFrame())
 
 
-def series_runs(runs: int, cells, spread: float = 0.02, iters: int = 20, steps: dict | None = None, seed: int = 0,
-                commits=None, env: dict | None = None, first: int = 0, level_s: float = 0.1) -> list[RunTables]:
+def series_runs(
+    runs: int,
+    cells,
+    spread: float = 0.02,
+    iters: int = 20,
+    steps: dict | None = None,
+    seed: int = 0,
+    commits=None,
+    env: dict | None = None,
+    first: int = 0,
+    level_s: float = 0.1,
+) -> list[RunTables]:
     """`runs` runs of the same cells, one a day: each run's level drawn with `spread` (the run-to-run CV), its
     iterations 1% around it; `steps`: cell -> (run index, relative throughput change) from that run on."""
     rng = np.random.default_rng(seed)
@@ -79,8 +128,9 @@ def write_run_dir(tables: RunTables, path: str | Path) -> Path:
     return path
 
 
-def scaled_batches(template: pd.DataFrame, runs: int, spread: float = 0.02, iters: int = 20, seed: int = 0,
-                   name: str = "scale"):
+def scaled_batches(
+    template: pd.DataFrame, runs: int, spread: float = 0.02, iters: int = 20, seed: int = 0, name: str = "scale"
+):
     """One DataFrame of history rows per run, made from `template` (the rows of one run: each cell once), its
     levels drawn as in series_runs: for scale benchmarks (thousands of cells, hundreds of runs)."""
     rng = np.random.default_rng(seed)
@@ -89,7 +139,14 @@ def scaled_batches(template: pd.DataFrame, runs: int, spread: float = 0.02, iter
         med = base * (1 + spread * rng.standard_normal(base.size))
         created = (START + datetime.timedelta(hours=r)).isoformat()
         samples = med[:, None] * (1 + 0.01 * rng.standard_normal((base.size, iters)))
-        yield template.assign(run_key=f"{name}-{r:05d}@{created}", run_id=f"{name}-{r:05d}", run_utc=created,
-                              commit=fake_commit(r), commit_depth=-1, throughput_median=med,
-                              throughput_ci95_low=med * 0.99, throughput_ci95_high=med * 1.01,
-                              samples=list(samples))
+        yield template.assign(
+            run_key=f"{name}-{r:05d}@{created}",
+            run_id=f"{name}-{r:05d}",
+            run_utc=created,
+            commit=fake_commit(r),
+            commit_depth=-1,
+            throughput_median=med,
+            throughput_ci95_low=med * 0.99,
+            throughput_ci95_high=med * 1.01,
+            samples=list(samples),
+        )

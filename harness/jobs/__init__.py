@@ -1,1 +1,2 @@
-"""Whole sweeps as Slurm batch jobs (docs/ARCHITECTURE.md, "Slurm"): splitting a sweep into jobs, submitting them, merging their runs."""
+"""Whole sweeps as Slurm batch jobs (docs/ARCHITECTURE.md, "Slurm"): splitting a sweep into jobs, submitting them,
+merging their runs."""

@@ -18,34 +18,55 @@ from pathlib import Path
 
 from harness.core.errors import UserError
 
-FINAL_STATES = frozenset({
-    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
-    "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT",
-})
+FINAL_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "OUT_OF_MEMORY",
+        "REVOKED",
+        "SPECIAL_EXIT",
+    }
+)
 """Job states after which nothing more happens (`man squeue`, JOB STATE CODES)."""
 
 
-def slurm_tool(tool: str, args: list[str], timeout_s: float = 30.0,
-           cwd: str | Path | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
+def slurm_tool(
+    tool: str, args: list[str], timeout_s: float = 30.0, cwd: str | Path | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess:
     """Run a Slurm client; a missing tool or an unreachable controller is a UserError."""
     exe = shutil.which(tool)
     if exe is None:
-        raise UserError(f"`{tool}` is not installed, so jobs cannot be sent to Slurm; run on a Slurm "
-                        f"login node, or start a local test cluster with slurm/local/up.sh")
+        raise UserError(
+            f"`{tool}` is not installed, so jobs cannot be sent to Slurm; run on a Slurm "
+            f"login node, or start a local test cluster with slurm/local/up.sh"
+        )
     try:
-        res = subprocess.run([exe, *args], input=stdin, capture_output=True, text=True,
-                             timeout=timeout_s, cwd=cwd)
+        res = subprocess.run([exe, *args], input=stdin, capture_output=True, text=True, timeout=timeout_s, cwd=cwd)
     except subprocess.TimeoutExpired:
-        raise UserError(f"`{tool} {' '.join(args)}` got no answer within {timeout_s:.0f} s, so the Slurm "
-                        f"controller looks unreachable; check `scontrol ping`") from None
+        raise UserError(
+            f"`{tool} {' '.join(args)}` got no answer within {timeout_s:.0f} s, so the Slurm "
+            f"controller looks unreachable; check `scontrol ping`"
+        ) from None
     err = (res.stderr or "").strip()
-    if res.returncode != 0 and re.search(r"Unable to contact slurm controller|Connection refused|"
-                                         r"Zero Bytes were transmitted|Socket timed out|"
-                                         r"Could not establish a configuration source|"
-                                         r"Invalid authentication credential|Munge", err, re.I):
+    if res.returncode != 0 and re.search(
+        r"Unable to contact slurm controller|Connection refused|"
+        r"Zero Bytes were transmitted|Socket timed out|"
+        r"Could not establish a configuration source|"
+        r"Invalid authentication credential|Munge",
+        err,
+        re.I,
+    ):
         first = err.splitlines()[0] if err else "no message"
-        raise UserError(f"the Slurm controller is unreachable ({tool}: {first}); check `scontrol ping` "
-                        f"and that slurmctld and munged run (locally: slurm/local/up.sh)")
+        raise UserError(
+            f"the Slurm controller is unreachable ({tool}: {first}); check `scontrol ping` "
+            f"and that slurmctld and munged run (locally: slurm/local/up.sh)"
+        )
     return res
 
 
@@ -126,6 +147,8 @@ def cpus_per_node(partition: str | None) -> int:
     res = slurm_tool("sinfo", ["-h", "-o", "%c"] + (["-p", partition] if partition else []))
     counts = [int(x) for x in re.findall(r"\d+", res.stdout or "")]
     if res.returncode != 0 or not counts:
-        raise UserError(f"sinfo reports no nodes{' in partition ' + partition if partition else ''}; "
-                        f"check the partition name (`sinfo -s`)")
+        raise UserError(
+            f"sinfo reports no nodes{' in partition ' + partition if partition else ''}; "
+            f"check the partition name (`sinfo -s`)"
+        )
     return min(counts)

@@ -34,10 +34,21 @@ JOBS_FILE = "slurm-jobs.json"
 
 # ----------------------------------------------------------------------------------------- submit
 
-def submit_sweep(sweep_file: str | Path, *, nodes: int, gpus_per_node: int = 0, tasks_per_node: int | None = None,
-                 cpus_per_task: int | None = None, partition: str | None = None, time: str | None = None,
-                 output: Path | None = None, array: bool = False, sbatch_args: tuple[str, ...] = (),
-                 dry_run: bool = False) -> tuple[Path, list[dict]]:
+
+def submit_sweep(
+    sweep_file: str | Path,
+    *,
+    nodes: int,
+    gpus_per_node: int = 0,
+    tasks_per_node: int | None = None,
+    cpus_per_task: int | None = None,
+    partition: str | None = None,
+    time: str | None = None,
+    output: Path | None = None,
+    array: bool = False,
+    sbatch_args: tuple[str, ...] = (),
+    dry_run: bool = False,
+) -> tuple[Path, list[dict]]:
     """Check, write the parts and job scripts under the run directory, submit. Returns (run dir, jobs)."""
     cfg = load_sweep(sweep_file)
     data = yaml.safe_load(Path(sweep_file).read_text()) or {}
@@ -48,24 +59,38 @@ def submit_sweep(sweep_file: str | Path, *, nodes: int, gpus_per_node: int = 0, 
         raise UserError("the sweep runs on cuda but --gpus-per-node is 0; say how many GPUs each node has")
     per_node = tasks_per_node or (gpus_per_node if gpu else 1)
     if gpu and per_node > gpus_per_node:
-        raise UserError(f"{per_node} workers per node but --gpus-per-node {gpus_per_node}: one worker runs per "
-                        f"GPU; lower --tasks-per-node or raise --gpus-per-node")
+        raise UserError(
+            f"{per_node} workers per node but --gpus-per-node {gpus_per_node}: one worker runs per "
+            f"GPU; lower --tasks-per-node or raise --gpus-per-node"
+        )
     cpt = cpus_per_task or cfg.threads
     limit = parse_time_min(time) if time else None
     run_dir = (output or default_run_dir(cfg.name)).resolve()
     jobs = plan_jobs(data, run_dir, nodes, per_node, limit)
     if not dry_run:
         if shutil.which("sbatch") is None:
-            raise UserError("`sbatch` is not installed, so jobs cannot be sent to Slurm; run on a Slurm login "
-                            "node, or start a local test cluster with slurm/local/up.sh")
+            raise UserError(
+                "`sbatch` is not installed, so jobs cannot be sent to Slurm; run on a Slurm login "
+                "node, or start a local test cluster with slurm/local/up.sh"
+            )
         have = cpus_per_node(partition)
         if not gpu and per_node * cpt > have:
-            raise UserError(f"{per_node} workers per node x {cpt} CPUs each need {per_node * cpt} CPUs per "
-                            f"node, but the nodes{' of ' + partition if partition else ''} have {have}; "
-                            f"lower --tasks-per-node or --cpus-per-task")
-    scripts = render_submit(jobs, tasks_per_node=per_node, gpus_per_node=gpus_per_node if gpu else 0,
-                            cpus_per_task=cpt, partition=partition, extra_sbatch=tuple(sbatch_args),
-                            array=array, log_dir=str(run_dir), program=(sys.executable, "-m", "harness.cli.main"))
+            raise UserError(
+                f"{per_node} workers per node x {cpt} CPUs each need {per_node * cpt} CPUs per "
+                f"node, but the nodes{' of ' + partition if partition else ''} have {have}; "
+                f"lower --tasks-per-node or --cpus-per-task"
+            )
+    scripts = render_submit(
+        jobs,
+        tasks_per_node=per_node,
+        gpus_per_node=gpus_per_node if gpu else 0,
+        cpus_per_task=cpt,
+        partition=partition,
+        extra_sbatch=tuple(sbatch_args),
+        array=array,
+        log_dir=str(run_dir),
+        program=(sys.executable, "-m", "harness.cli.main"),
+    )
     (run_dir / "sweeps").mkdir(parents=True, exist_ok=True)
     (run_dir / "sweep.yaml").write_text(Path(sweep_file).read_text())
     for job in jobs:
@@ -77,10 +102,19 @@ def submit_sweep(sweep_file: str | Path, *, nodes: int, gpus_per_node: int = 0, 
         (run_dir / f"{name}.sbatch.sh").write_text(script)
         job_id = "(dry run)" if dry_run else submit(script, run_dir)
         for i, j in enumerate(group):
-            records.append({"job_id": f"{job_id}_{i}" if array and not dry_run else job_id, "name": name,
-                            "nodes": j.nodes, "workers": list(j.workers), "sweep": j.sweep_file,
-                            "output": j.output, "script": str(run_dir / f"{name}.sbatch.sh"),
-                            "submitted_utc": _now(), "state": "DRY-RUN" if dry_run else "SUBMITTED"})
+            records.append(
+                {
+                    "job_id": f"{job_id}_{i}" if array and not dry_run else job_id,
+                    "name": name,
+                    "nodes": j.nodes,
+                    "workers": list(j.workers),
+                    "sweep": j.sweep_file,
+                    "output": j.output,
+                    "script": str(run_dir / f"{name}.sbatch.sh"),
+                    "submitted_utc": _now(),
+                    "state": "DRY-RUN" if dry_run else "SUBMITTED",
+                }
+            )
     if not dry_run:
         write_jobs(run_dir, read_jobs(run_dir) + records)
     return run_dir, records
@@ -101,6 +135,7 @@ def write_jobs(run_dir: Path, jobs: list[dict]) -> None:
 
 # ----------------------------------------------------------------------------------------- status
 
+
 def status(targets: tuple[str, ...]) -> list[dict]:
     """One row per job: run directories' recorded jobs (their states updated in place) and job ids."""
     rows = []
@@ -118,8 +153,9 @@ def status(targets: tuple[str, ...]) -> list[dict]:
             write_jobs(p, jobs)
         elif re.fullmatch(r"\d+(_\d+)?", t):
             states = job_states(t)
-            for jid, (state, _) in (states.items() if states else
-                                    [(t, ("UNKNOWN (finished long ago, or no such job)", ""))]):
+            for jid, (state, _) in (
+                states.items() if states else [(t, ("UNKNOWN (finished long ago, or no such job)", ""))]
+            ):
                 if t in (jid, jid.split("_")[0]):
                     rows.append({"job_id": jid, "state": state})
         else:

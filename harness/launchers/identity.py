@@ -2,7 +2,8 @@
 
 Sources, checked in order: the variables our own local launcher, torchrun and the deepspeed launch program set
 (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT), a framework launcher's own (each backend reads
-its launcher's: `BackendLaunch.identity`, asked through harness/contracts/backend.py), Open MPI's mpirun (OMPI_COMM_WORLD_*), then Slurm's
+its launcher's: `BackendLaunch.identity`, asked through harness/contracts/backend.py), Open MPI's mpirun
+(OMPI_COMM_WORLD_*), then Slurm's
 (SLURM_PROCID, SLURM_NTASKS, ..., see harness.launchers.srun.env), else a single process.
 
 `from_slurm` is who a task is by Slurm's variables alone, whatever else its environment holds: what the
@@ -47,13 +48,18 @@ def from_environ(environ: dict | None = None) -> RankIdentity:
         world = int(env["OMPI_COMM_WORLD_SIZE"])
         local_world = int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE", world))
         return RankIdentity(
-            rank=int(env["OMPI_COMM_WORLD_RANK"]), world_size=world,
+            rank=int(env["OMPI_COMM_WORLD_RANK"]),
+            world_size=world,
             local_rank=int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", env["OMPI_COMM_WORLD_RANK"])),
-            local_world_size=local_world, master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
+            local_world_size=local_world,
+            master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
             master_port=int(env.get("MASTER_PORT", "29500")),
             node_rank=int(env.get("OMPI_COMM_WORLD_NODE_RANK", "0")),
-            nodes=max(1, world // max(1, local_world)), source="mpirun")
+            nodes=max(1, world // max(1, local_world)),
+            source="mpirun",
+        )
     if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
         return from_slurm(env)
-    return RankIdentity(rank=0, world_size=1, local_rank=0, local_world_size=1,
-                   master_addr="127.0.0.1", master_port=29500)
+    return RankIdentity(
+        rank=0, world_size=1, local_rank=0, local_world_size=1, master_addr="127.0.0.1", master_port=29500
+    )

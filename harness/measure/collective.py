@@ -35,8 +35,14 @@ def timed(fn, device: torch.device) -> float:
     return time.perf_counter() - t0
 
 
-def probe_gradient_sync(t, device: torch.device, numel: int, ps_keys: list[tuple] | None = None, reps: int = 3,
-                        dtype: torch.dtype = torch.float32) -> float:
+def probe_gradient_sync(
+    t,
+    device: torch.device,
+    numel: int,
+    ps_keys: list[tuple] | None = None,
+    reps: int = 3,
+    dtype: torch.dtype = torch.float32,
+) -> float:
     """Seconds to synchronise `numel` gradient elements once with nothing to overlap (a scheme's
     `probe_comm`): one all-reduce of a flat buffer, or with `ps_keys` [(key, numel)] a push-pull of every
     key; median of `reps` repetitions after one warm-up, each timed to real completion (`timed`)."""
@@ -51,6 +57,7 @@ def probe_gradient_sync(t, device: torch.device, numel: int, ps_keys: list[tuple
 
         def once() -> None:
             t.allreduce_async(flat, "probe").wait()
+
     return probe_median(once, device, reps)
 
 
@@ -69,7 +76,7 @@ def _once(t, collective: str, big: torch.Tensor, size: int, rank: int) -> None:
         if size < PART:
             hs = [t.push_pull_async(buf, f"s{size}")]
         else:
-            hs = [t.push_pull_async(big[j * PART // 4:(j + 1) * PART // 4], f"p{j}") for j in range(size // PART)]
+            hs = [t.push_pull_async(big[j * PART // 4 : (j + 1) * PART // 4], f"p{j}") for j in range(size // PART)]
         for h in hs:
             h.wait()
     elif rank == 0:  # p2p ping-pong between ranks 0 and 1 (torch.distributed's default group)
@@ -80,8 +87,9 @@ def _once(t, collective: str, big: torch.Tensor, size: int, rank: int) -> None:
         dist.send(buf, 0)
 
 
-def time_sizes(t, collective: str, sizes: list[int], reps: int, warmup: int, rank: int,
-               device: torch.device) -> dict[int, list[float]]:
+def time_sizes(
+    t, collective: str, sizes: list[int], reps: int, warmup: int, rank: int, device: torch.device
+) -> dict[int, list[float]]:
     """size -> this rank's seconds per timed repetition (p2p: one way, half the round trip)."""
     big = torch.zeros(max(sizes) // 4, device=device)
     scale = 0.5 if collective == "p2p" else 1.0

@@ -10,14 +10,15 @@ The faults are the kernel's work, not the model's: a CPU cell measures them as c
 by 10-15% from one process to the next.
 
 `keep()` turns both off for the process (mallopt: M_MMAP_MAX 0, so large blocks come from the heap; a trim
-threshold of 2 GiB, the most mallopt takes, so freed ones stay there for the next iteration): what CPU-training guides get by
-preloading tcmalloc or jemalloc, without a library to install. The cost is resident memory: the heap keeps
+threshold of 2 GiB, the most mallopt takes, so freed ones stay there for the next iteration): what CPU-training guides
+get by preloading tcmalloc or jemalloc, without a library to install. The cost is resident memory: the heap keeps
 its peak (bert-base-tiny: 843-887 MB against 674-689 MB). It runs in the rank after any fork (mallopt
 changes the calling process's allocator at any time; the heap settles within its first few allocations of
-a size, inside the warm-up: the quick sweep's first measured iterations show no step), so warm ranks forked from the zygote get it as cold
-ones do. On a CPU the bare loop (harness/doctor/timing/bare_loop.py), the profiler (harness/predict/profiler.py) and
-commbench's ranks call it too. GPU cells keep the allocator as it started: their large tensors are in device memory (PyTorch's
-caching allocator), and their host side is not changed under a framework's own memory hooks (UCX's).
+a size, inside the warm-up: the quick sweep's first measured iterations show no step), so warm ranks forked from the
+zygote get it as cold ones do. On a CPU the bare loop (harness/doctor/timing/bare_loop.py), the profiler
+(harness/predict/profiler.py) and commbench's ranks call it too. GPU cells keep the allocator as it started: their
+large tensors are in device memory (PyTorch's caching allocator), and their host side is not changed under a
+framework's own memory hooks (UCX's).
 
 DDLBENCH_HOST_HEAP=default leaves the allocator alone (to measure a CPU cell as glibc's defaults run it, or
 under a preloaded allocator of the user's own); the summary's `host_heap` column says which applied.

@@ -20,8 +20,17 @@ import torch
 from harness.measure.timer import IterationTimer, make_clock
 
 
-def run_loop(model, scheme, loss_fn, batch: dict, warmup: int, iters: int, device: torch.device,
-             barrier: Callable[[], None], fault: Callable[[int], None] | None = None) -> list[dict]:
+def run_loop(
+    model,
+    scheme,
+    loss_fn,
+    batch: dict,
+    warmup: int,
+    iters: int,
+    device: torch.device,
+    barrier: Callable[[], None],
+    fault: Callable[[int], None] | None = None,
+) -> list[dict]:
     """Run warmup + iters iterations; return one sample dict per measured iteration."""
     clock = make_clock(device)
     timer = IterationTimer(clock)
@@ -58,6 +67,5 @@ def run_loop(model, scheme, loss_fn, batch: dict, warmup: int, iters: int, devic
     samples = []
     for i, row in enumerate(timer.finish()):
         fwd, waited = row.pop("forward"), row.pop("forward_waited_s")
-        samples.append({"iteration": i, "forward_s": max(0.0, fwd - waited),
-                        "forward_wait_s": min(waited, fwd), **row})
+        samples.append({"iteration": i, "forward_s": max(0.0, fwd - waited), "forward_wait_s": min(waited, fwd), **row})
     return samples

@@ -18,7 +18,7 @@ def parse_size(text: str | int) -> int:
         return text
     t = str(text).strip().upper()
     num = t.rstrip("KMGB")
-    unit = t[len(num):]
+    unit = t[len(num) :]
     try:
         value = float(num) * UNITS[unit]
     except (ValueError, KeyError):

@@ -21,14 +21,23 @@ def describe(x) -> dict:
     n = a.size
     if n == 0:
         nan = math.nan
-        return dict(median=nan, q1=nan, q3=nan, iqr=nan, mean=nan, std=nan, ci95_low=nan,
-                    ci95_high=nan, cv=nan, n=0)
+        return dict(median=nan, q1=nan, q3=nan, iqr=nan, mean=nan, std=nan, ci95_low=nan, ci95_high=nan, cv=nan, n=0)
     q1, med, q3 = np.percentile(a, [25, 50, 75])
     mean = float(a.mean())
     std = float(a.std(ddof=1)) if n > 1 else 0.0
     half = float(stdtrit(n - 1, 0.975) * std / math.sqrt(n)) if n > 1 else math.nan
-    return dict(median=float(med), q1=float(q1), q3=float(q3), iqr=float(q3 - q1), mean=mean, std=std,
-                ci95_low=mean - half, ci95_high=mean + half, cv=std / mean if mean else math.nan, n=int(n))
+    return dict(
+        median=float(med),
+        q1=float(q1),
+        q3=float(q3),
+        iqr=float(q3 - q1),
+        mean=mean,
+        std=std,
+        ci95_low=mean - half,
+        ci95_high=mean + half,
+        cv=std / mean if mean else math.nan,
+        n=int(n),
+    )
 
 
 def slowest_rank(per_rank: dict[int, list[float]]) -> tuple[list[float], int]:

@@ -73,9 +73,13 @@ class CudaClock(Clock):
 
     cuda = True
 
-    def __init__(self, device: torch.device, event: Callable[..., Any] | None = None,
-                 stream: Callable[[torch.device], Any] | None = None,
-                 settle: Callable[[torch.device], None] | None = None):
+    def __init__(
+        self,
+        device: torch.device,
+        event: Callable[..., Any] | None = None,
+        stream: Callable[[torch.device], Any] | None = None,
+        settle: Callable[[torch.device], None] | None = None,
+    ):
         self.device = device
         self._event = event or torch.cuda.Event
         self._stream = stream or torch.cuda.current_stream
@@ -128,9 +132,9 @@ class _Iteration:
 
     begin: Any
     host_begin: float
-    marks: list = field(default_factory=list)   # [(phase name, mark)] in order
+    marks: list = field(default_factory=list)  # [(phase name, mark)] in order
     host_issued: float = 0.0
-    waits: list = field(default_factory=list)   # [(mark, mark)] of waits inside the first phase
+    waits: list = field(default_factory=list)  # [(mark, mark)] of waits inside the first phase
 
 
 class IterationTimer:
@@ -143,7 +147,7 @@ class IterationTimer:
         self.clock = clock
         self._pending: deque[_Iteration] = deque()
         self._read: list[dict] = []
-        self._prev: _Iteration | None = None   # the last read iteration, waiting for the next one's begin
+        self._prev: _Iteration | None = None  # the last read iteration, waiting for the next one's begin
         self._current: _Iteration | None = None
         self._anchor: tuple[Any, float] | None = None
 

@@ -43,8 +43,8 @@ class Tracer:
         self.iters, self.rank = iters, rank
         self.main = threading.current_thread()
         self.t_ref: float | None = None
-        self.iteration = -1          # -1 until the barrier; then the measured iteration the loop is in
-        self.comm_iteration = -1     # the iteration whose backward began last (after the barrier)
+        self.iteration = -1  # -1 until the barrier; then the measured iteration the loop is in
+        self.comm_iteration = -1  # the iteration whose backward began last (after the barrier)
         self.events: list[tuple] = []  # (lane, name, start, end, args)
         self.comms: list[CommRecord] = []
         self.iter_starts: list[float] = []
@@ -74,8 +74,14 @@ class Tracer:
         sends them while the next iteration's forward runs."""
         if not 0 <= self.comm_iteration < self.iters:
             return None
-        rec = CommRecord(op, key, tensor.numel() * tensor.element_size(),
-                         names if names is not None else self._names(tensor), self.comm_iteration, now())
+        rec = CommRecord(
+            op,
+            key,
+            tensor.numel() * tensor.element_size(),
+            names if names is not None else self._names(tensor),
+            self.comm_iteration,
+            now(),
+        )
         self.comms.append(rec)
         return rec
 
@@ -94,8 +100,11 @@ class Tracer:
                 i += 1
             if found or attempt:
                 return found
-            spans = sorted((g.data_ptr(), g.data_ptr() + g.numel() * g.element_size(), n)
-                           for n, g in ((n, p.grad) for n, p in self._named) if g is not None)
+            spans = sorted(
+                (g.data_ptr(), g.data_ptr() + g.numel() * g.element_size(), n)
+                for n, g in ((n, p.grad) for n, p in self._named)
+                if g is not None
+            )
             self._grad_map = ([s for s, _, _ in spans], spans)
         return []
 
@@ -117,6 +126,7 @@ class Tracer:
             barrier()
             self.t_ref = now()
             self.iteration = 0
+
         return TracedScheme(scheme, self), traced_barrier
 
     def _root_pre(self, _m, _a):
@@ -163,6 +173,7 @@ class Tracer:
         def hook(_m, _a):
             box["outer"] = now()
             self._opt_start, self._in_pre = None, True
+
         return hook
 
     def _pre_inner(self, box, label):
@@ -175,10 +186,17 @@ class Tracer:
             if outer is not None and 0 <= self.iteration <= self.iters:
                 wait_end = self._opt_start or t
                 if wait_end - outer > 0:
-                    self.add("wait", f"pre-hook wait {label}", outer, wait_end, layer=label,
-                             what="scheme forward pre-hook before the layer's update (ByteScheduler: its "
-                                  "partitions of the previous iteration)")
+                    self.add(
+                        "wait",
+                        f"pre-hook wait {label}",
+                        outer,
+                        wait_end,
+                        layer=label,
+                        what="scheme forward pre-hook before the layer's update (ByteScheduler: its "
+                        "partitions of the previous iteration)",
+                    )
             box["start"] = t
+
         return hook
 
     def _post(self, box, label):
@@ -189,6 +207,7 @@ class Tracer:
             node = _grad_node(out)
             if node is not None:
                 node.register_prehook(self._bwd_start(label))
+
         return hook
 
     def _bwd_start(self, label):
@@ -196,6 +215,7 @@ class Tracer:
             t = now()
             self._close_backward(t)
             self._bwd_open = (label, t)
+
         return prehook
 
     def _close_backward(self, t: float) -> None:
@@ -221,8 +241,12 @@ class Tracer:
     def _ddp_hook(self, names_by_id: dict):
         def hook(group, bucket):
             buf = bucket.buffer()
-            rec = self.comm_start("allreduce", f"ddp bucket{bucket.index()}", buf,
-                                  [names_by_id.get(id(p), "?") for p in bucket.parameters()])
+            rec = self.comm_start(
+                "allreduce",
+                f"ddp bucket{bucket.index()}",
+                buf,
+                [names_by_id.get(id(p), "?") for p in bucket.parameters()],
+            )
             fut = default_hooks.allreduce_hook(group, bucket)
             if rec is None:
                 return fut
@@ -237,7 +261,9 @@ class Tracer:
                 else:
                     rec.done(now(), "future")
                 return f.value()
+
             return fut.then(done)
+
         return hook
 
     def write(self, transport, out: Path, cell_id: str) -> None:
@@ -250,14 +276,30 @@ class Tracer:
     def export(self) -> dict:
         """Plain data (picklable, JSON-able) with times in seconds since the reference."""
         ref = self.t_ref or 0.0
-        rel = (lambda t: None if t is None else t - ref)
+        rel = lambda t: None if t is None else t - ref
         starts = [t - ref for t in self.iter_starts[: self.iters + 1]]
-        return {"rank": self.rank, "iteration_starts_s": starts, "sources": sorted(self.sources),
-                "events": [(lane, name, t0 - ref, t1 - ref, args) for lane, name, t0, t1, args in self.events],
-                "comms": [{"op": c.op, "key": c.key, "bytes": c.nbytes, "tensors": c.tensors,
-                           "iteration": c.iteration, "thread": c.thread, "start": rel(c.start),
-                           "issued": rel(c.issued), "sent": rel(c.sent), "end": rel(c.end),
-                           "end_source": c.end_source} for c in self.comms]}
+        return {
+            "rank": self.rank,
+            "iteration_starts_s": starts,
+            "sources": sorted(self.sources),
+            "events": [(lane, name, t0 - ref, t1 - ref, args) for lane, name, t0, t1, args in self.events],
+            "comms": [
+                {
+                    "op": c.op,
+                    "key": c.key,
+                    "bytes": c.nbytes,
+                    "tensors": c.tensors,
+                    "iteration": c.iteration,
+                    "thread": c.thread,
+                    "start": rel(c.start),
+                    "issued": rel(c.issued),
+                    "sent": rel(c.sent),
+                    "end": rel(c.end),
+                    "end_source": c.end_source,
+                }
+                for c in self.comms
+            ],
+        }
 
 
 def _grad_node(out):

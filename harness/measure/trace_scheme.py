@@ -49,4 +49,3 @@ class TracedScheme:
     def flush(self):
         self._inner.flush()
         self._tracer.finish()
-

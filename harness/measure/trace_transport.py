@@ -22,12 +22,14 @@ from harness.contracts.transport import Handle
 
 now = time.perf_counter
 
-END_MEANING = ("start: when the scheme (or its background thread, named in args.thread) asked for the "
-               "operation; issued: when a sender thread really started a deferred push; end: the earliest "
-               "completion seen: the library's completion callback (end_source=future, gloo collectives, "
-               "DDP buckets on CPU), an NCCL operation's CUDA event found complete by a watcher thread "
-               "(end_source=completed, within its poll interval) or a thread's wait() returning "
-               "(end_source=wait, an upper bound)")
+END_MEANING = (
+    "start: when the scheme (or its background thread, named in args.thread) asked for the "
+    "operation; issued: when a sender thread really started a deferred push; end: the earliest "
+    "completion seen: the library's completion callback (end_source=future, gloo collectives, "
+    "DDP buckets on CPU), an NCCL operation's CUDA event found complete by a watcher thread "
+    "(end_source=completed, within its poll interval) or a thread's wait() returning "
+    "(end_source=wait, an upper bound)"
+)
 
 COMPLETION_POLL_S = 100e-6
 """How often the watcher asks pending NCCL operations whether they have finished (a traced cell only)."""
@@ -118,10 +120,12 @@ def follow(rec: CommRecord, handle, watcher: CompletionWatcher | None = None) ->
     GPU has finished, so they are not used)."""
     fut = getattr(handle, "future", None)
     if isinstance(fut, Future):
+
         def started(f):
             rec.issued = now()
             if f.exception() is None:
                 follow(rec, f.result(), watcher)
+
         fut.add_done_callback(started)
         return
     works = getattr(handle, "works", None)

@@ -1,1 +1,2 @@
-"""Networks (docs/ARCHITECTURE.md, "Networks"): named profiles (which interface and transport every library uses) and the interfaces themselves (routes, counters)."""
+"""Networks (docs/ARCHITECTURE.md, "Networks"): named profiles (which interface and transport every library uses) and
+the interfaces themselves (routes, counters)."""

@@ -34,13 +34,57 @@ LOOPBACK_IFACE = "lo"
 """Linux's loopback device; a route through it never leaves the node."""
 
 # `ip route get` prints a route type before the destination for anything but plain unicast.
-_ROUTE_TYPES = {"local", "broadcast", "multicast", "unicast", "anycast", "unreachable", "blackhole",
-                "prohibit", "throw", "nat"}
+_ROUTE_TYPES = {
+    "local",
+    "broadcast",
+    "multicast",
+    "unicast",
+    "anycast",
+    "unreachable",
+    "blackhole",
+    "prohibit",
+    "throw",
+    "nat",
+}
 # Keys followed by one value in `ip route get` output (iproute2 ip/iproute.c print_route).
-_ROUTE_KEYS = {"dev", "src", "via", "from", "table", "uid", "proto", "metric", "pref", "mark", "iif",
-               "oif", "tos", "realm", "realms", "expires", "mtu", "advmss", "hoplimit", "error", "scope",
-               "encap", "nexthop", "nhid", "rtt", "rttvar", "cwnd", "initcwnd", "initrwnd", "window",
-               "ssthresh", "reordering", "congctl", "features", "quickack", "fastopen_no_cookie"}
+_ROUTE_KEYS = {
+    "dev",
+    "src",
+    "via",
+    "from",
+    "table",
+    "uid",
+    "proto",
+    "metric",
+    "pref",
+    "mark",
+    "iif",
+    "oif",
+    "tos",
+    "realm",
+    "realms",
+    "expires",
+    "mtu",
+    "advmss",
+    "hoplimit",
+    "error",
+    "scope",
+    "encap",
+    "nexthop",
+    "nhid",
+    "rtt",
+    "rttvar",
+    "cwnd",
+    "initcwnd",
+    "initrwnd",
+    "window",
+    "ssthresh",
+    "reordering",
+    "congctl",
+    "features",
+    "quickack",
+    "fastopen_no_cookie",
+}
 
 
 @dataclass(frozen=True)
@@ -66,8 +110,10 @@ def parse_route_get(text: str) -> Route:
     "local 127.0.1.1 dev lo src 127.0.0.1 uid 0 \\    cache <local>" -> Route(..., 'lo', ..., local=True)"""
     tokens = text.replace("\\", " ").split()
     if not tokens:
-        raise UserError("`ip route get` printed nothing: cannot tell which interface leads to the address; "
-                        "check that iproute2 works here (`ip -o route get 127.0.0.1`)")
+        raise UserError(
+            "`ip route get` printed nothing: cannot tell which interface leads to the address; "
+            "check that iproute2 works here (`ip -o route get 127.0.0.1`)"
+        )
     kind = tokens.pop(0) if tokens[0] in _ROUTE_TYPES else "unicast"
     dest = tokens.pop(0) if tokens else ""
     fields: dict[str, str] = {}
@@ -79,10 +125,11 @@ def parse_route_get(text: str) -> Route:
         else:
             i += 1  # flags such as `cache`, `<local>`, `onlink`
     if kind in ("unreachable", "blackhole", "prohibit", "throw") or "dev" not in fields:
-        raise UserError(f"there is no usable route to {dest or '?'} ({kind}): ranks could not reach it; "
-                        f"check the address (MASTER_ADDR) and this node's networks (`ip route`)")
-    return Route(dest=dest, dev=fields["dev"], src=fields.get("src"), via=fields.get("via"),
-                 local=kind == "local")
+        raise UserError(
+            f"there is no usable route to {dest or '?'} ({kind}): ranks could not reach it; "
+            f"check the address (MASTER_ADDR) and this node's networks (`ip route`)"
+        )
+    return Route(dest=dest, dev=fields["dev"], src=fields.get("src"), via=fields.get("via"), local=kind == "local")
 
 
 def parse_addr_show(text: str) -> list[tuple[str, str]]:
@@ -99,17 +146,23 @@ def parse_addr_show(text: str) -> list[tuple[str, str]]:
 
 def _ip(args: list[str]) -> str:
     if shutil.which("ip") is None:
-        raise UserError("`ip` is not installed: it tells which interface leads to the rendezvous address; "
-                        "install it with `apt-get install iproute2`")
+        raise UserError(
+            "`ip` is not installed: it tells which interface leads to the rendezvous address; "
+            "install it with `apt-get install iproute2`"
+        )
     try:
         p = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=IP_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
-        raise UserError(f"`ip {' '.join(args)}` did not answer within {IP_TIMEOUT_S:g} s: the network stack "
-                        f"of this node is wedged; check it with `ip route`") from None
+        raise UserError(
+            f"`ip {' '.join(args)}` did not answer within {IP_TIMEOUT_S:g} s: the network stack "
+            f"of this node is wedged; check it with `ip route`"
+        ) from None
     if p.returncode != 0:
         why = (p.stderr.strip() or p.stdout.strip() or f"exit status {p.returncode}").splitlines()[0]
-        raise UserError(f"`ip {' '.join(args)}` failed ({why}): no route to that address from this node; "
-                        f"check the address (MASTER_ADDR) and this node's networks (`ip route`)")
+        raise UserError(
+            f"`ip {' '.join(args)}` failed ({why}): no route to that address from this node; "
+            f"check the address (MASTER_ADDR) and this node's networks (`ip route`)"
+        )
     return p.stdout
 
 
@@ -123,8 +176,10 @@ def resolve(addr: str) -> str:
     try:
         return socket.getaddrinfo(addr, None, type=socket.SOCK_STREAM)[0][4][0]
     except (socket.gaierror, IndexError) as e:
-        raise UserError(f"cannot resolve {addr!r} ({e}): ranks could not reach it; give an IP address or a "
-                        f"name this node resolves (`getent hosts {addr}`)") from None
+        raise UserError(
+            f"cannot resolve {addr!r} ({e}): ranks could not reach it; give an IP address or a "
+            f"name this node resolves (`getent hosts {addr}`)"
+        ) from None
 
 
 def route_towards(addr: str) -> Route:
@@ -181,8 +236,9 @@ def parse_proc_net_dev(text: str) -> dict[str, tuple[int, int]]:
     return out
 
 
-def read_counters(ifaces: list[str] | None = None, sysfs: str = "/sys",
-                  proc_net_dev: str | None = "/proc/net/dev") -> dict[str, tuple[int, int]]:
+def read_counters(
+    ifaces: list[str] | None = None, sysfs: str = "/sys", proc_net_dev: str | None = "/proc/net/dev"
+) -> dict[str, tuple[int, int]]:
     """Bytes received and sent so far, per interface: {name: (rx_bytes, tx_bytes)}.
 
     Network devices from <sysfs>/class/net/*/statistics; InfiniBand ports, when present, from
@@ -223,14 +279,15 @@ def read_counters(ifaces: list[str] | None = None, sysfs: str = "/sys",
         return out
     missing = [i for i in ifaces if i not in out]
     if missing:
-        raise UserError(f"network interface {', '.join(missing)} does not exist on this node "
-                        f"({socket.gethostname()}); it has {', '.join(out) or 'none'}: fix the interface "
-                        f"name in the network profile")
+        raise UserError(
+            f"network interface {', '.join(missing)} does not exist on this node "
+            f"({socket.gethostname()}); it has {', '.join(out) or 'none'}: fix the interface "
+            f"name in the network profile"
+        )
     return {i: out[i] for i in ifaces}
 
 
-def counter_delta(before: dict[str, tuple[int, int]],
-                  after: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+def counter_delta(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
     """Bytes (rx, tx) each interface carried between two `read_counters` snapshots. Pure.
 
     Interfaces in only one snapshot are left out. A counter that went down was reset (device recreated,

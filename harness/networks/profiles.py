@@ -54,8 +54,12 @@ class NetworkProfile:
         """The variables every rank gets for this profile."""
         out: dict[str, str] = {}
         if self.iface:
-            out.update(GLOO_SOCKET_IFNAME=self.iface, NCCL_SOCKET_IFNAME=self.iface, TP_SOCKET_IFNAME=self.iface,
-                       HOROVOD_GLOO_IFACE=self.iface)
+            out.update(
+                GLOO_SOCKET_IFNAME=self.iface,
+                NCCL_SOCKET_IFNAME=self.iface,
+                TP_SOCKET_IFNAME=self.iface,
+                HOROVOD_GLOO_IFACE=self.iface,
+            )
         if self.nccl_ib is not None:
             out["NCCL_IB_DISABLE"] = "0" if self.nccl_ib else "1"
         if self.nccl_ib_hca:
@@ -65,15 +69,28 @@ class NetworkProfile:
         return out
 
 
-BUILTIN = {p.name: p for p in (
-    NetworkProfile("loopback", iface="lo", description="one box: every library on the loopback device "
-                                                       "(across nodes: the route to the rendezvous, as auto)"),
-    NetworkProfile("auto", description="each rank takes the interface of its route to the rendezvous address"),
-    NetworkProfile("eth", iface="eth0", nccl_ib=False, description="TCP on the Ethernet interface eth0"),
-    NetworkProfile("ipoib", iface="ib0", nccl_ib=False, description="TCP over InfiniBand (IPoIB, ib0); NCCL on sockets"),
-    NetworkProfile("ib-rdma", iface="ib0", nccl_ib=True,
-                   description="NCCL over InfiniBand verbs (RDMA); gloo and bootstrap over IPoIB (ib0)"),
-)}
+BUILTIN = {
+    p.name: p
+    for p in (
+        NetworkProfile(
+            "loopback",
+            iface="lo",
+            description="one box: every library on the loopback device "
+            "(across nodes: the route to the rendezvous, as auto)",
+        ),
+        NetworkProfile("auto", description="each rank takes the interface of its route to the rendezvous address"),
+        NetworkProfile("eth", iface="eth0", nccl_ib=False, description="TCP on the Ethernet interface eth0"),
+        NetworkProfile(
+            "ipoib", iface="ib0", nccl_ib=False, description="TCP over InfiniBand (IPoIB, ib0); NCCL on sockets"
+        ),
+        NetworkProfile(
+            "ib-rdma",
+            iface="ib0",
+            nccl_ib=True,
+            description="NCCL over InfiniBand verbs (RDMA); gloo and bootstrap over IPoIB (ib0)",
+        ),
+    )
+}
 _KEYS = {f.name for f in fields(NetworkProfile)} - {"name"}
 LOOPBACK_NAMES = ("loopback", "auto")
 """Labels that name no network of a cluster: one box's loopback, or "take the route" (`auto`)."""
@@ -87,12 +104,16 @@ def profile_from_dict(name: str, data, source: str) -> NetworkProfile:
         raise UserError(f"network profile {name!r} in {source} must be a mapping such as {{iface: eth0}}")
     unknown = sorted(set(data) - _KEYS - {"rate"})
     if unknown:
-        raise UserError(f"unknown key(s) {', '.join(unknown)} in network profile {name!r} of {source}: known "
-                        f"keys are {', '.join(sorted(_KEYS))}")
+        raise UserError(
+            f"unknown key(s) {', '.join(unknown)} in network profile {name!r} of {source}: known "
+            f"keys are {', '.join(sorted(_KEYS))}"
+        )
     iface = data.get("iface")
     if iface is not None and not re.fullmatch(r"[A-Za-z0-9_.:@-]{1,15}", str(iface)):
-        raise UserError(f"iface {iface!r} of network profile {name!r} ({source}) is not an interface name "
-                        f"(at most 15 letters, digits, _.:-@; gloo takes one concrete name)")
+        raise UserError(
+            f"iface {iface!r} of network profile {name!r} ({source}) is not an interface name "
+            f"(at most 15 letters, digits, _.:-@; gloo takes one concrete name)"
+        )
     clean = {k: v for k, v in data.items() if k in _KEYS}
     return NetworkProfile(name=str(name), **clean)
 
@@ -132,9 +153,11 @@ def resolve_network(name: str, networks: dict | None = None, labels: tuple = ())
     if name in labels:
         return NetworkProfile(name, description="a label: no interface named, the route to the rendezvous")
     where = os.environ.get(SITE_FILE_VAR) or DEFAULT_SITE_FILE
-    raise UserError(f"unknown network {name!r}: known profiles are {', '.join(sorted(known))}; fix --network "
-                    f"or `network:`, define the profile in {where} ({SITE_FILE_VAR}), or declare a free label "
-                    f"under `labels:` in the sweep file")
+    raise UserError(
+        f"unknown network {name!r}: known profiles are {', '.join(sorted(known))}; fix --network "
+        f"or `network:`, define the profile in {where} ({SITE_FILE_VAR}), or declare a free label "
+        f"under `labels:` in the sweep file"
+    )
 
 
 def rate_label(rate_mbit: float) -> str:

@@ -13,7 +13,7 @@ import pandas as pd
 from harness.measure.sizes import PART, parse_size
 from harness.core.errors import UserError
 from harness.grouping.cost import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta
-from harness.sim.network import AlphaBeta, Cluster, Link
+from harness.sim.links import AlphaBeta, Cluster, Link
 from harness.sim.ps import ps_link_from_pushpull
 from harness.testbed.state import TBF_BURST
 
@@ -29,8 +29,10 @@ def fit_commbench(df: pd.DataFrame) -> dict[str, dict[int, AlphaBeta]]:
     need = {"collective", "workers", "size_bytes", "time_s"}
     missing = need - set(df.columns)
     if missing:
-        raise UserError(f"commbench table lacks column(s) {', '.join(sorted(missing))}: it needs "
-                        f"collective, workers, size_bytes, time_s (as `ddlbench commbench` writes)")
+        raise UserError(
+            f"commbench table lacks column(s) {', '.join(sorted(missing))}: it needs "
+            f"collective, workers, size_bytes, time_s (as `ddlbench commbench` writes)"
+        )
     out: dict[str, dict[int, AlphaBeta]] = {}
     med = df.groupby(["collective", "workers", "size_bytes"], as_index=False)["time_s"].median()
     for (coll, workers), g in med.groupby(["collective", "workers"]):
@@ -41,8 +43,10 @@ def fit_commbench(df: pd.DataFrame) -> dict[str, dict[int, AlphaBeta]]:
         a, b = fit_alpha_beta(g["size_bytes"].astype(float).tolist(), g["time_s"].astype(float).tolist())
         out.setdefault(kind, {})[int(workers)] = AlphaBeta(a, b)
     if "allreduce" not in out:
-        raise UserError("commbench table has no all-reduce rows with >= 2 message sizes: run "
-                        "`ddlbench commbench` with several sizes")
+        raise UserError(
+            "commbench table has no all-reduce rows with >= 2 message sizes: run "
+            "`ddlbench commbench` with several sizes"
+        )
     return out
 
 
@@ -63,11 +67,12 @@ def link_from_p2p(fit: AlphaBeta, name: str) -> Link:
 def read_commbench(paths) -> pd.DataFrame:
     """Commbench rows from Parquet files or run directories (their commbench.parquet), concatenated."""
     frames = []
-    for p in ([paths] if isinstance(paths, (str, Path)) else list(paths)):
+    for p in [paths] if isinstance(paths, (str, Path)) else list(paths):
         f = Path(p) / "commbench.parquet" if Path(p).is_dir() else Path(p)
         if not f.exists():
-            raise UserError(f"commbench table {f} does not exist: run `ddlbench commbench --output DIR` "
-                            f"(or give --link PRESET)")
+            raise UserError(
+                f"commbench table {f} does not exist: run `ddlbench commbench --output DIR` (or give --link PRESET)"
+            )
         frames.append(pd.read_parquet(f))
     return pd.concat(frames, ignore_index=True)
 
@@ -102,14 +107,19 @@ def fit_shaped(df: pd.DataFrame, burst_bytes: float) -> dict[int, tuple[AlphaBet
         large = g[g["size_bytes"] >= 4 * burst_bytes].groupby("size_bytes")["time_s"].median()
         small = g[g["size_bytes"] <= SMALL_MESSAGE_BYTES]
         if len(large) < 2 or small.empty:
-            raise UserError(f"commbench rows at {n} workers do not span the token bucket ({burst_bytes:.0f} "
-                            f"bytes): measure sizes from 4K to at least {_size_text(8 * burst_bytes)} "
-                            f"(`ddlbench commbench --testbed --min-size 4K --max-size 32M`)")
+            raise UserError(
+                f"commbench rows at {n} workers do not span the token bucket ({burst_bytes:.0f} "
+                f"bytes): measure sizes from 4K to at least {_size_text(8 * burst_bytes)} "
+                f"(`ddlbench commbench --testbed --min-size 4K --max-size 32M`)"
+            )
         _, beta = fit_alpha_beta(large.index.astype(float).tolist(), large.astype(float).tolist())
         alpha = float(small["time_s"].mean())
         probe = g[g["size_bytes"].isin(ALPHA_BETA_PROBE_SIZES)].groupby("size_bytes")["time_s"].median()
-        planning = AlphaBeta(*fit_alpha_beta(probe.index.astype(float).tolist(), probe.astype(float).tolist())) \
-            if len(probe) >= 2 else None
+        planning = (
+            AlphaBeta(*fit_alpha_beta(probe.index.astype(float).tolist(), probe.astype(float).tolist()))
+            if len(probe) >= 2
+            else None
+        )
         inside = g[g["size_bytes"] <= burst_bytes / 4].groupby("size_bytes")["time_s"].min()
         per_byte = 2 * (n - 1) / n if n > 1 else 1.0
         extra_s = float(inside.iloc[-1] - inside.iloc[0]) if len(inside) > 1 else 0.0
@@ -124,8 +134,9 @@ def _size_text(nbytes: float) -> str:
     return f"{nbytes / 2**20:.0f}M"
 
 
-def links_from_commbench(source, burst_bytes: float = 0.0, ps_layout: "Cluster | None" = None,
-                         server_gbyte_s: float = 10.0) -> tuple[Link, Link | None, dict[int, AlphaBeta]]:
+def links_from_commbench(
+    source, burst_bytes: float = 0.0, ps_layout: "Cluster | None" = None, server_gbyte_s: float = 10.0
+) -> tuple[Link, Link | None, dict[int, AlphaBeta]]:
     """(all-reduce link, point-to-point link or None, measured all-reduce fits by worker count) from a
     commbench table or the files/run directories holding one (`read_commbench`).
     The all-reduce link is inverted at the largest measured worker count; the fits themselves are
@@ -147,9 +158,13 @@ def links_from_commbench(source, burst_bytes: float = 0.0, ps_layout: "Cluster |
         w = max(shaped)
         fit, peak = shaped[w]
         link = link_from_allreduce(fit, w, "commbench")
-        link = replace(link, burst_bytes=burst_bytes, peak_gbit_s=max(peak, link.rate_gbit_s),
-                       source=f"fitted from shaped all-reduce times at {w} workers (alpha: mean of small "
-                              f"messages; beta: sizes past the {burst_bytes:.0f}-byte bucket)")
+        link = replace(
+            link,
+            burst_bytes=burst_bytes,
+            peak_gbit_s=max(peak, link.rate_gbit_s),
+            source=f"fitted from shaped all-reduce times at {w} workers (alpha: mean of small "
+            f"messages; beta: sizes past the {burst_bytes:.0f}-byte bucket)",
+        )
         return link, _ps_link(df, ps_layout, server_gbyte_s, link), {n: ab for n, (ab, _) in shaped.items()}
     fits = fit_commbench(df)
     ar = fits["allreduce"]
@@ -171,8 +186,11 @@ def _ps_link(df: pd.DataFrame, layout: "Cluster | None", server_gbyte_s: float, 
         return None
     times = pp.groupby("size_bytes")["time_s"].median().to_dict()
     try:
-        return ps_link_from_pushpull(times, float(small["time_s"].mean()), layout, PART, server_gbyte_s,
-                                     link.burst_bytes, link.peak_gbit_s)
+        return ps_link_from_pushpull(
+            times, float(small["time_s"].mean()), layout, PART, server_gbyte_s, link.burst_bytes, link.peak_gbit_s
+        )
     except ValueError as e:
-        raise UserError(f"cannot fit the parameter-server link to the push-pull rows: {e}; measure "
-                        f"`ddlbench commbench --collective pushpull` up to 32M") from None
+        raise UserError(
+            f"cannot fit the parameter-server link to the push-pull rows: {e}; measure "
+            f"`ddlbench commbench --collective pushpull` up to 32M"
+        ) from None

@@ -94,6 +94,7 @@ class Block:
 @dataclass
 class Cells:
     """The measured cells: key -> (mean, std), both samples/s."""
+
     mean: dict
     std: dict
 
@@ -124,8 +125,10 @@ class Fit:
     def determined(self) -> dict[str, bool]:
         """Whether the cells move each parameter: its whole search range changes some cell by REACH of its
         uncertainty (else it keeps its sourced value and range)."""
-        return {p.name: p.search and bool(np.max(np.abs(self.jacobian[:, k]), initial=0.0) >= REACH)
-                for k, p in enumerate(self.params)}
+        return {
+            p.name: p.search and bool(np.max(np.abs(self.jacobian[:, k]), initial=0.0) >= REACH)
+            for k, p in enumerate(self.params)
+        }
 
     def determining_cells(self, top: int = 8) -> dict[str, list]:
         """Per parameter, the cells that move most with it (largest |Jacobian|), most first."""
@@ -152,8 +155,9 @@ class Fit:
             out[d, det] = np.clip(u0[det] - pinv @ r_star, 0.0, 1.0)
             for k in np.flatnonzero(~det):  # not determined: anywhere in what the cells allow of its sourced range
                 p = self.params[k]
-                lo, hi = self.allowed.get(p.name) or ((p.sourced[1], p.sourced[2]) if math.isfinite(p.sourced[1])
-                                                      else (p.low, p.high))
+                lo, hi = self.allowed.get(p.name) or (
+                    (p.sourced[1], p.sourced[2]) if math.isfinite(p.sourced[1]) else (p.low, p.high)
+                )
                 out[d, k] = p.unit_of(lo + rng.random() * (hi - lo))
         return out
 
@@ -170,19 +174,39 @@ class Fit:
             xs = np.array([p.value(u) for u in draws[:, k]])
             v = self.values[p.name]
             lo, hi = p.sourced[1], p.sourced[2]
-            rows.append({"parameter": p.name, "unit": p.unit, "value": v,
-                         "low": float(np.quantile(xs, 0.1)), "high": float(np.quantile(xs, 0.9)),
-                         "determined": det[p.name], "search_low": p.low, "search_high": p.high,
-                         "sourced_value": p.sourced[0], "sourced_low": lo, "sourced_high": hi,
-                         "inside_sourced": bool(lo <= v <= hi) if math.isfinite(lo) else None,
-                         "allowed_low": self.allowed.get(p.name, (math.nan, math.nan))[0],
-                         "allowed_high": self.allowed.get(p.name, (math.nan, math.nan))[1],
-                         "cells": cells[p.name]})
+            rows.append(
+                {
+                    "parameter": p.name,
+                    "unit": p.unit,
+                    "value": v,
+                    "low": float(np.quantile(xs, 0.1)),
+                    "high": float(np.quantile(xs, 0.9)),
+                    "determined": det[p.name],
+                    "search_low": p.low,
+                    "search_high": p.high,
+                    "sourced_value": p.sourced[0],
+                    "sourced_low": lo,
+                    "sourced_high": hi,
+                    "inside_sourced": bool(lo <= v <= hi) if math.isfinite(lo) else None,
+                    "allowed_low": self.allowed.get(p.name, (math.nan, math.nan))[0],
+                    "allowed_high": self.allowed.get(p.name, (math.nan, math.nan))[1],
+                    "cells": cells[p.name],
+                }
+            )
         return rows
 
 
-def fit_params(blocks: list[Block], predict: Callable[[dict, list], dict], cells: Cells, values: dict,
-               starts: int = 2, seed: int = 0, max_nfev: int = 100, polish: bool = True, skip: int = 0) -> Fit:
+def fit_params(
+    blocks: list[Block],
+    predict: Callable[[dict, list], dict],
+    cells: Cells,
+    values: dict,
+    starts: int = 2,
+    seed: int = 0,
+    max_nfev: int = 100,
+    polish: bool = True,
+    skip: int = 0,
+) -> Fit:
     """Fit each block's parameters to its cells in turn (later blocks see earlier blocks' values), then, with
     `polish`, all of them together once from there. `values`: every input at its starting value; `starts`:
     tries per block (the first from `values`, the others at random), the best kept; `skip`: the first blocks
@@ -200,7 +224,7 @@ def fit_params(blocks: list[Block], predict: Callable[[dict, list], dict], cells
             points = [u0, *qmc.LatinHypercube(len(searched), rng=rng).random(b.scan)]
             cost = [float(np.sum(_residuals(searched, v, predict, cells, keys, x) ** 2)) for x in points]
             evals += len(points)
-            tries = [points[i] for i in np.argsort(cost)[:max(1, starts)]]
+            tries = [points[i] for i in np.argsort(cost)[: max(1, starts)]]
         r, n = _solve(searched, v, predict, cells, keys, tries, max_nfev)
         evals += n
         v.update({p.name: p.value(x) for p, x in zip(searched, r.x)})
@@ -211,8 +235,7 @@ def fit_params(blocks: list[Block], predict: Callable[[dict, list], dict], cells
     keys = list(dict.fromkeys(k for b in blocks for k in b.cells if k in cells.mean))
     if polish:
         searched = [p for p in params if p.search]
-        r, n = _solve(searched, v, predict, cells, keys, [np.array([p.unit_of(v[p.name]) for p in searched])],
-                      max_nfev)
+        r, n = _solve(searched, v, predict, cells, keys, [np.array([p.unit_of(v[p.name]) for p in searched])], max_nfev)
         evals += n
         ok = ok and r.status > 0
         msgs.append(f"all: {r.message}")
@@ -249,12 +272,15 @@ def _verdict(predict, cells: Cells, v: dict, keys: list, msgs: list) -> tuple[di
     worst = max(off, key=lambda k: abs(off[k]), default=None)
     far = worst is not None and abs(off[worst]) > MAX_MISFIT
     if far:
-        msgs.append(f"the best values leave {worst} {off[worst]:+.0%} off its measurement (more than "
-                    f"{MAX_MISFIT:.0%}): the model does not reproduce these cells")
+        msgs.append(
+            f"the best values leave {worst} {off[worst]:+.0%} off its measurement (more than "
+            f"{MAX_MISFIT:.0%}): the model does not reproduce these cells"
+        )
     return got, not failed and not far
 
 
 # --- the search steps: residuals, the bounded least squares, the Jacobian, what the cells allow ---------------
+
 
 def _residuals(params, values, predict, cells, keys, u) -> np.ndarray:
     """Each cell's log(predicted / measured) over its uncertainty at unit coordinates `u` of `params`."""
@@ -274,8 +300,15 @@ def _solve(params, values, predict, cells, keys, starts: list[np.ndarray], max_n
     """Bounded least squares in unit coordinates from each start; the best result and the simulations spent."""
     best, evals = None, 0
     for u0 in starts:
-        r = least_squares(lambda u: _residuals(params, values, predict, cells, keys, u), u0, bounds=(0.0, 1.0),
-                          diff_step=0.02, x_scale=1.0, max_nfev=max_nfev, method="trf")
+        r = least_squares(
+            lambda u: _residuals(params, values, predict, cells, keys, u),
+            u0,
+            bounds=(0.0, 1.0),
+            diff_step=0.02,
+            x_scale=1.0,
+            max_nfev=max_nfev,
+            method="trf",
+        )
         evals += r.nfev
         if best is None or r.cost < best.cost:
             best = r
@@ -339,4 +372,3 @@ def _allowed(params, values, predict, cells, keys, u, k) -> tuple[tuple[float, f
     if not ok:  # none of its sourced range fits the cells: the fitted value stands alone (a finding)
         return (fitted, fitted), fitted
     return (min(ok), max(ok)), min(ok, key=lambda x: abs(x - p.sourced[0]))
-

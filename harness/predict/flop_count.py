@@ -19,7 +19,7 @@ class _ChargingCounter(FlopCounterMode):
         super().__init__(display=False)
         self.phase = "forward"
         self.layer: int | None = None
-        self.pre_flops = self.pre_bytes = 0.0        # forward ops before the first owner starts
+        self.pre_flops = self.pre_bytes = 0.0  # forward ops before the first owner starts
         self.fwd_flops = [0.0] * n_layers
         self.fwd_bytes = [0.0] * n_layers
         self.bwd_flops = [0.0] * n_params
@@ -98,6 +98,7 @@ def count_costs(spec, batch: int, seq_len, device="meta"):
     def on_ready(i):
         counter.ready(i)
         ready_seq.append(i)
+
     hooks.on_layer, hooks.on_ready = on_layer, on_ready
     try:
         with counter:
@@ -111,9 +112,14 @@ def count_costs(spec, batch: int, seq_len, device="meta"):
         counter.bwd_bytes[counter.last_ready] += counter.pending_bytes
     never = [i for i in range(len(params)) if i not in set(ready_seq)]
     return {
-        "model": model, "params": params, "owners": own, "names": param_names(model, params),
-        "fwd_flops": counter.fwd_flops, "fwd_bytes": counter.fwd_bytes,
-        "bwd_flops": counter.bwd_flops, "bwd_bytes": counter.bwd_bytes,
+        "model": model,
+        "params": params,
+        "owners": own,
+        "names": param_names(model, params),
+        "fwd_flops": counter.fwd_flops,
+        "fwd_bytes": counter.fwd_bytes,
+        "bwd_flops": counter.bwd_flops,
+        "bwd_bytes": counter.bwd_bytes,
         "ready_seq": ready_seq + never,
         "forward_order": forward_order_of([(0.0, j) for j in fwd_seq], len(own)),
     }

@@ -103,5 +103,16 @@ class Inputs:
 
     def table(self) -> list[dict]:
         """One row per input, for the report."""
-        return [{"input": i.name, "value": i.value, "low": i.low, "high": i.high, "unit": i.unit, "what": i.what,
-                 "kind": i.kind, "source": i.source} for i in self]
+        return [
+            {
+                "input": i.name,
+                "value": i.value,
+                "low": i.low,
+                "high": i.high,
+                "unit": i.unit,
+                "what": i.what,
+                "kind": i.kind,
+                "source": i.source,
+            }
+            for i in self
+        ]

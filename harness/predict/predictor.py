@@ -21,7 +21,7 @@ from harness.schemes import SCHEMES, SchemeEntry
 from harness.sim.costs import with_optimizer
 from harness.sim.interference import contended
 from harness.sim.model import ComputeModel, Model, NoModel, Outcome
-from harness.sim.network import Cluster, Link
+from harness.sim.links import Cluster, Link
 
 
 SEVEN_METHODS = ("bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps")
@@ -40,8 +40,10 @@ def _entry(name: str) -> SchemeEntry:
     entry = SCHEMES.get(name)
     if not isinstance(entry.model, Model):
         why = entry.model.reason if isinstance(entry.model, NoModel) else "none is registered"
-        raise UserError(f"scheme {name!r} cannot be predicted: it has no simulation model ({why}); "
-                        f"pick one of {', '.join(modelled())}")
+        raise UserError(
+            f"scheme {name!r} cannot be predicted: it has no simulation model ({why}); "
+            f"pick one of {', '.join(modelled())}"
+        )
     return entry
 
 
@@ -110,8 +112,18 @@ _MEMO: dict = {}
 
 def _cluster_key(cl: Cluster) -> tuple:
     """Everything of a cluster a simulation reads, hashable (its `measured` dict as sorted items)."""
-    return (cl.nodes, cl.workers_per_node, cl.inter, cl.intra, cl.servers, cl.server_hosts, cl.allreduce, cl.host,
-            tuple(sorted((cl.measured or {}).items())), cl.stack)
+    return (
+        cl.nodes,
+        cl.workers_per_node,
+        cl.inter,
+        cl.intra,
+        cl.servers,
+        cl.server_hosts,
+        cl.allreduce,
+        cl.host,
+        tuple(sorted((cl.measured or {}).items())),
+        cl.stack,
+    )
 
 
 @dataclass(frozen=True)
@@ -133,10 +145,18 @@ class Network:
     ByteScheduler and BytePS costs); a method not named runs as ddlbench's own (nothing beyond the links)."""
 
 
-def predict_rows(models: list[ComputeModel], networks: list[Network], nodes: list[int],
-                 workers_per_node: int | list[int], methods: list[str], servers: int = 0, allreduce: str = "ring",
-                 knobs: dict | None = None, run_id: str = "predicted",
-                 server_hosts: str = "dedicated") -> pd.DataFrame:
+def predict_rows(
+    models: list[ComputeModel],
+    networks: list[Network],
+    nodes: list[int],
+    workers_per_node: int | list[int],
+    methods: list[str],
+    servers: int = 0,
+    allreduce: str = "ring",
+    knobs: dict | None = None,
+    run_id: str = "predicted",
+    server_hosts: str = "dedicated",
+) -> pd.DataFrame:
     """One summary-shaped row per (workload, network, nodes, workers per node, method).
     knobs: method -> {knob: value}. server_hosts: dedicated | colocated (see Cluster)."""
     per_node = [workers_per_node] if isinstance(workers_per_node, int) else list(workers_per_node)
@@ -145,8 +165,17 @@ def predict_rows(models: list[ComputeModel], networks: list[Network], nodes: lis
     for c in models:
         x1 = c.batch / c.iteration_s
         for net, n, g in ((net, n, g) for net in networks for n in nodes for g in per_node):
-            cluster = Cluster(n, g, net.inter, net.intra, servers, server_hosts=server_hosts, allreduce=allreduce,
-                              measured=net.measured, host=net.host)
+            cluster = Cluster(
+                n,
+                g,
+                net.inter,
+                net.intra,
+                servers,
+                server_hosts=server_hosts,
+                allreduce=allreduce,
+                measured=net.measured,
+                host=net.host,
+            )
             comm_only, done = {}, {}
             for name in methods:
                 mk = (knobs or {}).get(name)
@@ -171,8 +200,17 @@ def _on(cluster: Cluster, net: Network, method: str) -> Cluster:
     return cluster if stack is None else cluster.with_(stack=stack)
 
 
-def _row(run_id, c: ComputeModel, net: Network, cluster: Cluster, name: str, out: Outcome, x1: float,
-         comm_only: float, knobs: dict) -> dict:
+def _row(
+    run_id,
+    c: ComputeModel,
+    net: Network,
+    cluster: Cluster,
+    name: str,
+    out: Outcome,
+    x1: float,
+    comm_only: float,
+    knobs: dict,
+) -> dict:
     method = SCHEMES.get(name)
     backend = method.backends[0]
     N = cluster.workers
@@ -184,29 +222,61 @@ def _row(run_id, c: ComputeModel, net: Network, cluster: Cluster, name: str, out
     flops_iter = c.flops_per_sample * gb
     nan = math.nan
     row = {col: nan for col in SUMMARY_COLUMNS}
-    row.update({
-        "schema_version": SCHEMA_VERSION, "run_id": run_id, "source": "predicted", "status": "ok",
-        "reason": "", "log_tail": "",
-        "cell_id": f"{c.workload}.{name}.{backend}.w{N}" + (f".s{servers}" if servers else "")
-                   + f".{net.label}.n{cluster.nodes}",
-        "workload": c.workload, "sample_unit": c.sample_unit, "scheme": name, "backend": backend,
-        "workers": N, "nodes": cluster.nodes, "workers_per_node": cluster.workers_per_node, "servers": servers,
-        "batch_per_worker": c.batch, "global_batch": gb, "seq_len": c.seq_len if c.seq_len else nan,
-        "dtype": "fp32", "device": c.device, "network": net.label,
-        "network_rate_mbit": net.inter.rate_gbit_s * 1000.0, "warmup": 0, "iters": 0,
-        "knobs_json": json.dumps(knobs, sort_keys=True),
-        "iter_s_median": out.iter_s, "iter_s_mean": out.iter_s, "samples": 0,
-        "throughput_median": x, "throughput_mean": x,
-        "baseline_throughput": x1, "speedup": x / x1, "scaling_efficiency": x / (N * x1),
-        "forward_s": out.forward_s, "backward_s": out.backward_s, "comm_wait_s": out.comm_wait_s,
-        "optimizer_s": out.optimizer_s, "compute_only_iter_s": c.iteration_s, "exposed_comm_s": exposed,
-        "comm_only_s": comm_only,
-        "overlap_ratio": min(1.0, max(0.0, 1 - exposed / comm_only)) if comm_only > 0 else nan,
-        "straggler_rank": nan, "params": sum(c.numels), "grad_bytes": c.total_grad_bytes,
-        "flops_per_sample": c.flops_per_sample, "comm_bytes_per_iter": comm_bytes,
-        "intensity_flops_per_byte": flops_iter / comm_bytes if comm_bytes else nan,
-        "wall_s": nan, "plan_json": json.dumps(out.plan, sort_keys=True, default=str),
-    })
+    row.update(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": run_id,
+            "source": "predicted",
+            "status": "ok",
+            "reason": "",
+            "log_tail": "",
+            "cell_id": f"{c.workload}.{name}.{backend}.w{N}"
+            + (f".s{servers}" if servers else "")
+            + f".{net.label}.n{cluster.nodes}",
+            "workload": c.workload,
+            "sample_unit": c.sample_unit,
+            "scheme": name,
+            "backend": backend,
+            "workers": N,
+            "nodes": cluster.nodes,
+            "workers_per_node": cluster.workers_per_node,
+            "servers": servers,
+            "batch_per_worker": c.batch,
+            "global_batch": gb,
+            "seq_len": c.seq_len if c.seq_len else nan,
+            "dtype": "fp32",
+            "device": c.device,
+            "network": net.label,
+            "network_rate_mbit": net.inter.rate_gbit_s * 1000.0,
+            "warmup": 0,
+            "iters": 0,
+            "knobs_json": json.dumps(knobs, sort_keys=True),
+            "iter_s_median": out.iter_s,
+            "iter_s_mean": out.iter_s,
+            "samples": 0,
+            "throughput_median": x,
+            "throughput_mean": x,
+            "baseline_throughput": x1,
+            "speedup": x / x1,
+            "scaling_efficiency": x / (N * x1),
+            "forward_s": out.forward_s,
+            "backward_s": out.backward_s,
+            "comm_wait_s": out.comm_wait_s,
+            "optimizer_s": out.optimizer_s,
+            "compute_only_iter_s": c.iteration_s,
+            "exposed_comm_s": exposed,
+            "comm_only_s": comm_only,
+            "overlap_ratio": min(1.0, max(0.0, 1 - exposed / comm_only)) if comm_only > 0 else nan,
+            "straggler_rank": nan,
+            "params": sum(c.numels),
+            "grad_bytes": c.total_grad_bytes,
+            "flops_per_sample": c.flops_per_sample,
+            "comm_bytes_per_iter": comm_bytes,
+            "intensity_flops_per_byte": flops_iter / comm_bytes if comm_bytes else nan,
+            "wall_s": nan,
+            "plan_json": json.dumps(out.plan, sort_keys=True, default=str),
+        }
+    )
     for k, v in knobs.items():
         row[f"knob_{k}"] = v
     return row

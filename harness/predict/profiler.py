@@ -48,8 +48,19 @@ from harness.sim.layer_hooks import LayerHooks, charge_forward, forward_order_of
 from workloads import WORKLOADS
 
 
-def time_iterations(model, spec, data, params, own, iters: int, warmup: int, device: torch.device,
-                    reduce: str = "median", loss_fn=None, clock: Clock | None = None):
+def time_iterations(
+    model,
+    spec,
+    data,
+    params,
+    own,
+    iters: int,
+    warmup: int,
+    device: torch.device,
+    reduce: str = "median",
+    loss_fn=None,
+    clock: Clock | None = None,
+):
     """Run warmup + iters training iterations; median (or mean) forward seconds per owner, ready seconds
     per tensor, backward and optimizer seconds, and the owners' forward order.
 
@@ -67,6 +78,7 @@ def time_iterations(model, spec, data, params, own, iters: int, warmup: int, dev
 
     def on_ready(i):
         ready_marks[i] = clock.mark()
+
     hooks.on_ready = on_ready
     try:
         for it in range(warmup + iters):
@@ -96,24 +108,38 @@ def time_iterations(model, spec, data, params, own, iters: int, warmup: int, dev
         hooks.remove()
     stat = statistics.mean if reduce == "mean" else statistics.median
     med = lambda runs: [stat(r[k] for r in runs) for k in range(len(runs[0]))]  # noqa: E731
-    return {"layer_forward_s": med(fwd_runs), "ready_s": med(ready_runs), "backward_total_s":
-            stat(bwd_runs), "optimizer_s": stat(opt_runs), "forward_order": order}
+    return {
+        "layer_forward_s": med(fwd_runs),
+        "ready_s": med(ready_runs),
+        "backward_total_s": stat(bwd_runs),
+        "optimizer_s": stat(opt_runs),
+        "forward_order": order,
+    }
 
 
-def loop_totals(model, data, iters: int, warmup: int, device: torch.device, loss_fn,
-                reduce: str = "median") -> dict:
+def loop_totals(model, data, iters: int, warmup: int, device: torch.device, loss_fn, reduce: str = "median") -> dict:
     """Forward, backward and optimizer seconds per iteration (median, or mean) of the harness's own timing loop
     with the `local` scheme on this model and batch: no per-layer hook, nothing waiting for the device inside
     the window (harness/measure/loop.py)."""
     entry = SCHEMES.get("local")
-    scheme = entry.cls(SchemeContext(transport=None, rank=0, workers=1, device=device,
-                                     knobs=entry.make_knobs(None), make_optimizer=make_optimizer))
+    scheme = entry.cls(
+        SchemeContext(
+            transport=None,
+            rank=0,
+            workers=1,
+            device=device,
+            knobs=entry.make_knobs(None),
+            make_optimizer=make_optimizer,
+        )
+    )
     fwd = scheme.setup(model)
     samples = run_loop(fwd, scheme, loss_fn, data, warmup, iters, device, lambda: None)
     stat = statistics.mean if reduce == "mean" else statistics.median
-    return {"forward_s": stat(s["forward_s"] + s["forward_wait_s"] for s in samples),
-            "backward_s": stat(s["backward_s"] + s["comm_wait_s"] for s in samples),
-            "optimizer_s": stat(s["optimizer_s"] for s in samples)}
+    return {
+        "forward_s": stat(s["forward_s"] + s["forward_wait_s"] for s in samples),
+        "backward_s": stat(s["backward_s"] + s["comm_wait_s"] for s in samples),
+        "optimizer_s": stat(s["optimizer_s"] for s in samples),
+    }
 
 
 def scaled(timing: dict, totals: dict) -> dict:
@@ -123,9 +149,13 @@ def scaled(timing: dict, totals: dict) -> dict:
     fwd = sum(timing["layer_forward_s"])
     f = totals["forward_s"] / fwd if fwd > 0 else 1.0
     b = totals["backward_s"] / timing["backward_total_s"] if timing["backward_total_s"] > 0 else 1.0
-    return {**timing, "layer_forward_s": [t * f for t in timing["layer_forward_s"]],
-            "ready_s": [t * b for t in timing["ready_s"]], "backward_total_s": timing["backward_total_s"] * b,
-            "optimizer_s": totals["optimizer_s"]}
+    return {
+        **timing,
+        "layer_forward_s": [t * f for t in timing["layer_forward_s"]],
+        "ready_s": [t * b for t in timing["ready_s"]],
+        "backward_total_s": timing["backward_total_s"] * b,
+        "optimizer_s": totals["optimizer_s"],
+    }
 
 
 def _load_loop(workload: str, batch: int, seq_len, threads: int, device: str, stop, started) -> None:
@@ -160,8 +190,10 @@ def _load_copies(copies: int, workload: str, batch: int, seq_len, threads: int, 
         return
     ctx = mp.get_context("spawn")
     stop, started = ctx.Event(), ctx.Semaphore(0)
-    loads = [ctx.Process(target=_load_loop, daemon=True,
-                         args=(workload, batch, seq_len, threads, device, stop, started)) for _ in range(copies)]
+    loads = [
+        ctx.Process(target=_load_loop, daemon=True, args=(workload, batch, seq_len, threads, device, stop, started))
+        for _ in range(copies)
+    ]
     for p in loads:
         p.start()
     try:
@@ -177,9 +209,18 @@ def _load_copies(copies: int, workload: str, batch: int, seq_len, threads: int, 
                 p.kill()
 
 
-def measure_profile(workload: str, batch: int | None = None, seq_len: int | None = None, iters: int = 5,
-                    warmup: int = 2, threads: int = 1, device: str = "cpu", seed: int = 0,
-                    concurrent: int = 1, dtype: str = "fp32") -> pd.DataFrame:
+def measure_profile(
+    workload: str,
+    batch: int | None = None,
+    seq_len: int | None = None,
+    iters: int = 5,
+    warmup: int = 2,
+    threads: int = 1,
+    device: str = "cpu",
+    seed: int = 0,
+    concurrent: int = 1,
+    dtype: str = "fp32",
+) -> pd.DataFrame:
     """Measure one worker's per-layer profile on this device (medians over the iterations).
 
     concurrent > 1: as many workers share the machine (emulated hosts on one box, several workers per
@@ -204,8 +245,7 @@ def measure_profile(workload: str, batch: int | None = None, seq_len: int | None
     with _load_copies(concurrent - 1, workload, batch, seq_len, threads, device):
         reduce, loss_fn = "mean" if concurrent > 1 else "median", autocast_loss(spec.loss, dtype, dev)
         totals = loop_totals(model, data, iters, warmup, dev, loss_fn, reduce)
-        timing = scaled(time_iterations(model, spec, data, params, own, iters, warmup, dev, reduce, loss_fn),
-                        totals)
+        timing = scaled(time_iterations(model, spec, data, params, own, iters, warmup, dev, reduce, loss_fn), totals)
     counts = count_costs(spec, batch, seq_len)
     if len(counts["params"]) != len(params):
         raise RuntimeError("the meta copy of the model has a different parameter list")
@@ -220,9 +260,19 @@ def counted_profile(workload: str, batch: int | None = None, seq_len: int | None
     return build_table(spec, batch, seq_len, count_costs(spec, batch, seq_len), None, "meta", 0, 0)
 
 
-def run_profile(workload: str, batch: int | None, seq_len: int | None, iters: int, warmup: int, threads: int,
-                device: str, output: Path | None, counted_only: bool = False, concurrent: int = 1,
-                dtype: str = "fp32"):
+def run_profile(
+    workload: str,
+    batch: int | None,
+    seq_len: int | None,
+    iters: int,
+    warmup: int,
+    threads: int,
+    device: str,
+    output: Path | None,
+    counted_only: bool = False,
+    concurrent: int = 1,
+    dtype: str = "fp32",
+):
     """`ddlbench profile`: the per-layer table of `workload` (measured, or FLOP-counted only), checked and
     written atomically to `output` (default profile-<workload>.parquet); returns (table, path)."""
     if iters < 1 or warmup < 0 or threads < 1 or concurrent < 1:
@@ -240,7 +290,8 @@ def run_profile(workload: str, batch: int | None, seq_len: int | None, iters: in
     if counted_only:
         df = counted_profile(workload, batch, seq_len)
     else:
-        df = measure_profile(workload, batch, seq_len, iters, warmup, threads, device, concurrent=concurrent,
-                             dtype=dtype)
+        df = measure_profile(
+            workload, batch, seq_len, iters, warmup, threads, device, concurrent=concurrent, dtype=dtype
+        )
     write_parquet_atomic(df, out)
     return df, out

@@ -23,7 +23,7 @@ def crash_site(cell_dir: Path, rank: int) -> str | None:
     if not fatal:
         return None
     frames = []
-    for ln in lines[fatal[-1] + 1:]:
+    for ln in lines[fatal[-1] + 1 :]:
         m = re.match(r'\s*File "(.+)", line (\d+) in (\S+)', ln)
         if m:  # the crashing thread comes first, innermost frame first ("most recent call first")
             frames.append(f"{m.group(3)} ({_short(m.group(1))}:{m.group(2)})")
@@ -41,7 +41,7 @@ def _short(path: str) -> str:
     parts = Path(path).parts
     for root in ("harness", "workloads", "torch", "deepspeed", "horovod"):
         if root in parts:
-            return "/".join(parts[parts.index(root):])
+            return "/".join(parts[parts.index(root) :])
     return "/".join(parts[-2:])
 
 

@@ -11,8 +11,17 @@ import time
 
 from harness.procs.argv import PACKAGE_ROOT
 
-OUR_RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
-                 "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+OUR_RANK_VARS = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "NODE_RANK",
+    "GROUP_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+)
 """Our own launcher's rank variables: a framework's launch program sets its own, ours must not leak into the ranks."""
 PLACED_AT_VAR = "DDLBENCH_PLACED_AT"
 """time.time() when the launcher began placing the cell's ranks (docs/ARCHITECTURE.md, "Warm ranks"):
@@ -30,8 +39,13 @@ def base_env(threads: int, launcher: str, extra: dict | None = None) -> dict:
     """This process's environment without our own rank variables, plus thread counts and the launcher's
     name (recorded as the rank's source)."""
     env = {k: v for k, v in os.environ.items() if k not in OUR_RANK_VARS}
-    env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1",
-               PYTHONSAFEPATH="1", DDLBENCH_LAUNCHER=launcher)
+    env.update(
+        OMP_NUM_THREADS=str(threads),
+        MKL_NUM_THREADS=str(threads),
+        PYTHONUNBUFFERED="1",
+        PYTHONSAFEPATH="1",
+        DDLBENCH_LAUNCHER=launcher,
+    )
     env.update(extra or {})
     env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
     env.update(placed_now())

@@ -24,8 +24,9 @@ from harness.procs.trampoline import orphan_proof
 def prepare_cell_dir(cell, cell_dir: Path, placement) -> Path:
     """The cell directory with cell.json, for a launcher that runs on one box only."""
     if placement is not None and (placement.prefixes or placement.nodes > 1):
-        raise CellFailed("this backend's launcher runs on one box only; the testbed/multi-node placement "
-                         "is not supported for it", "")
+        raise CellFailed(
+            "this backend's launcher runs on one box only; the testbed/multi-node placement is not supported for it", ""
+        )
     cell_dir = cell_dir.resolve()
     write_cell(cell, cell_dir)
     return cell_dir
@@ -39,12 +40,17 @@ def run_supervised(argv: list[str], env: dict, timeout_s: float, cell_dir: Path,
     with open(cell_dir / "rank0.log", "w") as log:
         log.write("$ " + " ".join(argv) + "\n")
         log.flush()
-        proc = subprocess.Popen(orphan_proof(argv), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            orphan_proof(argv), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         try:
-            watch([Proc(proc, what, "rank0.log", lambda code: Ended(f"{what} failed ({how(code)})", None))],
-                  timeout_s, cell_dir, lambda running: Ended(f"{what} timed out after {timeout_s:g} s", None),
-                  poll_s=0.1)
+            watch(
+                [Proc(proc, what, "rank0.log", lambda code: Ended(f"{what} failed ({how(code)})", None))],
+                timeout_s,
+                cell_dir,
+                lambda running: Ended(f"{what} timed out after {timeout_s:g} s", None),
+                poll_s=0.1,
+            )
         except Ended as e:
             kill_tree(proc)  # first, so that the tail holds what the ranks printed last
             raise CellFailed(e.reason, log_tail(cell_dir)) from None

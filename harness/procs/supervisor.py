@@ -93,9 +93,13 @@ class Proc:
     them fails the cell."""
 
 
-NATIVE_CRASH = {signal.SIGSEGV: "crash in native code", signal.SIGBUS: "crash in native code",
-                signal.SIGILL: "crash in native code", signal.SIGFPE: "crash in native code",
-                signal.SIGABRT: "aborted in native code"}
+NATIVE_CRASH = {
+    signal.SIGSEGV: "crash in native code",
+    signal.SIGBUS: "crash in native code",
+    signal.SIGILL: "crash in native code",
+    signal.SIGFPE: "crash in native code",
+    signal.SIGABRT: "aborted in native code",
+}
 """Signals that end a process from inside native code (a C++ extension, a CUDA or communication library):
 the rank's Python stack is in its log, written by faulthandler (harness/rank/worker.py)."""
 
@@ -140,8 +144,14 @@ def _first_to_fail(procs: list[Proc], seen: dict[int, float], late: set[int]) ->
     return procs[first].failure(procs[first].popen.poll())
 
 
-def watch(procs: list[Proc], timeout_s: float, cell_dir: Path, timed_out: Callable[[list[Proc]], Ended],
-          abort: Callable[[], str | None] = lambda: None, poll_s: float = 0.05) -> None:
+def watch(
+    procs: list[Proc],
+    timeout_s: float,
+    cell_dir: Path,
+    timed_out: Callable[[list[Proc]], Ended],
+    abort: Callable[[], str | None] = lambda: None,
+    poll_s: float = 0.05,
+) -> None:
     """Until every main process has ended: one failing, a helper ending first, `abort()` giving a reason,
     or the timeout raise Ended (`timed_out(still running)` says why), unless result.json is complete by
     then, which makes it a warning written into result.json."""
@@ -159,8 +169,10 @@ def watch(procs: list[Proc], timeout_s: float, cell_dir: Path, timed_out: Callab
                 raise _first_to_fail(procs, seen, late)
             late.add(i)
             if code != 0:
-                end.late(f"{p.name} failed while shutting down ({how(code)}) after result.json was written",
-                         last_line(cell_dir, p.log))
+                end.late(
+                    f"{p.name} failed while shutting down ({how(code)}) after result.json was written",
+                    last_line(cell_dir, p.log),
+                )
         mains = [p.popen.poll() for p in procs if p.main]
         if None not in mains and (set(mains) <= {0} or end.complete()):
             break
@@ -170,8 +182,11 @@ def watch(procs: list[Proc], timeout_s: float, cell_dir: Path, timed_out: Callab
         if end.expired():
             if not end.complete():
                 raise timed_out(running)
-            end.late(f"{', '.join(p.name for p in running)} still running {SHUTDOWN_GRACE_S:g} s after "
-                     f"result.json was written; killed", last_line(cell_dir, running[0].log) if running else "")
+            end.late(
+                f"{', '.join(p.name for p in running)} still running {SHUTDOWN_GRACE_S:g} s after "
+                f"result.json was written; killed",
+                last_line(cell_dir, running[0].log) if running else "",
+            )
             break
         time.sleep(poll_s)
     end.record()

@@ -31,7 +31,9 @@ def run_rank(cell: CellSpec, out: Path) -> None:
     if me.rank >= cell.workers:
         backend.serve(cell, me)
         return
-    device = rank_device(me.local_rank, cell.device, cell.dist_backend)  # the worker's rule (harness/contracts/devices.py)
+    device = rank_device(
+        me.local_rank, cell.device, cell.dist_backend
+    )  # the worker's rule (harness/contracts/devices.py)
     t = backend.start(cell, me, device)
     check_group_backend(device.type, cell.dist_backend, t.facts.get("dist_backend", ""))
     if collective == "pushpull":
@@ -42,9 +44,14 @@ def run_rank(cell: CellSpec, out: Path) -> None:
     gathered = t.gather_object(times)
     t.shutdown()
     if me.rank == 0:
-        write_json_atomic(out / "result.json", {"times": slowest(gathered, sizes, reps, collective),
-                                                 "workers": cell.workers,
-                                                 "dist_backend": t.facts.get("dist_backend", "")})
+        write_json_atomic(
+            out / "result.json",
+            {
+                "times": slowest(gathered, sizes, reps, collective),
+                "workers": cell.workers,
+                "dist_backend": t.facts.get("dist_backend", ""),
+            },
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,8 +33,15 @@ from harness.measure.trace import Tracer
 from harness.networks.netif import counter_delta, read_counters
 from harness.results.gpu_env import gpu_models
 from harness.schemes import SCHEMES, SchemeContext
-from harness.contracts.training import (DTYPES, autocast_loss, bounded, crash_stacks, exit_now, make_optimizer,
-                              set_precision)
+from harness.contracts.training import (
+    DTYPES,
+    autocast_loss,
+    bounded,
+    crash_stacks,
+    exit_now,
+    make_optimizer,
+    set_precision,
+)
 from workloads import WORKLOADS
 from workloads.base import count_params, flops_per_sample, grad_bytes
 
@@ -62,13 +69,15 @@ def _fault(cell: CellSpec, rank: int):
             if kind == "segv":
                 ctypes.string_at(0)  # a real invalid read in C: SIGSEGV, as a crash inside a library
             time.sleep(10**6)
+
     return fault
 
 
 def _dropped_gradient(rank: int, loss_fn):
     """The lossless check's negative control: DDLBENCH_FAULT=dropgrad:RANK:ITER makes that rank's loss zero
     in that iteration, so its gradient for that step is dropped (all zeros) while every scheme runs as
-    usual; a check that passes such a run cannot tell a lost gradient from rounding (tests/integration/processes/test_lossless.py)."""
+    usual; a check that passes such a run cannot tell a lost gradient from rounding
+    (tests/integration/processes/test_lossless.py)."""
     spec = os.environ.get("DDLBENCH_FAULT", "")
     if not spec.startswith("dropgrad:"):
         return loss_fn
@@ -81,6 +90,7 @@ def _dropped_gradient(rank: int, loss_fn):
         out = loss_fn(model, batch)
         calls[0] += 1
         return out * 0.0 if calls[0] - 1 == int(it) else out
+
     return loss
 
 
@@ -95,7 +105,9 @@ def deterministic() -> None:
 
 
 def _device(cell: CellSpec, me: RankIdentity) -> torch.device:
-    return rank_device(me.local_rank, cell.device, cell.dist_backend)  # the one device rule (harness/contracts/devices.py)
+    return rank_device(
+        me.local_rank, cell.device, cell.dist_backend
+    )  # the one device rule (harness/contracts/devices.py)
 
 
 def _build(cell: CellSpec, me: RankIdentity, device: torch.device):
@@ -139,9 +151,16 @@ def run_worker(cell: CellSpec, me: RankIdentity, out: Path) -> dict | None:
     tracer = Tracer(cell.trace_iters, me.rank) if cell.trace_iters else None
     traced = tracer.transport(transport) if tracer and transport else transport
     log = lambda msg: print(f"[rank {me.rank}] {msg}", flush=True)  # noqa: E731
-    ctx = SchemeContext(transport=traced, rank=me.rank, workers=cell.workers, device=device,
-                        knobs=entry.make_knobs(cell.knobs), make_optimizer=make_optimizer, log=log,
-                        dtype=cell.dtype)
+    ctx = SchemeContext(
+        transport=traced,
+        rank=me.rank,
+        workers=cell.workers,
+        device=device,
+        knobs=entry.make_knobs(cell.knobs),
+        make_optimizer=make_optimizer,
+        log=log,
+        dtype=cell.dtype,
+    )
     scheme = entry.cls(ctx)
     fwd = scheme.setup(model)
     barrier = transport.barrier if transport is not None else (lambda: None)
@@ -159,17 +178,31 @@ def run_worker(cell: CellSpec, me: RankIdentity, out: Path) -> dict | None:
     comm_only = scheme.probe_comm() if (transport is not None and (cell.workers > 1 or cell.servers)) else 0.0
     if os.environ.get("DDLBENCH_DUMP_PARAMS"):
         torch.save(scheme.final_parameters(model), out / f"params.rank{me.rank}.pt")
-    mine = {"rank": me.rank, "host": socket.gethostname(), "device_name": device_name(device),
-            "samples": samples, "comm_only_s": comm_only,
-            "setup_s": time.perf_counter() - t_start, "net_bytes_per_iter": net, "host_heap": heap, **started,
-            **(transport.facts if transport is not None else {})}
+    mine = {
+        "rank": me.rank,
+        "host": socket.gethostname(),
+        "device_name": device_name(device),
+        "samples": samples,
+        "comm_only_s": comm_only,
+        "setup_s": time.perf_counter() - t_start,
+        "net_bytes_per_iter": net,
+        "host_heap": heap,
+        **started,
+        **(transport.facts if transport is not None else {}),
+    }
     gathered = transport.gather_object(mine) if transport is not None else [mine]
     if tracer is not None:
         tracer.write(transport, out, cell.cell_id)
-    plan = {**scheme.describe(), **(transport.describe() if transport is not None else {}),
-            **precision_plan(cell, entry, scheme, device)}
-    result = None if me.rank != 0 else _result(cell, me, entry, scheme, backend, facts, gathered, plan,
-                                                precision, warmup, iters)
+    plan = {
+        **scheme.describe(),
+        **(transport.describe() if transport is not None else {}),
+        **precision_plan(cell, entry, scheme, device),
+    }
+    result = (
+        None
+        if me.rank != 0
+        else _result(cell, me, entry, scheme, backend, facts, gathered, plan, precision, warmup, iters)
+    )
     if result is not None:  # before the group is torn down: NCCL's teardown can hang
         write_json_atomic(out / "result.json", result)
     # every rank's samples are in rank 0's result: a teardown that hangs (NCCL's destroy_process_group
@@ -224,13 +257,15 @@ def _result(cell, me, entry, scheme, backend, facts, gathered, plan, precision, 
     return {
         "cell": json.loads(cell.to_json()),
         "ranks": gathered,
-        "facts": {**facts, "comm_bytes_per_iter": scheme.comm_bytes_per_iter() if entry.communicates else 0,
-                  "gpu_models": gpu_models(r.get("device_name", "") for r in gathered),  # every rank's GPU
-                  **precision},
+        "facts": {
+            **facts,
+            "comm_bytes_per_iter": scheme.comm_bytes_per_iter() if entry.communicates else 0,
+            "gpu_models": gpu_models(r.get("device_name", "") for r in gathered),  # every rank's GPU
+            **precision,
+        },
         "plan": plan,
         "versions": backend.versions(),
-        "dist": {"source": me.source, "nodes": me.nodes, "local_world_size": me.local_world_size,
-                 **me.extra},
+        "dist": {"source": me.source, "nodes": me.nodes, "local_world_size": me.local_world_size, **me.extra},
         "effective": {"warmup": warmup, "iters": iters},
     }
 

@@ -14,11 +14,21 @@ import pandas as pd
 from harness.report.data import PHASES, measured, networks, ok, with_series
 from harness.report.figures import _figure_legend, _no_data, _series_order, plt
 
-PHASE_COLORS = {"forward_s": "#4c78a8", "forward_wait_s": "#f58518", "backward_s": "#72b7b2",
-                "comm_wait_s": "#e45756", "optimizer_s": "#b279a2"}
-PHASE_LABELS = {"forward_s": "forward", "forward_wait_s": "wait in forward (ByteScheduler pre-hooks)",
-                "backward_s": "backward (incl. overlapped comm)", "comm_wait_s": "comm wait after backward",
-                "optimizer_s": "optimizer step"}
+PHASE_COLORS = {
+    "forward_s": "#4c78a8",
+    "forward_wait_s": "#f58518",
+    "backward_s": "#72b7b2",
+    "comm_wait_s": "#e45756",
+    "optimizer_s": "#b279a2",
+}
+PHASE_LABELS = {
+    "forward_s": "forward",
+    "forward_wait_s": "wait in forward (ByteScheduler pre-hooks)",
+    "backward_s": "backward (incl. overlapped comm)",
+    "comm_wait_s": "comm wait after backward",
+    "optimizer_s": "optimizer step",
+}
+
 
 def breakdown_phases(s: pd.DataFrame) -> list[str]:
     """The stacked phases: the wait inside forward (forward_wait_s) only where it was measured and is
@@ -39,15 +49,23 @@ def breakdown(summary: pd.DataFrame) -> plt.Figure:
     wls = sorted(s["workload"].unique())
     rank = {n: i for i, n in enumerate(_series_order(s))}
     counts = [len(s[s["workload"] == wl]) for wl in wls]
-    fig, axes = plt.subplots(len(wls), 1, figsize=(8.5, sum(0.27 * c + 1.0 for c in counts)), squeeze=False,
-                             layout="constrained", height_ratios=[0.27 * c + 1.0 for c in counts])
+    fig, axes = plt.subplots(
+        len(wls),
+        1,
+        figsize=(8.5, sum(0.27 * c + 1.0 for c in counts)),
+        squeeze=False,
+        layout="constrained",
+        height_ratios=[0.27 * c + 1.0 for c in counts],
+    )
     for k, wl in enumerate(wls):
         ax = axes[k][0]
         d = s[s["workload"] == wl].copy()
         d["_o"] = d["series"].map(rank)
         d = d.sort_values(["network", "_o", "workers"])
-        labels = [f"{r['series']} N={int(r['workers'])}" + (f" @{r['network']}" if len(nets) > 1 else "")
-                  for _, r in d.iterrows()]
+        labels = [
+            f"{r['series']} N={int(r['workers'])}" + (f" @{r['network']}" if len(nets) > 1 else "")
+            for _, r in d.iterrows()
+        ]
         y = np.arange(len(d))[::-1]
         left = np.zeros(len(d))
         for p in breakdown_phases(s):
@@ -66,6 +84,7 @@ def breakdown(summary: pd.DataFrame) -> plt.Figure:
         ax.set_xlabel("ms per iteration (medians over iterations of the slowest rank's phases)", fontsize=8)
         ax.grid(axis="x", alpha=0.3)
     _figure_legend(fig, axes)
-    fig.suptitle("Time breakdown per cell; exposed comm = median iteration - 1-worker compute-only "
-                 "iteration", fontsize=9)
+    fig.suptitle(
+        "Time breakdown per cell; exposed comm = median iteration - 1-worker compute-only iteration", fontsize=9
+    )
     return fig

@@ -39,10 +39,12 @@ def network_warnings(summary: pd.DataFrame) -> list[str]:
     if "net_check" not in summary:
         return []
     bad = summary[summary["net_check"] == "wrong-interface"]
-    return [f"{r['cell_id']}: its ranks named {r['iface'] or '(nothing)'} but {r['net_main_iface']} carried most "
-            f"bytes ({100 * (r['net_iface_share'] if r['net_iface_share'] == r['net_iface_share'] else 0):.0f} % "
-            f"through the named one): the row's network {r['network']!r} is not what was measured"
-            for _, r in bad.iterrows()]
+    return [
+        f"{r['cell_id']}: its ranks named {r['iface'] or '(nothing)'} but {r['net_main_iface']} carried most "
+        f"bytes ({100 * (r['net_iface_share'] if r['net_iface_share'] == r['net_iface_share'] else 0):.0f} % "
+        f"through the named one): the row's network {r['network']!r} is not what was measured"
+        for _, r in bad.iterrows()
+    ]
 
 
 def _print_run(run_dir: Path | None) -> pd.DataFrame:

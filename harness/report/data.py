@@ -45,8 +45,10 @@ def merge(tables: list, names: list[str] | None = None) -> tuple[dict[str, pd.Da
         if len(dup_runs):
             hit = s["run"].isin(dup_runs)
             s.loc[hit, "network"] = s.loc[hit, "network"] + " [" + s.loc[hit, "run"].astype(str) + "]"
-            notes.append(f"runs {', '.join(map(str, dup_runs))} hold the same cells on the same network "
-                         f"label; their network labels carry the run name so both are shown")
+            notes.append(
+                f"runs {', '.join(map(str, dup_runs))} hold the same cells on the same network "
+                f"label; their network labels carry the run name so both are shown"
+            )
         merged["summary"] = s
     return merged, notes
 
@@ -97,9 +99,11 @@ def with_series(summary: pd.DataFrame) -> pd.DataFrame:
     backend = df["backend"].fillna("torch") if "backend" in df else pd.Series("torch", index=df.index)
     df["series"] = [str(s) if b == "torch" else f"{s}/{b}" for s, b in zip(df["scheme"], backend)]
     group = [c for c in ("workload", "network", "source", "series", "workers") if c in df]
-    for col, fmt in (("dtype", lambda v: f" {v}" if pd.notna(v) else ""),
-                     ("servers", lambda v: f" S={int(v)}" if pd.notna(v) else ""),
-                     ("knobs_json", lambda v: f" {v}")):
+    for col, fmt in (
+        ("dtype", lambda v: f" {v}" if pd.notna(v) else ""),
+        ("servers", lambda v: f" S={int(v)}" if pd.notna(v) else ""),
+        ("knobs_json", lambda v: f" {v}"),
+    ):
         if col not in df:
             continue
         varies = df.groupby(group, dropna=False)[col].transform(lambda x: x.astype(str).nunique() > 1)

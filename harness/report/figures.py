@@ -20,11 +20,17 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness.report.data import (failed, largest_workers, measured, networks, ok, schemes,  # noqa: E402
-                                 with_series)
+from harness.report.data import (
+    failed,
+    largest_workers,
+    measured,
+    networks,
+    ok,
+    schemes,  # noqa: E402
+    with_series,
+)
 
 MEDIAN_CI = "markers: median over iterations; bars: 95% CI of the mean"
-
 
 
 def scheme_colors(names) -> dict[str, tuple]:
@@ -39,8 +45,9 @@ def _unit(df: pd.DataFrame) -> str:
 
 
 def _panels(n_rows: int, n_cols: int, w: float, h: float, sharey: bool = False):
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(w * n_cols, h * n_rows), squeeze=False,
-                             layout="constrained", sharey=sharey)
+    fig, axes = plt.subplots(
+        n_rows, n_cols, figsize=(w * n_cols, h * n_rows), squeeze=False, layout="constrained", sharey=sharey
+    )
     return fig, axes
 
 
@@ -54,8 +61,17 @@ def _failed_note(ax, rows: pd.DataFrame) -> None:
     if rows.empty:
         return
     items = [f"{r['series']} N={int(r['workers'])}" for _, r in rows.iterrows()]
-    ax.text(0.01, 0.99, "failed: " + ", ".join(items), transform=ax.transAxes, va="top", ha="left",
-            fontsize=7, color="#b00020", wrap=True)
+    ax.text(
+        0.01,
+        0.99,
+        "failed: " + ", ".join(items),
+        transform=ax.transAxes,
+        va="top",
+        ha="left",
+        fontsize=7,
+        color="#b00020",
+        wrap=True,
+    )
 
 
 def _no_data(title: str) -> plt.Figure:
@@ -104,10 +120,18 @@ def throughput_vs_workers(summary: pd.DataFrame) -> plt.Figure:
             for name in [n for n in names if n in set(lines["series"])]:
                 d = lines[lines["series"] == name].sort_values("workers")
                 x = d["workers"] + dx[name]
-                ax.plot(x, d["throughput_median"], marker=markers[name], color=colors[name], label=name,
-                        markersize=5, linewidth=1)
-                ax.vlines(x, d["throughput_ci95_low"], d["throughput_ci95_high"], color=colors[name],
-                          linewidth=1.2, alpha=0.8)
+                ax.plot(
+                    x,
+                    d["throughput_median"],
+                    marker=markers[name],
+                    color=colors[name],
+                    label=name,
+                    markersize=5,
+                    linewidth=1,
+                )
+                ax.vlines(
+                    x, d["throughput_ci95_low"], d["throughput_ci95_high"], color=colors[name], linewidth=1.2, alpha=0.8
+                )
             _local_marker(ax, here)
             x1 = _baseline_x1(here)
             n_max = int(max(here["workers"].max() if len(here) else 1, 1))
@@ -133,10 +157,17 @@ def _local_marker(ax, here: pd.DataFrame) -> None:
     loc = here[(here["scheme"] == "local") & (here["workers"] == 1)]
     if loc.empty:
         return
-    ax.plot([1] * len(loc), loc["throughput_median"], marker="*", markersize=11, color="black", linestyle="",
-            label=LOCAL_LABEL, zorder=4)
-    ax.vlines([1] * len(loc), loc["throughput_ci95_low"], loc["throughput_ci95_high"], color="black",
-              linewidth=1.2)
+    ax.plot(
+        [1] * len(loc),
+        loc["throughput_median"],
+        marker="*",
+        markersize=11,
+        color="black",
+        linestyle="",
+        label=LOCAL_LABEL,
+        zorder=4,
+    )
+    ax.vlines([1] * len(loc), loc["throughput_ci95_low"], loc["throughput_ci95_high"], color="black", linewidth=1.2)
 
 
 def _baseline_x1(rows: pd.DataFrame) -> float:
@@ -155,11 +186,20 @@ def _figure_legend(fig, axes, loc: str = "outside lower center", ncol: int = 3, 
                 handles[lab] = h
                 labels.append(lab)
     if labels:
-        fig.legend([handles[lab] for lab in labels], labels, loc=loc, fontsize=8, title=title, title_fontsize=7,
-                   frameon=False, ncol=min(len(labels), ncol))
+        fig.legend(
+            [handles[lab] for lab in labels],
+            labels,
+            loc=loc,
+            fontsize=8,
+            title=title,
+            title_fontsize=7,
+            frameon=False,
+            ncol=min(len(labels), ncol),
+        )
 
 
 # ---------------------------------------------------------------------------------- (b) heat map
+
 
 def efficiency_heatmap(summary: pd.DataFrame) -> plt.Figure:
     """(b) Scaling efficiency X_N / (N X_1), scheme x workload, at each workload's largest N."""
@@ -167,8 +207,12 @@ def efficiency_heatmap(summary: pd.DataFrame) -> plt.Figure:
     if top.empty:
         return _no_data("no multi-worker cells to show")
     nets = networks(top)
-    cols = [(wl, net) for wl in sorted(top["workload"].unique()) for net in nets
-            if ((top["workload"] == wl) & (top["network"] == net)).any()]
+    cols = [
+        (wl, net)
+        for wl in sorted(top["workload"].unique())
+        for net in nets
+        if ((top["workload"] == wl) & (top["network"] == net)).any()
+    ]
     rows = _series_order(top)
     grid = np.full((len(rows), len(cols)), np.nan)
     text = [["n/a"] * len(cols) for _ in rows]
@@ -185,8 +229,7 @@ def efficiency_heatmap(summary: pd.DataFrame) -> plt.Figure:
                 text[i][j] = f"{r['scaling_efficiency']:.2f}"
             else:
                 text[i][j] = "no X₁"
-    fig, ax = plt.subplots(figsize=(max(5.0, 2.2 + 1.5 * len(cols)), 1.6 + 0.42 * len(rows)),
-                           layout="constrained")
+    fig, ax = plt.subplots(figsize=(max(5.0, 2.2 + 1.5 * len(cols)), 1.6 + 0.42 * len(rows)), layout="constrained")
     vmax = max(1.0, float(np.nanmax(grid)) if np.isfinite(grid).any() else 1.0)
     im = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=0.0, vmax=vmax, aspect="auto")
     ax.set_facecolor("#dddddd")
@@ -194,12 +237,20 @@ def efficiency_heatmap(summary: pd.DataFrame) -> plt.Figure:
         for j in range(len(cols)):
             v = grid[i, j]
             dark = np.isfinite(v) and v / vmax < 0.6
-            ax.text(j, i, text[i][j], ha="center", va="center", fontsize=9,
-                    color="white" if dark else ("#b00020" if text[i][j] == "failed" else "black"))
+            ax.text(
+                j,
+                i,
+                text[i][j],
+                ha="center",
+                va="center",
+                fontsize=9,
+                color="white" if dark else ("#b00020" if text[i][j] == "failed" else "black"),
+            )
     ax.set_xticks(range(len(cols)))
     ns = {c: int(top[(top["workload"] == c[0]) & (top["network"] == c[1])]["workers"].max()) for c in cols}
-    ax.set_xticklabels([f"{wl}\nN={ns[(wl, net)]}" + (f"\n{net}" if len(nets) > 1 else "") for wl, net in cols],
-                       fontsize=8)
+    ax.set_xticklabels(
+        [f"{wl}\nN={ns[(wl, net)]}" + (f"\n{net}" if len(nets) > 1 else "") for wl, net in cols], fontsize=8
+    )
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels(rows, fontsize=8)
     cb = fig.colorbar(im, ax=ax, shrink=0.9)
@@ -209,6 +260,7 @@ def efficiency_heatmap(summary: pd.DataFrame) -> plt.Figure:
 
 
 # ---------------------------------------------------------------------------- (c) grouped bars
+
 
 def _bar_values(d: pd.DataFrame, names: list[str], metric: str) -> tuple[list, list, list, list]:
     """Per series of one bar group: height, CI low, CI high, and "failed" where the cell failed."""
@@ -259,20 +311,28 @@ def grouped_bars(summary: pd.DataFrame, metric: str = "throughput") -> plt.Figur
                 ax.vlines(xs, lo, hi, color="black", linewidth=1)
             for xi, m in zip(xs, marks):
                 if m:
-                    ax.text(xi, 0, "failed", rotation=90, ha="center", va="bottom", fontsize=7,
-                            color="#b00020")
+                    ax.text(xi, 0, "failed", rotation=90, ha="center", va="bottom", fontsize=7, color="#b00020")
         if metric == "efficiency":
             ax.axhline(1.0, color="black", linestyle="--", linewidth=1, label="ideal")
         ax.set_xticks(x)
         ax.set_xticklabels(names, rotation=25, ha="right", fontsize=8)
-        ax.set_ylabel(f"median throughput ({_unit(d)}/s)" if metric == "throughput"
-                      else "scaling efficiency X_N/(N·X₁)")
+        ax.set_ylabel(
+            f"median throughput ({_unit(d)}/s)" if metric == "throughput" else "scaling efficiency X_N/(N·X₁)"
+        )
         n_note = f", N={int(d['workers'].max())}" if by_network else ""
         ax.set_title(f"{wl}{n_note}", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, title="network" if by_network else "workers", fontsize=8, title_fontsize=8,
-               loc="outside lower center", ncol=len(labels), frameon=False)
+    fig.legend(
+        handles,
+        labels,
+        title="network" if by_network else "workers",
+        fontsize=8,
+        title_fontsize=8,
+        loc="outside lower center",
+        ncol=len(labels),
+        frameon=False,
+    )
     what = "median throughput, bars: 95% CI of the mean" if metric == "throughput" else "scaling efficiency"
     fig.suptitle(f"Per scheme, {'per network' if by_network else 'per worker count'} ({what})", fontsize=10)
     return fig

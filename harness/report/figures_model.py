@@ -37,22 +37,27 @@ def commbench_fits(cb: pd.DataFrame) -> pd.DataFrame:
     commbench stored them, else fitted here on the per-size median times."""
     rows = []
     if cb is None or cb.empty:
-        return pd.DataFrame(columns=SERIES_KEYS + ["alpha_s", "beta_s_per_byte", "inv_beta_gbit_s", "sizes",
-                                                   "fit"])
+        return pd.DataFrame(columns=SERIES_KEYS + ["alpha_s", "beta_s_per_byte", "inv_beta_gbit_s", "sizes", "fit"])
     cb = cb.assign(network=cb["network"].fillna("unknown").astype(str))
     for key, d in cb.groupby(SERIES_KEYS, sort=True):
         med = d.groupby("size_bytes")["time_s"].median()
-        stored = [d[c].dropna() if c in d else pd.Series(dtype=float)
-                  for c in ("fit_alpha_s", "fit_beta_s_per_byte")]
+        stored = [d[c].dropna() if c in d else pd.Series(dtype=float) for c in ("fit_alpha_s", "fit_beta_s_per_byte")]
         if all(len(x) for x in stored):
             a, b, how = float(stored[0].iloc[0]), float(stored[1].iloc[0]), "stored"
         elif len(med) >= 2:
             (a, b), how = fit_alpha_beta(med.index.astype(float).tolist(), med.to_list()), "fitted here"
         else:
             a, b, how = float("nan"), float("nan"), "too few sizes"
-        rows.append({**dict(zip(SERIES_KEYS, key)), "alpha_s": a, "beta_s_per_byte": b,
-                     "inv_beta_gbit_s": 8 / b / 1e9 if b and np.isfinite(b) else float("nan"),
-                     "sizes": len(med), "fit": how})
+        rows.append(
+            {
+                **dict(zip(SERIES_KEYS, key)),
+                "alpha_s": a,
+                "beta_s_per_byte": b,
+                "inv_beta_gbit_s": 8 / b / 1e9 if b and np.isfinite(b) else float("nan"),
+                "sizes": len(med),
+                "fit": how,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -78,8 +83,14 @@ def busbw_vs_size(cb: pd.DataFrame) -> plt.Figure:
             if np.isfinite(f["alpha_s"]) and np.isfinite(f["beta_s_per_byte"]):
                 m = np.geomspace(med.index.min(), med.index.max(), 100)
                 fit = 8 * m / (f["alpha_s"] + f["beta_s_per_byte"] * m) / 1e9 * busbw_factor(coll, int(key[2]))
-                ax.plot(m, fit, "--", color=color, linewidth=1,
-                        label=f"fit α={f['alpha_s'] * 1e6:.0f} µs, 1/β={f['inv_beta_gbit_s']:.2f} Gbit/s")
+                ax.plot(
+                    m,
+                    fit,
+                    "--",
+                    color=color,
+                    linewidth=1,
+                    label=f"fit α={f['alpha_s'] * 1e6:.0f} µs, 1/β={f['inv_beta_gbit_s']:.2f} Gbit/s",
+                )
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(plt.FuncFormatter(_bytes))
         ax.tick_params(axis="x", labelrotation=30, labelsize=8)
@@ -88,8 +99,9 @@ def busbw_vs_size(cb: pd.DataFrame) -> plt.Figure:
         ax.set_title(coll, fontsize=10)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7, loc="upper left")
-    fig.suptitle("Collective micro-benchmark: busbw = (size/time)·2(N-1)/N for all-reduce; "
-                 "fit t = α + β·size", fontsize=9)
+    fig.suptitle(
+        "Collective micro-benchmark: busbw = (size/time)·2(N-1)/N for all-reduce; fit t = α + β·size", fontsize=9
+    )
     return fig
 
 
@@ -117,8 +129,11 @@ def predicted_vs_measured(summary: pd.DataFrame) -> plt.Figure:
         return _no_data("no predicted rows (source=predicted) in these runs")
     p = p[p["scheme"] != "local"].assign(network=lambda d: d["network"].fillna("unknown").astype(str))
     m = with_series(ok(measured(summary)))
-    m = m[m["scheme"] != "local"].assign(network=lambda d: d["network"].fillna("unknown").astype(str)) \
-        if not m.empty else m
+    m = (
+        m[m["scheme"] != "local"].assign(network=lambda d: d["network"].fillna("unknown").astype(str))
+        if not m.empty
+        else m
+    )
     panels = sorted({(r["workload"], r["network"]) for _, r in p.iterrows()})
     colors = scheme_colors(_series_order(pd.concat([p, m], ignore_index=True)))
     fig, axes = _panels(1, len(panels), max(4.8, 8.0 / len(panels)), 3.8)
@@ -129,15 +144,29 @@ def predicted_vs_measured(summary: pd.DataFrame) -> plt.Figure:
         for name in [n for n in colors if n in set(pp["series"]) | set(mm["series"] if len(mm) else [])]:
             dm = mm[mm["series"] == name].sort_values("workers") if len(mm) else mm
             if len(dm):
-                ax.plot(dm["workers"], dm["throughput_median"], "o-", color=colors[name],
-                        label=f"{name} measured")
+                ax.plot(dm["workers"], dm["throughput_median"], "o-", color=colors[name], label=f"{name} measured")
             dp = pp[pp["series"] == name].sort_values("workers")
             if len(dp):
-                ax.plot(dp["workers"], dp["throughput_median"], "s--", color=colors[name], markersize=3,
-                        linewidth=1, label=f"{name} predicted")
+                ax.plot(
+                    dp["workers"],
+                    dp["throughput_median"],
+                    "s--",
+                    color=colors[name],
+                    markersize=3,
+                    linewidth=1,
+                    label=f"{name} predicted",
+                )
         if mm is None or len(mm) == 0:
-            ax.text(0.99, 0.01, f"no measured cells on network {net!r}", transform=ax.transAxes,
-                    ha="right", va="bottom", fontsize=7, color="#555555")
+            ax.text(
+                0.99,
+                0.01,
+                f"no measured cells on network {net!r}",
+                transform=ax.transAxes,
+                ha="right",
+                va="bottom",
+                fontsize=7,
+                color="#555555",
+            )
         if pp["workers"].max() > 8:
             ax.set_xscale("log", base=2)
         ax.set_xlabel("workers N")
@@ -146,10 +175,19 @@ def predicted_vs_measured(summary: pd.DataFrame) -> plt.Figure:
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
     handles = [Line2D([], [], color=c, linewidth=2, label=n) for n, c in colors.items()]
-    handles += [Line2D([], [], color="black", marker="o", label="measured (median)"),
-                Line2D([], [], color="black", marker="s", markersize=3, linestyle="--", linewidth=1,
-                       label="predicted (source=predicted)")]
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5), fontsize=8,
-               frameon=False)
+    handles += [
+        Line2D([], [], color="black", marker="o", label="measured (median)"),
+        Line2D(
+            [],
+            [],
+            color="black",
+            marker="s",
+            markersize=3,
+            linestyle="--",
+            linewidth=1,
+            label="predicted (source=predicted)",
+        ),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5), fontsize=8, frameon=False)
     fig.suptitle("Predicted (dashed) vs measured (solid) throughput", fontsize=10)
     return fig

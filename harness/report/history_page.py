@@ -37,10 +37,18 @@ def cell_plot(rows: pd.DataFrame, changes: pd.DataFrame) -> bytes:
     fig, ax = plt.subplots(figsize=(4.2, 2.4), dpi=80, layout="constrained")
     colors = scheme_colors(list(dict.fromkeys(rows["fingerprint"])))
     for fid, g in rows.groupby("fingerprint", sort=False, observed=True):
-        ax.fill_between(g.index, g["throughput_ci95_low"], g["throughput_ci95_high"], color=colors[fid], alpha=0.25,
-                        linewidth=0)
-        ax.plot(g.index, g["throughput_median"], ".-", color=colors[fid], markersize=3, linewidth=0.8,
-                label=f"env {fid[:6]}")
+        ax.fill_between(
+            g.index, g["throughput_ci95_low"], g["throughput_ci95_high"], color=colors[fid], alpha=0.25, linewidth=0
+        )
+        ax.plot(
+            g.index,
+            g["throughput_median"],
+            ".-",
+            color=colors[fid],
+            markersize=3,
+            linewidth=0.8,
+            label=f"env {fid[:6]}",
+        )
     where = dict(zip(rows["run_key"], rows.index))
     for c in changes.itertuples():
         if c.first_bad_run not in where:
@@ -51,8 +59,15 @@ def cell_plot(rows: pd.DataFrame, changes: pd.DataFrame) -> bytes:
         else:
             color = "#c00000" if c.state == "open" else "#999999"
             ax.axvline(x, color=color, linestyle="-" if c.confirmed else "--", linewidth=1.2)
-            ax.annotate(f"{c.size:+.0%}", (x, 1), xycoords=("data", "axes fraction"), fontsize=7, color=color,
-                        va="top", ha="left")
+            ax.annotate(
+                f"{c.size:+.0%}",
+                (x, 1),
+                xycoords=("data", "axes fraction"),
+                fontsize=7,
+                color=color,
+                va="top",
+                ha="left",
+            )
     ticks = rows.index[:: max(1, len(rows) // 6)]
     ax.set_xticks(ticks, [str(rows.loc[i, "commit"])[:7] or str(i) for i in ticks], fontsize=6, rotation=30)
     ax.tick_params(axis="y", labelsize=7)
@@ -71,8 +86,11 @@ def _one_row_per_machine_change(changes: pd.DataFrame) -> pd.DataFrame:
     env = changes[changes["kind"] == "environment"]
     if env.empty:
         return changes
-    merged = env.groupby(["first_bad_run", "detail"], sort=False).agg(
-        first=("cell", "first"), cells=("cell", "size"), series=("series", "first")).reset_index()
+    merged = (
+        env.groupby(["first_bad_run", "detail"], sort=False)
+        .agg(first=("cell", "first"), cells=("cell", "size"), series=("series", "first"))
+        .reset_index()
+    )
     rows = env.drop_duplicates(["first_bad_run", "detail"]).reset_index(drop=True)
     rows["cell"] = [f"{m.cells} cells" if m.cells > 1 else m.first for m in merged.itertuples()]
     rows["series"] = ["..." if m.cells > 1 else m.series for m in merged.itertuples()]
@@ -83,18 +101,24 @@ def _changes_table(changes: pd.DataFrame) -> str:
     if changes.empty:
         return "<p>No change points.</p>"
     changes = _one_row_per_machine_change(changes)
-    head = "".join(f"<th>{h}</th>" for h in ("state", "cell", "size (95% CI)", "last good", "first bad",
-                                              "runs after", "bisect / what changed"))
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("state", "cell", "size (95% CI)", "last good", "first bad", "runs after", "bisect / what changed")
+    )
     body = []
     for c in changes.itertuples():
         size = f"{c.size:+.1%} ({c.size_low:+.1%} .. {c.size_high:+.1%})" if c.kind == "change" else "-"
-        state = c.state + (" (confirmed)" if c.kind == "change" and c.confirmed else
-                           " (awaiting runs)" if c.kind == "change" else "")
+        state = c.state + (
+            " (confirmed)" if c.kind == "change" and c.confirmed else " (awaiting runs)" if c.kind == "change" else ""
+        )
         what = f"<code>{html.escape(c.bisect)}</code>" if c.bisect else html.escape(c.detail or "same commit")
         after = int(c.runs_after) if c.kind == "change" else "-"
         cells = [state, f"{c.cell} [{c.series}]", size, str(c.last_good)[:12], str(c.first_bad)[:12], after]
-        body.append(f'<tr class="{c.state}">' + "".join(f"<td>{html.escape(str(v))}</td>" for v in cells) +
-                    f"<td>{what}{(' ' + html.escape(c.reason)) if c.reason else ''}</td></tr>")
+        body.append(
+            f'<tr class="{c.state}">'
+            + "".join(f"<td>{html.escape(str(v))}</td>" for v in cells)
+            + f"<td>{what}{(' ' + html.escape(c.reason)) if c.reason else ''}</td></tr>"
+        )
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
 
@@ -102,21 +126,26 @@ def history_html(found: Scan, title: str) -> str:
     """The page's HTML (module docstring)."""
     ch = found.changes
     opened = ch[(ch["state"] == "open") & (ch["kind"] == "change")]
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
-             f"<p>{len(found.series)} series (a cell on one environment), {len(found.rows)} ok cell-runs (a cell "
-             f"in a run); {len(opened)} open changes.</p>",
-             *(f"<p class='problem'>skipped: {html.escape(p)}</p>" for p in found.problems),
-             "<h2>Changes</h2>", _changes_table(ch)]
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
+        f"<p>{len(found.series)} series (a cell on one environment), {len(found.rows)} ok cell-runs (a cell "
+        f"in a run); {len(opened)} open changes.</p>",
+        *(f"<p class='problem'>skipped: {html.escape(p)}</p>" for p in found.problems),
+        "<h2>Changes</h2>",
+        _changes_table(ch),
+    ]
     rows = found.rows.sort_values(["run_utc", "position"], kind="stable")
     for workload, w in rows.groupby("workload", sort=True, observed=True):
         parts.append(f"<h2>{html.escape(workload)}</h2><div class='grid'>")
         for key, cell in w.groupby("cell_key", sort=True, observed=True):
             png = base64.b64encode(cell_plot(cell, ch[ch["series"].isin(set(cell["series"]))])).decode("ascii")
             label = cell["cell"].iloc[-1]
-            parts.append(f"<figure class='cell-plot' data-cell='{html.escape(key, quote=True)}'>"
-                         f"<img alt='{html.escape(label, quote=True)}' src='data:image/png;base64,{png}'>"
-                         f"<figcaption>{html.escape(label)}</figcaption></figure>")
+            parts.append(
+                f"<figure class='cell-plot' data-cell='{html.escape(key, quote=True)}'>"
+                f"<img alt='{html.escape(label, quote=True)}' src='data:image/png;base64,{png}'>"
+                f"<figcaption>{html.escape(label)}</figcaption></figure>"
+            )
         parts.append("</div>")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -24,8 +24,13 @@ def validation_scatter(v: pd.DataFrame, title: str = "") -> plt.Figure:
     for k, (wl, g) in enumerate(v.groupby("workload")):
         for workers, sub in g.groupby("workers"):
             marker = markers.get(workers, "x")
-            ax.scatter(sub["measured_iter_s"] * 1000, sub["predicted_iter_s"] * 1000, marker=marker,
-                       color=f"C{k}", label=f"{wl}, {workers} worker(s)")
+            ax.scatter(
+                sub["measured_iter_s"] * 1000,
+                sub["predicted_iter_s"] * 1000,
+                marker=marker,
+                color=f"C{k}",
+                label=f"{wl}, {workers} worker(s)",
+            )
     lo = min(v["measured_iter_s"].min(), v["predicted_iter_s"].min()) * 1000 * 0.8
     hi = max(v["measured_iter_s"].max(), v["predicted_iter_s"].max()) * 1000 * 1.25
     xs = [lo, hi]

@@ -53,23 +53,39 @@ class Page:
 
 FIGURES = [
     # (file, caption, section)
-    ("throughput.png", "Throughput vs workers per scheme; star at N=1: the measured 1-worker throughput "
-     "without communication (X₁); dashed: ideal N·X₁. Markers: median over iterations (slowest rank per "
-     "iteration), each scheme its own marker and shifted slightly sideways so schemes at one N stay "
-     "apart; vertical bars: 95% CI of the mean.", "Scaling"),
-    ("efficiency.png", "Scaling efficiency X_N / (N·X₁) at each workload's largest worker count "
-     "(X = median throughput).", "Scaling efficiency"),
-    ("bars.png", "Median throughput per scheme, grouped per network (at the largest N) when the runs "
-     "cover several networks, else per worker count; black bars: 95% CI of the mean.", "Per scheme"),
-    ("breakdown.png", "Per cell: medians of the slowest rank's forward, backward, communication wait "
-     "and optimizer times, and, where measured, the wait inside forward (ByteScheduler's pre-hooks wait "
-     "there for the previous iteration's partitions); tick: median iteration; exposed communication = "
-     "median iteration - 1-worker compute-only iteration.", "Time breakdown"),
+    (
+        "throughput.png",
+        "Throughput vs workers per scheme; star at N=1: the measured 1-worker throughput "
+        "without communication (X₁); dashed: ideal N·X₁. Markers: median over iterations (slowest rank per "
+        "iteration), each scheme its own marker and shifted slightly sideways so schemes at one N stay "
+        "apart; vertical bars: 95% CI of the mean.",
+        "Scaling",
+    ),
+    (
+        "efficiency.png",
+        "Scaling efficiency X_N / (N·X₁) at each workload's largest worker count (X = median throughput).",
+        "Scaling efficiency",
+    ),
+    (
+        "bars.png",
+        "Median throughput per scheme, grouped per network (at the largest N) when the runs "
+        "cover several networks, else per worker count; black bars: 95% CI of the mean.",
+        "Per scheme",
+    ),
+    (
+        "breakdown.png",
+        "Per cell: medians of the slowest rank's forward, backward, communication wait "
+        "and optimizer times, and, where measured, the wait inside forward (ByteScheduler's pre-hooks wait "
+        "there for the previous iteration's partitions); tick: median iteration; exposed communication = "
+        "median iteration - 1-worker compute-only iteration.",
+        "Time breakdown",
+    ),
 ]
 
 
-def write_report(runs: list, out_dir: Path, title: str | None = None, dpi: int = 100,
-                 timelines: tuple = ()) -> dict[str, Path]:
+def write_report(
+    runs: list, out_dir: Path, title: str | None = None, dpi: int = 100, timelines: tuple = ()
+) -> dict[str, Path]:
     """Render the runs (RunTables-like objects) into out_dir; returns {"md", "html", <png name>: path}."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -103,10 +119,12 @@ def write_report(runs: list, out_dir: Path, title: str | None = None, dpi: int =
 def _intro(page: Page, names: list[str], notes: list[str], s: pd.DataFrame, environment: pd.DataFrame) -> None:
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     page.p(f"Generated {now} from {len(names)} input(s): " + ", ".join(f"`{n}`" for n in names) + ".")
-    page.p("How to read the numbers: X is throughput in samples/s (images or sequences) = global batch / "
-           "iteration time, where an iteration takes as long as its slowest rank. Medians and IQRs "
-           "describe the spread over iterations; CIs are 95% confidence intervals of the mean "
-           "(Student t). Scaling efficiency E(N) = X_N / (N·X₁) with X₁ measured in the same sweep.")
+    page.p(
+        "How to read the numbers: X is throughput in samples/s (images or sequences) = global batch / "
+        "iteration time, where an iteration takes as long as its slowest rank. Medians and IQRs "
+        "describe the spread over iterations; CIs are 95% confidence intervals of the mean "
+        "(Student t). Scaling efficiency E(N) = X_N / (N·X₁) with X₁ measured in the same sweep."
+    )
     for n in notes:
         page.p(f"Note: {n}.")
     checks = busy_runs(environment) + (T.sanity_checks(s) if not s.empty else [])
@@ -131,12 +149,13 @@ def _findings_section(page: Page, s: pd.DataFrame, save) -> None:
 
 def _measured_sections(page: Page, s: pd.DataFrame, save) -> None:
     """Figures (a)-(d) of the measured cells, and the failed ones."""
-    fns = [F.throughput_vs_workers, F.efficiency_heatmap, lambda d: F.grouped_bars(d, "throughput"),
-           B.breakdown]
+    fns = [F.throughput_vs_workers, F.efficiency_heatmap, lambda d: F.grouped_bars(d, "throughput"), B.breakdown]
     if s.empty:
         page.h("Measured cells")
-        page.p("No summary table in these runs (a commbench-only run?): the scaling, efficiency, per-scheme "
-               "and breakdown panels are skipped.")
+        page.p(
+            "No summary table in these runs (a commbench-only run?): the scaling, efficiency, per-scheme "
+            "and breakdown panels are skipped."
+        )
         return
     for (file, caption, section), fn in zip(FIGURES, fns):
         page.h(section)
@@ -149,20 +168,26 @@ def _model_sections(page: Page, s: pd.DataFrame, cb: pd.DataFrame, save) -> None
     """(e) commbench with its alpha-beta fit and (f) predicted vs measured."""
     page.h("Communication micro-benchmark")
     if cb.empty:
-        page.p("No commbench table in these runs (commbench.parquet absent): the busbw vs message size "
-               "panel is skipped.")
+        page.p(
+            "No commbench table in these runs (commbench.parquet absent): the busbw vs message size panel is skipped."
+        )
     else:
         save(FM.busbw_vs_size(cb), "busbw.png")
-        page.img("busbw.png", "Bus bandwidth vs message size (median over repetitions; log x) with the "
-                 "least-squares alpha-beta fit t = α + β·size.")
+        page.img(
+            "busbw.png",
+            "Bus bandwidth vs message size (median over repetitions; log x) with the "
+            "least-squares alpha-beta fit t = α + β·size.",
+        )
         page.table(T.fits_table(FM.commbench_fits(cb)))
     page.h("Predicted vs measured")
     if s.empty or predicted(s).empty:
         page.p("No predicted rows (source=predicted) in these runs: panel skipped.")
         return
     save(FM.predicted_vs_measured(s), "predicted.png")
-    page.img("predicted.png", "Throughput predicted by the simulator (dashed) over the measured one "
-             "(solid); X = median throughput.")
+    page.img(
+        "predicted.png",
+        "Throughput predicted by the simulator (dashed) over the measured one (solid); X = median throughput.",
+    )
     errs = FM.prediction_errors(s)
     if len(errs):
         page.table(T.prediction_table(errs))
@@ -190,8 +215,10 @@ def _network_section(page: Page, s: pd.DataFrame) -> None:
     if s.empty or "net_check" not in s or not (s["net_check"] == "wrong-interface").any():
         return
     page.h("Network check")
-    page.p("These cells' traffic did not go mainly through the interface their network profile names: their "
-           "rows do not measure the network they are labelled with.")
+    page.p(
+        "These cells' traffic did not go mainly through the interface their network profile names: their "
+        "rows do not measure the network they are labelled with."
+    )
     bad = s[s["net_check"] == "wrong-interface"]
     page.table(bad[["cell_id", "network", "iface", "net_main_iface", "net_iface_share"]])
 
@@ -212,6 +239,7 @@ def _failed_section(page: Page, s: pd.DataFrame) -> None:
 
 
 # ------------------------------------------------------------------------------------------ writers
+
 
 def _md_cell(v) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -236,8 +264,7 @@ def to_markdown(page: Page) -> str:
                 lines.append("| " + " | ".join(_md_cell(v) for v in row) + " |")
             lines.append("")
         elif b[0] == "details":
-            lines += [f"<details><summary>{html.escape(b[1])}</summary>", "", "```", b[2], "```", "",
-                      "</details>", ""]
+            lines += [f"<details><summary>{html.escape(b[1])}</summary>", "", "```", b[2], "```", "", "</details>", ""]
     return "\n".join(lines)
 
 
@@ -265,16 +292,20 @@ def to_html(page: Page, img_dir: Path) -> str:
             body.append(f"<p>{_inline(b[1])}</p>")
         elif b[0] == "img":
             data = base64.b64encode((img_dir / b[1]).read_bytes()).decode("ascii")
-            body.append(f'<figure><img alt="{html.escape(b[2])}" src="data:image/png;base64,{data}">'
-                        f"<figcaption>{html.escape(b[2])}</figcaption></figure>")
+            body.append(
+                f'<figure><img alt="{html.escape(b[2])}" src="data:image/png;base64,{data}">'
+                f"<figcaption>{html.escape(b[2])}</figcaption></figure>"
+            )
         elif b[0] == "table":
             body.append(_html_table(b[1]))
         elif b[0] == "details":
-            body.append(f"<details><summary>{html.escape(b[1])}</summary><pre>{html.escape(b[2])}</pre>"
-                        f"</details>")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{html.escape(page.title)}</title><style>{CSS}</style></head><body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+            body.append(f"<details><summary>{html.escape(b[1])}</summary><pre>{html.escape(b[2])}</pre></details>")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(page.title)}</title><style>{CSS}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
 
 
 def _html_table(df: pd.DataFrame) -> str:

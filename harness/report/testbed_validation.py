@@ -1,5 +1,5 @@
-"""The predictor against the emulated testbed (scripts/reports/testbed_validation.py has the commands): every measured cell of
-testbed sweeps predicted from inputs measured apart from those cells, on its own layout, in three compute
+"""The predictor against the emulated testbed (scripts/reports/testbed_validation.py has the commands): every measured
+cell of testbed sweeps predicted from inputs measured apart from those cells, on its own layout, in three compute
 variants, and compared cell by cell."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from harness.predict.predictor import SEVEN_METHODS
 from harness.report.prediction import save, validation_scatter
 from harness.report.validation import KEYS, format_validation, validate
 from harness.results.store import load_run
-from harness.sim.network import Cluster, Link
+from harness.sim.links import Cluster, Link
 from harness.sim.ps import SERVER_GBYTE_S
 from harness.testbed.netns import parse_rate
 
@@ -45,9 +45,11 @@ def _commbench_index(paths: list[Path]) -> dict[tuple[int, float], Path]:
         df = read_commbench([p])
         for (w, net), _ in df.groupby(["workers", "network"]):
             if not str(net).startswith("emulated-"):
-                raise UserError(f"{p} was not measured on the testbed (network {net!r}): measure with "
-                                f"`ddlbench commbench --testbed`")
-            out[(int(w), parse_rate(str(net)[len("emulated-"):]))] = p
+                raise UserError(
+                    f"{p} was not measured on the testbed (network {net!r}): measure with "
+                    f"`ddlbench commbench --testbed`"
+                )
+            out[(int(w), parse_rate(str(net)[len("emulated-") :]))] = p
     return out
 
 
@@ -66,8 +68,9 @@ def _layout(g: pd.DataFrame) -> tuple[int, int, int, str]:
     columns were recorded had one worker per host and their servers on worker hosts."""
     workers = int(g["workers"].iloc[0])
     nodes = int(g["nodes"].iloc[0]) if "nodes" in g and pd.notna(g["nodes"].iloc[0]) else workers
-    per_node = int(g["workers_per_node"].iloc[0]) if "workers_per_node" in g and pd.notna(
-        g["workers_per_node"].iloc[0]) else 1
+    per_node = (
+        int(g["workers_per_node"].iloc[0]) if "workers_per_node" in g and pd.notna(g["workers_per_node"].iloc[0]) else 1
+    )
     ps = g[g["servers"] > 0]
     hosts = ps["server_hosts"].dropna().astype(str) if "server_hosts" in ps else pd.Series([], dtype=str)
     where = next((h for h in hosts if h in ("dedicated", "colocated")), "colocated")
@@ -87,8 +90,11 @@ def _knob_sets(g: pd.DataFrame) -> list[tuple[list[str], dict]]:
     once per local_reduce value measured (0 = flat, 1 = hierarchical)."""
     methods = [m for m in METHODS if m in set(g["scheme"])]
     ps = [m for m in methods if m.endswith("-ps")]
-    values = sorted({int(v) for v in g.loc[g["scheme"].isin(ps), "knob_local_reduce"].dropna()}) \
-        if "knob_local_reduce" in g else []
+    values = (
+        sorted({int(v) for v in g.loc[g["scheme"].isin(ps), "knob_local_reduce"].dropna()})
+        if "knob_local_reduce" in g
+        else []
+    )
     if not values:
         return [(methods, {})]
     out = [([m for m in methods if m not in ps], {})] if len(ps) < len(methods) else []
@@ -104,29 +110,33 @@ def _networks(cells: pd.DataFrame, cb: dict, burst: float, intra_paths: list[Pat
         nodes, per_node, servers, where = _layout(g)
         rate = float(g["network_rate_mbit"].iloc[0])
         if (nodes, rate) not in cb:
-            raise UserError(f"no commbench measured at {nodes} workers at {rate:g} Mbit/s ({net}): run "
-                            f"`ddlbench commbench --testbed --workers {nodes}` with the testbed at that rate")
+            raise UserError(
+                f"no commbench measured at {nodes} workers at {rate:g} Mbit/s ({net}): run "
+                f"`ddlbench commbench --testbed --workers {nodes}` with the testbed at that rate"
+            )
         layout = Cluster(nodes, 1, _ANY, _ANY, servers, server_hosts=where)
         link, ps_link, fits = links_from_commbench([cb[(nodes, rate)]], burst, layout, SERVER_GBYTE_S)
         intra = link
         if per_node > 1:
             if not intra_paths:
-                raise UserError(f"cells with {per_node} workers per host need the link inside a host: give "
-                                f"--intra-commbench DIR from `ddlbench commbench --workers 2` (loopback)")
+                raise UserError(
+                    f"cells with {per_node} workers per host need the link inside a host: give "
+                    f"--intra-commbench DIR from `ddlbench commbench --workers 2` (loopback)"
+                )
             intra = _intra_link(intra_paths)
         out[(int(workers), net)] = Network(str(net), link, intra, fits, ps_link), nodes, per_node, servers, where
     return out
 
 
-def predict_runs(runs: list, commbench: list[Path], profiles: list[Path],
-                 intra_commbench: list[Path] | None = None) -> dict[str, pd.DataFrame]:
+def predict_runs(
+    runs: list, commbench: list[Path], profiles: list[Path], intra_commbench: list[Path] | None = None
+) -> dict[str, pd.DataFrame]:
     """variant -> validation table (validate()) over every measured cell of every run (run directories,
     or summary tables)."""
     cb = _commbench_index(commbench)
     prof = _profiles(profiles)
     burst = testbed_burst_bytes()
-    measured = pd.concat([r if isinstance(r, pd.DataFrame) else load_run(r).summary for r in runs],
-                         ignore_index=True)
+    measured = pd.concat([r if isinstance(r, pd.DataFrame) else load_run(r).summary for r in runs], ignore_index=True)
     cells = measured[(measured["status"] == "ok") & (measured["workers"] > 1)]
     networks = _networks(cells, cb, burst, intra_commbench)
     out: dict[str, list] = {v: [] for v in VARIANTS}
@@ -135,18 +145,38 @@ def predict_runs(runs: list, commbench: list[Path], profiles: list[Path],
         batch = int(g["batch_per_worker"].iloc[0])
         for conc in (1, int(workers)):
             if (workload, conc) not in prof:
-                raise UserError(f"no profile of {workload} measured with --concurrent {conc}: run `ddlbench "
-                                f"profile {workload} --batch {batch} --concurrent {conc}`")
-        local = measured[(measured["scheme"] == "local") & (measured["workload"] == workload)
-                         & (measured["network"] == net) & (measured["status"] == "ok")]
+                raise UserError(
+                    f"no profile of {workload} measured with --concurrent {conc}: run `ddlbench "
+                    f"profile {workload} --batch {batch} --concurrent {conc}`"
+                )
+        local = measured[
+            (measured["scheme"] == "local")
+            & (measured["workload"] == workload)
+            & (measured["network"] == net)
+            & (measured["status"] == "ok")
+        ]
         sets = _knob_sets(g)
         # local_reduce identifies a cell only where PS cells are predicted per value of it
         keys = KEYS + (["knob_local_reduce"] if any(knobs for _, knobs in sets) else [])
         for variant in VARIANTS:
             model = _compute(variant, prof, workload, int(workers), batch, local, net)
-            pred = pd.concat([predict_rows([model], [network], [nodes], per_node, methods, servers=servers,
-                                           knobs=knobs, run_id=f"testbed-{variant}", server_hosts=where)
-                              for methods, knobs in sets], ignore_index=True)
+            pred = pd.concat(
+                [
+                    predict_rows(
+                        [model],
+                        [network],
+                        [nodes],
+                        per_node,
+                        methods,
+                        servers=servers,
+                        knobs=knobs,
+                        run_id=f"testbed-{variant}",
+                        server_hosts=where,
+                    )
+                    for methods, knobs in sets
+                ],
+                ignore_index=True,
+            )
             for k in keys:  # seq_len is None in an image workload's predicted rows, NaN in its measured
                 if k in pred and k in g and pd.api.types.is_numeric_dtype(g[k]):
                     pred[k] = pd.to_numeric(pred[k])
@@ -184,8 +214,9 @@ def _compute(variant: str, prof: dict, workload: str, workers: int, batch: int, 
     if variant != "calibrated":
         return model
     if local.empty:
-        raise UserError(f"{workload} on {net} has no 1-worker `local` cell to calibrate with: "
-                        f"sweep with the baseline on")
+        raise UserError(
+            f"{workload} on {net} has no 1-worker `local` cell to calibrate with: sweep with the baseline on"
+        )
     alone = compute_model(prof[(workload, 1)], batch=batch)
     factor = float(local["iter_s_median"].iloc[0]) / alone.iteration_s
     return model.scaled(factor, device=f"calibrated x{factor:.3f}")
@@ -194,13 +225,19 @@ def _compute(variant: str, prof: dict, workload: str, workers: int, batch: int, 
 def summary_lines(t: pd.DataFrame) -> list[str]:
     lines = ["| hosts x workers | rate | cells | median APE % | max APE % |", "|---:|---:|---:|---:|---:|"]
     for (h, w, r), g in t.groupby(["hosts", "workers_per_host", "rate_mbit"]):
-        lines.append(f"| {h} x {w} | {r:g} Mbit/s | {len(g)} | {g['ape_pct'].median():.1f} | "
-                     f"{g['ape_pct'].max():.1f} |")
+        lines.append(
+            f"| {h} x {w} | {r:g} Mbit/s | {len(g)} | {g['ape_pct'].median():.1f} | {g['ape_pct'].max():.1f} |"
+        )
     if "knob_local_reduce" in t and t["knob_local_reduce"].notna().any():
-        lines += ["", "| PS method | local_reduce | cells | median APE % | median signed % |", "|---|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "| PS method | local_reduce | cells | median APE % | median signed % |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for (m, lr), g in t.dropna(subset=["knob_local_reduce"]).groupby(["scheme", "knob_local_reduce"]):
-            lines.append(f"| {m} | {int(lr)} | {len(g)} | {g['ape_pct'].median():.1f} | "
-                         f"{g['signed_error_pct'].median():+.1f} |")
+            lines.append(
+                f"| {m} | {int(lr)} | {len(g)} | {g['ape_pct'].median():.1f} | {g['signed_error_pct'].median():+.1f} |"
+            )
     lines += ["", "| method | cells | median APE % | median signed % |", "|---|---:|---:|---:|"]
     for m in METHODS:
         g = t[t["scheme"] == m]
@@ -215,8 +252,10 @@ def run(runs, commbench, profiles, out: Path, intra_commbench=None) -> dict[str,
     text = []
     for variant, t in tables.items():
         write_parquet_atomic(t, out / f"validation-{variant}.parquet")
-        save(validation_scatter(t, f"emulated testbed, compute {variant}: median APE {t.attrs['median_ape_pct']:.1f} %"),
-             out / f"predicted-vs-measured-{variant}.png")
+        save(
+            validation_scatter(t, f"emulated testbed, compute {variant}: median APE {t.attrs['median_ape_pct']:.1f} %"),
+            out / f"predicted-vs-measured-{variant}.png",
+        )
         text += [f"## compute {variant}: median APE {t.attrs['median_ape_pct']:.1f} % over {len(t)} cells", ""]
         text += summary_lines(t) + ["", format_validation(t), ""]
     (out / "validation.md").write_text("\n".join(text) + "\n")

@@ -24,14 +24,23 @@ from harness.core.errors import UserError
 
 MAX_AUTO = 4
 """Timelines drawn when no cell is chosen (the first traced cells in id order)."""
-COLORS = {"fwd": "#4c78a8", "bwd": "#72b7b2", "optimizer": "#b279a2", "comm": "#f58518", "wait": "#e45756",
-          "pre-hook": "#9d2f2f", "phase": "#e8e8e8"}
-CAPTION = ("Timeline of the slowest rank (the one whose traced iterations took longest) over the traced "
-           "iterations: compute lane (grey: the loop's phases; blue: each layer's forward, teal: its "
-           "backward, purple: optimizer steps), communication lane (one bar per operation from its start to "
-           "the earliest completion seen, stacked when in flight together), waits (red: the loop's comm "
-           "wait and handle waits; dark red: waits in forward pre-hooks). Dashed lines: iteration starts. "
-           "Open the cell's trace.json in Perfetto for every rank and each event's bytes and tensors.")
+COLORS = {
+    "fwd": "#4c78a8",
+    "bwd": "#72b7b2",
+    "optimizer": "#b279a2",
+    "comm": "#f58518",
+    "wait": "#e45756",
+    "pre-hook": "#9d2f2f",
+    "phase": "#e8e8e8",
+}
+CAPTION = (
+    "Timeline of the slowest rank (the one whose traced iterations took longest) over the traced "
+    "iterations: compute lane (grey: the loop's phases; blue: each layer's forward, teal: its "
+    "backward, purple: optimizer steps), communication lane (one bar per operation from its start to "
+    "the earliest completion seen, stacked when in flight together), waits (red: the loop's comm "
+    "wait and handle waits; dark red: waits in forward pre-hooks). Dashed lines: iteration starts. "
+    "Open the cell's trace.json in Perfetto for every rank and each event's bytes and tensors."
+)
 
 
 def find_traces(runs: list, chosen: list[str]) -> list[tuple[str, Path]]:
@@ -68,8 +77,10 @@ def slowest_rank(trace: dict) -> int:
         if e.get("cat") == "iteration":
             spans[e["pid"]] = spans.get(e["pid"], 0.0) + e["dur"]
     if not spans:
-        raise UserError(f"trace of {trace.get('otherData', {}).get('cell_id', '?')} has no traced iteration "
-                        f"(the cell ran fewer iterations than it warmed up?); run it again with --trace")
+        raise UserError(
+            f"trace of {trace.get('otherData', {}).get('cell_id', '?')} has no traced iteration "
+            f"(the cell ran fewer iterations than it warmed up?); run it again with --trace"
+        )
     return max(spans, key=lambda r: (spans[r], -r))
 
 
@@ -124,10 +135,18 @@ def timeline(trace: dict, rank: int | None = None):
     meta = trace.get("otherData", {})
     traced = meta.get("ranks", {}).get(str(rank), {}).get("traced_iterations", "?")
     ax.set_title(f"{meta.get('cell_id', '')}: rank {rank}, {traced} traced iteration(s)", fontsize=10)
-    handles = [Patch(color=COLORS[k], label=lbl) for k, lbl in
-               (("phase", "loop phase"), ("fwd", "layer forward"), ("bwd", "layer backward"),
-                ("optimizer", "optimizer step"), ("comm", "communication"), ("wait", "wait"),
-                ("pre-hook", "wait in forward pre-hook"))]
+    handles = [
+        Patch(color=COLORS[k], label=lbl)
+        for k, lbl in (
+            ("phase", "loop phase"),
+            ("fwd", "layer forward"),
+            ("bwd", "layer backward"),
+            ("optimizer", "optimizer step"),
+            ("comm", "communication"),
+            ("wait", "wait"),
+            ("pre-hook", "wait in forward pre-hook"),
+        )
+    ]
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=7, fontsize=8, frameon=False)
     fig.tight_layout()
     return fig

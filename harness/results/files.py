@@ -27,8 +27,10 @@ def read_table(path: str | Path, columns: list[str] | None = None, fix: str = ""
         return pd.read_parquet(p, columns=columns)
     except (pyarrow.ArrowException, OSError, ValueError) as e:
         why = str(e).split(": ", 1)[-1].split(". ")[0].strip() or type(e).__name__
-        raise UserError(f"cannot read table {p} ({why}): it is truncated or not a Parquet table; "
-                        f"{fix or 'make it again with the command that wrote it'}, or remove it") from None
+        raise UserError(
+            f"cannot read table {p} ({why}): it is truncated or not a Parquet table; "
+            f"{fix or 'make it again with the command that wrote it'}, or remove it"
+        ) from None
 
 
 def _first_existing(p: Path) -> Path:
@@ -62,8 +64,10 @@ def check_output_dir(path: str | Path, option: str = "--output") -> Path:
     if not base.is_dir():
         raise UserError(f"{option} {p} lies under {base}, which is a file: give a path under a directory")
     if not _writable(base):
-        raise UserError(f"{option} {p}: cannot write in {base} (permission denied or read-only); choose a "
-                        f"writable place or fix its permissions")
+        raise UserError(
+            f"{option} {p}: cannot write in {base} (permission denied or read-only); choose a "
+            f"writable place or fix its permissions"
+        )
     return p
 
 
@@ -77,8 +81,10 @@ def check_output_file(path: str | Path, option: str = "--output") -> Path:
     if not base.is_dir():
         raise UserError(f"{option} {p} lies under {base}, which is a file: give a path under a directory")
     if not _writable(base) or (p.exists() and not os.access(p, os.W_OK)):
-        raise UserError(f"{option} {p}: cannot write there (permission denied or read-only); choose a "
-                        f"writable place or fix its permissions")
+        raise UserError(
+            f"{option} {p}: cannot write there (permission denied or read-only); choose a "
+            f"writable place or fix its permissions"
+        )
     return p
 
 

@@ -11,8 +11,20 @@ from __future__ import annotations
 import hashlib
 import json
 
-COMMON_KEYS = ("python", "torch", "cuda", "nccl", "device", "device_name", "device_count", "cpu_model",
-               "cpu_count", "hosts", "gpu_driver", "gpu_topology")
+COMMON_KEYS = (
+    "python",
+    "torch",
+    "cuda",
+    "nccl",
+    "device",
+    "device_name",
+    "device_count",
+    "cpu_model",
+    "cpu_count",
+    "hosts",
+    "gpu_driver",
+    "gpu_topology",
+)
 """Compared for every cell. gpu_driver/gpu_topology are absent on CPU (absent on both sides = equal)."""
 LEGACY_LIBRARIES = ("horovod", "deepspeed", "byteps")
 """The library columns of runs recorded before the row listed its `libraries`."""

@@ -63,9 +63,14 @@ def nccl_env(environ=None) -> str:
 def precision_defaults() -> str:
     """torch's TF32 switches as this process sees them (JSON). Each cell records what it ran with in its
     facts (matmul_allow_tf32, cudnn_allow_tf32: off for fp32 cells); this is the default they override."""
-    return json.dumps({"matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-                       "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
-                       "float32_matmul_precision": torch.get_float32_matmul_precision()}, sort_keys=True)
+    return json.dumps(
+        {
+            "matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+            "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        },
+        sort_keys=True,
+    )
 
 
 def gpu_models(names) -> str:

@@ -50,8 +50,9 @@ def run_lock(run_dir: Path, command: str | None = None) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
-            raise UserError(f"run directory {run_dir} is being written by {holder}: wait for it to "
-                            f"finish, or give another --output") from None
+            raise UserError(
+                f"run directory {run_dir} is being written by {holder}: wait for it to finish, or give another --output"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} ({command or _command()})\n".encode(), 0)
         _held[key] = 1

@@ -41,7 +41,7 @@ def _stat(pid: str) -> tuple[str, int, int] | None:
         text = (_PROC / pid / "stat").read_text()
     except OSError:
         return None
-    name, rest = text[text.find("(") + 1:text.rfind(")")], text[text.rfind(")") + 2:].split()
+    name, rest = text[text.find("(") + 1 : text.rfind(")")], text[text.rfind(")") + 2 :].split()
     try:  # fields after the name: state ppid ... utime(12th) stime(13th), see proc(5)
         return name, int(rest[1]), int(rest[11]) + int(rest[12])
     except (IndexError, ValueError):
@@ -96,11 +96,12 @@ def _command(pid: int, name: str, width: int = 48) -> str:
     if not words:
         return name
     text = " ".join([Path(words[0]).name] + words[1:])
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def busy_processes(before: dict, after: dict, elapsed_s: float, me: int, ticks_per_s: float,
-                   ours: str = "") -> list[dict]:
+def busy_processes(
+    before: dict, after: dict, elapsed_s: float, me: int, ticks_per_s: float, ours: str = ""
+) -> list[dict]:
     """Processes outside the run's tree using more than PROCESS_MIN_CORES: name, pid, cores (sorted). A
     process born during the window counts from zero; with `ours` (the run directory), a process whose
     command line names it is the run's own."""
@@ -163,8 +164,7 @@ class Watch:
         self.busiest: list[dict] = []
 
     def _window(self, since: tuple[float, dict], now: float, snap: dict) -> list[dict]:
-        procs = busy_processes(since[1], snap, now - since[0], os.getpid(), float(os.sysconf("SC_CLK_TCK")),
-                               self.ours)
+        procs = busy_processes(since[1], snap, now - since[0], os.getpid(), float(os.sysconf("SC_CLK_TCK")), self.ours)
         if self.first is None:
             self.first = procs
         if _cores(procs) > _cores(self.busiest):
@@ -197,8 +197,12 @@ class Watch:
                 time.sleep(self.window_s - (now - since[0]))
                 now = time.monotonic()
         end = self._window(since, now, _snapshot())
-        return {**self.start_columns(), **_load_columns(loadavg(), "end"), **_others_columns(end, "end"),
-                **_others_columns(self.busiest, "max")}
+        return {
+            **self.start_columns(),
+            **_load_columns(loadavg(), "end"),
+            **_others_columns(end, "end"),
+            **_others_columns(self.busiest, "max"),
+        }
 
 
 def merge_resumed(old: dict, new: dict) -> dict:
@@ -226,7 +230,7 @@ def _num(v) -> float:
 
 
 def busy_reason(row) -> str:
-    """"" when the run saw a quiet machine (or recorded nothing: runs made before this was recorded),
+    """ "" when the run saw a quiet machine (or recorded nothing: runs made before this was recorded),
     else e.g. "other processes used 1.40 cores at the start (pytest[12] 0.95 core, ...)"."""
     parts = []
     for when, where in (("start", "at the start"), ("end", "at the end"), ("max", "in the busiest window")):
@@ -249,8 +253,10 @@ def busy_runs(environment) -> list[str]:
     for i, (_, r) in enumerate(environment.iterrows()):
         why = busy_reason(r)
         if why:
-            out.append(f"run {r.get('run', r.get('run_id', i))} was measured on a busy machine: {why}; its "
-                       f"numbers are disturbed (measure again with nothing else running)")
+            out.append(
+                f"run {r.get('run', r.get('run_id', i))} was measured on a busy machine: {why}; its "
+                f"numbers are disturbed (measure again with nothing else running)"
+            )
     return out
 
 
@@ -259,5 +265,11 @@ def verdict(row) -> str:
     if not recorded(row):
         return "not recorded (run made before the load was recorded)"
     why = busy_reason(row)
-    return f"busy: {why}" if why else (f"quiet (other processes below {BUSY_CORES:g} core at start and end"
-                                       f"{' and in every window between' if 'others_cores_max' in row else ''})")
+    return (
+        f"busy: {why}"
+        if why
+        else (
+            f"quiet (other processes below {BUSY_CORES:g} core at start and end"
+            f"{' and in every window between' if 'others_cores_max' in row else ''})"
+        )
+    )

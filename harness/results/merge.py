@@ -36,8 +36,10 @@ def run_dirs(paths: tuple[str, ...]) -> list[Path]:
             continue
         found = sorted(d for d in p.glob("*/") if (d / "cells").is_dir()) if p.is_dir() else []
         if not found:
-            raise UserError(f"no run directory at {p} (a run directory holds cells/); give run directories "
-                            f"or the RUN_DIR of `ddlbench slurm submit`")
+            raise UserError(
+                f"no run directory at {p} (a run directory holds cells/); give run directories "
+                f"or the RUN_DIR of `ddlbench slurm submit`"
+            )
         out.extend(found)
     return out
 
@@ -57,19 +59,30 @@ def merge_runs(sources: list[Path], merged: Path) -> Path:
             if old is None or state == "ok" or old[1] != "ok":
                 chosen[cell_id] = (store.cell_dir(src, cell_id), state)
     if not chosen:
-        raise UserError(f"no finished cells in {', '.join(map(str, sources))}; wait for the jobs "
-                        f"(`ddlbench slurm status`) or resume them")
+        raise UserError(
+            f"no finished cells in {', '.join(map(str, sources))}; wait for the jobs "
+            f"(`ddlbench slurm status`) or resume them"
+        )
     if (merged / "cells").exists():
         shutil.rmtree(merged / "cells")
     for cell_id, (src, _) in chosen.items():
         shutil.copytree(src, store.cell_dir(merged, cell_id))
     for table in ("environment", "commbench"):
-        frames = [read_table(s / f"{table}.parquet", fix=store.table_fix(s, table)) for s in sources
-                  if (s / f"{table}.parquet").exists()]
+        frames = [
+            read_table(s / f"{table}.parquet", fix=store.table_fix(s, table))
+            for s in sources
+            if (s / f"{table}.parquet").exists()
+        ]
         if frames:
             write_parquet_atomic(pd.concat(frames, ignore_index=True).drop_duplicates(), merged / f"{table}.parquet")
     store.consolidate(merged)
-    write_json_atomic(merged / "collected.json",
-        {"collected_utc": _now(), "sources": [str(s.resolve()) for s in sources],
-         "cells": {c: str(src) for c, (src, _) in sorted(chosen.items())}}, indent=1)
+    write_json_atomic(
+        merged / "collected.json",
+        {
+            "collected_utc": _now(),
+            "sources": [str(s.resolve()) for s in sources],
+            "cells": {c: str(src) for c, (src, _) in sorted(chosen.items())},
+        },
+        indent=1,
+    )
     return merged

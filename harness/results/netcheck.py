@@ -40,6 +40,11 @@ def network_columns(ranks: list[dict], nodes: int) -> dict:
         check = "ok"
     else:
         check = "wrong-interface"
-    return {"iface": iface, "net_main_iface": main, "net_iface_share": share,
-            "net_bytes_per_iter": pool.get(iface, 0.0), "net_bytes_json": json.dumps(per_host, sort_keys=True),
-            "net_check": check}
+    return {
+        "iface": iface,
+        "net_main_iface": main,
+        "net_iface_share": share,
+        "net_bytes_per_iter": pool.get(iface, 0.0),
+        "net_bytes_json": json.dumps(per_host, sort_keys=True),
+        "net_check": check,
+    }

@@ -27,8 +27,10 @@ def repair_parts(run_dir: Path, known=()) -> list[str]:
     restored so that the resume measures that cell again; `known`: the cells the resume runs. Returns one line
     per thing done or skipped, saying which case applied."""
     parts, foreign = store.cell_parts(run_dir, set(known))
-    lines = [f"skipped {d}: not a cell of this run (no summary of it, no cell.json); move it out of "
-             f"{run_dir / 'cells'}" for d in foreign]
+    lines = [
+        f"skipped {d}: not a cell of this run (no summary of it, no cell.json); move it out of {run_dir / 'cells'}"
+        for d in foreign
+    ]
     read: dict[str, pd.DataFrame | None] = {}
 
     def table(name: str) -> pd.DataFrame | None:  # read once, and only when a part needs it (raw: the large one)
@@ -64,10 +66,12 @@ def _repair_cell(run_dir: Path, d: Path, summary: pd.DataFrame | None, table) ->
                 return []  # its samples were written, its summary was not: the resume runs it again, as ever
             summary_part.unlink()
             raw_part.unlink(missing_ok=True)
-            return [f"{summary_part} is torn and {run_dir / 'summary.parquet'} does not hold the cell: it is "
-                    f"measured again"]
-        said.append(f"{summary_part} {_how(summary_part)}: restored from {run_dir / 'summary.parquet'} "
-                    f"(nothing measured again)")
+            return [
+                f"{summary_part} is torn and {run_dir / 'summary.parquet'} does not hold the cell: it is measured again"
+            ]
+        said.append(
+            f"{summary_part} {_how(summary_part)}: restored from {run_dir / 'summary.parquet'} (nothing measured again)"
+        )
         write_parquet_atomic(copy.drop(columns=[c for c in SCALING_COLUMNS if c in copy]), summary_part)
         summary = copy
     measured = (summary["status"] == "ok").any()
@@ -78,8 +82,10 @@ def _repair_cell(run_dir: Path, d: Path, summary: pd.DataFrame | None, table) ->
         said.append(f"{raw_part} {_how(raw_part)}: restored from {run_dir / 'raw.parquet'} (nothing measured again)")
         write_parquet_atomic(copy, raw_part)
     elif measured:  # its samples are nowhere: the cell is measured again
-        said = [f"{raw_part} {_how(raw_part)} and {run_dir / 'raw.parquet'} does not hold the cell's samples: it "
-                f"is measured again"]
+        said = [
+            f"{raw_part} {_how(raw_part)} and {run_dir / 'raw.parquet'} does not hold the cell's samples: it "
+            f"is measured again"
+        ]
         summary_part.unlink()
         raw_part.unlink(missing_ok=True)
     else:

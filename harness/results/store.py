@@ -43,14 +43,17 @@ def save_cell(run_dir: Path, cell_id: str, raw: pd.DataFrame | None, summary: di
         write_parquet_atomic(pd.DataFrame([summary]), d / "summary.parquet")  # last: marks the cell done
         consolidate(run_dir)
     except OSError as e:  # e.g. the directory became read-only mid-sweep: earlier cells stay on disk
-        raise unwritable(e, f"run directory {run_dir}", f"make it writable, then finish the run with "
-                                                       f"--resume --output {run_dir}") from None
+        raise unwritable(
+            e, f"run directory {run_dir}", f"make it writable, then finish the run with --resume --output {run_dir}"
+        ) from None
 
 
 def part_fix(run_dir: Path) -> str:
     """How to fix a torn or foreign part of a cell of `run_dir`."""
-    return (f"resume the run ({_resume(run_dir)}): it restores the part from the run's tables, or measures the "
-            f"cell again when they do not hold it")
+    return (
+        f"resume the run ({_resume(run_dir)}): it restores the part from the run's tables, or measures the "
+        f"cell again when they do not hold it"
+    )
 
 
 def table_fix(run_dir: Path, table: str) -> str:
@@ -168,13 +171,17 @@ def prepare_run(run_dir: Path, resume: bool, overwrite: bool) -> None:
     `overwrite`, remove the old run's parts and tables (only those: other files stay). Call it under
     run_lock."""
     if resume and overwrite:
-        raise UserError("--resume and --overwrite exclude each other: resume keeps the measured cells, "
-                        "overwrite discards them; give one")
+        raise UserError(
+            "--resume and --overwrite exclude each other: resume keeps the measured cells, "
+            "overwrite discards them; give one"
+        )
     if not holds_run(run_dir) or resume:
         return
     if not overwrite:
-        raise UserError(f"{run_dir} already holds a run: add --resume to run only its missing cells, "
-                        f"--overwrite to discard it and measure again, or give another --output")
+        raise UserError(
+            f"{run_dir} already holds a run: add --resume to run only its missing cells, "
+            f"--overwrite to discard it and measure again, or give another --output"
+        )
     try:
         if (run_dir / "cells").is_dir():
             shutil.rmtree(run_dir / "cells")
@@ -201,8 +208,7 @@ def resolve_run(run: str | Path, results_root: Path | None = None) -> Path:
     root = results_root or RESULTS_ROOT
     if (root / str(run)).is_dir():
         return root / str(run)
-    raise UserError(f"no run at {str(run)!r}: give a run directory or a run id under {root}/ "
-                    f"(see `ls {root}`)")
+    raise UserError(f"no run at {str(run)!r}: give a run directory or a run id under {root}/ (see `ls {root}`)")
 
 
 def load_run(run: str | Path, fix: str = "") -> RunTables:
@@ -217,13 +223,17 @@ def load_run(run: str | Path, fix: str = "") -> RunTables:
         raise UserError(f"run {path} has no results yet (no summary.parquet): run or resume the sweep first")
     for name, df in tables.items():
         if not df.empty and "schema_version" in df and (df["schema_version"] > SCHEMA_VERSION).any():
-            raise UserError(f"{path}/{name}.parquet was written by a newer ddlbench (schema "
-                            f"{int(df['schema_version'].max())} > {SCHEMA_VERSION}): upgrade ddlbench")
+            raise UserError(
+                f"{path}/{name}.parquet was written by a newer ddlbench (schema "
+                f"{int(df['schema_version'].max())} > {SCHEMA_VERSION}): upgrade ddlbench"
+            )
     for name, needed in (("summary", SUMMARY_NEEDS), ("commbench", COMMBENCH_NEEDS)):
         missing = [c for c in needed if not tables[name].empty and c not in tables[name]]
         if missing:
-            raise UserError(f"{path}/{name}.parquet is not a ddlbench {name} table (no {', '.join(missing)} "
-                            f"column): give a run directory written by `ddlbench run`/`sweep`/`commbench`")
+            raise UserError(
+                f"{path}/{name}.parquet is not a ddlbench {name} table (no {', '.join(missing)} "
+                f"column): give a run directory written by `ddlbench run`/`sweep`/`commbench`"
+            )
     return RunTables(path=path, **tables)
 
 

@@ -35,30 +35,61 @@ def raw_rows(run_id: str, cell_id: str, result: dict) -> pd.DataFrame:
     rows = []
     for rk in result["ranks"]:
         for s in rk["samples"]:
-            rows.append({"schema_version": SCHEMA_VERSION, "run_id": run_id, "cell_id": cell_id,
-                         "rank": rk["rank"], **{k: s.get(k, math.nan) for k in ("iteration", "iter_s", *PHASES, *HOST)}})
+            rows.append(
+                {
+                    "schema_version": SCHEMA_VERSION,
+                    "run_id": run_id,
+                    "cell_id": cell_id,
+                    "rank": rk["rank"],
+                    **{k: s.get(k, math.nan) for k in ("iteration", "iter_s", *PHASES, *HOST)},
+                }
+            )
     return pd.DataFrame(rows, columns=RAW_COLUMNS)
 
 
-def axes(run_id: str, cell, status: str, reason: str = "", log_tail: str = "", sample_unit: str = "",
-         nodes: int | None = None, server_hosts: str | None = None) -> dict:
+def axes(
+    run_id: str,
+    cell,
+    status: str,
+    reason: str = "",
+    log_tail: str = "",
+    sample_unit: str = "",
+    nodes: int | None = None,
+    server_hosts: str | None = None,
+) -> dict:
     knobs = dict(cell.knobs)
     if server_hosts is None:  # the launcher did not say: one box is colocated; a failed cell keeps the request
         asked = getattr(cell, "server_hosts", "auto")
         server_hosts = "" if not cell.servers else ("colocated" if status == "ok" else asked)
     row = {
-        "schema_version": SCHEMA_VERSION, "run_id": run_id, "cell_id": cell.cell_id, "source": "measured",
-        "status": status, "reason": reason, "log_tail": log_tail,
-        "workload": cell.workload, "sample_unit": sample_unit, "scheme": cell.scheme, "backend": cell.backend,
-        "workers": cell.workers, "nodes": nodes or cell.nodes,
-        "workers_per_node": -(-cell.workers // (nodes or cell.nodes)), "servers": cell.servers,
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "cell_id": cell.cell_id,
+        "source": "measured",
+        "status": status,
+        "reason": reason,
+        "log_tail": log_tail,
+        "workload": cell.workload,
+        "sample_unit": sample_unit,
+        "scheme": cell.scheme,
+        "backend": cell.backend,
+        "workers": cell.workers,
+        "nodes": nodes or cell.nodes,
+        "workers_per_node": -(-cell.workers // (nodes or cell.nodes)),
+        "servers": cell.servers,
         "server_hosts": server_hosts,
-        "batch_per_worker": cell.batch, "global_batch": (cell.batch or 0) * cell.workers,
-        "seq_len": cell.seq_len, "dtype": cell.dtype, "device": cell.device,
+        "batch_per_worker": cell.batch,
+        "global_batch": (cell.batch or 0) * cell.workers,
+        "seq_len": cell.seq_len,
+        "dtype": cell.dtype,
+        "device": cell.device,
         # what the cell asked for; a measured row replaces it with what its group really used
         "dist_backend": cell.dist_backend,
-        "network": cell.network, "network_rate_mbit": cell.network_rate_mbit,
-        "warmup": cell.warmup, "iters": cell.iters, "knobs_json": json.dumps(knobs, sort_keys=True),
+        "network": cell.network,
+        "network_rate_mbit": cell.network_rate_mbit,
+        "warmup": cell.warmup,
+        "iters": cell.iters,
+        "knobs_json": json.dumps(knobs, sort_keys=True),
     }
     for k, v in knobs.items():
         row[f"knob_{k}"] = v
@@ -76,8 +107,10 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
     m = np.array([per_rank[r] for r in ranks])
     worst = m.argmax(axis=0)
     by_rank = {rk["rank"]: rk["samples"] for rk in result["ranks"]}
-    phase = {p: float(np.median([by_rank[ranks[w]][i].get(p, math.nan) for i, w in enumerate(worst)]))
-             for p in (*PHASES, *HOST)}
+    phase = {
+        p: float(np.median([by_rank[ranks[w]][i].get(p, math.nan) for i, w in enumerate(worst)]))
+        for p in (*PHASES, *HOST)
+    }
     rank_medians = {r: float(np.median(v)) for r, v in per_rank.items()}
     facts = result["facts"]
     comm_bytes = facts.get("comm_bytes_per_iter", 0)
@@ -85,39 +118,64 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
     # worker communicates per iteration (independent of N under weak scaling)
     flops_iter = facts.get("flops_per_sample", math.nan) * cell.batch
     gpu = facts.get("gpu_models", "")
-    utilisation, refused = device_utilisation(facts.get("flops_per_sample"), tp["median"] / cell.workers,
-                                              single_model(gpu), cell.dtype)
+    utilisation, refused = device_utilisation(
+        facts.get("flops_per_sample"), tp["median"] / cell.workers, single_model(gpu), cell.dtype
+    )
     reason, log_tail = shutdown_warnings(result)
     if refused:
         reason = "; ".join(x for x in (reason, f"warning: {refused}") if x)
-    row = axes(run_id, cell, "ok", reason, log_tail, sample_unit=sample_unit,
-               nodes=result.get("dist", {}).get("nodes"), server_hosts=result.get("dist", {}).get("server_hosts"))
+    row = axes(
+        run_id,
+        cell,
+        "ok",
+        reason,
+        log_tail,
+        sample_unit=sample_unit,
+        nodes=result.get("dist", {}).get("nodes"),
+        server_hosts=result.get("dist", {}).get("server_hosts"),
+    )
     row["warmup"] = result.get("effective", {}).get("warmup", cell.warmup)  # profiling may extend it
-    row.update({
-        "iter_s_median": d["median"], "iter_s_q1": d["q1"], "iter_s_q3": d["q3"], "iter_s_iqr": d["iqr"],
-        "iter_s_mean": d["mean"], "iter_s_std": d["std"], "iter_s_ci95_low": d["ci95_low"],
-        "iter_s_ci95_high": d["ci95_high"], "iter_s_cv": d["cv"], "samples": d["n"],
-        "throughput_median": tp["median"], "throughput_mean": tp["mean"],
-        "throughput_ci95_low": tp["ci95_low"], "throughput_ci95_high": tp["ci95_high"],
-        "throughput_iqr": tp["iqr"],
-        **phase,
-        "comm_only_s": float(result["ranks"][0].get("comm_only_s", 0.0)),
-        # rank 0's start-up (docs/ARCHITECTURE.md, "Warm ranks"): absent where the launcher set no placing time
-        "startup_s": float(result["ranks"][0].get("startup_s", math.nan)),
-        "rank_start": str(result["ranks"][0].get("rank_start", "")),
-        "host_heap": str(result["ranks"][0].get("host_heap", "")),
-        "straggler_rank": straggler,
-        "rank_iter_s_min": min(rank_medians.values()), "rank_iter_s_max": max(rank_medians.values()),
-        "params": facts.get("params"), "grad_bytes": facts.get("grad_bytes"),
-        "flops_per_sample": facts.get("flops_per_sample"), "comm_bytes_per_iter": comm_bytes,
-        "intensity_flops_per_byte": flops_iter / comm_bytes if comm_bytes else math.nan,
-        "wall_s": wall_s, "plan_json": json.dumps(result.get("plan", {}), sort_keys=True, default=str),
-        "gpu_models": gpu,
-        "host_bound": host_bound(cell.device, phase["device_lag_s"], d["median"]),
-        "mfu": utilisation, "device_peak_tflops": peak_tflops(single_model(gpu), cell.dtype),
-        "dist_backend": dist_backend(result["ranks"]),  # "" for a cell without communication
-        **network_columns(result["ranks"], row["nodes"]),
-    })
+    row.update(
+        {
+            "iter_s_median": d["median"],
+            "iter_s_q1": d["q1"],
+            "iter_s_q3": d["q3"],
+            "iter_s_iqr": d["iqr"],
+            "iter_s_mean": d["mean"],
+            "iter_s_std": d["std"],
+            "iter_s_ci95_low": d["ci95_low"],
+            "iter_s_ci95_high": d["ci95_high"],
+            "iter_s_cv": d["cv"],
+            "samples": d["n"],
+            "throughput_median": tp["median"],
+            "throughput_mean": tp["mean"],
+            "throughput_ci95_low": tp["ci95_low"],
+            "throughput_ci95_high": tp["ci95_high"],
+            "throughput_iqr": tp["iqr"],
+            **phase,
+            "comm_only_s": float(result["ranks"][0].get("comm_only_s", 0.0)),
+            # rank 0's start-up (docs/ARCHITECTURE.md, "Warm ranks"): absent where the launcher set no placing time
+            "startup_s": float(result["ranks"][0].get("startup_s", math.nan)),
+            "rank_start": str(result["ranks"][0].get("rank_start", "")),
+            "host_heap": str(result["ranks"][0].get("host_heap", "")),
+            "straggler_rank": straggler,
+            "rank_iter_s_min": min(rank_medians.values()),
+            "rank_iter_s_max": max(rank_medians.values()),
+            "params": facts.get("params"),
+            "grad_bytes": facts.get("grad_bytes"),
+            "flops_per_sample": facts.get("flops_per_sample"),
+            "comm_bytes_per_iter": comm_bytes,
+            "intensity_flops_per_byte": flops_iter / comm_bytes if comm_bytes else math.nan,
+            "wall_s": wall_s,
+            "plan_json": json.dumps(result.get("plan", {}), sort_keys=True, default=str),
+            "gpu_models": gpu,
+            "host_bound": host_bound(cell.device, phase["device_lag_s"], d["median"]),
+            "mfu": utilisation,
+            "device_peak_tflops": peak_tflops(single_model(gpu), cell.dtype),
+            "dist_backend": dist_backend(result["ranks"]),  # "" for a cell without communication
+            **network_columns(result["ranks"], row["nodes"]),
+        }
+    )
     return row
 
 
@@ -152,8 +210,9 @@ def _number(v) -> float:
     return float(v) if pd.notna(v) else math.nan
 
 
-def device_utilisation(flops_per_sample, per_device_per_s: float, device_name: str,
-                       dtype: str) -> tuple[float | None, str]:
+def device_utilisation(
+    flops_per_sample, per_device_per_s: float, device_name: str, dtype: str
+) -> tuple[float | None, str]:
     """(MFU or None, '' or the reason an impossible MFU was refused) of one device of the cell."""
     try:
         return mfu(flops_per_sample, per_device_per_s, device_name, dtype), ""
@@ -173,8 +232,10 @@ def shutdown_warnings(result: dict) -> tuple[str, str]:
     warnings = result.get("warnings") or []
     if not warnings:
         return "", ""
-    return ("warning: " + "; ".join(w["warning"] for w in warnings),
-            "\n".join(w["log"] for w in warnings if w.get("log")))
+    return (
+        "warning: " + "; ".join(w["warning"] for w in warnings),
+        "\n".join(w["log"] for w in warnings if w.get("log")),
+    )
 
 
 def failed_row(run_id: str, cell, reason: str, log_tail: str, sample_unit: str, wall_s: float) -> dict:
@@ -186,8 +247,14 @@ def failed_row(run_id: str, cell, reason: str, log_tail: str, sample_unit: str, 
 BASELINE_KEYS = ["workload", "batch_per_worker", "seq_len", "device", "dtype", "network"]  # per network profile
 
 
-SCALING_COLUMNS = ("baseline_throughput", "speedup", "scaling_efficiency", "compute_only_iter_s", "exposed_comm_s",
-                   "overlap_ratio")
+SCALING_COLUMNS = (
+    "baseline_throughput",
+    "speedup",
+    "scaling_efficiency",
+    "compute_only_iter_s",
+    "exposed_comm_s",
+    "overlap_ratio",
+)
 """What the run's summary table adds to its cells' parts (add_scaling): computed across cells, no part's own."""
 
 

@@ -23,5 +23,7 @@ for _name in filter(None, (x.strip() for x in os.environ.get("DDLBENCH_SCHEME_MO
     try:
         importlib.import_module(_name)
     except ImportError as _e:
-        raise UserError(f"DDLBENCH_SCHEME_MODULES names {_name!r}, which cannot be imported ({_e}); "
-                        f"put its folder on PYTHONPATH or fix the variable") from None
+        raise UserError(
+            f"DDLBENCH_SCHEME_MODULES names {_name!r}, which cannot be imported ({_e}); "
+            f"put its folder on PYTHONPATH or fix the variable"
+        ) from None

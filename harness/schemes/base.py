@@ -148,9 +148,11 @@ class Scheme:
         """A forward pre-hook for layer j of a scheme that defers its update to the next forward (dear,
         bytescheduler): if `self.applied[j]` is still False, call `self._apply(j)` (the subclass defines
         both) before the layer runs."""
+
         def pre_hook(_module, _args):
             if not self.applied[j]:
                 self._apply(j)
+
         return pre_hook
 
     def grad_of(self, p: torch.nn.Parameter) -> torch.Tensor:
@@ -202,10 +204,32 @@ class SchemeEntry:
 SCHEMES: Registry[SchemeEntry] = Registry("scheme")
 
 
-def register(name: str, cls: type, description: str, *, needs=("allreduce",), knobs: type = Knobs,
-             parameter_server=False, communicates=True, model=None, dtypes=("fp32", "bf16")) -> SchemeEntry:
+def register(
+    name: str,
+    cls: type,
+    description: str,
+    *,
+    needs=("allreduce",),
+    knobs: type = Knobs,
+    parameter_server=False,
+    communicates=True,
+    model=None,
+    dtypes=("fp32", "bf16"),
+) -> SchemeEntry:
     """Register a scheme under `name`: what it needs of a backend (harness/contracts/capabilities.py), its
     Knobs dataclass and its simulation model."""
     cls.name = name
-    return SCHEMES.register(name, SchemeEntry(name, cls, description, check_words(needs, f"scheme {name!r}"),
-                                              knobs, parameter_server, communicates, model, tuple(dtypes)))
+    return SCHEMES.register(
+        name,
+        SchemeEntry(
+            name,
+            cls,
+            description,
+            check_words(needs, f"scheme {name!r}"),
+            knobs,
+            parameter_server,
+            communicates,
+            model,
+            tuple(dtypes),
+        ),
+    )

@@ -10,5 +10,10 @@ class BspA2A(BucketSync):
     overlap = False
 
 
-register("bsp-a2a", BspA2A, "bulk-synchronous: one fused all-reduce after backward, no overlap",
-         needs=("allreduce",), model=Model(bsp_a2a))
+register(
+    "bsp-a2a",
+    BspA2A,
+    "bulk-synchronous: one fused all-reduce after backward, no overlap",
+    needs=("allreduce",),
+    model=Model(bsp_a2a),
+)

@@ -28,5 +28,12 @@ class BspPS(BucketSync):
     use_ps = True
 
 
-register("bsp-ps", BspPS, "bulk-synchronous on parameter servers: push-pull of all partitions after backward",
-         needs=("push_pull",), knobs=PSKnobs, parameter_server=True, model=Model(bsp_ps, {"server_gbyte_s": SERVER_GBYTE_S}))
+register(
+    "bsp-ps",
+    BspPS,
+    "bulk-synchronous on parameter servers: push-pull of all partitions after backward",
+    needs=("push_pull",),
+    knobs=PSKnobs,
+    parameter_server=True,
+    model=Model(bsp_ps, {"server_gbyte_s": SERVER_GBYTE_S}),
+)

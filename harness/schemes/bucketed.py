@@ -49,18 +49,21 @@ class BucketSync(Scheme):
         self._clock = make_clock(self.ctx.device)
         self._order: list[int] = []
         default_order = list(reversed(range(self.n)))  # backward visits layers roughly in reverse
-        self._set_buckets(self.plan_buckets(default_order, [0.0] * self.n) if self.overlap
-                          else [list(range(self.n))])
+        self._set_buckets(self.plan_buckets(default_order, [0.0] * self.n) if self.overlap else [list(range(self.n))])
         if self.use_ps:
             elem = self.params[0].element_size() if self.params else 4
-            self.parts = partition([p.numel() for p in self.params], list(range(self.n)), elem,
-                                   int(self.knobs.partition_mb * MB))
+            self.parts = partition(
+                [p.numel() for p in self.params], list(range(self.n)), elem, int(self.knobs.partition_mb * MB)
+            )
             self.parts_of = [[] for _ in range(self.n)]
             for part in self.parts:
                 self.parts_of[part.param].append(part)
             placement = self.ctx.transport.declare_keys([(pt.key, pt.numel) for pt in self.parts])
-            self.plan.update(partitions=len(self.parts), servers=self.ctx.transport.servers,
-                             server_bytes=self._server_bytes(placement))
+            self.plan.update(
+                partitions=len(self.parts),
+                servers=self.ctx.transport.servers,
+                server_bytes=self._server_bytes(placement),
+            )
         if self.overlap:
             for i, p in enumerate(self.params):
                 p.register_post_accumulate_grad_hook(self._make_hook(i))
@@ -78,15 +81,20 @@ class BucketSync(Scheme):
         for b, members in enumerate(buckets):
             for i in members:
                 self.bucket_of[i] = b
-        self.flat = [None if len(m) == 1 else
-                     torch.zeros(sum(self.params[i].numel() for i in m), device=self.ctx.device,
-                                 dtype=self.params[m[0]].dtype) for m in buckets]
+        self.flat = [
+            None
+            if len(m) == 1
+            else torch.zeros(
+                sum(self.params[i].numel() for i in m), device=self.ctx.device, dtype=self.params[m[0]].dtype
+            )
+            for m in buckets
+        ]
         self.plan.update(buckets=len(buckets), tensors=self.n)
 
     # --- per iteration --------------------------------------------------------------------------
     def before_backward(self) -> None:
         self._missing = [len(m) for m in self.buckets]
-        self._next = 0            # next bucket to issue (all-reduce: the issue order is fixed)
+        self._next = 0  # next bucket to issue (all-reduce: the issue order is fixed)
         self._issued = [False] * len(self.buckets)
         self._handles: list = [None] * len(self.buckets)
         self._t0 = self._clock.mark() if self.profiling else None
@@ -108,6 +116,7 @@ class BucketSync(Scheme):
             while self._next < len(self.buckets) and self._missing[self._next] == 0:
                 self._issue(self._next)
                 self._next += 1
+
         return hook
 
     def after_backward(self) -> None:
@@ -147,7 +156,7 @@ class BucketSync(Scheme):
             for i in members:
                 g = self.grad_of(self.params[i]).view(-1)
                 for pt in self.parts_of[i]:
-                    hs.append(t.push_pull_async(g[pt.offset:pt.offset + pt.numel], pt.key, pt.priority))
+                    hs.append(t.push_pull_async(g[pt.offset : pt.offset + pt.numel], pt.key, pt.priority))
             self._handles[b] = hs
             return
         flat = self.flat[b]
@@ -169,7 +178,7 @@ class BucketSync(Scheme):
         off = 0
         for i in members:
             p = self.params[i]
-            p.grad.view(-1).copy_(flat[off:off + p.numel()])
+            p.grad.view(-1).copy_(flat[off : off + p.numel()])
             off += p.numel()
 
     def wait(self) -> None:
@@ -205,5 +214,4 @@ class BucketSync(Scheme):
     # --- probe --------------------------------------------------------------------------------------
     def probe_comm(self, reps: int = 3) -> float:
         keys = [(pt.key, pt.numel) for pt in self.parts] if self.use_ps else None
-        return probe_gradient_sync(self.ctx.transport, self.ctx.device, sum(p.numel() for p in self.params),
-                                   keys, reps)
+        return probe_gradient_sync(self.ctx.transport, self.ctx.device, sum(p.numel() for p in self.params), keys, reps)

@@ -29,7 +29,14 @@ class BytePSNative(Scheme):
         self.optimizer.zero_grad()
 
 
-register("byteps", BytePSNative, "BytePS DistributedOptimizer: push-pull via its servers, its own scheduling",
-         needs=("byteps_engine",), parameter_server=True,  # a BytePS job always has >= 1 server (DMLC_NUM_SERVER)
-         model=NoModel("BytePS's own scheduling (its partitioning, priorities and server-side engine) is not "
-                       "simulated; the bsp-ps/wfbp-ps/bytescheduler-ps models cover the study's BytePS runs"))
+register(
+    "byteps",
+    BytePSNative,
+    "BytePS DistributedOptimizer: push-pull via its servers, its own scheduling",
+    needs=("byteps_engine",),
+    parameter_server=True,  # a BytePS job always has >= 1 server (DMLC_NUM_SERVER)
+    model=NoModel(
+        "BytePS's own scheduling (its partitioning, priorities and server-side engine) is not "
+        "simulated; the bsp-ps/wfbp-ps/bytescheduler-ps models cover the study's BytePS runs"
+    ),
+)

@@ -2,8 +2,8 @@
 
 Gradients are cut into partitions (default 4 MB) with the priority of their layer (layers near the
 input first: the next forward needs them first). A scheduler thread sends the most urgent *ready*
-partitions while the bytes in flight stay under the credit window (default 16 MB; on PS the credit covers pushes in flight, since a pull
-also waits for the other workers' pushes). Nothing waits
+partitions while the bytes in flight stay under the credit window (default 16 MB; on PS the credit covers pushes in
+flight, since a pull also waits for the other workers' pushes). Nothing waits
 before the optimizer: each layer's update is applied in its forward pre-hook of the next iteration,
 after waiting for just that layer's partitions, so communication also overlaps the next forward.
 
@@ -54,8 +54,7 @@ class ByteSchedulerEngine(Scheme):
         self.owned: list[tuple[torch.nn.Module, list[int]]] = []
         seen = set()
         for mod in model.modules():
-            mine = [index[id(p)] for p in mod.parameters(recurse=False)
-                    if id(p) in index and id(p) not in seen]
+            mine = [index[id(p)] for p in mod.parameters(recurse=False) if id(p) in index and id(p) not in seen]
             if mine:
                 seen.update(id(self.params[i]) for i in mine)
                 self.owned.append((mod, mine))
@@ -63,8 +62,9 @@ class ByteSchedulerEngine(Scheme):
         self.optimizer = None
         # Priority: parameter order, i.e. model definition order, input side first.
         elem = self.params[0].element_size() if self.params else 4
-        self.parts = partition([p.numel() for p in self.params], list(range(len(self.params))), elem,
-                               int(self.knobs.partition_mb * MB))
+        self.parts = partition(
+            [p.numel() for p in self.params], list(range(len(self.params))), elem, int(self.knobs.partition_mb * MB)
+        )
         self.part_bytes = [pt.numel * elem for pt in self.parts]
         self.by_priority = sorted(range(len(self.parts)), key=lambda k: (self.parts[k].priority, k))
         self.parts_of = [[] for _ in self.params]
@@ -88,8 +88,12 @@ class ByteSchedulerEngine(Scheme):
         self._trace_open: dict[int, float] = {}
         self.thread = threading.Thread(target=self._scheduler, daemon=True, name="bytescheduler")
         self.thread.start()
-        self.plan.update(partitions=len(self.parts), credit_mb=self.knobs.credit_mb,
-                         partition_mb=self.knobs.partition_mb, layers=len(self.owned))
+        self.plan.update(
+            partitions=len(self.parts),
+            credit_mb=self.knobs.credit_mb,
+            partition_mb=self.knobs.partition_mb,
+            layers=len(self.owned),
+        )
         return model
 
     # --- main thread ------------------------------------------------------------------------------
@@ -100,6 +104,7 @@ class ByteSchedulerEngine(Scheme):
                 for k in self.parts_of[i]:
                     r.ready[k] = 1
                 self.cond.notify()
+
         return hook
 
     def _apply(self, j: int) -> None:
@@ -215,7 +220,7 @@ class ByteSchedulerEngine(Scheme):
 
     def _send(self, k: int):
         pt = self.parts[k]
-        view = self.params[pt.param].grad.view(-1)[pt.offset:pt.offset + pt.numel]
+        view = self.params[pt.param].grad.view(-1)[pt.offset : pt.offset + pt.numel]
         t = self.ctx.transport
         if self.use_ps:
             return t.push_pull_async(view, pt.key, pt.priority)
@@ -228,8 +233,7 @@ class ByteSchedulerEngine(Scheme):
     def probe_comm(self, reps: int = 3) -> float:
         self.quiesce()
         keys = [(pt.key, pt.numel) for pt in self.parts] if self.use_ps else None
-        return probe_gradient_sync(self.ctx.transport, self.ctx.device, sum(pt.numel for pt in self.parts),
-                                   keys, reps)
+        return probe_gradient_sync(self.ctx.transport, self.ctx.device, sum(pt.numel for pt in self.parts), keys, reps)
 
     # --- partition trace (DDLBENCH_BS_TRACE=1): when each partition was sent and seen finished ------
     def _trace_start(self, k: int) -> None:

@@ -24,6 +24,11 @@ class ByteSchedulerA2A(ByteSchedulerEngine):
     use_ps = False
 
 
-register("bytescheduler-a2a", ByteSchedulerA2A,
-         "ByteScheduler on all-reduce: priority partitions under a credit window, overlapping next forward",
-         needs=("allreduce",), knobs=ByteSchedulerKnobs, model=Model(bytescheduler_a2a))
+register(
+    "bytescheduler-a2a",
+    ByteSchedulerA2A,
+    "ByteScheduler on all-reduce: priority partitions under a credit window, overlapping next forward",
+    needs=("allreduce",),
+    knobs=ByteSchedulerKnobs,
+    model=Model(bytescheduler_a2a),
+)

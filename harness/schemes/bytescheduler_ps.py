@@ -23,7 +23,12 @@ class ByteSchedulerPS(ByteSchedulerEngine):
     use_ps = True
 
 
-register("bytescheduler-ps", ByteSchedulerPS,
-         "ByteScheduler on parameter servers: priority push-pull under a credit window",
-         needs=("push_pull",), knobs=ByteSchedulerPSKnobs, parameter_server=True,
-         model=Model(bytescheduler_ps, {"server_gbyte_s": SERVER_GBYTE_S}))
+register(
+    "bytescheduler-ps",
+    ByteSchedulerPS,
+    "ByteScheduler on parameter servers: priority push-pull under a credit window",
+    needs=("push_pull",),
+    knobs=ByteSchedulerPSKnobs,
+    parameter_server=True,
+    model=Model(bytescheduler_ps, {"server_gbyte_s": SERVER_GBYTE_S}),
+)

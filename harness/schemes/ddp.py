@@ -56,5 +56,11 @@ class DDP(Scheme):
         return statistics.median(times[1:])
 
 
-register("ddp", DDP, "torch DistributedDataParallel: bucketed all-reduce overlapped with backward",
-         needs=("process_group",), knobs=DDPKnobs, model=Model(ddp_model))
+register(
+    "ddp",
+    DDP,
+    "torch DistributedDataParallel: bucketed all-reduce overlapped with backward",
+    needs=("process_group",),
+    knobs=DDPKnobs,
+    model=Model(ddp_model),
+)

@@ -84,9 +84,12 @@ class DeAR(Scheme):
             mod.register_forward_pre_hook(self.pre_hook_applying(j))
         for i, p in enumerate(self.params):
             p.register_post_accumulate_grad_hook(self._make_grad_hook(i))
-        self.plan.update(buckets=len(self.groups), layers=len(self.layers),
-                         bucket_mb=[round(b.numel() * elem / MB, 3) for b in self.buffers],
-                         update="all-gather of reduced gradients, every rank steps all parameters")
+        self.plan.update(
+            buckets=len(self.groups),
+            layers=len(self.layers),
+            bucket_mb=[round(b.numel() * elem / MB, 3) for b in self.buffers],
+            update="all-gather of reduced gradients, every rank steps all parameters",
+        )
         return model
 
     # --- backward: reduce-scatter ---------------------------------------------------------------
@@ -99,11 +102,12 @@ class DeAR(Scheme):
     def _make_grad_hook(self, i: int):
         def hook(_p):
             self._gradient_in(i)
+
         return hook
 
     def _gradient_in(self, i: int) -> None:
         g, off, n = self.slot[i]
-        self.buffers[g][off:off + n].copy_(self.params[i].grad.view(-1))
+        self.buffers[g][off : off + n].copy_(self.params[i].grad.view(-1))
         self._ready[i] = True
         self._missing[g] -= 1
         t = self.ctx.transport
@@ -143,7 +147,7 @@ class DeAR(Scheme):
         for i in self.layers[j]:
             _, off, n = self.slot[i]
             p = self.params[i]
-            p.grad.view(-1).copy_(buf[off:off + n])
+            p.grad.view(-1).copy_(buf[off : off + n])
             p.grad.div_(self.workers)
         self.layer_opts[j].step()
         self.layer_opts[j].zero_grad(set_to_none=False)  # in place: the hooks copy from these tensors
@@ -174,5 +178,11 @@ class DeAR(Scheme):
         return statistics.median(times[1:])
 
 
-register("dear", DeAR, "DeAR: bucketed reduce-scatter overlapped with backward, all-gather with the next forward",
-         needs=("reduce_scatter", "all_gather"), knobs=DeARKnobs, model=Model(dear_model))
+register(
+    "dear",
+    DeAR,
+    "DeAR: bucketed reduce-scatter overlapped with backward, all-gather with the next forward",
+    needs=("reduce_scatter", "all_gather"),
+    knobs=DeARKnobs,
+    model=Model(dear_model),
+)

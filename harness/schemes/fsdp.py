@@ -47,8 +47,10 @@ class FSDPKnobs(Knobs):
 
     def __post_init__(self):
         if self.wrap not in WRAPS:
-            raise UserError(f"knob wrap={self.wrap!r} of scheme 'fsdp' is not one of {', '.join(WRAPS)} "
-                            f"(the fully_shard granularity); fix it in the sweep file or --knob")
+            raise UserError(
+                f"knob wrap={self.wrap!r} of scheme 'fsdp' is not one of {', '.join(WRAPS)} "
+                f"(the fully_shard granularity); fix it in the sweep file or --knob"
+            )
 
 
 class FSDP(Scheme):
@@ -86,9 +88,14 @@ class FSDP(Scheme):
         root = self._grad_bytes - sum(self._unit_bytes)
         gathers = root + sum(self._unit_bytes) * (2 if reshard else 1)  # the root is kept for backward
         gathers = gathers * 2 // elem if self.ctx.dtype == "bf16" else gathers  # all-gathered in param_dtype bf16
-        self.plan.update(wrap=self.knobs.wrap, units=len(units) + 1, reshard_after_forward=int(reshard),
-                         first_units=names[:3], all_gather_mb_per_iter=round(gathers / (1 << 20), 3),
-                         reduce_scatter_mb_per_iter=round(self._grad_bytes / (1 << 20), 3))
+        self.plan.update(
+            wrap=self.knobs.wrap,
+            units=len(units) + 1,
+            reshard_after_forward=int(reshard),
+            first_units=names[:3],
+            all_gather_mb_per_iter=round(gathers / (1 << 20), 3),
+            reduce_scatter_mb_per_iter=round(self._grad_bytes / (1 << 20), 3),
+        )
         return model
 
     def comm_bytes_per_iter(self) -> int:
@@ -109,7 +116,7 @@ class FSDP(Scheme):
                 continue
             shards = [None] * dist.get_world_size(group)
             dist.all_gather_object(shards, local, group=group)
-            out[n] = torch.cat([s.reshape(-1, *p.shape[1:]) for s in shards])[:p.shape[0]].reshape(p.shape)
+            out[n] = torch.cat([s.reshape(-1, *p.shape[1:]) for s in shards])[: p.shape[0]].reshape(p.shape)
         return out
 
     def probe_comm(self, reps: int = 3) -> float:
@@ -131,5 +138,11 @@ class FSDP(Scheme):
         return statistics.median(times[1:])
 
 
-register("fsdp", FSDP, "PyTorch FSDP2 (fully_shard per block, then the root): sharded parameters, gradients, state",
-         needs=("process_group",), knobs=FSDPKnobs, model=Model(fsdp_model))
+register(
+    "fsdp",
+    FSDP,
+    "PyTorch FSDP2 (fully_shard per block, then the root): sharded parameters, gradients, state",
+    needs=("process_group",),
+    knobs=FSDPKnobs,
+    model=Model(fsdp_model),
+)

@@ -41,20 +41,26 @@ class HorovodNative(Scheme):
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         self.optimizer = hvd.DistributedOptimizer(self.optimizer, named_parameters=named, op=hvd.Average)
         hvd.broadcast_optimizer_state(self.optimizer, root_rank=0)
-        self.plan = {"fusion_threshold_mb": self.knobs.fusion_threshold_mb,
-                     "cycle_time_ms": self.knobs.cycle_time_ms,
-                     "HOROVOD_FUSION_THRESHOLD": os.environ.get("HOROVOD_FUSION_THRESHOLD", ""),
-                     "HOROVOD_CYCLE_TIME": os.environ.get("HOROVOD_CYCLE_TIME", "")}
+        self.plan = {
+            "fusion_threshold_mb": self.knobs.fusion_threshold_mb,
+            "cycle_time_ms": self.knobs.cycle_time_ms,
+            "HOROVOD_FUSION_THRESHOLD": os.environ.get("HOROVOD_FUSION_THRESHOLD", ""),
+            "HOROVOD_CYCLE_TIME": os.environ.get("HOROVOD_CYCLE_TIME", ""),
+        }
         return model
 
     def _check_env(self) -> None:
-        want = {"HOROVOD_FUSION_THRESHOLD": int(self.knobs.fusion_threshold_mb) * MB,
-                "HOROVOD_CYCLE_TIME": float(self.knobs.cycle_time_ms)}
+        want = {
+            "HOROVOD_FUSION_THRESHOLD": int(self.knobs.fusion_threshold_mb) * MB,
+            "HOROVOD_CYCLE_TIME": float(self.knobs.cycle_time_ms),
+        }
         for var, value in want.items():
             got = os.environ.get(var)
             if got is None or float(got) != float(value):
-                raise UserError(f"{var}={got!r} in this rank but the cell asks for {value}: start horovod "
-                                f"cells through ddlbench (horovodrun with the knobs as flags)")
+                raise UserError(
+                    f"{var}={got!r} in this rank but the cell asks for {value}: start horovod "
+                    f"cells through ddlbench (horovodrun with the knobs as flags)"
+                )
 
     def wait(self) -> None:
         self.optimizer.synchronize()  # every gradient's all-reduce done (averaged in place)
@@ -65,6 +71,11 @@ class HorovodNative(Scheme):
         self.optimizer.zero_grad()  # Horovod's zero_grad takes no set_to_none (torch's default: None)
 
 
-register("horovod", HorovodNative,
-         "Horovod DistributedOptimizer: tensor fusion of gradients handed over during backward",
-         needs=("horovod_engine",), knobs=HorovodKnobs, model=Model(horovod))
+register(
+    "horovod",
+    HorovodNative,
+    "Horovod DistributedOptimizer: tensor fusion of gradients handed over during backward",
+    needs=("horovod_engine",),
+    knobs=HorovodKnobs,
+    model=Model(horovod),
+)

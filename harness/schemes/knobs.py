@@ -97,8 +97,10 @@ class Knobs:
         unknown = sorted(set(given) - set(spec))
         if unknown:
             known = ", ".join(spec) or "none"
-            raise UserError(f"unknown knob(s) {', '.join(unknown)} for scheme {scheme!r}: "
-                            f"its knobs are {known} (see `ddlbench list`)")
+            raise UserError(
+                f"unknown knob(s) {', '.join(unknown)} for scheme {scheme!r}: "
+                f"its knobs are {known} (see `ddlbench list`)"
+            )
         values = {name: _convert(scheme, name, knob, given.get(name, knob.default)) for name, knob in spec.items()}
         return cls(**values)
 
@@ -107,8 +109,7 @@ class Knobs:
         """Every combination of the declared Grid values (knobs without one at their default), the
         default combination first: the knob settings `ddlbench advise` predicts for the scheme."""
         spec = cls.spec()
-        axes = [[k.default, *(v for v in k.grid if v != k.default)] if k.grid else [k.default]
-                for k in spec.values()]
+        axes = [[k.default, *(v for v in k.grid if v != k.default)] if k.grid else [k.default] for k in spec.values()]
         return [cls.resolve(dict(zip(spec, combo)), cls.__name__).as_dict() for combo in itertools.product(*axes)]
 
     def as_dict(self) -> dict:
@@ -159,5 +160,3 @@ def _unpack(hint) -> tuple[type, bool, Range | None, tuple]:
         optional = len(args) < len(typing.get_args(hint))
         hint = args[0]
     return hint, optional, rng, grid
-
-

@@ -9,5 +9,11 @@ class Local(Scheme):
     pass
 
 
-register("local", Local, "1 worker, no communication: the compute-only baseline every sweep measures",
-         needs=(), communicates=False, model=Model(local_model))
+register(
+    "local",
+    Local,
+    "1 worker, no communication: the compute-only baseline every sweep measures",
+    needs=(),
+    communicates=False,
+    model=Model(local_model),
+)

@@ -75,5 +75,11 @@ class MGWFBP(BucketSync):
         return [[order[j] for j in g] for g in groups]
 
 
-register("mgwfbp", MGWFBP, "merged-gradient WFBP: groups chosen by the alpha-beta model and profiled backward",
-         needs=("allreduce",), knobs=MGWFBPKnobs, model=Model(mgwfbp))
+register(
+    "mgwfbp",
+    MGWFBP,
+    "merged-gradient WFBP: groups chosen by the alpha-beta model and profiled backward",
+    needs=("allreduce",),
+    knobs=MGWFBPKnobs,
+    model=Model(mgwfbp),
+)

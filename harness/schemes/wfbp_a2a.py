@@ -12,5 +12,10 @@ class WfbpA2A(BucketSync):
     profile_iters = 1  # learn rank 0's ready order once, so every rank issues in the same order
 
 
-register("wfbp-a2a", WfbpA2A, "wait-free backprop: one all-reduce per tensor, started from gradient hooks",
-         needs=("allreduce",), model=Model(wfbp_a2a))
+register(
+    "wfbp-a2a",
+    WfbpA2A,
+    "wait-free backprop: one all-reduce per tensor, started from gradient hooks",
+    needs=("allreduce",),
+    model=Model(wfbp_a2a),
+)

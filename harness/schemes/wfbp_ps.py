@@ -15,5 +15,12 @@ class WfbpPS(BucketSync):
     profile_iters = 0  # pushes go out in whatever order gradients become ready
 
 
-register("wfbp-ps", WfbpPS, "wait-free backprop on parameter servers: push-pull per partition from hooks",
-         needs=("push_pull",), knobs=PSKnobs, parameter_server=True, model=Model(wfbp_ps, {"server_gbyte_s": SERVER_GBYTE_S}))
+register(
+    "wfbp-ps",
+    WfbpPS,
+    "wait-free backprop on parameter servers: push-pull per partition from hooks",
+    needs=("push_pull",),
+    knobs=PSKnobs,
+    parameter_server=True,
+    model=Model(wfbp_ps, {"server_gbyte_s": SERVER_GBYTE_S}),
+)

@@ -45,7 +45,8 @@ class ZeroKnobs(Knobs):
 NO_MODEL = NoModel(
     "ZeRO's schedule (bucketed reduce-scatter of gradients during or after backward, an all-gather of the "
     "updated parameters after the step; at stage 3 also per-layer all-gathers in forward and backward) is "
-    "not simulated yet; measure it instead")
+    "not simulated yet; measure it instead"
+)
 
 
 class Zero(Scheme):
@@ -95,16 +96,20 @@ class Zero(Scheme):
         model = super().setup(model)  # self.optimizer = the one SGD recipe
         self._grad_bytes = sum(p.numel() * p.element_size() for p in self.params)  # before ZeRO-3 shards them
         cfg = self.config()
-        self.engine, _, _, _ = deepspeed.initialize(model=model, optimizer=self.optimizer, config=cfg,
-                                                    dist_init_required=False)
+        self.engine, _, _, _ = deepspeed.initialize(
+            model=model, optimizer=self.optimizer, config=cfg, dist_init_required=False
+        )
         self.model = model
         self._comm_dtype = self.engine.communication_data_type
         self._grad_bytes = self._grad_bytes * self._comm_dtype.itemsize // 4  # counted in fp32 above
         z = self.engine._config.zero_config
-        self.plan = {"zero_stage": self.engine.zero_optimization_stage(),
-                     "reduce_bucket_size": int(z.reduce_bucket_size),
-                     "allgather_bucket_size": int(z.allgather_bucket_size),
-                     "overlap_comm": bool(z.overlap_comm), "contiguous_gradients": bool(z.contiguous_gradients)}
+        self.plan = {
+            "zero_stage": self.engine.zero_optimization_stage(),
+            "reduce_bucket_size": int(z.reduce_bucket_size),
+            "allgather_bucket_size": int(z.allgather_bucket_size),
+            "overlap_comm": bool(z.overlap_comm),
+            "contiguous_gradients": bool(z.contiguous_gradients),
+        }
         assert self.plan["zero_stage"] == self.stage, self.plan
         return self.engine if self.ctx.dtype == "fp32" else _CastInputs(self.engine, DTYPES[self.ctx.dtype])
 
@@ -145,10 +150,18 @@ class _CastInputs:
         return self.engine(*(self._cast(a) for a in args), **{k: self._cast(v) for k, v in kwargs.items()})
 
 
-for _stage, _what in ((0, "DeepSpeed engine without ZeRO: gradients all-reduced after backward"),
-                      (1, "DeepSpeed ZeRO-1: optimizer state partitioned"),
-                      (2, "DeepSpeed ZeRO-2: gradients and optimizer state partitioned"),
-                      (3, "DeepSpeed ZeRO-3: parameters, gradients and optimizer state partitioned")):
+for _stage, _what in (
+    (0, "DeepSpeed engine without ZeRO: gradients all-reduced after backward"),
+    (1, "DeepSpeed ZeRO-1: optimizer state partitioned"),
+    (2, "DeepSpeed ZeRO-2: gradients and optimizer state partitioned"),
+    (3, "DeepSpeed ZeRO-3: parameters, gradients and optimizer state partitioned"),
+):
     _cls = type(f"Zero{_stage}", (Zero,), {"stage": _stage})
-    register(f"zero{_stage}", _cls, _what, needs=("deepspeed_engine",), knobs=Knobs if _stage == 0 else ZeroKnobs,
-             model=NO_MODEL)
+    register(
+        f"zero{_stage}",
+        _cls,
+        _what,
+        needs=("deepspeed_engine",),
+        knobs=Knobs if _stage == 0 else ZeroKnobs,
+        model=NO_MODEL,
+    )

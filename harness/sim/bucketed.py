@@ -25,7 +25,7 @@ from harness.sim.ps import ParameterServers, ps_parts
 
 if TYPE_CHECKING:  # annotations only: the compute model's module reads profile tables (pandas)
     from harness.sim.model import ComputeModel
-    from harness.sim.network import Cluster
+    from harness.sim.links import Cluster
 
 
 def collective_channel(sim: Sim, ab, log: bool = False) -> Fifo:
@@ -50,8 +50,7 @@ class _BucketRun:
     order). All-reduce: bucket b is issued when all its tensors are ready and every earlier bucket is
     issued. PS (`ps` = knobs): a bucket's partitions are pushed as soon as its tensors are ready."""
 
-    def __init__(self, c: ComputeModel, cluster: Cluster, buckets: list[list[int]] | None, ps: dict | None,
-                 p2p=None):
+    def __init__(self, c: ComputeModel, cluster: Cluster, buckets: list[list[int]] | None, ps: dict | None, p2p=None):
         self.sim = sim = Sim()
         self.c, self.buckets, self.ps = c, buckets, ps
         n = len(c.numels)
@@ -161,8 +160,9 @@ class _BucketRun:
         self.sim.process(self.main())
         self.sim.run()
         m, c = self.marks, self.c
-        out = Outcome(m["end"] - m["start"], c.forward_s, self.shifted[1], m["opt"] - m["wait"], c.optimizer_s,
-                      dict(plan or {}))
+        out = Outcome(
+            m["end"] - m["start"], c.forward_s, self.shifted[1], m["opt"] - m["wait"], c.optimizer_s, dict(plan or {})
+        )
         out.plan.setdefault("buckets", len(self.order))
         if self.chan.log is not None:
             out.plan.update(gpu_comm_facts([self.chan], m["bwd"], m["bwd"] + self.shifted[1]))
@@ -171,8 +171,14 @@ class _BucketRun:
         return out
 
 
-def _bucketed(c: ComputeModel, cluster: Cluster, buckets: list[list[int]] | None, ps: dict | None,
-              p2p=None, plan: dict | None = None) -> Outcome:
+def _bucketed(
+    c: ComputeModel,
+    cluster: Cluster,
+    buckets: list[list[int]] | None,
+    ps: dict | None,
+    p2p=None,
+    plan: dict | None = None,
+) -> Outcome:
     return _BucketRun(c, cluster, buckets, ps, p2p).run(plan)
 
 
@@ -181,6 +187,7 @@ def _ready_sizes(c: ComputeModel) -> list[int]:
 
 
 # --- the models ------------------------------------------------------------------------------------------
+
 
 def local(c, cluster, knobs, p2p=None) -> Outcome:
     return Outcome(c.iteration_s, c.forward_s, c.backward_total_s, 0.0, c.optimizer_s, {})
@@ -206,10 +213,13 @@ def mgwfbp(c, cluster, knobs, p2p=None) -> Outcome:
     else:
         groups = merge_plan(c.backward_deltas(), _ready_sizes(c), alpha, beta)
     buckets = [[c.ready_order[j] for j in g] for g in groups]
-    return _bucketed(c, cluster, buckets, None, plan={"group_sizes": [len(g) for g in groups],
-                                                      "alpha_s": alpha, "beta_s_per_mb": beta * MB})
-
-
+    return _bucketed(
+        c,
+        cluster,
+        buckets,
+        None,
+        plan={"group_sizes": [len(g) for g in groups], "alpha_s": alpha, "beta_s_per_mb": beta * MB},
+    )
 
 
 def ddp_buckets(order: list[int], sizes: dict | list, cap_bytes: float, first_bytes: float = MB) -> list[list[int]]:

@@ -30,7 +30,7 @@ from harness.sim.model import Outcome
 if TYPE_CHECKING:  # annotations only
     from harness.sim.costs import BytePSCosts
     from harness.sim.model import ComputeModel
-    from harness.sim.network import Cluster
+    from harness.sim.links import Cluster
 
 PARTITION_SHIFT = 16
 """A partition's key: the tensor's declared index shifted by 16 bits, plus the partition index (global.cc)."""
@@ -74,8 +74,8 @@ class _BytePSRun:
         link = cluster.inter
         self.link_lat = link.message_s
         log = st.contended
-        self.scale = st.comm_scale                      # GPU-side work slowed by compute beside it
-        self.nccl = Fifo(sim, "nccl", log=log)          # the root's NCCL stream
+        self.scale = st.comm_scale  # GPU-side work slowed by compute beside it
+        self.nccl = Fifo(sim, "nccl", log=log)  # the root's NCCL stream
         # the node's host path, each direction: GPU stores and NIC writes go up, GPU loads and NIC reads down
         self.host_up = Fifo(sim, "host-up", self.cost.host_bytes_per_s)
         self.host_down = Fifo(sim, "host-down", self.cost.host_bytes_per_s)
@@ -100,8 +100,11 @@ class _BytePSRun:
         tensor of every gradient, declared after them)."""
         c, n = self.c, len(self.c.numels)
         declared = declared_order(getattr(c, "param_names", ()), n)
-        tensors = [(list(range(n)), c.total_grad_bytes, n)] if self.fused else \
-            [([i], c.grad_bytes[i], declared[i]) for i in range(n)]
+        tensors = (
+            [(list(range(n)), c.total_grad_bytes, n)]
+            if self.fused
+            else [([i], c.grad_bytes[i], declared[i]) for i in range(n)]
+        )
         out = []
         for members, nbytes, index in tensors:
             for p in range(max(1, -(-nbytes // part))):
@@ -113,8 +116,9 @@ class _BytePSRun:
         """A reduce-scatter or all-gather of nbytes among the node's g GPUs (through host memory): done when
         its ring is, and when the node's host path has carried its g - 1 hops of nbytes / g per GPU."""
         g, now = self.g, self.sim.now
-        ring = self.nccl.reserve(self.cost.nccl_call_s + ((g - 1) * self.intra_hop
-                                 + (g - 1) / g * nbytes / self.intra_rate) * self.scale)
+        ring = self.nccl.reserve(
+            self.cost.nccl_call_s + ((g - 1) * self.intra_hop + (g - 1) / g * nbytes / self.intra_rate) * self.scale
+        )
         return max(ring, self._host(up=(g - 1) * nbytes, down=(g - 1) * nbytes)) - now
 
     def _host(self, up: float = 0.0, down: float = 0.0) -> float:
@@ -122,24 +126,34 @@ class _BytePSRun:
 
     def partition(self, size: int, server: int):
         sim, cost, g = self.sim, self.cost, self.g
-        yield self._nccl(size) + cost.signal_s                                      # REDUCE
+        yield self._nccl(size) + cost.signal_s  # REDUCE
         if self.n > 1:
             copied = max(self.d2h.reserve(size / g / cost.copy_bytes_per_s * self.scale), self._host(up=size))
-            yield copied - sim.now + cost.signal_s                                   # COPYD2H
-            pushed = max(self.up.reserve_bytes(size), self.conn_up[server].reserve_bytes(size),
-                         self.s_in[server].reserve_bytes(self.n * size), self._host(down=size),
-                         self.van.reserve_bytes(size), self.s_van[server].reserve_bytes(self.n * size))
-            yield pushed - sim.now + self.link_lat + 2 * cost.message_s             # PUSH and its ack
+            yield copied - sim.now + cost.signal_s  # COPYD2H
+            pushed = max(
+                self.up.reserve_bytes(size),
+                self.conn_up[server].reserve_bytes(size),
+                self.s_in[server].reserve_bytes(self.n * size),
+                self._host(down=size),
+                self.van.reserve_bytes(size),
+                self.s_van[server].reserve_bytes(self.n * size),
+            )
+            yield pushed - sim.now + self.link_lat + 2 * cost.message_s  # PUSH and its ack
             recv = self.s_lock[server].reserve(self.n * cost.recv_s)
             summed = self.s_sum[server].reserve_bytes(self.n * size, max(0.0, recv - sim.now))
-            yield summed - sim.now                                                   # n - 1 sums, 1 copy
-            pulled = max(self.s_out[server].reserve_bytes(self.n * size), self.down.reserve_bytes(size),
-                         self.conn_down[server].reserve_bytes(size), self._host(up=size),
-                         self.s_van[server].reserve_bytes(self.n * size), self.van.reserve_bytes(size))
-            yield pulled - sim.now + self.link_lat + 2 * cost.message_s              # PULL request, response
+            yield summed - sim.now  # n - 1 sums, 1 copy
+            pulled = max(
+                self.s_out[server].reserve_bytes(self.n * size),
+                self.down.reserve_bytes(size),
+                self.conn_down[server].reserve_bytes(size),
+                self._host(up=size),
+                self.s_van[server].reserve_bytes(self.n * size),
+                self.van.reserve_bytes(size),
+            )
+            yield pulled - sim.now + self.link_lat + 2 * cost.message_s  # PULL request, response
             copied = max(self.h2d.reserve(size / g / cost.copy_bytes_per_s * self.scale), self._host(down=size))
-            yield copied - sim.now + cost.signal_s                                   # COPYH2D
-        yield self._nccl(size) + cost.signal_s                                      # BROADCAST
+            yield copied - sim.now + cost.signal_s  # COPYH2D
+        yield self._nccl(size) + cost.signal_s  # BROADCAST
 
     def main(self):
         c, sim, marks = self.c, self.sim, self.marks
@@ -174,12 +188,22 @@ class _BytePSRun:
         self.sim.process(self.main())
         self.sim.run()
         m, c = self.marks, self.c
-        plan = {"partitions": len(self.keys), "servers": self.S, "engine": "byteps",
-                "server_keys": [sum(1 for k in self.keys if k[2] == s) for s in range(self.S)]}
+        plan = {
+            "partitions": len(self.keys),
+            "servers": self.S,
+            "engine": "byteps",
+            "server_keys": [sum(1 for k in self.keys if k[2] == s) for s in range(self.S)],
+        }
         if self.nccl.log is not None:  # the GPU-side stages beside the backward
             plan.update(gpu_comm_facts([self.nccl, self.d2h, self.h2d], m["start"] + c.forward_s, m["wait"]))
-        return Outcome(m["end"] - m["start"], c.forward_s, m["wait"] - m["start"] - c.forward_s,
-                       m["opt"] - m["wait"], c.optimizer_s, plan)
+        return Outcome(
+            m["end"] - m["start"],
+            c.forward_s,
+            m["wait"] - m["start"] - c.forward_s,
+            m["opt"] - m["wait"],
+            c.optimizer_s,
+            plan,
+        )
 
 
 def byteps(c: ComputeModel, cluster: Cluster, knobs: dict, fused: bool) -> Outcome:

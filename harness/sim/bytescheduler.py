@@ -13,7 +13,7 @@ from harness.sim.model import Outcome
 
 if TYPE_CHECKING:  # annotations only
     from harness.sim.model import ComputeModel
-    from harness.sim.network import Cluster
+    from harness.sim.links import Cluster
 
 
 def bytescheduler(c: ComputeModel, cluster: Cluster, knobs: dict, use_ps: bool = False, p2p=None) -> Outcome:

@@ -36,7 +36,7 @@ from harness.sim.ps import ParameterServers, ps_parts
 
 if TYPE_CHECKING:  # annotations only
     from harness.sim.model import ComputeModel
-    from harness.sim.network import Cluster
+    from harness.sim.links import Cluster
 
 
 ENGINE_HANDOFF_S = 0.08e-3
@@ -52,7 +52,7 @@ class Round:
 
     def __init__(self, sim: Sim, n_parts: int):
         self.sim = sim
-        self.ready_seq: list[int] = []       # partitions in the order they became ready
+        self.ready_seq: list[int] = []  # partitions in the order they became ready
         self.is_ready = [False] * n_parts
         self.news = Event(sim)
         self.done = [Event(sim) for _ in range(n_parts)]
@@ -87,7 +87,7 @@ class ByteSchedulerRun:
         self.stack = stack = cluster.stack
         self.consensus = stack.consensus and not use_ps and self.workers > 1
         self.ticks = stack.cycle_s > 0 and not use_ps and self.workers > 1  # Horovod's cycle under it
-        self.pending: list = []          # (partition bytes, done event) waiting for Horovod's next tick
+        self.pending: list = []  # (partition bytes, done event) waiting for Horovod's next tick
         self.tick_news = Event(sim)
         self.poller = Fifo(sim, "poller")  # the library's poller thread: the optimizer step per parameter
         self.consensus_s = self.ab.time_s(len(self.parts)) if self.consensus else 0.0
@@ -140,10 +140,10 @@ class ByteSchedulerRun:
 
     def scheduler(self, r: Round):
         """ByteSchedulerEngine._run_round, step for step (see the module docstring)."""
-        agreed_upto = 0                  # ready_seq[:agreed_upto] has been agreed
-        heap: list[int] = []             # urgencies of agreed-ready, unsent partitions
+        agreed_upto = 0  # ready_seq[:agreed_upto] has been agreed
+        heap: list[int] = []  # urgencies of agreed-ready, unsent partitions
         inflight: deque = deque()
-        pulling: list = []               # PS: credit returned, pull outstanding
+        pulling: list = []  # PS: credit returned, pull outstanding
         in_bytes = 0.0
         remaining = len(self.parts)
         while remaining:
@@ -161,8 +161,11 @@ class ByteSchedulerRun:
             agreed_upto = snapshot
             while heap:
                 k = self.rank[heap[0]]
-                full = in_bytes >= self.credit if self.stack.credit_overshoot else \
-                    in_bytes + self.part_bytes[k] > self.credit
+                full = (
+                    in_bytes >= self.credit
+                    if self.stack.credit_overshoot
+                    else in_bytes + self.part_bytes[k] > self.credit
+                )
                 if inflight and full:
                     break
                 heapq.heappop(heap)
@@ -198,6 +201,7 @@ class ByteSchedulerRun:
                 if left[0] == 0:
                     at = self.poller.reserve(self.stack.param_step_s + share.get(i, 0.0))
                     sim.at(at - sim.now, r.updated[i].fire)
+
             for k in parts:
                 r.done[k].on_fire(one)
             if not parts:
@@ -239,16 +243,28 @@ class ByteSchedulerRun:
         self.sim.process(self.main())
         self.sim.run()
         m, knobs, calls = self.marks, self.knobs, self.consensus_calls / 2  # two rounds were simulated
-        return Outcome(m["end1"] - m["end0"], m["fwd"], self.marks.get("bwd", self.c.backward_total_s), 0.0, 0.0,
-                       {"partitions": len(self.parts), "credit_mb": knobs["credit_mb"],
-                        "partition_mb": knobs["partition_mb"], "consensus_calls_per_iter": calls,
-                        "consensus_s_per_iter": calls * self.consensus_s, "layers": len(self.c.layers),
-                        **self.plan_extra()})
+        return Outcome(
+            m["end1"] - m["end0"],
+            m["fwd"],
+            self.marks.get("bwd", self.c.backward_total_s),
+            0.0,
+            0.0,
+            {
+                "partitions": len(self.parts),
+                "credit_mb": knobs["credit_mb"],
+                "partition_mb": knobs["partition_mb"],
+                "consensus_calls_per_iter": calls,
+                "consensus_s_per_iter": calls * self.consensus_s,
+                "layers": len(self.c.layers),
+                **self.plan_extra(),
+            },
+        )
 
     def plan_extra(self) -> dict:
         """What a variant adds to the plan facts: the GPU-side communication's overlap with the steady
         backward when the interference pass asks for it."""
         if self.chan.log is None:
             return {}
-        return gpu_comm_facts([self.chan], self.marks["bwd1"], self.marks["bwd1"] + self.marks.get(
-            "bwd", self.c.backward_total_s))
+        return gpu_comm_facts(
+            [self.chan], self.marks["bwd1"], self.marks["bwd1"] + self.marks.get("bwd", self.c.backward_total_s)
+        )

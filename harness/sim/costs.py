@@ -135,6 +135,7 @@ class Stack:
         """Whether communication and compute slow each other where they overlap (the models then log when
         their GPU-side communication runs: Outcome.plan `gpu_comm_overlap_s`, `gpu_comm_busy_s`)."""
         return bool(self.overlap_compute_slowdown or self.overlap_comm_slowdown)
+
     byteps: BytePSCosts | None = None
     """BytePS's pipeline, for the parameter-server methods the study ran on it; None = ddlbench's own
     parameter servers (harness/sim/ps.py)."""
@@ -168,9 +169,9 @@ PLAIN = Stack()
 
 OPTIMIZERS = {
     # per parameter tensor: (torch ops called from Python, fp32 passes over memory: tensors read + written)
-    "sgd": (1, 3),     # lr only (the study's scripts): p.add_(-lr, g) reads p and g, writes p
-    "adam": (7, 19),   # torch.optim.Adam (PyTorch 1.4), no weight decay: m.mul_.add_ (2+3), v.mul_.addcmul_
-                       # (2+4), denom = v.sqrt().add_(eps) (2+2), p.addcdiv_(m, denom) (4)
+    "sgd": (1, 3),  # lr only (the study's scripts): p.add_(-lr, g) reads p and g, writes p
+    "adam": (7, 19),  # torch.optim.Adam (PyTorch 1.4), no weight decay: m.mul_.add_ (2+3), v.mul_.addcmul_
+    # (2+4), denom = v.sqrt().add_(eps) (2+2), p.addcdiv_(m, denom) (4)
     "adamw": (7, 19),  # transformers 2.x AdamW at weight decay 0 (its default): the same seven ops
 }
 """What one optimizer step costs per parameter tensor, read off the optimizers' step() code."""

@@ -28,7 +28,7 @@ from harness.sim.model import Outcome
 
 if TYPE_CHECKING:  # annotations only
     from harness.sim.model import ComputeModel
-    from harness.sim.network import Cluster
+    from harness.sim.links import Cluster
 
 
 def dear_groups(layer_bytes: list[int], bucket_bytes: float, nearby_layers: int = 0) -> list[list[int]]:
@@ -55,9 +55,14 @@ def dear_groups(layer_bytes: list[int], bucket_bytes: float, nearby_layers: int 
 
 def half_collective(ab):
     """alpha/beta of a reduce-scatter or all-gather from an all-reduce's (see the module docstring)."""
-    return replace(ab, alpha_s=ab.alpha_s / 2, beta_s_per_byte=ab.beta_s_per_byte / 2,
-                   burst_bytes=ab.burst_bytes * 2, beta_peak_s_per_byte=ab.beta_peak_s_per_byte / 2,
-                   planning=None)
+    return replace(
+        ab,
+        alpha_s=ab.alpha_s / 2,
+        beta_s_per_byte=ab.beta_s_per_byte / 2,
+        burst_bytes=ab.burst_bytes * 2,
+        beta_peak_s_per_byte=ab.beta_peak_s_per_byte / 2,
+        planning=None,
+    )
 
 
 def padded(nbytes: int, workers: int, elem: int = 4) -> int:
@@ -105,6 +110,7 @@ class _DearRun:
                 while state["next"] >= 0 and missing[state["next"]] == 0:
                     issued[state["next"]] = self.collective(state["next"])
                     state["next"] -= 1
+
             for i in range(len(c.numels)):
                 sim.at(min(c.ready_s[i], c.backward_total_s), ready, i)
             yield c.backward_total_s
@@ -121,9 +127,14 @@ class _DearRun:
         self.sim.run()
         m, c = self.marks, self.c
         # iteration 1 runs from start1 to start2 (start2 is reached once forward 2 begins)
-        return Outcome(m["start2"] - m["start1"], m["fwd1"], c.backward_total_s, m["wait1"], 0.0,
-                       {"buckets": len(self.groups), "bucket_mb": [round(b / MB, 3) for b in self.bytes],
-                        "layers": len(c.layers)})
+        return Outcome(
+            m["start2"] - m["start1"],
+            m["fwd1"],
+            c.backward_total_s,
+            m["wait1"],
+            0.0,
+            {"buckets": len(self.groups), "bucket_mb": [round(b / MB, 3) for b in self.bytes], "layers": len(c.layers)},
+        )
 
 
 def dear(c: ComputeModel, cluster: Cluster, knobs: dict, p2p=None) -> Outcome:

@@ -76,6 +76,7 @@ class Sim:
             left[0] -= 1
             if left[0] == 0:
                 done.fire()
+
         for e in events:
             e.on_fire(one)
         return done
@@ -96,6 +97,7 @@ class Sim:
                 self.all_of(y).on_fire(lambda: self.at(0.0, step))
             else:
                 self.at(float(y), step)
+
         self.at(0.0, step)
         return finished
 
@@ -119,8 +121,15 @@ class Fifo:
 
     __slots__ = ("sim", "name", "free_at", "busy_s", "rate", "burst", "peak", "tokens", "t_tokens", "log")
 
-    def __init__(self, sim: Sim, name: str = "", rate: float = math.inf, burst: float = 0.0,
-                 peak: float = math.inf, log: bool = False):
+    def __init__(
+        self,
+        sim: Sim,
+        name: str = "",
+        rate: float = math.inf,
+        burst: float = 0.0,
+        peak: float = math.inf,
+        log: bool = False,
+    ):
         self.sim = sim
         self.name = name
         self.free_at = 0.0

@@ -30,7 +30,7 @@ from harness.sim.model import Outcome
 
 if TYPE_CHECKING:  # annotations only
     from harness.sim.model import ComputeModel
-    from harness.sim.network import Cluster
+    from harness.sim.links import Cluster
 
 _INDEX = re.compile(r"^\d+$")
 
@@ -46,7 +46,7 @@ def block_units(names: list[str]) -> list[str]:
         parts = name.split(".")
         for k, part in enumerate(parts):
             if k and _INDEX.match(part):
-                parent, child = ".".join(parts[:k]), ".".join(parts[:k + 1])
+                parent, child = ".".join(parts[:k]), ".".join(parts[: k + 1])
                 kids = children.setdefault(parent, [])
                 if child not in kids:
                     kids.append(child)
@@ -147,9 +147,18 @@ class _FsdpRun:
         self.sim.process(self.main())
         self.sim.run()
         m = self.marks
-        return Outcome(m["end"] - m["start"], m["bwd"] - m["start"], m["opt"] - m["bwd"], 0.0, m["end"] - m["opt"],
-                       {"units": self.U, "reshard_after_forward": int(self.reshard),
-                        "collective_mb_per_iter": round(self.sent / MB, 3)})
+        return Outcome(
+            m["end"] - m["start"],
+            m["bwd"] - m["start"],
+            m["opt"] - m["bwd"],
+            0.0,
+            m["end"] - m["opt"],
+            {
+                "units": self.U,
+                "reshard_after_forward": int(self.reshard),
+                "collective_mb_per_iter": round(self.sent / MB, 3),
+            },
+        )
 
 
 def fsdp(c: ComputeModel, cluster: Cluster, knobs: dict, p2p=None) -> Outcome:

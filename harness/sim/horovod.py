@@ -59,7 +59,14 @@ def horovod(c, cluster, knobs, p2p=None) -> Outcome:
         marks["opt"] = sim.now
         yield c.optimizer_s
         marks["end"] = sim.now
+
     sim.process(main())
     sim.run()
-    return Outcome(marks["end"] - marks["start"], c.forward_s, c.backward_total_s, marks["opt"] - marks["wait"],
-                   c.optimizer_s, {"fused_buffers": len(fused), "cycle_time_ms": knobs["cycle_time_ms"]})
+    return Outcome(
+        marks["end"] - marks["start"],
+        c.forward_s,
+        c.backward_total_s,
+        marks["opt"] - marks["wait"],
+        c.optimizer_s,
+        {"fused_buffers": len(fused), "cycle_time_ms": knobs["cycle_time_ms"]},
+    )

@@ -33,10 +33,12 @@ class LayerHooks:
     def __init__(self, own, params):
         self.on_layer = lambda j: None
         self.on_ready = lambda i: None
-        self.handles = [mod.register_forward_pre_hook(lambda _m, _a, j=j: self.on_layer(j))
-                        for j, (_, mod, _) in enumerate(own)]
-        self.handles += [p.register_post_accumulate_grad_hook(lambda _p, i=i: self.on_ready(i))
-                         for i, p in enumerate(params)]
+        self.handles = [
+            mod.register_forward_pre_hook(lambda _m, _a, j=j: self.on_layer(j)) for j, (_, mod, _) in enumerate(own)
+        ]
+        self.handles += [
+            p.register_post_accumulate_grad_hook(lambda _p, i=i: self.on_ready(i)) for i, p in enumerate(params)
+        ]
 
     def remove(self):
         for h in self.handles:
@@ -60,7 +62,7 @@ def forward_order_of(events: list[tuple[float, int]], n_layers: int) -> list[int
     first: dict[int, int] = {}
     for k, (_, j) in enumerate(events):
         first.setdefault(j, k)
-    ranked = sorted(range(n_layers), key=lambda j: (first.get(j, len(events) + j)))
+    ranked = sorted(range(n_layers), key=lambda j: first.get(j, len(events) + j))
     order = [0] * n_layers
     for pos, j in enumerate(ranked):
         order[j] = pos

@@ -86,15 +86,20 @@ class ComputeModel:
 
     def scaled(self, factor: float, batch: int | None = None, device: str | None = None) -> "ComputeModel":
         return replace(
-            self, ready_s=tuple(t * factor for t in self.ready_s), backward_total_s=self.backward_total_s * factor,
+            self,
+            ready_s=tuple(t * factor for t in self.ready_s),
+            backward_total_s=self.backward_total_s * factor,
             layer_forward_s=tuple(t * factor for t in self.layer_forward_s),
             layer_optimizer_s=tuple(t * factor for t in self.layer_optimizer_s),
-            batch=batch or self.batch, device=device or self.device)
+            batch=batch or self.batch,
+            device=device or self.device,
+        )
 
     def scaled_backward(self, factor: float) -> "ComputeModel":
         """The backward alone `factor` times as long (the gradients' ready times with it)."""
-        return replace(self, ready_s=tuple(t * factor for t in self.ready_s),
-                       backward_total_s=self.backward_total_s * factor)
+        return replace(
+            self, ready_s=tuple(t * factor for t in self.ready_s), backward_total_s=self.backward_total_s * factor
+        )
 
     def calibrated(self, samples_per_s: float, batch: int, device: str) -> "ComputeModel":
         """Scaled so that one worker runs `batch` samples at `samples_per_s`."""

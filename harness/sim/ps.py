@@ -15,7 +15,7 @@ from harness.grouping.cost import MB
 from harness.grouping.rules import assign_servers, partition
 from harness.sim.des import Event, Fifo, Sim
 from harness.sim.model import ELEM_BYTES
-from harness.sim.network import Cluster, Link
+from harness.sim.links import Cluster, Link
 
 SERVER_GBYTE_S = 10.0
 """A server's summing rate, GB of pushes read per second (the PS models' default `server_gbyte_s`)."""
@@ -55,13 +55,23 @@ class ParameterServers:
         self.sum_bw = server_gbyte_s * 1e9
         self.hybrid = bool(local_reduce) and self.g > 1
         self.intra_lat = cluster.intra.message_s
+
         def nic(name):
             return Fifo(sim, name, self.bw, link.burst_bytes, link.peak_bytes_per_s)
+
         # the shared host path of each worker node (into / out of host memory), when GPUs stage there
         hosts = self.nodes if self.colocated else 1
-        self.host = None if cluster.host is None else [
-            (Fifo(sim, f"node{n}-host-in", cluster.host.bytes_per_s),
-             Fifo(sim, f"node{n}-host-out", cluster.host.bytes_per_s)) for n in range(hosts)]
+        self.host = (
+            None
+            if cluster.host is None
+            else [
+                (
+                    Fifo(sim, f"node{n}-host-in", cluster.host.bytes_per_s),
+                    Fifo(sim, f"node{n}-host-out", cluster.host.bytes_per_s),
+                )
+                for n in range(hosts)
+            ]
+        )
         if self.colocated:
             self.n_up = [nic(f"node{n}-up") for n in range(self.nodes)]
             self.n_down = [nic(f"node{n}-down") for n in range(self.nodes)]
@@ -72,8 +82,10 @@ class ParameterServers:
         self.s_cpu = [Fifo(sim, f"server{s}-sum") for s in range(self.S)]
         # each worker's intra-node link, which carries the gathers and sends of the keys it owns (per
         # node; one node stands for all when the servers are dedicated), and the bytes each owns so far
-        self.intra = [[Fifo(sim, f"node{n}-worker{w}-intra", cluster.intra.bytes_per_s) for w in range(self.g)]
-                      for n in range(self.nodes if self.colocated else 1)]
+        self.intra = [
+            [Fifo(sim, f"node{n}-worker{w}-intra", cluster.intra.bytes_per_s) for w in range(self.g)]
+            for n in range(self.nodes if self.colocated else 1)
+        ]
         self.owned = [0.0] * self.g
 
     def staged(self, node: int, nbytes: float, end: float) -> float:
@@ -117,6 +129,7 @@ class ParameterServers:
                 self._colocated(nbytes, server, nbytes, self.nodes, sent, pulled)
             else:
                 self._dedicated(nbytes, server, nbytes, self.nodes, sent, pulled)
+
         gathered = max(self.staged(n, peers, link.reserve_bytes(peers)) for n, link in enumerate(links))
         sim.at(gathered + self.intra_lat - sim.now, push)
         return sent, done
@@ -132,6 +145,7 @@ class ParameterServers:
 
         def add():
             sim.at(self.s_cpu[server].reserve(self._server_s(copies, nbytes)) - sim.now, pull)
+
         out = self.staged(0, share, self.up.reserve_bytes(share))
         sim.at(out - sim.now, sent.fire)
         end = max(out, self.s_down[server].reserve_bytes(s_share)) + self.lat
@@ -161,6 +175,7 @@ class ParameterServers:
 
         def add():
             sim.at(self.s_cpu[server].reserve(self._server_s(copies, nbytes)) - sim.now, pull)
+
         sim.at(max(outs + [inn]) + lat - sim.now, add)
 
     def _server_s(self, copies: int, nbytes: float) -> float:
@@ -195,12 +210,20 @@ def _pushpull_s(cluster: Cluster, link, size: int, part: int, server_gbyte_s: fl
 
     def main():
         yield done
+
     sim.process(main())
     return sim.run()
 
 
-def ps_link_from_pushpull(times: dict[int, float], small_mean_s: float, cluster: Cluster, part: int,
-                          server_gbyte_s: float, burst_bytes: float = 0.0, peak_gbit_s: float = math.inf):
+def ps_link_from_pushpull(
+    times: dict[int, float],
+    small_mean_s: float,
+    cluster: Cluster,
+    part: int,
+    server_gbyte_s: float,
+    burst_bytes: float = 0.0,
+    peak_gbit_s: float = math.inf,
+):
     """The point-to-point link that makes the simulated parameter server reproduce a measured push-pull
     benchmark on `cluster`'s layout (workers, servers, where the servers sit): latency = half the mean
     small-message push-pull (a push and a pull), rate from the slope between the two largest sizes
@@ -213,12 +236,20 @@ def ps_link_from_pushpull(times: dict[int, float], small_mean_s: float, cluster:
         raise ValueError("need two push-pull sizes of at least two partitions")
     lat = small_mean_s / 2
     trial = Link("trial", 1.0, lat)
-    sim_slope = (_pushpull_s(cluster, trial, big[1], part, server_gbyte_s)
-                 - _pushpull_s(cluster, trial, big[0], part, server_gbyte_s)) / (big[1] - big[0])
+    sim_slope = (
+        _pushpull_s(cluster, trial, big[1], part, server_gbyte_s)
+        - _pushpull_s(cluster, trial, big[0], part, server_gbyte_s)
+    ) / (big[1] - big[0])
     measured_slope = (times[big[1]] - times[big[0]]) / (big[1] - big[0])
     if measured_slope <= 0:
         raise ValueError("push-pull times do not grow with the size")
     rate = sim_slope / measured_slope
-    return Link("commbench-pushpull", rate, lat,
-                f"fitted to push-pull times on {cluster.nodes} hosts x {cluster.workers_per_node}, "
-                f"{cluster.n_servers} server(s) {cluster.server_hosts}", burst_bytes, max(peak_gbit_s, rate))
+    return Link(
+        "commbench-pushpull",
+        rate,
+        lat,
+        f"fitted to push-pull times on {cluster.nodes} hosts x {cluster.workers_per_node}, "
+        f"{cluster.n_servers} server(s) {cluster.server_hosts}",
+        burst_bytes,
+        max(peak_gbit_s, rate),
+    )

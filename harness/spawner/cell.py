@@ -34,8 +34,9 @@ def _rank_env(cell: CellSpec, placement: Placement) -> dict:
     return env
 
 
-def launch_cell(cell: CellSpec, cell_dir: Path, placement: Placement | None = None,
-                module: str = WORKER_MODULE) -> Path:
+def launch_cell(
+    cell: CellSpec, cell_dir: Path, placement: Placement | None = None, module: str = WORKER_MODULE
+) -> Path:
     """Run every rank of `cell` (`python -m MODULE --cell cell.json --out cell_dir`); return the path of
     rank 0's result.json, or raise CellFailed."""
     placement = placement or Placement(nodes=cell.nodes)  # a multi-node cell on one box: its ranks say which "node"
@@ -51,9 +52,13 @@ def launch_cell(cell: CellSpec, cell_dir: Path, placement: Placement | None = No
     for r in range(world):
         env = _rank_env(cell, placement)
         env.update(
-            RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r % per_node if r < cell.workers else 0),
-            LOCAL_WORLD_SIZE=str(min(per_node, world)), GROUP_WORLD_SIZE=str(placement.nodes),
-            MASTER_ADDR=placement.master_addr, MASTER_PORT=str(port),
+            RANK=str(r),
+            WORLD_SIZE=str(world),
+            LOCAL_RANK=str(r % per_node if r < cell.workers else 0),
+            LOCAL_WORLD_SIZE=str(min(per_node, world)),
+            GROUP_WORLD_SIZE=str(placement.nodes),
+            MASTER_ADDR=placement.master_addr,
+            MASTER_PORT=str(port),
             NODE_RANK=str(r // per_node if r < cell.workers else 0),
         )
         if r < len(placement.envs):
@@ -71,7 +76,9 @@ def place_one_box(cell: CellSpec) -> CellSpec:
     """A cell as one box places it: refused when it asks for dedicated server hosts, since no host of one box
     is spare (docs/ARCHITECTURE.md, "Server placement")."""
     if cell.servers and getattr(cell, "server_hosts", "auto") == "dedicated":
-        raise UserError("--server-hosts dedicated needs a host without workers, and one box has none: run on "
-                        "the testbed (--testbed, `testbed:` in the sweep file) or in a Slurm allocation with a "
-                        "spare node, or use --server-hosts colocated/auto")
+        raise UserError(
+            "--server-hosts dedicated needs a host without workers, and one box has none: run on "
+            "the testbed (--testbed, `testbed:` in the sweep file) or in a Slurm allocation with a "
+            "spare node, or use --server-hosts colocated/auto"
+        )
     return cell

@@ -25,8 +25,13 @@ from harness.warm import spawn
 from harness.warm.spawn import RankStart
 
 
-def run_ranks(cell: CellSpec, cell_dir: Path, ranks: dict[int, RankStart],
-              abort: Callable[[], str | None] = lambda: None, poll_s: float = 0.05) -> None:
+def run_ranks(
+    cell: CellSpec,
+    cell_dir: Path,
+    ranks: dict[int, RankStart],
+    abort: Callable[[], str | None] = lambda: None,
+    poll_s: float = 0.05,
+) -> None:
     """Start each rank (its output in CELL_DIR/rank<r>.log, in a session of its own; warm or cold,
     warm/spawn.py) and hand them to the one supervisor until they all exit; CellFailed when one fails,
     the cell times out, or `abort()` gives a reason. Every rank started here is killed when this returns
@@ -46,18 +51,31 @@ def run_ranks(cell: CellSpec, cell_dir: Path, ranks: dict[int, RankStart],
             log.close()
 
 
-def _watch(procs: dict[int, subprocess.Popen], timeout_s: float, cell_dir: Path,
-           abort: Callable[[], str | None] = lambda: None, poll_s: float = 0.05) -> None:
+def _watch(
+    procs: dict[int, subprocess.Popen],
+    timeout_s: float,
+    cell_dir: Path,
+    abort: Callable[[], str | None] = lambda: None,
+    poll_s: float = 0.05,
+) -> None:
     """The ranks under the one supervisor (procs/supervisor.py); CellFailed when the cell fails."""
+
     def died(r: int):
         return lambda code: Ended(with_rank_error(f"rank {r} died ({how(code)})", cell_dir, r), r)
 
     def timed_out(running: list[Proc]) -> Ended:
         left = [int(p.name.split()[1]) for p in running]
         return Ended(f"timed out after {timeout_s:g} s with rank(s) {left} still running", left[0])
+
     try:
-        watch([Proc(p, f"rank {r}", f"rank{r}.log", died(r)) for r, p in procs.items()], timeout_s, cell_dir,
-              timed_out, abort=abort, poll_s=poll_s)
+        watch(
+            [Proc(p, f"rank {r}", f"rank{r}.log", died(r)) for r, p in procs.items()],
+            timeout_s,
+            cell_dir,
+            timed_out,
+            abort=abort,
+            poll_s=poll_s,
+        )
     except Ended as e:
         first = e.rank if e.rank is not None else min(procs, default=None)
         raise CellFailed(e.reason, log_tail(cell_dir, first=first) if first is not None else "") from None

@@ -43,8 +43,10 @@ def lease(what: str):
         f.seek(0)
         holder = f.read().strip() or "another process"
         f.close()
-        raise UserError(f"the emulated testbed is in use by {holder}: there is one per machine; wait for "
-                        f"that run to finish (or stop it) and try again") from None
+        raise UserError(
+            f"the emulated testbed is in use by {holder}: there is one per machine; wait for "
+            f"that run to finish (or stop it) and try again"
+        ) from None
     f.seek(0)
     f.truncate()
     f.write(f"pid {os.getpid()} ({what})")

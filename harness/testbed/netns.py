@@ -23,7 +23,11 @@ import time
 from harness.core.errors import UserError
 from harness.testbed import state as st
 from harness.testbed.checks import (  # noqa: F401  (part of this module's interface)
-    MAX_MEANINGFUL_RATE_MBIT, MIN_RATE_MBIT, check_request, check_system, parse_rate,
+    MAX_MEANINGFUL_RATE_MBIT,
+    MIN_RATE_MBIT,
+    check_request,
+    check_system,
+    parse_rate,
 )
 from harness.testbed.lease import _locked, lease, lease_holder  # noqa: F401  (part of this interface)
 from harness.testbed.state import TestbedState
@@ -72,8 +76,7 @@ def _build(s: TestbedState) -> None:
         _run(["ip", "netns", "add", h.netns])
         _run(["ip", "-n", h.netns, "link", "set", "lo", "up"])
         # Both ends are created directly in their namespaces: nothing ever appears in the root namespace.
-        _run(["ip", "-n", sw, "link", "add", h.bridge_port, "type", "veth",
-              "peer", "name", h.ifname, "netns", h.netns])
+        _run(["ip", "-n", sw, "link", "add", h.bridge_port, "type", "veth", "peer", "name", h.ifname, "netns", h.netns])
         _run(["ip", "-n", sw, "link", "set", h.bridge_port, "master", s.bridge])
         _run(["ip", "-n", h.netns, "addr", "add", f"{h.addr}/24", "dev", h.ifname])
         _run(["tc", "-n", h.netns, "qdisc", "replace", "dev", h.ifname, *tbf])  # host -> switch
@@ -95,8 +98,11 @@ def _is_live(s: TestbedState) -> bool:
         return False
     want = round(s.rate_mbit * 1e6 / 8)
     for h in s.hosts:
-        addrs = [a.get("local") for d in _json(["ip", "-n", h.netns, "-j", "addr", "show", "dev", h.ifname])
-                 for a in d.get("addr_info", [])]
+        addrs = [
+            a.get("local")
+            for d in _json(["ip", "-n", h.netns, "-j", "addr", "show", "dev", h.ifname])
+            for a in d.get("addr_info", [])
+        ]
         if h.addr not in addrs:
             return False
         for ns, dev in ((h.netns, h.ifname), (s.switch_netns, h.bridge_port)):

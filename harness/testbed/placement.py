@@ -39,8 +39,10 @@ def nodes_for(workers: int, hosts: int) -> int:
 
 def check_policy(policy: str) -> str:
     if policy not in POLICIES:
-        raise UserError(f"unknown placement {policy!r}: use one of {', '.join(POLICIES)} "
-                        f"(`placement:` under `testbed:` in the sweep file)")
+        raise UserError(
+            f"unknown placement {policy!r}: use one of {', '.join(POLICIES)} "
+            f"(`placement:` under `testbed:` in the sweep file)"
+        )
     return policy
 
 
@@ -66,23 +68,30 @@ def server_hosts(servers: int, nodes: int, hosts: int, mode: str = "auto") -> li
     """Host index of each parameter server: the spare hosts (hosts nodes..hosts-1) when `mode` is dedicated,
     or auto and there are spare hosts; else the worker hosts, server j on host j mod nodes. Pure."""
     spare = hosts - nodes
-    where = server_placement(CellSpec(workload="-", scheme="-", servers=servers, server_hosts=mode), spare,
-                             f"a testbed of {hosts} hosts with workers on {nodes}")
+    where = server_placement(
+        CellSpec(workload="-", scheme="-", servers=servers, server_hosts=mode),
+        spare,
+        f"a testbed of {hosts} hosts with workers on {nodes}",
+    )
     if where == "dedicated":
         return [nodes + j % spare for j in range(servers)]
     return [j % nodes for j in range(servers)]
 
 
-def rank_hosts(workers: int, servers: int, nodes: int, hosts: int, policy: str = "round-robin",
-               mode: str = "auto") -> list[int]:
+def rank_hosts(
+    workers: int, servers: int, nodes: int, hosts: int, policy: str = "round-robin", mode: str = "auto"
+) -> list[int]:
     """Host index of every rank (workers first, then servers), checked against the testbed; `mode` is the
     cell's server_hosts. Pure."""
     if not 1 <= nodes <= hosts:
-        raise UserError(f"the cell spans {nodes} nodes but the testbed has {hosts} hosts; bring up a "
-                        f"bigger testbed (`ddlbench testbed up --hosts {nodes}`) or use fewer nodes")
+        raise UserError(
+            f"the cell spans {nodes} nodes but the testbed has {hosts} hosts; bring up a "
+            f"bigger testbed (`ddlbench testbed up --hosts {nodes}`) or use fewer nodes"
+        )
     if nodes > workers:
-        raise UserError(f"{nodes} nodes for {workers} worker(s) would leave a host without a worker; "
-                        f"use at most {workers} nodes")
+        raise UserError(
+            f"{nodes} nodes for {workers} worker(s) would leave a host without a worker; use at most {workers} nodes"
+        )
     return worker_hosts(workers, nodes, policy) + server_hosts(servers, nodes, hosts, mode)
 
 
@@ -90,16 +99,23 @@ def check_device(cell: CellSpec, gpus: int) -> None:
     """A CUDA cell on the testbed needs a GPU of its own for every worker (ranks in different namespaces
     must not share one); otherwise the testbed runs CPU cells. Pure."""
     if cell.device == "cuda" and cell.workers > gpus:
-        raise UserError(f"{cell.workers} CUDA workers on the testbed need a GPU each, and this machine has "
-                        f"{gpus}; run the testbed with --device cpu or fewer workers")
+        raise UserError(
+            f"{cell.workers} CUDA workers on the testbed need a GPU each, and this machine has "
+            f"{gpus}; run the testbed with --device cpu or fewer workers"
+        )
 
 
 def gpu_env(worker: int, netns: str) -> dict[str, str]:
     """What a CUDA worker on emulated host `netns` needs so that its traffic crosses the shaped links: its
     own GPU, and NCCL told that hosts differ (NCCL_HOSTID; by default every namespace looks like the same
     host) and to use sockets only (no peer-to-peer, shared memory or InfiniBand between "hosts"). Pure."""
-    return {"CUDA_VISIBLE_DEVICES": str(worker), "NCCL_HOSTID": netns, "NCCL_P2P_DISABLE": "1",
-            "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1"}
+    return {
+        "CUDA_VISIBLE_DEVICES": str(worker),
+        "NCCL_HOSTID": netns,
+        "NCCL_P2P_DISABLE": "1",
+        "NCCL_SHM_DISABLE": "1",
+        "NCCL_IB_DISABLE": "1",
+    }
 
 
 def testbed_placement(cell: CellSpec, state: TestbedState, policy: str = "round-robin") -> Placement:
@@ -111,9 +127,14 @@ def testbed_placement(cell: CellSpec, state: TestbedState, policy: str = "round-
         ifname = state.hosts[h].ifname
         env = {var: ifname for var in IFNAME_VARS}
         # The local launcher derives these assuming blocked workers on cell.nodes hosts; state the truth.
-        env.update(NODE_RANK=str(h), GROUP_RANK=str(h), LOCAL_RANK=str(here.index(r)),
-                   LOCAL_WORLD_SIZE=str(len(here)), GROUP_WORLD_SIZE=str(len(set(hosts))),
-                   DDLBENCH_TESTBED_HOST=state.hosts[h].netns)
+        env.update(
+            NODE_RANK=str(h),
+            GROUP_RANK=str(h),
+            LOCAL_RANK=str(here.index(r)),
+            LOCAL_WORLD_SIZE=str(len(here)),
+            GROUP_WORLD_SIZE=str(len(set(hosts))),
+            DDLBENCH_TESTBED_HOST=state.hosts[h].netns,
+        )
         if cell.device == "cuda" and r < cell.workers:
             env.update(gpu_env(r, state.hosts[h].netns), LOCAL_RANK="0")  # its one visible GPU
         envs.append(env)
@@ -131,15 +152,22 @@ def testbed_up() -> TestbedState:
     netns.check_system()
     s = netns.status()
     if s is None:
-        raise UserError("--testbed needs a testbed that is up, and none is: start one with "
-                        "`ddlbench testbed up --hosts 2 --rate 500mbit`")
+        raise UserError(
+            "--testbed needs a testbed that is up, and none is: start one with "
+            "`ddlbench testbed up --hosts 2 --rate 500mbit`"
+        )
     return s
 
 
 def describe(cell: CellSpec, state: TestbedState, policy: str = "round-robin") -> dict:
     """What the result records about where the ranks ran (rank -> host namespace)."""
     hosts = rank_hosts(cell.workers, cell.servers, cell.nodes, len(state.hosts), policy, cell.server_hosts)
-    return {"testbed_hosts": len(state.hosts), "rate_mbit": state.rate_mbit, "placement": policy,
-            "rank_hosts": [state.hosts[h].netns for h in hosts],
-            "server_hosts": "dedicated" if any(h >= cell.nodes for h in hosts[cell.workers:]) else
-                            ("colocated" if cell.servers else "")}
+    return {
+        "testbed_hosts": len(state.hosts),
+        "rate_mbit": state.rate_mbit,
+        "placement": policy,
+        "rank_hosts": [state.hosts[h].netns for h in hosts],
+        "server_hosts": "dedicated"
+        if any(h >= cell.nodes for h in hosts[cell.workers :])
+        else ("colocated" if cell.servers else ""),
+    }

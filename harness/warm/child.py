@@ -156,11 +156,16 @@ def redirect(log_fd: int) -> None:
     os.dup2(log_fd, 2)
     os.close(log_fd)
     encoding = sys.__stdout__.encoding if sys.__stdout__ else "utf-8"
-    sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding=encoding,
-                                                   line_buffering=True, write_through=True)
-    sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding=encoding,
-                                                   errors="backslashreplace", line_buffering=True,
-                                                   write_through=True)
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False), encoding=encoding, line_buffering=True, write_through=True
+    )
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False),
+        encoding=encoding,
+        errors="backslashreplace",
+        line_buffering=True,
+        write_through=True,
+    )
 
 
 def set_threads(environ) -> None:

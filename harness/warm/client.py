@@ -71,7 +71,7 @@ def remove_stale_dirs(root: str | None = None) -> list[str]:
     except OSError:
         return removed
     for name in names:
-        pid = name[len(DIR_PREFIX):].split("-", 1)[0]
+        pid = name[len(DIR_PREFIX) :].split("-", 1)[0]
         if not pid.isdigit() or os.path.exists(f"/proc/{pid}"):  # this driver's own included
             continue
         shutil.rmtree(os.path.join(root, name), ignore_errors=True)
@@ -82,8 +82,14 @@ def remove_stale_dirs(root: str | None = None) -> list[str]:
 class WarmPool:
     """A zygote for this driver, and the ranks it forked."""
 
-    def __init__(self, env: dict | None = None, preload: tuple[str, ...] = (),
-                 ready_timeout_s: float = READY_TIMEOUT_S, log_path: str | Path | None = None, wait: bool = True):
+    def __init__(
+        self,
+        env: dict | None = None,
+        preload: tuple[str, ...] = (),
+        ready_timeout_s: float = READY_TIMEOUT_S,
+        log_path: str | Path | None = None,
+        wait: bool = True,
+    ):
         """Start the zygote; with `wait`, return once it is ready, else at once (it imports while the
         driver goes on; the first `spawn` waits for it)."""
         remove_stale_dirs()
@@ -97,8 +103,14 @@ class WarmPool:
             argv += ["--preload", name]
         self._t0, self._ready_timeout_s = time.monotonic(), ready_timeout_s
         with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen(orphan_proof(argv), stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, env=zygote_env(env), start_new_session=True)
+            self.proc = subprocess.Popen(
+                orphan_proof(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=zygote_env(env),
+                start_new_session=True,
+            )
         self.pid = self.proc.pid
         if wait:
             self._handshake()
@@ -153,8 +165,15 @@ class WarmPool:
         """Whether the zygote still serves (False once it died or the pool was closed)."""
         return not self._closed and self.proc.poll() is None and not (self.link and self.link.dead)
 
-    def spawn(self, module: str, args: list[str], env: dict, log_path: str | Path, netns: str | None = None,
-              cwd: str | Path | None = None) -> WarmProc:
+    def spawn(
+        self,
+        module: str,
+        args: list[str],
+        env: dict,
+        log_path: str | Path,
+        netns: str | None = None,
+        cwd: str | Path | None = None,
+    ) -> WarmProc:
         """Fork a rank running `module.main(args)` with exactly `env`, its output in `log_path` (truncated),
         inside the network namespace file `netns` if given, in `cwd` (default: this process's)."""
         if self.alive:

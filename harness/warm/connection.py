@@ -141,15 +141,33 @@ class ZygoteConnection:
     def _send(self, req: dict) -> None:
         self.sock.sendall((json.dumps(req) + "\n").encode())
 
-    def spawn(self, module: str, args: list[str], env: dict, log_path: str | Path, netns: str | None = None,
-              cwd: str | Path | None = None, inherit: bool = False, unset: tuple = ()) -> WarmProc:
+    def spawn(
+        self,
+        module: str,
+        args: list[str],
+        env: dict,
+        log_path: str | Path,
+        netns: str | None = None,
+        cwd: str | Path | None = None,
+        inherit: bool = False,
+        unset: tuple = (),
+    ) -> WarmProc:
         """Fork a rank running `module.main(args)` with exactly `env` (with `inherit`: the zygote's own
         environment updated by `env`, less `unset`), its output in `log_path` (truncated), inside the
         network namespace file `netns` if given, in `cwd` (default: this process's)."""
         proc = WarmProc([module, *args], self)
-        req = {"op": "spawn", "module": module, "argv": [str(a) for a in args], "env": dict(env),
-               "log": os.path.abspath(log_path), "netns": netns, "cwd": os.path.abspath(cwd or os.getcwd()),
-               "inherit": inherit, "unset": list(unset), "ignored": ignored_signals()}
+        req = {
+            "op": "spawn",
+            "module": module,
+            "argv": [str(a) for a in args],
+            "env": dict(env),
+            "log": os.path.abspath(log_path),
+            "netns": netns,
+            "cwd": os.path.abspath(cwd or os.getcwd()),
+            "inherit": inherit,
+            "unset": list(unset),
+            "ignored": ignored_signals(),
+        }
         with self._lock:
             if self._dead:
                 raise PoolDead(self._dead)

@@ -30,6 +30,7 @@ from harness.procs.argv import WORKER_MODULE, python_argv
 from harness.procs.env import RANK_START_VAR
 from harness.procs.trampoline import orphan_proof
 from harness.warm.client import PoolDead, WarmPool
+
 _NSENTER = "nsenter"
 T = TypeVar("T")
 
@@ -160,5 +161,10 @@ def start(rank: RankStart, log_path: Path, log) -> subprocess.Popen:
             return block.get().spawn(rank.module, list(rank.args), env, log_path, netns=netns_of(rank.prefix))
         except PoolDead:  # died between the check and the spawn: one more try with a new zygote
             return block.get().spawn(rank.module, list(rank.args), env, log_path, netns=netns_of(rank.prefix))
-    return subprocess.Popen(rank.argv(), stdout=log, stderr=subprocess.STDOUT, env={**rank.env, RANK_START_VAR: "cold"},
-                            start_new_session=True)
+    return subprocess.Popen(
+        rank.argv(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**rank.env, RANK_START_VAR: "cold"},
+        start_new_session=True,
+    )

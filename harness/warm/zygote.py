@@ -9,8 +9,8 @@ import as they build, where installed) and the `--preload` modules its command l
 point `harness.rank.worker`, with the backends, schemes and workloads it imports (warm/client.zygote_argv).
 Those are named by whoever starts the zygote, as `python -m` names a process's program, so this module
 names no module above its layer (scripts/check_imports.py, RUN_TIME_LOADS); it runs nothing of theirs but
-their module-level code. The module a request names is imported and run the same way, in the child. It never initialises CUDA and runs no torch op: no OpenMP
-pool and no device context exist to be inherited by a fork.
+their module-level code. The module a request names is imported and run the same way, in the child. It never initialises
+CUDA and runs no torch op: no OpenMP pool and no device context exist to be inherited by a fork.
 
 Then it listens on the Unix socket PATH for its one client (the driver's WarmPool); or, with `--tcp`, on
 a TCP port of every address of its node, announced in DIR/zygote.NODE.json, for the one client that first
@@ -26,9 +26,9 @@ A spawn's environment is exactly `env`, or with `inherit` the zygote's own as it
 the task on its node: SLURM_*, CUDA_VISIBLE_DEVICES) updated by `env`, less the `unset` names.
 Each spawn forks a child that becomes a rank (harness/warm/child.py). The zygote's own work runs in one
 thread (a fork copies only the calling one; the libraries' threads, e.g. pyarrow's jemalloc background
-thread, handle a fork themselves, and numpy's BLAS pool is kept to one thread: client.zygote_env), reaps its children on SIGCHLD, and when its client goes away
-(or on SIGTERM) kills every child's process group and exits. It runs behind the parent-death
-trampoline (procs/trampoline.orphan_proof), so it dies with the driver, and its children die with it.
+thread, handle a fork themselves, and numpy's BLAS pool is kept to one thread: client.zygote_env), reaps its children on
+SIGCHLD, and when its client goes away (or on SIGTERM) kills every child's process group and exits. It runs behind the
+parent-death trampoline (procs/trampoline.orphan_proof), so it dies with the driver, and its children die with it.
 """
 
 from __future__ import annotations
@@ -49,8 +49,12 @@ from harness.warm.listen import TOKEN_VAR, accept_tcp, accept_unix
 
 PRELOAD = ("torch",)
 """Imported once by every zygote, whatever it is told to pre-load besides (`--preload`)."""
-PRELOAD_OPTIONAL = ("transformers", "transformers.models.bert.modeling_bert", "transformers.models.gpt2.modeling_gpt2",
-                    "torch.profiler")
+PRELOAD_OPTIONAL = (
+    "transformers",
+    "transformers.models.bert.modeling_bert",
+    "transformers.models.gpt2.modeling_gpt2",
+    "torch.profiler",
+)
 """Imported when they can be: what the workloads (bert, gpt2) and the tracer import only as they build a
 model; without them a forked rank still spends about a second importing them."""
 CHILD_SETUP_S = 30.0
@@ -163,8 +167,13 @@ class Zygote:
         pid = os.fork()
         if pid == 0:  # the child: never returns
             os.close(status_r)
-            become_rank(req, log_fd, status_w, zygote_pid=me,
-                        inherited=(self.conn.fileno(), self.wake_r, self.wake_w, self.sel.fileno()))
+            become_rank(
+                req,
+                log_fd,
+                status_w,
+                zygote_pid=me,
+                inherited=(self.conn.fileno(), self.wake_r, self.wake_w, self.sel.fileno()),
+            )
         os.close(status_w)
         os.close(log_fd)
         error, deadline = b"", time.monotonic() + CHILD_SETUP_S
@@ -232,8 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.warm.zygote")
     where = ap.add_mutually_exclusive_group(required=True)
     where.add_argument("--socket", help="Unix socket path to serve on (one client)")
-    where.add_argument("--tcp", metavar="DIR", help="serve on a TCP port announced in DIR (one client, with "
-                                                    f"the token in {TOKEN_VAR})")
+    where.add_argument(
+        "--tcp", metavar="DIR", help=f"serve on a TCP port announced in DIR (one client, with the token in {TOKEN_VAR})"
+    )
     ap.add_argument("--preload", action="append", default=[], help="another module to import up front")
     a = ap.parse_args(argv)
     token = os.environ.pop(TOKEN_VAR, "")
@@ -249,8 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     conn = client(a, token)
     zygote = Zygote(conn, own_env)
     try:
-        zygote.send({"ready": True, "pid": os.getpid(), "preloaded": loaded, "import_s": import_s,
-                     "threads": threads})
+        zygote.send({"ready": True, "pid": os.getpid(), "preloaded": loaded, "import_s": import_s, "threads": threads})
         zygote.serve()
     except (BrokenPipeError, ConnectionResetError):
         pass

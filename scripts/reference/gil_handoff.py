@@ -32,8 +32,8 @@ it back - and times the wait for the GIL:
     python scripts/reference/gil_handoff.py [--quick] [--out FILE.json]
 
 It grounds the GIL and plugin inputs of the study's cluster (harness/study/inputs.py: `gil_forced_s`,
-`gil_handoff_s`, `bs_task_py_s`, `bs_done_py_s`, `bs_scan_step_s`, `fwd_gil_per_layer`) as measurements of *this* host and this
-CPython (the study ran CPython 3.6, whose interpreter is slower: the inputs keep ranges). Run it with nothing
+`gil_handoff_s`, `bs_task_py_s`, `bs_done_py_s`, `bs_scan_step_s`, `fwd_gil_per_layer`) as measurements of *this* host
+and this CPython (the study ran CPython 3.6, whose interpreter is slower: the inputs keep ranges). Run it with nothing
 else on the machine (check `uptime`): on a loaded core every wake-up also waits for the CPU.
 """
 
@@ -56,8 +56,8 @@ from torch.overrides import TorchFunctionMode
 
 from workloads import WORKLOADS
 
-LIBC_RELEASE = ctypes.CDLL(None)   # ctypes.CDLL releases the GIL around the call
-LIBC_KEEP = ctypes.PyDLL(None)     # ctypes.PyDLL keeps it, as a pybind11 function without gil_scoped_release
+LIBC_RELEASE = ctypes.CDLL(None)  # ctypes.CDLL releases the GIL around the call
+LIBC_KEEP = ctypes.PyDLL(None)  # ctypes.PyDLL keeps it, as a pybind11 function without gil_scoped_release
 _LOG = logging.getLogger("ByteScheduler")
 """The plugin's logger at its default level: its debug calls format their text and return."""
 SWITCH_MS = (0.5, 1.0, 2.0, 5.0, 10.0)
@@ -97,8 +97,13 @@ def handoff(switch_ms: float, keep: bool, spinners: int, n: int) -> dict:
     for t in threads:
         t.join()
     sys.setswitchinterval(old)
-    return {"switch_ms": switch_ms, "poll": "keeps GIL" if keep else "releases GIL", "spinners": spinners,
-            "n": n, **_stats(waits)}
+    return {
+        "switch_ms": switch_ms,
+        "poll": "keeps GIL" if keep else "releases GIL",
+        "spinners": spinners,
+        "n": n,
+        **_stats(waits),
+    }
 
 
 def drain(switch_ms: float, done_ms: float, n: int) -> dict:
@@ -124,7 +129,7 @@ def drain(switch_ms: float, done_ms: float, n: int) -> dict:
         t0 = time.perf_counter()
         LIBC_RELEASE.usleep(C_WORK_US)
         waits.append(time.perf_counter() - t0 - C_WORK_US * 1e-6)
-        q.put(time.perf_counter() + done_ms / 1000)        # the hook: allreduce_async_ and the queue put
+        q.put(time.perf_counter() + done_ms / 1000)  # the hook: allreduce_async_ and the queue put
     while not q.empty():
         time.sleep(0.001)
     q.put(None)
@@ -144,6 +149,7 @@ def autograd_hooks(switch_ms: float, width: int, trials: int, layers: int = 40, 
 
     def hook(*_):  # a little Python, as a hook that hands a tensor over does
         sum(range(10))
+
     for p in model.parameters():  # the plugin's registration: ScheduledOptimizer._register_hooks
         acc = p.expand_as(p).grad_fn.next_functions[0][0]
         acc.register_hook(hook)
@@ -173,10 +179,17 @@ def autograd_hooks(switch_ms: float, width: int, trials: int, layers: int = 40, 
     sys.setswitchinterval(old)
     intervals = [w / (switch_ms / 1000) for w in per_hook]
     convoy = [w for w in intervals if w > 0.5]
-    return {"switch_ms": switch_ms, "width": width, "layers": layers, "trials": trials,
-            "backward_alone_per_layer_s": alone / layers, "per_hook_intervals": intervals,
-            "convoy_share": len(convoy) / trials, "convoy_intervals_per_hook": statistics.median(convoy) if convoy else 0.0,
-            "mean_intervals_per_hook": statistics.fmean(intervals)}
+    return {
+        "switch_ms": switch_ms,
+        "width": width,
+        "layers": layers,
+        "trials": trials,
+        "backward_alone_per_layer_s": alone / layers,
+        "per_hook_intervals": intervals,
+        "convoy_share": len(convoy) / trials,
+        "convoy_intervals_per_hook": statistics.median(convoy) if convoy else 0.0,
+        "mean_intervals_per_hook": statistics.fmean(intervals),
+    }
 
 
 class _Task:
@@ -291,14 +304,21 @@ def _stats(xs: list[float]) -> dict:
 def run(quick: bool = False) -> dict:
     n = 15 if quick else 200
     switches = (1.0, 5.0) if quick else SWITCH_MS
-    out = {"command": "python scripts/reference/gil_handoff.py" + (" --quick" if quick else ""),
-           "python": platform.python_version(), "torch": torch.__version__, "cpus": os.cpu_count(),
-           "load_before": os.getloadavg()[0], "c_work_us": C_WORK_US, "handoff": [], "drain": []}
+    out = {
+        "command": "python scripts/reference/gil_handoff.py" + (" --quick" if quick else ""),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpus": os.cpu_count(),
+        "load_before": os.getloadavg()[0],
+        "c_work_us": C_WORK_US,
+        "handoff": [],
+        "drain": [],
+    }
     for sw in switches:
         for keep in (True, False):
-            for spinners in ((1,) if quick else (1, 2)):
+            for spinners in (1,) if quick else (1, 2):
                 out["handoff"].append(handoff(sw, keep, spinners, n))
-    for done_ms in ((2.0,) if quick else (0.5, 2.0, 10.0)):
+    for done_ms in (2.0,) if quick else (0.5, 2.0, 10.0):
         out["drain"].append(drain(5.0, done_ms, n))
     out["autograd"] = [autograd_hooks(5.0, w, 3 if quick else 20) for w in ((64,) if quick else (64, 256))]
     out["python_costs"] = python_costs(5 if quick else 30)
@@ -314,15 +334,21 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     res = run(a.quick)
     for h in res["handoff"]:
-        print(f"handoff  switch {h['switch_ms']:>4} ms  poll {h['poll']:<13} spinners {h['spinners']}: "
-              f"wait median {h['median_s'] * 1e3:.3f} ms  p10 {h['p10_s'] * 1e3:.3f}  p90 {h['p90_s'] * 1e3:.3f}")
+        print(
+            f"handoff  switch {h['switch_ms']:>4} ms  poll {h['poll']:<13} spinners {h['spinners']}: "
+            f"wait median {h['median_s'] * 1e3:.3f} ms  p10 {h['p10_s'] * 1e3:.3f}  p90 {h['p90_s'] * 1e3:.3f}"
+        )
     for d in res["drain"]:
-        print(f"drain    switch {d['switch_ms']} ms  in flight {d['done_ms']} ms: wait median "
-              f"{d['median_s'] * 1e3:.3f} ms  mean {d['mean_s'] * 1e3:.3f}")
+        print(
+            f"drain    switch {d['switch_ms']} ms  in flight {d['done_ms']} ms: wait median "
+            f"{d['median_s'] * 1e3:.3f} ms  mean {d['mean_s'] * 1e3:.3f}"
+        )
     for g in res["autograd"]:
-        print(f"autograd switch {g['switch_ms']} ms, {g['backward_alone_per_layer_s'] * 1e6:.0f} us a layer: "
-              f"convoy in {g['convoy_share']:.0%} of {g['trials']} trials, {g['convoy_intervals_per_hook']:.2f} "
-              f"intervals a hook inside one; mean {g['mean_intervals_per_hook']:.2f}")
+        print(
+            f"autograd switch {g['switch_ms']} ms, {g['backward_alone_per_layer_s'] * 1e6:.0f} us a layer: "
+            f"convoy in {g['convoy_share']:.0%} of {g['trials']} trials, {g['convoy_intervals_per_hook']:.2f} "
+            f"intervals a hook inside one; mean {g['mean_intervals_per_hook']:.2f}"
+        )
     for k, v in res["python_costs"].items():
         print(f"python   {k}: {v * 1e6:.2f} us")
     for k, v in res["forward"].items():

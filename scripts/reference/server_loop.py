@@ -47,10 +47,10 @@ def _worker(port: int, size: int, rounds: int) -> None:
     data = np.ones(size // 4, dtype=np.float32).tobytes()
     back = bytearray(size)
     for _ in range(rounds):
-        c.sendall(data)                                     # push
-        _recv_exact(c, memoryview(bytearray(1)))            # its ack
-        c.sendall(b"p")                                     # pull request
-        _recv_exact(c, memoryview(back))                    # the sum
+        c.sendall(data)  # push
+        _recv_exact(c, memoryview(bytearray(1)))  # its ack
+        c.sendall(b"p")  # pull request
+        _recv_exact(c, memoryview(back))  # the sum
     c.close()
 
 
@@ -81,13 +81,13 @@ def round_s(size: int, workers: int, rounds: int) -> float:
     one = memoryview(bytearray(1))
     t0 = time.perf_counter()
     for _ in range(rounds):
-        for k, c in enumerate(conns):                       # pushes, in arrival order per connection
+        for k, c in enumerate(conns):  # pushes, in arrival order per connection
             _recv_exact(c, views[k])
             c.sendall(b"a")
             if k:
-                bufs[0].add_(bufs[k])                       # n - 1 sums into the first push
-        store.copy_(bufs[0])                                # the merged copy into the store
-        for c in conns:                                     # pulls, answered from the store
+                bufs[0].add_(bufs[k])  # n - 1 sums into the first push
+        store.copy_(bufs[0])  # the merged copy into the store
+        for c in conns:  # pulls, answered from the store
             _recv_exact(c, one)
             c.sendall(store_view)
     dt = (time.perf_counter() - t0) / rounds
@@ -134,15 +134,26 @@ def main(argv=None) -> int:
     x = np.array([[msgs, 2 * a.workers * s] for s, _ in rows], dtype=float)
     y = np.array([t for _, t in rows])
     (per_msg, per_byte), *_ = np.linalg.lstsq(x, y, rcond=None)
-    sums = {t: statistics.median(sum_gbyte_s(4096000, t) for _ in range(a.reps)) for t in sorted({1, os.cpu_count() or 1})}
-    out = {"load_before": load, "workers": a.workers, "rounds_s": {str(s): t for s, t in rows},
-           "per_message_s": float(per_msg), "per_byte_s": float(per_byte),
-           "server_gbyte_s_through_tcp": float(1 / per_byte / 1e9) if per_byte > 0 else None,
-           "sum_gbyte_s": {str(t): v for t, v in sums.items()}, "cpu_count": os.cpu_count(),
-           "torch": torch.__version__}
-    print(f"fit: {per_msg * 1e6:.1f} us per message, {per_byte * 1e9:.3f} ns per byte moved through the server "
-          f"({out['server_gbyte_s_through_tcp']:.2f} GB/s); summation alone: "
-          + ", ".join(f"{v:.1f} GB/s with {t} thread(s)" for t, v in sums.items()) + f"; load before {load:.2f}")
+    sums = {
+        t: statistics.median(sum_gbyte_s(4096000, t) for _ in range(a.reps)) for t in sorted({1, os.cpu_count() or 1})
+    }
+    out = {
+        "load_before": load,
+        "workers": a.workers,
+        "rounds_s": {str(s): t for s, t in rows},
+        "per_message_s": float(per_msg),
+        "per_byte_s": float(per_byte),
+        "server_gbyte_s_through_tcp": float(1 / per_byte / 1e9) if per_byte > 0 else None,
+        "sum_gbyte_s": {str(t): v for t, v in sums.items()},
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+    }
+    print(
+        f"fit: {per_msg * 1e6:.1f} us per message, {per_byte * 1e9:.3f} ns per byte moved through the server "
+        f"({out['server_gbyte_s_through_tcp']:.2f} GB/s); summation alone: "
+        + ", ".join(f"{v:.1f} GB/s with {t} thread(s)" for t, v in sums.items())
+        + f"; load before {load:.2f}"
+    )
     if a.out:
         with open(a.out, "w") as f:
             json.dump(out, f, indent=1)

@@ -69,9 +69,11 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args(argv)
     t = one_way_s(a.size, a.round_trips, a.reps)
-    print(f"TCP loopback, {a.size} B: one-way per message min {min(t) * 1e6:.1f} us, "
-          f"median {statistics.median(t) * 1e6:.1f} us over {a.reps} x {a.round_trips} round trips; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"TCP loopback, {a.size} B: one-way per message min {min(t) * 1e6:.1f} us, "
+        f"median {statistics.median(t) * 1e6:.1f} us over {a.reps} x {a.round_trips} round trips; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     return 0
 
 

@@ -121,16 +121,28 @@ def measure(size: int, seconds: float, both: bool) -> dict:
     # what the server took is what crossed (the worker's last sends may still be queued in ZeroMQ)
     pushed = min(sent, peer["received_bytes"])
     moved = pushed + got
-    return {"mode": "both" if both else "one-way", "size_bytes": size, "seconds": wall,
-            "pushed_bytes": pushed, "pulled_bytes": got,
-            "push_gbyte_s": pushed / wall / 1e9, "pull_gbyte_s": got / wall / 1e9,
-            "io_thread_gbyte_s": moved / wall / 1e9}
+    return {
+        "mode": "both" if both else "one-way",
+        "size_bytes": size,
+        "seconds": wall,
+        "pushed_bytes": pushed,
+        "pulled_bytes": got,
+        "push_gbyte_s": pushed / wall / 1e9,
+        "pull_gbyte_s": got / wall / 1e9,
+        "io_thread_gbyte_s": moved / wall / 1e9,
+    }
 
 
 def run(size: int = PARTITION, seconds: float = 3.0, reps: int = 3) -> dict:
-    out = {"command": f"python scripts/reference/zmq_van.py --size {size} --seconds {seconds} --reps {reps}",
-           "python": platform.python_version(), "pyzmq": zmq.__version__, "libzmq": zmq.zmq_version(),
-           "cpus": os.cpu_count(), "load_before": os.getloadavg()[0], "runs": []}
+    out = {
+        "command": f"python scripts/reference/zmq_van.py --size {size} --seconds {seconds} --reps {reps}",
+        "python": platform.python_version(),
+        "pyzmq": zmq.__version__,
+        "libzmq": zmq.zmq_version(),
+        "cpus": os.cpu_count(),
+        "load_before": os.getloadavg()[0],
+        "runs": [],
+    }
     for _ in range(reps):
         for both in (False, True):
             out["runs"].append(measure(size, seconds, both))
@@ -151,15 +163,22 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="write the figures as JSON here")
     a = ap.parse_args(argv)
     if a.size < 1 or a.seconds <= 0 or a.reps < 1:
-        print("error: --size, --seconds and --reps must be positive; the defaults are the study's partition, "
-              "3 s and 3 runs", file=sys.stderr)
+        print(
+            "error: --size, --seconds and --reps must be positive; the defaults are the study's partition, "
+            "3 s and 3 runs",
+            file=sys.stderr,
+        )
         return 2
     res = run(a.size, 0.5 if a.quick else a.seconds, 1 if a.quick else a.reps)
     for r in res["runs"]:
-        print(f"{r['mode']:<8} {r['size_bytes']} B: one I/O thread moves {r['io_thread_gbyte_s']:.2f} GB/s "
-              f"(push {r['push_gbyte_s']:.2f}, pull {r['pull_gbyte_s']:.2f})")
-    print(f"best: one-way {res['one-way_gbyte_s_best']:.2f} GB/s, both directions {res['both_gbyte_s_best']:.2f} GB/s; "
-          f"load {res['load_before']:.2f} before, {res['load_after']:.2f} after")
+        print(
+            f"{r['mode']:<8} {r['size_bytes']} B: one I/O thread moves {r['io_thread_gbyte_s']:.2f} GB/s "
+            f"(push {r['push_gbyte_s']:.2f}, pull {r['pull_gbyte_s']:.2f})"
+        )
+    print(
+        f"best: one-way {res['one-way_gbyte_s_best']:.2f} GB/s, both directions {res['both_gbyte_s_best']:.2f} GB/s; "
+        f"load {res['load_before']:.2f} before, {res['load_after']:.2f} after"
+    )
     if a.out:
         with open(a.out, "w") as f:
             json.dump(res, f, indent=1)

@@ -54,8 +54,11 @@ def timed_changes(history: Path) -> dict:
     if out.returncode != 0:
         raise SystemExit(f"history changes failed: {out.stderr[-2000:]}")
     wall, peak_kb = out.stderr.strip().splitlines()[-1].split()[1:]
-    return {"seconds": round(float(wall), 1), "peak_rss_mb": round(int(peak_kb) / 1024),
-            "first_line": out.stdout.splitlines()[0] if out.stdout else ""}
+    return {
+        "seconds": round(float(wall), 1),
+        "peak_rss_mb": round(int(peak_kb) / 1024),
+        "first_line": out.stdout.splitlines()[0] if out.stdout else "",
+    }
 
 
 def main() -> int:
@@ -73,22 +76,30 @@ def main() -> int:
     template = store.read(history, columns=list(store.COLUMNS))[0].drop_duplicates("cell_key").head(args.new_cells)
     store.append(next(synthetic.scaled_batches(template, 1, seed=99, name="new")), history)
     incremental = timed_changes(history)
-    result = {"cells": args.cells, "runs": args.runs, "rows": args.cells * args.runs, "build_s": round(built_s, 1),
-              "store_mb": round(sum(f.stat().st_size for f in store.files(history)) / 2**20, 1),
-              "cold": cold, "incremental": {**incremental, "new_cells": args.new_cells},
-              "goal": "under 60 s and 2 GB",
-              "cpus": subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()}
+    result = {
+        "cells": args.cells,
+        "runs": args.runs,
+        "rows": args.cells * args.runs,
+        "build_s": round(built_s, 1),
+        "store_mb": round(sum(f.stat().st_size for f in store.files(history)) / 2**20, 1),
+        "cold": cold,
+        "incremental": {**incremental, "new_cells": args.new_cells},
+        "goal": "under 60 s and 2 GB",
+        "cpus": subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip(),
+    }
     if not args.keep:
         shutil.rmtree(history)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "scale.json").write_text(json.dumps(result, indent=1) + "\n")
-    md = (f"## History scale: {args.cells} cells x {args.runs} runs ({result['rows']} rows, "
-          f"{result['store_mb']} MB)\n\n"
-          f"| search | wall s | peak RSS MB |\n|---|---:|---:|\n"
-          f"| cold (no cache, null penalty simulated) | {cold['seconds']} | {cold['peak_rss_mb']} |\n"
-          f"| incremental ({args.new_cells} cells with a new run) | {incremental['seconds']} | "
-          f"{incremental['peak_rss_mb']} |\n\nGoal: {result['goal']}; {result['cpus']} CPUs; store built in "
-          f"{result['build_s']} s.\n")
+    md = (
+        f"## History scale: {args.cells} cells x {args.runs} runs ({result['rows']} rows, "
+        f"{result['store_mb']} MB)\n\n"
+        f"| search | wall s | peak RSS MB |\n|---|---:|---:|\n"
+        f"| cold (no cache, null penalty simulated) | {cold['seconds']} | {cold['peak_rss_mb']} |\n"
+        f"| incremental ({args.new_cells} cells with a new run) | {incremental['seconds']} | "
+        f"{incremental['peak_rss_mb']} |\n\nGoal: {result['goal']}; {result['cpus']} CPUs; store built in "
+        f"{result['build_s']} s.\n"
+    )
     (args.out / "scale.md").write_text(md)
     print(md)
     return 0

@@ -24,21 +24,36 @@ from harness.history.rows import run_rows  # noqa: E402
 from harness.history.scan import scan  # noqa: E402
 from harness.report.history_page import write_history_page  # noqa: E402
 
-CELLS = ["resnet50-tiny:ddp", "resnet50-tiny:bsp-a2a", "resnet50-tiny:wfbp-a2a",
-         "bert-base-tiny:ddp", "bert-base-tiny:mgwfbp", "bert-base-tiny:bytescheduler-a2a"]
+CELLS = [
+    "resnet50-tiny:ddp",
+    "resnet50-tiny:bsp-a2a",
+    "resnet50-tiny:wfbp-a2a",
+    "bert-base-tiny:ddp",
+    "bert-base-tiny:mgwfbp",
+    "bert-base-tiny:bytescheduler-a2a",
+]
 
 
 def synthetic_history(history: Path) -> None:
     steps = {CELLS[1]: (22, -0.10), CELLS[4]: (12, 0.06)}
     runs = synthetic.series_runs(30, CELLS, spread=0.012, steps=steps, seed=7)
-    runs += synthetic.series_runs(8, CELLS, spread=0.012, steps={k: (0, v[1]) for k, v in steps.items()}, seed=8,
-                                  first=30, env={"cpu_model": "a newer cpu"}, level_s=0.085)
+    runs += synthetic.series_runs(
+        8,
+        CELLS,
+        spread=0.012,
+        steps={k: (0, v[1]) for k, v in steps.items()},
+        seed=8,
+        first=30,
+        env={"cpu_model": "a newer cpu"},
+        level_s=0.085,
+    )
     for t in runs:
         store.append(run_rows(t), history)
     expected = scan(history).changes.query("kind == 'change' and size > 0").iloc[0]
     (history / "annotations.yaml").write_text(
         f"version: 1\nchanges:\n- series: {expected['series']}\n  commit: {expected['first_bad'][:12]}\n"
-        f"  state: expected\n  reason: mgwfbp merges by the fitted alpha since this commit\n")
+        f"  state: expected\n  reason: mgwfbp merges by the fitted alpha since this commit\n"
+    )
 
 
 def screenshot(page_file: Path, png: Path, width: int = 1280) -> None:

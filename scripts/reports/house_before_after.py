@@ -35,15 +35,18 @@ def cli(checkout: Path) -> list[str]:
 
 def run_rounds(sides: dict[str, Path], sweep: Path, results: Path, rounds: int) -> None:
     for i in range(rounds):
-        for side in (list(sides) if i % 2 == 0 else list(reversed(sides))):
+        for side in list(sides) if i % 2 == 0 else list(reversed(sides)):
             out = results / f"{side}-{i + 1}"
             if (out / "summary.parquet").exists():
                 continue
             shutil.rmtree(out, ignore_errors=True)
             t0 = time.monotonic()
-            code = subprocess.run([*cli(sides[side]), "sweep", str(sweep), "--output", str(out), "--no-progress"],
-                                  cwd=sides[side], stdout=subprocess.DEVNULL,
-                                  env={**os.environ, "PYTHONPATH": str(sides[side])}).returncode
+            code = subprocess.run(
+                [*cli(sides[side]), "sweep", str(sweep), "--output", str(out), "--no-progress"],
+                cwd=sides[side],
+                stdout=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONPATH": str(sides[side])},
+            ).returncode
             (out / "sweep_wall_s.txt").write_text(f"{time.monotonic() - t0:.2f}\n")
             print(f"{out.name}: {time.monotonic() - t0:.1f} s (exit {code})", flush=True)
 
@@ -52,10 +55,18 @@ def gate(results: Path, rounds: int) -> str:
     before = [str(results / f"before-{i + 1}") for i in range(rounds)]
     after = [str(results / f"after-{i + 1}") for i in range(rounds)]
     base = results / "baselines"
-    subprocess.run([*cli(ROOT), "baseline", "save", "before", *before, "--force", "--dir", str(base)],
-                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    out = subprocess.run([*cli(ROOT), "compare", "before", *after, "--baselines-dir", str(base)], cwd=ROOT,
-                         capture_output=True, text=True)
+    subprocess.run(
+        [*cli(ROOT), "baseline", "save", "before", *before, "--force", "--dir", str(base)],
+        cwd=ROOT,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    out = subprocess.run(
+        [*cli(ROOT), "compare", "before", *after, "--baselines-dir", str(base)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     return out.stdout + out.stderr + f"\n(exit status {out.returncode}: 0 = no cell worse)\n"
 
 
@@ -71,21 +82,34 @@ def main(argv=None) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     verdict = gate(a.results, a.rounds)
     (a.out / "gate.txt").write_text(verdict)
-    sums = {s: [pd.read_parquet(a.results / f"{s}-{i + 1}" / "summary.parquet") for i in range(a.rounds)]
-            for s in ("before", "after")}
+    sums = {
+        s: [pd.read_parquet(a.results / f"{s}-{i + 1}" / "summary.parquet") for i in range(a.rounds)]
+        for s in ("before", "after")
+    }
     ids = {s: sorted(sums[s][0]["cell_id"]) for s in sums}
     cols = {s: list(sums[s][0].columns) for s in sums}
-    walls = {s: [float((a.results / f"{s}-{i + 1}" / "sweep_wall_s.txt").read_text()) for i in range(a.rounds)]
-             for s in sums}
-    lines = ["# The house by layers: the quick sweep before and after", "",
-             f"`python scripts/reports/house_before_after.py --before <checkout>`: {a.rounds} runs a side of "
-             f"`{a.sweep.relative_to(ROOT) if a.sweep.resolve().is_relative_to(ROOT) else a.sweep}`, alternated, "
-             f"the runs before as the gate's baseline.", "",
-             f"- cell ids identical: {ids['before'] == ids['after']} ({len(ids['after'])} cells)",
-             f"- summary columns identical: {cols['before'] == cols['after']} ({len(cols['after'])} columns)",
-             f"- sweep wall, s: before {', '.join(f'{w:.1f}' for w in walls['before'])}; "
-             f"after {', '.join(f'{w:.1f}' for w in walls['after'])}", "",
-             "The gate over rounds (`ddlbench compare`):", "", "```", verdict.strip(), "```", ""]
+    walls = {
+        s: [float((a.results / f"{s}-{i + 1}" / "sweep_wall_s.txt").read_text()) for i in range(a.rounds)] for s in sums
+    }
+    lines = [
+        "# The house by layers: the quick sweep before and after",
+        "",
+        f"`python scripts/reports/house_before_after.py --before <checkout>`: {a.rounds} runs a side of "
+        f"`{a.sweep.relative_to(ROOT) if a.sweep.resolve().is_relative_to(ROOT) else a.sweep}`, alternated, "
+        f"the runs before as the gate's baseline.",
+        "",
+        f"- cell ids identical: {ids['before'] == ids['after']} ({len(ids['after'])} cells)",
+        f"- summary columns identical: {cols['before'] == cols['after']} ({len(cols['after'])} columns)",
+        f"- sweep wall, s: before {', '.join(f'{w:.1f}' for w in walls['before'])}; "
+        f"after {', '.join(f'{w:.1f}' for w in walls['after'])}",
+        "",
+        "The gate over rounds (`ddlbench compare`):",
+        "",
+        "```",
+        verdict.strip(),
+        "```",
+        "",
+    ]
     (a.out / "README.md").write_text("\n".join(lines))
     for s in sums:
         for i in range(a.rounds):

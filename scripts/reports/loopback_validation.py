@@ -39,8 +39,15 @@ def noise_floor(measured: pd.DataFrame) -> pd.DataFrame:
             continue
         t = float(local["iter_s_median"].iloc[0])
         for r in g[(g["workers"] == 1) & g["scheme"].isin(NO_BYTES)].itertuples():
-            out.append({"workload": wl, "scheme": r.scheme, "local_iter_s": t, "iter_s": r.iter_s_median,
-                        "ape_pct": abs(r.iter_s_median - t) / t * 100})
+            out.append(
+                {
+                    "workload": wl,
+                    "scheme": r.scheme,
+                    "local_iter_s": t,
+                    "iter_s": r.iter_s_median,
+                    "ape_pct": abs(r.iter_s_median - t) / t * 100,
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -56,27 +63,45 @@ def run(run_dir: Path, profiles: list[Path], commbench: list[Path], out: Path) -
         for t in tables:
             m = compute_model(t)
             if variant == "calibrated":
-                loc = measured[(measured["scheme"] == "local") & (measured["workload"] == m.workload)
-                               & (measured["status"] == "ok")]
-                m = m.calibrated(float(loc["throughput_median"].iloc[0]), int(loc["batch_per_worker"].iloc[0]),
-                                 "calibrated-to-local")
+                loc = measured[
+                    (measured["scheme"] == "local")
+                    & (measured["workload"] == m.workload)
+                    & (measured["status"] == "ok")
+                ]
+                m = m.calibrated(
+                    float(loc["throughput_median"].iloc[0]), int(loc["batch_per_worker"].iloc[0]), "calibrated-to-local"
+                )
             models.append(m)
         pred = predict_rows(models, [net], [1], [1, 2], methods, servers=1, run_id=f"loopback-{variant}")
         write_parquet_atomic(pred, out / f"predicted-{variant}.parquet")
         variants[variant] = v = validate(pred, measured)
-        save(validation_scatter(v, f"loopback, compute from the {variant}: median APE {v.attrs['median_ape_pct']:.1f} %"),
-             out / f"predicted-vs-measured-{variant}.png")
+        save(
+            validation_scatter(
+                v, f"loopback, compute from the {variant}: median APE {v.attrs['median_ape_pct']:.1f} %"
+            ),
+            out / f"predicted-vs-measured-{variant}.png",
+        )
     floor = noise_floor(measured)
-    text = [f"all-reduce fit at 2 workers: alpha = {fits[2].alpha_s * 1e6:.0f} us, "
-            f"beta = {fits[2].beta_s_per_byte * 1e9:.3f} ns/byte ({8 / fits[2].beta_s_per_byte / 1e9:.2f} Gbit/s); "
-            + (f"point-to-point: {p2p.latency_s * 1e6:.0f} us + {p2p.rate_gbit_s:.2f} Gbit/s" if p2p else "")]
+    text = [
+        f"all-reduce fit at 2 workers: alpha = {fits[2].alpha_s * 1e6:.0f} us, "
+        f"beta = {fits[2].beta_s_per_byte * 1e9:.3f} ns/byte ({8 / fits[2].beta_s_per_byte / 1e9:.2f} Gbit/s); "
+        + (f"point-to-point: {p2p.latency_s * 1e6:.0f} us + {p2p.rate_gbit_s:.2f} Gbit/s" if p2p else "")
+    ]
     for variant, v in variants.items():
-        text += [f"\n### compute from the {variant} ({'measured profile as is' if variant == 'profile' else 'profile scaled to the sweep local throughput'})\n",
-                 format_validation(v)]
-    text += ["\n### noise floor: 1-worker cells that move no bytes vs the sweep's `local` cell\n",
-             "| workload | method | local ms | cell ms | APE % |", "|---|---|---:|---:|---:|"]
+        how = "measured profile as is" if variant == "profile" else "profile scaled to the sweep local throughput"
+        text += [
+            f"\n### compute from the {variant} ({how})\n",
+            format_validation(v),
+        ]
+    text += [
+        "\n### noise floor: 1-worker cells that move no bytes vs the sweep's `local` cell\n",
+        "| workload | method | local ms | cell ms | APE % |",
+        "|---|---|---:|---:|---:|",
+    ]
     for r in floor.itertuples():
-        text.append(f"| {r.workload} | {r.scheme} | {r.local_iter_s * 1000:.1f} | {r.iter_s * 1000:.1f} | {r.ape_pct:.1f} |")
+        text.append(
+            f"| {r.workload} | {r.scheme} | {r.local_iter_s * 1000:.1f} | {r.iter_s * 1000:.1f} | {r.ape_pct:.1f} |"
+        )
     text.append(f"\nmedian noise-floor APE: {floor['ape_pct'].median():.1f} %")
     (out / "validation.md").write_text("\n".join(text) + "\n")
     return {"variants": variants, "floor": floor, "text": "\n".join(text)}

@@ -26,12 +26,10 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+# E402: run as a script, the harness is importable only after the repository root is put on sys.path above
 from harness.core.atomic import write_text_atomic  # noqa: E402
 from harness.core.errors import UserError  # noqa: E402
-from harness.report.ps_links import (
-    link_rows,
-    markdown,
-)
+from harness.report.ps_links import link_rows, markdown  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -62,12 +62,19 @@ from harness.report.testbed_validation import (
 
 
 def main(argv=None) -> int:
-    ap = report_parser("python scripts/reports/testbed_validation.py", "testbed sweep run directory",
-                       "`ddlbench commbench --testbed` run directory (one per hosts x rate)",
-                       "`ddlbench profile` table (alone, and --concurrent N for N hosts)")
-    ap.add_argument("--intra-commbench", type=Path, action="append",
-                    help="`ddlbench commbench --workers 2` on loopback: the link between ranks on one host "
-                         "(needed for cells with more than one worker per host)")
+    ap = report_parser(
+        "python scripts/reports/testbed_validation.py",
+        "testbed sweep run directory",
+        "`ddlbench commbench --testbed` run directory (one per hosts x rate)",
+        "`ddlbench profile` table (alone, and --concurrent N for N hosts)",
+    )
+    ap.add_argument(
+        "--intra-commbench",
+        type=Path,
+        action="append",
+        help="`ddlbench commbench --workers 2` on loopback: the link between ranks on one host "
+        "(needed for cells with more than one worker per host)",
+    )
     a = ap.parse_args(argv)
     try:
         tables = run(a.run, a.commbench, a.profile, a.out, a.intra_commbench)

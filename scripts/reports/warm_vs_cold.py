@@ -38,22 +38,32 @@ def run_rounds(sweep: Path, results: Path, rounds: int, under: list[str]) -> Non
     """`under`: a command the sweep runs inside (e.g. salloc), [] for none."""
     results.mkdir(parents=True, exist_ok=True)
     for i in range(rounds):
-        for mode in (("warm", "cold") if i % 2 == 0 else ("cold", "warm")):
+        for mode in ("warm", "cold") if i % 2 == 0 else ("cold", "warm"):
             out = results / f"{mode}-{i + 1}"
             if (out / "summary.parquet").exists():
                 continue
             shutil.rmtree(out, ignore_errors=True)
-            argv = [*under, sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--output", str(out), "--no-progress"]
+            argv = [
+                *under,
+                sys.executable,
+                "-m",
+                "harness.cli.main",
+                "sweep",
+                str(sweep),
+                "--output",
+                str(out),
+                "--no-progress",
+            ]
             t0 = time.monotonic()
-            code = subprocess.run(argv + (["--cold"] if mode == "cold" else []), cwd=ROOT,
-                                  stdout=subprocess.DEVNULL).returncode
+            code = subprocess.run(
+                argv + (["--cold"] if mode == "cold" else []), cwd=ROOT, stdout=subprocess.DEVNULL
+            ).returncode
             wall = time.monotonic() - t0
             (out / "sweep_wall_s.txt").write_text(f"{wall:.2f}\n")
             print(f"{out.name}: {wall:.1f} s (exit {code})", flush=True)
 
 
-ONE_CELL = ["run", "--workload", "bert-base-tiny", "--scheme", "ddp", "--workers", "2", "--iters", "1",
-            "--warmup", "0"]
+ONE_CELL = ["run", "--workload", "bert-base-tiny", "--scheme", "ddp", "--workers", "2", "--iters", "1", "--warmup", "0"]
 """The one-iteration command the issue times (its wall, from the shell, includes every import)."""
 
 
@@ -66,12 +76,17 @@ def time_one_cell(rounds: int, before: Path | None, out: Path) -> pd.DataFrame:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(rounds):
-            for way in (list(ways) if i % 2 == 0 else list(reversed(ways))):
+            for way in list(ways) if i % 2 == 0 else list(reversed(ways)):
                 env = {**os.environ, "PYTHONPATH": str(before)} if way == "before" else None
                 argv = [*ways[way], *ONE_CELL, "--output", f"{tmp}/{way}-{i}"] + (["--cold"] if way == "cold" else [])
                 t0 = time.monotonic()
-                code = subprocess.run(argv, cwd=before if way == "before" else ROOT, env=env,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+                code = subprocess.run(
+                    argv,
+                    cwd=before if way == "before" else ROOT,
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                ).returncode
                 rows.append({"way": way, "round": i + 1, "wall_s": round(time.monotonic() - t0, 2), "exit": code})
                 print(f"{way} {i + 1}: {rows[-1]['wall_s']} s (exit {code})", flush=True)
     df = pd.DataFrame(rows)
@@ -88,16 +103,29 @@ def per_run(results: Path) -> pd.DataFrame:
         raw = pd.read_parquet(d / "raw.parquet")
         r0 = raw[raw["rank"] == 0].groupby("cell_id")["iter_s"]
         measured = r0.sum()
-        warm_iters = pd.Series({c: s.set_index("cell_id").loc[c, "warmup"] if "warmup" in s else 0 for c in measured.index})
+        warm_iters = pd.Series(
+            {c: s.set_index("cell_id").loc[c, "warmup"] if "warmup" in s else 0 for c in measured.index}
+        )
         median = r0.median()
         loop = measured + warm_iters * median  # warm-up iterations are not stored: counted at the median
         fixed = s.set_index("cell_id")["wall_s"] - loop
         wall = float((d / "sweep_wall_s.txt").read_text()) if (d / "sweep_wall_s.txt").exists() else float("nan")
-        rows.append({"run": d.name, "mode": d.name.split("-")[0], "cells": len(s), "ok": int((s["status"] == "ok").sum()),
-                     "sweep_wall_s": wall, "measured_s": measured.sum(), "measured_share": measured.sum() / wall,
-                     "fixed_cost_median_s": fixed.median(), "fixed_cost_min_s": fixed.min(),
-                     "fixed_cost_max_s": fixed.max(), "startup_median_s": s["startup_s"].median(),
-                     "rank_start": ",".join(sorted(set(s["rank_start"].astype(str))))})
+        rows.append(
+            {
+                "run": d.name,
+                "mode": d.name.split("-")[0],
+                "cells": len(s),
+                "ok": int((s["status"] == "ok").sum()),
+                "sweep_wall_s": wall,
+                "measured_s": measured.sum(),
+                "measured_share": measured.sum() / wall,
+                "fixed_cost_median_s": fixed.median(),
+                "fixed_cost_min_s": fixed.min(),
+                "fixed_cost_max_s": fixed.max(),
+                "startup_median_s": s["startup_s"].median(),
+                "rank_start": ",".join(sorted(set(s["rank_start"].astype(str)))),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -105,10 +133,29 @@ def gate(results: Path, report: Path) -> str:
     cold = sorted(str(p) for p in results.glob("cold-*") if (p / "summary.parquet").exists())
     warm = sorted(str(p) for p in results.glob("warm-*") if (p / "summary.parquet").exists())
     base_dir = results / "baselines"
-    subprocess.run([sys.executable, "-m", "harness.cli.main", "baseline", "save", "cold", *cold, "--force",
-                    "--dir", str(base_dir)], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    out = subprocess.run([sys.executable, "-m", "harness.cli.main", "compare", "cold", *warm, "--baselines-dir",
-                          str(base_dir)], cwd=ROOT, capture_output=True, text=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "baseline",
+            "save",
+            "cold",
+            *cold,
+            "--force",
+            "--dir",
+            str(base_dir),
+        ],
+        cwd=ROOT,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "compare", "cold", *warm, "--baselines-dir", str(base_dir)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     text = out.stdout + out.stderr + f"\n(exit status {out.returncode}: 0 = no cell worse)\n"
     (report / "gate.txt").write_text(text)
     return text
@@ -122,17 +169,35 @@ def write_report(results: Path, report: Path, title: str) -> None:
         if (d / "summary.parquet").exists():
             (report / "runs" / d.name).mkdir(parents=True, exist_ok=True)
             for t in ("summary", "environment"):
-                scrubbed_copy(d / f"{t}.parquet", report / "runs" / d.name / f"{t}.parquet",
-                              machine_paths(ROOT, RESULTS=results))
+                scrubbed_copy(
+                    d / f"{t}.parquet", report / "runs" / d.name / f"{t}.parquet", machine_paths(ROOT, RESULTS=results)
+                )
     verdict = gate(results, report)
-    by_mode = runs.groupby("mode")[["sweep_wall_s", "measured_share", "fixed_cost_median_s", "startup_median_s"]].median()
+    by_mode = runs.groupby("mode")[
+        ["sweep_wall_s", "measured_share", "fixed_cost_median_s", "startup_median_s"]
+    ].median()
     load = os.getloadavg()
-    text = [f"# Warm ranks against cold ones: {title}", "",
-            "Generated by `python scripts/reports/warm_vs_cold.py run` (rounds alternated; see the script's docstring",
-            f"for the definitions). Load average when the report was written: {load[0]:.2f}.", "",
-            "## Per run", "", _md(runs.round(3)), "",
-            "## Median over runs, per mode", "", _md(by_mode.round(3).reset_index()), "",
-            "## The gate over rounds (baseline: the cold runs; current: the warm runs)", "", "```", verdict.strip(), "```", ""]
+    text = [
+        f"# Warm ranks against cold ones: {title}",
+        "",
+        "Generated by `python scripts/reports/warm_vs_cold.py run` (rounds alternated; see the script's docstring",
+        f"for the definitions). Load average when the report was written: {load[0]:.2f}.",
+        "",
+        "## Per run",
+        "",
+        _md(runs.round(3)),
+        "",
+        "## Median over runs, per mode",
+        "",
+        _md(by_mode.round(3).reset_index()),
+        "",
+        "## The gate over rounds (baseline: the cold runs; current: the warm runs)",
+        "",
+        "```",
+        verdict.strip(),
+        "```",
+        "",
+    ]
     (report / "README.md").write_text("\n".join(text))
     print("\n".join(text))
 
@@ -152,7 +217,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--results", type=Path, default=ROOT / "results" / "warm-vs-cold")
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "warm-vs-cold")
-    ap.add_argument("--under", default="", help="a command to run each sweep inside, e.g. \"salloc -N2\"")
+    ap.add_argument("--under", default="", help='a command to run each sweep inside, e.g. "salloc -N2"')
     ap.add_argument("--before", type=Path, help="with `one`: a checkout of an earlier commit to time beside")
     a = ap.parse_args()
     if a.what == "one":

@@ -17,10 +17,13 @@ ENTRY = BackendEntry(
     provides=frozenset({"byteps_engine"}),
     library="byteps",
     start=lambda cell, env, device: BytePSTransport(cell, env, device),
-    available=available, versions=versions,
-    launch=BackendLaunch(recipes=(
-        SrunRecipe(plan=launch.srun_plan, task_envs={"byteps": launch.byteps_task_env}),
-        SbatchRecipe(styles=launch.SBATCH_STYLES, examples=launch.SBATCH_EXAMPLES,
-                     sweeps=launch.SBATCH_SWEEPS))),
+    available=available,
+    versions=versions,
+    launch=BackendLaunch(
+        recipes=(
+            SrunRecipe(plan=launch.srun_plan, task_envs={"byteps": launch.byteps_task_env}),
+            SbatchRecipe(styles=launch.SBATCH_STYLES, examples=launch.SBATCH_EXAMPLES, sweeps=launch.SBATCH_SWEEPS),
+        )
+    ),
 )
 """What harness.backends.load() registers for this backend."""

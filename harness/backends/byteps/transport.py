@@ -20,9 +20,12 @@ import torch
 from harness.contracts.transport import Handle, Transport
 from harness.core.errors import UserError
 
-WHY = ("backend byteps is not available here: BytePS is not installed and cannot be on this machine "
-       "(its build needs CUDA and NCCL and does not support current torch); use the -ps schemes on "
-       "backend torch for parameter-server results")
+WHY = (
+    "backend byteps is not available here: BytePS is not installed and cannot be on this machine "
+    "(its build needs CUDA and NCCL and does not support current torch); use the -ps schemes on "
+    "backend torch for parameter-server results"
+)
+
 
 class _BpsHandle(Handle):
     def __init__(self, bps, handle):
@@ -34,8 +37,7 @@ class _BpsHandle(Handle):
             self.handle = None
 
 
-def gather_by_sum(obj: Any, rank: int, workers: int, total: Callable[[torch.Tensor, str], None],
-                  device="cpu") -> list:
+def gather_by_sum(obj: Any, rank: int, workers: int, total: Callable[[torch.Tensor, str], None], device="cpu") -> list:
     """Every worker's `obj` (JSON-serialisable), gathered with nothing but sums, BytePS's only collective:
     each rank writes its encoded bytes into its own row of a zero matrix (row widths agreed by a first
     sum of lengths), and the sum of the matrices holds every row. `total(t, what)` sums `t` in place over
@@ -46,10 +48,11 @@ def gather_by_sum(obj: Any, rank: int, workers: int, total: Callable[[torch.Tens
     total(lengths, "lengths")
     width = max(1, int(lengths.max().item()))
     rows = torch.zeros(workers, width, device=device)
-    rows[rank, :len(data)] = torch.tensor(list(data), dtype=torch.float32, device=device)
+    rows[rank, : len(data)] = torch.tensor(list(data), dtype=torch.float32, device=device)
     total(rows, "rows")
-    return [json.loads(bytes(rows[r, :int(lengths[r].item())].round().to(torch.uint8).tolist()))
-            for r in range(workers)]
+    return [
+        json.loads(bytes(rows[r, : int(lengths[r].item())].round().to(torch.uint8).tolist())) for r in range(workers)
+    ]
 
 
 class BytePSTransport(Transport):
@@ -71,8 +74,9 @@ class BytePSTransport(Transport):
         return {name: 0 for name, _ in keys}  # BytePS assigns keys to servers itself
 
     def push_pull_async(self, tensor, name, priority=0) -> Handle:
-        return _BpsHandle(self.bps, self.bps.push_pull_async_inplace(tensor, average=False, name=name,
-                                                                     priority=-priority))
+        return _BpsHandle(
+            self.bps, self.bps.push_pull_async_inplace(tensor, average=False, name=name, priority=-priority)
+        )
 
     allreduce_async = push_pull_async  # BytePS's only collective; the sum is the same
 

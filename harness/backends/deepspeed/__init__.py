@@ -29,9 +29,17 @@ ENTRY = BackendEntry(
     description="DeepSpeed engine (ZeRO stages 0-3; gloo on CPU), started by the deepspeed launch program",
     provides=frozenset({"deepspeed_engine"}),
     library="deepspeed",
-    start=start, available=available, versions=versions,
-    launch=BackendLaunch(rank_env=launch_env, recipes=(
-        LocalRecipe(launch=launch_local), SrunRecipe(plan=srun_plan), NodesRecipe(refuse=NODES_REFUSAL),
-        SbatchRecipe(styles=SBATCH_STYLES, examples=SBATCH_EXAMPLES, sweeps=SBATCH_SWEEPS))),
+    start=start,
+    available=available,
+    versions=versions,
+    launch=BackendLaunch(
+        rank_env=launch_env,
+        recipes=(
+            LocalRecipe(launch=launch_local),
+            SrunRecipe(plan=srun_plan),
+            NodesRecipe(refuse=NODES_REFUSAL),
+            SbatchRecipe(styles=SBATCH_STYLES, examples=SBATCH_EXAMPLES, sweeps=SBATCH_SWEEPS),
+        ),
+    ),
 )
 """What harness.backends.load() registers for this backend."""

@@ -22,8 +22,10 @@ from harness.procs.framework import prepare_cell_dir, run_supervised
 from harness.procs.ports import free_port
 
 
-NODES_REFUSAL = ("backend deepspeed starts its ranks with its own launch program (deepspeed), which the multi-node "
-                 "launcher does not drive; run its cells under Slurm (`--launcher srun`) or on one box")
+NODES_REFUSAL = (
+    "backend deepspeed starts its ranks with its own launch program (deepspeed), which the multi-node "
+    "launcher does not drive; run its cells under Slurm (`--launcher srun`) or on one box"
+)
 """Why `ddlbench sweep` run on every node cannot start DeepSpeed's ranks (harness/launchers/nodes/launcher.py)."""
 
 
@@ -35,8 +37,17 @@ def launch_env(cell) -> dict:
 def launch_local(cell, cell_dir, placement=None):
     """Run the cell through the deepspeed launch program on this box; returns rank 0's result.json."""
     cell_dir = prepare_cell_dir(cell, cell_dir, placement)
-    argv = [launcher_exe("deepspeed"), "--num_gpus", str(cell.workers), "--master_port", str(free_port()),
-            "--master_addr", "127.0.0.1", "--no_local_rank", "--module"] + worker_argv(cell_dir)[1:]
+    argv = [
+        launcher_exe("deepspeed"),
+        "--num_gpus",
+        str(cell.workers),
+        "--master_port",
+        str(free_port()),
+        "--master_addr",
+        "127.0.0.1",
+        "--no_local_rank",
+        "--module",
+    ] + worker_argv(cell_dir)[1:]
     # gloo on the cell's network (loopback on one box), whatever the hostname resolves to
     env = base_env(cell.threads, "deepspeed", {**launch_env(cell), **cell.network_vars(1)})
     return run_supervised(argv, env, cell.timeout_s, cell_dir, "deepspeed launch program")
@@ -54,25 +65,46 @@ def sbatch_deepspeed(spec) -> str:
         "  export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS\n"
         "  export LOCAL_RANK=$SLURM_LOCALID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE\n"
         "  export NODE_RANK=$SLURM_NODEID\n"
-        "  exec \"$@\"' ddlbench-task " + argv_words(spec) + "\n"
+        '  exec "$@"\' ddlbench-task ' + argv_words(spec) + "\n"
     )
 
 
-SBATCH_STYLES = {"deepspeed": SbatchStyle(sbatch_deepspeed, reference=dict(
-    job_name="ddl-deepspeed", command=(*REFERENCE_COMMAND, "--backend", "deepspeed"),
-    nodes=2, tasks_per_node=4, gpus_per_node=4, cpus_per_task=8, partition="gpu", master_port=29500,
-    launch="deepspeed", env={"NCCL_SOCKET_IFNAME": "ib0"}))}
+SBATCH_STYLES = {
+    "deepspeed": SbatchStyle(
+        sbatch_deepspeed,
+        reference=dict(
+            job_name="ddl-deepspeed",
+            command=(*REFERENCE_COMMAND, "--backend", "deepspeed"),
+            nodes=2,
+            tasks_per_node=4,
+            gpus_per_node=4,
+            cpus_per_task=8,
+            partition="gpu",
+            master_port=29500,
+            launch="deepspeed",
+            env={"NCCL_SOCKET_IFNAME": "ib0"},
+        ),
+    )
+}
 
 SBATCH_EXAMPLES = (
-    {"name": "deepspeed", "sweep": "deepspeed", "nodes": 2, "notes": [
-        "DeepSpeed: each cell is one srun step, one task per GPU, each given the variables",
-        "deepspeed.init_distributed reads (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)."]},
+    {
+        "name": "deepspeed",
+        "sweep": "deepspeed",
+        "nodes": 2,
+        "notes": [
+            "DeepSpeed: each cell is one srun step, one task per GPU, each given the variables",
+            "deepspeed.init_distributed reads (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT).",
+        ],
+    },
 )
 
 SBATCH_SWEEPS = {
-    "deepspeed": {"notes": [
-        "DeepSpeed (slurm/deepspeed.sbatch): the DeepSpeed engine without ZeRO and with ZeRO stages 1-3.",
-        "Needs the `deepspeed` backend to be usable on the nodes (`ddlbench list`)."],
+    "deepspeed": {
+        "notes": [
+            "DeepSpeed (slurm/deepspeed.sbatch): the DeepSpeed engine without ZeRO and with ZeRO stages 1-3.",
+            "Needs the `deepspeed` backend to be usable on the nodes (`ddlbench list`).",
+        ],
         "sweep": {
             "name": "deepspeed",
             "workloads": ["resnet50", "bert-base"],
@@ -83,5 +115,6 @@ SBATCH_SWEEPS = {
             "warmup": 10,
             "iters": 30,
             "timeout_s": 900,
-        }},
+        },
+    },
 }

@@ -62,9 +62,9 @@ def start(cell, me, device):
 
     # the device's type decides (harness/contracts/devices.py): NCCL for CUDA unless the cell asks for gloo
     backend = "nccl" if process_group_backend(device, cell.dist_backend).endswith("nccl") else "gloo"
-    deepspeed.init_distributed(dist_backend=backend,
-                               timeout=datetime.timedelta(seconds=max(30.0, float(cell.timeout_s))),
-                               verbose=False)
+    deepspeed.init_distributed(
+        dist_backend=backend, timeout=datetime.timedelta(seconds=max(30.0, float(cell.timeout_s))), verbose=False
+    )
     transport = TorchTransport(cell, me, device)
     transport.facts.update(facts)
     return transport

@@ -36,8 +36,10 @@ LAUNCH_VAR = "DDLBENCH_HOROVOD_LAUNCH"
 """srun (default) or horovodrun: how cells on this backend start inside an allocation."""
 
 
-NODES_REFUSAL = ("backend horovod starts its ranks with its own launch program (horovodrun), which the multi-node "
-                 "launcher does not drive; run its cells under Slurm (`--launcher srun`) or on one box")
+NODES_REFUSAL = (
+    "backend horovod starts its ranks with its own launch program (horovodrun), which the multi-node "
+    "launcher does not drive; run its cells under Slurm (`--launcher srun`) or on one box"
+)
 """Why `ddlbench sweep` run on every node cannot start Horovod's ranks (harness/launchers/nodes/launcher.py)."""
 
 
@@ -68,21 +70,36 @@ def horovodrun_identity(env: Mapping[str, str]) -> RankIdentity | None:
     world = int(env["HOROVOD_SIZE"])
     local_world = int(env.get("HOROVOD_LOCAL_SIZE", world))
     return RankIdentity(
-        rank=int(env["HOROVOD_RANK"]), world_size=world,
-        local_rank=int(env.get("HOROVOD_LOCAL_RANK", env["HOROVOD_RANK"])), local_world_size=local_world,
+        rank=int(env["HOROVOD_RANK"]),
+        world_size=world,
+        local_rank=int(env.get("HOROVOD_LOCAL_RANK", env["HOROVOD_RANK"])),
+        local_world_size=local_world,
         master_addr=env.get("HOROVOD_GLOO_RENDEZVOUS_ADDR", env.get("MASTER_ADDR", "127.0.0.1")),
-        master_port=int(env.get("MASTER_PORT", "29500")), node_rank=int(env.get("HOROVOD_CROSS_RANK", "0")),
-        nodes=int(env.get("HOROVOD_CROSS_SIZE", max(1, world // max(1, local_world)))), source="horovodrun")
+        master_port=int(env.get("MASTER_PORT", "29500")),
+        node_rank=int(env.get("HOROVOD_CROSS_RANK", "0")),
+        nodes=int(env.get("HOROVOD_CROSS_SIZE", max(1, world // max(1, local_world)))),
+        source="horovodrun",
+    )
 
 
 # ------------------------------------------------------------------------------------------- one box
+
 
 def launch_local(cell, cell_dir, placement=None):
     """Run the cell through horovodrun on this box; returns rank 0's result.json or raises CellFailed."""
     cell_dir = prepare_cell_dir(cell, cell_dir, placement)
     w = cell.workers
-    argv = [launcher_exe("horovodrun"), "-np", str(w), "-H", f"localhost:{w}", "--gloo",
-            *_knob_flags(cell.knobs or {}), *python_argv(), *worker_argv(cell_dir)]
+    argv = [
+        launcher_exe("horovodrun"),
+        "-np",
+        str(w),
+        "-H",
+        f"localhost:{w}",
+        "--gloo",
+        *_knob_flags(cell.knobs or {}),
+        *python_argv(),
+        *worker_argv(cell_dir),
+    ]
     # gloo binds the interface it is told, else the one the hostname resolves to: the cell's network
     # (loopback on one box)
     env = base_env(cell.threads, "horovodrun", cell.network_vars(1))
@@ -90,6 +107,7 @@ def launch_local(cell, cell_dir, placement=None):
 
 
 # ------------------------------------------------------------------------------------------- srun
+
 
 def srun_variant(environ: Mapping[str, str]) -> str:
     return environ.get(LAUNCH_VAR, "srun")
@@ -105,8 +123,10 @@ def srun_session(ctx: SrunContext):
         from horovod.runner.common.util.hosts import get_host_assignments, parse_hosts
         from horovod.runner.http.http_server import RendezvousServer
     except ImportError:
-        raise CellFailed("backend horovod needs the horovod package on the node running the sweep; "
-                         "install it (scripts/install_frameworks.sh horovod)") from None
+        raise CellFailed(
+            "backend horovod needs the horovod package on the node running the sweep; "
+            "install it (scripts/install_frameworks.sh horovod)"
+        ) from None
     workers = ctx.workers
     slots = ",".join(f"{h}:{workers.count(h)}" for h in dict.fromkeys(workers))
     server = RendezvousServer(verbose=0)
@@ -128,14 +148,28 @@ def srun_plan(ctx: SrunContext) -> list[Step]:
         slots = ",".join(f"{h}:{workers.count(h)}" for h in dict.fromkeys(workers))
         if len(set(workers)) == 1 and workers[0] == ctx.alloc.here:
             slots = f"localhost:{ctx.cell.workers}"  # one node, this one: no ssh needed
-        argv = [beside_python("horovodrun"), "--gloo", "-np", str(ctx.cell.workers), "-H", slots,
-                *_knob_flags(ctx.cell.knobs or {}), *ctx.shim("horovodrun"), "--log-dir", str(ctx.cell_dir),
-                "--", *ctx.command]
+        argv = [
+            beside_python("horovodrun"),
+            "--gloo",
+            "-np",
+            str(ctx.cell.workers),
+            "-H",
+            slots,
+            *_knob_flags(ctx.cell.knobs or {}),
+            *ctx.shim("horovodrun"),
+            "--log-dir",
+            str(ctx.cell_dir),
+            "--",
+            *ctx.command,
+        ]
         return [Step("horovodrun", tuple(argv), env=env_items(common))]
     if ctx.rendezvous is None:
         raise ValueError("horovod over srun needs the rendezvous server's address (srun_session)")
-    env = {**common, "HOROVOD_GLOO_RENDEZVOUS_ADDR": ctx.rendezvous[0],
-           "HOROVOD_GLOO_RENDEZVOUS_PORT": str(ctx.rendezvous[1])}
+    env = {
+        **common,
+        "HOROVOD_GLOO_RENDEZVOUS_ADDR": ctx.rendezvous[0],
+        "HOROVOD_GLOO_RENDEZVOUS_PORT": str(ctx.rendezvous[1]),
+    }
     argv = ctx.srun(workers, ctx.cpus, ctx.name, ctx.out) + [*ctx.shim("horovod"), "--", *ctx.command]
     return [Step("workers", tuple(argv), tuple(workers), env_items(env))]
 
@@ -143,67 +177,112 @@ def srun_plan(ctx: SrunContext) -> list[Step]:
 def horovod_task_env(environ: Mapping[str, str]) -> dict[str, str | None]:
     """The variables horovodrun gives each slot (horovod/runner/gloo_run.py), from the task's SLURM_*."""
     e = from_slurm(environ)
-    counts = expand_tasks_per_node(environ.get("SLURM_STEP_TASKS_PER_NODE")
-                                   or environ.get("SLURM_TASKS_PER_NODE", str(e.world_size)))
+    counts = expand_tasks_per_node(
+        environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_TASKS_PER_NODE", str(e.world_size))
+    )
     # Horovod's cross communicator joins the ranks with the same local rank, one per node
     # (horovod.runner.common.util.hosts.get_host_assignments); block placement makes those
     # nodes a prefix of the node list.
     cross_size = sum(1 for c in counts if c > e.local_rank)
     iface = environ.get("GLOO_SOCKET_IFNAME") or iface_towards(environ["HOROVOD_GLOO_RENDEZVOUS_ADDR"])
-    return {"HOROVOD_RANK": str(e.rank), "HOROVOD_SIZE": str(e.world_size),
-            "HOROVOD_LOCAL_RANK": str(e.local_rank), "HOROVOD_LOCAL_SIZE": str(e.local_world_size),
-            "HOROVOD_CROSS_RANK": str(e.node_rank), "HOROVOD_CROSS_SIZE": str(cross_size),
-            "HOROVOD_HOSTNAME": environ.get("SLURMD_NODENAME", socket.gethostname()),
-            "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo", "HOROVOD_GLOO_IFACE": iface}
+    return {
+        "HOROVOD_RANK": str(e.rank),
+        "HOROVOD_SIZE": str(e.world_size),
+        "HOROVOD_LOCAL_RANK": str(e.local_rank),
+        "HOROVOD_LOCAL_SIZE": str(e.local_world_size),
+        "HOROVOD_CROSS_RANK": str(e.node_rank),
+        "HOROVOD_CROSS_SIZE": str(cross_size),
+        "HOROVOD_HOSTNAME": environ.get("SLURMD_NODENAME", socket.gethostname()),
+        "HOROVOD_CONTROLLER": "gloo",
+        "HOROVOD_CPU_OPERATIONS": "gloo",
+        "HOROVOD_GLOO_IFACE": iface,
+    }
 
 
 def horovodrun_task_env(environ: Mapping[str, str]) -> dict[str, str | None]:
     """Under horovodrun: its rank wins over the batch step's SLURM_* (dropped)."""
     out: dict[str, str | None] = {k: None for k in environ if k.startswith("SLURM_")}
-    out.update(RANK=environ["HOROVOD_RANK"], WORLD_SIZE=environ["HOROVOD_SIZE"],
-               LOCAL_RANK=environ["HOROVOD_LOCAL_RANK"], LOCAL_WORLD_SIZE=environ["HOROVOD_LOCAL_SIZE"],
-               NODE_RANK=environ["HOROVOD_CROSS_RANK"], DDLBENCH_LAUNCHER="horovodrun")
+    out.update(
+        RANK=environ["HOROVOD_RANK"],
+        WORLD_SIZE=environ["HOROVOD_SIZE"],
+        LOCAL_RANK=environ["HOROVOD_LOCAL_RANK"],
+        LOCAL_WORLD_SIZE=environ["HOROVOD_LOCAL_SIZE"],
+        NODE_RANK=environ["HOROVOD_CROSS_RANK"],
+        DDLBENCH_LAUNCHER="horovodrun",
+    )
     return out
 
 
 # ------------------------------------------------------------------------------------------- sbatch
 
+
 def sbatch_horovodrun(spec) -> str:
     flag = "--gloo" if spec.horovod_controller == "gloo" else "--mpi"
-    reach = ("workers on other nodes are started over ssh (passwordless ssh between nodes is needed)"
-             if flag == "--gloo" else "mpirun starts the workers on the other nodes")
+    reach = (
+        "workers on other nodes are started over ssh (passwordless ssh between nodes is needed)"
+        if flag == "--gloo"
+        else "mpirun starts the workers on the other nodes"
+    )
     return (
         f"# horovodrun is the job's launcher: one copy on the first node drives all {spec.workers} workers;\n"
         f"# {reach}.\n"
         f"HOROVOD_HOSTS=$(printf '%s:{spec.tasks_per_node},' \"${{HOSTS[@]}}\")\n"
         "# Its step gets the node's cores for all local workers (steps do not inherit sbatch's).\n"
         f"srun --kill-on-bad-exit=1 --nodes=1 --ntasks=1 --cpus-per-task={spec.tasks_per_node * spec.cpus_per_task} "
-        f"--nodelist=\"${{HOSTS[0]}}\" \\\n"
-        f"  horovodrun {flag} -np {spec.workers} -H \"${{HOROVOD_HOSTS%,}}\" \\\n"
+        f'--nodelist="${{HOSTS[0]}}" \\\n'
+        f'  horovodrun {flag} -np {spec.workers} -H "${{HOROVOD_HOSTS%,}}" \\\n'
         f"  {argv_words(spec)}\n"
     )
 
 
-SBATCH_STYLES = {"horovodrun": SbatchStyle(sbatch_horovodrun, reference=dict(
-    job_name="ddl-horovod", command=(*REFERENCE_COMMAND, "--backend", "horovod"),
-    nodes=2, tasks_per_node=4, gpus_per_node=4, cpus_per_task=8, launch="horovodrun", horovod_controller="gloo"))}
+SBATCH_STYLES = {
+    "horovodrun": SbatchStyle(
+        sbatch_horovodrun,
+        reference=dict(
+            job_name="ddl-horovod",
+            command=(*REFERENCE_COMMAND, "--backend", "horovod"),
+            nodes=2,
+            tasks_per_node=4,
+            gpus_per_node=4,
+            cpus_per_task=8,
+            launch="horovodrun",
+            horovod_controller="gloo",
+        ),
+    )
+}
 
 SBATCH_EXAMPLES = (
-    {"name": "horovod-srun", "sweep": "horovod", "nodes": 2, "env": {LAUNCH_VAR: "srun"}, "notes": [
-        "Horovod over srun: each cell is one srun step, one task per GPU, each told its place by",
-        "Horovod's own variables (HOROVOD_RANK, HOROVOD_LOCAL_RANK, HOROVOD_CROSS_RANK, ...); the",
-        "sweep runs the gloo rendezvous server horovodrun would run. Needs no ssh and no MPI."]},
-    {"name": "horovod-horovodrun", "sweep": "horovod", "nodes": 2, "env": {LAUNCH_VAR: "horovodrun"}, "notes": [
-        "Horovod the classic way: for each cell, `horovodrun --gloo -H node:slots,...` on the first",
-        "node starts the workers, reaching the other nodes over ssh: passwordless ssh between the",
-        "allocation's nodes is required (use horovod-srun.sbatch where it is not)."]},
+    {
+        "name": "horovod-srun",
+        "sweep": "horovod",
+        "nodes": 2,
+        "env": {LAUNCH_VAR: "srun"},
+        "notes": [
+            "Horovod over srun: each cell is one srun step, one task per GPU, each told its place by",
+            "Horovod's own variables (HOROVOD_RANK, HOROVOD_LOCAL_RANK, HOROVOD_CROSS_RANK, ...); the",
+            "sweep runs the gloo rendezvous server horovodrun would run. Needs no ssh and no MPI.",
+        ],
+    },
+    {
+        "name": "horovod-horovodrun",
+        "sweep": "horovod",
+        "nodes": 2,
+        "env": {LAUNCH_VAR: "horovodrun"},
+        "notes": [
+            "Horovod the classic way: for each cell, `horovodrun --gloo -H node:slots,...` on the first",
+            "node starts the workers, reaching the other nodes over ssh: passwordless ssh between the",
+            "allocation's nodes is required (use horovod-srun.sbatch where it is not).",
+        ],
+    },
 )
 
 SBATCH_SWEEPS = {
-    "horovod": {"notes": [
-        "Horovod (slurm/horovod-srun.sbatch, slurm/horovod-horovodrun.sbatch): Horovod's own",
-        "DistributedOptimizer (tensor fusion) and the study's all-reduce methods on Horovod's transport.",
-        "Needs the `horovod` backend to be usable on the nodes (`ddlbench list`)."],
+    "horovod": {
+        "notes": [
+            "Horovod (slurm/horovod-srun.sbatch, slurm/horovod-horovodrun.sbatch): Horovod's own",
+            "DistributedOptimizer (tensor fusion) and the study's all-reduce methods on Horovod's transport.",
+            "Needs the `horovod` backend to be usable on the nodes (`ddlbench list`).",
+        ],
         "sweep": {
             "name": "horovod",
             "workloads": ["resnet50", "bert-base"],
@@ -214,5 +293,6 @@ SBATCH_SWEEPS = {
             "warmup": 10,
             "iters": 30,
             "timeout_s": 900,
-        }},
+        },
+    },
 }

@@ -38,11 +38,19 @@ def slot_envs(groups: list[int]) -> tuple[str, list[dict[str, str]]]:
         local = seen.get(h, 0)
         seen[h] = local + 1
         cross = [g for g in hosts if counts[g] > local]
-        envs.append({"HOROVOD_RANK": str(r), "HOROVOD_SIZE": str(len(groups)),
-                     "HOROVOD_LOCAL_RANK": str(local), "HOROVOD_LOCAL_SIZE": str(counts[h]),
-                     "HOROVOD_CROSS_RANK": str(cross.index(h)), "HOROVOD_CROSS_SIZE": str(len(cross)),
-                     "HOROVOD_HOSTNAME": f"host{h}", "HOROVOD_CONTROLLER": "gloo",
-                     "HOROVOD_CPU_OPERATIONS": "gloo"})
+        envs.append(
+            {
+                "HOROVOD_RANK": str(r),
+                "HOROVOD_SIZE": str(len(groups)),
+                "HOROVOD_LOCAL_RANK": str(local),
+                "HOROVOD_LOCAL_SIZE": str(counts[h]),
+                "HOROVOD_CROSS_RANK": str(cross.index(h)),
+                "HOROVOD_CROSS_SIZE": str(len(cross)),
+                "HOROVOD_HOSTNAME": f"host{h}",
+                "HOROVOD_CONTROLLER": "gloo",
+                "HOROVOD_CPU_OPERATIONS": "gloo",
+            }
+        )
     return slots, envs
 
 
@@ -54,20 +62,23 @@ def placed_session(cell, placement):
     if not placement.prefixes:
         yield placement
         return
-    prefixes = list(placement.prefixes)[:cell.workers]
+    prefixes = list(placement.prefixes)[: cell.workers]
     host_of = {p: i for i, p in enumerate(dict.fromkeys(map(tuple, prefixes)))}
     slots, envs = slot_envs([host_of[tuple(p)] for p in prefixes])
-    argv = list(prefixes[0]) + orphan_proof([*python_argv(), "-m", MODULE, "--slots", slots,
-                                             "--np", str(cell.workers)])
-    server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, start_new_session=True)
+    argv = list(prefixes[0]) + orphan_proof([*python_argv(), "-m", MODULE, "--slots", slots, "--np", str(cell.workers)])
+    server = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         line = server.stdout.readline().strip()
         if not line.isdigit():
             err = server.stderr.read() if server.poll() is not None else ""
             raise CellFailed(f"Horovod's rendezvous server did not start on rank 0's host: {line or err.strip()}")
-        common = {"HOROVOD_GLOO_RENDEZVOUS_ADDR": placement.master_addr, "HOROVOD_GLOO_RENDEZVOUS_PORT": line,
-                  **knob_env(cell.knobs or {})}
+        common = {
+            "HOROVOD_GLOO_RENDEZVOUS_ADDR": placement.master_addr,
+            "HOROVOD_GLOO_RENDEZVOUS_PORT": line,
+            **knob_env(cell.knobs or {}),
+        }
         given = list(placement.envs) + [{}] * (cell.workers - len(placement.envs))
         ranks = []
         for r, slot in enumerate(envs):
@@ -75,7 +86,7 @@ def placed_session(cell, placement):
             if "GLOO_SOCKET_IFNAME" in env:  # Horovod's own name for the interface gloo binds
                 env["HOROVOD_GLOO_IFACE"] = env["GLOO_SOCKET_IFNAME"]
             ranks.append(env)
-        yield dataclasses.replace(placement, envs=tuple(ranks) + tuple(placement.envs[cell.workers:]))
+        yield dataclasses.replace(placement, envs=tuple(ranks) + tuple(placement.envs[cell.workers :]))
     finally:
         with contextlib.suppress(OSError):
             server.stdin.close()

@@ -4,8 +4,8 @@ Every rank is started by `horovodrun` or srun (launch.py), as Horovod users star
 ranks learn who they are from HOROVOD_RANK/HOROVOD_SIZE (harness.launchers.identity). Sums are
 `hvd.allreduce_async_(t, name, op=hvd.Sum)` completed by `hvd.synchronize` (reduce-scatter and
 all-gather: `hvd.reducescatter_async`/`hvd.allgather_async`, their result copied into the caller's
-buffer); Horovod's background thread fuses outstanding tensors under its fusion threshold and cycle time. Horovod has no priorities: the
-scheme's issue order is the only order. Parameter servers: none (push-pull is refused at set-up).
+buffer); Horovod's background thread fuses outstanding tensors under its fusion threshold and cycle time. Horovod has no
+priorities: the scheme's issue order is the only order. Parameter servers: none (push-pull is refused at set-up).
 """
 
 from __future__ import annotations
@@ -47,12 +47,16 @@ class HorovodTransport(Transport):
         if why:
             raise UserError(why)
         if cell.dist_backend != "auto":
-            raise UserError(f"backend horovod picks its own transport (NCCL for CUDA tensors when built with it, "
-                            f"else gloo or MPI); drop --dist-backend {cell.dist_backend}")
+            raise UserError(
+                f"backend horovod picks its own transport (NCCL for CUDA tensors when built with it, "
+                f"else gloo or MPI); drop --dist-backend {cell.dist_backend}"
+            )
         hvd.init()
         if hvd.size() != cell.workers:
-            raise UserError(f"horovod reports {hvd.size()} ranks but the cell has {cell.workers} workers; "
-                            f"start it through ddlbench (horovodrun -np {cell.workers})")
+            raise UserError(
+                f"horovod reports {hvd.size()} ranks but the cell has {cell.workers} workers; "
+                f"start it through ddlbench (horovodrun -np {cell.workers})"
+            )
         self.rank = hvd.rank()
         self.workers = hvd.size()
         # Horovod's gloo takes HOROVOD_GLOO_IFACE (its launchers set it: launch.py, the cell's profile)
@@ -136,8 +140,10 @@ def device_check(device: str) -> str | None:
     import horovod.torch as hvd  # optional: only this backend needs Horovod
 
     if not hvd.nccl_built():
-        return ("backend horovod was built without NCCL, so it cannot reduce CUDA tensors on the GPU; rebuild "
-                f"it on this CUDA machine ({INSTALL}, which sets HOROVOD_GPU_OPERATIONS=NCCL) or use --device cpu")
+        return (
+            "backend horovod was built without NCCL, so it cannot reduce CUDA tensors on the GPU; rebuild "
+            f"it on this CUDA machine ({INSTALL}, which sets HOROVOD_GPU_OPERATIONS=NCCL) or use --device cpu"
+        )
     return None
 
 

@@ -24,9 +24,14 @@ ENTRY = BackendEntry(
     name="torch",
     description="torch.distributed: gloo on CPU, nccl on GPU; parameter servers over gloo point-to-point",
     provides=frozenset({"allreduce", "push_pull", "reduce_scatter", "all_gather", "process_group"}),
-    start=start, serve=serve, versions=versions,
-    launch=BackendLaunch(recipes=(SrunRecipe(task_envs={"torch": torch_task_env}),
-                                  SbatchRecipe(styles=SBATCH_STYLES, examples=SBATCH_EXAMPLES,
-                                               sweeps=SBATCH_SWEEPS))),
+    start=start,
+    serve=serve,
+    versions=versions,
+    launch=BackendLaunch(
+        recipes=(
+            SrunRecipe(task_envs={"torch": torch_task_env}),
+            SbatchRecipe(styles=SBATCH_STYLES, examples=SBATCH_EXAMPLES, sweeps=SBATCH_SWEEPS),
+        )
+    ),
 )
 """What harness.backends.load() registers for this backend."""

@@ -40,10 +40,10 @@ class WorkHandle(Handle):
                 self.works = ()
                 return self.wait()
             return self.wait()
-        for w in self.works[:self.sent]:
+        for w in self.works[: self.sent]:
             w.wait()
         # gloo's wait() on a finished send waits for a *further* send on its buffer: never wait twice
-        self.works, self.sent = self.works[self.sent:], 0
+        self.works, self.sent = self.works[self.sent :], 0
 
     def wait(self) -> None:
         for w in self.works:

@@ -20,9 +20,16 @@ def torch_task_env(environ: Mapping[str, str]) -> dict[str, str | None]:
     """torchrun's variables for one srun task, from its SLURM_* (deepspeed.init_distributed and
     torchrun-style code read these)."""
     e = from_slurm(environ)
-    return {"RANK": str(e.rank), "WORLD_SIZE": str(e.world_size), "LOCAL_RANK": str(e.local_rank),
-            "LOCAL_WORLD_SIZE": str(e.local_world_size), "NODE_RANK": str(e.node_rank),
-            "MASTER_ADDR": e.master_addr, "MASTER_PORT": str(e.master_port), "DDLBENCH_LAUNCHER": "slurm"}
+    return {
+        "RANK": str(e.rank),
+        "WORLD_SIZE": str(e.world_size),
+        "LOCAL_RANK": str(e.local_rank),
+        "LOCAL_WORLD_SIZE": str(e.local_world_size),
+        "NODE_RANK": str(e.node_rank),
+        "MASTER_ADDR": e.master_addr,
+        "MASTER_PORT": str(e.master_port),
+        "DDLBENCH_LAUNCHER": "slurm",
+    }
 
 
 def sbatch_srun(spec) -> str:
@@ -33,27 +40,57 @@ def sbatch_srun(spec) -> str:
     )
 
 
-SBATCH_STYLES = {"srun": SbatchStyle(sbatch_srun, reference=dict(
-    job_name="ddl-srun", command=REFERENCE_COMMAND, nodes=2, tasks_per_node=1, cpus_per_task=2, partition="cpu",
-    time_limit_min=30, output="logs/%x-%A_%a.out", array="0-3%2", extra_sbatch=("--exclusive",),
-    env={"GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}))}
+SBATCH_STYLES = {
+    "srun": SbatchStyle(
+        sbatch_srun,
+        reference=dict(
+            job_name="ddl-srun",
+            command=REFERENCE_COMMAND,
+            nodes=2,
+            tasks_per_node=1,
+            cpus_per_task=2,
+            partition="cpu",
+            time_limit_min=30,
+            output="logs/%x-%A_%a.out",
+            array="0-3%2",
+            extra_sbatch=("--exclusive",),
+            env={"GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"},
+        ),
+    )
+}
 
 SBATCH_EXAMPLES = (
-    {"name": "torch-srun", "sweep": "torch", "nodes": 2, "notes": [
-        "torch.distributed (nccl on GPU, gloo on CPU): each cell is one srun step, one task per GPU;",
-        "every task reads its rank from SLURM_PROCID/SLURM_LOCALID (harness/launchers/srun/env.py)."]},
+    {
+        "name": "torch-srun",
+        "sweep": "torch",
+        "nodes": 2,
+        "notes": [
+            "torch.distributed (nccl on GPU, gloo on CPU): each cell is one srun step, one task per GPU;",
+            "every task reads its rank from SLURM_PROCID/SLURM_LOCALID (harness/launchers/srun/env.py).",
+        ],
+    },
 )
 
 SBATCH_SWEEPS = {
-    "torch": {"notes": [
-        "Several GPU nodes (slurm/multi-node.sbatch, slurm/torch-srun.sbatch): the same methods on",
-        "torch.distributed, 1 to 8 workers; 8 workers span 2 nodes of 4 GPUs. Parameter servers go on nodes",
-        "the workers leave free, else beside them."],
+    "torch": {
+        "notes": [
+            "Several GPU nodes (slurm/multi-node.sbatch, slurm/torch-srun.sbatch): the same methods on",
+            "torch.distributed, 1 to 8 workers; 8 workers span 2 nodes of 4 GPUs. Parameter servers go on nodes",
+            "the workers leave free, else beside them.",
+        ],
         "sweep": {
             "name": "torch",
             "workloads": ["resnet50", "bert-base", "bert-large"],
-            "schemes": ["ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp",
-                        "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps"],
+            "schemes": [
+                "ddp",
+                "bsp-a2a",
+                "wfbp-a2a",
+                "mgwfbp",
+                "bytescheduler-a2a",
+                "bsp-ps",
+                "wfbp-ps",
+                "bytescheduler-ps",
+            ],
             "backends": ["torch"],
             "workers": [1, 2, 4, 8],
             "servers": [2],
@@ -61,5 +98,6 @@ SBATCH_SWEEPS = {
             "warmup": 10,
             "iters": 30,
             "timeout_s": 900,
-        }},
+        },
+    },
 }

@@ -31,8 +31,9 @@ from harness.backends.torch_dist.staging import Staged, Stager
 
 
 class PSClient:
-    def __init__(self, workers: int, servers: int, rank: int, node_of_worker: list[int], local_reduce: bool,
-                 device: torch.device):
+    def __init__(
+        self, workers: int, servers: int, rank: int, node_of_worker: list[int], local_reduce: bool, device: torch.device
+    ):
         self.workers, self.servers, self.rank = workers, servers, rank
         self.stager = Stager(device)
         # one thread starts staged pushes in the order they were asked for (their hooks' order)
@@ -49,8 +50,13 @@ class PSClient:
         self.keys = {name: i for i, (name, _) in enumerate(keys)}
         self._headers = [torch.tensor([i], dtype=torch.int64) for i in range(len(keys))]
         if self.rank == 0:
-            send_table(numel, list(self.layout.server_of), [list(self.layout.pushers(k)) for k in range(len(keys))],
-                       self.workers, self.servers)
+            send_table(
+                numel,
+                list(self.layout.server_of),
+                [list(self.layout.pushers(k)) for k in range(len(keys))],
+                self.workers,
+                self.servers,
+            )
         group = self.layout.group_of(self.rank)
         if len(group) > 1:
             owned = [k for k in range(len(keys)) if self.layout.owner(k, self.rank) == self.rank]
@@ -80,9 +86,11 @@ class PSClient:
         buf, after = staged.buf, staged.after
         owner = self.layout.owner(k, self.rank)
         if owner != self.rank:  # a peer owns it: it goes there and comes back from there
-            works = [dist.isend(self._headers[k], dst=owner, tag=LOCAL_CONTROL_TAG),
-                     dist.isend(buf, dst=owner, tag=LOCAL_TAG + k),
-                     dist.irecv(buf, src=owner, tag=RESULT_TAG + k)]
+            works = [
+                dist.isend(self._headers[k], dst=owner, tag=LOCAL_CONTROL_TAG),
+                dist.isend(buf, dst=owner, tag=LOCAL_TAG + k),
+                dist.irecv(buf, src=owner, tag=RESULT_TAG + k),
+            ]
             return WorkHandle(works, after, sent=2)
         if self.agg is None:  # alone in its group: straight to the server
             sends, pull = self._push(k, buf)

@@ -64,5 +64,8 @@ class PSLayout:
 
     def describe(self) -> dict:
         """Plan facts recorded with the cell."""
-        return {"ps_groups": [list(g) for g in self.groups], "ps_local_reduce": any(len(g) > 1 for g in self.groups),
-                "ps_push_bytes_per_worker": list(self.bytes_pushed().values())}
+        return {
+            "ps_groups": [list(g) for g in self.groups],
+            "ps_local_reduce": any(len(g) > 1 for g in self.groups),
+            "ps_push_bytes_per_worker": list(self.bytes_pushed().values()),
+        }

@@ -42,8 +42,14 @@ class _Round:
 class NodeAggregator:
     """Receives the peers' copies of this worker's owned keys and drives each key's push and pull."""
 
-    def __init__(self, me: int, group: tuple[int, ...], numel: list[int], owned: list[int],
-                 push: Callable[[int, torch.Tensor], tuple[list, Any]]):
+    def __init__(
+        self,
+        me: int,
+        group: tuple[int, ...],
+        numel: list[int],
+        owned: list[int],
+        push: Callable[[int, torch.Tensor], tuple[list, Any]],
+    ):
         """`push(key, tensor) -> (send works, pull work)` sends a summed key to its server (ps.py)."""
         self.me, self.peers = me, [w for w in group if w != me]
         self.push = push
@@ -83,8 +89,13 @@ class NodeAggregator:
 
     def _receive_from(self, peer: int) -> None:
         try:
-            receive_pushes(peer, LOCAL_CONTROL_TAG, lambda k: self.inbox[k][peer], lambda k: LOCAL_TAG + k,
-                           lambda k: self._arrive(k, self._round(k)))
+            receive_pushes(
+                peer,
+                LOCAL_CONTROL_TAG,
+                lambda k: self.inbox[k][peer],
+                lambda k: LOCAL_TAG + k,
+                lambda k: self._arrive(k, self._round(k)),
+            )
         except BaseException as e:  # surfaced by the handles; the cell then fails, not hangs
             self.errors.append(e)
             self.pushes.put(None)
@@ -126,7 +137,7 @@ class NodeAggregator:
     def stop(self) -> None:
         """After this worker's own STOPs: wait for the peers' (each receiving thread acknowledges its
         peer's STOP and ends), then end the push and pull threads."""
-        for t in self.threads[:len(self.peers)]:
+        for t in self.threads[: len(self.peers)]:
             t.join()
         self.pushes.put(None)
         self.check()

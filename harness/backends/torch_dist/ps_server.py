@@ -60,8 +60,13 @@ class _Key:
             return total
 
 
-def receive_pushes(src: int, control_tag: int, buffer_of: Callable[[int], torch.Tensor],
-                   tag_of: Callable[[int], int], arrived: Callable[[int], None]) -> None:
+def receive_pushes(
+    src: int,
+    control_tag: int,
+    buffer_of: Callable[[int], torch.Tensor],
+    tag_of: Callable[[int], int],
+    arrived: Callable[[int], None],
+) -> None:
     """The receiving side of pushes from one sender, until it says STOP, which is acknowledged: a header
     with the key on `control_tag`, then the data into `buffer_of(key)` on `tag_of(key)`, then
     `arrived(key)`. One thread per sender, because gloo's receive handles report completion only through
@@ -95,8 +100,7 @@ def serve(workers: int, servers: int, rank: int) -> None:
 
     def receive_from(w: int) -> None:
         try:
-            receive_pushes(w, CONTROL_TAG, lambda k: keys[k].inbox[w], lambda k: k,
-                           lambda k: reply_when_complete(w, k))
+            receive_pushes(w, CONTROL_TAG, lambda k: keys[k].inbox[w], lambda k: k, lambda k: reply_when_complete(w, k))
         except BaseException as e:  # surfaced by the main thread; the cell then fails, not hangs
             errors.append(e)
 

@@ -51,4 +51,5 @@ class Stager:
 
         def back() -> None:
             tensor.reshape(-1).copy_(buf, non_blocking=False)
+
         return Staged(buf, done, back, deferred=True)

@@ -38,8 +38,9 @@ def rendezvous_store(me, timeout: datetime.timedelta) -> dist.TCPStore:
             fd = sock.detach()
         except OSError:
             fd = None
-    return dist.TCPStore(me.master_addr, me.master_port, me.world_size, is_master=me.rank == 0,
-                         timeout=timeout, master_listen_fd=fd)
+    return dist.TCPStore(
+        me.master_addr, me.master_port, me.world_size, is_master=me.rank == 0, timeout=timeout, master_listen_fd=fd
+    )
 
 
 def init_process_group(cell, me, device: torch.device) -> dict:
@@ -49,8 +50,9 @@ def init_process_group(cell, me, device: torch.device) -> dict:
     facts = choose_interface(me)
     backend = process_group_backend(device, cell.dist_backend)
     timeout = datetime.timedelta(seconds=max(30.0, float(cell.timeout_s)))
-    dist.init_process_group(backend=backend, store=rendezvous_store(me, timeout), world_size=me.world_size,
-                            rank=me.rank, timeout=timeout)
+    dist.init_process_group(
+        backend=backend, store=rendezvous_store(me, timeout), world_size=me.world_size, rank=me.rank, timeout=timeout
+    )
     return facts
 
 
@@ -76,9 +78,10 @@ class TorchTransport(Transport):
             self._ps = ps.PSClient(cell.workers, cell.servers, self.rank, nodes, local_reduce, device)
         # what the groups really use (dist.get_backend), recorded in the row and checked by the worker
         self.dist_backend = tensor_backend(dist.get_backend(self.group), device.type)
-        self.facts.update(dist_backend=self.dist_backend,
-                          dist_groups={"workers": str(dist.get_backend(self.group)),
-                                       "world": str(dist.get_backend())})
+        self.facts.update(
+            dist_backend=self.dist_backend,
+            dist_groups={"workers": str(dist.get_backend(self.group)), "world": str(dist.get_backend())},
+        )
         # only an NCCL operation finishes later than its wait() returns (handles.wait_done)
         self._poll = self.dist_backend == "nccl"
 
@@ -139,8 +142,10 @@ def start(cell, me, device):
     facts = init_process_group(cell, me, device)
     transport = TorchTransport(cell, me, torch.device(device))
     transport.facts.update(facts)
-    transport.facts.update(reduce_scatter=f"torch.distributed.{_REDUCE_SCATTER.__name__}",
-                           all_gather=f"torch.distributed.{_ALL_GATHER.__name__}")
+    transport.facts.update(
+        reduce_scatter=f"torch.distributed.{_REDUCE_SCATTER.__name__}",
+        all_gather=f"torch.distributed.{_ALL_GATHER.__name__}",
+    )
     return transport
 
 

@@ -22,29 +22,62 @@ from harness.cli.runs_cells import RunsCells
 @servers_option("; advise's PS candidates try 1 to that many")
 @click.option("--testbed", is_flag=True, help="Measure on the emulated testbed that is up (`ddlbench testbed up`).")
 @click.option("--schemes", default="all", show_default=True, help="Methods to consider, comma-separated, or all.")
-@click.option("--grid", type=click.Choice(["full", "default"]), default="full", show_default=True,
-              help="Each method over its declared knob grid, or at its default knobs only.")
-@click.option("--top-k", default=6, show_default=True, type=int,
-              help="Best predicted candidates to measure (DDP with default knobs is measured besides).")
+@click.option(
+    "--grid",
+    type=click.Choice(["full", "default"]),
+    default="full",
+    show_default=True,
+    help="Each method over its declared knob grid, or at its default knobs only.",
+)
+@click.option(
+    "--top-k",
+    default=6,
+    show_default=True,
+    type=int,
+    help="Best predicted candidates to measure (DDP with default knobs is measured besides).",
+)
 @click.option("--iters", default=20, show_default=True, type=int, help="Measured iterations of a first try.")
 @click.option("--max-iters", default=200, show_default=True, type=int, help="Bound on the iterations of one try.")
-@click.option("--target-ci", default=0.03, show_default=True, type=float,
-              help="Wanted half width of the 95% CI of the mean iteration time, relative.")
-@click.option("--rounds", default=3, show_default=True, type=int,
-              help="Alternated rounds of the best two when their CIs overlap (0 = none).")
+@click.option(
+    "--target-ci",
+    default=0.03,
+    show_default=True,
+    type=float,
+    help="Wanted half width of the 95% CI of the mean iteration time, relative.",
+)
+@click.option(
+    "--rounds",
+    default=3,
+    show_default=True,
+    type=int,
+    help="Alternated rounds of the best two when their CIs overlap (0 = none).",
+)
 @click.option("--warmup", default=5, show_default=True, type=int, help="Discarded iterations per cell.")
 @click.option("--batch", type=int, help="Per-worker batch (default: the workload's).")
 @click.option("--seq-len", type=int, help="Sequence length (default: the workload's).")
 @click.option("--device", default="auto", show_default=True, help="cpu | cuda | auto.")
-@click.option("--budget", default="10m", show_default=True,  # harness/advise/budget.DEFAULT_BUDGET
-              help="Time advise may take in all (90s, 10m, 1h): the best candidates measured first, each try sized "
-                   "to the time left; when it ends, the answer with the confidence reached and what was left out.")
+@click.option(
+    "--budget",
+    default="10m",
+    show_default=True,  # harness/advise/budget.DEFAULT_BUDGET
+    help="Time advise may take in all (90s, 10m, 1h): the best candidates measured first, each try sized "
+    "to the time left; when it ends, the answer with the confidence reached and what was left out.",
+)
 @click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=float, help="Cell time limit, s.")
-@click.option("--profile", type=click.Path(dir_okay=False, path_type=Path),
-              help="Stored profile (`ddlbench profile`) instead of measuring one.")
-@click.option("--commbench", multiple=True, type=click.Path(path_type=Path),
-              help="Stored commbench run(s) measured on this placement instead of measuring the network.")
-@click.option("--link", help="A link preset between the hosts (`ddlbench predict --link`) instead of measuring the network.")
+@click.option(
+    "--profile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Stored profile (`ddlbench profile`) instead of measuring one.",
+)
+@click.option(
+    "--commbench",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Stored commbench run(s) measured on this placement instead of measuring the network.",
+)
+@click.option(
+    "--link", help="A link preset between the hosts (`ddlbench predict --link`) instead of measuring the network."
+)
 @output_option()
 @click.option("--resume", is_flag=True, help="Go on with the advise run in --output: measure only what is missing.")
 @click.option("--oversubscribe", is_flag=True, help="Allow more workers than cores (timings are then noise).")
@@ -60,8 +93,13 @@ def command(grid, iters, max_iters, target_ci, rounds, budget, no_progress, **op
     from harness.advise.shortlist import Policy
     from harness.advise.workflow import AdviseSpec, run_advise
 
-    spec = AdviseSpec(**options, full_grid=grid == "full", policy=Policy(iters, max_iters, target_ci, rounds),
-                      budget_s=parse_duration(budget), progress=not no_progress)
+    spec = AdviseSpec(
+        **options,
+        full_grid=grid == "full",
+        policy=Policy(iters, max_iters, target_ci, rounds),
+        budget_s=parse_duration(budget),
+        progress=not no_progress,
+    )
     run_dir, line = run_advise(spec)
     click.echo((run_dir / "advise" / "report.md").read_text())
     click.echo(line)

@@ -8,8 +8,13 @@ from __future__ import annotations
 import click
 
 
-_DIR = click.option("--dir", "root", type=click.Path(), default=None,
-                    help="Baselines directory (default $DDLBENCH_BASELINES or results/baselines).")
+_DIR = click.option(
+    "--dir",
+    "root",
+    type=click.Path(),
+    default=None,
+    help="Baselines directory (default $DDLBENCH_BASELINES or results/baselines).",
+)
 
 
 @click.group("baseline")
@@ -20,8 +25,11 @@ def command() -> None:
 @command.command("save")
 @click.argument("name")
 @click.argument("runs", nargs=-1, required=True)
-@click.option("--force", is_flag=True, help="Replace an existing baseline of that name, or store a run "
-              "measured on a busy machine.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace an existing baseline of that name, or store a run measured on a busy machine.",
+)
 @_DIR
 def save(name: str, runs: tuple[str, ...], force: bool, root: str | None) -> None:
     """Store RUNS (run directories or run ids) as baseline NAME (letters, digits, - and _).
@@ -51,5 +59,7 @@ def list_(root: str | None) -> None:
     click.echo(f"{'name':<20} {'saved (UTC)':<26} {'fingerprint':<14} {'cells ok/all':<13} {'runs':<5} source run")
     for m in rows:
         cells = f"{m.get('cells_ok', '?')}/{m.get('cells', '?')}"
-        click.echo(f"{m['name']:<20} {m.get('created_utc', '?'):<26} {m.get('fingerprint', '?'):<14} "
-                   f"{cells:<13} {m.get('rounds', 1)!s:<5} {m.get('source_run', '?')}")
+        click.echo(
+            f"{m['name']:<20} {m.get('created_utc', '?'):<26} {m.get('fingerprint', '?'):<14} "
+            f"{cells:<13} {m.get('rounds', 1)!s:<5} {m.get('source_run', '?')}"
+        )

@@ -10,17 +10,29 @@ from harness.cli.runs_cells import RunsCells
 
 
 def format_table(df) -> str:
-    g = df.groupby(["collective", "workers", "size_bytes"]).agg(
-        time_s=("time_s", "median"), algbw=("algbw_gbit_s", "median"), busbw=("busbw_gbit_s", "median"),
-        alpha=("fit_alpha_s", "first"), beta=("fit_beta_s_per_byte", "first")).reset_index()
+    g = (
+        df.groupby(["collective", "workers", "size_bytes"])
+        .agg(
+            time_s=("time_s", "median"),
+            algbw=("algbw_gbit_s", "median"),
+            busbw=("busbw_gbit_s", "median"),
+            alpha=("fit_alpha_s", "first"),
+            beta=("fit_beta_s_per_byte", "first"),
+        )
+        .reset_index()
+    )
     lines = [f"{'collective':<10} {'N':>2} {'size':>10} {'median ms':>10} {'algbw Gb/s':>11} {'busbw Gb/s':>11}"]
     for _, r in g.iterrows():
-        lines.append(f"{r.collective:<10} {r.workers:>2} {int(r.size_bytes):>10} {r.time_s * 1e3:>10.3f} "
-                     f"{r.algbw:>11.3f} {r.busbw:>11.3f}")
+        lines.append(
+            f"{r.collective:<10} {r.workers:>2} {int(r.size_bytes):>10} {r.time_s * 1e3:>10.3f} "
+            f"{r.algbw:>11.3f} {r.busbw:>11.3f}"
+        )
     for (coll, n), sub in g.groupby(["collective", "workers"]):
         a, b = sub["alpha"].iloc[0], sub["beta"].iloc[0]
-        lines.append(f"fit {coll} N={n}: alpha = {a * 1e6:.1f} us, beta = {b * 1e9:.3f} ns/byte "
-                     f"(= {8 / b / 1e9 if b else float('inf'):.2f} Gbit/s asymptotic)")
+        lines.append(
+            f"fit {coll} N={n}: alpha = {a * 1e6:.1f} us, beta = {b * 1e9:.3f} ns/byte "
+            f"(= {8 / b / 1e9 if b else float('inf'):.2f} Gbit/s asymptotic)"
+        )
     return "\n".join(lines)
 
 
@@ -34,9 +46,12 @@ def format_table(df) -> str:
 @servers_option(" (pushpull)")
 @click.option("--timeout", "timeout_s", default=900.0, show_default=True, type=float, help="Seconds.")
 @click.option("--device", default="cpu", show_default=True, help="cpu | cuda.")
-@click.option("--testbed", is_flag=True,
-              help="Run on the emulated testbed that is up (`ddlbench testbed up`): one rank per host first, "
-                   "parameter servers on spare hosts, as `ddlbench run --testbed` places them.")
+@click.option(
+    "--testbed",
+    is_flag=True,
+    help="Run on the emulated testbed that is up (`ddlbench testbed up`): one rank per host first, "
+    "parameter servers on spare hosts, as `ddlbench run --testbed` places them.",
+)
 @output_option("; measuring again into it replaces that collective's rows")
 @click.option("--oversubscribe", is_flag=True, help="Allow more ranks than this box has cores.")
 def command(**options):

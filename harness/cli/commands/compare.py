@@ -22,8 +22,9 @@ from harness.cli.options import history_option
 from harness.core.errors import UserError
 
 
-def run_compare(baseline: str, current, cfg, allow_env_mismatch: bool = False,
-                baselines_dir: str | None = None) -> tuple[str, int]:
+def run_compare(
+    baseline: str, current, cfg, allow_env_mismatch: bool = False, baselines_dir: str | None = None
+) -> tuple[str, int]:
     """Load both sides (a stored baseline brings all its runs), check environments, decide; returns
     (markdown, exit status)."""
 
@@ -38,8 +39,10 @@ def run_compare(baseline: str, current, cfg, allow_env_mismatch: bool = False,
     cur = [t for c in currents for t in load_rounds(resolve(c, baselines_dir))]
     ids = [run_identity(t) for t in cur]
     if len(set(ids)) < len(ids) or set(ids) & {run_identity(t) for t in base}:
-        raise UserError("the same run was given twice: each run of the sweep counts once, on one side; give "
-                        "separate runs (e.g. results/today-1 results/today-2)")
+        raise UserError(
+            "the same run was given twice: each run of the sweep counts once, on one side; give "
+            "separate runs (e.g. results/today-1 results/today-2)"
+        )
     backends = compared_backends(base[0].summary, cur[0].summary)
     notes = {check_environments(base[0].environment, c.environment, backends, allow_env_mismatch) for c in cur}
     table = compare_rounds([(t.summary, t.raw) for t in base], [(t.summary, t.raw) for t in cur], cfg)
@@ -62,21 +65,47 @@ def run_compare_history(history, currents, cfg, fail_on: str, baselines_dir: str
 
 @click.command("compare")
 @click.argument("runs", nargs=-1, required=True, metavar="[BASELINE] CURRENT...")
-@click.option("--factor", type=click.FloatRange(min=1.0, min_open=True), default=1.10, show_default=True,
-              help="A change counts only beyond this ratio of median throughputs.")
-@click.option("--alpha", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.05,
-              show_default=True, help="Significance level: of the whole gate over several runs (each cell's moderated t at "
-              "alpha / cells), or of Mann-Whitney U on iterations with one run a side.")
-@click.option("--min-samples", type=click.IntRange(min=2), default=6, show_default=True,
-              help="Fewest samples per side for Mann-Whitney U; below, non-overlapping 99% CIs decide.")
-@click.option("--allow-env-mismatch", is_flag=True,
-              help="Compare even when the environments differ (machine, python/torch, the compared "
-              "cells' backend libraries).")
-@click.option("--baselines-dir", type=click.Path(file_okay=False), default=None,
-              help="Where stored baselines live (default $DDLBENCH_BASELINES or results/baselines).")
+@click.option(
+    "--factor",
+    type=click.FloatRange(min=1.0, min_open=True),
+    default=1.10,
+    show_default=True,
+    help="A change counts only beyond this ratio of median throughputs.",
+)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="Significance level: of the whole gate over several runs (each cell's moderated t at "
+    "alpha / cells), or of Mann-Whitney U on iterations with one run a side.",
+)
+@click.option(
+    "--min-samples",
+    type=click.IntRange(min=2),
+    default=6,
+    show_default=True,
+    help="Fewest samples per side for Mann-Whitney U; below, non-overlapping 99% CIs decide.",
+)
+@click.option(
+    "--allow-env-mismatch",
+    is_flag=True,
+    help="Compare even when the environments differ (machine, python/torch, the compared cells' backend libraries).",
+)
+@click.option(
+    "--baselines-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where stored baselines live (default $DDLBENCH_BASELINES or results/baselines).",
+)
 @history_option(more=": judge the current runs against their cells' series there, with no BASELINE")
-@click.option("--fail-on", type=click.Choice(["worse", "confirmed"]), default="worse", show_default=True,
-              help="With --history: also fail (exit 1) on an open confirmed change in a compared cell's series.")
+@click.option(
+    "--fail-on",
+    type=click.Choice(["worse", "confirmed"]),
+    default="worse",
+    show_default=True,
+    help="With --history: also fail (exit 1) on an open confirmed change in a compared cell's series.",
+)
 @click.pass_context
 def command(ctx, runs, factor, alpha, min_samples, allow_env_mismatch, baselines_dir, history, fail_on):
     """Compare CURRENT against BASELINE (each a run directory or a stored baseline name), or with --history
@@ -92,8 +121,10 @@ def command(ctx, runs, factor, alpha, min_samples, allow_env_mismatch, baselines
     if history is not None:
         md, code = run_compare_history(history, runs, cfg, fail_on, baselines_dir)
     elif len(runs) < 2:
-        raise UserError("compare needs a BASELINE and at least one CURRENT run (or --history DIR and the current "
-                        "runs): e.g. `ddlbench compare cpu-tiny results/<run-id>`")
+        raise UserError(
+            "compare needs a BASELINE and at least one CURRENT run (or --history DIR and the current "
+            "runs): e.g. `ddlbench compare cpu-tiny results/<run-id>`"
+        )
     elif fail_on != "worse":
         raise UserError("--fail-on confirmed needs --history DIR: confirmed changes are found in a history folder")
     else:

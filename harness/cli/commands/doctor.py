@@ -18,9 +18,13 @@ from harness.cli.runs_cells import RunsCells
 @click.option("--no-cells", is_flag=True, help="Facts only: run no smoke cell.")
 @click.option("--workload", default="bert-base-tiny", show_default=True, help="Workload of the smoke cells.")
 @click.option("--device", default="auto", show_default=True, help="cpu | cuda | auto.")
-@click.option("--timeout", "timeout_s", type=float,
-              help="Limit of one smoke cell, seconds (default: the smoke cell's own, SmokeConfig.timeout_s in "
-                   "harness/doctor/smoke.py; raise it on a busy machine or for a big workload).")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=float,
+    help="Limit of one smoke cell, seconds (default: the smoke cell's own, SmokeConfig.timeout_s in "
+    "harness/doctor/smoke.py; raise it on a busy machine or for a big workload).",
+)
 @click.option("--keep", type=click.Path(path_type=Path), help="Keep the smoke run in this directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of the report.")
 @click.pass_context
@@ -37,8 +41,7 @@ def command(ctx, quick, no_cells, workload, device, timeout_s, keep, as_json):
     limit = {} if timeout_s is None else {"timeout_s": timeout_s}
     # --json: stdout carries the document only; run_cells' progress bar and failure lines go to stderr
     with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
-        report = diagnose(workload, device, quick, not no_cells, keep,
-                          echo=None if as_json else click.echo, **limit)
+        report = diagnose(workload, device, quick, not no_cells, keep, echo=None if as_json else click.echo, **limit)
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))
     ctx.exit(0 if report["ok"] else 1)

@@ -25,8 +25,13 @@ def command():
 @command.command("add")
 @click.argument("runs", nargs=-1, required=True)
 @history_option(required=True, more="")
-@click.option("--repo", type=click.Path(file_okay=False), default=".", show_default=True,
-              help="The git checkout whose first-parent history orders the runs' commits.")
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False),
+    default=".",
+    show_default=True,
+    help="The git checkout whose first-parent history orders the runs' commits.",
+)
 def add_command(runs, history, repo):
     """Append the cells of RUN... (run directories or stored baselines) to the history folder."""
     # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
@@ -39,8 +44,12 @@ def add_command(runs, history, repo):
 @command.command("changes")
 @history_option(required=True, more="")
 @click.option("--all", "show_all", is_flag=True, help="Also list triaged changes and environment changes.")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write the changes as JSON to this file.")
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the changes as JSON to this file.",
+)
 def changes_command(history, show_all, json_out):
     """List the change points of every cell's series (open ones first) with the commits to bisect."""
     # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
@@ -59,8 +68,13 @@ def changes_command(history, show_all, json_out):
 
 @command.command("report")
 @history_option(required=True, more="")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="The HTML page to write (self-contained: plots inline).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The HTML page to write (self-contained: plots inline).",
+)
 def report_command(history, output):
     """Write a self-contained HTML page: each cell's throughput over commits, changes marked."""
     # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
@@ -70,15 +84,24 @@ def report_command(history, output):
 
 
 @command.command("calibrate")
-@click.option("--spread", type=click.FloatRange(min=0.0, min_open=True),
-              help="Run-to-run spread (CV of run medians) to simulate, e.g. 0.02; default: measured from "
-                   "--baseline or --history.")
+@click.option(
+    "--spread",
+    type=click.FloatRange(min=0.0, min_open=True),
+    help="Run-to-run spread (CV of run medians) to simulate, e.g. 0.02; default: measured from "
+    "--baseline or --history.",
+)
 @click.option("--baseline", help="A stored baseline with several rounds: its cells' run-to-run spread.")
 @history_option(more=": measure the spread of its series")
 @click.option("--series", type=click.IntRange(min=10), default=1000, show_default=True, help="Series per case.")
 @click.option("--points", type=click.IntRange(min=20), default=100, show_default=True, help="Runs per series.")
-@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/history"),
-              show_default=True, help="Folder for calibrate.md and calibrate.json.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("reports/history"),
+    show_default=True,
+    help="Folder for calibrate.md and calibrate.json.",
+)
 def calibrate_command(spread, baseline, history, series, points, output):
     """Measure the detector's false alarms and detection rates on synthetic series at this machine's noise."""
     # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")

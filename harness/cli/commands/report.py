@@ -29,8 +29,9 @@ def load_input(ref: str):
     p = Path(ref)
     if p.is_file():
         if p.suffix != ".parquet":
-            raise UserError(f"{ref} is a file but not .parquet: give a run directory, or a summary or "
-                            f"commbench Parquet file")
+            raise UserError(
+                f"{ref} is a file but not .parquet: give a run directory, or a summary or commbench Parquet file"
+            )
         df = read_table(p)
         empty = pd.DataFrame()
         if "collective" in df and "busbw_gbit_s" in df:
@@ -39,19 +40,31 @@ def load_input(ref: str):
             if "status" not in df:
                 df = df.assign(status="ok")
             return RunTables(path=p, raw=empty, summary=df, environment=empty, commbench=empty)
-        raise UserError(f"{ref} is neither summary-shaped (workload, scheme, workers, throughput_median) "
-                        f"nor a commbench table (collective, size_bytes, busbw_gbit_s)")
+        raise UserError(
+            f"{ref} is neither summary-shaped (workload, scheme, workers, throughput_median) "
+            f"nor a commbench table (collective, size_bytes, busbw_gbit_s)"
+        )
     return load_stored(resolve(ref))
 
 
 @click.command("report")
 @click.argument("runs", nargs=-1, required=True)
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
-              help="Report directory, e.g. reports/NAME (created).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Report directory, e.g. reports/NAME (created).",
+)
 @click.option("--title", default=None, help="Page title (default: the run names).")
-@click.option("--timeline", "timelines", multiple=True, metavar="CELL_ID",
-              help="Draw the timeline of this traced cell (repeatable; `all`: every traced cell; default: the "
-                   "first few cells that have a trace.json, from `run --trace`).")
+@click.option(
+    "--timeline",
+    "timelines",
+    multiple=True,
+    metavar="CELL_ID",
+    help="Draw the timeline of this traced cell (repeatable; `all`: every traced cell; default: the "
+    "first few cells that have a trace.json, from `run --trace`).",
+)
 @click.option("--dpi", type=click.IntRange(50, 300), default=100, show_default=True, help="PNG resolution.")
 def command(runs, output, title, timelines, dpi):
     """Write figures, report.md and report.html for RUNS (merged; e.g. one run per network).

@@ -8,8 +8,15 @@ import os
 
 import click
 
-from harness.cli.options import (TRACE_META, append_history, cell_options, history_option, parse_knobs, run_options,
-                                 trace_option)
+from harness.cli.options import (
+    TRACE_META,
+    append_history,
+    cell_options,
+    history_option,
+    parse_knobs,
+    run_options,
+    trace_option,
+)
 from harness.cli.runs_cells import FINISH, RunsCells
 from harness.contracts.cell import CellSpec
 
@@ -17,12 +24,18 @@ from harness.contracts.cell import CellSpec
 @click.command("run", cls=RunsCells, go_on=FINISH)
 @cell_options
 @click.option("--knob", "knobs", multiple=True, help="Scheme knob NAME=VALUE (repeatable).")
-@click.option("--testbed", "launcher", flag_value="testbed", default=None,
-              help="Run on the emulated testbed that is up (`ddlbench testbed up`); workers spread "
-                   "over its hosts (its launcher, harness/launchers/testbed/).")
+@click.option(
+    "--testbed",
+    "launcher",
+    flag_value="testbed",
+    default=None,
+    help="Run on the emulated testbed that is up (`ddlbench testbed up`); workers spread "
+    "over its hosts (its launcher, harness/launchers/testbed/).",
+)
 @trace_option("the cell")
-@click.option("--baseline/--no-baseline", default=False,
-              help="Also measure the 1-worker local baseline (speed-up, efficiency).")
+@click.option(
+    "--baseline/--no-baseline", default=False, help="Also measure the 1-worker local baseline (speed-up, efficiency)."
+)
 @run_options
 @history_option()
 @click.pass_context

@@ -26,8 +26,9 @@ def command(run: str, csv_path: Path | None) -> None:
         check_output_file(csv_path, "--csv")
     t = load_run(run)
     if t.summary.empty:
-        raise UserError(f"run {t.path} holds no cells, only a commbench table: see it with `ddlbench report "
-                        f"{t.path} -o DIR`")
+        raise UserError(
+            f"run {t.path} holds no cells, only a commbench table: see it with `ddlbench report {t.path} -o DIR`"
+        )
     unit = ", ".join(sorted(set(t.summary.get("sample_unit", pd.Series(dtype=str)).dropna()))) or "samples"
     print_summary(t.summary, title=f"{t.path} (X in {unit}/s)", env=t.environment)
     for line in busy_runs(t.environment):

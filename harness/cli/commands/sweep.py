@@ -11,8 +11,15 @@ from pathlib import Path
 
 import click
 
-from harness.cli.options import (TRACE_META, append_history, history_option, nodes_option, run_options, servers_option,
-                                 trace_option)
+from harness.cli.options import (
+    TRACE_META,
+    append_history,
+    history_option,
+    nodes_option,
+    run_options,
+    servers_option,
+    trace_option,
+)
 from harness.cli.runs_cells import FINISH, RunsCells
 from harness.contracts.launcher import Follows
 from harness.core.errors import signals_raise
@@ -22,28 +29,54 @@ from harness.launchers.choose import ORDER
 @click.command("sweep", cls=RunsCells, go_on=FINISH)
 @click.argument("sweep_file", type=click.Path())
 @run_options
-@click.option("--retry-failed", is_flag=True,
-              help="With --resume: also run again the cells recorded as failed (measured cells stay).")
-@click.option("--allow-failed-cells", is_flag=True,
-              help="Exit 0 even when cells failed (they stay recorded as failed): for batch jobs whose state "
-                   "should say that the sweep ran, not how its cells fared.")
+@click.option(
+    "--retry-failed",
+    is_flag=True,
+    help="With --resume: also run again the cells recorded as failed (measured cells stay).",
+)
+@click.option(
+    "--allow-failed-cells",
+    is_flag=True,
+    help="Exit 0 even when cells failed (they stay recorded as failed): for batch jobs whose state "
+    "should say that the sweep ran, not how its cells fared.",
+)
 @trace_option("each cell (replaces the file's `trace:`)")
 @click.option("--no-progress", is_flag=True, help="No progress bar (logs, CI).")
-@click.option("--launcher", type=click.Choice(ORDER),
-              help="How cells start: local processes, srun job steps (inside a Slurm allocation), nodes (one "
-                   "`ddlbench sweep` per node of a multi-node job) or the emulated testbed that is up; default: "
-                   "the one that claims the run (srun inside an allocation, nodes under a scheduler's variables, "
-                   "the testbed for a file's `testbed:`, else local).")
-@click.option("--server-hosts", type=click.Choice(["auto", "dedicated", "colocated"]),
-              help="PS cells: servers on hosts without workers, on the workers' hosts, or dedicated when a host "
-                   "is spare (auto); replaces the sweep file's `server_hosts:`.")
+@click.option(
+    "--launcher",
+    type=click.Choice(ORDER),
+    help="How cells start: local processes, srun job steps (inside a Slurm allocation), nodes (one "
+    "`ddlbench sweep` per node of a multi-node job) or the emulated testbed that is up; default: "
+    "the one that claims the run (srun inside an allocation, nodes under a scheduler's variables, "
+    "the testbed for a file's `testbed:`, else local).",
+)
+@click.option(
+    "--server-hosts",
+    type=click.Choice(["auto", "dedicated", "colocated"]),
+    help="PS cells: servers on hosts without workers, on the workers' hosts, or dedicated when a host "
+    "is spare (auto); replaces the sweep file's `server_hosts:`.",
+)
 @servers_option("; replaces the sweep file's `servers:`")
 @click.option("--dtype", help="Compute dtype of every cell, fp32 or bf16; replaces the sweep file's `dtype:`.")
 @nodes_option
 @history_option()
 @click.pass_context
-def command(ctx, sweep_file, options, strict_network, retry_failed, allow_failed_cells, no_progress, launcher,
-            server_hosts, servers, dtype, join_timeout_s, history, **node_flags):
+def command(
+    ctx,
+    sweep_file,
+    options,
+    strict_network,
+    retry_failed,
+    allow_failed_cells,
+    no_progress,
+    launcher,
+    server_hosts,
+    servers,
+    dtype,
+    join_timeout_s,
+    history,
+    **node_flags,
+):
     """Run every cell of SWEEP_FILE and print the summary.
 
     Exit status 0 when every cell is ok, 1 when a cell failed (0 with --allow-failed-cells), 2 on bad
@@ -53,11 +86,17 @@ def command(ctx, sweep_file, options, strict_network, retry_failed, allow_failed
     from harness.experiment.sweep import load_sweep, with_overrides
     from harness.report.console import finish_run
 
-    cfg = with_overrides(load_sweep(sweep_file), trace=ctx.meta.get(TRACE_META), server_hosts=server_hosts,
-                         servers=servers, dtype=dtype)
-    options = dataclasses.replace(options, retry_failed=retry_failed, progress=not no_progress,
-                                  cold=options.cold or cfg.cold, launcher=launcher,
-                                  launcher_flags={**node_flags, "join_timeout_s": join_timeout_s})
+    cfg = with_overrides(
+        load_sweep(sweep_file), trace=ctx.meta.get(TRACE_META), server_hosts=server_hosts, servers=servers, dtype=dtype
+    )
+    options = dataclasses.replace(
+        options,
+        retry_failed=retry_failed,
+        progress=not no_progress,
+        cold=options.cold or cfg.cold,
+        launcher=launcher,
+        launcher_flags={**node_flags, "join_timeout_s": join_timeout_s},
+    )
     options = options.with_run_dir(cfg.name)
     try:
         chosen = launcher_for(cfg, options, f"ddlbench sweep {cfg.name} -> {options.output}")

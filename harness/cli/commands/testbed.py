@@ -19,12 +19,14 @@ def _table(s: TestbedState) -> str:
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
     forced = "  (forced above the meaningful limit)" if s.forced else ""
-    return "\n".join([
-        f"testbed {s.prefix}: {len(s.hosts)} hosts on bridge {s.bridge} (netns {s.switch_netns}), "
-        f"tbf {s.rate_mbit:g} Mbit/s both directions, up since {s.created_at}{forced}",
-        *lines,
-        f"run on host i: {' '.join(s.nsenter(0)).replace('-h0', '-h<i>')} <command>",
-    ])
+    return "\n".join(
+        [
+            f"testbed {s.prefix}: {len(s.hosts)} hosts on bridge {s.bridge} (netns {s.switch_netns}), "
+            f"tbf {s.rate_mbit:g} Mbit/s both directions, up since {s.created_at}{forced}",
+            *lines,
+            f"run on host i: {' '.join(s.nsenter(0)).replace('-h0', '-h<i>')} <command>",
+        ]
+    )
 
 
 @click.group(name="testbed")
@@ -35,8 +37,12 @@ def command() -> None:
 
 @command.command("up")
 @click.option("--hosts", type=int, default=2, show_default=True, help="Number of emulated hosts (2..16).")
-@click.option("--rate", default="1gbit", show_default=True,
-              help="Link rate in each direction: 500mbit, 1gbit, ... (a bare number is Mbit/s).")
+@click.option(
+    "--rate",
+    default="1gbit",
+    show_default=True,
+    help="Link rate in each direction: 500mbit, 1gbit, ... (a bare number is Mbit/s).",
+)
 @click.option("--force", is_flag=True, help="Allow rates above 2 Gbit/s, where the CPU, not the link, limits.")
 def up_cmd(hosts: int, rate: str, force: bool) -> None:
     """Build the testbed (no change if the same one is already up; a different one is replaced)."""
@@ -47,8 +53,10 @@ def up_cmd(hosts: int, rate: str, force: bool) -> None:
 def _refuse_while_in_use(doing: str) -> None:
     holder = netns.lease_holder()
     if holder:
-        raise UserError(f"will not {doing} the testbed: {holder} is using it (one testbed per machine); wait "
-                        f"for it to finish or stop it first")
+        raise UserError(
+            f"will not {doing} the testbed: {holder} is using it (one testbed per machine); wait "
+            f"for it to finish or stop it first"
+        )
 
 
 @command.command("status")

@@ -1,5 +1,5 @@
-"""The recipe a backend gives the node-list launcher (docs/ARCHITECTURE.md, "Launcher"): how it starts the backend's ranks
-differently from the default; a backend that gives none gets this type's defaults."""
+"""The recipe a backend gives the node-list launcher (docs/ARCHITECTURE.md, "Launcher"): how it starts the backend's
+ranks differently from the default; a backend that gives none gets this type's defaults."""
 
 from __future__ import annotations
 

@@ -60,6 +60,7 @@ class SbatchRecipe:
 
 # ------------------------------------------------------------------------------------ the spec
 
+
 def launch_styles() -> dict[str, SbatchStyle]:
     """Styles in which the script's tasks are the workers, each owned by a backend (name -> style)."""
     return {name: style for _, r in every(SbatchRecipe) for name, style in r.styles.items()}
@@ -134,22 +135,43 @@ class SbatchSpec:
 
 
 def _validate(s: SbatchSpec) -> None:
+    _validate_job(s)
+    _validate_counts(s)
+    _validate_text(s)
+
+
+def _validate_job(s: SbatchSpec) -> None:
+    """The launch style, command and job name."""
     if s.launch not in (*launch_styles(), SWEEP_STYLE):
-        raise UserError(f"unknown launch style {s.launch!r}; available: {', '.join(launch_styles())}, "
-                        f"or {SWEEP_STYLE!r} for a script that runs a ddlbench sweep")
+        raise UserError(
+            f"unknown launch style {s.launch!r}; available: {', '.join(launch_styles())}, "
+            f"or {SWEEP_STYLE!r} for a script that runs a ddlbench sweep"
+        )
     if not s.command:
         raise UserError("the sbatch spec has an empty command; give the argv each worker runs")
     if not re.fullmatch(r"[A-Za-z0-9_.+-]+", s.job_name):
         raise UserError(f"job name {s.job_name!r} is not usable by Slurm; use letters, digits and _.+-")
-    for name, value in (("nodes", s.nodes), ("tasks_per_node", s.tasks_per_node),
-                        ("cpus_per_task", s.cpus_per_task), ("time_limit_min", s.time_limit_min),
-                        ("ps_servers", s.ps_servers)):
+
+
+def _validate_counts(s: SbatchSpec) -> None:
+    """The node, task, CPU, GPU and server counts, the time limit and the Horovod controller."""
+    for name, value in (
+        ("nodes", s.nodes),
+        ("tasks_per_node", s.tasks_per_node),
+        ("cpus_per_task", s.cpus_per_task),
+        ("time_limit_min", s.time_limit_min),
+        ("ps_servers", s.ps_servers),
+    ):
         if value < 1:
             raise UserError(f"{name}={value} in the sbatch spec; it must be at least 1")
     if s.gpus_per_node < 0 or s.ps_server_nodes < 0:
         raise UserError("gpus_per_node and ps_server_nodes must not be negative")
     if s.horovod_controller not in ("gloo", "mpi"):
         raise UserError(f"horovod_controller {s.horovod_controller!r} unknown; use 'gloo' or 'mpi'")
+
+
+def _validate_text(s: SbatchSpec) -> None:
+    """What goes into the script as text: extra options, variable names, notes, variables, paths."""
     for opt in s.extra_sbatch:
         if not opt.startswith("-") or "\n" in opt:
             raise UserError(f"extra sbatch option {opt!r} must be one option such as '--exclusive'")

@@ -29,6 +29,7 @@ harness/rank/srun_task.py, which loads the backends first."""
 
 # ------------------------------------------------------------------------------------ allocation
 
+
 @dataclass(frozen=True)
 class Allocation:
     job_id: str
@@ -50,11 +51,13 @@ class Allocation:
             raise UserError(
                 f"{workers} workers at {self.tasks_per_node} per node need {need} nodes, but allocation "
                 f"{self.job_id} has {len(self.nodes)}; ask for more nodes (sbatch --nodes) or drop the "
-                f"larger worker counts from the sweep")
+                f"larger worker counts from the sweep"
+            )
         return need
 
 
 # ------------------------------------------------------------------------------------ step plans
+
 
 @dataclass(frozen=True)
 class Step:
@@ -79,9 +82,11 @@ def server_hosts_in(cell, alloc: Allocation) -> str:
     mode = getattr(cell, "server_hosts", "auto")
     spare = len(alloc.nodes) - cell.nodes
     if mode == "dedicated" and spare < 1:
-        raise UserError(f"--server-hosts dedicated needs a node without workers, and allocation {alloc.job_id} "
-                        f"has {len(alloc.nodes)} node(s), all for the {cell.workers} workers; ask for one more "
-                        f"node (sbatch --nodes) or use --server-hosts colocated/auto")
+        raise UserError(
+            f"--server-hosts dedicated needs a node without workers, and allocation {alloc.job_id} "
+            f"has {len(alloc.nodes)} node(s), all for the {cell.workers} workers; ask for one more "
+            f"node (sbatch --nodes) or use --server-hosts colocated/auto"
+        )
     return "dedicated" if mode != "colocated" and spare > 0 else "colocated"
 
 
@@ -100,19 +105,29 @@ def place(cell, alloc: Allocation) -> tuple[list[str], list[str]]:
     return workers, servers
 
 
-def srun_options(alloc: Allocation, hosts: list[str], cpus: int, name: str, out: str, overlap: bool = False) -> list[str]:
+def srun_options(
+    alloc: Allocation, hosts: list[str], cpus: int, name: str, out: str, overlap: bool = False
+) -> list[str]:
     """srun options for one step whose task i runs on hosts[i]."""
     load: dict[str, int] = {}
     for h in hosts:
         load[h] = load.get(h, 0) + cpus
     have = dict(zip(alloc.nodes, alloc.cpus_per_node))
-    argv = ["srun", f"--job-name={name}", f"--nodes={len(load)}", f"--ntasks={len(hosts)}",
-            "--distribution=arbitrary", f"--cpus-per-task={cpus}", "--kill-on-bad-exit=1",
-            f"--output={out}", "--input=none"]
+    argv = [
+        "srun",
+        f"--job-name={name}",
+        f"--nodes={len(load)}",
+        f"--ntasks={len(hosts)}",
+        "--distribution=arbitrary",
+        f"--cpus-per-task={cpus}",
+        "--kill-on-bad-exit=1",
+        f"--output={out}",
+        "--input=none",
+    ]
     if any(c > have.get(h, c) for h, c in load.items()):
         argv.append("--overcommit")  # colocated servers: more tasks than CPUs the job holds there
     if overlap:
-        argv.append("--overlap")     # shares CPUs with the workers' step
+        argv.append("--overlap")  # shares CPUs with the workers' step
     return argv
 
 
@@ -184,8 +199,15 @@ class SrunContext:
 
     def common_env(self) -> dict[str, str]:
         t = str(self.cell.threads)
-        return {"MASTER_ADDR": self.master_addr, "MASTER_PORT": str(self.port), "PYTHONUNBUFFERED": "1",
-                "PYTHONSAFEPATH": "1", "OMP_NUM_THREADS": t, "MKL_NUM_THREADS": t, **self.extra_env}
+        return {
+            "MASTER_ADDR": self.master_addr,
+            "MASTER_PORT": str(self.port),
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONSAFEPATH": "1",
+            "OMP_NUM_THREADS": t,
+            "MKL_NUM_THREADS": t,
+            **self.extra_env,
+        }
 
     def srun(self, hosts: list[str], cpus: int, name: str, out: str, overlap: bool = False) -> list[str]:
         return srun_options(self.alloc, hosts, cpus, name, out, overlap)
@@ -204,6 +226,7 @@ def all_ranks_step(ctx: SrunContext, prefix: tuple[str, ...] = ()) -> list[Step]
 
 
 # ------------------------------------------------------------------------------------ the recipe
+
 
 @recipe_type
 @dataclass(frozen=True)

@@ -30,8 +30,9 @@ from workloads import WORKLOADS
 class Bare:
     """One workload built on a device: `step()` is one training iteration as a user writes it."""
 
-    def __init__(self, workload: str, batch: int | None = None, seq_len: int | None = None, device: str = "cuda",
-                 seed: int = 0):
+    def __init__(
+        self, workload: str, batch: int | None = None, seq_len: int | None = None, device: str = "cuda", seed: int = 0
+    ):
         self.spec = WORKLOADS.get(workload)
         self.workload = workload
         self.batch = batch or self.spec.batch
@@ -91,16 +92,32 @@ class Bare:
             seconds = time.perf_counter() - t0
         finally:
             torch.set_num_threads(before)
-        return {"workload": self.workload, "batch": self.batch, "seq_len": self.seq_len, "dtype": self.dtype,
-                "device": str(self.device), "iters": iters, "iter_s": seconds / iters,
-                "iter_s_median": statistics.median(each) if each else None,
-                "throughput": self.batch * iters / seconds, "sample_unit": self.spec.sample_unit,
-                "host_heap": self.heap}
+        return {
+            "workload": self.workload,
+            "batch": self.batch,
+            "seq_len": self.seq_len,
+            "dtype": self.dtype,
+            "device": str(self.device),
+            "iters": iters,
+            "iter_s": seconds / iters,
+            "iter_s_median": statistics.median(each) if each else None,
+            "throughput": self.batch * iters / seconds,
+            "sample_unit": self.spec.sample_unit,
+            "host_heap": self.heap,
+        }
 
 
-def bare_throughput(workload: str, batch: int | None = None, seq_len: int | None = None, dtype: str = "fp32",
-                    warmup: int = 10, iters: int = 30, device: str = "cuda", seed: int = 0,
-                    threads: int | None = None) -> dict:
+def bare_throughput(
+    workload: str,
+    batch: int | None = None,
+    seq_len: int | None = None,
+    dtype: str = "fp32",
+    warmup: int = 10,
+    iters: int = 30,
+    device: str = "cuda",
+    seed: int = 0,
+    threads: int | None = None,
+) -> dict:
     return Bare(workload, batch, seq_len, device, seed).use(dtype).time(warmup, iters, threads=threads)
 
 
@@ -120,8 +137,10 @@ def main(argv=None) -> int:
     if a.json:
         print(json.dumps(r))
     else:
-        print(f"{r['workload']} batch {r['batch']} {r['dtype']} on {r['device']}: {r['throughput']:.1f} "
-              f"{r['sample_unit']}/s ({r['iter_s'] * 1e3:.2f} ms per iteration, {r['iters']} iterations)")
+        print(
+            f"{r['workload']} batch {r['batch']} {r['dtype']} on {r['device']}: {r['throughput']:.1f} "
+            f"{r['sample_unit']}/s ({r['iter_s'] * 1e3:.2f} ms per iteration, {r['iters']} iterations)"
+        )
     return 0
 
 

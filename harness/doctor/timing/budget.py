@@ -22,12 +22,12 @@ RESERVE_S = 10.0
 """Kept back at the end for writing the summary and packing details.tar.gz."""
 
 ESTIMATE_S = {
-    "doctor": 45.0,          # 43 s and 14 s
-    "correctness": 70.0,     # 67 s and 44 s with -n 8
-    "event phases": 60.0,    # "about 60 s"
-    "build": 11.0,           # the four study models on the GPU
-    "kernels": 6.0,          # one profiled iteration per case
-    "prediction": 20.0,      # the study's table from three profiles (coarse intervals): 41 s less the profiles
+    "doctor": 45.0,  # 43 s and 14 s
+    "correctness": 70.0,  # 67 s and 44 s with -n 8
+    "event phases": 60.0,  # "about 60 s"
+    "build": 11.0,  # the four study models on the GPU
+    "kernels": 6.0,  # one profiled iteration per case
+    "prediction": 20.0,  # the study's table from three profiles (coarse intervals): 41 s less the profiles
 }
 """Seconds per check or stage, from the runs above."""
 
@@ -42,10 +42,14 @@ PROFILE_OVERHEAD_S = 6.0
 """Seconds a profile costs beyond its iterations (model build, FLOPs counted on a meta copy)."""
 
 ITER_S = {
-    ("resnet50", "fp32"): 0.077, ("resnet50", "bf16"): 0.029,
-    ("bert-base", "fp32"): 0.067, ("bert-base", "bf16"): 0.035,
-    ("bert-large", "fp32"): 0.052, ("bert-large", "bf16"): 0.072,
-    ("gpt2-small", "fp32"): 0.084, ("gpt2-small", "bf16"): 0.038,
+    ("resnet50", "fp32"): 0.077,
+    ("resnet50", "bf16"): 0.029,
+    ("bert-base", "fp32"): 0.067,
+    ("bert-base", "bf16"): 0.035,
+    ("bert-large", "fp32"): 0.052,
+    ("bert-large", "bf16"): 0.072,
+    ("gpt2-small", "fp32"): 0.084,
+    ("gpt2-small", "bf16"): 0.038,
 }
 """Median iteration of each study case's harness cell on the H200 (the longer of the two runs)."""
 UNKNOWN_ITER_S = 0.3

@@ -37,16 +37,36 @@ def entry_module(checkout: Path) -> str:
     for rel in ENTRIES:
         if (checkout / rel).exists():
             return rel[:-3].replace("/", ".")
-    raise UserError(f"{checkout} is not a ddlbench checkout (none of {', '.join(ENTRIES)} in it); pass the folder "
-                    f"a `git worktree add` or `git clone` made")
+    raise UserError(
+        f"{checkout} is not a ddlbench checkout (none of {', '.join(ENTRIES)} in it); pass the folder "
+        f"a `git worktree add` or `git clone` made"
+    )
 
 
 def run_once(checkout: Path, out: Path, a: argparse.Namespace) -> float:
     """The cell from `checkout` into `out`; its median iteration (seconds)."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    argv = [sys.executable, "-m", entry_module(checkout), "run", "--workload", a.workload, "--scheme", a.scheme,
-            "--workers", str(a.workers), "--warmup", str(a.warmup), "--iters", str(a.iters), "--device", "cpu",
-            "--output", str(out), *(["--cold"] if a.cold else [])]
+    argv = [
+        sys.executable,
+        "-m",
+        entry_module(checkout),
+        "run",
+        "--workload",
+        a.workload,
+        "--scheme",
+        a.scheme,
+        "--workers",
+        str(a.workers),
+        "--warmup",
+        str(a.warmup),
+        "--iters",
+        str(a.iters),
+        "--device",
+        "cpu",
+        "--output",
+        str(out),
+        *(["--cold"] if a.cold else []),
+    ]
     subprocess.run(argv, check=True, cwd=checkout, env=env, stdout=subprocess.DEVNULL, timeout=1800)
     summary = pd.read_parquet(out / "summary.parquet")
     return float(summary[summary["scheme"] == a.scheme]["iter_s_median"].iloc[0])
@@ -57,8 +77,15 @@ def pairs(a: argparse.Namespace) -> pd.DataFrame:
     for i in range(a.pairs):
         order = ("old", "new") if i % 2 == 0 else ("new", "old")
         t = {side: run_once(getattr(a, side), a.out / f"{i}-{side}", a) for side in order}
-        rows.append({"pair": i, "first": order[0], "old_iter_s": t["old"], "new_iter_s": t["new"],
-                     "new_over_old": t["new"] / t["old"]})
+        rows.append(
+            {
+                "pair": i,
+                "first": order[0],
+                "old_iter_s": t["old"],
+                "new_iter_s": t["new"],
+                "new_over_old": t["new"] / t["old"],
+            }
+        )
         print(f"[checkout_pairs] pair {i} ({order[0]} first): new/old {t['new'] / t['old']:.3f}", flush=True)
     return pd.DataFrame(rows)
 
@@ -74,9 +101,13 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--pairs", type=int, default=6)
-    ap.add_argument("--cold", action="store_true", help="ranks as fresh interpreters, not forked from the "
-                    "pre-imported zygote (their page faults per iteration did not differ between 6791659 and "
-                    "issue 39's tree, a warm rank's did)")
+    ap.add_argument(
+        "--cold",
+        action="store_true",
+        help="ranks as fresh interpreters, not forked from the "
+        "pre-imported zygote (their page faults per iteration did not differ between 6791659 and "
+        "issue 39's tree, a warm rank's did)",
+    )
     a = ap.parse_args(argv)
     try:
         a.old, a.new = a.old.resolve(), a.new.resolve()
@@ -93,8 +124,10 @@ def main(argv=None) -> int:
     med = statistics.median(df["new_over_old"])
     slower = int((df["new_over_old"] > 1).sum())
     cold = " cold" if a.cold else ""
-    print(f"[checkout_pairs] {a.workload} {a.scheme} x{a.workers}{cold}: new/old median {med:.3f} over {len(df)} pairs "
-          f"({slower} of {len(df)} slower); within 1%: {'yes' if abs(med - 1) <= 0.01 else 'no'}")
+    print(
+        f"[checkout_pairs] {a.workload} {a.scheme} x{a.workers}{cold}: new/old median {med:.3f} over {len(df)} pairs "
+        f"({slower} of {len(df)} slower); within 1%: {'yes' if abs(med - 1) <= 0.01 else 'no'}"
+    )
     return 0
 
 

@@ -42,8 +42,19 @@ class CellProcess:
 
     def time(self, warmup: int, iters: int) -> dict:
         wl, dtype = self.case
-        cell = resolve(CellSpec(workload=wl, scheme="local", workers=1, device="cpu", dtype=dtype, warmup=warmup,
-                                iters=iters, threads=1, timeout_s=900))
+        cell = resolve(
+            CellSpec(
+                workload=wl,
+                scheme="local",
+                workers=1,
+                device="cpu",
+                dtype=dtype,
+                warmup=warmup,
+                iters=iters,
+                threads=1,
+                timeout_s=900,
+            )
+        )
         self.runs += 1
         result = json.loads(launch_cell(cell, self.out / f"{wl}.{dtype}.{self.runs}").read_text())
         samples = result["ranks"][0]["samples"]
@@ -59,12 +70,38 @@ class BareProcess:
 
     def time(self, warmup: int, iters: int) -> dict:
         wl, dtype = self.case
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        out = subprocess.run([sys.executable, "-m", "harness.doctor.timing.bare_loop", "--workload", wl,
-                              "--dtype", dtype,
-                              "--device", "cpu", "--threads", "1", "--warmup", str(warmup), "--iters", str(iters),
-                              "--json"], check=True, capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        }
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "harness.doctor.timing.bare_loop",
+                "--workload",
+                wl,
+                "--dtype",
+                dtype,
+                "--device",
+                "cpu",
+                "--threads",
+                "1",
+                "--warmup",
+                str(warmup),
+                "--iters",
+                str(iters),
+                "--json",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=900,
+        )
         r = json.loads(out.stdout.strip().splitlines()[-1])
         return {"iter_s": r["iter_s_median"], "throughput": r["batch"] / r["iter_s_median"]}
 
@@ -76,6 +113,9 @@ def process_pairs(cases: list, out: Path, warmup: int, iters: int, pairs: int) -
         for case in cases:
             for r in pair_rounds(BareProcess(case), CellProcess(case, out), warmup, iters, pairs):
                 rows.append({"workload": case[0], "dtype": case[1], **r})
-                print(f"[gpu_timing] cpu pair {case[0]:14s} {case[1]} {r['pair']} {r['first']:8s} harness/bare "
-                      f"{r['ratio']:.3f}", flush=True)
+                print(
+                    f"[gpu_timing] cpu pair {case[0]:14s} {case[1]} {r['pair']} {r['first']:8s} harness/bare "
+                    f"{r['ratio']:.3f}",
+                    flush=True,
+                )
     return pd.DataFrame(rows, columns=["workload", "dtype", "pair", "first", "bare_per_s", "harness_per_s", "ratio"])

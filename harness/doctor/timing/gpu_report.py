@@ -43,8 +43,19 @@ from harness.procs.kill import kill_tree
 from harness.procs.trampoline import orphan_proof
 
 ROOT = Path(__file__).resolve().parents[3]
-CPU_TIMING = ["--workloads", "bert-base-tiny", "resnet50-tiny", "--dtypes", "fp32", "--warmup", "3", "--iters",
-              "10", "--pairs", "4"]
+CPU_TIMING = [
+    "--workloads",
+    "bert-base-tiny",
+    "resnet50-tiny",
+    "--dtypes",
+    "fp32",
+    "--warmup",
+    "3",
+    "--iters",
+    "10",
+    "--pairs",
+    "4",
+]
 """--device cpu: the timing part on the tiny workloads, sized for a 2-core box."""
 SKIP_LINE = re.compile(r"^SKIPPED \[(\d+)\] [^:]+:\d+: (.*)$")
 
@@ -53,8 +64,10 @@ def check_out(out: Path) -> Path:
     """OUT must be new or empty: it ends with the three files only, and an old run's files would be taken for
     this one's."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UserError(f"{out} is not an empty folder: the report writes exactly {', '.join(FILES)} into a new "
-                        f"one; name a new folder or empty this one")
+        raise UserError(
+            f"{out} is not an empty folder: the report writes exactly {', '.join(FILES)} into a new "
+            f"one; name a new folder or empty this one"
+        )
     out.mkdir(parents=True, exist_ok=True)
     return out.resolve()
 
@@ -64,12 +77,26 @@ def checks(device: str) -> list[dict]:
     py = [sys.executable]
     pytest = [*py, "-m", "pytest", "tests", "-v", "-rs", "-p", "no:cacheprovider"]
     return [
-        {"check": "doctor", "part": "correctness", "estimate_s": B.ESTIMATE_S["doctor"],
-         "argv": [*py, "-m", "harness.cli.main", "doctor", "--device", device, "--quick"]},
-        {"check": "correctness (one GPU)", "part": "correctness", "estimate_s": B.ESTIMATE_S["correctness"],
-         "gpu": True, "argv": [*pytest, "-m", "gpu and not timing", *(["-n", "8"] if _has("xdist") else [])]},
-        {"check": "event phases", "part": "timing", "estimate_s": B.ESTIMATE_S["event phases"], "gpu": True,
-         "argv": [*pytest, "-m", "gpu and timing", "-k", "not harness_against_bare", "-p", "no:xdist"]},
+        {
+            "check": "doctor",
+            "part": "correctness",
+            "estimate_s": B.ESTIMATE_S["doctor"],
+            "argv": [*py, "-m", "harness.cli.main", "doctor", "--device", device, "--quick"],
+        },
+        {
+            "check": "correctness (one GPU)",
+            "part": "correctness",
+            "estimate_s": B.ESTIMATE_S["correctness"],
+            "gpu": True,
+            "argv": [*pytest, "-m", "gpu and not timing", *(["-n", "8"] if _has("xdist") else [])],
+        },
+        {
+            "check": "event phases",
+            "part": "timing",
+            "estimate_s": B.ESTIMATE_S["event phases"],
+            "gpu": True,
+            "argv": [*pytest, "-m", "gpu and timing", "-k", "not harness_against_bare", "-p", "no:xdist"],
+        },
     ]
 
 
@@ -80,12 +107,23 @@ def _has(module: str) -> bool:
 def machine(details: Path, device: str) -> str:
     """nvidia-smi and the versions into the details; one line for the summary's head."""
     smi = shutil.which("nvidia-smi")
-    text = "".join(subprocess.run([smi, *a], capture_output=True, text=True, timeout=30).stdout
-                   for a in ([], ["topo", "-m"])) if smi else "no nvidia-smi\n"
+    text = (
+        "".join(
+            subprocess.run([smi, *a], capture_output=True, text=True, timeout=30).stdout for a in ([], ["topo", "-m"])
+        )
+        if smi
+        else "no nvidia-smi\n"
+    )
     (details / "nvidia-smi.txt").write_text(text)
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if device == "cuda" else []
-    versions = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-                "gpus": gpus, "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()}
+    versions = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "gpus": gpus,
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+    }
     (details / "versions.json").write_text(json.dumps(versions, indent=1))
     where = ", ".join(gpus) or f"CPU only ({os.cpu_count()} cores)"
     return f"{where}; torch {torch.__version__}" + (f", CUDA {torch.version.cuda}" if torch.version.cuda else "")
@@ -107,11 +145,15 @@ def pytest_figure(log: Path) -> tuple[str, str]:
 def run_process(argv: list[str], log: Path, timeout_s: float) -> int | None:
     """Run argv (behind the parent-death trampoline, in a session of its own) into `log`; its exit status, or
     None when the time ran out and it was killed with everything it started."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-           "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHONUNBUFFERED": "1",
+    }
     with open(log, "w") as f:
-        proc = subprocess.Popen(orphan_proof(argv), stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            orphan_proof(argv), stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env=env, start_new_session=True
+        )
         try:
             return proc.wait(timeout=max(1.0, timeout_s))
         except subprocess.TimeoutExpired:
@@ -135,6 +177,7 @@ class Report:
         def write(tmp: Path) -> None:
             with tarfile.open(tmp, "w:gz") as tar:
                 tar.add(self.work, arcname="details")
+
         replace_atomic(self.out / "details.tar.gz", write)
 
     def step(self, c: dict) -> None:
@@ -151,11 +194,20 @@ class Report:
         rc = run_process(c["argv"], log, self.budget.left())
         figure, reason = pytest_figure(log) if "pytest" in c["argv"] else (f"exit status {rc}", "")
         if rc is None:
-            self.summary.update(name, status="stopped", verdict="stopped: the budget ran out", figure=figure,
-                                reason=reason or "log in details.tar.gz")
+            self.summary.update(
+                name,
+                status="stopped",
+                verdict="stopped: the budget ran out",
+                figure=figure,
+                reason=reason or "log in details.tar.gz",
+            )
         else:
-            self.summary.update(name, status="ok" if rc == 0 else "FAILED", figure=figure,
-                                reason=reason or f"{log.name} in details.tar.gz")
+            self.summary.update(
+                name,
+                status="ok" if rc == 0 else "FAILED",
+                figure=figure,
+                reason=reason or f"{log.name} in details.tar.gz",
+            )
         self.pack()
 
     def timing(self, argv: list[str]) -> None:
@@ -168,8 +220,11 @@ class Report:
             if r["part"] != "timing":
                 continue
             if rc not in (0, 1, None):
-                fields = {"status": "FAILED", "verdict": f"FAILED: gpu_timing exited with status {rc}",
-                          "reason": (lines or [""])[-1][:300]}
+                fields = {
+                    "status": "FAILED",
+                    "verdict": f"FAILED: gpu_timing exited with status {rc}",
+                    "reason": (lines or [""])[-1][:300],
+                }
             elif r["status"] == "pending":
                 fields = no_time(r["estimate_s"] or 0)
             else:
@@ -182,19 +237,27 @@ def parse(argv) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="bash scripts/gpu_report.sh", description=__doc__.split("\n")[0])
     ap.add_argument("out", type=Path, help="a new or empty folder: it gets summary.md, summary.json, details.tar.gz")
     ap.add_argument("--budget", type=float, default=B.DEFAULT_BUDGET_S, help="seconds for both parts (default 420)")
-    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
-                    help="cpu: the same checks on this CPU, tiny workloads, the GPU-only ones NOT RUN")
+    ap.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="cpu: the same checks on this CPU, tiny workloads, the GPU-only ones NOT RUN",
+    )
     return ap.parse_args(argv)
 
 
 def prepare(a: argparse.Namespace) -> Path:
     """OUT, or UserError for bad input."""
     if not a.budget > B.RESERVE_S + 10:
-        raise UserError(f"--budget {a.budget:g} leaves no time to run anything (it must exceed {B.RESERVE_S + 10:g} s "
-                        f"kept for the summary); give more seconds, e.g. --budget {B.DEFAULT_BUDGET_S:g}")
+        raise UserError(
+            f"--budget {a.budget:g} leaves no time to run anything (it must exceed {B.RESERVE_S + 10:g} s "
+            f"kept for the summary); give more seconds, e.g. --budget {B.DEFAULT_BUDGET_S:g}"
+        )
     if a.device == "cuda" and not torch.cuda.is_available():
-        raise UserError("no CUDA device here (or a CPU build of torch): run it on the GPU machine, or pass "
-                        "--device cpu to run the same checks on this CPU")
+        raise UserError(
+            "no CUDA device here (or a CPU build of torch): run it on the GPU machine, or pass "
+            "--device cpu to run the same checks on this CPU"
+        )
     return check_out(a.out)
 
 
@@ -206,13 +269,25 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     rep = Report(out, a.budget, a.device)
-    timing = [str(rep.work / "timing"), "--summary", str(out), "--device", a.device,
-              *(CPU_TIMING if a.device == "cpu" else [])]
+    timing = [
+        str(rep.work / "timing"),
+        "--summary",
+        str(out),
+        "--device",
+        a.device,
+        *(CPU_TIMING if a.device == "cpu" else []),
+    ]
     steps = checks(a.device)
-    rep.summary.plan({"title": f"GPU report ({a.device})", "machine": machine(rep.work, a.device),
-                      "budget_s": a.budget, "device": a.device,
-                      "command": f"bash scripts/gpu_report.sh OUT --budget {a.budget:g} --device {a.device}"},
-                     steps + Run(timing_options(timing)).plan())
+    rep.summary.plan(
+        {
+            "title": f"GPU report ({a.device})",
+            "machine": machine(rep.work, a.device),
+            "budget_s": a.budget,
+            "device": a.device,
+            "command": f"bash scripts/gpu_report.sh OUT --budget {a.budget:g} --device {a.device}",
+        },
+        steps + Run(timing_options(timing)).plan(),
+    )
     rep.pack()
     code = 0
     try:
@@ -223,8 +298,11 @@ def main(argv=None) -> int:
     except Interrupted as e:  # killed from outside (SIGTERM, Ctrl-C): say where it stopped
         code = 128 + e.signum
         for r in rep.summary.pending():
-            rep.summary.update(r["check"], status="stopped" if r["status"] == "running" else "NOT RUN",
-                               verdict=f"{'stopped' if r['status'] == 'running' else 'NOT RUN'}: interrupted ({e})")
+            rep.summary.update(
+                r["check"],
+                status="stopped" if r["status"] == "running" else "NOT RUN",
+                verdict=f"{'stopped' if r['status'] == 'running' else 'NOT RUN'}: interrupted ({e})",
+            )
     finally:
         rep.pack()
         shutil.rmtree(rep.work, ignore_errors=True)

@@ -41,10 +41,24 @@ from harness.doctor.timing import budget as B
 from harness.doctor.timing.bare_loop import Bare
 from harness.doctor.timing.cpu_pairs import process_pairs
 from harness.doctor.timing.paired import paired, spread, spreads
-from harness.doctor.timing.rounds import (ROOT, VARIANTS, InProcessHarness, bare_round, harness_cells, kernels,
-                                          variant_round)
-from harness.doctor.timing.timing_run import (PROFILE_ITERS, PROFILE_TOLERANCE, PROFILE_WARMUP, PROFILED, STUDY, Run,
-                                              case_name)
+from harness.doctor.timing.rounds import (
+    ROOT,
+    VARIANTS,
+    InProcessHarness,
+    bare_round,
+    harness_cells,
+    kernels,
+    variant_round,
+)
+from harness.doctor.timing.timing_run import (
+    PROFILE_ITERS,
+    PROFILE_TOLERANCE,
+    PROFILE_WARMUP,
+    PROFILED,
+    STUDY,
+    Run,
+    case_name,
+)
 from harness.doctor.timing.verdicts import CPU_RATIO_HIGH, CPU_RATIO_LOW, REFERENCE_SPREAD, figure, verdicts
 from harness.predict.profiler import run_profile
 
@@ -53,18 +67,40 @@ def measure_cases(run: Run, models: dict, harness: dict) -> tuple[pd.DataFrame, 
     """Rounds A and B around the harness cells, then the pairs; one verdict row per case."""
     a, names = run.a, [case_name(c) for c in run.cases]
     threads = 1 if a.device == "cpu" else None  # a CPU rank runs one thread; on a GPU the bare loop as users run it
-    ok, rows = run.stage("round A", names, run.rounds_s(), bare_round, "A", models, run.cases, a.warmup, a.iters,
-                         False, threads)
+    ok, rows = run.stage(
+        "round A", names, run.rounds_s(), bare_round, "A", models, run.cases, a.warmup, a.iters, False, threads
+    )
     if not ok:
         return pd.DataFrame(), pd.DataFrame()
     run.measured.update({(r["workload"], r["dtype"]): r["iter_s"] for r in rows})
     cell_s = len(run.cases) * B.CELL_OVERHEAD_S + B.loop_s(run.cases, a.warmup + a.iters, run.measured)
-    ok, cells = run.stage("harness sweep", names, cell_s, harness_cells, run.out, run.cases, a.device, a.warmup,
-                          a.iters, max(1.0, run.budget.left()))
+    ok, cells = run.stage(
+        "harness sweep",
+        names,
+        cell_s,
+        harness_cells,
+        run.out,
+        run.cases,
+        a.device,
+        a.warmup,
+        a.iters,
+        max(1.0, run.budget.left()),
+    )
     if not ok:
         return pd.DataFrame(rows), pd.DataFrame()
-    ok, later = run.stage("round B", names, B.loop_s(run.cases, a.warmup + a.iters, run.measured), bare_round, "B",
-                          models, run.cases, a.warmup, a.iters, True, threads)
+    ok, later = run.stage(
+        "round B",
+        names,
+        B.loop_s(run.cases, a.warmup + a.iters, run.measured),
+        bare_round,
+        "B",
+        models,
+        run.cases,
+        a.warmup,
+        a.iters,
+        True,
+        threads,
+    )
     variants = pd.DataFrame(rows + (later or []))
     variants.to_csv(run.out / "variants.csv", index=False)
     if not ok:
@@ -84,12 +120,17 @@ def measure_cases(run: Run, models: dict, harness: dict) -> tuple[pd.DataFrame, 
 def reason(r: dict, device: str) -> str:
     """Why a case's verdict is what it is, in a sentence."""
     if r["decided_by"] == "host-bound":
-        return ("the device stayed less than half an iteration behind the host: the host's pace sets this cell, "
-                "so no bound decides it; a larger per-GPU batch or sequence measures the GPU")
+        return (
+            "the device stayed less than half an iteration behind the host: the host's pace sets this cell, "
+            "so no bound decides it; a larger per-GPU batch or sequence measures the GPU"
+        )
     if r["decided_by"] == "paired":
-        return ("median of alternated pairs, the cell's own process against a bare loop's (one thread each), "
-                f"within [{CPU_RATIO_LOW}, {CPU_RATIO_HIGH}] on a CPU"
-                if device == "cpu" else "median of alternated in-process pairs: the bare loop moved between its rounds")
+        return (
+            "median of alternated pairs, the cell's own process against a bare loop's (one thread each), "
+            f"within [{CPU_RATIO_LOW}, {CPU_RATIO_HIGH}] on a CPU"
+            if device == "cpu"
+            else "median of alternated in-process pairs: the bare loop moved between its rounds"
+        )
     if r["decided_by"] == "cell":
         return "against the bare loop's rounds, which held still"
     if r["verdict"] == "undecided":
@@ -104,19 +145,28 @@ def measure_pairs(run: Run, models: dict, harness: dict, variants: pd.DataFrame,
     if a.device == "cpu":
         todo = run.cases
     else:
-        bound = {(w, d): bool(b) for w, d, b in zip(cells["workload"], cells["dtype"],
-                                                    cells["host_bound"].fillna(False))}
-        todo = [c for c, sp in spreads(variants).items()
-                if not bound.get(c) and (a.paired == "all" or sp > REFERENCE_SPREAD)]
+        bound = {
+            (w, d): bool(b) for w, d, b in zip(cells["workload"], cells["dtype"], cells["host_bound"].fillna(False))
+        }
+        todo = [
+            c
+            for c, sp in spreads(variants).items()
+            if not bound.get(c) and (a.paired == "all" or sp > REFERENCE_SPREAD)
+        ]
     names = [case_name(c) for c in todo]
     if a.device == "cpu":
-        ok, pairs = run.stage("pairs", names, run.pairs_s(todo), process_pairs, todo, run.out / "pairs", a.warmup,
-                              a.iters, a.pairs)
+        ok, pairs = run.stage(
+            "pairs", names, run.pairs_s(todo), process_pairs, todo, run.out / "pairs", a.warmup, a.iters, a.pairs
+        )
     else:
-        ok, pairs = run.stage("pairs", names, run.pairs_s(todo), paired, models, harness, todo, run.pair_warmup(),
-                              run.pair_iters())
-    pairs = pairs if ok else pd.DataFrame(columns=["workload", "dtype", "pair", "first", "bare_per_s",
-                                                   "harness_per_s", "ratio"])
+        ok, pairs = run.stage(
+            "pairs", names, run.pairs_s(todo), paired, models, harness, todo, run.pair_warmup(), run.pair_iters()
+        )
+    pairs = (
+        pairs
+        if ok
+        else pd.DataFrame(columns=["workload", "dtype", "pair", "first", "bare_per_s", "harness_per_s", "ratio"])
+    )
     pairs.to_csv(run.out / "pairs.csv", index=False)
     return pairs
 
@@ -142,8 +192,18 @@ def measure_profiles(run: Run, models: dict) -> None:
     for wl in run.profiled:
         name = f"profile {wl}"
         bare = lambda w=wl: models[w].use("fp32").time(PROFILE_WARMUP, PROFILE_ITERS, threads=threads)["iter_s"]  # noqa: E731
-        ok, got = run.stage(name, [name], run.profile_s(wl), lambda w=wl, bare=bare: (bare(), run_profile(
-            w, None, None, PROFILE_ITERS, PROFILE_WARMUP, 1, run.a.device, folder / f"profile-{w}.parquet")[0], bare()))
+        ok, got = run.stage(
+            name,
+            [name],
+            run.profile_s(wl),
+            lambda w=wl, bare=bare: (
+                bare(),
+                run_profile(
+                    w, None, None, PROFILE_ITERS, PROFILE_WARMUP, 1, run.a.device, folder / f"profile-{w}.parquet"
+                )[0],
+                bare(),
+            ),
+        )
         if not ok:
             continue
         before, df, after = got
@@ -152,43 +212,88 @@ def measure_profiles(run: Run, models: dict) -> None:
         status = "ok" if run.a.no_bounds else status
         run.failed |= status == "FAILED"
         ratio = profiled / statistics.mean([before, after])
-        checks.append({"workload": wl, "profiled_iter_s": profiled, "bare_before_iter_s": before,
-                       "bare_after_iter_s": after, "ratio": ratio, "verdict": status})
-        run.summary.update(name, status=status, verdict=status if status != "undecided" else f"undecided: {why}",
-                           figure=f"profile/bare {ratio:.3f} (bare {before * 1e3:.1f} and {after * 1e3:.1f} ms)",
-                           reason=why)
+        checks.append(
+            {
+                "workload": wl,
+                "profiled_iter_s": profiled,
+                "bare_before_iter_s": before,
+                "bare_after_iter_s": after,
+                "ratio": ratio,
+                "verdict": status,
+            }
+        )
+        run.summary.update(
+            name,
+            status=status,
+            verdict=status if status != "undecided" else f"undecided: {why}",
+            figure=f"profile/bare {ratio:.3f} (bare {before * 1e3:.1f} and {after * 1e3:.1f} ms)",
+            reason=why,
+        )
     pd.DataFrame(checks).to_csv(run.out / "profile-check.csv", index=False)
     if set(run.profiled) == set(PROFILED) and len(checks) == len(PROFILED):  # undecided ones too
         name = "study table from the profiles"
-        argv = [sys.executable, str(ROOT / "scripts" / "study_prediction.py"), "--profiles", str(folder),
-                "--out", str(run.out / "prediction"), "--samples", "8", "--no-sensitivity"]  # coarse intervals
-        ok, _ = run.stage("prediction", [name], B.ESTIMATE_S["prediction"], lambda: subprocess.run(
-            argv, check=True, cwd=ROOT, timeout=max(1.0, run.budget.left()), capture_output=True))
+        argv = [
+            sys.executable,
+            str(ROOT / "scripts" / "study_prediction.py"),
+            "--profiles",
+            str(folder),
+            "--out",
+            str(run.out / "prediction"),
+            "--samples",
+            "8",
+            "--no-sensitivity",
+        ]  # coarse intervals
+        ok, _ = run.stage(
+            "prediction",
+            [name],
+            B.ESTIMATE_S["prediction"],
+            lambda: subprocess.run(
+                argv, check=True, cwd=ROOT, timeout=max(1.0, run.budget.left()), capture_output=True
+            ),
+        )
         if ok:
             run.summary.update(name, status="ok", figure="prediction/report.md in details.tar.gz")
     elif set(run.profiled) == set(PROFILED):
-        run.summary.update("study table from the profiles", status="NOT RUN",
-                           verdict="NOT RUN: needs the three profiles")
+        run.summary.update(
+            "study table from the profiles", status="NOT RUN", verdict="NOT RUN: needs the three profiles"
+        )
 
 
 def explain(run: Run, models: dict, harness: dict, table: pd.DataFrame) -> None:
     """The variants, for the device-bound cases that FAILED or drifted (variants.csv, round `variants`)."""
     name, a = "variants", run.a
-    todo = [(r["workload"], r["dtype"]) for r in table.to_dict("records")
-            if not (pd.notna(r["host_bound"]) and bool(r["host_bound"]))
-            and (r["verdict"] == "FAILED" or r["bare_spread"] > REFERENCE_SPREAD)]
+    todo = [
+        (r["workload"], r["dtype"])
+        for r in table.to_dict("records")
+        if not (pd.notna(r["host_bound"]) and bool(r["host_bound"]))
+        and (r["verdict"] == "FAILED" or r["bare_spread"] > REFERENCE_SPREAD)
+    ]
     if not todo:
         run.summary.update(name, status="ok", verdict="not needed: no device-bound case failed or drifted")
         return
     n = a.warmup + a.iters + (len(VARIANTS) - 1) * (a.warmup + round(a.iters * 2 / 3))
-    ok, rows = run.stage(name, [name], B.loop_s(todo, n, run.measured), variant_round, "variants", models, harness,
-                         todo, a.warmup, a.iters)
+    ok, rows = run.stage(
+        name,
+        [name],
+        B.loop_s(todo, n, run.measured),
+        variant_round,
+        "variants",
+        models,
+        harness,
+        todo,
+        a.warmup,
+        a.iters,
+    )
     if ok:
-        pd.concat([pd.read_csv(run.out / "variants.csv"), pd.DataFrame(rows)]).to_csv(run.out / "variants.csv",
-                                                                                      index=False)
-        run.summary.update(name, status="ok", figure=", ".join(f"{w} {d}" for w, d in todo),
-                           reason="variants.csv in details.tar.gz: one thread, a sync per iteration, "
-                                  "the loop in-process")
+        pd.concat([pd.read_csv(run.out / "variants.csv"), pd.DataFrame(rows)]).to_csv(
+            run.out / "variants.csv", index=False
+        )
+        run.summary.update(
+            name,
+            status="ok",
+            figure=", ".join(f"{w} {d}" for w, d in todo),
+            reason="variants.csv in details.tar.gz: one thread, a sync per iteration, the loop in-process",
+        )
 
 
 def count_kernels(run: Run, models: dict) -> None:
@@ -197,9 +302,13 @@ def count_kernels(run: Run, models: dict) -> None:
     if ok:
         pd.DataFrame(rows).to_csv(run.out / "kernels.csv", index=False)
         top = max(rows, key=lambda r: r["cpu_ops_per_iter"])
-        run.summary.update(name, status="ok", figure=f"most: {top['workload']} {top['dtype']} "
-                           f"{top['device_ops_per_iter']} device / {top['cpu_ops_per_iter']} host operations",
-                           reason="kernels.csv in details.tar.gz")
+        run.summary.update(
+            name,
+            status="ok",
+            figure=f"most: {top['workload']} {top['dtype']} "
+            f"{top['device_ops_per_iter']} device / {top['cpu_ops_per_iter']} host operations",
+            reason="kernels.csv in details.tar.gz",
+        )
 
 
 def parse(argv) -> argparse.Namespace:
@@ -215,8 +324,12 @@ def parse(argv) -> argparse.Namespace:
     ap.add_argument("--pairs", type=int, default=6, help="alternated pairs per case on a CPU")
     ap.add_argument("--no-bounds", action="store_true", help="record, never fail (a CPU run of the logic)")
     ap.add_argument("--no-profiles", action="store_true", help="skip the profile check")
-    ap.add_argument("--paired", choices=("drifting", "all"), default="drifting",
-                    help="which device-bound cases get the in-process paired timings on a GPU")
+    ap.add_argument(
+        "--paired",
+        choices=("drifting", "all"),
+        default="drifting",
+        help="which device-bound cases get the in-process paired timings on a GPU",
+    )
     return ap.parse_args(argv)
 
 
@@ -226,14 +339,24 @@ def main(argv=None) -> int:
     run = Run(a)
     alone = not run.summary.json.exists()  # else scripts/gpu_report.sh planned the summary and finishes it
     if alone:
-        run.summary.plan({"title": f"GPU timing check ({a.device})", "budget_s": a.budget_s,
-                          "command": "python -m harness.doctor.timing.gpu_timing " + " ".join(argv or sys.argv[1:])},
-                         run.plan())
+        run.summary.plan(
+            {
+                "title": f"GPU timing check ({a.device})",
+                "budget_s": a.budget_s,
+                "command": "python -m harness.doctor.timing.gpu_timing " + " ".join(argv or sys.argv[1:]),
+            },
+            run.plan(),
+        )
     else:
         run.summary.add(run.plan())
     everything = [r["check"] for r in run.plan()]  # no model, no verdict: build only when the rounds fit too
-    ok, models = run.stage("build", everything, B.ESTIMATE_S["build"] + run.rounds_s(),
-                           lambda: {wl: Bare(wl, device=a.device) for wl in a.workloads}, running=False)
+    ok, models = run.stage(
+        "build",
+        everything,
+        B.ESTIMATE_S["build"] + run.rounds_s(),
+        lambda: {wl: Bare(wl, device=a.device) for wl in a.workloads},
+        running=False,
+    )
     if ok:
         harness = {wl: InProcessHarness(models[wl]) for wl in a.workloads}
         _, table = measure_cases(run, models, harness)
@@ -244,14 +367,20 @@ def main(argv=None) -> int:
             explain(run, models, harness, table)
     for r in run.summary.pending():  # a stage that never started (build failed, no time): say so
         if r["part"] == "timing":
-            run.summary.update(r["check"], status="NOT RUN", verdict="NOT RUN: an earlier stage did not finish",
-                               reason=run.notes.get(r["check"], ""))
+            run.summary.update(
+                r["check"],
+                status="NOT RUN",
+                verdict="NOT RUN: an earlier stage did not finish",
+                reason=run.notes.get(r["check"], ""),
+            )
     run.parts.write(a.out)
     if alone:
         run.summary.finish()
     for r in run.summary.load()["checks"]:
-        print(f"[gpu_timing] {r['check']}: {r['verdict']} {r['figure']}", file=sys.stderr if r["status"] == "FAILED"
-              else sys.stdout)
+        print(
+            f"[gpu_timing] {r['check']}: {r['verdict']} {r['figure']}",
+            file=sys.stderr if r["status"] == "FAILED" else sys.stdout,
+        )
     for name, sec in run.parts.seconds.items():
         print(f"[gpu_timing] {name}: {sec:.0f} s")
     return 1 if run.failed and not a.no_bounds else 0

@@ -23,8 +23,12 @@ def smi(*query: str) -> list[dict]:
     if exe is None:
         return []
     kind, fields = query[0], list(query[1:])
-    out = subprocess.run([exe, f"--query-{kind}={','.join(fields)}", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, timeout=20)
+    out = subprocess.run(
+        [exe, f"--query-{kind}={','.join(fields)}", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     if out.returncode != 0:
         return [{"error": out.stderr.strip()[-300:]}]
     return [dict(zip(fields, (v.strip() for v in line.split(",")))) for line in out.stdout.splitlines() if line]
@@ -34,12 +38,27 @@ def host_state(label: str) -> dict:
     """What can make a GPU loop slower or faster from outside it, now."""
     quota = Path("/sys/fs/cgroup/cpu.max")
     return {
-        "when": label, "time": time.time(), "load_avg": os.getloadavg(),
+        "when": label,
+        "time": time.time(),
+        "load_avg": os.getloadavg(),
         "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "cpu_count": os.cpu_count(), "cpu_quota": quota.read_text().strip() if quota.exists() else "",
-        "torch_threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS", ""),
-        "gpu": smi("gpu", "name", "clocks.sm", "clocks.max.sm", "clocks.mem", "power.draw", "power.limit",
-                   "temperature.gpu", "utilization.gpu", "pstate", "clocks_throttle_reasons.active"),
+        "cpu_count": os.cpu_count(),
+        "cpu_quota": quota.read_text().strip() if quota.exists() else "",
+        "torch_threads": torch.get_num_threads(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS", ""),
+        "gpu": smi(
+            "gpu",
+            "name",
+            "clocks.sm",
+            "clocks.max.sm",
+            "clocks.mem",
+            "power.draw",
+            "power.limit",
+            "temperature.gpu",
+            "utilization.gpu",
+            "pstate",
+            "clocks_throttle_reasons.active",
+        ),
         "compute_apps": smi("compute-apps", "pid", "process_name", "used_memory"),
     }
 
@@ -62,5 +81,6 @@ class Parts:
 
     def write(self, out: Path) -> None:
         self.seconds["total"] = time.monotonic() - self.t0
-        (out / "host.json").write_text(json.dumps({"states": self.states, "parts_s": self.seconds}, indent=1,
-                                                  default=str))
+        (out / "host.json").write_text(
+            json.dumps({"states": self.states, "parts_s": self.seconds}, indent=1, default=str)
+        )

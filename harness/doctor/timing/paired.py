@@ -60,8 +60,10 @@ def decide(ratio: float, dispersion: float, low: float, high: float) -> str:
 def bare_rounds(variants: pd.DataFrame) -> dict:
     """(workload, dtype) -> the bare loop's throughput in round A and in round B."""
     bare = variants[variants["variant"] == "bare"]
-    return {(wl, dtype): (float(b[b["round"] == "A"]["per_s"].iloc[0]), float(b[b["round"] == "B"]["per_s"].iloc[0]))
-            for (wl, dtype), b in bare.groupby(["workload", "dtype"], sort=False)}
+    return {
+        (wl, dtype): (float(b[b["round"] == "A"]["per_s"].iloc[0]), float(b[b["round"] == "B"]["per_s"].iloc[0]))
+        for (wl, dtype), b in bare.groupby(["workload", "dtype"], sort=False)
+    }
 
 
 def spread(before: float, after: float) -> float:
@@ -82,6 +84,8 @@ def paired(models: dict, harness: dict, cases: list, warmup: int, iters: int) ->
         bare = models[wl].use(dtype)
         for r in pair_rounds(bare, harness[wl], warmup, iters):
             rows.append({"workload": wl, "dtype": dtype, **r})
-            print(f"[gpu_timing] pair {wl:12s} {dtype} {r['pair']} {r['first']:8s} harness/bare {r['ratio']:.3f}",
-                  flush=True)
+            print(
+                f"[gpu_timing] pair {wl:12s} {dtype} {r['pair']} {r['first']:8s} harness/bare {r['ratio']:.3f}",
+                flush=True,
+            )
     return pd.DataFrame(rows, columns=["workload", "dtype", "pair", "first", "bare_per_s", "harness_per_s", "ratio"])

@@ -39,32 +39,53 @@ class InProcessHarness:
     def __init__(self, bare: Bare):
         entry = SCHEMES.get("local")
         self.bare = bare
-        self.scheme = entry.cls(SchemeContext(transport=None, rank=0, workers=1, device=bare.device,
-                                              knobs=entry.make_knobs(None), make_optimizer=make_optimizer,
-                                              dtype=bare.dtype))
+        self.scheme = entry.cls(
+            SchemeContext(
+                transport=None,
+                rank=0,
+                workers=1,
+                device=bare.device,
+                knobs=entry.make_knobs(None),
+                make_optimizer=make_optimizer,
+                dtype=bare.dtype,
+            )
+        )
         self.fwd = self.scheme.setup(bare.model)
 
     def time(self, warmup: int, iters: int) -> dict:
-        samples = run_loop(self.fwd, self.scheme, self.bare.loss, self.bare.data, warmup, iters, self.bare.device,
-                           lambda: None)
+        samples = run_loop(
+            self.fwd, self.scheme, self.bare.loss, self.bare.data, warmup, iters, self.bare.device, lambda: None
+        )
         t = statistics.median(s["iter_s"] for s in samples)
-        return {"iter_s": t, "throughput": self.bare.batch / t,
-                "host_issue_s": statistics.median(s["host_issue_s"] for s in samples),
-                "device_lag_s": statistics.median(s["device_lag_s"] for s in samples)}
+        return {
+            "iter_s": t,
+            "throughput": self.bare.batch / t,
+            "host_issue_s": statistics.median(s["host_issue_s"] for s in samples),
+            "device_lag_s": statistics.median(s["device_lag_s"] for s in samples),
+        }
 
 
 def _row(name: str, wl: str, dtype: str, variant: str, iters: int, r: dict) -> dict:
     print(f"[gpu_timing] {name} {wl:14s} {dtype} {variant:26s} {r['throughput']:9.1f}/s", flush=True)
-    return {"round": name, "workload": wl, "dtype": dtype, "variant": variant, "iters": iters,
-            "iter_s": r["iter_s"], "per_s": r["throughput"], "host_issue_s": r.get("host_issue_s"),
-            "device_lag_s": r.get("device_lag_s")}
+    return {
+        "round": name,
+        "workload": wl,
+        "dtype": dtype,
+        "variant": variant,
+        "iters": iters,
+        "iter_s": r["iter_s"],
+        "per_s": r["throughput"],
+        "host_issue_s": r.get("host_issue_s"),
+        "device_lag_s": r.get("device_lag_s"),
+    }
 
 
-def bare_round(name: str, models: dict, cases: list, warmup: int, iters: int, reverse: bool = False,
-               threads: int | None = None) -> list[dict]:
+def bare_round(
+    name: str, models: dict, cases: list, warmup: int, iters: int, reverse: bool = False, threads: int | None = None
+) -> list[dict]:
     """The bare loop of every case once (in reverse order for the round after the harness)."""
     rows = []
-    for wl, dtype in (cases[::-1] if reverse else cases):
+    for wl, dtype in cases[::-1] if reverse else cases:
         r = models[wl].use(dtype).time(warmup, iters, threads=threads)
         rows.append(_row(name, wl, dtype, "bare", iters, r))
     return rows
@@ -80,8 +101,9 @@ def variant_round(name: str, models: dict, harness: dict, cases: list, warmup: i
             if v == "harness-loop-in-process":
                 r = harness[wl].time(warmup, n)
             else:
-                r = bare.time(warmup, n, threads=1 if v == "bare-1-thread" else None,
-                              sync_each=v == "bare-sync-per-iteration")
+                r = bare.time(
+                    warmup, n, threads=1 if v == "bare-1-thread" else None, sync_each=v == "bare-sync-per-iteration"
+                )
             rows.append(_row(name, wl, dtype, v, n, r))
     return rows
 
@@ -91,15 +113,33 @@ def harness_cells(out: Path, cases: list, device: str, warmup: int, iters: int, 
     workloads = list(dict.fromkeys(wl for wl, _ in cases))
     dtypes = list(dict.fromkeys(d for _, d in cases))
     sweep = out / "sweep.yaml"
-    sweep.write_text(f"name: gpu-timing\nworkloads: [{', '.join(workloads)}]\nschemes: [local]\nworkers: [1]\n"
-                     f"dtype: [{', '.join(dtypes)}]\nwarmup: {warmup}\niters: {iters}\ndevice: {device}\n"
-                     f"timeout_s: 900\n")
+    sweep.write_text(
+        f"name: gpu-timing\nworkloads: [{', '.join(workloads)}]\nschemes: [local]\nworkers: [1]\n"
+        f"dtype: [{', '.join(dtypes)}]\nwarmup: {warmup}\niters: {iters}\ndevice: {device}\n"
+        f"timeout_s: 900\n"
+    )
     run = out / "sweep"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     with open(out / "sweep.log", "w") as log:
-        subprocess.run([sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--output", str(run),
-                        "--no-progress", "--overwrite"], check=True, cwd=ROOT, env=env, timeout=timeout_s,
-                       stdout=log, stderr=subprocess.STDOUT)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "harness.cli.main",
+                "sweep",
+                str(sweep),
+                "--output",
+                str(run),
+                "--no-progress",
+                "--overwrite",
+            ],
+            check=True,
+            cwd=ROOT,
+            env=env,
+            timeout=timeout_s,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     cells = pd.read_parquet(run / "summary.parquet")
     wanted = set(cases)
     return cells[[(w, d) in wanted for w, d in zip(cells["workload"], cells["dtype"])]]
@@ -124,6 +164,7 @@ def kernels(models: dict, cases: list) -> list[dict]:
         events = prof.events()
         device_ops = [e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
         cpu_ops = [e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CPU]
-        rows.append({"workload": wl, "dtype": dtype, "device_ops_per_iter": len(device_ops),
-                     "cpu_ops_per_iter": len(cpu_ops)})
+        rows.append(
+            {"workload": wl, "dtype": dtype, "device_ops_per_iter": len(device_ops), "cpu_ops_per_iter": len(cpu_ops)}
+        )
     return rows

@@ -28,8 +28,11 @@ DONE = ("ok", "FAILED", "undecided", "NOT RUN", "stopped")
 
 def no_time(needs_s: float) -> dict:
     """The row fields of a check that does not fit the time left."""
-    return {"status": "NOT RUN", "verdict": f"NOT RUN: no time left (needs about {needs_s:.0f} s)",
-            "reason": "the budget's time left was shorter than the check's estimate"}
+    return {
+        "status": "NOT RUN",
+        "verdict": f"NOT RUN: no time left (needs about {needs_s:.0f} s)",
+        "reason": "the budget's time left was shorter than the check's estimate",
+    }
 
 
 class Summary:
@@ -44,9 +47,19 @@ class Summary:
 
     def plan(self, head: dict, checks: list[dict]) -> None:
         """The skeleton: the run's facts and every planned check, pending, with its estimate."""
-        rows = [{"check": c["check"], "part": c["part"], "status": "pending", "verdict": "pending",
-                 "figure": "", "reason": c.get("reason", ""), "seconds": None, "estimate_s": c.get("estimate_s")}
-                for c in checks]
+        rows = [
+            {
+                "check": c["check"],
+                "part": c["part"],
+                "status": "pending",
+                "verdict": "pending",
+                "figure": "",
+                "reason": c.get("reason", ""),
+                "seconds": None,
+                "estimate_s": c.get("estimate_s"),
+            }
+            for c in checks
+        ]
         self._write({**head, "started_unix": time.time(), "complete": False, "checks": rows})
 
     def add(self, checks: list[dict]) -> None:
@@ -55,9 +68,18 @@ class Summary:
         names = {r["check"] for r in doc["checks"]}
         for c in checks:
             if c["check"] not in names:
-                doc["checks"].append({"check": c["check"], "part": c["part"], "status": "pending",
-                                      "verdict": "pending", "figure": "", "reason": c.get("reason", ""),
-                                      "seconds": None, "estimate_s": c.get("estimate_s")})
+                doc["checks"].append(
+                    {
+                        "check": c["check"],
+                        "part": c["part"],
+                        "status": "pending",
+                        "verdict": "pending",
+                        "figure": "",
+                        "reason": c.get("reason", ""),
+                        "seconds": None,
+                        "estimate_s": c.get("estimate_s"),
+                    }
+                )
         self._write(doc)
 
     def update(self, check: str, **fields) -> None:
@@ -66,8 +88,16 @@ class Summary:
         doc = self.load()
         row = next((r for r in doc["checks"] if r["check"] == check), None)
         if row is None:
-            row = {"check": check, "part": fields.get("part", ""), "status": "pending", "verdict": "pending",
-                   "figure": "", "reason": "", "seconds": None, "estimate_s": None}
+            row = {
+                "check": check,
+                "part": fields.get("part", ""),
+                "status": "pending",
+                "verdict": "pending",
+                "figure": "",
+                "reason": "",
+                "seconds": None,
+                "estimate_s": None,
+            }
             doc["checks"].append(row)
         if "status" in fields and "verdict" not in fields:
             fields["verdict"] = fields["status"]
@@ -100,8 +130,12 @@ def markdown(doc: dict) -> str:
     """One table a person reads: every check, its verdict, its figure, its reason. Pure."""
     state = "complete" if doc.get("complete") else "in progress (or stopped from outside: rows still pending never ran)"
     budget = doc.get("budget_s")
-    head = [doc.get("machine", ""), f"budget {budget:.0f} s" if isinstance(budget, (int, float)) else "",
-            f"{doc.get('elapsed_s', 0):.0f} s used", state]
+    head = [
+        doc.get("machine", ""),
+        f"budget {budget:.0f} s" if isinstance(budget, (int, float)) else "",
+        f"{doc.get('elapsed_s', 0):.0f} s used",
+        state,
+    ]
     lines = [f"# {doc.get('title', 'GPU report')}", "", "; ".join(h for h in head if h) + ".", ""]
     if doc.get("command"):
         lines += [f"`{doc['command']}`", ""]
@@ -109,11 +143,19 @@ def markdown(doc: dict) -> str:
     for r in doc["checks"]:
         took = "" if r.get("seconds") is None else f"{r['seconds']:.0f}"
         est = "" if r.get("estimate_s") is None else f" ({r['estimate_s']:.0f})"
-        cells = [r.get("part", ""), r["check"], f"**{r['verdict']}**" if r["status"] == "FAILED" else r["verdict"],
-                 r.get("figure", ""), r.get("reason", ""), took + est]
+        cells = [
+            r.get("part", ""),
+            r["check"],
+            f"**{r['verdict']}**" if r["status"] == "FAILED" else r["verdict"],
+            r.get("figure", ""),
+            r.get("reason", ""),
+            took + est,
+        ]
         lines.append("| " + " | ".join(str(c).replace("|", "/").replace("\n", " ") for c in cells) + " |")
-    counts = {s: sum(r["status"] == s for r in doc["checks"]) for s in ("ok", "FAILED", "undecided", "NOT RUN",
-                                                                          "stopped", "pending", "running")}
+    counts = {
+        s: sum(r["status"] == s for r in doc["checks"])
+        for s in ("ok", "FAILED", "undecided", "NOT RUN", "stopped", "pending", "running")
+    }
     lines += ["", ", ".join(f"{n} {s}" for s, n in counts.items() if n) + "."]
     if doc.get("notes"):
         lines += [""] + [f"- {n}" for n in doc["notes"]]

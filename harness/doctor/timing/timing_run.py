@@ -35,29 +35,41 @@ class Run:
         self.budget = B.Budget.of(a.budget_s) if a.budget_s else B.Budget(float("inf"), 0.0)
         self.summary = Summary(a.summary or a.out)
         self.parts = Parts()
-        self.measured: dict = {}       # (workload, dtype) -> this machine's bare iteration, after round A
+        self.measured: dict = {}  # (workload, dtype) -> this machine's bare iteration, after round A
         self.failed = False
-        self.notes: dict = {}          # check -> what it could not do (a stage that did not fit), for its reason
+        self.notes: dict = {}  # check -> what it could not do (a stage that did not fit), for its reason
         self.profiled = [wl for wl in PROFILED if wl in a.workloads] or a.workloads[:1]
 
     def plan(self) -> list[dict]:
         each = (self.rounds_s() + (self.pairs_s(self.cases) if self.a.device == "cpu" else 0)) / len(self.cases)
-        rows = [{"check": case_name(c), "part": "timing", "estimate_s": round(each),
-                 "reason": "the harness's local cell against the bare loop before and after it"} for c in self.cases]
+        rows = [
+            {
+                "check": case_name(c),
+                "part": "timing",
+                "estimate_s": round(each),
+                "reason": "the harness's local cell against the bare loop before and after it",
+            }
+            for c in self.cases
+        ]
         rows += [{"check": "kernels per iteration", "part": "timing", "estimate_s": B.ESTIMATE_S["kernels"]}]
         rows += [{"check": f"profile {wl}", "part": "timing", "estimate_s": self.profile_s(wl)} for wl in self.profiled]
         if set(self.profiled) == set(PROFILED):
-            rows += [{"check": "study table from the profiles", "part": "timing",
-                      "estimate_s": B.ESTIMATE_S["prediction"]}]
-        rows += [{"check": "variants", "part": "timing", "estimate_s": None,
-                  "reason": "only where a case fails or drifts"}]
+            rows += [
+                {"check": "study table from the profiles", "part": "timing", "estimate_s": B.ESTIMATE_S["prediction"]}
+            ]
+        rows += [
+            {"check": "variants", "part": "timing", "estimate_s": None, "reason": "only where a case fails or drifts"}
+        ]
         return rows
 
     # --- estimates (harness/doctor/timing/budget.py) -------------------------------------------------------------
     def rounds_s(self) -> float:
         n = self.a.warmup + self.a.iters
-        return 2 * B.loop_s(self.cases, n, self.measured) + len(self.cases) * B.CELL_OVERHEAD_S + \
-            B.loop_s(self.cases, n, self.measured)
+        return (
+            2 * B.loop_s(self.cases, n, self.measured)
+            + len(self.cases) * B.CELL_OVERHEAD_S
+            + B.loop_s(self.cases, n, self.measured)
+        )
 
     def profile_s(self, wl: str) -> float:
         """Two passes of the profile (the loop's totals, the hooks' shares) and a bare loop either side."""

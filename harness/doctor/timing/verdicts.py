@@ -64,8 +64,9 @@ def _pairs_of(pairs: pd.DataFrame | None, wl: str, dtype: str) -> tuple[float, f
     return summarise(mine["ratio"].tolist())
 
 
-def case_verdict(ratio: float, moved: float, host_bound, p_ratio: float, p_disp: float,
-                 bounds: bool, pairs_decide: bool = False) -> tuple[str, str]:
+def case_verdict(
+    ratio: float, moved: float, host_bound, p_ratio: float, p_disp: float, bounds: bool, pairs_decide: bool = False
+) -> tuple[str, str]:
     """(verdict, decided_by) of one case by the module's rules; `pairs_decide`: the paired timings decide
     whenever there are some (on a CPU, where they pair the cell's own process with a bare loop's)."""
     if not bounds:
@@ -82,8 +83,13 @@ def case_verdict(ratio: float, moved: float, host_bound, p_ratio: float, p_disp:
     return verdict, "cell" if verdict != "undecided" else ""
 
 
-def verdicts(variants: pd.DataFrame, cells: pd.DataFrame, bounds: bool,
-             pairs: pd.DataFrame | None = None, pairs_decide: bool = False) -> pd.DataFrame:
+def verdicts(
+    variants: pd.DataFrame,
+    cells: pd.DataFrame,
+    bounds: bool,
+    pairs: pd.DataFrame | None = None,
+    pairs_decide: bool = False,
+) -> pd.DataFrame:
     """One row per (workload, dtype) with both bare rounds and a harness cell: the cell against the bare rounds,
     decided by the module's rules (`decided_by`: cell, paired, host-bound, or "" when undecided)."""
     rows = []
@@ -98,15 +104,30 @@ def verdicts(variants: pd.DataFrame, cells: pd.DataFrame, bounds: bool,
         bound = cell.get("host_bound")
         bound = bool(bound) if bound is not None and pd.notna(bound) else None
         verdict, decided_by = case_verdict(ratio, moved, bound, p_ratio, p_disp, bounds, pairs_decide)
-        row = {"workload": wl, "dtype": dtype, "batch": int(cell["batch_per_worker"]),
-               "seq_len": cell["seq_len"], "gpu": cell.get("gpu_models", ""),
-               "harness_per_s": cell["throughput_median"], "bare_before_per_s": before,
-               "bare_after_per_s": after, "bare_spread": moved, "ratio": ratio, "mfu": cell.get("mfu"),
-               "host_bound": bound, "host_issue_s": cell.get("host_issue_s"),
-               "device_lag_s": cell.get("device_lag_s"), "iter_s_median": cell["iter_s_median"],
-               "iter_s_cv": cell.get("iter_s_cv"), "paired_ratio": p_ratio, "paired_dispersion": p_disp,
-               "verdict": verdict, "decided_by": decided_by, "pairs_decide": pairs_decide,
-               "ok": verdict in ("ok", "recorded")}
+        row = {
+            "workload": wl,
+            "dtype": dtype,
+            "batch": int(cell["batch_per_worker"]),
+            "seq_len": cell["seq_len"],
+            "gpu": cell.get("gpu_models", ""),
+            "harness_per_s": cell["throughput_median"],
+            "bare_before_per_s": before,
+            "bare_after_per_s": after,
+            "bare_spread": moved,
+            "ratio": ratio,
+            "mfu": cell.get("mfu"),
+            "host_bound": bound,
+            "host_issue_s": cell.get("host_issue_s"),
+            "device_lag_s": cell.get("device_lag_s"),
+            "iter_s_median": cell["iter_s_median"],
+            "iter_s_cv": cell.get("iter_s_cv"),
+            "paired_ratio": p_ratio,
+            "paired_dispersion": p_disp,
+            "verdict": verdict,
+            "decided_by": decided_by,
+            "pairs_decide": pairs_decide,
+            "ok": verdict in ("ok", "recorded"),
+        }
         row["text"] = verdict_text(row)
         rows.append(row)
     return pd.DataFrame(rows)
@@ -122,5 +143,7 @@ def figure(row: dict) -> str:
     mfu_part = f", MFU {mfu:.0%}" if mfu is not None and mfu == mfu else ""
     paired = row.get("paired_ratio")
     paired_part = f", paired {paired:.3f}" if paired is not None and paired == paired else ""
-    return (f"harness/bare {row['ratio']:.3f}{paired_part} (cell {row['harness_per_s']:.1f}/s; bare "
-            f"{row['bare_before_per_s']:.1f} and {row['bare_after_per_s']:.1f}/s){lag_part}{mfu_part}")
+    return (
+        f"harness/bare {row['ratio']:.3f}{paired_part} (cell {row['harness_per_s']:.1f}/s; bare "
+        f"{row['bare_before_per_s']:.1f} and {row['bare_after_per_s']:.1f}/s){lag_part}{mfu_part}"
+    )

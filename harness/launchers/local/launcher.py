@@ -24,7 +24,12 @@ def make(request) -> Launcher:
     return Launcher("local", launch_one_box, nodes_for=lambda workers: 1, place=place_one_box)
 
 
-register(LauncherEntry(
-    "local", "every rank on this box (a backend's own single-box launch program where it has one); the default "
-             "outside a Slurm allocation",
-    make=make, detect=lambda request: True))
+register(
+    LauncherEntry(
+        "local",
+        "every rank on this box (a backend's own single-box launch program where it has one); the default "
+        "outside a Slurm allocation",
+        make=make,
+        detect=lambda request: True,
+    )
+)

@@ -15,6 +15,7 @@ from harness.launchers.nodes.env import NodeJob
 from harness.launchers.nodes.ranks import POLL_S, rank_env, run_ranks
 from harness.launchers.nodes.meeting import Heart, NodesFailed, _get, _put
 
+
 def run_agent(store, job: NodeJob, scratch: Path) -> int:
     """Nodes 1..: start the ranks each cell gives this node and report, until the leader says the end
     (exit status 0 when the sweep finished, 1 when it was ended); NodesFailed when node 0 is gone."""
@@ -36,8 +37,10 @@ def run_agent(store, job: NodeJob, scratch: Path) -> int:
             _run_cell(store, heart, k, n, scratch)
             n += 1
     except (RuntimeError, OSError) as e:  # the store's connection broke: node 0 is gone
-        raise NodesFailed(f"node {k}: lost node 0 ({str(e).splitlines()[0][:160] if str(e) else type(e).__name__}); "
-                          f"this node's ranks were ended") from None
+        raise NodesFailed(
+            f"node {k}: lost node 0 ({str(e).splitlines()[0][:160] if str(e) else type(e).__name__}); "
+            f"this node's ranks were ended"
+        ) from None
     finally:
         if heart is not None:
             heart.stop()
@@ -55,9 +58,11 @@ def _run_cell(store, heart: Heart, k: int, n: int, scratch: Path) -> None:
         if heart.broken:
             raise NodesFailed(f"node {k}: lost node 0 ({heart.broken}); this node's ranks were ended")
         return _get(store, f"fail/{n}")["reason"] if store.check([f"fail/{n}"]) else None
+
     try:
-        run_ranks(cell, scratch / cell.cell_id, mine,
-                  lambda r: rank_env(cell, r, nodes, plan["master"], plan["port"]), abort)
+        run_ranks(
+            cell, scratch / cell.cell_id, mine, lambda r: rank_env(cell, r, nodes, plan["master"], plan["port"]), abort
+        )
     except CellFailed as e:
         out = {"ok": False, "reason": e.reason, "log_tail": e.log_tail}
         if not store.check([f"fail/{n}"]):

@@ -23,8 +23,13 @@ from harness.core.errors import UserError
 
 DEFAULT_PORT = 29400
 """The rendezvous port when the scheduler names none (torchrun's c10d default)."""
-FLAG_NAMES = {"nnodes": "--nnodes", "node_rank": "--node-rank", "nproc_per_node": "--nproc-per-node",
-              "master_addr": "--master-addr", "master_port": "--master-port"}
+FLAG_NAMES = {
+    "nnodes": "--nnodes",
+    "node_rank": "--node-rank",
+    "nproc_per_node": "--nproc-per-node",
+    "master_addr": "--master-addr",
+    "master_port": "--master-port",
+}
 
 
 @dataclass(frozen=True)
@@ -65,8 +70,11 @@ def from_scheduler(env: Mapping[str, str]) -> dict:
     got: dict = {}
     if "SKYPILOT_NODE_RANK" in env or "SKYPILOT_NUM_NODES" in env:
         ips = [line.strip() for line in env.get("SKYPILOT_NODE_IPS", "").splitlines() if line.strip()]
-        got.update(source="skypilot", nnodes=_int(env.get("SKYPILOT_NUM_NODES", len(ips)), "SKYPILOT_NUM_NODES", 1),
-                   node_rank=_int(env.get("SKYPILOT_NODE_RANK", 0), "SKYPILOT_NODE_RANK"))
+        got.update(
+            source="skypilot",
+            nnodes=_int(env.get("SKYPILOT_NUM_NODES", len(ips)), "SKYPILOT_NUM_NODES", 1),
+            node_rank=_int(env.get("SKYPILOT_NODE_RANK", 0), "SKYPILOT_NODE_RANK"),
+        )
         if ips:
             got["master_addr"] = ips[0]
         gpus = _int(env.get("SKYPILOT_NUM_GPUS_PER_NODE", 0), "SKYPILOT_NUM_GPUS_PER_NODE")
@@ -107,14 +115,23 @@ def node_job(env: Mapping[str, str], flags: dict | None = None) -> NodeJob | Non
     where = got.get("source", "flags")
     for key in ("nnodes", "node_rank", "master_addr"):
         if key not in got:
-            raise UserError(f"a multi-node sweep ({where}) needs {FLAG_NAMES[key]} (or the scheduler's variable for "
-                            f"it); every node runs the same `ddlbench sweep` with its own node rank")
-    job = NodeJob(nnodes=_int(got["nnodes"], "the node count", 1), node_rank=_int(got["node_rank"], "the node rank"),
-                  nproc_per_node=int(got.get("nproc_per_node", 1)), master_addr=str(got["master_addr"]),
-                  master_port=_int(got.get("master_port", DEFAULT_PORT), "the master port", 1), source=where)
+            raise UserError(
+                f"a multi-node sweep ({where}) needs {FLAG_NAMES[key]} (or the scheduler's variable for "
+                f"it); every node runs the same `ddlbench sweep` with its own node rank"
+            )
+    job = NodeJob(
+        nnodes=_int(got["nnodes"], "the node count", 1),
+        node_rank=_int(got["node_rank"], "the node rank"),
+        nproc_per_node=int(got.get("nproc_per_node", 1)),
+        master_addr=str(got["master_addr"]),
+        master_port=_int(got.get("master_port", DEFAULT_PORT), "the master port", 1),
+        source=where,
+    )
     if job.node_rank >= job.nnodes:
-        raise UserError(f"node rank {job.node_rank} is not below the node count {job.nnodes}; fix "
-                        f"--node-rank/--nnodes or the scheduler's variables")
+        raise UserError(
+            f"node rank {job.node_rank} is not below the node count {job.nnodes}; fix "
+            f"--node-rank/--nnodes or the scheduler's variables"
+        )
     return job
 
 
@@ -122,8 +139,10 @@ def cell_nodes(workers: int, nnodes: int, per_node: int) -> int:
     """Nodes a cell of `workers` spans: workers fill nodes `per_node` at a time. UserError if they cannot."""
     need = -(-workers // per_node)
     if need > nnodes:
-        raise UserError(f"{workers} workers need {need} nodes at {per_node} per node, and the job has {nnodes}; "
-                        f"lower `workers:` or add nodes")
+        raise UserError(
+            f"{workers} workers need {need} nodes at {per_node} per node, and the job has {nnodes}; "
+            f"lower `workers:` or add nodes"
+        )
     return need
 
 

@@ -96,22 +96,38 @@ def _checked(cell: CellSpec, job: NodeJob) -> CellSpec:
 def make(request: LaunchRequest) -> Launcher:
     job = _job(request)
     if job is None:
-        raise UserError("--launcher nodes needs a multi-node job: the node-list flags (--nnodes, --node-rank, "
-                        "--master-addr) or a scheduler's variables (Kubeflow PET_*, JobSet, SkyPilot)")
+        raise UserError(
+            "--launcher nodes needs a multi-node job: the node-list flags (--nnodes, --node-rank, "
+            "--master-addr) or a scheduler's variables (Kubeflow PET_*, JobSet, SkyPilot)"
+        )
     timeout = request.flags.get("join_timeout_s") or JOIN_TIMEOUT_S
     device = getattr(request.sweep, "device", "auto")
     job = dataclasses.replace(job, nproc_per_node=_per_node(job, device))
     if job.node_rank > 0:
+
         def serve(output: Path, cold: bool) -> int:
             with warm_ranks(not cold):
                 return run_agent(open_store(job, timeout), job, Path(f"{output}.node{job.node_rank}"))
+
         raise Follows(serve)
     leading = _Leading(job, timeout)
-    return Launcher("nodes", leading.launch, lambda w: cell_nodes(w, job.nnodes, job.nproc_per_node),
-                    lambda cell: _checked(cell, job), {"hosts": f"{job.nnodes} nodes ({job.source})"},
-                    hosts=job.nnodes, session=leading.session)
+    return Launcher(
+        "nodes",
+        leading.launch,
+        lambda w: cell_nodes(w, job.nnodes, job.nproc_per_node),
+        lambda cell: _checked(cell, job),
+        {"hosts": f"{job.nnodes} nodes ({job.source})"},
+        hosts=job.nnodes,
+        session=leading.session,
+    )
 
 
-register(LauncherEntry("nodes", "ddlbench sweep on every node of a job without Slurm (Kubernetes, SkyPilot, a "
-                                "node list); chosen by the scheduler's variables or --nnodes",
-                       make=make, detect=lambda request: _job(request) is not None))
+register(
+    LauncherEntry(
+        "nodes",
+        "ddlbench sweep on every node of a job without Slurm (Kubernetes, SkyPilot, a "
+        "node list); chosen by the scheduler's variables or --nnodes",
+        make=make,
+        detect=lambda request: _job(request) is not None,
+    )
+)

@@ -20,6 +20,7 @@ from harness.launchers.nodes.meeting import BEAT_S, GRACE_S, LOST_S, Heart, Node
 from harness.procs.logs import log_tail
 from harness.procs.ports import free_port
 
+
 def check_cell(cell: CellSpec, job: NodeJob) -> None:
     """UserError before anything runs for a cell this launcher cannot place."""
     refusal = recipe(cell.backend, NodesRecipe).refuse
@@ -47,9 +48,11 @@ class Leader:
             missing = [k for k in missing if not self.store.check([f"node/{k}"])]
             time.sleep(POLL_S)
         if missing:
-            why = (f"node(s) {', '.join(map(str, missing))} of {self.job.nnodes} never joined within {timeout_s:g} s "
-                   f"({self.job.source}: every node must run the same `ddlbench sweep`; check that they reach "
-                   f"{self.job.master_addr}:{self.job.master_port})")
+            why = (
+                f"node(s) {', '.join(map(str, missing))} of {self.job.nnodes} never joined within {timeout_s:g} s "
+                f"({self.job.source}: every node must run the same `ddlbench sweep`; check that they reach "
+                f"{self.job.master_addr}:{self.job.master_port})"
+            )
             _put(self.store, "end", {"why": why})
             raise NodesFailed(why)
 
@@ -59,13 +62,17 @@ class Leader:
         n, self.n = self.n, self.n + 1
         nodes, where = rank_nodes(cell, self.job.nnodes, self.job.nproc_per_node)
         port = free_port(self.addr)
-        _put(self.store, f"cell/{n}", {"cell": json.loads(cell.to_json()), "port": port, "nodes": nodes,
-                                       "master": self.addr})
+        _put(
+            self.store,
+            f"cell/{n}",
+            {"cell": json.loads(cell.to_json()), "port": port, "nodes": nodes, "master": self.addr},
+        )
         cell_dir = cell_dir.resolve()
         mine = [r for r, k in enumerate(nodes) if k == 0]
         try:
-            run_ranks(cell, cell_dir, mine, lambda r: rank_env(cell, r, nodes, self.addr, port),
-                      lambda: self._abort(n, nodes))
+            run_ranks(
+                cell, cell_dir, mine, lambda r: rank_env(cell, r, nodes, self.addr, port), lambda: self._abort(n, nodes)
+            )
             self._wait_others(n, cell, nodes)
         except CellFailed as e:
             if not self.store.check([f"fail/{n}"]):
@@ -92,9 +99,11 @@ class Leader:
         """Whether a node's heartbeat has stopped (then `self.lost` says which, and how to go on)."""
         gone = self.heart.lost(range(self.job.nnodes))
         if gone:
-            self.lost = (f"node(s) {', '.join(map(str, gone))} lost (no heartbeat for {LOST_S:g} s); every row "
-                         f"measured so far is kept: when the node is back, run the same command on every node "
-                         f"with --resume (--retry-failed measures the failed cell again)")
+            self.lost = (
+                f"node(s) {', '.join(map(str, gone))} lost (no heartbeat for {LOST_S:g} s); every row "
+                f"measured so far is kept: when the node is back, run the same command on every node "
+                f"with --resume (--retry-failed measures the failed cell again)"
+            )
         return bool(gone)
 
     def _settle(self, n: int) -> None:
@@ -140,5 +149,5 @@ def _note_placement(result: Path, where: str, nodes: list[int]) -> None:
     data = json.loads(result.read_text())
     dist_block = data.setdefault("dist", {})
     dist_block["server_hosts"] = where
-    dist_block["nodes"] = max(nodes[:data["cell"]["workers"]]) + 1
+    dist_block["nodes"] = max(nodes[: data["cell"]["workers"]]) + 1
     write_json_atomic(result, data)

@@ -38,13 +38,20 @@ def _get(store, key: str):
 def open_store(job: NodeJob, timeout_s: float) -> dist.TCPStore:
     """Node 0 hosts the store; the others connect (retrying until node 0 listens or `timeout_s`)."""
     try:
-        return dist.TCPStore(job.master_addr, job.master_port, is_master=job.node_rank == 0,
-                             timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
+        return dist.TCPStore(
+            job.master_addr,
+            job.master_port,
+            is_master=job.node_rank == 0,
+            timeout=datetime.timedelta(seconds=timeout_s),
+            wait_for_workers=False,
+        )
     except (RuntimeError, OSError, dist.DistStoreError) as e:
         who = "listen on" if job.node_rank == 0 else "reach node 0's store at"
-        raise NodesFailed(f"node {job.node_rank} could not {who} {job.master_addr}:{job.master_port} within "
-                          f"{timeout_s:g} s ({str(e).splitlines()[0][:160]}); check the master address and port "
-                          f"({job.source}) and that node 0 is running `ddlbench sweep`") from None
+        raise NodesFailed(
+            f"node {job.node_rank} could not {who} {job.master_addr}:{job.master_port} within "
+            f"{timeout_s:g} s ({str(e).splitlines()[0][:160]}); check the master address and port "
+            f"({job.source}) and that node 0 is running `ddlbench sweep`"
+        ) from None
 
 
 class Heart:

@@ -23,10 +23,16 @@ def rank_env(cell: CellSpec, rank: int, nodes: list[int], master: str, port: int
     workers_here = [r for r in range(cell.workers) if nodes[r] == mine]
     ranks_here = [r for r in range(len(nodes)) if nodes[r] == mine]
     env = base_env(cell.threads, "nodes", cell.network_vars(len(set(nodes))))
-    env.update(RANK=str(rank), WORLD_SIZE=str(len(nodes)), MASTER_ADDR=master, MASTER_PORT=str(port),
-               LOCAL_RANK=str(workers_here.index(rank) if rank < cell.workers else 0),
-               LOCAL_WORLD_SIZE=str(len(ranks_here)), NODE_RANK=str(mine),
-               GROUP_WORLD_SIZE=str(max(nodes[:cell.workers]) + 1))
+    env.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(len(nodes)),
+        MASTER_ADDR=master,
+        MASTER_PORT=str(port),
+        LOCAL_RANK=str(workers_here.index(rank) if rank < cell.workers else 0),
+        LOCAL_WORLD_SIZE=str(len(ranks_here)),
+        NODE_RANK=str(mine),
+        GROUP_WORLD_SIZE=str(max(nodes[: cell.workers]) + 1),
+    )
     env.update(backend.rank_env(cell))
     return env
 
@@ -37,5 +43,10 @@ def run_ranks(cell: CellSpec, cell_dir: Path, ranks: list[int], env_of, abort) -
     started here is killed when this returns or raises (the spawner's `run_ranks`, harness/spawner/ranks.py)."""
     spec = write_cell(cell, cell_dir)
     args, placed = ("--cell", str(spec), "--out", str(cell_dir)), placed_now()
-    spawn_ranks(cell, cell_dir, {r: RankStart(WORKER_MODULE, args, {**env_of(r), **placed}) for r in ranks},
-                abort=abort, poll_s=POLL_S)
+    spawn_ranks(
+        cell,
+        cell_dir,
+        {r: RankStart(WORKER_MODULE, args, {**env_of(r), **placed}) for r in ranks},
+        abort=abort,
+        poll_s=POLL_S,
+    )

@@ -22,6 +22,7 @@ from harness.contracts.rendezvous import PORT_BASE, PORT_SPAN
 
 # ---------------------------------------------------------------------------------------- rendering
 
+
 def _directives(s: SbatchSpec) -> list[tuple[str, str]]:
     """(#SBATCH option, comment saying why) pairs, in the order they are written."""
     lines = [
@@ -51,8 +52,10 @@ def _nodes_comment(s: SbatchSpec) -> str:
 def _port_line(s: SbatchSpec) -> str:
     if s.master_port is not None:
         return f"export MASTER_PORT={s.master_port}"
-    return (f"export MASTER_PORT=${{MASTER_PORT:-$(({PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN}))}}"
-            "  # = harness.contracts.rendezvous.port_for_job")
+    return (
+        f"export MASTER_PORT=${{MASTER_PORT:-$(({PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN}))}}"
+        "  # = harness.contracts.rendezvous.port_for_job"
+    )
 
 
 _RENDEZVOUS = """\
@@ -69,8 +72,7 @@ def render_sbatch(spec: SbatchSpec) -> str:
     directives = _directives(spec)
     width = max(len(opt) for opt, _ in directives)
     if spec.launch == SWEEP_STYLE:
-        what = (f"a ddlbench sweep on up to {spec.nodes} nodes x {spec.tasks_per_node} workers, one job step "
-                f"per cell")
+        what = f"a ddlbench sweep on up to {spec.nodes} nodes x {spec.tasks_per_node} workers, one job step per cell"
     else:
         what = f"{spec.workers} workers ({spec.nodes} nodes x {spec.tasks_per_node}), launched with {spec.launch}"
     lines = [
@@ -85,17 +87,27 @@ def render_sbatch(spec: SbatchSpec) -> str:
     ]
     if spec.launch == SWEEP_STYLE:
         return "\n".join(lines) + "\n" + _launch_sweep(spec)
-    return "\n".join(lines) + "\n" + _RENDEZVOUS + _port_line(spec) + "\n" + (
-        'echo "job $SLURM_JOB_ID: ${#HOSTS[@]} nodes (${HOSTS[*]}), rendezvous $MASTER_ADDR:$MASTER_PORT"\n'
-        "\n" + launch_styles()[spec.launch].render(spec))
+    return (
+        "\n".join(lines)
+        + "\n"
+        + _RENDEZVOUS
+        + _port_line(spec)
+        + "\n"
+        + (
+            'echo "job $SLURM_JOB_ID: ${#HOSTS[@]} nodes (${HOSTS[*]}), rendezvous $MASTER_ADDR:$MASTER_PORT"\n'
+            "\n" + launch_styles()[spec.launch].render(spec)
+        )
+    )
 
 
 def _variables(spec: SbatchSpec) -> list[str]:
     if not spec.variables:
         return []
     width = max(len(f"{name}={value}") for name, value, _ in spec.variables)
-    return [""] + [(f"{name}={value}".ljust(width) + f"  # {why}") if why else f"{name}={value}"
-                   for name, value, why in spec.variables]
+    return [""] + [
+        (f"{name}={value}".ljust(width) + f"  # {why}") if why else f"{name}={value}"
+        for name, value, why in spec.variables
+    ]
 
 
 def _launch_sweep(spec: SbatchSpec) -> str:
@@ -107,5 +119,3 @@ def _launch_sweep(spec: SbatchSpec) -> str:
         'echo "job ${SLURM_JOB_ID}: nodes ${SLURM_JOB_NODELIST}"\n'
         f"{argv_words(spec)}\n"
     )
-
-

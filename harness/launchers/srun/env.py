@@ -68,11 +68,15 @@ def _int(env: Mapping[str, str], *names: str, default: int | None = None) -> int
             try:
                 return int(value)
             except ValueError:
-                raise UserError(f"{name}={value!r} is not an integer, so the Slurm rank layout is unknown; "
-                                f"unset it or run the harness through srun, which sets it") from None
+                raise UserError(
+                    f"{name}={value!r} is not an integer, so the Slurm rank layout is unknown; "
+                    f"unset it or run the harness through srun, which sets it"
+                ) from None
     if default is None:
-        raise UserError(f"{' / '.join(names)} is not set, so the Slurm rank layout is unknown; "
-                        f"launch each task with srun inside an allocation (salloc/sbatch)")
+        raise UserError(
+            f"{' / '.join(names)} is not set, so the Slurm rank layout is unknown; "
+            f"launch each task with srun inside an allocation (salloc/sbatch)"
+        )
     return default
 
 
@@ -93,9 +97,11 @@ def from_slurm(environ: Mapping[str, str], use_scontrol: bool | None = None) -> 
     local_rank = _int(env, "SLURM_LOCALID", default=0)
     local_world = _local_world_size(env, node_rank, world, nodes)
     if not (0 <= rank < world and 0 <= local_rank < local_world and 0 <= node_rank < nodes):
-        raise UserError(f"inconsistent Slurm variables: rank {rank} of {world}, local rank {local_rank} "
-                        f"of {local_world}, node {node_rank} of {nodes}; check that the harness runs "
-                        f"under srun and that nothing overrides SLURM_* by hand")
+        raise UserError(
+            f"inconsistent Slurm variables: rank {rank} of {world}, local rank {local_rank} "
+            f"of {local_world}, node {node_rank} of {nodes}; check that the harness runs "
+            f"under srun and that nothing overrides SLURM_* by hand"
+        )
     nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST", "")
     if env.get("MASTER_ADDR"):
         master = env["MASTER_ADDR"]
@@ -103,16 +109,24 @@ def from_slurm(environ: Mapping[str, str], use_scontrol: bool | None = None) -> 
         try:
             first = hostnames(nodelist, use_scontrol)[0]
         except (ValueError, IndexError):
-            raise UserError(f"cannot read the Slurm node list {nodelist!r}; set MASTER_ADDR to rank 0's "
-                            f"host to bypass it") from None
+            raise UserError(
+                f"cannot read the Slurm node list {nodelist!r}; set MASTER_ADDR to rank 0's host to bypass it"
+            ) from None
         master = node_addr(first, use_scontrol)
     else:
         master = "127.0.0.1"  # a one-node step that lost its node list: rank 0 is here
     job_id = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
     port = _int(env, "MASTER_PORT", default=port_for_job(job_id))
     return RankIdentity(
-        rank=rank, world_size=world, local_rank=local_rank, local_world_size=local_world,
-        master_addr=master, master_port=port, node_rank=node_rank, nodes=nodes, source="slurm",
+        rank=rank,
+        world_size=world,
+        local_rank=local_rank,
+        local_world_size=local_world,
+        master_addr=master,
+        master_port=port,
+        node_rank=node_rank,
+        nodes=nodes,
+        source="slurm",
         extra={
             "slurm_job_id": job_id,
             "slurm_nodelist": env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST"),
@@ -130,8 +144,10 @@ def _local_world_size(env: Mapping[str, str], node_rank: int, world: int, nodes:
             try:
                 counts = expand_tasks_per_node(text)
             except ValueError:
-                raise UserError(f"{name}={text!r} is not Slurm's 'N(xM),K' form; unset it or run the "
-                                f"harness through srun, which sets it") from None
+                raise UserError(
+                    f"{name}={text!r} is not Slurm's 'N(xM),K' form; unset it or run the "
+                    f"harness through srun, which sets it"
+                ) from None
             if node_rank < len(counts):
                 return counts[node_rank]
     if env.get("SLURM_NTASKS_PER_NODE"):

@@ -58,9 +58,23 @@ STOP_GRACE_S = 10.0
 # Variables a step must not inherit from the batch environment: torch-style rank variables (the
 # harness prefers them over SLURM_*, harness.launchers.identity) and srun options given as variables
 # (`man srun`, INPUT ENVIRONMENT VARIABLES) that would fight the step's own layout.
-_STALE = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
-          "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "SLURM_NTASKS_PER_NODE",
-          "SLURM_DISTRIBUTION", "SLURM_HOSTFILE", "SLURM_OVERCOMMIT", "SLURM_NTASKS", "SLURM_NPROCS")
+_STALE = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "NODE_RANK",
+    "GROUP_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+    "SLURM_NTASKS_PER_NODE",
+    "SLURM_DISTRIBUTION",
+    "SLURM_HOSTFILE",
+    "SLURM_OVERCOMMIT",
+    "SLURM_NTASKS",
+    "SLURM_NPROCS",
+)
 
 
 def allocation_from_env(environ: Mapping[str, str] | None = None, use_scontrol: bool = True) -> Allocation:
@@ -68,8 +82,10 @@ def allocation_from_env(environ: Mapping[str, str] | None = None, use_scontrol: 
     job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
     nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
     if not job or not nodelist:
-        raise UserError("the srun launcher runs inside a Slurm allocation, and there is none here "
-                        "(SLURM_JOB_ID unset): use --launcher local, or submit with `ddlbench slurm submit`")
+        raise UserError(
+            "the srun launcher runs inside a Slurm allocation, and there is none here "
+            "(SLURM_JOB_ID unset): use --launcher local, or submit with `ddlbench slurm submit`"
+        )
     try:
         nodes = tuple(hostnames(nodelist, use_scontrol))
         tpn = env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE", "1")
@@ -78,8 +94,7 @@ def allocation_from_env(environ: Mapping[str, str] | None = None, use_scontrol: 
     except ValueError as e:
         raise UserError(f"cannot read this allocation's layout ({e}); run inside sbatch/salloc") from None
     here = env.get("SLURMD_NODENAME") or _this_node(nodes, use_scontrol)
-    return Allocation(job_id=job, nodes=nodes, tasks_per_node=max(1, per_node), cpus_per_node=tuple(cpus),
-                      here=here)
+    return Allocation(job_id=job, nodes=nodes, tasks_per_node=max(1, per_node), cpus_per_node=tuple(cpus), here=here)
 
 
 def _this_node(nodes: tuple[str, ...], use_scontrol: bool) -> str:
@@ -115,13 +130,26 @@ def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, .
     workers, _ = place(cell, alloc)
     port = usable_port(cell_port(alloc.job_id, cell.cell_id), on_this_host=workers[0] == alloc.here)
     command = tuple(command or (*python_argv(), *worker_argv(cell_dir)))
-    ctx = SrunContext(cell, alloc, cell_dir, node_addr(workers[0]), port, command, backend.variant(os.environ),
-                      extra_env={**cell.network_vars(), **rank_env(cell), **placed_now()}, addr_of=node_addr)
+    ctx = SrunContext(
+        cell,
+        alloc,
+        cell_dir,
+        node_addr(workers[0]),
+        port,
+        command,
+        backend.variant(os.environ),
+        extra_env={**cell.network_vars(), **rank_env(cell), **placed_now()},
+        addr_of=node_addr,
+    )
     with backend.session(ctx) as ready:
         steps = backend.plan(ready)
         tasks = srun_tasks.warm_tasks(steps)
-        zygotes = tasks and spawn.resource("srun", lambda: srun_warm.NodeZygotes(
-            alloc, cell_dir.parent.parent / "zygotes", step_environment(os.environ, Step("zygotes", ()))))
+        zygotes = tasks and spawn.resource(
+            "srun",
+            lambda: srun_warm.NodeZygotes(
+                alloc, cell_dir.parent.parent / "zygotes", step_environment(os.environ, Step("zygotes", ()))
+            ),
+        )
         if zygotes and zygotes.usable():  # warm: forked by each node's zygote (launchers/srun/warm.py)
             for step in steps:
                 _hostfile(step, cell_dir)  # the placement on record, as a cold step leaves it
@@ -146,8 +174,14 @@ def _run_steps(steps: list[Step], cell, cell_dir: Path) -> None:
                 env["SLURM_HOSTFILE"] = str(_hostfile(step, cell_dir))
             log = open(cell_dir / ("srun.log" if step.main else f"srun.{step.role}.log"), "a")
             logs.append(log)
-            procs.append((step, subprocess.Popen(list(step.argv), stdout=log, stderr=subprocess.STDOUT,
-                                                 env=env, start_new_session=True)))
+            procs.append(
+                (
+                    step,
+                    subprocess.Popen(
+                        list(step.argv), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                    ),
+                )
+            )
         _watch(procs, cell.timeout_s, cell_dir)
     except Ended as e:
         _stop(procs)  # first, so that the tail holds what the ranks printed last
@@ -167,9 +201,22 @@ def _hostfile(step: Step, cell_dir: Path) -> Path:
 
 def _watch(procs, timeout_s: float, cell_dir: Path) -> None:
     """The steps under the one supervisor (procs/supervisor.py)."""
-    watch([Proc(p, f"the {step.role} step", _log_name(step), lambda code, step=step: _failure(step, code, cell_dir),
-                main=step.main) for step, p in procs], timeout_s, cell_dir,
-          lambda running: Ended(f"timed out after {timeout_s:g} s; the step was cancelled", None), poll_s=0.1)
+    watch(
+        [
+            Proc(
+                p,
+                f"the {step.role} step",
+                _log_name(step),
+                lambda code, step=step: _failure(step, code, cell_dir),
+                main=step.main,
+            )
+            for step, p in procs
+        ],
+        timeout_s,
+        cell_dir,
+        lambda running: Ended(f"timed out after {timeout_s:g} s; the step was cancelled", None),
+        poll_s=0.1,
+    )
 
 
 def _log_name(step: Step) -> str:
@@ -196,8 +243,10 @@ def _tail(cell_dir: Path, rank: int | None = 0) -> str:
         parts = [log_tail(cell_dir, first=rank)]
     else:
         logs = sorted(cell_dir.glob("rank*.log"), key=lambda f: int(f.stem[4:]) if f.stem[4:].isdigit() else 0)
-        parts = [f"--- {f.name} ---\n" + "\n".join(f.read_text(errors="replace").splitlines()[-10:])
-                 for f in logs[:TAIL_RANKS]]
+        parts = [
+            f"--- {f.name} ---\n" + "\n".join(f.read_text(errors="replace").splitlines()[-10:])
+            for f in logs[:TAIL_RANKS]
+        ]
     for f in [cell_dir / "srun.log", *sorted(cell_dir.glob("srun.*.log"))]:
         if f.exists() and f.stat().st_size:
             parts.append(f"--- {f.name} ---\n" + "\n".join(f.read_text(errors="replace").splitlines()[-10:]))
@@ -241,8 +290,9 @@ def _scancel_step(step: Step) -> None:
     if not (name and job and shutil.which("squeue") and shutil.which("scancel")):
         return
     try:
-        out = subprocess.run(["squeue", "--steps", "-h", "-j", job, "-o", "%i %j"], capture_output=True,
-                             text=True, timeout=10).stdout
+        out = subprocess.run(
+            ["squeue", "--steps", "-h", "-j", job, "-o", "%i %j"], capture_output=True, text=True, timeout=10
+        ).stdout
         for line in out.splitlines():
             step_id, _, step_name = line.partition(" ")
             if step_name.strip() == name:
@@ -266,11 +316,23 @@ def _checked(cell, alloc: Allocation):
 
 def _launcher(environ: Mapping[str, str]) -> Launcher:
     alloc = allocation_from_env(environ)
-    return Launcher("srun", launch_cell_srun, alloc.nodes_for, lambda cell: _checked(cell, alloc),
-                    {"hosts": ",".join(alloc.nodes)}, hosts=len(alloc.nodes), run_module=run_module_srun,
-                    warm=False)  # warm through its own zygotes
+    return Launcher(
+        "srun",
+        launch_cell_srun,
+        alloc.nodes_for,
+        lambda cell: _checked(cell, alloc),
+        {"hosts": ",".join(alloc.nodes)},
+        hosts=len(alloc.nodes),
+        run_module=run_module_srun,
+        warm=False,
+    )  # warm through its own zygotes
 
 
-register(LauncherEntry("srun", "a job step per cell inside a Slurm allocation; the default inside one",
-                       make=lambda request: _launcher(request.environ),
-                       detect=lambda request: bool(request.environ.get("SLURM_JOB_ID"))))
+register(
+    LauncherEntry(
+        "srun",
+        "a job step per cell inside a Slurm allocation; the default inside one",
+        make=lambda request: _launcher(request.environ),
+        detect=lambda request: bool(request.environ.get("SLURM_JOB_ID")),
+    )
+)

@@ -42,8 +42,13 @@ def failure_reason(srun_log: str, code: int | None, role: str = "workers") -> tu
     return f"{role} step ended ({what}): {last[0].strip()}", 0
 
 
-_SRUN_SIGNALS = {"Killed": signal.SIGKILL, "Terminated": signal.SIGTERM, "Segmentation fault": signal.SIGSEGV,
-                 "Aborted": signal.SIGABRT, "Bus error": signal.SIGBUS}
+_SRUN_SIGNALS = {
+    "Killed": signal.SIGKILL,
+    "Terminated": signal.SIGTERM,
+    "Segmentation fault": signal.SIGSEGV,
+    "Aborted": signal.SIGABRT,
+    "Bus error": signal.SIGBUS,
+}
 """srun's words for the signal that ended a task (its 'task N: Segmentation fault' lines)."""
 
 

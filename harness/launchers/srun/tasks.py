@@ -56,12 +56,14 @@ def _module_of(command: list[str]) -> tuple[str, tuple] | None:
     """(module, argv) a task command runs: `PYTHON [-P] -m harness.rank.worker ...` as itself,
     `PYTHON [-P] -m harness.rank.srun_task STYLE -- PYTHON [-P] -m harness.rank.worker ...` as the shim run
     here (`--here`); None for anything else."""
+
     def python_m(words: list[str]) -> tuple[str, list[str]] | None:
         if not words or not os.path.basename(words[0]).startswith("python"):
             return None
         words = words[1:]
         words = words[1:] if words[:1] == ["-P"] else words
         return (words[1], words[2:]) if len(words) >= 2 and words[0] == "-m" else None
+
     outer = python_m(command)
     if outer is None:
         return None
@@ -106,15 +108,24 @@ def task_env(task: Task, alloc: Allocation) -> dict[str, str]:
     counts = _per_node(hosts, alloc.nodes)
     nodes = [n for n, _ in counts]
     opts = _options(step.argv)[0]
-    local = hosts[:task.rank].count(task.host)
-    env = {"SLURM_PROCID": str(task.rank), "SLURM_LOCALID": str(local), "SLURM_NODEID": str(nodes.index(task.host)),
-           "SLURM_NTASKS": str(len(hosts)), "SLURM_NPROCS": str(len(hosts)), "SLURM_NNODES": str(len(nodes)),
-           "SLURM_STEP_NUM_TASKS": str(len(hosts)), "SLURM_STEP_NUM_NODES": str(len(nodes)),
-           "SLURM_STEP_NODELIST": ",".join(nodes), "SLURM_NODELIST": ",".join(nodes),
-           "SLURM_STEP_TASKS_PER_NODE": ",".join(str(c) for _, c in counts),
-           "SLURM_TASKS_PER_NODE": ",".join(str(c) for _, c in counts),
-           "SLURM_GTIDS": ",".join(str(i) for i, h in enumerate(hosts) if h == task.host),
-           "SLURM_DISTRIBUTION": "arbitrary", RANK_START_VAR: "warm"}
+    local = hosts[: task.rank].count(task.host)
+    env = {
+        "SLURM_PROCID": str(task.rank),
+        "SLURM_LOCALID": str(local),
+        "SLURM_NODEID": str(nodes.index(task.host)),
+        "SLURM_NTASKS": str(len(hosts)),
+        "SLURM_NPROCS": str(len(hosts)),
+        "SLURM_NNODES": str(len(nodes)),
+        "SLURM_STEP_NUM_TASKS": str(len(hosts)),
+        "SLURM_STEP_NUM_NODES": str(len(nodes)),
+        "SLURM_STEP_NODELIST": ",".join(nodes),
+        "SLURM_NODELIST": ",".join(nodes),
+        "SLURM_STEP_TASKS_PER_NODE": ",".join(str(c) for _, c in counts),
+        "SLURM_TASKS_PER_NODE": ",".join(str(c) for _, c in counts),
+        "SLURM_GTIDS": ",".join(str(i) for i, h in enumerate(hosts) if h == task.host),
+        "SLURM_DISTRIBUTION": "arbitrary",
+        RANK_START_VAR: "warm",
+    }
     if "--cpus-per-task" in opts:
         env["SLURM_CPUS_PER_TASK"] = opts["--cpus-per-task"]
     if "--job-name" in opts:

@@ -64,10 +64,19 @@ class NodeZygotes:
 
     def argv(self) -> list[str]:
         n, cpus = len(self.alloc.nodes), min(self.alloc.cpus_per_node or (1,))
-        return ["srun", f"--job-name=ddlbench-zygotes-{self.folder.parent.name}", f"--nodes={n}", f"--ntasks={n}",
-                "--ntasks-per-node=1", f"--cpus-per-task={max(1, cpus)}", "--overlap", "--input=none",
-                "--kill-on-bad-exit=0", f"--output={self.folder}/zygote.%N.log",
-                *zygote_argv("--tcp", str(self.folder))]
+        return [
+            "srun",
+            f"--job-name=ddlbench-zygotes-{self.folder.parent.name}",
+            f"--nodes={n}",
+            f"--ntasks={n}",
+            "--ntasks-per-node=1",
+            f"--cpus-per-task={max(1, cpus)}",
+            "--overlap",
+            "--input=none",
+            "--kill-on-bad-exit=0",
+            f"--output={self.folder}/zygote.%N.log",
+            *zygote_argv("--tcp", str(self.folder)),
+        ]
 
     def usable(self) -> bool:
         """Whether the zygotes serve, (re)starting their step when it is not up or a link was lost. When
@@ -81,8 +90,12 @@ class NodeZygotes:
                 self._start()
             except (PoolDead, OSError) as e:
                 self.failed = str(e)
-                print(f"warning: warm ranks are unavailable in allocation {self.alloc.job_id}, so every cell "
-                      f"starts its ranks as job steps (cold): {self.failed}", file=sys.stderr, flush=True)
+                print(
+                    f"warning: warm ranks are unavailable in allocation {self.alloc.job_id}, so every cell "
+                    f"starts its ranks as job steps (cold): {self.failed}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return False
         return True
 
@@ -100,8 +113,9 @@ class NodeZygotes:
         env = {k: v for k, v in self.environ.items() if k not in _THREAD_VARS}
         env.update({TOKEN_VAR: token, "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1", "OPENBLAS_NUM_THREADS": "1"})
         with open(self.folder / "srun.log", "a") as log:
-            self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.argv(), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
         self.started += 1
         deadline = time.monotonic() + READY_TIMEOUT_S
         try:
@@ -116,8 +130,10 @@ class NodeZygotes:
         path = self.folder / f"zygote.{node}.json"
         while not path.exists():
             if self.proc.poll() is not None:
-                raise PoolDead(f"the zygote step ended (status {self.proc.returncode}) before node {node}'s "
-                               f"zygote was up{self._tail()}")
+                raise PoolDead(
+                    f"the zygote step ended (status {self.proc.returncode}) before node {node}'s "
+                    f"zygote was up{self._tail()}"
+                )
             if time.monotonic() > deadline:
                 raise PoolDead(f"node {node}'s zygote did not start within {READY_TIMEOUT_S:g} s{self._tail()}")
             time.sleep(0.05)
@@ -164,9 +180,14 @@ def run_tasks(zygotes: NodeZygotes, tasks: list[Task], timeout_s: float, cell_di
     try:
         for task in tasks:
             procs.append((task, zygotes.spawn(task)))
-        watch([Proc(p, _name(t), Path(t.log).name, _died(t, cell_dir), main=t.step.main) for t, p in procs],
-              timeout_s, cell_dir, lambda running: Ended(f"timed out after {timeout_s:g} s with "
-                                                         f"{', '.join(q.name for q in running)} still running", None))
+        watch(
+            [Proc(p, _name(t), Path(t.log).name, _died(t, cell_dir), main=t.step.main) for t, p in procs],
+            timeout_s,
+            cell_dir,
+            lambda running: Ended(
+                f"timed out after {timeout_s:g} s with {', '.join(q.name for q in running)} still running", None
+            ),
+        )
     except Ended as e:
         _kill([p for _, p in procs])
         raise CellFailed(e.reason, log_tail(cell_dir, first=e.rank or 0)) from None

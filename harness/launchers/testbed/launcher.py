@@ -85,33 +85,42 @@ def _mapping(value, where: str, fields: type) -> dict:
     known = [f.name for f in dataclasses.fields(fields)]
     unknown = sorted(set(value) - set(known))
     if unknown:
-        raise UserError(f"unknown key(s) {', '.join(map(str, unknown))} under `{where}`: known keys are "
-                        f"{', '.join(known)}")
+        raise UserError(
+            f"unknown key(s) {', '.join(map(str, unknown))} under `{where}`: known keys are {', '.join(known)}"
+        )
     return value
 
 
-def parse_testbed(testbed: dict | None, networks: dict | None,
-                  network: str = "loopback") -> tuple[TestbedSpec, list[EmulatedNetwork]]:
+def parse_testbed(
+    testbed: dict | None, networks: dict | None, network: str = "loopback"
+) -> tuple[TestbedSpec, list[EmulatedNetwork]]:
     """Check the sweep file's `testbed:` and `networks:` blocks; return the spec and the profiles, in
     file order. Pure (no system access)."""
     spec = TestbedSpec(**_mapping(testbed, "testbed", TestbedSpec))
     hosts = spec.hosts
     if not isinstance(hosts, int) or isinstance(hosts, bool) or not MIN_HOSTS <= hosts <= MAX_HOSTS:
-        raise UserError(f"testbed hosts must be an integer in {MIN_HOSTS}..{MAX_HOSTS}, got {spec.hosts!r}; "
-                        f"fix `testbed: {{hosts: ...}}`")
+        raise UserError(
+            f"testbed hosts must be an integer in {MIN_HOSTS}..{MAX_HOSTS}, got {spec.hosts!r}; "
+            f"fix `testbed: {{hosts: ...}}`"
+        )
     pl.check_policy(spec.placement)
     wh = spec.worker_hosts
     if wh is not None and (not isinstance(wh, int) or isinstance(wh, bool) or not 1 <= wh <= hosts):
-        raise UserError(f"testbed worker_hosts must be an integer in 1..{hosts} (the testbed's hosts), got "
-                        f"{wh!r}; fix `testbed: {{worker_hosts: ...}}`")
+        raise UserError(
+            f"testbed worker_hosts must be an integer in 1..{hosts} (the testbed's hosts), got "
+            f"{wh!r}; fix `testbed: {{worker_hosts: ...}}`"
+        )
     _check_label(network)
     if networks is not None:
         if spec.rate is not None:
-            raise UserError("both `testbed: {rate:}` and `networks:` are given: the profiles set the rates; "
-                            "drop `rate` from `testbed:`")
+            raise UserError(
+                "both `testbed: {rate:}` and `networks:` are given: the profiles set the rates; "
+                "drop `rate` from `testbed:`"
+            )
         if not isinstance(networks, dict) or not networks:
-            raise UserError("`networks:` must map profile names to {rate: ...}, e.g. "
-                            "{slow: {rate: 300mbit}, fast: {rate: 1gbit}}")
+            raise UserError(
+                "`networks:` must map profile names to {rate: ...}, e.g. {slow: {rate: 300mbit}, fast: {rate: 1gbit}}"
+            )
         profiles = []
         for name, body in networks.items():
             body = _mapping(body, f"networks: {name}", _ProfileKeys)
@@ -119,8 +128,7 @@ def parse_testbed(testbed: dict | None, networks: dict | None,
                 raise UserError(f"network profile {name!r} has no rate: write {{{name}: {{rate: 1gbit}}}}")
             profiles.append(EmulatedNetwork(label=str(name), rate_mbit=netns.parse_rate(body["rate"])))
     elif spec.rate is None:
-        raise UserError("`testbed:` needs a rate (e.g. {hosts: 2, rate: 500mbit}), or add `networks:` "
-                        "with named rates")
+        raise UserError("`testbed:` needs a rate (e.g. {hosts: 2, rate: 500mbit}), or add `networks:` with named rates")
     else:
         rate = netns.parse_rate(spec.rate)
         profiles = [EmulatedNetwork(label=rate_label(rate), rate_mbit=rate)]
@@ -128,17 +136,21 @@ def parse_testbed(testbed: dict | None, networks: dict | None,
         netns.check_request(spec.hosts, p.rate_mbit)
     rates = [p.rate_mbit for p in profiles]
     if len(set(rates)) != len(rates):
-        raise UserError(f"two network profiles have the same rate ({', '.join(f'{r:g}' for r in rates)} "
-                        f"Mbit/s): they would measure the same network twice; give each its own rate")
+        raise UserError(
+            f"two network profiles have the same rate ({', '.join(f'{r:g}' for r in rates)} "
+            f"Mbit/s): they would measure the same network twice; give each its own rate"
+        )
     return spec, profiles
 
 
 def _check_label(network: str) -> None:
     """A sweep on the testbed is labelled by its rates: its file's own `network:` is refused."""
     if network != "loopback":
-        raise UserError(f"`network: {network}` labels loopback sweeps; on the testbed the label is "
-                        f"emulated-<rate>, or name profiles under `networks:` "
-                        f"(e.g. {{{network}: {{rate: 1gbit}}}})")
+        raise UserError(
+            f"`network: {network}` labels loopback sweeps; on the testbed the label is "
+            f"emulated-<rate>, or name profiles under `networks:` "
+            f"(e.g. {{{network}: {{rate: 1gbit}}}})"
+        )
 
 
 @dataclass(frozen=True)
@@ -168,8 +180,10 @@ class TestbedLauncher:
             return netns.up(self.hosts, cell.network_rate_mbit)
         s = netns.status()
         if s is None or len(s.hosts) != self.hosts or s.rate_mbit != cell.network_rate_mbit:
-            raise UserError(f"the testbed changed or went down during the run; bring it back with `ddlbench "
-                            f"testbed up --hosts {self.hosts} --rate {cell.network_rate_mbit:g}mbit`")
+            raise UserError(
+                f"the testbed changed or went down during the run; bring it back with `ddlbench "
+                f"testbed up --hosts {self.hosts} --rate {cell.network_rate_mbit:g}mbit`"
+            )
         return s
 
     def __call__(self, cell: CellSpec, cell_dir: Path, placement: Placement | None = None) -> Path:
@@ -178,8 +192,9 @@ class TestbedLauncher:
         _record_placement(result, cell, pl.describe(cell, state, self.policy))
         return result
 
-    def run_module(self, cell: CellSpec, cell_dir: Path, placement: Placement | None = None,
-                   module: str = WORKER_MODULE) -> Path:
+    def run_module(
+        self, cell: CellSpec, cell_dir: Path, placement: Placement | None = None, module: str = WORKER_MODULE
+    ) -> Path:
         """A program that is not a benchmark cell (commbench's timer, harness.rank.commbench) on the testbed
         that is up, its ranks placed by a cell's rules (`placement` is ignored: the testbed places); its result
         is rank 0's as written."""
@@ -230,14 +245,24 @@ def make(request: LaunchRequest) -> Launcher:
     if cfg is None or not (cfg.testbed or cfg.networks):
         return _as_it_is(request)
     spec, profiles = parse_testbed(cfg.testbed, cfg.networks, cfg.network)
-    env_extra = {"testbed_hosts": spec.hosts, "testbed_placement": spec.placement,
-                 **({"testbed_worker_hosts": spec.worker_hosts} if spec.worker_hosts else {}),
-                 "testbed_networks": ",".join(f"{p.label}={p.rate_mbit:g}mbit" for p in profiles)}
+    env_extra = {
+        "testbed_hosts": spec.hosts,
+        "testbed_placement": spec.placement,
+        **({"testbed_worker_hosts": spec.worker_hosts} if spec.worker_hosts else {}),
+        "testbed_networks": ",".join(f"{p.label}={p.rate_mbit:g}mbit" for p in profiles),
+    }
     launch = TestbedLauncher(spec.hosts, spec.placement)
-    return Launcher("testbed", launch, lambda w: pl.nodes_for(w, spec.hosts),
-                    lambda cell: place_cell(cell, spec), env_extra, hosts=spec.hosts,
-                    networks=tuple(Network(p.label, p.rate_mbit) for p in profiles),
-                    session=lambda: _leased(request.title or "ddlbench sweep"), run_module=launch.run_module)
+    return Launcher(
+        "testbed",
+        launch,
+        lambda w: pl.nodes_for(w, spec.hosts),
+        lambda cell: place_cell(cell, spec),
+        env_extra,
+        hosts=spec.hosts,
+        networks=tuple(Network(p.label, p.rate_mbit) for p in profiles),
+        session=lambda: _leased(request.title or "ddlbench sweep"),
+        run_module=launch.run_module,
+    )
 
 
 def _as_it_is(request: LaunchRequest) -> Launcher:
@@ -249,15 +274,25 @@ def _as_it_is(request: LaunchRequest) -> Launcher:
     s = pl.testbed_up()
     spec = TestbedSpec(hosts=len(s.hosts))
     launch = TestbedLauncher(spec.hosts, spec.placement, reconfigure=False)
-    return Launcher("testbed", launch, lambda w: pl.nodes_for(w, spec.hosts), lambda cell: place_cell(cell, spec),
-                    hosts=spec.hosts, networks=(Network(rate_label(s.rate_mbit), s.rate_mbit),),
-                    session=lambda: _leased(f"{request.title or 'ddlbench run'} --testbed"),
-                    run_module=launch.run_module)
+    return Launcher(
+        "testbed",
+        launch,
+        lambda w: pl.nodes_for(w, spec.hosts),
+        lambda cell: place_cell(cell, spec),
+        hosts=spec.hosts,
+        networks=(Network(rate_label(s.rate_mbit), s.rate_mbit),),
+        session=lambda: _leased(f"{request.title or 'ddlbench run'} --testbed"),
+        run_module=launch.run_module,
+    )
 
 
-register(LauncherEntry("testbed", "every rank in its host's network namespace of the emulated testbed; "
-                                  "chosen by a sweep file's `testbed:`/`networks:`, or by name (`--launcher testbed`, "
-                                  "`run --testbed`: the testbed that is up)",
-                       make=make,
-                       detect=lambda request: bool(request.sweep is not None
-                                                   and (request.sweep.testbed or request.sweep.networks))))
+register(
+    LauncherEntry(
+        "testbed",
+        "every rank in its host's network namespace of the emulated testbed; "
+        "chosen by a sweep file's `testbed:`/`networks:`, or by name (`--launcher testbed`, "
+        "`run --testbed`: the testbed that is up)",
+        make=make,
+        detect=lambda request: bool(request.sweep is not None and (request.sweep.testbed or request.sweep.networks)),
+    )
+)

@@ -68,14 +68,25 @@ def test_every_scheme_is_lossless_on_two_gpus(tmp_path, monkeypatch, scheme):
         warnings.warn(f"NOT RUN: {scheme} on 2 GPUs: {missing}")
         pytest.skip(f"NOT RUN: {missing}")
     wl = "bert-base-tiny"
-    cell = CellSpec(workload=wl, scheme=scheme, backend=backend, workers=2, device="cuda", timeout_s=600,
-                    servers=1 if entry.parameter_server else 0, **SMALL[wl])
+    cell = CellSpec(
+        workload=wl,
+        scheme=scheme,
+        backend=backend,
+        workers=2,
+        device="cuda",
+        timeout_s=600,
+        servers=1 if entry.parameter_server else 0,
+        **SMALL[wl],
+    )
     params = run_and_load(tmp_path, monkeypatch, cell)
     result = json.loads((tmp_path / resolve(cell).cell_id / "result.json").read_text())
     assert {r["dist_backend"] for r in result["ranks"]} <= {"nccl", "horovod-nccl"}, result["ranks"][0]
     # the reference on the GPU, fp32 throughout (TF32 off), deterministic kernels: the same kernels as the ranks
-    check([{k: v.cpu() for k, v in p.items()} for p in params],
-          reference(wl, 2, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS, device="cuda"), wl)
+    check(
+        [{k: v.cpu() for k, v in p.items()} for p in params],
+        reference(wl, 2, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS, device="cuda"),
+        wl,
+    )
 
 
 # --- exposed communication and overlap on a communication-heavy cell ------------------------------------
@@ -114,8 +125,16 @@ def test_credit_window_bounds_bytes_in_flight_on_nccl(tmp_path, monkeypatch):
     for k, v in {**SOCKETS_ONLY, "DDLBENCH_BS_TRACE": "1"}.items():
         monkeypatch.setenv(k, v)
     credit_mb, part_mb = 8.0, 2.0
-    cell = CellSpec(scheme="bytescheduler-a2a", workers=2, device="cuda", warmup=2, iters=4, timeout_s=900,
-                    knobs={"credit_mb": credit_mb, "partition_mb": part_mb}, **HEAVY)
+    cell = CellSpec(
+        scheme="bytescheduler-a2a",
+        workers=2,
+        device="cuda",
+        warmup=2,
+        iters=4,
+        timeout_s=900,
+        knobs={"credit_mb": credit_mb, "partition_mb": part_mb},
+        **HEAVY,
+    )
     result = run(tmp_path, cell, "bs")
     trace = result["plan"]["partition_trace"]
     largest = max(b for _, b, _, _ in trace)
@@ -130,8 +149,9 @@ def test_credit_window_bounds_bytes_in_flight_on_nccl(tmp_path, monkeypatch):
     durations = sorted(e - s for _, _, s, e in trace)
     median = durations[len(durations) // 2]
     assert median >= 0.5 * alone, f"median partition in flight {median:.2e} s, alone it takes {alone:.2e} s"
-    assert in_flight_peak(trace) < sum(b for _, b, _, _ in trace) / (cell.warmup + cell.iters), \
+    assert in_flight_peak(trace) < sum(b for _, b, _, _ in trace) / (cell.warmup + cell.iters), (
         "everything went at once"
+    )
 
 
 # --- precision ----------------------------------------------------------------------------------------------
@@ -142,6 +162,10 @@ def test_fp32_cells_run_without_tf32(tmp_path, monkeypatch):
     wl = "resnet50-tiny"
     cell = CellSpec(workload=wl, scheme="ddp", workers=2, device="cuda", timeout_s=300, **SMALL[wl])
     params = run_and_load(tmp_path, monkeypatch, cell)
-    check([{k: v.cpu() for k, v in p.items()} for p in params], reference(wl, 2, SMALL[wl]["batch"], None, STEPS, device="cuda"), wl)
+    check(
+        [{k: v.cpu() for k, v in p.items()} for p in params],
+        reference(wl, 2, SMALL[wl]["batch"], None, STEPS, device="cuda"),
+        wl,
+    )
     facts = json.loads((tmp_path / resolve(cell).cell_id / "result.json").read_text())["facts"]
     assert facts["gpu_models"], "every rank's GPU model is recorded"

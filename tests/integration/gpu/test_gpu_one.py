@@ -73,8 +73,18 @@ def test_every_scheme_at_one_worker_over_nccl(tmp_path, monkeypatch, scheme):
     entry = SCHEMES.get(scheme)
     wl = "bert-base-tiny"
     monkeypatch.setenv("DDLBENCH_BS_TRACE", "1")  # ByteScheduler's partition trace: credit returned on completion
-    cell = resolve(CellSpec(workload=wl, scheme=scheme, backend=backend, workers=1, device="cuda", timeout_s=600,
-                            servers=1 if entry.parameter_server else 0, **SMALL[wl]))
+    cell = resolve(
+        CellSpec(
+            workload=wl,
+            scheme=scheme,
+            backend=backend,
+            workers=1,
+            device="cuda",
+            timeout_s=600,
+            servers=1 if entry.parameter_server else 0,
+            **SMALL[wl],
+        )
+    )
     params = run_and_load(tmp_path, monkeypatch, cell)
     result = result_of(tmp_path, cell)
     rank = result["ranks"][0]
@@ -95,8 +105,18 @@ def test_ranks_sharing_the_gpu_over_gloo_are_lossless(tmp_path, monkeypatch, sch
     need_gpus(1)
     entry = SCHEMES.get(scheme)
     wl = "bert-base-tiny"
-    cell = resolve(CellSpec(workload=wl, scheme=scheme, workers=2, device="cuda", timeout_s=600,
-                            dist_backend="gloo", servers=1 if entry.parameter_server else 0, **SMALL[wl]))
+    cell = resolve(
+        CellSpec(
+            workload=wl,
+            scheme=scheme,
+            workers=2,
+            device="cuda",
+            timeout_s=600,
+            dist_backend="gloo",
+            servers=1 if entry.parameter_server else 0,
+            **SMALL[wl],
+        )
+    )
     params = run_and_load(tmp_path, monkeypatch, cell)
     assert {r["dist_backend"] for r in result_of(tmp_path, cell)["ranks"]} == {"gloo"}
     check(params, reference(wl, 2, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS, device="cuda"), wl)
@@ -110,8 +130,18 @@ def test_three_ranks_sharing_the_gpu_with_batchnorm(tmp_path, monkeypatch, schem
     need_gpus(1)
     wl = "resnet50-tiny"
     entry = SCHEMES.get(scheme)
-    cell = resolve(CellSpec(workload=wl, scheme=scheme, workers=3, device="cuda", timeout_s=600,
-                            dist_backend="gloo", servers=2 if entry.parameter_server else 0, **SMALL[wl]))
+    cell = resolve(
+        CellSpec(
+            workload=wl,
+            scheme=scheme,
+            workers=3,
+            device="cuda",
+            timeout_s=600,
+            dist_backend="gloo",
+            servers=2 if entry.parameter_server else 0,
+            **SMALL[wl],
+        )
+    )
     params = run_and_load(tmp_path, monkeypatch, cell, drop=drop)
     ref = reference(wl, 3, SMALL[wl]["batch"], None, STEPS, device="cuda")
     if drop is None:
@@ -128,17 +158,31 @@ def test_event_phases_add_up_to_the_device_iteration_over_gloo(tmp_path, scheme)
     start-to-start iteration within 5%: nothing of an iteration is left out of its phases."""
     need_gpus(1)
     entry = SCHEMES.get(scheme)
-    cell = resolve(CellSpec(workload="bert-base", batch=8, seq_len=64, scheme=scheme, workers=2, device="cuda",
-                            warmup=5, iters=20, timeout_s=900, dist_backend="gloo",
-                            servers=1 if entry.parameter_server else 0))
+    cell = resolve(
+        CellSpec(
+            workload="bert-base",
+            batch=8,
+            seq_len=64,
+            scheme=scheme,
+            workers=2,
+            device="cuda",
+            warmup=5,
+            iters=20,
+            timeout_s=900,
+            dist_backend="gloo",
+            servers=1 if entry.parameter_server else 0,
+        )
+    )
     result = json.loads(launch_cell(cell, tmp_path / "c").read_text())
     for rank in result["ranks"]:
         s = rank["samples"]
-        phases = statistics.median(x["forward_s"] + x["forward_wait_s"] + x["backward_s"] + x["comm_wait_s"]
-                                   + x["optimizer_s"] for x in s)
+        phases = statistics.median(
+            x["forward_s"] + x["forward_wait_s"] + x["backward_s"] + x["comm_wait_s"] + x["optimizer_s"] for x in s
+        )
         wall = statistics.median(x["iter_s"] for x in s)
-        assert phases == pytest.approx(wall, rel=PHASE_TOLERANCE), \
+        assert phases == pytest.approx(wall, rel=PHASE_TOLERANCE), (
             f"rank {rank['rank']}: events {phases:.4f} s, iteration {wall:.4f} s"
+        )
 
 
 @pytest.mark.timing
@@ -154,12 +198,21 @@ def test_event_timing_agrees_with_a_synchronised_wall_clock():
     model = spec.build().to(device)
     batch = spec.make_batch(32, seq_len=None, device=device, seed=1)
     entry = SCHEMES.get("local")
-    scheme = entry.cls(SchemeContext(transport=None, rank=0, workers=1, device=device,
-                                     knobs=entry.make_knobs(None), make_optimizer=make_optimizer))
+    scheme = entry.cls(
+        SchemeContext(
+            transport=None,
+            rank=0,
+            workers=1,
+            device=device,
+            knobs=entry.make_knobs(None),
+            make_optimizer=make_optimizer,
+        )
+    )
     fwd = scheme.setup(model)
     samples = run_loop(fwd, scheme, spec.loss, batch, 5, 20, device, lambda: None)
-    events = statistics.median(s["forward_s"] + s["forward_wait_s"] + s["backward_s"] + s["comm_wait_s"]
-                               + s["optimizer_s"] for s in samples)
+    events = statistics.median(
+        s["forward_s"] + s["forward_wait_s"] + s["backward_s"] + s["comm_wait_s"] + s["optimizer_s"] for s in samples
+    )
     start_to_start = statistics.median(s["iter_s"] for s in samples)
     walls = []
     for _ in range(20):
@@ -210,4 +263,6 @@ def test_harness_against_bare_loops_and_the_gpu_profiles(tmp_path):
     assert (pd.read_parquet(out / "prediction" / "predictions.parquet")["workers"] > 0).all()
     assert (table["verdict"] == "ok").any(), "no cell decided: every reference drifted"
     assert (table[table["host_bound"]]["verdict"] == "undecided").all()
-    assert code == 0, table[["workload", "dtype", "ratio", "bare_spread", "host_bound", "verdict"]].to_string(index=False)
+    assert code == 0, table[["workload", "dtype", "ratio", "bare_spread", "host_bound", "verdict"]].to_string(
+        index=False
+    )

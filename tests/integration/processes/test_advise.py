@@ -57,8 +57,12 @@ def test_candidates_cover_grids_servers_and_placements_and_say_what_is_left_out(
     assert sum(c.scheme == "ddp" for c in cands) == 4
     ps = [c for c in cands if c.scheme == "bsp-ps"]
     assert len(ps) == 3 * 2 * 2  # partitions x servers 1..2 x colocated/dedicated
-    assert {(c.servers, c.server_hosts) for c in ps} == {(1, "colocated"), (2, "colocated"), (1, "dedicated"),
-                                                          (2, "dedicated")}
+    assert {(c.servers, c.server_hosts) for c in ps} == {
+        (1, "colocated"),
+        (2, "colocated"),
+        (1, "dedicated"),
+        (2, "dedicated"),
+    }
     assert "zero2" in skipped and "simulation model" in skipped["zero2"]
     assert "byteps" in skipped
     assert {c.backend for c in cands if c.scheme == "horovod"} == {"horovod"}
@@ -72,8 +76,11 @@ def test_candidates_cover_grids_servers_and_placements_and_say_what_is_left_out(
 
 def test_the_shortlist_is_the_top_k_plus_ddp_default():
     ref = reference()
-    others = [Candidate("bsp-a2a", "torch"), Candidate("wfbp-a2a", "torch"), Candidate("mgwfbp", "torch",
-              SCHEMES.get("mgwfbp").knob_class.grid()[0])]
+    others = [
+        Candidate("bsp-a2a", "torch"),
+        Candidate("wfbp-a2a", "torch"),
+        Candidate("mgwfbp", "torch", SCHEMES.get("mgwfbp").knob_class.grid()[0]),
+    ]
     assert shortlist(others + [ref], 2) == others[:2] + [ref]
     assert shortlist([ref] + others, 2) == [ref, others[0]]
     assert ref.is_reference and ref.label == "ddp"
@@ -84,8 +91,11 @@ def test_the_shortlist_passes_over_variants_the_model_cannot_tell_apart():
     """Six parameter-server variants predicted alike are one measurement; a DDP variant predicted as DDP
     default is the reference's; a variant predicted 5% apart is its own; the reference is always there."""
     ref = reference()
-    ps = [Candidate("bytescheduler-ps", "torch", {"partition_mb": p, "credit_mb": c}, 1, "colocated")
-          for p in (1.0, 4.0, 16.0) for c in (4.0, 64.0)]
+    ps = [
+        Candidate("bytescheduler-ps", "torch", {"partition_mb": p, "credit_mb": c}, 1, "colocated")
+        for p in (1.0, 4.0, 16.0)
+        for c in (4.0, 64.0)
+    ]
     mg = [Candidate("mgwfbp", "torch", {"alpha_s": None}), Candidate("mgwfbp", "torch", {"alpha_s": 0.01})]
     ddp1 = Candidate("ddp", "torch", {**ref.knobs, "bucket_cap_mb": 1.0})
     dear = Candidate("dear", "torch")
@@ -138,9 +148,34 @@ def test_gain_over_the_reference_is_a_ratio_of_means_with_its_ci():
 
 def _advise(tmp_path, *extra):
     out = tmp_path / "adv"
-    res = CliRunner().invoke(cli, ["advise", "--workload", "bert-base-tiny", "--workers", "2", "--batch", "4",
-                                   "--seq-len", "32", "--grid", "default", "--iters", "8", "--max-iters", "24",
-                                   "--warmup", "2", "--rounds", "2", "--output", str(out), "--no-progress", *extra])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "advise",
+            "--workload",
+            "bert-base-tiny",
+            "--workers",
+            "2",
+            "--batch",
+            "4",
+            "--seq-len",
+            "32",
+            "--grid",
+            "default",
+            "--iters",
+            "8",
+            "--max-iters",
+            "24",
+            "--warmup",
+            "2",
+            "--rounds",
+            "2",
+            "--output",
+            str(out),
+            "--no-progress",
+            *extra,
+        ],
+    )
     assert res.exit_code == 0, res.output[-3000:]
     return out, res.output
 
@@ -181,7 +216,11 @@ def test_a_budget_too_small_for_the_shortlist_still_answers_and_says_what_it_lef
     rec = json.loads((out / "advise" / "recommendation.json").read_text())
     assert rec["budget"]["ended"] and rec["budget"]["budget_s"] == 1 and rec["budget"]["not_measured"]
     assert "ddp" not in rec["budget"]["not_measured"]
-    assert "recommended: ddp" in printed and "budget 1s, used " in printed and "the budget ended (not measured: " in printed
+    assert (
+        "recommended: ddp" in printed
+        and "budget 1s, used " in printed
+        and "the budget ended (not measured: " in printed
+    )
 
 
 @pytest.mark.slow
@@ -199,8 +238,13 @@ def test_a_candidate_slowed_by_an_injected_fault_is_not_recommended(tmp_path, mo
 
 def test_a_node_of_a_multi_node_job_without_slurm_is_refused_in_one_line(tmp_path, monkeypatch):
     """On a Kubeflow pod (PET_*) advise would measure its own node alone: refused before anything runs."""
-    for k, v in {"PET_NNODES": "2", "PET_NODE_RANK": "0", "PET_NPROC_PER_NODE": "1", "PET_MASTER_ADDR": "10.0.0.1",
-                 "PET_MASTER_PORT": "29400"}.items():
+    for k, v in {
+        "PET_NNODES": "2",
+        "PET_NODE_RANK": "0",
+        "PET_NPROC_PER_NODE": "1",
+        "PET_MASTER_ADDR": "10.0.0.1",
+        "PET_MASTER_PORT": "29400",
+    }.items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     res = CliRunner().invoke(cli, ["advise", "--workload", "bert-base-tiny", "--output", str(tmp_path / "a")])
@@ -210,7 +254,8 @@ def test_a_node_of_a_multi_node_job_without_slurm_is_refused_in_one_line(tmp_pat
 
 
 def test_the_validation_sweeps_hold_exactly_advises_grid():
-    """The advise validation's (harness/advise/validation.py) exhaustive sweep expands to the same configurations advise predicts."""
+    """The advise validation's (harness/advise/validation.py) exhaustive sweep expands to the same configurations advise
+    predicts."""
     cfg = sweep_from_dict(av.exhaustive_sweep("bert-base-tiny", 2, av.METHODS, True, 20, av.RATES, box=True))
     swept = sorted((c.scheme, json.dumps(c.knobs, sort_keys=True), c.servers) for c in expand(cfg))
     cands, _ = candidates(av.METHODS, Layout(2, 1, 1, 0), USABLE)
@@ -221,15 +266,35 @@ def test_the_validation_sweeps_hold_exactly_advises_grid():
 def test_the_regret_row_compares_both_picks_as_measured_in_the_exhaustive_run():
     # (scheme, knobs, mean iteration s, mean of per-iteration throughputs): bytescheduler-a2a's iterations
     # vary, so the mean of their throughputs ranks it first although it sustains the least
-    rows = [("ddp", '{"bucket_cap_mb": 25.0}', 0.16, 101.0), ("ddp", '{"bucket_cap_mb": 5.0}', 16 / 110, 111.0),
-            ("bsp-a2a", "{}", 16 / 90, 91.0), ("bytescheduler-a2a", "{}", 0.2, 130.0),
-            ("wfbp-a2a", "{}", float("nan"), float("nan"))]
-    ex = pd.DataFrame([{"scheme": s, "backend": "torch", "knobs_json": k, "servers": 0, "server_hosts": "",
-                        "global_batch": 16, "iter_s_mean": t, "throughput_mean": x, "wall_s": 30.0,
-                        "status": "ok" if x == x else "failed", "network": "emulated-200mbit"} for s, k, t, x in rows])
+    rows = [
+        ("ddp", '{"bucket_cap_mb": 25.0}', 0.16, 101.0),
+        ("ddp", '{"bucket_cap_mb": 5.0}', 16 / 110, 111.0),
+        ("bsp-a2a", "{}", 16 / 90, 91.0),
+        ("bytescheduler-a2a", "{}", 0.2, 130.0),
+        ("wfbp-a2a", "{}", float("nan"), float("nan")),
+    ]
+    ex = pd.DataFrame(
+        [
+            {
+                "scheme": s,
+                "backend": "torch",
+                "knobs_json": k,
+                "servers": 0,
+                "server_hosts": "",
+                "global_batch": 16,
+                "iter_s_mean": t,
+                "throughput_mean": x,
+                "wall_s": 30.0,
+                "status": "ok" if x == x else "failed",
+                "network": "emulated-200mbit",
+            }
+            for s, k, t, x in rows
+        ]
+    )
     s = av.Setting("bert-base-tiny", 2, "200mbit")
-    r = av.regret_row(s, ex, {"label": "ddp", "scheme": "ddp", "servers": 0, "knobs_json": '{"bucket_cap_mb": 25.0}'},
-                      3, 100.0)
+    r = av.regret_row(
+        s, ex, {"label": "ddp", "scheme": "ddp", "servers": 0, "knobs_json": '{"bucket_cap_mb": 25.0}'}, 3, 100.0
+    )
     assert math.isclose(r["regret"], 1 - 100 / 110) and r["grid"] == 5 and r["share_measured"] == 0.6
     assert r["exhaustive_best"] == "ddp bucket_cap_mb=5" and r["exhaustive_wall_s"] == 120.0
 

@@ -1,7 +1,7 @@
 """Backends horovod, deepspeed and byteps (docs/ARCHITECTURE.md, "Backend").
 
-Lossless, the way tests/integration/processes/test_lossless.py means it (ranks bitwise identical after k steps, and equal to one
-process training on the concatenated global batch), for every scheme on the real frameworks, each cell
+Lossless, the way tests/integration/processes/test_lossless.py means it (ranks bitwise identical after k steps, and
+equal to one process training on the concatenated global batch), for every scheme on the real frameworks, each cell
 started the way the framework's users start jobs (horovodrun --gloo; the deepspeed launch program):
     horovod   x {horovod (fusion on; fusion_threshold_mb=0), bsp-a2a, wfbp-a2a, mgwfbp, bytescheduler-a2a}
     deepspeed x {zero0, zero1, zero2, zero3}
@@ -40,23 +40,35 @@ def reference(workload: str, workers: int, batch: int, seq_len, steps: int):
 
 
 def bert_cell(backend: str, scheme: str, knobs: dict | None = None) -> CellSpec:
-    return CellSpec(workload="bert-base-tiny", scheme=scheme, backend=backend, workers=2, device="cpu",
-                    knobs=knobs or {}, timeout_s=420, **SMALL["bert-base-tiny"])
+    return CellSpec(
+        workload="bert-base-tiny",
+        scheme=scheme,
+        backend=backend,
+        workers=2,
+        device="cpu",
+        knobs=knobs or {},
+        timeout_s=420,
+        **SMALL["bert-base-tiny"],
+    )
 
 
 # ------------------------------------------------------------------------------------------------ horovod
 HOROVOD_CASES = [
-    ("horovod", {}),                              # Horovod's defaults: fusion on (128 MB), 1 ms cycle
-    ("horovod", {"fusion_threshold_mb": 0}),      # fusion off: one all-reduce per tensor
-    ("bsp-a2a", {}), ("wfbp-a2a", {}), ("mgwfbp", {}),
+    ("horovod", {}),  # Horovod's defaults: fusion on (128 MB), 1 ms cycle
+    ("horovod", {"fusion_threshold_mb": 0}),  # fusion off: one all-reduce per tensor
+    ("bsp-a2a", {}),
+    ("wfbp-a2a", {}),
+    ("mgwfbp", {}),
     ("bytescheduler-a2a", {"partition_mb": 1.0, "credit_mb": 2.0}),
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("scheme", "knobs"), HOROVOD_CASES,
-                         ids=[f"{s}-{'-'.join(f'{k}{v}' for k, v in kn.items()) or 'default'}"
-                              for s, kn in HOROVOD_CASES])
+@pytest.mark.parametrize(
+    ("scheme", "knobs"),
+    HOROVOD_CASES,
+    ids=[f"{s}-{'-'.join(f'{k}{v}' for k, v in kn.items()) or 'default'}" for s, kn in HOROVOD_CASES],
+)
 def test_horovod_lossless(scheme, knobs, tmp_path, monkeypatch):
     must_have("horovod")
     params, result = run_backend(tmp_path, monkeypatch, bert_cell("horovod", scheme, knobs), STEPS)
@@ -86,9 +98,16 @@ def test_deepspeed_zero_lossless(stage, tmp_path, monkeypatch):
 # ------------------------------------------------------------------------------------------------ byteps
 def test_byteps_role_env():
     w = byteps_role_env("worker", 4, 2, "node0", 1234, worker_id=3, local_rank=1, local_size=2)
-    assert w == {"DMLC_ROLE": "worker", "DMLC_NUM_WORKER": "4", "DMLC_NUM_SERVER": "2",
-                 "DMLC_PS_ROOT_URI": "node0", "DMLC_PS_ROOT_PORT": "1234", "DMLC_WORKER_ID": "3",
-                 "BYTEPS_LOCAL_RANK": "1", "BYTEPS_LOCAL_SIZE": "2"}
+    assert w == {
+        "DMLC_ROLE": "worker",
+        "DMLC_NUM_WORKER": "4",
+        "DMLC_NUM_SERVER": "2",
+        "DMLC_PS_ROOT_URI": "node0",
+        "DMLC_PS_ROOT_PORT": "1234",
+        "DMLC_WORKER_ID": "3",
+        "BYTEPS_LOCAL_RANK": "1",
+        "BYTEPS_LOCAL_SIZE": "2",
+    }
     s = byteps_role_env("server", 4, 2, "node0", 1234)
     assert s["DMLC_ROLE"] == "server" and "DMLC_WORKER_ID" not in s
     assert byteps_role_env("scheduler", 4, 2, "node0", 1234)["DMLC_ROLE"] == "scheduler"
@@ -120,9 +139,25 @@ def test_byteps_run_fails_with_one_line_and_exit_2(tmp_path):
     from harness.cli.main import cli
 
     for scheme in ("byteps", "bsp-a2a"):  # its own scheme, and one it does not list: the same refusal
-        res = CliRunner().invoke(cli, ["run", "--workload", "bert-base-tiny", "--scheme", scheme,
-                                       "--backend", "byteps", "--workers", "2", "--device", "cpu",
-                                       "--no-baseline", "--output", str(tmp_path / scheme)])
+        res = CliRunner().invoke(
+            cli,
+            [
+                "run",
+                "--workload",
+                "bert-base-tiny",
+                "--scheme",
+                scheme,
+                "--backend",
+                "byteps",
+                "--workers",
+                "2",
+                "--device",
+                "cpu",
+                "--no-baseline",
+                "--output",
+                str(tmp_path / scheme),
+            ],
+        )
         assert res.exit_code == 2, res.output
         lines = [ln for ln in res.output.splitlines() if ln.strip()]
         assert len(lines) == 1, res.output
@@ -135,8 +170,9 @@ def test_unavailable_backend_is_refused_at_resolve(monkeypatch):
     from dataclasses import replace
 
     entry = BACKENDS.get("horovod")
-    monkeypatch.setitem(BACKENDS._entries, "horovod",
-                        replace(entry, available=lambda: "no horovod here; install: bash x.sh"))
+    monkeypatch.setitem(
+        BACKENDS._entries, "horovod", replace(entry, available=lambda: "no horovod here; install: bash x.sh")
+    )
     with pytest.raises(UserError, match="no horovod here"):
         resolve(bert_cell("horovod", "bsp-a2a"))
 

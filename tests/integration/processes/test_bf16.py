@@ -3,8 +3,8 @@ every rank are bitwise identical, and equal within bf16 tolerance to single-proc
 same autocast (forward and loss under torch.autocast(cpu, bfloat16), fp32 master parameters, the one SGD).
 
 Each case is a real 2-worker run through the harness's launcher (gloo over loopback) with DDLBENCH_STEPS
-and DDLBENCH_DUMP_PARAMS, as tests/integration/processes/test_lossless.py. bf16 rounds every matmul's result to 8 significant
-bits, and the single process sums the batch in another order than two ranks do, so the parameters cannot
+and DDLBENCH_DUMP_PARAMS, as tests/integration/processes/test_lossless.py. bf16 rounds every matmul's result to 8
+significant bits, and the single process sums the batch in another order than two ranks do, so the parameters cannot
 be equal to fp32 tolerance: the measure is the discrepancy relative to how far training moved each tensor,
 and a control shows that the tolerance still catches a lossy method (ranks that never exchange gradients).
 """
@@ -98,8 +98,12 @@ def worst_offset(params: dict, ref: dict, init: dict) -> tuple[float, str]:
     return worst, where
 
 
-CASES = [("ddp", "torch", "bert-base-tiny"), ("wfbp-a2a", "torch", "bert-base-tiny"),
-         ("wfbp-a2a", "torch", "resnet50-tiny"), ("horovod", "horovod", "bert-base-tiny")]
+CASES = [
+    ("ddp", "torch", "bert-base-tiny"),
+    ("wfbp-a2a", "torch", "bert-base-tiny"),
+    ("wfbp-a2a", "torch", "resnet50-tiny"),
+    ("horovod", "horovod", "bert-base-tiny"),
+]
 if "fsdp" in SCHEMES:  # FSDP2 with its MixedPrecisionPolicy, once registered
     CASES.append(("fsdp", "torch", "bert-base-tiny"))
 
@@ -109,8 +113,9 @@ if "fsdp" in SCHEMES:  # FSDP2 with its MixedPrecisionPolicy, once registered
 def test_bf16_lossless_two_workers(scheme, backend, workload, tmp_path, monkeypatch):
     need(backend)
     shape = SMALL[workload]
-    cell = CellSpec(workload=workload, scheme=scheme, backend=backend, workers=2, device="cpu", dtype="bf16",
-                    timeout_s=420, **shape)
+    cell = CellSpec(
+        workload=workload, scheme=scheme, backend=backend, workers=2, device="cpu", dtype="bf16", timeout_s=420, **shape
+    )
     params, result = run_bf16(tmp_path, monkeypatch, cell)
     plan = result["plan"]
     assert plan["dtype"] == "bf16" and plan["reduce_dtype"] == "fp32", plan
@@ -132,8 +137,16 @@ def test_deepspeed_bf16_mode_reduces_in_bf16(tmp_path, monkeypatch):
     bf16-rounded weights, so it is not compared with the autocast reference), gradients reduced in bf16
     (half the fp32 bytes), and the same parameters on every rank."""
     need("deepspeed")
-    cell = CellSpec(workload="bert-base-tiny", scheme="zero2", backend="deepspeed", workers=2, device="cpu",
-                    dtype="bf16", timeout_s=420, **SMALL["bert-base-tiny"])
+    cell = CellSpec(
+        workload="bert-base-tiny",
+        scheme="zero2",
+        backend="deepspeed",
+        workers=2,
+        device="cpu",
+        dtype="bf16",
+        timeout_s=420,
+        **SMALL["bert-base-tiny"],
+    )
     params, result = run_bf16(tmp_path, monkeypatch, cell)
     assert result["plan"]["reduce_dtype"] == "bf16" and result["plan"]["dtype"] == "bf16", result["plan"]
     assert result["facts"]["comm_bytes_per_iter"] * 2 == result["facts"]["grad_bytes"]
@@ -161,16 +174,25 @@ def test_a_scheme_that_cannot_run_bf16_is_refused_in_one_line(fp32_only):
 def test_sweep_dtype_axis(fp32_only):
     """`dtype:` expands like the other lists: each dtype has its own baseline and cell ids, a scheme runs only
     the dtypes it supports, and one that runs none of the sweep's is an error, not a silent gap."""
-    cfg = sweep_from_dict({"workloads": ["bert-base-tiny"], "schemes": ["ddp", "fp32-only"], "workers": [2],
-                           "device": "cpu", "dtype": ["fp32", "bf16"]})
+    cfg = sweep_from_dict(
+        {
+            "workloads": ["bert-base-tiny"],
+            "schemes": ["ddp", "fp32-only"],
+            "workers": [2],
+            "device": "cpu",
+            "dtype": ["fp32", "bf16"],
+        }
+    )
     cells = {(c.scheme, c.dtype): c.cell_id for c in expand(cfg)}
-    assert set(cells) == {("local", "fp32"), ("local", "bf16"), ("ddp", "fp32"), ("ddp", "bf16"),
-                          ("fp32-only", "fp32")}
+    assert set(cells) == {("local", "fp32"), ("local", "bf16"), ("ddp", "fp32"), ("ddp", "bf16"), ("fp32-only", "fp32")}
     assert len(set(cells.values())) == len(cells)
     assert ".bf16." in cells[("ddp", "bf16")] and ".bf16." not in cells[("ddp", "fp32")]
     with pytest.raises(UserError, match="runs none of the sweep's dtypes"):
-        expand(sweep_from_dict({"workloads": ["bert-base-tiny"], "schemes": ["fp32-only"], "dtype": "bf16",
-                                "device": "cpu"}))
+        expand(
+            sweep_from_dict(
+                {"workloads": ["bert-base-tiny"], "schemes": ["fp32-only"], "dtype": "bf16", "device": "cpu"}
+            )
+        )
 
 
 def test_fp32_cells_keep_their_ids():

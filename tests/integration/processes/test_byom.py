@@ -24,8 +24,9 @@ EXAMPLE = "examples.byom_model:build"
 @pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["ddp", "wfbp-a2a"])
 def test_example_trains_losslessly_on_two_ranks(tmp_path, monkeypatch, scheme):
-    params = run_and_load(tmp_path, monkeypatch, CellSpec(workload=EXAMPLE, scheme=scheme, workers=2, batch=4,
-                                                           seq_len=8, device="cpu"))
+    params = run_and_load(
+        tmp_path, monkeypatch, CellSpec(workload=EXAMPLE, scheme=scheme, workers=2, batch=4, seq_len=8, device="cpu")
+    )
     check(params, reference(EXAMPLE, 2, 4, 8, STEPS), EXAMPLE)
 
 
@@ -45,10 +46,33 @@ def test_a_package_in_the_working_directory_reaches_every_rank(tmp_path):
     (pkg / "__init__.py").write_text("")
     shutil.copy(ROOT / "examples" / "byom_model.py", pkg / "models.py")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    res = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--workload", "mypkg.models:build",
-                          "--scheme", "ddp", "--workers", "2", "--batch", "4", "--warmup", "1", "--iters", "2",
-                          "--output", str(tmp_path / "r")], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            "--workload",
+            "mypkg.models:build",
+            "--scheme",
+            "ddp",
+            "--workers",
+            "2",
+            "--batch",
+            "4",
+            "--warmup",
+            "1",
+            "--iters",
+            "2",
+            "--output",
+            str(tmp_path / "r"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     row = pd.read_parquet(tmp_path / "r" / "summary.parquet").iloc[0]
     assert row["workload"] == "mypkg.models:build" and row["status"] == "ok" and row["workers"] == 2

@@ -1,7 +1,7 @@
 """The two schemes beyond the study, `dear` and `fsdp` (docs/ARCHITECTURE.md, "DeAR and FSDP"): lossless at
 2 and 3 workers (real multi-process runs through the harness's launcher: parameters bitwise identical on
-every rank, equal within fp tolerance to single-process training, the checks of tests/integration/processes/test_lossless.py),
-their knobs refused in one line, and the predictor simulating both.
+every rank, equal within fp tolerance to single-process training, the checks of
+tests/integration/processes/test_lossless.py), their knobs refused in one line, and the predictor simulating both.
 """
 
 from __future__ import annotations
@@ -22,8 +22,15 @@ CASES = [("bert-base-tiny", 2), ("resnet50-tiny", 3)]
 
 
 def _cell(scheme: str, workload: str, workers: int, knobs: dict | None = None) -> CellSpec:
-    return CellSpec(workload=workload, scheme=scheme, workers=workers, device="cpu", knobs=knobs or {},
-                    timeout_s=300, **SMALL[workload])
+    return CellSpec(
+        workload=workload,
+        scheme=scheme,
+        workers=workers,
+        device="cpu",
+        knobs=knobs or {},
+        timeout_s=300,
+        **SMALL[workload],
+    )
 
 
 def _lossless(scheme, workload, workers, knobs, tmp_path, monkeypatch):
@@ -49,8 +56,16 @@ def test_dear_lossless_no_fusion(tmp_path, monkeypatch):
 def test_dear_lossless_on_horovod(tmp_path, monkeypatch):
     """The same scheme over Horovod's reducescatter/allgather, started by horovodrun."""
     must_have("horovod")
-    cell = CellSpec(workload="bert-base-tiny", scheme="dear", backend="horovod", workers=2, device="cpu",
-                    knobs={"bucket_mb": 0.5}, timeout_s=420, **SMALL["bert-base-tiny"])
+    cell = CellSpec(
+        workload="bert-base-tiny",
+        scheme="dear",
+        backend="horovod",
+        workers=2,
+        device="cpu",
+        knobs={"bucket_mb": 0.5},
+        timeout_s=420,
+        **SMALL["bert-base-tiny"],
+    )
     params, result = run_backend(tmp_path, monkeypatch, cell, STEPS)
     check(params, reference("bert-base-tiny", 2, 2, 16, STEPS), "bert-base-tiny")
     assert result["dist"]["source"] == "horovodrun"
@@ -66,8 +81,7 @@ def test_fsdp_lossless(workload, workers, tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_fsdp_lossless_whole_model_kept_unsharded(tmp_path, monkeypatch):
     """The other granularity and reshard setting: one unit for the whole model, kept after forward."""
-    _lossless("fsdp", "gpt2-small-tiny", 2, {"wrap": "model", "reshard_after_forward": 0}, tmp_path,
-              monkeypatch)
+    _lossless("fsdp", "gpt2-small-tiny", 2, {"wrap": "model", "reshard_after_forward": 0}, tmp_path, monkeypatch)
 
 
 def test_dear_groups_follow_the_threshold():
@@ -77,12 +91,39 @@ def test_dear_groups_follow_the_threshold():
     assert dear_groups([1, 1, 1, 1, 1], 25 * mb, nearby_layers=2) == [[0, 1], [2, 3], [4]]
 
 
-@pytest.mark.parametrize("scheme,knob", [("dear", "bucket_mb=0"), ("dear", "nearby_layers=-1"),
-                                         ("fsdp", "wrap=layer"), ("fsdp", "reshard_after_forward=2")])
+@pytest.mark.parametrize(
+    "scheme,knob",
+    [
+        ("dear", "bucket_mb=0"),
+        ("dear", "nearby_layers=-1"),
+        ("fsdp", "wrap=layer"),
+        ("fsdp", "reshard_after_forward=2"),
+    ],
+)
 def test_bad_knob_exits_2_in_one_line(scheme, knob, tmp_path):
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--workload", "bert-base-tiny", "--scheme",
-                        scheme, "--workers", "2", "--device", "cpu", "--knob", knob, "--output",
-                        str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            "--workload",
+            "bert-base-tiny",
+            "--scheme",
+            scheme,
+            "--workers",
+            "2",
+            "--device",
+            "cpu",
+            "--knob",
+            knob,
+            "--output",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2, r.stderr
     lines = [x for x in r.stderr.strip().splitlines() if x.strip()]
     assert len(lines) == 1 and knob.split("=")[0] in lines[0], r.stderr

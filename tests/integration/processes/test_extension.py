@@ -137,16 +137,24 @@ def _places() -> dict[str, tuple[list[str], list[str]]]:
 
     def patterns(cell: str) -> list[str]:
         return [re.sub(r"<[^>]+>", "*", p) + ("*" if p.endswith("/") else "") for p in re.findall(r"`([^`]+)`", cell)]
+
     rows = [line.strip("|").split("|") for line in section.splitlines() if line.startswith("| a ")]
     return {cells[0].strip().removeprefix("a "): (patterns(cells[1]), patterns(cells[2])) for cells in rows}
 
 
 def _copy(dst: Path) -> Path:
     """The checkout's code (not its git history, results or reports)."""
+
     def ignore(folder: str, names: list[str]) -> set[str]:
         top = Path(folder) == ROOT
-        return {n for n in names if n in ("__pycache__", ".git", ".pytest_cache") or n.endswith(".egg-info")
-                or (top and n in ("results", "reports"))}
+        return {
+            n
+            for n in names
+            if n in ("__pycache__", ".git", ".pytest_cache")
+            or n.endswith(".egg-info")
+            or (top and n in ("results", "reports"))
+        }
+
     shutil.copytree(ROOT, dst, ignore=ignore)
     return dst
 
@@ -157,16 +165,28 @@ def _append(path: Path, line: str) -> None:
 
 def _regenerate_catalogue(repo: Path) -> None:
     """What `ddlbench list` reads without importing torch, made again from the copy's registries."""
-    done = subprocess.run([sys.executable, "-m", "harness.cli.catalog", "--regenerate"], capture_output=True,
-                          text=True, cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli.catalog", "--regenerate"],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
 def _add_scheme(repo: Path) -> None:
     # in the tree a scheme imports the modules beside it, not the package face that loads it (a circle)
-    toy = (TESTS / "toy_scheme.py").read_text().replace('register("toy", Toy,', 'register("toyscheme", Toy,').replace(
-        "from harness.schemes import Knobs, Range, Scheme, register",
-        "from harness.schemes.base import Scheme, register\nfrom harness.schemes.knobs import Knobs, Range")
+    toy = (
+        (TESTS / "toy_scheme.py")
+        .read_text()
+        .replace('register("toy", Toy,', 'register("toyscheme", Toy,')
+        .replace(
+            "from harness.schemes import Knobs, Range, Scheme, register",
+            "from harness.schemes.base import Scheme, register\nfrom harness.schemes.knobs import Knobs, Range",
+        )
+    )
     assert "from harness.schemes.base import" in toy
     (repo / "harness/schemes/toyscheme.py").write_text(toy)
     _regenerate_catalogue(repo)
@@ -182,13 +202,26 @@ def _add_backend(repo: Path, env: dict) -> None:
     (repo / "harness/backends/toynet").mkdir()
     (repo / "harness/backends/toynet/__init__.py").write_text(BACKEND_INIT)
     init = repo / "harness/backends/__init__.py"
-    init.write_text(init.read_text().replace("from harness.backends import byteps, deepspeed, horovod, torch_dist\n",
-                                             "from harness.backends import byteps, deepspeed, horovod, torch_dist, toynet\n")
-                    .replace("PLUGINS = (torch_dist, byteps, deepspeed, horovod)",
-                             "PLUGINS = (torch_dist, byteps, deepspeed, horovod, toynet)"))
+    init.write_text(
+        init.read_text()
+        .replace(
+            "from harness.backends import byteps, deepspeed, horovod, torch_dist\n",
+            "from harness.backends import byteps, deepspeed, horovod, torch_dist, toynet\n",
+        )
+        .replace(
+            "PLUGINS = (torch_dist, byteps, deepspeed, horovod)",
+            "PLUGINS = (torch_dist, byteps, deepspeed, horovod, toynet)",
+        )
+    )
     for script in ("tests/unit/launchers/test_sbatch_render.py", "tests/integration/slurm/test_slurm_sweep.py"):
-        done = subprocess.run([sys.executable, script, "--regenerate"], capture_output=True, text=True, cwd=repo,
-                              env={**env, "PYTHONPATH": f"{repo}:{repo / 'tests'}"}, timeout=300)
+        done = subprocess.run(
+            [sys.executable, script, "--regenerate"],
+            capture_output=True,
+            text=True,
+            cwd=repo,
+            env={**env, "PYTHONPATH": f"{repo}:{repo / 'tests'}"},
+            timeout=300,
+        )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     _regenerate_catalogue(repo)
 
@@ -199,8 +232,11 @@ def _add_launcher(repo: Path) -> None:
     (repo / "harness/contracts/recipes/toy.py").write_text(LAUNCHER_RECIPE)
     (repo / "harness/launchers/toy/launcher.py").write_text(LAUNCHER)
     choose = repo / "harness/launchers/choose.py"
-    choose.write_text(choose.read_text().replace('ORDER = ("testbed", "nodes", "srun", "local")',
-                                                 'ORDER = ("testbed", "nodes", "toy", "srun", "local")'))
+    choose.write_text(
+        choose.read_text().replace(
+            'ORDER = ("testbed", "nodes", "srun", "local")', 'ORDER = ("testbed", "nodes", "toy", "srun", "local")'
+        )
+    )
 
 
 CLUSTER = """# a toy lab: 2 GPUs a node on 25 GbE, its Horovod paying a negotiation round per collective
@@ -223,16 +259,21 @@ def _add_cluster(repo: Path) -> None:
 def _files(repo: Path) -> dict[str, bytes]:
     """Every file of the copy and its content (a generated file an earlier addition wrote counts again when
     a later one writes it anew)."""
-    return {str(p.relative_to(repo)): p.read_bytes() for p in repo.rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        str(p.relative_to(repo)): p.read_bytes()
+        for p in repo.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def _check_places(kind: str, touched: set[str], places: list[str], generated: list[str]) -> None:
     """Each touched file is one of the row's places, and each place of the row was touched."""
     unlisted = sorted(f for f in touched if not any(fnmatch.fnmatch(f, p) for p in places + generated))
     untouched = [p for p in places + generated if not any(fnmatch.fnmatch(f, p) for f in touched)]
-    assert not unlisted and not untouched, (f"adding a {kind} touched {len(touched)} file(s); not in the doc: "
-                                            f"{unlisted}; in the doc but not touched: {untouched}")
+    assert not unlisted and not untouched, (
+        f"adding a {kind} touched {len(touched)} file(s); not in the doc: "
+        f"{unlisted}; in the doc but not touched: {untouched}"
+    )
 
 
 def test_a_toy_scheme_workload_backend_and_launcher_need_only_the_documented_places(tmp_path):
@@ -241,38 +282,76 @@ def test_a_toy_scheme_workload_backend_and_launcher_need_only_the_documented_pla
     repo = _copy(tmp_path / "repo")
     env = {**os.environ, "PYTHONPATH": str(repo)}
     before = _files(repo)
-    for kind, add in (("scheme", _add_scheme), ("workload", _add_workload), ("launcher", _add_launcher),
-                      ("backend", lambda r: _add_backend(r, env)),  # the toy backend gives the toy launcher a recipe
-                      ("cluster", _add_cluster)):
+    for kind, add in (
+        ("scheme", _add_scheme),
+        ("workload", _add_workload),
+        ("launcher", _add_launcher),
+        ("backend", lambda r: _add_backend(r, env)),  # the toy backend gives the toy launcher a recipe
+        ("cluster", _add_cluster),
+    ):
         add(repo)
         now = _files(repo)
         _check_places(kind, {f for f, data in now.items() if before.get(f) != data}, *places[kind])
         before = now
 
-    check = subprocess.run([sys.executable, str(repo / "scripts/check_imports.py")], capture_output=True, text=True,
-                           cwd=repo, env=env, timeout=120)
+    check = subprocess.run(
+        [sys.executable, str(repo / "scripts/check_imports.py")],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        env=env,
+        timeout=120,
+    )
     assert check.returncode == 0, check.stdout[-2000:]
     generated = subprocess.run(  # the tests that require the generated files pass on them
-        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-         "tests/unit/launchers/test_sbatch_render.py", "tests/integration/slurm/test_slurm_sweep.py",
-         "-k", "reference or example or sweep_file or stray"],
-        capture_output=True, text=True, cwd=repo, env=env, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-x",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/unit/launchers/test_sbatch_render.py",
+            "tests/integration/slurm/test_slurm_sweep.py",
+            "-k",
+            "reference or example or sweep_file or stray",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        env=env,
+        timeout=300,
+    )
     assert generated.returncode == 0, generated.stdout[-3000:]
 
-    listing = subprocess.run([sys.executable, "-m", "harness.cli.main", "list"], capture_output=True, text=True,
-                             cwd=repo, env=env, timeout=120).stdout
+    listing = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "list"],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        env=env,
+        timeout=120,
+    ).stdout
     lines = {ln.split()[0]: ln for ln in listing.splitlines() if "(backends:" in ln}
     assert "toynet" in lines["bsp-a2a"] and "toynet" in lines["mgwfbp"] and "toynet" in lines["wfbp-a2a"]
     assert "toynet" not in lines["dear"] and "toynet" not in lines["ddp"] and "toynet" not in lines["bsp-ps"]
     assert "toynet" in lines["toyscheme"] and "\n  toynet " in listing and "toybag-tiny" in listing
 
     sweep = tmp_path / "toy.yaml"
-    sweep.write_text("name: toy\nworkloads: [toybag-tiny]\nschemes: [bsp-a2a, toyscheme]\nbackends: [toynet]\n"
-                     "workers: [2]\nbatch: 2\nseq_len: 16\nwarmup: 1\niters: 2\ndevice: cpu\ntimeout_s: 180\n")
+    sweep.write_text(
+        "name: toy\nworkloads: [toybag-tiny]\nschemes: [bsp-a2a, toyscheme]\nbackends: [toynet]\n"
+        "workers: [2]\nbatch: 2\nseq_len: 16\nwarmup: 1\niters: 2\ndevice: cpu\ntimeout_s: 180\n"
+    )
     out = tmp_path / "run"
-    run = subprocess.run([sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--output", str(out),
-                          "--no-progress"], capture_output=True, text=True, cwd=repo, timeout=600,
-                         env={**env, "TOY_SCHEDULER": "1"})
+    run = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--output", str(out), "--no-progress"],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        timeout=600,
+        env={**env, "TOY_SCHEDULER": "1"},
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     summary = pd.read_parquet(out / "summary.parquet")
     assert (summary["status"] == "ok").all() and set(summary["workload"]) == {"toybag-tiny"}
@@ -288,10 +367,33 @@ def test_a_toy_scheme_workload_backend_and_launcher_need_only_the_documented_pla
 
     # the cluster file, touching no code, predicted through the same door as the study's clusters
     predicted = tmp_path / "toylab.parquet"
-    run = subprocess.run([sys.executable, "-m", "harness.cli.main", "predict", "--workload", "bert-base",
-                          "--device-preset", "study-gpu", "--compute", "flops", "--cluster", "examples/toylab.toml",
-                          "--nodes", "1,4", "--schemes", "bsp-a2a,wfbp-a2a,toyscheme", "-o", str(predicted)],
-                         capture_output=True, text=True, cwd=repo, timeout=300, env=env)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "predict",
+            "--workload",
+            "bert-base",
+            "--device-preset",
+            "study-gpu",
+            "--compute",
+            "flops",
+            "--cluster",
+            "examples/toylab.toml",
+            "--nodes",
+            "1,4",
+            "--schemes",
+            "bsp-a2a,wfbp-a2a,toyscheme",
+            "-o",
+            str(predicted),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        timeout=300,
+        env=env,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     rows = pd.read_parquet(predicted)
     assert set(rows["network"]) == {"toylab"} and sorted(set(rows["workers"])) == [2, 8]

@@ -102,12 +102,17 @@ def test_worker_killed_from_outside(tmp_path):
 
 def test_interrupted_sweep_resumes_only_missing_cells(tmp_path):
     sweep = tmp_path / "s.yaml"
-    sweep.write_text("name: resume\nworkloads: [resnet50-tiny]\nschemes: [bsp-a2a, wfbp-a2a]\n"
-                     "workers: [2]\nwarmup: 1\niters: 3\ndevice: cpu\ntimeout_s: 120\n")
+    sweep.write_text(
+        "name: resume\nworkloads: [resnet50-tiny]\nschemes: [bsp-a2a, wfbp-a2a]\n"
+        "workers: [2]\nwarmup: 1\niters: 3\ndevice: cpu\ntimeout_s: 120\n"
+    )
     run = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--output", str(run),
-                             "--no-progress"], start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--output", str(run), "--no-progress"],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 150
     while time.monotonic() < deadline and len(store.finished_cells(run) if run.exists() else ()) < 2:
         time.sleep(0.2)  # wait until the baseline and the first scheme cell are recorded
@@ -137,8 +142,10 @@ def test_retry_failed_reruns_only_the_failed_cells(tmp_path, monkeypatch):
     from harness.cli.main import cli
 
     sweep = tmp_path / "s.yaml"
-    sweep.write_text("name: retry\nworkloads: [resnet50-tiny]\nschemes: [bsp-a2a]\nworkers: [2]\nwarmup: 1\n"
-                     "iters: 3\ndevice: cpu\ntimeout_s: 120\n")
+    sweep.write_text(
+        "name: retry\nworkloads: [resnet50-tiny]\nschemes: [bsp-a2a]\nworkers: [2]\nwarmup: 1\n"
+        "iters: 3\ndevice: cpu\ntimeout_s: 120\n"
+    )
     run = tmp_path / "run"
     argv = ["sweep", str(sweep), "--output", str(run), "--no-progress"]
     monkeypatch.setenv("DDLBENCH_FAULT", "crash:1:2")  # rank 1 of the 2-worker cell; the baseline has no rank 1
@@ -164,8 +171,10 @@ def test_retry_failed_reruns_only_the_failed_cells(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------- the driver itself (issue 12)
 
-SWEEP_TWO = ("name: driver\nworkloads: [resnet50-tiny]\nschemes: [bsp-a2a]\nworkers: [2]\nwarmup: 1\n"
-             "iters: 3\ndevice: cpu\ntimeout_s: 300\n")
+SWEEP_TWO = (
+    "name: driver\nworkloads: [resnet50-tiny]\nschemes: [bsp-a2a]\nworkers: [2]\nwarmup: 1\n"
+    "iters: 3\ndevice: cpu\ntimeout_s: 300\n"
+)
 
 
 def _procs_under(run: Path) -> list[int]:
@@ -179,9 +188,14 @@ def _start_sweep(tmp_path: Path, run: Path, fault: str = "", *extra: str, iters:
     sweep = tmp_path / "s.yaml"
     sweep.write_text(SWEEP_TWO.replace("iters: 3", f"iters: {iters}"))
     env = {**os.environ, "DDLBENCH_FAULT": fault} if fault else dict(os.environ)
-    return subprocess.Popen([sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--output", str(run),
-                             "--no-progress", *extra], start_new_session=True, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--output", str(run), "--no-progress", *extra],
+        start_new_session=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_until_second_cell_runs(run: Path, proc: subprocess.Popen, settle_s: float = 2.0) -> None:

@@ -180,8 +180,9 @@ def _free_port() -> int:
 def _run(cmd: list[str], cwd: Path, timeout_s: float, env_extra: dict[str, str] | None = None) -> str:
     """Run a launcher in its own process group; on timeout kill the whole group (workers included)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(env_extra or {}))
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     try:
         out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -216,8 +217,11 @@ def test_horovod_gloo_two_ranks_are_identical_and_lossless(tmp_path):
     (tmp_path / "worker.py").write_text(HOROVOD_WORKER)
     out = tmp_path / "out"
     out.mkdir()
-    _run([str(horovodrun), "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, "worker.py", str(out)],
-         cwd=tmp_path, timeout_s=300)
+    _run(
+        [str(horovodrun), "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, "worker.py", str(out)],
+        cwd=tmp_path,
+        timeout_s=300,
+    )
     _assert_lossless(out, world=2)
 
 
@@ -231,15 +235,24 @@ def test_deepspeed_zero2_gloo_cpu_two_ranks_are_identical_and_lossless(tmp_path)
     # --local_rank=N to the worker's argv (the worker reads its out dir from argv[-1]).
     # A free port, not 29500: other runs on this box may hold the default.
     # First use JIT-compiles DeepSpeed's CPU comm op (the installer pre-compiles it), hence the timeout.
-    _run([str(launcher), "--num_gpus", "2", "--master_port", str(_free_port()), "worker.py", str(out)],
-         cwd=tmp_path, timeout_s=600, env_extra={"TORCH_EXTENSIONS_DIR": _extensions_dir()})
+    _run(
+        [str(launcher), "--num_gpus", "2", "--master_port", str(_free_port()), "worker.py", str(out)],
+        cwd=tmp_path,
+        timeout_s=600,
+        env_extra={"TORCH_EXTENSIONS_DIR": _extensions_dir()},
+    )
     _assert_lossless(out, world=2)
 
 
 # ---------------------------------------------------------------------------------------------- the installer
 def _installer(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(INSTALLER), *args], capture_output=True, text=True, timeout=timeout_s,
-                          env=dict(os.environ, PYTHON=sys.executable))
+    return subprocess.run(
+        ["bash", str(INSTALLER), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=dict(os.environ, PYTHON=sys.executable),
+    )
 
 
 def test_installer_refuses_byteps_plainly():
@@ -260,8 +273,10 @@ def test_installer_rejects_unknown_target_and_no_target():
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "import_stmt", "launcher", "version"),
-    [("horovod", "import horovod.torch", "horovodrun", HOROVOD_VERSION),
-     ("deepspeed", "import deepspeed", "deepspeed", DEEPSPEED_VERSION)],
+    [
+        ("horovod", "import horovod.torch", "horovodrun", HOROVOD_VERSION),
+        ("deepspeed", "import deepspeed", "deepspeed", DEEPSPEED_VERSION),
+    ],
 )
 def test_installer_is_idempotent_and_keeps_torch(name, import_stmt, launcher, version):
     _require_framework(name, import_stmt, launcher)
@@ -320,9 +335,9 @@ def test_process_set_patch_takes_the_global_gloo_interface_once():
     new, what = mod.patch_gloo_text(GLOO_CONTEXT)
     assert what == "patched"
     head, tail = new.split("InitializeForProcessSet")
-    assert "global_context.gloo_iface_" not in head                      # Initialize() untouched
+    assert "global_context.gloo_iface_" not in head  # Initialize() untouched
     assert tail.index("gloo_iface_ = global_context.gloo_iface_;") < tail.index("device_attr.iface")
-    assert mod.patch_gloo_text(new) == (new, "already patched")          # idempotent
+    assert mod.patch_gloo_text(new) == (new, "already patched")  # idempotent
     with pytest.raises(ValueError):
         mod.patch_gloo_text("void GlooContext::Initialize() {}\n")
 
@@ -342,10 +357,14 @@ def test_a_missing_framework_skips_loudly_but_fails_where_ci_requires_it(monkeyp
 def _dry_run(**env: str) -> tuple[str, list[str]]:
     """`install_frameworks.sh --dry-run horovod` with the caller's Horovod/CUDA settings removed; returns the
     whole output and the build-environment lines (VAR=value)."""
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("HOROVOD_", "DDLBENCH_")) and k != "PYTHONPATH"}
-    proc = subprocess.run(["bash", str(INSTALLER), "--dry-run", "horovod"], capture_output=True, text=True,
-                          timeout=300, env=dict(clean, PYTHON=sys.executable, **env))
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("HOROVOD_", "DDLBENCH_")) and k != "PYTHONPATH"}
+    proc = subprocess.run(
+        ["bash", str(INSTALLER), "--dry-run", "horovod"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(clean, PYTHON=sys.executable, **env),
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "unchanged (verified)" not in out and "pip installed" not in out  # nothing installed
@@ -377,13 +396,15 @@ def _fake_cuda_toolkit(root: Path, release: str) -> Path:
     """A CUDA toolkit with an nvcc that answers --version and --dryrun as NVIDIA's does."""
     (root / "bin").mkdir(parents=True)
     nvcc = root / "bin" / "nvcc"
-    nvcc.write_text(textwrap.dedent(f"""\
+    nvcc.write_text(
+        textwrap.dedent(f"""\
         #!/bin/sh
         case "$*" in
             *--dryrun*) echo "#\\$ _HERE_=$(dirname "$0")" >&2 ;;
             *--version*) echo "Cuda compilation tools, release {release}, V{release}.99" ;;
         esac
-        """))
+        """)
+    )
     nvcc.chmod(0o755)
     return root
 
@@ -401,8 +422,12 @@ def _fake_nccl_package(site: Path) -> Path:
 def test_installer_builds_horovod_with_nccl_for_a_cuda_torch(tmp_path):
     cuda = _fake_cuda_toolkit(tmp_path / "cuda-12.4", "12.4")
     nccl = _fake_nccl_package(tmp_path / "site")
-    out, build_env = _dry_run(DDLBENCH_FAKE_TORCH_CUDA="12.4", HOROVOD_CUDA_HOME=str(cuda),
-                              PYTHONPATH=str(tmp_path / "site"), DDLBENCH_CACHE=str(tmp_path / "cache"))
+    out, build_env = _dry_run(
+        DDLBENCH_FAKE_TORCH_CUDA="12.4",
+        HOROVOD_CUDA_HOME=str(cuda),
+        PYTHONPATH=str(tmp_path / "site"),
+        DDLBENCH_CACHE=str(tmp_path / "cache"),
+    )
     assert "HOROVOD_GPU_OPERATIONS=NCCL" in build_env, out
     assert "HOROVOD_NCCL_LINK=SHARED" in build_env
     assert f"HOROVOD_CUDA_HOME={cuda}" in build_env
@@ -417,15 +442,21 @@ def test_installer_builds_horovod_with_nccl_for_a_cuda_torch(tmp_path):
 def test_installer_says_in_one_line_how_to_get_nvcc(tmp_path):
     empty = tmp_path / "no-cuda"
     empty.mkdir()
-    out, build_env = _dry_run(DDLBENCH_FAKE_TORCH_CUDA="12.4", HOROVOD_CUDA_HOME=str(empty),
-                              DDLBENCH_CACHE=str(tmp_path / "cache"))
+    out, build_env = _dry_run(
+        DDLBENCH_FAKE_TORCH_CUDA="12.4", HOROVOD_CUDA_HOME=str(empty), DDLBENCH_CACHE=str(tmp_path / "cache")
+    )
     assert "HOROVOD_GPU_OPERATIONS=NCCL" in build_env
     problem = [line for line in out.splitlines() if "nvcc not found" in line]
     assert len(problem) == 1 and "cuda-toolkit-12-4" in problem[0] and "HOROVOD_CUDA_HOME" in problem[0], out
 
 
 def test_installer_fakes_cuda_only_in_a_dry_run():
-    proc = subprocess.run(["bash", str(INSTALLER), "horovod"], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PYTHON=sys.executable, DDLBENCH_FAKE_TORCH_CUDA="12.4"))
+    proc = subprocess.run(
+        ["bash", str(INSTALLER), "horovod"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHON=sys.executable, DDLBENCH_FAKE_TORCH_CUDA="12.4"),
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "only with --dry-run" in proc.stderr

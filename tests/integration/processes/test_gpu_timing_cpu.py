@@ -17,8 +17,24 @@ pytestmark = pytest.mark.slow
 
 
 def test_gpu_timing_on_a_cpu_pairs_the_cell_with_the_bare_loop_and_records_each_verdict(tmp_path):
-    code = gpu_timing.main([str(tmp_path), "--device", "cpu", "--workloads", "bert-base-tiny", "--dtypes", "fp32",
-                            "--warmup", "1", "--iters", "3", "--pairs", "2", "--no-bounds"])
+    code = gpu_timing.main(
+        [
+            str(tmp_path),
+            "--device",
+            "cpu",
+            "--workloads",
+            "bert-base-tiny",
+            "--dtypes",
+            "fp32",
+            "--warmup",
+            "1",
+            "--iters",
+            "3",
+            "--pairs",
+            "2",
+            "--no-bounds",
+        ]
+    )
     assert code == 0
     variants = pd.read_csv(tmp_path / "variants.csv")
     bare = variants[variants["round"].isin(["A", "B"])]
@@ -26,7 +42,8 @@ def test_gpu_timing_on_a_cpu_pairs_the_cell_with_the_bare_loop_and_records_each_
     assert (variants["per_s"] > 0).all()
     row = pd.read_csv(tmp_path / "throughput.csv").iloc[0]
     assert row["harness_per_s"] > 0 and row["ratio"] == pytest.approx(
-        row["harness_per_s"] / ((row["bare_before_per_s"] + row["bare_after_per_s"]) / 2))
+        row["harness_per_s"] / ((row["bare_before_per_s"] + row["bare_after_per_s"]) / 2)
+    )
     assert pd.isna(row["host_bound"]) and pd.isna(row["mfu"]), "no host-bound mark or MFU on a CPU"
     assert row["verdict"] == "recorded" and row["ok"], "--no-bounds records, never judges"
     pairs = pd.read_csv(tmp_path / "pairs.csv")
@@ -43,8 +60,23 @@ def test_gpu_timing_on_a_cpu_pairs_the_cell_with_the_bare_loop_and_records_each_
 
 
 def test_with_too_little_time_each_stage_says_it_did_not_fit(tmp_path):
-    code = gpu_timing.main([str(tmp_path), "--device", "cpu", "--workloads", "bert-base-tiny", "--dtypes", "fp32",
-                            "--warmup", "1", "--iters", "3", "--budget-s", "16"])
+    code = gpu_timing.main(
+        [
+            str(tmp_path),
+            "--device",
+            "cpu",
+            "--workloads",
+            "bert-base-tiny",
+            "--dtypes",
+            "fp32",
+            "--warmup",
+            "1",
+            "--iters",
+            "3",
+            "--budget-s",
+            "16",
+        ]
+    )
     summary = {r["check"]: r for r in json.loads((tmp_path / "summary.json").read_text())["checks"]}
     case = summary["harness/bare bert-base-tiny fp32"]
     assert case["status"] == "NOT RUN" and case["verdict"].startswith("NOT RUN: no time left (needs about ")
@@ -54,14 +86,14 @@ def test_with_too_little_time_each_stage_says_it_did_not_fit(tmp_path):
     assert not (tmp_path / "sweep").exists(), "nothing that did not fit was started"
 
 
-
 def test_two_checkouts_alternate_in_pairs_of_real_runs(tmp_path):
-    """harness/doctor/timing/checkout_pairs.py, the measurement issue 39 asks for on a quiet machine (this checkout against
-    one at 6791659), here with this checkout on both sides: each pair runs both, the order flips, and the ratio
+    """harness/doctor/timing/checkout_pairs.py, the measurement issue 39 asks for on a quiet machine (this checkout
+    against one at 6791659), here with this checkout on both sides: each pair runs both, the order flips, and the ratio
     is new over old median iteration."""
     out = tmp_path / "pairs"
-    code = checkout_pairs.main([str(out), "--old", str(ROOT), "--new", str(ROOT), "--pairs", "2", "--warmup", "1",
-                                "--iters", "2"])
+    code = checkout_pairs.main(
+        [str(out), "--old", str(ROOT), "--new", str(ROOT), "--pairs", "2", "--warmup", "1", "--iters", "2"]
+    )
     assert code == 0
     df = pd.read_csv(out / "pairs.csv")
     assert df["first"].tolist() == ["old", "new"]

@@ -29,8 +29,27 @@ HANG = "hang:1:1"
 """DDLBENCH_FAULT: rank 1 of every benchmark cell hangs at its first measured iteration, so the cell runs until
 it is stopped (harness/rank/worker.py)."""
 CELL = ("--workload", "resnet50-tiny", "--workers", "2", "--device", "cpu", "--warmup", "1", "--timeout", "120")
-ADVISE = ("advise", *CELL, "--batch", "4", "--schemes", "ddp", "--grid", "default", "--top-k", "1", "--iters", "2",
-          "--max-iters", "4", "--rounds", "0", "--no-progress", "--output", "{run}")
+ADVISE = (
+    "advise",
+    *CELL,
+    "--batch",
+    "4",
+    "--schemes",
+    "ddp",
+    "--grid",
+    "default",
+    "--top-k",
+    "1",
+    "--iters",
+    "2",
+    "--max-iters",
+    "4",
+    "--rounds",
+    "0",
+    "--no-progress",
+    "--output",
+    "{run}",
+)
 RECORDED = "the running cell's ranks were stopped and the cell recorded as interrupted"
 
 
@@ -51,27 +70,49 @@ class Stop:
 
 
 CASES = {
-    "run": Stop(("run", *CELL, "--scheme", "bsp-a2a", "--iters", "3", "--output", "{run}"), "cells",
-                f"{RECORDED}; finish with --resume --output {{run}}",
-                again=("run", *CELL, "--scheme", "bsp-a2a", "--iters", "3", "--resume", "--output", "{run}"),
-                fault=HANG),
-    "advise": Stop(ADVISE, "cells", f"{RECORDED}; go on with the same command and --resume --output {{run}}",
-                   again=(*ADVISE, "--resume"), fault=HANG),
-    "commbench": Stop(("commbench", "--workers", "2", "--min-size", "32M", "--max-size", "64M", "--reps", "500",
-                       "--output", "{run}"), "commbench",
-                      "the commbench ranks were stopped and nothing was recorded; measure again with --output {run}",
-                      again=("commbench", "--workers", "2", "--max-size", "8K", "--reps", "1", "--output", "{run}")),
-    "profile": Stop(("profile", "resnet50-tiny", "--iters", "100000", "--concurrent", "2", "-o", "{run}/p.parquet"),
-                    "", "nothing was written; run it again"),
+    "run": Stop(
+        ("run", *CELL, "--scheme", "bsp-a2a", "--iters", "3", "--output", "{run}"),
+        "cells",
+        f"{RECORDED}; finish with --resume --output {{run}}",
+        again=("run", *CELL, "--scheme", "bsp-a2a", "--iters", "3", "--resume", "--output", "{run}"),
+        fault=HANG,
+    ),
+    "advise": Stop(
+        ADVISE,
+        "cells",
+        f"{RECORDED}; go on with the same command and --resume --output {{run}}",
+        again=(*ADVISE, "--resume"),
+        fault=HANG,
+    ),
+    "commbench": Stop(
+        ("commbench", "--workers", "2", "--min-size", "32M", "--max-size", "64M", "--reps", "500", "--output", "{run}"),
+        "commbench",
+        "the commbench ranks were stopped and nothing was recorded; measure again with --output {run}",
+        again=("commbench", "--workers", "2", "--max-size", "8K", "--reps", "1", "--output", "{run}"),
+    ),
+    "profile": Stop(
+        ("profile", "resnet50-tiny", "--iters", "100000", "--concurrent", "2", "-o", "{run}/p.parquet"),
+        "",
+        "nothing was written; run it again",
+    ),
 }
 
 
 def _ddlbench(argv: tuple, run: Path, fault: str = "") -> subprocess.Popen:
-    env = {**os.environ, "DDLBENCH_FAULT": fault} if fault else {k: v for k, v in os.environ.items()
-                                                                   if k != "DDLBENCH_FAULT"}
-    return subprocess.Popen([sys.executable, "-m", "harness.cli.main", *(a.format(run=run) for a in argv)],
-                            start_new_session=True, env=env, cwd=run.parent, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    env = (
+        {**os.environ, "DDLBENCH_FAULT": fault}
+        if fault
+        else {k: v for k, v in os.environ.items() if k != "DDLBENCH_FAULT"}
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness.cli.main", *(a.format(run=run) for a in argv)],
+        start_new_session=True,
+        env=env,
+        cwd=run.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_until_running(proc: subprocess.Popen, run: Path, folder: str) -> None:
@@ -79,8 +120,7 @@ def _wait_until_running(proc: subprocess.Popen, run: Path, folder: str) -> None:
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
-        running = (len(rank_pids(run / folder)) >= 2 if folder
-                   else psutil.Process(proc.pid).children(recursive=True))
+        running = len(rank_pids(run / folder)) >= 2 if folder else psutil.Process(proc.pid).children(recursive=True)
         if running:
             time.sleep(2.0)
             return

@@ -22,8 +22,7 @@ from helpers import SMALL, STEPS, check, reference, run_and_load
 
 from harness.contracts.cell import CellSpec
 
-SCHEMES_2W = ["ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps",
-              "bytescheduler-ps"]
+SCHEMES_2W = ["ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps"]
 
 
 @pytest.mark.slow
@@ -32,42 +31,70 @@ def test_lossless_two_workers_bert(scheme, tmp_path, monkeypatch):
     knobs = {"partition_mb": 1.0, "credit_mb": 2.0} if scheme.startswith("bytescheduler") else {}
     if scheme in ("bsp-ps", "wfbp-ps"):
         knobs = {"partition_mb": 1.0}
-    cell = CellSpec(workload="bert-base-tiny", scheme=scheme, workers=2, device="cpu", knobs=knobs,
-                    timeout_s=240, **SMALL["bert-base-tiny"])
+    cell = CellSpec(
+        workload="bert-base-tiny",
+        scheme=scheme,
+        workers=2,
+        device="cpu",
+        knobs=knobs,
+        timeout_s=240,
+        **SMALL["bert-base-tiny"],
+    )
     params = run_and_load(tmp_path, monkeypatch, cell)
     check(params, reference("bert-base-tiny", 2, 2, 16, STEPS), "bert-base-tiny")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scheme", ["bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps",
-                                    "wfbp-ps", "bytescheduler-ps"])
+@pytest.mark.parametrize(
+    "scheme", ["bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps"]
+)
 def test_lossless_three_workers_resnet(scheme, tmp_path, monkeypatch):
     """Three workers (an odd ring), a BatchNorm model, and for PS two servers."""
     servers = 2 if scheme.endswith("-ps") else 0
     knobs = {"partition_mb": 0.25} if scheme.endswith("-ps") or scheme.startswith("bytescheduler") else {}
-    cell = CellSpec(workload="resnet50-tiny", scheme=scheme, workers=3, servers=servers, device="cpu",
-                    knobs=knobs, timeout_s=240, **SMALL["resnet50-tiny"])
+    cell = CellSpec(
+        workload="resnet50-tiny",
+        scheme=scheme,
+        workers=3,
+        servers=servers,
+        device="cpu",
+        knobs=knobs,
+        timeout_s=240,
+        **SMALL["resnet50-tiny"],
+    )
     params = run_and_load(tmp_path, monkeypatch, cell)
     check(params, reference("resnet50-tiny", 3, 4, None, STEPS), "resnet50-tiny")
 
 
 @pytest.mark.slow
 def test_lossless_wfbp_gpt2(tmp_path, monkeypatch):
-    cell = CellSpec(workload="gpt2-small-tiny", scheme="wfbp-a2a", workers=2, device="cpu", timeout_s=240,
-                    **SMALL["gpt2-small-tiny"])
+    cell = CellSpec(
+        workload="gpt2-small-tiny",
+        scheme="wfbp-a2a",
+        workers=2,
+        device="cpu",
+        timeout_s=240,
+        **SMALL["gpt2-small-tiny"],
+    )
     params = run_and_load(tmp_path, monkeypatch, cell)
     check(params, reference("gpt2-small-tiny", 2, 2, 16, STEPS), "gpt2-small-tiny")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workload,workers,scheme", [("bert-base-tiny", 2, "wfbp-a2a"),
-                                                      ("resnet50-tiny", 3, "bsp-ps")])
+@pytest.mark.parametrize("workload,workers,scheme", [("bert-base-tiny", 2, "wfbp-a2a"), ("resnet50-tiny", 3, "bsp-ps")])
 def test_negative_control_a_dropped_gradient_fails_the_check(workload, workers, scheme, tmp_path, monkeypatch):
     """One rank's gradient of the last step dropped: the check that passes the same run intact must fail
     it (BERT: the tight per-element tolerance; ResNet with BatchNorm: the one relative to training's move)."""
     servers = 2 if scheme.endswith("-ps") else 0
-    cell = CellSpec(workload=workload, scheme=scheme, workers=workers, servers=servers, device="cpu",
-                    timeout_s=240, **SMALL[workload])
+    cell = CellSpec(
+        workload=workload,
+        scheme=scheme,
+        workers=workers,
+        servers=servers,
+        device="cpu",
+        timeout_s=240,
+        **SMALL[workload],
+    )
     params = run_and_load(tmp_path, monkeypatch, cell, drop=workers - 1)
     ref = reference(workload, workers, SMALL[workload]["batch"], SMALL[workload].get("seq_len"), STEPS)
     with pytest.raises(AssertionError):

@@ -1,5 +1,5 @@
-"""The multi-node launcher for clusters without Slurm (harness/launchers/nodes/launcher.py): `ddlbench sweep` run on every
-node, as Kubeflow's PyTorchJob/Trainer, JobSet, SkyPilot and `torchrun --nnodes` start it.
+"""The multi-node launcher for clusters without Slurm (harness/launchers/nodes/launcher.py): `ddlbench sweep` run on
+every node, as Kubeflow's PyTorchJob/Trainer, JobSet, SkyPilot and `torchrun --nnodes` start it.
 
     pytest -q tests/integration/processes/test_nodes_launcher.py     # as root (CI is): a 2-host testbed, ~4 minutes
 
@@ -33,23 +33,53 @@ from harness.launchers.nodes.env import cell_nodes, node_job, rank_nodes
 from harness.testbed import netns
 
 WL = "bert-base-tiny"
-TORCH_SCHEMES = ["ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps",
-                 "bytescheduler-ps", "dear", "fsdp"]
+TORCH_SCHEMES = [
+    "ddp",
+    "bsp-a2a",
+    "wfbp-a2a",
+    "mgwfbp",
+    "bytescheduler-a2a",
+    "bsp-ps",
+    "wfbp-ps",
+    "bytescheduler-ps",
+    "dear",
+    "fsdp",
+]
 
 
 # -- pure ----------------------------------------------------------------------------------------------
 
 
 def test_kubeflow_variables():
-    job = node_job({"PET_NNODES": "3", "PET_NODE_RANK": "2", "PET_NPROC_PER_NODE": "4",
-                    "PET_MASTER_ADDR": "job-master-0", "PET_MASTER_PORT": "23456"})
-    assert (job.nnodes, job.node_rank, job.nproc_per_node, job.master_addr, job.master_port, job.source) == \
-        (3, 2, 4, "job-master-0", 23456, "kubeflow")
+    job = node_job(
+        {
+            "PET_NNODES": "3",
+            "PET_NODE_RANK": "2",
+            "PET_NPROC_PER_NODE": "4",
+            "PET_MASTER_ADDR": "job-master-0",
+            "PET_MASTER_PORT": "23456",
+        }
+    )
+    assert (job.nnodes, job.node_rank, job.nproc_per_node, job.master_addr, job.master_port, job.source) == (
+        3,
+        2,
+        4,
+        "job-master-0",
+        23456,
+        "kubeflow",
+    )
 
 
 def test_elastic_kubeflow_takes_the_rendezvous_endpoint_and_the_maximum():
-    job = node_job({"PET_NNODES": "1:4", "PET_NODE_RANK": "1", "PET_NPROC_PER_NODE": "auto",
-                    "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "trainer-node-0:29500"})
+    job = node_job(
+        {
+            "PET_NNODES": "1:4",
+            "PET_NODE_RANK": "1",
+            "PET_NPROC_PER_NODE": "auto",
+            "PET_RDZV_BACKEND": "c10d",
+            "PET_RDZV_ENDPOINT": "trainer-node-0:29500",
+        }
+    )
     assert (job.nnodes, job.master_addr, job.master_port, job.nproc_per_node) == (4, "trainer-node-0", 29500, 0)
 
 
@@ -59,12 +89,32 @@ def test_jobset_completion_index_is_the_node_rank():
 
 
 def test_skypilot_variables():
-    job = node_job({"SKYPILOT_NODE_IPS": "10.1.0.4\n10.1.0.5\n", "SKYPILOT_NODE_RANK": "1",
-                    "SKYPILOT_NUM_NODES": "2", "SKYPILOT_NUM_GPUS_PER_NODE": "8"})
-    assert (job.nnodes, job.node_rank, job.master_addr, job.nproc_per_node, job.source) == \
-        (2, 1, "10.1.0.4", 8, "skypilot")
-    assert node_job({"SKYPILOT_NODE_IPS": "a\nb", "SKYPILOT_NODE_RANK": "0", "SKYPILOT_NUM_NODES": "2",
-                     "SKYPILOT_NUM_GPUS_PER_NODE": "0"}).nproc_per_node == 1  # CPU nodes
+    job = node_job(
+        {
+            "SKYPILOT_NODE_IPS": "10.1.0.4\n10.1.0.5\n",
+            "SKYPILOT_NODE_RANK": "1",
+            "SKYPILOT_NUM_NODES": "2",
+            "SKYPILOT_NUM_GPUS_PER_NODE": "8",
+        }
+    )
+    assert (job.nnodes, job.node_rank, job.master_addr, job.nproc_per_node, job.source) == (
+        2,
+        1,
+        "10.1.0.4",
+        8,
+        "skypilot",
+    )
+    assert (
+        node_job(
+            {
+                "SKYPILOT_NODE_IPS": "a\nb",
+                "SKYPILOT_NODE_RANK": "0",
+                "SKYPILOT_NUM_NODES": "2",
+                "SKYPILOT_NUM_GPUS_PER_NODE": "0",
+            }
+        ).nproc_per_node
+        == 1
+    )  # CPU nodes
 
 
 def test_flags_win_and_one_node_is_not_a_job():
@@ -74,11 +124,14 @@ def test_flags_win_and_one_node_is_not_a_job():
     assert node_job({}, {"nnodes": 2, "node_rank": 1, "master_addr": "h0"}).source == "flags"
 
 
-@pytest.mark.parametrize("env, words", [
-    ({"PET_NNODES": "2", "PET_NODE_RANK": "1"}, "needs --master-addr"),
-    ({"PET_NNODES": "2", "PET_NODE_RANK": "2", "PET_MASTER_ADDR": "a"}, "node rank 2 is not below"),
-    ({"PET_NNODES": "two", "PET_NODE_RANK": "0", "PET_MASTER_ADDR": "a"}, "PET_NNODES must be an integer"),
-])
+@pytest.mark.parametrize(
+    "env, words",
+    [
+        ({"PET_NNODES": "2", "PET_NODE_RANK": "1"}, "needs --master-addr"),
+        ({"PET_NNODES": "2", "PET_NODE_RANK": "2", "PET_MASTER_ADDR": "a"}, "node rank 2 is not below"),
+        ({"PET_NNODES": "two", "PET_NODE_RANK": "0", "PET_MASTER_ADDR": "a"}, "PET_NNODES must be an integer"),
+    ],
+)
 def test_bad_variables_are_one_line(env, words):
     with pytest.raises(UserError, match=words):
         node_job(env)
@@ -86,8 +139,8 @@ def test_bad_variables_are_one_line(env, words):
 
 def test_where_ranks_run():
     cell = resolve(CellSpec(workload=WL, scheme="bsp-ps", workers=4, servers=2, device="cpu"))
-    assert rank_nodes(cell, 2, 2) == ([0, 0, 1, 1, 0, 1], "colocated")          # no spare node
-    assert rank_nodes(cell, 3, 2) == ([0, 0, 1, 1, 2, 2], "dedicated")          # the spare node
+    assert rank_nodes(cell, 2, 2) == ([0, 0, 1, 1, 0, 1], "colocated")  # no spare node
+    assert rank_nodes(cell, 3, 2) == ([0, 0, 1, 1, 2, 2], "dedicated")  # the spare node
     assert rank_nodes(cell.with_(server_hosts="colocated"), 3, 2)[0][4:] == [0, 1]
     with pytest.raises(UserError, match="need 3 nodes at 2 per node"):
         cell_nodes(5, 2, 2)
@@ -98,26 +151,53 @@ def test_where_ranks_run():
 
 def _sweep_file(tmp: Path, name: str, schemes, **extra) -> Path:
     f = tmp / f"{name}.yaml"
-    f.write_text(yaml.safe_dump({"name": name, "workloads": [WL], "schemes": list(schemes), "workers": [2],
-                                 "baseline": False, "device": "cpu", "timeout_s": 300, **SMALL[WL], **extra}))
+    f.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "workloads": [WL],
+                "schemes": list(schemes),
+                "workers": [2],
+                "baseline": False,
+                "device": "cpu",
+                "timeout_s": 300,
+                **SMALL[WL],
+                **extra,
+            }
+        )
+    )
     return f
 
 
 def _start(k: int, sweep: Path, out: Path, env: dict, *args: str) -> subprocess.Popen:
     argv = [sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--output", str(out), "--no-progress", *args]
     log = open(f"{out}.node{k}.log", "a")
-    return subprocess.Popen(netns.host_command(k, argv), env={**os.environ, **env}, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        netns.host_command(k, argv),
+        env={**os.environ, **env},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def _kubeflow(k: int, port: int) -> dict:
-    return {"PET_NNODES": "2", "PET_NODE_RANK": str(k), "PET_NPROC_PER_NODE": "1",
-            "PET_MASTER_ADDR": netns.host_addr(0), "PET_MASTER_PORT": str(port)}
+    return {
+        "PET_NNODES": "2",
+        "PET_NODE_RANK": str(k),
+        "PET_NPROC_PER_NODE": "1",
+        "PET_MASTER_ADDR": netns.host_addr(0),
+        "PET_MASTER_PORT": str(port),
+    }
 
 
 def _skypilot(k: int) -> dict:
-    return {"SKYPILOT_NODE_IPS": f"{netns.host_addr(0)}\n{netns.host_addr(1)}\n", "SKYPILOT_NODE_RANK": str(k),
-            "SKYPILOT_NUM_NODES": "2", "SKYPILOT_NUM_GPUS_PER_NODE": "0"}
+    return {
+        "SKYPILOT_NODE_IPS": f"{netns.host_addr(0)}\n{netns.host_addr(1)}\n",
+        "SKYPILOT_NODE_RANK": str(k),
+        "SKYPILOT_NUM_NODES": "2",
+        "SKYPILOT_NUM_GPUS_PER_NODE": "0",
+    }
 
 
 def _wait(procs, timeout: float = 600) -> list[int]:
@@ -158,8 +238,10 @@ def test_every_torch_scheme_crosses_hosts_losslessly(every_scheme, scheme):
     assert row["dist_backend"] == "gloo"
     result = json.loads((out / "cells" / row["cell_id"] / "result.json").read_text())
     assert result["dist"]["source"] == "nodes" and result["dist"]["nodes"] == 2
-    params = [torch.load(out / "cells" / row["cell_id"] / "params.rank0.pt"),
-              torch.load(Path(f"{out}.node1") / row["cell_id"] / "params.rank1.pt")]
+    params = [
+        torch.load(out / "cells" / row["cell_id"] / "params.rank0.pt"),
+        torch.load(Path(f"{out}.node1") / row["cell_id"] / "params.rank1.pt"),
+    ]
     check(params, reference(WL, 2, SMALL[WL]["batch"], SMALL[WL]["seq_len"], STEPS), WL)
 
 

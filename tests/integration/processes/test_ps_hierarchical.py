@@ -24,8 +24,8 @@ def test_layout_one_push_per_node_and_the_duty_spread_over_local_ranks():
         pushers = layout.pushers(k)
         assert len(pushers) == 2 and pushers[0] in (0, 1) and pushers[1] in (2, 3)
     pushed = layout.bytes_pushed()
-    assert sum(pushed.values()) == 2 * 4 * sum(numel)          # one copy per node, not per worker
-    assert pushed[0] == pushed[1] == pushed[2] == pushed[3]   # the duty spread evenly by bytes
+    assert sum(pushed.values()) == 2 * 4 * sum(numel)  # one copy per node, not per worker
+    assert pushed[0] == pushed[1] == pushed[2] == pushed[3]  # the duty spread evenly by bytes
     flat = PSLayout.build(numel, servers=2, node_of_worker=[0, 0, 1, 1], local_reduce=False)
     assert flat.groups == ((0,), (1,), (2,), (3,))
     assert sum(flat.bytes_pushed().values()) == 4 * 4 * sum(numel)  # every worker its whole gradient
@@ -44,8 +44,17 @@ def test_layout_uneven_nodes_and_labels():
 @pytest.mark.parametrize("servers", [1, 2])
 def test_local_reduce_is_lossless(tmp_path, monkeypatch, scheme, servers):
     wl = "bert-base-tiny"
-    cell = CellSpec(workload=wl, scheme=scheme, workers=4, nodes=2, servers=servers, device="cpu",
-                    timeout_s=240, knobs={"local_reduce": 1}, **SMALL[wl])
+    cell = CellSpec(
+        workload=wl,
+        scheme=scheme,
+        workers=4,
+        nodes=2,
+        servers=servers,
+        device="cpu",
+        timeout_s=240,
+        knobs={"local_reduce": 1},
+        **SMALL[wl],
+    )
     params = run_and_load(tmp_path, monkeypatch, cell)
     check(params, reference(wl, 4, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS), wl)
 
@@ -56,8 +65,20 @@ def test_local_reduce_plan_recorded(tmp_path, monkeypatch):
     from harness.spawner.cell import launch_cell
 
     monkeypatch.setenv("DDLBENCH_STEPS", "3")
-    cell = resolve(CellSpec(workload="bert-base-tiny", scheme="bsp-ps", workers=4, nodes=2, servers=1,
-                            device="cpu", timeout_s=240, knobs={"local_reduce": 1}, batch=2, seq_len=16))
+    cell = resolve(
+        CellSpec(
+            workload="bert-base-tiny",
+            scheme="bsp-ps",
+            workers=4,
+            nodes=2,
+            servers=1,
+            device="cpu",
+            timeout_s=240,
+            knobs={"local_reduce": 1},
+            batch=2,
+            seq_len=16,
+        )
+    )
     result = json.loads(launch_cell(cell, tmp_path / "c").read_text())
     assert result["plan"]["ps_groups"] == [[0, 1], [2, 3]]
 
@@ -69,7 +90,6 @@ def test_staged_pushes_are_lossless(tmp_path, monkeypatch, scheme):
     a sender thread once it is done), forced on CPU: the same training, bitwise the same on every rank."""
     monkeypatch.setenv("DDLBENCH_PS_DEFER", "1")
     wl = "bert-base-tiny"
-    cell = CellSpec(workload=wl, scheme=scheme, workers=4, nodes=2, servers=1, device="cpu", timeout_s=240,
-                    **SMALL[wl])
+    cell = CellSpec(workload=wl, scheme=scheme, workers=4, nodes=2, servers=1, device="cpu", timeout_s=240, **SMALL[wl])
     params = run_and_load(tmp_path, monkeypatch, cell)
     check(params, reference(wl, 4, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS), wl)

@@ -21,7 +21,8 @@ ROUNDS = 30
 
 
 def test_every_stop_is_acknowledged_before_any_rank_exits():
-    proc = subprocess.run([sys.executable, "-P", str(PROBE), str(ROUNDS), str(free_port())],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-P", str(PROBE), str(ROUNDS), str(free_port())], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert f"{ROUNDS} rounds stopped cleanly" in proc.stdout

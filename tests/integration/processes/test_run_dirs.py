@@ -32,14 +32,22 @@ def _fake_run(d):
 
 
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
         from harness.results.lock import run_lock
         with run_lock(Path({str(tmp_path)!r}), "ddlbench sweep holder.yaml"):
             print("locked", flush=True)
             time.sleep(60)
-        """)], stdout=subprocess.PIPE, text=True)
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(UserError, match=rf"being written by pid {holder.pid} \(ddlbench sweep holder.yaml\)"):
@@ -68,8 +76,9 @@ def test_an_existing_run_needs_resume_or_overwrite(tmp_path):
 def test_interrupted_cells_are_not_finished(tmp_path):
     run = _fake_run(tmp_path / "run")
     (run / "cells" / "c2").mkdir()
-    pd.DataFrame([{"cell_id": "c2", "status": "failed", "reason": "interrupted by SIGTERM after 3 s"}]
-                 ).to_parquet(run / "cells" / "c2" / "summary.parquet")
+    pd.DataFrame([{"cell_id": "c2", "status": "failed", "reason": "interrupted by SIGTERM after 3 s"}]).to_parquet(
+        run / "cells" / "c2" / "summary.parquet"
+    )
     assert store.finished_cells(run) == {"c1"}
 
 
@@ -98,12 +107,35 @@ def test_environment_records_the_package_the_ranks_import():
 def test_compare_with_nothing_compared_does_not_pass(tmp_path):
     def run(d, workload):
         d.mkdir()
-        pd.DataFrame([{"schema_version": 1, "run_id": d.name, "cell_id": "c", "source": "measured", "status": "ok",
-                       "reason": "", "workload": workload, "sample_unit": "img", "scheme": "ddp", "backend": "torch",
-                       "workers": 2, "servers": 0, "batch_per_worker": 8, "global_batch": 16, "seq_len": None,
-                       "knobs_json": "{}", "network": "loopback"}]).to_parquet(d / "summary.parquet")
-        pd.DataFrame([{"schema_version": 1, "run_id": d.name, "cell_id": "c", "rank": 0, "iteration": i,
-                       "iter_s": 0.1} for i in range(8)]).to_parquet(d / "raw.parquet")
+        pd.DataFrame(
+            [
+                {
+                    "schema_version": 1,
+                    "run_id": d.name,
+                    "cell_id": "c",
+                    "source": "measured",
+                    "status": "ok",
+                    "reason": "",
+                    "workload": workload,
+                    "sample_unit": "img",
+                    "scheme": "ddp",
+                    "backend": "torch",
+                    "workers": 2,
+                    "servers": 0,
+                    "batch_per_worker": 8,
+                    "global_batch": 16,
+                    "seq_len": None,
+                    "knobs_json": "{}",
+                    "network": "loopback",
+                }
+            ]
+        ).to_parquet(d / "summary.parquet")
+        pd.DataFrame(
+            [
+                {"schema_version": 1, "run_id": d.name, "cell_id": "c", "rank": 0, "iteration": i, "iter_s": 0.1}
+                for i in range(8)
+            ]
+        ).to_parquet(d / "raw.parquet")
         pd.DataFrame([{"fingerprint": "fp"}]).to_parquet(d / "environment.parquet")
         return str(d)
 
@@ -121,8 +153,26 @@ def test_run_exits_1_when_its_cell_failed_and_ranks_ignore_a_stray_package(tmp_p
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DDLBENCH_FAULT", "crash:1:1")
     out = tmp_path / "out"
-    res = CliRunner().invoke(cli, ["run", "--workload", "resnet50-tiny", "--scheme", "bsp-a2a", "--workers", "2",
-                                   "--warmup", "1", "--iters", "3", "--device", "cpu", "--output", str(out)])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "--workload",
+            "resnet50-tiny",
+            "--scheme",
+            "bsp-a2a",
+            "--workers",
+            "2",
+            "--warmup",
+            "1",
+            "--iters",
+            "3",
+            "--device",
+            "cpu",
+            "--output",
+            str(out),
+        ],
+    )
     assert res.exit_code == 1, res.output
     s = pd.read_parquet(out / "summary.parquet")
     assert list(s["status"]) == ["failed"] and s["reason"].iloc[0] == "rank 1 died (exit code 17)"
@@ -135,21 +185,47 @@ def test_resume_rebuilds_a_damaged_table_from_the_cell_parts(tmp_path):
     from harness.experiment.execute import run_cells
 
     run = _fake_run(tmp_path / "run")
-    row = {"cell_id": "c1", "status": "ok", "reason": "", "scheme": "ddp", "workers": 2, "workload": "w",
-           "batch_per_worker": 8, "seq_len": None, "device": "cpu", "dtype": "fp32", "network": "loopback",
-           "throughput_median": 1.0, "iter_s_median": 1.0, "comm_only_s": 0.0}
+    row = {
+        "cell_id": "c1",
+        "status": "ok",
+        "reason": "",
+        "scheme": "ddp",
+        "workers": 2,
+        "workload": "w",
+        "batch_per_worker": 8,
+        "seq_len": None,
+        "device": "cpu",
+        "dtype": "fp32",
+        "network": "loopback",
+        "throughput_median": 1.0,
+        "iter_s_median": 1.0,
+        "comm_only_s": 0.0,
+    }
     pd.DataFrame([row]).to_parquet(run / "cells" / "c1" / "summary.parquet")
-    pd.DataFrame([{"cell_id": "c1", "rank": 0, "iteration": 0, "iter_s": 1.0}]).to_parquet(run / "cells" / "c1" /
-                                                                                           "raw.parquet")
+    pd.DataFrame([{"cell_id": "c1", "rank": 0, "iteration": 0, "iter_s": 1.0}]).to_parquet(
+        run / "cells" / "c1" / "raw.parquet"
+    )
     (run / "summary.parquet").write_bytes(b"PAR1 torn")  # e.g. a disk filled up mid-write elsewhere
     pd.DataFrame([{"fingerprint": "fp"}]).to_parquet(run / "environment.parquet")
     run_cells([], run, RunOptions(resume=True, progress=False))
     assert list(read_table(run / "summary.parquet")["cell_id"]) == ["c1"]
 
 
-ROW = {"status": "ok", "reason": "", "scheme": "ddp", "workers": 2, "workload": "w", "batch_per_worker": 8,
-       "seq_len": None, "device": "cpu", "dtype": "fp32", "network": "loopback", "throughput_median": 1.0,
-       "iter_s_median": 1.0, "comm_only_s": 0.0}
+ROW = {
+    "status": "ok",
+    "reason": "",
+    "scheme": "ddp",
+    "workers": 2,
+    "workload": "w",
+    "batch_per_worker": 8,
+    "seq_len": None,
+    "device": "cpu",
+    "dtype": "fp32",
+    "network": "loopback",
+    "throughput_median": 1.0,
+    "iter_s_median": 1.0,
+    "comm_only_s": 0.0,
+}
 
 
 def _measured_run(d):
@@ -168,17 +244,24 @@ def test_a_torn_or_missing_cell_part_is_restored_from_the_run_tables(tmp_path):
     from harness.results.repair import repair_parts
 
     run = _measured_run(tmp_path / "run")
-    parts = {c: (pd.read_parquet(store.cell_dir(run, c) / "summary.parquet"),
-                 pd.read_parquet(store.cell_dir(run, c) / "raw.parquet")) for c in ("c1", "c2")}
+    parts = {
+        c: (
+            pd.read_parquet(store.cell_dir(run, c) / "summary.parquet"),
+            pd.read_parquet(store.cell_dir(run, c) / "raw.parquet"),
+        )
+        for c in ("c1", "c2")
+    }
     _cut(store.cell_dir(run, "c1") / "summary.parquet")
     (store.cell_dir(run, "c2") / "raw.parquet").unlink()
     c1, c2 = store.cell_dir(run, "c1"), store.cell_dir(run, "c2")
     assert repair_parts(run, ["c1", "c2"]) == [
         f"{c1 / 'summary.parquet'} is torn: restored from {run / 'summary.parquet'} (nothing measured again)",
-        f"{c2 / 'raw.parquet'} is missing: restored from {run / 'raw.parquet'} (nothing measured again)"]
+        f"{c2 / 'raw.parquet'} is missing: restored from {run / 'raw.parquet'} (nothing measured again)",
+    ]
     for c, (summary, raw) in parts.items():  # the parts as they were written
-        pd.testing.assert_frame_equal(pd.read_parquet(store.cell_dir(run, c) / "summary.parquet"), summary,
-                                      check_like=True)
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(store.cell_dir(run, c) / "summary.parquet"), summary, check_like=True
+        )
         pd.testing.assert_frame_equal(pd.read_parquet(store.cell_dir(run, c) / "raw.parquet"), raw)
     assert store.finished_cells(run) == {"c1", "c2"} and repair_parts(run) == []
 
@@ -193,17 +276,20 @@ def test_a_cell_with_no_intact_copy_is_measured_again_and_a_foreign_folder_is_na
     foreign.mkdir()
     (foreign / "summary.parquet").write_bytes(b"not a table")
     lines = repair_parts(run, ["c1", "c2"])
-    assert lines == [f"skipped {foreign}: not a cell of this run (no summary of it, no cell.json); move it out of "
-                     f"{run / 'cells'}",
-                     f"{store.cell_dir(run, 'c1') / 'raw.parquet'} is torn and {run / 'raw.parquet'} does not hold "
-                     f"the cell's samples: it is measured again"]
+    assert lines == [
+        f"skipped {foreign}: not a cell of this run (no summary of it, no cell.json); move it out of {run / 'cells'}",
+        f"{store.cell_dir(run, 'c1') / 'raw.parquet'} is torn and {run / 'raw.parquet'} does not hold "
+        f"the cell's samples: it is measured again",
+    ]
     assert store.finished_cells(run) == {"c2"}  # c1 runs again on resume; the foreign folder is no cell
     store.consolidate(run)  # the foreign folder skipped, the table rebuilt from the sound parts
     assert set(read_table(run / "raw.parquet")["cell_id"]) == {"c2"} and (foreign / "summary.parquet").exists()
 
 
-SWEEP_ONE = ("name: repair\nworkloads: [resnet50-tiny]\nschemes: [ddp]\nworkers: [1]\nwarmup: 1\niters: 3\n"
-             "device: cpu\ntimeout_s: 120\n")
+SWEEP_ONE = (
+    "name: repair\nworkloads: [resnet50-tiny]\nschemes: [ddp]\nworkers: [1]\nwarmup: 1\niters: 3\n"
+    "device: cpu\ntimeout_s: 120\n"
+)
 
 
 @pytest.mark.slow

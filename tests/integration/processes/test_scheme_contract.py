@@ -20,12 +20,25 @@ from harness.core.errors import UserError
 from harness.predict.predictor import Network, predict_rows, resolve_methods, simulate
 from harness.schemes import SCHEMES, Scheme
 from harness.sim.model import Model, NoModel
-from harness.sim.network import get_link
+from harness.sim.links import get_link
 
 NO_MODEL_ALLOWED = {"zero0", "zero1", "zero2", "zero3", "byteps"}
 """Framework natives whose own schedules are not simulated: they must say why (NoModel(reason))."""
-HOOKS = ("setup", "before_backward", "backward", "after_backward", "wait", "step", "quiesce", "flush",
-         "shutdown", "probe_comm", "final_parameters", "describe", "comm_bytes_per_iter")
+HOOKS = (
+    "setup",
+    "before_backward",
+    "backward",
+    "after_backward",
+    "wait",
+    "step",
+    "quiesce",
+    "flush",
+    "shutdown",
+    "probe_comm",
+    "final_parameters",
+    "describe",
+    "comm_bytes_per_iter",
+)
 
 
 def test_every_scheme_has_a_model_or_says_why_not():
@@ -52,10 +65,15 @@ def test_knobs_are_typed_validated_once_and_frozen():
     assert k.bucket_cap_mb == 50.0 and k.broadcast_buffers == 1
     with pytest.raises(dataclasses.FrozenInstanceError):
         k.bucket_cap_mb = 1.0
-    for bad, words in (({"bucket_cap_mb": -1}, "must be > 0"), ({"bucket_cap_mb": "big"}, "is not a float"),
-                       ({"bucket_cap_mb": None}, "needs a value"), ({"broadcast_buffers": 2}, "must be <= 1"),
-                       ({"bucket_cap_mb": float("inf")}, "finite"), ({"bucket_cap_mb": float("nan")}, "finite"),
-                       ({"bucket_mb": 1}, "unknown knob")):
+    for bad, words in (
+        ({"bucket_cap_mb": -1}, "must be > 0"),
+        ({"bucket_cap_mb": "big"}, "is not a float"),
+        ({"bucket_cap_mb": None}, "needs a value"),
+        ({"broadcast_buffers": 2}, "must be <= 1"),
+        ({"bucket_cap_mb": float("inf")}, "finite"),
+        ({"bucket_cap_mb": float("nan")}, "finite"),
+        ({"bucket_mb": 1}, "unknown knob"),
+    ):
         with pytest.raises(UserError, match=words) as e:
             ddp.resolve_knobs(bad)
         assert "fix" in str(e.value) or "its knobs are" in str(e.value)
@@ -66,7 +84,9 @@ def test_resolved_knobs_stay_the_recorded_plain_dict():
     assert SCHEMES.get("ddp").resolve_knobs({}) == {"bucket_cap_mb": 25.0, "broadcast_buffers": 1}
     assert list(SCHEMES.get("bytescheduler-a2a").resolve_knobs({})) == ["partition_mb", "credit_mb"]
     assert SCHEMES.get("horovod").resolve_knobs({"fusion_threshold_mb": 64.0}) == {
-        "fusion_threshold_mb": 64, "cycle_time_ms": 1.0}
+        "fusion_threshold_mb": 64,
+        "cycle_time_ms": 1.0,
+    }
     for name, entry in SCHEMES.items():  # `ddlbench list` prints a line of help for every knob
         for knob_name, knob in entry.knobs.items():
             assert knob.doc, f"{name}.{knob_name} has no docstring under its field"
@@ -95,9 +115,11 @@ def test_a_toy_scheme_is_one_file_and_trains_losslessly_and_predicts(toy, tmp_pa
         reference,
         run_and_load,
     )
+
     wl = "bert-base-tiny"
-    params = run_and_load(tmp_path, monkeypatch, CellSpec(workload=wl, scheme="toy", workers=2,
-                                                           knobs={"reverse": 1}, **SMALL[wl]))
+    params = run_and_load(
+        tmp_path, monkeypatch, CellSpec(workload=wl, scheme="toy", workers=2, knobs={"reverse": 1}, **SMALL[wl])
+    )
     check(params, reference(wl, 2, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS), wl)
     assert "toy" in resolve_methods("all")
     out = simulate("toy", BERTISH, cluster(2, 4))

@@ -42,10 +42,33 @@ def _traced_run(tmp_path, scheme: str):
     # for ByteScheduler, whose last traced iteration's gradients are awaited in the next forward
     iters = TRACED + 1 if scheme == "bytescheduler-a2a" else TRACED
     out = tmp_path / scheme
-    res = CliRunner().invoke(cli, ["run", "--workload", WORKLOAD, "--scheme", scheme, "--workers", "2",
-                                   "--device", "cpu", "--batch", str(BATCH), "--warmup", "1", "--iters", str(iters),
-                                   "--trace", str(TRACED), "--oversubscribe", "--timeout", "400",
-                                   "--output", str(out)])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "--workload",
+            WORKLOAD,
+            "--scheme",
+            scheme,
+            "--workers",
+            "2",
+            "--device",
+            "cpu",
+            "--batch",
+            str(BATCH),
+            "--warmup",
+            "1",
+            "--iters",
+            str(iters),
+            "--trace",
+            str(TRACED),
+            "--oversubscribe",
+            "--timeout",
+            "400",
+            "--output",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     [path] = list((out / "cells").glob("*/trace.json"))
     return out, path.parent.name, json.loads(path.read_text())
@@ -88,8 +111,11 @@ def test_traced_run_writes_every_rank_timeline(tmp_path, scheme):
             if scheme != "bytescheduler-a2a":
                 limit = t1
             else:
-                limit = max(e["ts"] + e["dur"] for e in evs
-                            if e["name"].startswith("pre-hook wait") and e["args"]["iteration"] == i + 1)
+                limit = max(
+                    e["ts"] + e["dur"]
+                    for e in evs
+                    if e["name"].startswith("pre-hook wait") and e["args"]["iteration"] == i + 1
+                )
             for e in mine:
                 assert t0 <= e["ts"] and e["ts"] + e["dur"] <= limit + 1, (e, t0, limit)
         assert all(e["args"]["iteration"] < TRACED for e in comm)
@@ -130,16 +156,17 @@ def test_tracing_off_installs_nothing(tmp_path, monkeypatch, scheme):
         seen["scheme"] = scheme_obj
         seen["transport"] = scheme_obj.ctx.transport
         seen["module_hooks"] = sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules())
-        seen["optimizer_hooks"] = (len(optim_hooks._global_optimizer_pre_hooks)
-                                   + len(optim_hooks._global_optimizer_post_hooks))
+        seen["optimizer_hooks"] = len(optim_hooks._global_optimizer_pre_hooks) + len(
+            optim_hooks._global_optimizer_post_hooks
+        )
         return real(model, scheme_obj, loss_fn, batch, warmup, iters, device, barrier, fault)
 
     real = worker_mod.run_loop
     monkeypatch.setattr(worker_mod, "run_loop", spy)
-    cell = resolve(CellSpec(workload=WORKLOAD, scheme=scheme, workers=1, device="cpu", batch=BATCH, warmup=1,
-                            iters=2))
-    me = RankIdentity(rank=0, world_size=1, local_rank=0, local_world_size=1, master_addr="127.0.0.1",
-                  master_port=_free_port())
+    cell = resolve(CellSpec(workload=WORKLOAD, scheme=scheme, workers=1, device="cpu", batch=BATCH, warmup=1, iters=2))
+    me = RankIdentity(
+        rank=0, world_size=1, local_rank=0, local_world_size=1, master_addr="127.0.0.1", master_port=_free_port()
+    )
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     assert worker_mod.run_worker(cell, me, tmp_path) is not None
     assert not isinstance(seen["scheme"], TracedScheme)
@@ -159,8 +186,11 @@ def test_traced_local_cell_removes_its_hooks_and_keeps_the_id(tmp_path, monkeypa
         return out
 
     monkeypatch.setattr(worker_mod, "run_loop", spy)
-    cell = resolve(CellSpec(workload=WORKLOAD, scheme="local", workers=1, device="cpu", batch=BATCH, warmup=1,
-                            iters=3, trace_iters=2))
+    cell = resolve(
+        CellSpec(
+            workload=WORKLOAD, scheme="local", workers=1, device="cpu", batch=BATCH, warmup=1, iters=3, trace_iters=2
+        )
+    )
     assert cell.cell_id == cell.with_(trace_iters=0).cell_id  # resume finds traced and untraced cells alike
     me = RankIdentity(rank=0, world_size=1, local_rank=0, local_world_size=1, master_addr="127.0.0.1", master_port=0)
     worker_mod.run_worker(cell, me, tmp_path)
@@ -185,6 +215,7 @@ def test_trace_option_reaches_the_cell(monkeypatch, args, want):
     def fake(cell, *a, **k):
         seen["cell"] = cell
         raise UserError("stop here")
+
     monkeypatch.setattr(dispatch, "run_cell", fake)
     res = CliRunner().invoke(cli, ["run", "--workload", WORKLOAD, "--scheme", "wfbp-a2a", *args])
     assert res.exit_code == 2 and seen["cell"].trace_iters == want

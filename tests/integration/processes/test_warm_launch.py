@@ -35,8 +35,18 @@ from harness.warm.client import ZYGOTE_MODULE
 from harness.warm.spawn import RankStart, netns_of, warm_ranks
 
 pytestmark = pytest.mark.slow
-SWEEP = dict(name="warm", workloads=["bert-base-tiny"], schemes=["ddp", "bsp-a2a"], workers=[2], batch=2,
-             seq_len=16, warmup=1, iters=3, baseline=False, timeout_s=180)
+SWEEP = dict(
+    name="warm",
+    workloads=["bert-base-tiny"],
+    schemes=["ddp", "bsp-a2a"],
+    workers=[2],
+    batch=2,
+    seq_len=16,
+    warmup=1,
+    iters=3,
+    baseline=False,
+    timeout_s=180,
+)
 
 WARM_SESSION = False
 """These tests start and count zygotes themselves: no module-wide zygote (tests/conftest.py)."""
@@ -82,7 +92,10 @@ def test_warm_and_cold_sweeps_record_how_their_ranks_started(tmp_path, monkeypat
     cold = run_sweep_file(_sweep(tmp_path, cold=True), RunOptions(output=tmp_path / "cold", progress=False))
     c = pd.read_parquet(cold / "summary.parquet")
     assert list(c["host_heap"]) == ["default", "default"]
-    assert list(c["rank_start"]) == ["cold", "cold"] and not pd.read_parquet(cold / "environment.parquet")["warm_ranks"].iloc[0]
+    assert (
+        list(c["rank_start"]) == ["cold", "cold"]
+        and not pd.read_parquet(cold / "environment.parquet")["warm_ranks"].iloc[0]
+    )
     print(f"\nstartup_s warm {list(s['startup_s'].round(2))}, cold {list(c['startup_s'].round(2))}")
     assert not _zygotes(), "the zygote outlived its sweep"
 
@@ -102,6 +115,7 @@ def test_a_rank_killed_mid_cell_fails_that_cell_only(tmp_path, monkeypatch):
                     os.kill(pid, signal.SIGKILL)
                     killed.append(pid)
             time.sleep(0.2)
+
     threading.Thread(target=kill_the_hung_rank, daemon=True).start()
     run_sweep_file(_sweep(tmp_path), RunOptions(output=run_dir, progress=False))
     s = pd.read_parquet(run_dir / "summary.parquet").set_index("scheme")
@@ -114,16 +128,30 @@ def test_driver_sigkill_leaves_no_zygote_and_no_rank(tmp_path):
     marker = f"warm-launch-{uuid.uuid4().hex}"
     out = tmp_path / "run"
     env = {**os.environ, "DDLBENCH_TEST_MARKER": marker, "DDLBENCH_FAULT": "hang:0:1"}
-    driver = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "sweep", str(_sweep(tmp_path)), "--output", str(out),
-                               "--no-progress"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "sweep",
+            str(_sweep(tmp_path)),
+            "--output",
+            str(out),
+            "--no-progress",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     zygotes: list[int] = []
 
     def left() -> list[int]:
         """Ranks of the run (by their logs; a forked rank's /proc environment is not its own), the
         zygote (by the pid seen before the kill) and any process with the marker in its environment."""
-        found = set(rank_pids(out)) | {z for z in zygotes if psutil.pid_exists(z) and
-                                        psutil.Process(z).status() != psutil.STATUS_ZOMBIE}
+        found = set(rank_pids(out)) | {
+            z for z in zygotes if psutil.pid_exists(z) and psutil.Process(z).status() != psutil.STATUS_ZOMBIE
+        }
         for p in psutil.process_iter():
             try:
                 if p.pid != driver.pid and p.environ().get("DDLBENCH_TEST_MARKER") == marker:
@@ -131,6 +159,7 @@ def test_driver_sigkill_leaves_no_zygote_and_no_rank(tmp_path):
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 pass
         return sorted(found)
+
     try:
         deadline = time.monotonic() + 120
         while not any("injected fault" in p.read_text(errors="replace") for p in out.glob("cells/*/rank0.log")):
@@ -164,6 +193,7 @@ def test_a_warm_rank_shows_its_own_command_line(tmp_path, monkeypatch):
                     titles.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.2)
+
     threading.Thread(target=look, daemon=True).start()
     run_sweep_file(_sweep(tmp_path, schemes=["ddp"]), RunOptions(output=tmp_path / "t", progress=False))
     assert titles and "-m harness.rank.worker --cell" in titles[0] and str(tmp_path / "t") in titles[0], titles

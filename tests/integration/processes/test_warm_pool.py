@@ -46,8 +46,17 @@ from harness.warm.client import DIR_PREFIX, LOST, PoolDead, WarmPool, remove_sta
 pytestmark = pytest.mark.slow
 
 TESTS = str(TESTS)
-CELL = dict(workload="bert-base-tiny", scheme="ddp", workers=2, device="cpu", batch=2, seq_len=16,
-            warmup=1, iters=2, timeout_s=120)
+CELL = dict(
+    workload="bert-base-tiny",
+    scheme="ddp",
+    workers=2,
+    device="cpu",
+    batch=2,
+    seq_len=16,
+    warmup=1,
+    iters=2,
+    timeout_s=120,
+)
 
 WARM_SESSION = False
 """These tests start and count zygotes themselves: no module-wide zygote (tests/conftest.py)."""
@@ -73,11 +82,21 @@ def spawn_cell(pool: WarmPool, cell: CellSpec, cell_dir: Path, extra: dict | Non
     procs = []
     for r in range(world):
         env = spawner_cell._rank_env(cell, placement)
-        env.update(RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r % per_node), LOCAL_WORLD_SIZE=str(
-            min(per_node, world)), GROUP_WORLD_SIZE=str(placement.nodes), MASTER_ADDR=placement.master_addr,
-            MASTER_PORT=str(port), NODE_RANK=str(r // per_node), DDLBENCH_PLACED_AT=repr(placed_at), **(extra or {}))
-        procs.append(pool.spawn(WORKER_MODULE, ["--cell", str(spec), "--out", str(cell_dir)], env,
-                                cell_dir / f"rank{r}.log"))
+        env.update(
+            RANK=str(r),
+            WORLD_SIZE=str(world),
+            LOCAL_RANK=str(r % per_node),
+            LOCAL_WORLD_SIZE=str(min(per_node, world)),
+            GROUP_WORLD_SIZE=str(placement.nodes),
+            MASTER_ADDR=placement.master_addr,
+            MASTER_PORT=str(port),
+            NODE_RANK=str(r // per_node),
+            DDLBENCH_PLACED_AT=repr(placed_at),
+            **(extra or {}),
+        )
+        procs.append(
+            pool.spawn(WORKER_MODULE, ["--cell", str(spec), "--out", str(cell_dir)], env, cell_dir / f"rank{r}.log")
+        )
     return procs
 
 
@@ -132,6 +151,7 @@ def test_rank_killed_mid_cell_fails_it_and_killpg_ends_the_other(pool, tmp_path)
     def kill_rank1():
         time.sleep(4.0)  # a warm rank is in its timed loop within a second or two
         os.kill(procs[1].pid, signal.SIGKILL)
+
     threading.Thread(target=kill_rank1, daemon=True).start()
     try:
         with pytest.raises(CellFailed, match=r"rank [01] died") as failed:  # rank 0 may lose its peer first
@@ -148,8 +168,12 @@ def test_zygote_killed_every_rank_reports_lost_and_the_pool_is_dead(tmp_path):
     pool = WarmPool()
     try:
         env = probe_env(marker="zygote-death")
-        procs = [pool.spawn("warm_probe", ["--report", str(tmp_path / f"p{i}.json"), "--sleep", "300"], env,
-                            tmp_path / f"p{i}.log") for i in range(2)]
+        procs = [
+            pool.spawn(
+                "warm_probe", ["--report", str(tmp_path / f"p{i}.json"), "--sleep", "300"], env, tmp_path / f"p{i}.log"
+            )
+            for i in range(2)
+        ]
         for i in range(2):
             wait_for(lambda i=i: (tmp_path / f"p{i}.json").exists(), 30)
         os.kill(pool.pid, signal.SIGKILL)
@@ -179,10 +203,12 @@ time.sleep(300)
     proc = subprocess.Popen([*python_argv(), "-c", driver], env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "spawned"
+
         # found through the driver: setproctitle (which shows each rank's own command line) writes over
         # the environment /proc shows, the zygote's included
         def zygote():
             return next(iter(live_children(proc.pid, "harness.warm.zygote")), None)
+
         wait_for(lambda: zygote() is not None and len(zygote().children()) == 2, 30)
         started = [zygote(), *zygote().children()]
 
@@ -195,6 +221,7 @@ time.sleep(300)
                 except psutil.Error:
                     pass
             return out
+
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         t0 = time.monotonic()
@@ -217,8 +244,9 @@ def test_forked_rank_uses_the_threads_its_cell_asks_for(pool, tmp_path):
         env = probe_env(threads=threads)
         warm = pool.spawn("warm_probe", ["--report", str(tmp_path / "w.json")], env, tmp_path / "w.log")
         assert warm.wait(timeout=30) == 0, (tmp_path / "w.log").read_text()
-        subprocess.run([*python_argv(), "-m", "warm_probe", "--report", str(tmp_path / "f.json")], env=env,
-                       check=True, timeout=60)
+        subprocess.run(
+            [*python_argv(), "-m", "warm_probe", "--report", str(tmp_path / "f.json")], env=env, check=True, timeout=60
+        )
         w, f = (json.loads((tmp_path / n).read_text()) for n in ("w.json", "f.json"))
         assert w["threads"] == f["threads"] == threads
         assert w["interop_threads"] == f["interop_threads"]
@@ -230,8 +258,12 @@ def test_forked_rank_uses_the_threads_its_cell_asks_for(pool, tmp_path):
     d = tmp_path / "cell"
     d.mkdir()
     (d / "cell.json").write_text(cell.to_json())
-    warm = pool.spawn("warm_probe", ["--report", str(tmp_path / "c.json"), "--worker", "--cell",
-                                     str(d / "cell.json"), "--out", str(d)], probe_env(threads=1), d / "rank0.log")
+    warm = pool.spawn(
+        "warm_probe",
+        ["--report", str(tmp_path / "c.json"), "--worker", "--cell", str(d / "cell.json"), "--out", str(d)],
+        probe_env(threads=1),
+        d / "rank0.log",
+    )
     assert warm.wait(timeout=60) == 0, (d / "rank0.log").read_text()
     report = json.loads((tmp_path / "c.json").read_text())
     assert report["worker_exit"] == 0 and (d / "result.json").exists()
@@ -244,8 +276,9 @@ def test_rank_enters_the_network_namespace_it_is_given(pool, tmp_path):
     try:
         path = f"/proc/{holder.pid}/ns/net"
         wait_for(lambda: os.readlink(path) != os.readlink("/proc/self/ns/net"), 10)
-        p = pool.spawn("warm_probe", ["--report", str(tmp_path / "n.json")], probe_env(), tmp_path / "n.log",
-                       netns=path)
+        p = pool.spawn(
+            "warm_probe", ["--report", str(tmp_path / "n.json")], probe_env(), tmp_path / "n.log", netns=path
+        )
         assert p.wait(timeout=30) == 0, (tmp_path / "n.log").read_text()
         assert json.loads((tmp_path / "n.json").read_text())["netns"] == os.readlink(path)
         with pytest.raises(OSError, match="setns|No such file"):

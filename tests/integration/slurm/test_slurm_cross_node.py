@@ -24,18 +24,29 @@ from helpers import ROOT, netns_sbatch, require
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-TORCH_SCHEMES = ["ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps",
-                 "bytescheduler-ps"]
+TORCH_SCHEMES = ["ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps"]
 PROFILES = {"slow": {"iface": "slow0"}, "fast": {"iface": "fast0"}, "missing": {"iface": "nope0"}}
 JOB_TIMEOUT_S = 900
 
 
 def _sweep(tmp: Path, name: str, **over) -> Path:
-    data = {"name": name, "workloads": ["bert-base-tiny"], "schemes": ["ddp"], "backends": ["torch"],
-            "workers": [2], "batch": 4, "seq_len": 32, "warmup": 2, "iters": 4, "timeout_s": 150,
-            "device": "cpu", "baseline": False, "network": "fast",
-            "servers": [1],  # one parameter server at any node count (left out: one per worker node)
-            **over}
+    data = {
+        "name": name,
+        "workloads": ["bert-base-tiny"],
+        "schemes": ["ddp"],
+        "backends": ["torch"],
+        "workers": [2],
+        "batch": 4,
+        "seq_len": 32,
+        "warmup": 2,
+        "iters": 4,
+        "timeout_s": 150,
+        "device": "cpu",
+        "baseline": False,
+        "network": "fast",
+        "servers": [1],  # one parameter server at any node count (left out: one per worker node)
+        **over,
+    }
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -47,11 +58,20 @@ def _job(tmp: Path, sweeps: list[Path], tasks_per_node: int, allow_failed: bool 
     lines = ["#!/bin/sh", f"export DDLBENCH_NETWORKS={tmp}/networks.yaml PYTHONPATH={ROOT}", "status=0"]
     for s in sweeps:
         extra = " --allow-failed-cells" if allow_failed else ""
-        lines.append(f"{sys.executable} -m harness.cli.main sweep {s} --output {tmp}/{s.stem} --launcher srun "
-                     f"--no-progress{extra} || status=$?")
+        lines.append(
+            f"{sys.executable} -m harness.cli.main sweep {s} --output {tmp}/{s.stem} --launcher srun "
+            f"--no-progress{extra} || status=$?"
+        )
     lines.append("exit $status")
-    return netns_sbatch(tmp, "\n".join(lines) + "\n", "--nodes=2", f"--ntasks-per-node={tasks_per_node}",
-                   "--time=30", "--job-name=cross-node", timeout_s=JOB_TIMEOUT_S)
+    return netns_sbatch(
+        tmp,
+        "\n".join(lines) + "\n",
+        "--nodes=2",
+        f"--ntasks-per-node={tasks_per_node}",
+        "--time=30",
+        "--job-name=cross-node",
+        timeout_s=JOB_TIMEOUT_S,
+    )
 
 
 def _summary(tmp: Path, name: str) -> pd.DataFrame:
@@ -68,13 +88,29 @@ def _frameworks() -> list[str]:
 
 def test_every_method_crosses_two_nodes_one_task_each(cluster, tmp_path):
     _frameworks()
-    sweeps = [_sweep(tmp_path, "torch", schemes=TORCH_SCHEMES),
-              _sweep(tmp_path, "frameworks", schemes=["horovod", "zero2"], backends=["horovod", "deepspeed"])]
+    sweeps = [
+        _sweep(tmp_path, "torch", schemes=TORCH_SCHEMES),
+        _sweep(tmp_path, "frameworks", schemes=["horovod", "zero2"], backends=["horovod", "deepspeed"]),
+    ]
     state, out = _job(tmp_path, sweeps, tasks_per_node=1)
     frames = [_summary(tmp_path, s.stem) for s in sweeps]
     df = pd.concat(frames, ignore_index=True)
-    print(df[["scheme", "backend", "status", "reason", "iface", "net_check", "net_bytes_per_iter",
-              "throughput_median", "rank_start", "startup_s"]].to_string())
+    print(
+        df[
+            [
+                "scheme",
+                "backend",
+                "status",
+                "reason",
+                "iface",
+                "net_check",
+                "net_bytes_per_iter",
+                "throughput_median",
+                "rank_start",
+                "startup_s",
+            ]
+        ].to_string()
+    )
     assert state == "COMPLETED", out
     assert sorted(df["scheme"]) == sorted(TORCH_SCHEMES + ["horovod", "zero2"])
     assert (df["status"] == "ok").all(), df[["scheme", "reason"]]
@@ -86,8 +122,16 @@ def test_every_method_crosses_two_nodes_one_task_each(cluster, tmp_path):
 
 
 def test_two_tasks_per_node_and_the_ps_reduces_inside_the_node(cluster, tmp_path):
-    sweeps = [_sweep(tmp_path, "two-per-node", schemes=["ddp", "bsp-ps", "bytescheduler-ps"], workers=[4],
-                     knobs={"bsp-ps": {"local_reduce": [0, 1]}}, oversubscribe=True)]
+    sweeps = [
+        _sweep(
+            tmp_path,
+            "two-per-node",
+            schemes=["ddp", "bsp-ps", "bytescheduler-ps"],
+            workers=[4],
+            knobs={"bsp-ps": {"local_reduce": [0, 1]}},
+            oversubscribe=True,
+        )
+    ]
     state, out = _job(tmp_path, sweeps, tasks_per_node=2)
     df = _summary(tmp_path, "two-per-node")
     print(df[["scheme", "knobs_json", "status", "reason", "net_bytes_per_iter", "plan_json"]].to_string())
@@ -100,15 +144,19 @@ def test_two_tasks_per_node_and_the_ps_reduces_inside_the_node(cluster, tmp_path
 
 
 def test_slow_and_fast_profiles_differ_as_their_links_and_a_missing_interface_fails(cluster, tmp_path):
-    sweeps = [_sweep(tmp_path, "on-slow", schemes=["bsp-a2a"], network="slow"),
-              _sweep(tmp_path, "on-fast", schemes=["bsp-a2a"], network="fast"),
-              _sweep(tmp_path, "on-missing", schemes=["bsp-a2a"], network="missing")]
+    sweeps = [
+        _sweep(tmp_path, "on-slow", schemes=["bsp-a2a"], network="slow"),
+        _sweep(tmp_path, "on-fast", schemes=["bsp-a2a"], network="fast"),
+        _sweep(tmp_path, "on-missing", schemes=["bsp-a2a"], network="missing"),
+    ]
     state, out = _job(tmp_path, sweeps, tasks_per_node=1)
     assert state == "FAILED", out  # the missing interface's sweep exits 1: Slurm marks the job FAILED
     slow, fast = _summary(tmp_path, "on-slow").iloc[0], _summary(tmp_path, "on-fast").iloc[0]
     missing = _summary(tmp_path, "on-missing").iloc[0]
-    print(f"slow: {slow.iter_s_median:.3f} s/iter, {slow.net_bytes_per_iter:.3g} B/iter on {slow.iface}; "
-          f"fast: {fast.iter_s_median:.3f} s/iter, {fast.net_bytes_per_iter:.3g} B/iter on {fast.iface}")
+    print(
+        f"slow: {slow.iter_s_median:.3f} s/iter, {slow.net_bytes_per_iter:.3g} B/iter on {slow.iface}; "
+        f"fast: {fast.iter_s_median:.3f} s/iter, {fast.net_bytes_per_iter:.3g} B/iter on {fast.iface}"
+    )
     assert slow.status == fast.status == "ok"
     assert (slow.iface, slow.net_main_iface, slow.net_check) == ("slow0", "slow0", "ok")
     assert (fast.iface, fast.net_main_iface, fast.net_check) == ("fast0", "fast0", "ok")
@@ -125,23 +173,38 @@ def test_commbench_and_advise_measure_the_network_between_the_nodes(cluster, tmp
     each node, and busbw under the shaped 1 Gbit/s link; advise's candidates then run on both nodes."""
     (tmp_path / "networks.yaml").write_text(yaml.safe_dump(PROFILES))
     py = f"{sys.executable} -m harness.cli.main"
-    lines = ["#!/bin/sh", f"export DDLBENCH_NETWORKS={tmp_path}/networks.yaml PYTHONPATH={ROOT}", "set -e",
-             f"{py} commbench --workers 2 --min-size 1M --max-size 8M --reps 3 --output {tmp_path}/cb",
-             f"{py} advise --workload bert-base-tiny --workers 2 --schemes ddp,bsp-a2a --grid default --top-k 1 "
-             f"--iters 4 --max-iters 4 --rounds 0 --warmup 1 --batch 4 --seq-len 32 --output {tmp_path}/adv "
-             f"--no-progress"]
-    state, out = netns_sbatch(tmp_path, "\n".join(lines) + "\n", "--nodes=2", "--ntasks-per-node=1", "--time=20",
-                         "--job-name=cross-node-net", timeout_s=JOB_TIMEOUT_S)
+    lines = [
+        "#!/bin/sh",
+        f"export DDLBENCH_NETWORKS={tmp_path}/networks.yaml PYTHONPATH={ROOT}",
+        "set -e",
+        f"{py} commbench --workers 2 --min-size 1M --max-size 8M --reps 3 --output {tmp_path}/cb",
+        f"{py} advise --workload bert-base-tiny --workers 2 --schemes ddp,bsp-a2a --grid default --top-k 1 "
+        f"--iters 4 --max-iters 4 --rounds 0 --warmup 1 --batch 4 --seq-len 32 --output {tmp_path}/adv "
+        f"--no-progress",
+    ]
+    state, out = netns_sbatch(
+        tmp_path,
+        "\n".join(lines) + "\n",
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--time=20",
+        "--job-name=cross-node-net",
+        timeout_s=JOB_TIMEOUT_S,
+    )
     assert state == "COMPLETED", out
     [cell] = (tmp_path / "cb" / "commbench").iterdir()
     assert sorted((cell / "hosts.workers").read_text().split()) == ["node1", "node2"], out
     cb = pd.read_parquet(tmp_path / "cb" / "commbench.parquet")
     big = cb[cb["size_bytes"] == cb["size_bytes"].max()]
-    print(f"commbench across the nodes: busbw {big['busbw_gbit_s'].median():.3f} Gbit/s at {big['size_bytes'].iloc[0]} B")
+    print(
+        f"commbench across the nodes: busbw {big['busbw_gbit_s'].median():.3f} Gbit/s at {big['size_bytes'].iloc[0]} B"
+    )
     assert 0.05 < big["busbw_gbit_s"].median() < 1.2  # the shaped link (1 Gbit/s at most), not a loopback
     adv = tmp_path / "adv" / "advise"
     assert sorted((adv / "commbench" / "allreduce" / "hosts.workers").read_text().split()) == ["node1", "node2"]
     measured = pd.read_parquet(tmp_path / "adv" / "summary.parquet")
     assert (measured["status"] == "ok").all() and (measured["nodes"] == 2).all(), measured[["scheme", "reason"]]
-    assert json.loads((adv / "recommendation.json").read_text())["winner"] and "Slurm allocation (2 nodes)" in (
-        adv / "report.md").read_text()
+    assert (
+        json.loads((adv / "recommendation.json").read_text())["winner"]
+        and "Slurm allocation (2 nodes)" in (adv / "report.md").read_text()
+    )

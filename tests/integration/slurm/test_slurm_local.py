@@ -45,8 +45,6 @@ RANK_PROBE = (
 )
 
 
-
-
 @pytest.fixture(scope="module")
 def slurm():
     """A running 2-node local Slurm for this module; torn down at the end."""
@@ -76,8 +74,7 @@ def _run_job(tmp_path: Path, **spec_kwargs) -> tuple[str, str, str]:
 
 
 def _rank_lines(text: str) -> list[list[str]]:
-    return sorted((ln.split()[1:] for ln in text.splitlines() if ln.startswith("RANKINFO")),
-                  key=lambda f: int(f[0]))
+    return sorted((ln.split()[1:] for ln in text.splitlines() if ln.startswith("RANKINFO")), key=lambda f: int(f[0]))
 
 
 def test_up_is_idempotent(slurm):
@@ -95,8 +92,14 @@ def test_expand_hostlist_agrees_with_slurm(slurm):
 
 @pytest.mark.parametrize("launch", ["srun", "deepspeed"])  # deepspeed: the torch variables path
 def test_two_nodes_one_task_each(slurm, tmp_path, launch):
-    job, state, out = _run_job(tmp_path, job_name=f"ranks-2x1-{launch}", nodes=2, tasks_per_node=1,
-                               launch=launch, command=(sys.executable, "-c", RANK_PROBE))
+    job, state, out = _run_job(
+        tmp_path,
+        job_name=f"ranks-2x1-{launch}",
+        nodes=2,
+        tasks_per_node=1,
+        launch=launch,
+        command=(sys.executable, "-c", RANK_PROBE),
+    )
     assert state == "COMPLETED", out
     rows = _rank_lines(out)
     assert [r[0] for r in rows] == ["0", "1"], out
@@ -111,8 +114,9 @@ def test_two_nodes_one_task_each(slurm, tmp_path, launch):
 
 
 def test_one_node_two_tasks(slurm, tmp_path):
-    _, state, out = _run_job(tmp_path, job_name="ranks-1x2", nodes=1, tasks_per_node=2,
-                             command=(sys.executable, "-c", RANK_PROBE))
+    _, state, out = _run_job(
+        tmp_path, job_name="ranks-1x2", nodes=1, tasks_per_node=2, command=(sys.executable, "-c", RANK_PROBE)
+    )
     assert state == "COMPLETED", out
     rows = _rank_lines(out)
     assert [(r[0], r[1], r[2], r[3], r[5]) for r in rows] == [("0", "2", "0", "2", "1"), ("1", "2", "1", "2", "1")]
@@ -125,8 +129,9 @@ def test_failing_task_makes_the_job_failed(slurm, tmp_path):
 
 
 def test_cancelled_job_shows_cancelled(slurm, tmp_path):
-    spec = SbatchSpec(job_name="cancel-me", nodes=2, command=("sleep", "300"), time_limit_min=5,
-                      output="%x-%j.out", env=_env())
+    spec = SbatchSpec(
+        job_name="cancel-me", nodes=2, command=("sleep", "300"), time_limit_min=5, output="%x-%j.out", env=_env()
+    )
     job = submit(render_sbatch(spec), tmp_path)
     deadline = time.monotonic() + JOB_TIMEOUT_S
     while job_state(job) != "RUNNING":

@@ -37,7 +37,7 @@ TRANSFER_BYTES = 10_000_000
 
 # One task per node. Rank 0 receives, rank 1 sends TRANSFER_BYTES over the fast network, then over the
 # slow one; each rank snapshots its byte counters around each phase. Every step is bounded in time.
-TASK = r'''
+TASK = r"""
 import json, os, socket, subprocess, sys, time
 from harness.networks import netif
 from harness.core.errors import UserError
@@ -113,7 +113,7 @@ for net in ("fast", "slow"):
 # One file per task: two tasks' long lines interleave in the job's shared output file.
 with open(os.path.join(out_dir, f"report-{rank}.json"), "w") as f:
     json.dump(rep, f)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -139,8 +139,13 @@ def test_up_is_idempotent_and_holds_the_testbed_lease(cluster):
 
 
 def test_non_root_is_refused_in_one_line(cluster):
-    res = subprocess.run(["runuser", "-u", "nobody", "--", "bash", str(NETNS_UP)], capture_output=True, text=True,
-                         timeout=30, check=False)
+    res = subprocess.run(
+        ["runuser", "-u", "nobody", "--", "bash", str(NETNS_UP)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert res.returncode == 2 and "needs root" in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
@@ -198,7 +203,7 @@ def test_transfer_rates_follow_the_shaped_rates(reports):
 # an interface, so gloo advertises what the hostname resolves to (127.0.1.1) and fails, as on a real
 # Debian cluster (issue 17). Mode "derive": GLOO_SOCKET_IFNAME = harness.networks.netif.iface_towards(MASTER_ADDR),
 # on every rank, the rendezvous one included (its own address: a `local` route, named by its owner).
-GLOO_TASK = r'''
+GLOO_TASK = r"""
 import datetime, json, os, sys
 import torch, torch.distributed as dist
 from harness.networks import netif
@@ -223,7 +228,7 @@ with open(os.path.join(out_dir, f"gloo-{mode}-{rank}.json"), "w") as f:
     json.dump({"ifname": os.environ.get("GLOO_SOCKET_IFNAME"), "result": result, "delta": delta,
                "main": netif.main_interface(delta, ignore=("lo",))}, f)
 os._exit(0 if result.startswith("ok") else 1)  # srun --kill-on-bad-exit ends the peer still waiting
-'''
+"""
 
 
 @pytest.mark.parametrize("mode, net", [("hostname", "slow"), ("derive", "fast"), ("derive", "slow")])
@@ -235,8 +240,10 @@ def test_gloo_across_nodes_fails_on_the_hostname_and_works_on_the_derived_interf
     (tmp_path / "gloo.py").write_text(GLOO_TASK)
     addr = cluster["nodes"][0]["addrs"][net]  # node1 on that network; `slow` is its NodeAddr
     port = 29500 + os.getpid() % 400 + len(mode) + len(net)
-    script = (f"#!/bin/sh\nMASTER_ADDR={addr} MASTER_PORT={port} srun --kill-on-bad-exit=1 "
-              f"python3 {tmp_path}/gloo.py {mode} {tmp_path}\n")
+    script = (
+        f"#!/bin/sh\nMASTER_ADDR={addr} MASTER_PORT={port} srun --kill-on-bad-exit=1 "
+        f"python3 {tmp_path}/gloo.py {mode} {tmp_path}\n"
+    )
     state, out = netns_sbatch(tmp_path, script, "--nodes=2", "--ntasks-per-node=1", f"--job-name=gloo-{mode}")
     reps = {r: json.loads(p.read_text()) for r in (0, 1) if (p := tmp_path / f"gloo-{mode}-{r}.json").exists()}
     print(mode, net, state, json.dumps(reps))
@@ -257,8 +264,16 @@ def test_gloo_across_nodes_fails_on_the_hostname_and_works_on_the_derived_interf
 def test_counters_follow_the_namespace_under_nsenter_net_alone(cluster):
     # The testbed's way of starting a rank: only the network namespace changes, /sys stays the root's.
     node = cluster["nodes"][1]
-    code = ("import json; from harness.networks import netif; "
-            f"print(json.dumps([sorted(netif.read_counters()), netif.iface_towards({node['addrs']['fast']!r})]))")
-    out = subprocess.run(["nsenter", f"--net={node['netns_path']}", "--", sys.executable, "-c", code],
-                         capture_output=True, text=True, timeout=60, env=netns_env(), check=True).stdout
+    code = (
+        "import json; from harness.networks import netif; "
+        f"print(json.dumps([sorted(netif.read_counters()), netif.iface_towards({node['addrs']['fast']!r})]))"
+    )
+    out = subprocess.run(
+        ["nsenter", f"--net={node['netns_path']}", "--", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=netns_env(),
+        check=True,
+    ).stdout
     assert json.loads(out) == [["fast0", "lo", "slow0"], "fast0"]

@@ -2,9 +2,9 @@
 
     pytest tests/integration/slurm/test_slurm_sweep.py                      # pure tests; real-Slurm ones need root
     sudo python -m pytest -m root tests/integration/slurm/test_slurm_sweep.py
-    python tests/integration/slurm/test_slurm_sweep.py --regenerate         # rewrite tests/data/sbatch_reference_submit*.sh,
-                                                          # slurm/*.sbatch and the backends' slurm/sweeps/*.yaml,
-                                                          # then read the diff
+    python tests/integration/slurm/test_slurm_sweep.py --regenerate         # rewrite the reference texts:
+                                                          # tests/data/sbatch_reference_submit*.sh, slurm/*.sbatch
+                                                          # and the backends' slurm/sweeps/*.yaml, then read the diff
 
 The real-Slurm tests bring up slurm/local (2 fake nodes on this host) and submit three small CPU
 sweeps at once: a 2-node sweep, one whose rank 1 crashes, and one cancelled half-way and resumed.
@@ -60,13 +60,34 @@ JOB_TIMEOUT_S = 420  # one job of two CPU cells; generous because the 2 cores he
 # ------------------------------------------------------------------------------ job script text
 
 SUBMIT_JOBS = [
-    SweepJob(name="ddlbench-paper-n1", nodes=1, workers=(1, 2, 4), baseline=True,
-             sweep_file="/runs/r1/sweeps/paper-n1.yaml", output="/runs/r1/r1-n1", time_min=95),
-    SweepJob(name="ddlbench-paper-n2", nodes=2, workers=(8,), baseline=False,
-             sweep_file="/runs/r1/sweeps/paper-n2.yaml", output="/runs/r1/r1-n2", time_min=35),
+    SweepJob(
+        name="ddlbench-paper-n1",
+        nodes=1,
+        workers=(1, 2, 4),
+        baseline=True,
+        sweep_file="/runs/r1/sweeps/paper-n1.yaml",
+        output="/runs/r1/r1-n1",
+        time_min=95,
+    ),
+    SweepJob(
+        name="ddlbench-paper-n2",
+        nodes=2,
+        workers=(8,),
+        baseline=False,
+        sweep_file="/runs/r1/sweeps/paper-n2.yaml",
+        output="/runs/r1/r1-n2",
+        time_min=35,
+    ),
 ]
-SUBMIT_ARGS = dict(tasks_per_node=4, gpus_per_node=4, cpus_per_task=8, partition="gpu",
-                   extra_sbatch=("--exclusive",), log_dir="/runs/r1", program=("ddlbench",))
+SUBMIT_ARGS = dict(
+    tasks_per_node=4,
+    gpus_per_node=4,
+    cpus_per_task=8,
+    partition="gpu",
+    extra_sbatch=("--exclusive",),
+    log_dir="/runs/r1",
+    program=("ddlbench",),
+)
 
 
 def submit_references() -> dict[str, str]:
@@ -78,8 +99,9 @@ def submit_references() -> dict[str, str]:
 @pytest.mark.parametrize("name", sorted(submit_references()))
 def test_submit_script_matches_reference(name):
     assert submit_references()[name] == (DATA / name).read_text(), (
-        "the submit job script changed; if intended, run `python tests/integration/slurm/test_slurm_sweep.py --regenerate` "
-        "and review the diff")
+        "the submit job script changed; if intended, run "
+        "`python tests/integration/slurm/test_slurm_sweep.py --regenerate` and review the diff"
+    )
 
 
 def test_one_script_per_job_and_each_runs_its_part():
@@ -107,7 +129,8 @@ def test_committed_example_script_is_the_rendered_one(name):
     text = example_scripts()[name]
     assert (ROOT / "slurm" / name).read_text() == text, (
         f"slurm/{name} differs from harness.jobs.sweep_jobs.example_scripts(); regenerate with "
-        f"`python tests/integration/slurm/test_slurm_sweep.py --regenerate`")
+        f"`python tests/integration/slurm/test_slurm_sweep.py --regenerate`"
+    )
     _bash_n(text)
     _directives_documented(text)
     sweep = text.split("DDLBENCH_SWEEP:-", 1)[1].split("}", 1)[0]
@@ -125,7 +148,8 @@ def test_committed_sweep_file_is_the_one_its_backend_declares(name):
     text = example_sweeps()[name]
     assert (ROOT / "slurm" / "sweeps" / name).read_text() == text, (
         f"slurm/sweeps/{name} differs from harness.jobs.sweep_jobs.example_sweeps(); regenerate with "
-        f"`python tests/integration/slurm/test_slurm_sweep.py --regenerate`")
+        f"`python tests/integration/slurm/test_slurm_sweep.py --regenerate`"
+    )
     assert sweep_from_dict(yaml.safe_load(text), name).name == name.removesuffix(".yaml")  # known keys only
 
 
@@ -137,9 +161,16 @@ def test_submit_scripts_are_valid_bash():
 
 # ---------------------------------------------------------------------------------- planning
 
+
 def test_plan_jobs_one_job_per_node_count(tmp_path):
-    data = {"name": "p", "workloads": ["resnet50-tiny"], "schemes": ["ddp"], "workers": [1, 2, 3, 4, 8],
-            "timeout_s": 60, "device": "cpu"}
+    data = {
+        "name": "p",
+        "workloads": ["resnet50-tiny"],
+        "schemes": ["ddp"],
+        "workers": [1, 2, 3, 4, 8],
+        "timeout_s": 60,
+        "device": "cpu",
+    }
     jobs = plan_jobs(data, tmp_path / "r", nodes=2, per_node=4)
     assert [(j.nodes, j.workers, j.baseline) for j in jobs] == [(1, (1, 2, 3, 4), True), (2, (8,), False)]
     assert jobs[0].time_min == (5 * 60 + 300) // 60  # 4 ddp cells + the baseline, plus start-up
@@ -151,8 +182,7 @@ def test_plan_jobs_refuses_a_sweep_larger_than_the_nodes(tmp_path):
         plan_jobs({"workers": [12], "device": "cpu"}, tmp_path, nodes=2, per_node=4)
 
 
-@pytest.mark.parametrize("text, minutes", [("90", 90), ("1:30:00", 90), ("2:30", 3), ("1-0", 1440),
-                                           ("1-02:03", 1563)])
+@pytest.mark.parametrize("text, minutes", [("90", 90), ("1:30:00", 90), ("2:30", 3), ("1-0", 1440), ("1-02:03", 1563)])
 def test_parse_time_min(text, minutes):
     assert parse_time_min(text) == minutes
 
@@ -164,8 +194,17 @@ ALLOC2 = Allocation(job_id="77", nodes=("n1", "n2"), tasks_per_node=2, cpus_per_
 
 
 def _cell(**kw) -> CellSpec:
-    return CellSpec(**{"workload": "resnet50-tiny", "scheme": "wfbp-ps", "workers": 3, "servers": 2,
-                       "nodes": 2, "device": "cpu", **kw})
+    return CellSpec(
+        **{
+            "workload": "resnet50-tiny",
+            "scheme": "wfbp-ps",
+            "workers": 3,
+            "servers": 2,
+            "nodes": 2,
+            "device": "cpu",
+            **kw,
+        }
+    )
 
 
 def _plan(cell, alloc, cell_dir, master_addr, port, command, style=None, rendezvous=None):
@@ -186,8 +225,15 @@ def test_torch_cell_is_one_step_with_a_host_per_rank(tmp_path):
     [step] = _plan(_cell(), ALLOC2, tmp_path, "127.0.0.1", 24000, ("w",))
     argv = list(step.argv)
     assert argv[0] == "srun" and argv[-1] == "w"
-    for opt in ("--nodes=2", "--ntasks=5", "--distribution=arbitrary", "--kill-on-bad-exit=1",
-                "--cpus-per-task=1", f"--output={tmp_path}/rank%t.log", "--overcommit"):
+    for opt in (
+        "--nodes=2",
+        "--ntasks=5",
+        "--distribution=arbitrary",
+        "--kill-on-bad-exit=1",
+        "--cpus-per-task=1",
+        f"--output={tmp_path}/rank%t.log",
+        "--overcommit",
+    ):
         assert opt in argv, opt
     assert step.hosts == ("n1", "n1", "n2", "n1", "n2")
     env = step_environment({"RANK": "0", "WORLD_SIZE": "2", "SLURM_NTASKS_PER_NODE": "1", "KEEP": "1"}, step)
@@ -200,18 +246,24 @@ def test_torch_cell_is_one_step_with_a_host_per_rank(tmp_path):
 def test_byteps_cell_is_scheduler_servers_and_workers(tmp_path):
     steps = _plan(_cell(backend="byteps"), ALLOC3, tmp_path, "10.0.0.1", 24000, ("w",))
     assert [(s.role, s.main, s.hosts) for s in steps] == [
-        ("scheduler", False, ("n1",)), ("servers", False, ("n3", "n3")), ("workers", True, ("n1", "n1", "n2"))]
+        ("scheduler", False, ("n1",)),
+        ("servers", False, ("n3", "n3")),
+        ("workers", True, ("n1", "n1", "n2")),
+    ]
     env = dict(steps[0].env)
     assert (env["DMLC_NUM_WORKER"], env["DMLC_NUM_SERVER"], env["DMLC_PS_ROOT_URI"], env["DMLC_PS_ROOT_PORT"]) == (
-        "2", "2", "10.0.0.1", "24001")
+        "2",
+        "2",
+        "10.0.0.1",
+        "24001",
+    )
     assert "DMLC_ROLE=scheduler" in steps[0].argv and "DMLC_ROLE=server" in steps[1].argv
     assert steps[2].argv[-3:] == ("byteps", "--", "w")  # the shim gives each worker DMLC_ROLE=worker
 
 
 def test_horovodrun_and_horovod_srun_plans(tmp_path):
     cell = _cell(scheme="wfbp-a2a", servers=0, backend="horovod")
-    [run] = _plan(cell.with_(knobs={"fusion_threshold_mb": 64}), ALLOC2, tmp_path, "a", 1, ("w",),
-                      style="horovodrun")
+    [run] = _plan(cell.with_(knobs={"fusion_threshold_mb": 64}), ALLOC2, tmp_path, "a", 1, ("w",), style="horovodrun")
     assert run.argv[0].endswith("horovodrun")
     assert run.argv[1:8] == ("--gloo", "-np", "3", "-H", "n1:2,n2:1", "--fusion-threshold-mb", "64")
     assert dict(run.env)["HOROVOD_FUSION_THRESHOLD"] == str(64 << 20)  # what hvd.init() reads
@@ -242,30 +294,62 @@ def test_failure_reason_names_the_first_failed_rank():
     assert failure_reason(SRUN_CRASH, 143) == ("rank 1 died (exit code 17)", 1)
     assert failure_reason(SRUN_KILLED, 137) == ("rank 1 died (SIGKILL)", 1)
     assert failure_reason("srun: error: Unable to create step for job 9: Invalid node name", 1)[0] == (
-        "workers step ended (exit code 1): srun: error: Unable to create step for job 9: Invalid node name")
+        "workers step ended (exit code 1): srun: error: Unable to create step for job 9: Invalid node name"
+    )
 
 
 def _slurm_task(procid: int, nodeid: int, localid: int) -> dict[str, str]:
     # A step of 3 tasks on n1 (2) and n2 (1), as srun --distribution=arbitrary sets it.
-    return {"SLURM_JOB_ID": "77", "SLURM_PROCID": str(procid), "SLURM_NTASKS": "3", "SLURM_NODEID": str(nodeid),
-            "SLURM_LOCALID": str(localid), "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_TASKS_PER_NODE": "2,1",
-            "SLURM_STEP_NODELIST": "n[1-2]", "SLURMD_NODENAME": f"n{nodeid + 1}",
-            "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "24000", "HOROVOD_GLOO_RENDEZVOUS_ADDR": "127.0.0.1",
-            "GLOO_SOCKET_IFNAME": "eth9"}
+    return {
+        "SLURM_JOB_ID": "77",
+        "SLURM_PROCID": str(procid),
+        "SLURM_NTASKS": "3",
+        "SLURM_NODEID": str(nodeid),
+        "SLURM_LOCALID": str(localid),
+        "SLURM_STEP_NUM_NODES": "2",
+        "SLURM_STEP_TASKS_PER_NODE": "2,1",
+        "SLURM_STEP_NODELIST": "n[1-2]",
+        "SLURMD_NODENAME": f"n{nodeid + 1}",
+        "MASTER_ADDR": "10.0.0.1",
+        "MASTER_PORT": "24000",
+        "HOROVOD_GLOO_RENDEZVOUS_ADDR": "127.0.0.1",
+        "GLOO_SOCKET_IFNAME": "eth9",
+    }
 
 
 def test_task_env_per_style():
     t = task_env("torch", _slurm_task(2, 1, 0))
-    assert (t["RANK"], t["WORLD_SIZE"], t["LOCAL_RANK"], t["LOCAL_WORLD_SIZE"], t["NODE_RANK"]) == ("2", "3", "0", "1", "1")
+    assert (t["RANK"], t["WORLD_SIZE"], t["LOCAL_RANK"], t["LOCAL_WORLD_SIZE"], t["NODE_RANK"]) == (
+        "2",
+        "3",
+        "0",
+        "1",
+        "1",
+    )
     assert (t["MASTER_ADDR"], t["MASTER_PORT"]) == ("10.0.0.1", "24000")
     h = [task_env("horovod", _slurm_task(*a)) for a in ((0, 0, 0), (1, 0, 1), (2, 1, 0))]
-    assert [(x["HOROVOD_RANK"], x["HOROVOD_LOCAL_SIZE"], x["HOROVOD_CROSS_RANK"], x["HOROVOD_CROSS_SIZE"])
-            for x in h] == [("0", "2", "0", "2"), ("1", "2", "0", "1"), ("2", "1", "1", "2")]
+    assert [
+        (x["HOROVOD_RANK"], x["HOROVOD_LOCAL_SIZE"], x["HOROVOD_CROSS_RANK"], x["HOROVOD_CROSS_SIZE"]) for x in h
+    ] == [("0", "2", "0", "2"), ("1", "2", "0", "1"), ("2", "1", "1", "2")]
     assert h[2]["HOROVOD_HOSTNAME"] == "n2" and h[0]["HOROVOD_GLOO_IFACE"] == "eth9"
     b = task_env("byteps", _slurm_task(1, 0, 1))
-    assert (b["DMLC_ROLE"], b["DMLC_WORKER_ID"], b["BYTEPS_LOCAL_RANK"], b["BYTEPS_LOCAL_SIZE"]) == ("worker", "0", "1", "2")
-    r = task_env("horovodrun", {"SLURM_PROCID": "0", "HOROVOD_RANK": "3", "HOROVOD_SIZE": "4",
-                                "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2", "HOROVOD_CROSS_RANK": "1"})
+    assert (b["DMLC_ROLE"], b["DMLC_WORKER_ID"], b["BYTEPS_LOCAL_RANK"], b["BYTEPS_LOCAL_SIZE"]) == (
+        "worker",
+        "0",
+        "1",
+        "2",
+    )
+    r = task_env(
+        "horovodrun",
+        {
+            "SLURM_PROCID": "0",
+            "HOROVOD_RANK": "3",
+            "HOROVOD_SIZE": "4",
+            "HOROVOD_LOCAL_RANK": "1",
+            "HOROVOD_LOCAL_SIZE": "2",
+            "HOROVOD_CROSS_RANK": "1",
+        },
+    )
     assert (r["RANK"], r["WORLD_SIZE"], r["LOCAL_RANK"], r["SLURM_PROCID"]) == ("3", "4", "1", None)
 
 
@@ -284,8 +368,17 @@ def test_choose_launcher():
 
 # ---------------------------------------------------------------------------------- bad input
 
-TINY = {"name": "tiny", "workloads": ["resnet50-tiny"], "schemes": ["ddp"], "workers": [2], "warmup": 1,
-        "iters": 3, "device": "cpu", "timeout_s": 150, "baseline": False}
+TINY = {
+    "name": "tiny",
+    "workloads": ["resnet50-tiny"],
+    "schemes": ["ddp"],
+    "workers": [2],
+    "warmup": 1,
+    "iters": 3,
+    "device": "cpu",
+    "timeout_s": 150,
+    "baseline": False,
+}
 
 
 def _sweep(tmp_path: Path, name: str = "s", **over) -> Path:
@@ -304,12 +397,15 @@ def _one_line_error(res, words: str) -> None:
     assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], res.output
 
 
-@pytest.mark.parametrize("args, over, words", [
-    (["--gpus-per-node", "2", "--tasks-per-node", "4"], {"device": "auto"}, "one worker runs per GPU"),
-    (["--nodes", "1"], {"workers": [2]}, "need 2 nodes at 1 per node, more than --nodes 1"),
-    (["--time", "soon"], {}, "is not a Slurm time"),
-    ([], {"device": "cuda"}, "--gpus-per-node is 0"),
-])
+@pytest.mark.parametrize(
+    "args, over, words",
+    [
+        (["--gpus-per-node", "2", "--tasks-per-node", "4"], {"device": "auto"}, "one worker runs per GPU"),
+        (["--nodes", "1"], {"workers": [2]}, "need 2 nodes at 1 per node, more than --nodes 1"),
+        (["--time", "soon"], {}, "is not a Slurm time"),
+        ([], {"device": "cuda"}, "--gpus-per-node is 0"),
+    ],
+)
 def test_submit_bad_input_is_one_line_exit_2(tmp_path, args, over, words):
     args = ["--nodes", "2", *args] if "--nodes" not in args else args
     _one_line_error(_cli("slurm", "submit", _sweep(tmp_path, **over), *args, "--output", tmp_path / "r"), words)
@@ -318,13 +414,13 @@ def test_submit_bad_input_is_one_line_exit_2(tmp_path, args, over, words):
 def test_submit_without_sbatch_is_one_line_exit_2(tmp_path):
     empty = tmp_path / "bin"
     empty.mkdir()
-    res = _cli("slurm", "submit", _sweep(tmp_path), "--nodes", "2", "--output", tmp_path / "r",
-               env={"PATH": str(empty)})
+    res = _cli(
+        "slurm", "submit", _sweep(tmp_path), "--nodes", "2", "--output", tmp_path / "r", env={"PATH": str(empty)}
+    )
     _one_line_error(res, "`sbatch` is not installed")
 
 
 # ------------------------------------------------------------------------------- real Slurm
-
 
 
 @pytest.fixture(scope="module")
@@ -419,8 +515,9 @@ launch_cell_srun(cell, out, command=(sys.executable, probe, str(out), "horovod" 
 
 
 @pytest.mark.root
-@pytest.mark.parametrize("backend, nodes, launch", [("deepspeed", 2, "srun"), ("horovod", 2, "srun"),
-                                                    ("horovod", 1, "horovodrun")])
+@pytest.mark.parametrize(
+    "backend, nodes, launch", [("deepspeed", 2, "srun"), ("horovod", 2, "srun"), ("horovod", 1, "horovodrun")]
+)
 def test_backend_launch_styles_give_each_rank_its_place(jobs, tmp_path, backend, nodes, launch):
     """The srun launcher's per-backend start (harness.launchers.srun.launcher), with a probe instead of the worker:
     every rank must learn its rank from its framework and all-reduce with the others."""
@@ -430,9 +527,25 @@ def test_backend_launch_styles_give_each_rank_its_place(jobs, tmp_path, backend,
     (tmp_path / "probe.py").write_text(PROBE)
     out = tmp_path / "cell"
     env = {**os.environ, "DDLBENCH_HOROVOD_LAUNCH": launch}
-    res = subprocess.run(["salloc", f"-N{nodes}", f"--ntasks-per-node={3 - nodes}", "--time=5", sys.executable,
-                          "-c", DRIVER, backend, str(nodes), str(out), str(tmp_path / "probe.py")],
-                         capture_output=True, text=True, timeout=JOB_TIMEOUT_S, env=env)
+    res = subprocess.run(
+        [
+            "salloc",
+            f"-N{nodes}",
+            f"--ntasks-per-node={3 - nodes}",
+            "--time=5",
+            sys.executable,
+            "-c",
+            DRIVER,
+            backend,
+            str(nodes),
+            str(out),
+            str(tmp_path / "probe.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=JOB_TIMEOUT_S,
+        env=env,
+    )
     logs = "".join(p.read_text() for p in sorted(out.glob("*.log")))
     assert res.returncode == 0, res.stdout + res.stderr + logs
     ranks = [json.loads((out / f"probe{r}.json").read_text()) for r in (0, 1)]
@@ -463,8 +576,22 @@ except CellFailed as e:
 def test_hung_step_ends_at_the_cell_timeout(jobs, tmp_path):
     marker = "4242.25"  # an unusual sleep length, to find leftovers by
     t0 = time.monotonic()
-    res = subprocess.run(["salloc", "-N2", "--ntasks-per-node=1", "--time=5", sys.executable, "-c", HANG_DRIVER,
-                          str(tmp_path / "cell"), marker], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            "salloc",
+            "-N2",
+            "--ntasks-per-node=1",
+            "--time=5",
+            sys.executable,
+            "-c",
+            HANG_DRIVER,
+            str(tmp_path / "cell"),
+            marker,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "REASON timed out after 5 s; the step was cancelled" in res.stdout, res.stdout + res.stderr
     assert "--- srun.log ---" in res.stdout and time.monotonic() - t0 < 60
     left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True).stdout.split()
@@ -493,9 +620,26 @@ def test_cancelled_job_keeps_finished_cells_and_resume_completes_it(jobs):
     assert "finish with --resume --output" in line and line.endswith(part.name), log
     raw_before = pd.read_parquet(part / "raw.parquet")
     # `ddlbench sweep --resume` in a new allocation of the same shape runs only the missing cell.
-    res = subprocess.run(["salloc", "-N2", "--ntasks-per-node=1", "--time=10", sys.executable, "-m", "harness.cli.main",
-                          "sweep", str(run / "sweeps" / "cancel-n2.yaml"), "--output", str(part), "--resume",
-                          "--no-progress"], capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
+    res = subprocess.run(
+        [
+            "salloc",
+            "-N2",
+            "--ntasks-per-node=1",
+            "--time=10",
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "sweep",
+            str(run / "sweeps" / "cancel-n2.yaml"),
+            "--output",
+            str(part),
+            "--resume",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=JOB_TIMEOUT_S,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     after = pd.read_parquet(part / "summary.parquet").set_index("scheme")
     assert (after["status"] == "ok").all() and sorted(after.index) == ["ddp", "local"], after["reason"]
@@ -508,7 +652,9 @@ def test_cancelled_job_keeps_finished_cells_and_resume_completes_it(jobs):
 @pytest.mark.root
 def test_two_node_sweep_lands_in_the_tables(jobs):
     run, job, t0 = jobs["two-node"]
-    assert wait_job(job, timeout_s=JOB_TIMEOUT_S) == "COMPLETED", (run / f"slurm-ddlbench-two-node-n2-{job}.out").read_text()
+    assert wait_job(job, timeout_s=JOB_TIMEOUT_S) == "COMPLETED", (
+        run / f"slurm-ddlbench-two-node-n2-{job}.out"
+    ).read_text()
     print(f"two-node sweep: sbatch submit to rows on disk {time.monotonic() - t0:.0f} s")
     part = run / "two-node-n2"
     summary = pd.read_parquet(part / "summary.parquet")
@@ -540,9 +686,26 @@ def test_warm_ranks_in_an_allocation_a_killed_rank_fails_its_cell_only(jobs, tmp
     sweep = _sweep(tmp_path, "warm", schemes=["ddp", "wfbp-a2a"], iters=5)
     out = tmp_path / "warm-run"
     env = {**os.environ, "DDLBENCH_FAULT": "hang:1:2:ddp"}  # rank 1 of the ddp cell stops at iteration 2
-    driver = subprocess.Popen(["salloc", "-N2", "--ntasks-per-node=1", "--time=10", sys.executable, "-m", "harness.cli.main",
-                               "sweep", str(sweep), "--output", str(out), "--no-progress"],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    driver = subprocess.Popen(
+        [
+            "salloc",
+            "-N2",
+            "--ntasks-per-node=1",
+            "--time=10",
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "sweep",
+            str(sweep),
+            "--output",
+            str(out),
+            "--no-progress",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     killed = []
     deadline = time.monotonic() + JOB_TIMEOUT_S
     while driver.poll() is None and not killed and time.monotonic() < deadline:
@@ -557,7 +720,9 @@ def test_warm_ranks_in_an_allocation_a_killed_rank_fails_its_cell_only(jobs, tmp
     output = driver.communicate(timeout=JOB_TIMEOUT_S)[0]
     assert killed, f"the hung rank was never found: {output}"
     s = pd.read_parquet(out / "summary.parquet").set_index("scheme")
-    assert s.loc["ddp", "status"] == "failed" and s.loc["ddp", "reason"].startswith("rank 1 died (SIGKILL)"), s["reason"]
+    assert s.loc["ddp", "status"] == "failed" and s.loc["ddp", "reason"].startswith("rank 1 died (SIGKILL)"), s[
+        "reason"
+    ]
     assert s.loc["wfbp-a2a", "status"] == "ok" and s.loc["wfbp-a2a", "rank_start"] == "warm", output
     assert s.loc["wfbp-a2a", "nodes"] == 2 and 0 < s.loc["wfbp-a2a", "startup_s"] < 60
     assert bool(pd.read_parquet(out / "environment.parquet")["warm_ranks"].iloc[0])
@@ -585,10 +750,17 @@ def test_submit_checks_cpus_and_controller(slurm, tmp_path):
     res = _cli("slurm", "submit", _sweep(tmp_path), "--nodes", "2", "--tasks-per-node", "5", "--output", tmp_path / "r")
     _one_line_error(res, "need 5 CPUs per node, but the nodes have 4")
     dead = tmp_path / "slurm.conf"  # the same cluster, but a controller port nobody listens on
-    dead.write_text("".join(f"{ln}\n" for ln in Path("/etc/slurm/slurm.conf").read_text().splitlines()
-                            if not ln.startswith("SlurmctldPort=")) + "SlurmctldPort=1\nMessageTimeout=2\n")
-    res = _cli("slurm", "submit", _sweep(tmp_path), "--nodes", "2", "--output", tmp_path / "r2",
-               env={"SLURM_CONF": str(dead)})
+    dead.write_text(
+        "".join(
+            f"{ln}\n"
+            for ln in Path("/etc/slurm/slurm.conf").read_text().splitlines()
+            if not ln.startswith("SlurmctldPort=")
+        )
+        + "SlurmctldPort=1\nMessageTimeout=2\n"
+    )
+    res = _cli(
+        "slurm", "submit", _sweep(tmp_path), "--nodes", "2", "--output", tmp_path / "r2", env={"SLURM_CONF": str(dead)}
+    )
     _one_line_error(res, "controller is unreachable")
 
 

@@ -2,13 +2,14 @@
 reducing inside itself and pushing one copy, with 1 and 2 servers on a host of their own (dedicated) or on
 the workers' hosts (colocated) (docs/ARCHITECTURE.md, "Server placement").
 
-    pytest -q tests/integration/testbed/test_ps_testbed.py      # as root (CI is); one 3-host testbed, one sweep of 12 cells
+    pytest -q tests/integration/testbed/test_ps_testbed.py  # as root (CI is); one 3-host testbed, one sweep of 12 cells
 
 The placement rules are pure (tested as data, with the refusals). The proof is one sweep on a 3-host
 testbed whose workers use 2 hosts (`worker_hosts: 2`), so the third is spare for dedicated servers: every
 cell trains DDLBENCH_STEPS steps and dumps each rank's parameters; each case then asserts, on its own,
 that the cell ran where it should, that its row says so, and that training was lossless (bitwise equal on
-every rank, equal within fp tolerance to one process on the concatenated batch: tests/integration/processes/test_lossless.py).
+every rank, equal within fp tolerance to one process on the concatenated batch:
+tests/integration/processes/test_lossless.py).
 """
 
 from __future__ import annotations
@@ -43,21 +44,27 @@ from harness.testbed import placement as pl
 
 PS = ["bsp-ps", "wfbp-ps", "bytescheduler-ps"]
 WL = "bert-base-tiny"
-KNOBS = {"bsp-ps": {"local_reduce": 1}, "wfbp-ps": {"local_reduce": 1},
-         "bytescheduler-ps": {"local_reduce": 1, "partition_mb": 1.0, "credit_mb": 2.0}}
+KNOBS = {
+    "bsp-ps": {"local_reduce": 1},
+    "wfbp-ps": {"local_reduce": 1},
+    "bytescheduler-ps": {"local_reduce": 1, "partition_mb": 1.0, "credit_mb": 2.0},
+}
 
 
 # -- pure ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("servers, nodes, hosts, mode, want", [
-    (1, 2, 3, "auto", [2]),              # a spare host: the server gets it
-    (2, 2, 3, "auto", [2, 2]),
-    (2, 2, 2, "auto", [0, 1]),           # none spare: the workers' hosts
-    (1, 2, 3, "dedicated", [2]),
-    (2, 2, 4, "dedicated", [2, 3]),
-    (2, 2, 3, "colocated", [0, 1]),      # asked to share although a host is spare
-])
+@pytest.mark.parametrize(
+    "servers, nodes, hosts, mode, want",
+    [
+        (1, 2, 3, "auto", [2]),  # a spare host: the server gets it
+        (2, 2, 3, "auto", [2, 2]),
+        (2, 2, 2, "auto", [0, 1]),  # none spare: the workers' hosts
+        (1, 2, 3, "dedicated", [2]),
+        (2, 2, 4, "dedicated", [2, 3]),
+        (2, 2, 3, "colocated", [0, 1]),  # asked to share although a host is spare
+    ],
+)
 def test_server_hosts_rule(servers, nodes, hosts, mode, want):
     assert pl.server_hosts(servers, nodes, hosts, mode) == want
 
@@ -66,8 +73,9 @@ def test_dedicated_without_a_spare_host_is_refused():
     with pytest.raises(UserError, match="needs a host without workers.*testbed of 2 hosts with workers on 2"):
         pl.rank_hosts(4, 1, 2, 2, mode="dedicated")
     alloc = Allocation("7", ("n1", "n2"), 2, (2, 2))
-    cell = resolve(CellSpec(workload=WL, scheme="bsp-ps", workers=4, nodes=2, servers=1, device="cpu",
-                            server_hosts="dedicated"))
+    cell = resolve(
+        CellSpec(workload=WL, scheme="bsp-ps", workers=4, nodes=2, servers=1, device="cpu", server_hosts="dedicated")
+    )
     with pytest.raises(UserError, match="allocation 7 has 2 node"):
         place(cell, alloc)
     with pytest.raises(UserError, match="one box has none"):
@@ -88,7 +96,9 @@ def test_workers_per_host_and_dedicated_hosts_on_the_testbed():
 def test_slurm_placement_follows_server_hosts():
     alloc = Allocation("7", ("n1", "n2", "n3"), 2, (2, 2, 2))
     cell = resolve(CellSpec(workload=WL, scheme="bsp-ps", workers=4, nodes=2, servers=2, device="cpu"))
-    assert place(cell, alloc) == (["n1", "n1", "n2", "n2"], ["n3", "n3"]) and server_hosts_in(cell, alloc) == "dedicated"
+    assert (
+        place(cell, alloc) == (["n1", "n1", "n2", "n2"], ["n3", "n3"]) and server_hosts_in(cell, alloc) == "dedicated"
+    )
     co = cell.with_(server_hosts="colocated")
     assert place(co, alloc) == (["n1", "n1", "n2", "n2"], ["n1", "n2"]) and server_hosts_in(co, alloc) == "colocated"
     assert server_hosts_in(cell.with_(servers=0), alloc) == ""
@@ -101,8 +111,16 @@ def test_slurm_placement_follows_server_hosts():
 
 
 def test_sweep_axis_cell_ids_and_refusals():
-    cfg = sweep_from_dict({"workloads": [WL], "schemes": ["ddp", "bsp-ps"], "workers": [2], "baseline": False,
-                           "server_hosts": ["dedicated", "colocated"], "device": "cpu"})
+    cfg = sweep_from_dict(
+        {
+            "workloads": [WL],
+            "schemes": ["ddp", "bsp-ps"],
+            "workers": [2],
+            "baseline": False,
+            "server_hosts": ["dedicated", "colocated"],
+            "device": "cpu",
+        }
+    )
     cells = expand(cfg)
     assert sorted(c.server_hosts for c in cells) == ["auto", "colocated", "dedicated"]  # ddp: not an axis
     assert len({c.cell_id for c in cells}) == 3
@@ -115,9 +133,17 @@ def test_sweep_axis_cell_ids_and_refusals():
         resolve(CellSpec(workload=WL, scheme="bsp-ps", workers=2, device="cpu", server_hosts="elsewhere"))
     spec, profiles = tb.parse_testbed({"hosts": 2, "rate": "1gbit"}, None)
     with pytest.raises(UserError, match="needs a host without workers"):  # 2 hosts, both with workers
-        cfg = sweep_from_dict({"workloads": [WL], "schemes": ["bsp-ps"], "workers": [4], "baseline": False,
-                               "server_hosts": "dedicated", "device": "cpu",
-                               "testbed": {"hosts": 2, "rate": "1gbit", "worker_hosts": 2}})
+        cfg = sweep_from_dict(
+            {
+                "workloads": [WL],
+                "schemes": ["bsp-ps"],
+                "workers": [4],
+                "baseline": False,
+                "server_hosts": "dedicated",
+                "device": "cpu",
+                "testbed": {"hosts": 2, "rate": "1gbit", "worker_hosts": 2},
+            }
+        )
         sweep_cells(cfg, launcher_for(cfg, RunOptions()))
     with pytest.raises(UserError, match="worker_hosts must be an integer in 1..2"):
         tb.parse_testbed({"hosts": 2, "rate": "1gbit", "worker_hosts": 3}, None)
@@ -130,8 +156,9 @@ def test_cli_refusals_are_one_line_exit_2(tmp_path):
         (["--scheme", "wfbp-ps", "--server-hosts", "dedicated"], "one box has none"),
         (["--scheme", "ddp", "--server-hosts", "colocated"], "has no parameter servers"),
     ]:
-        r = CliRunner().invoke(cli, ["run", "--workload", WL, "--workers", "2", "--device", "cpu",
-                                     "--output", str(tmp_path / "x"), *argv])
+        r = CliRunner().invoke(
+            cli, ["run", "--workload", WL, "--workers", "2", "--device", "cpu", "--output", str(tmp_path / "x"), *argv]
+        )
         assert r.exit_code == 2 and says in r.output and "Traceback" not in r.output, r.output
         assert len([ln for ln in r.output.splitlines() if ln.strip()]) == 1, r.output
 
@@ -148,11 +175,22 @@ def ps_sweep(clean_machine, tmp_path_factory):
     mp.setenv("DDLBENCH_STEPS", str(STEPS))
     mp.setenv("DDLBENCH_DUMP_PARAMS", "1")
     try:
-        cfg = sweep_from_dict({
-            "name": "ps-testbed", "testbed": {"hosts": 3, "rate": "1gbit", "worker_hosts": 2},
-            "workloads": [WL], "schemes": PS, "workers": [4], "servers": [1, 2],
-            "server_hosts": ["dedicated", "colocated"], "knobs": KNOBS, "baseline": False,
-            "device": "cpu", "timeout_s": 300, **SMALL[WL]})
+        cfg = sweep_from_dict(
+            {
+                "name": "ps-testbed",
+                "testbed": {"hosts": 3, "rate": "1gbit", "worker_hosts": 2},
+                "workloads": [WL],
+                "schemes": PS,
+                "workers": [4],
+                "servers": [1, 2],
+                "server_hosts": ["dedicated", "colocated"],
+                "knobs": KNOBS,
+                "baseline": False,
+                "device": "cpu",
+                "timeout_s": 300,
+                **SMALL[WL],
+            }
+        )
         run_dir = run_sweep(cfg, RunOptions(output=tmp_path_factory.mktemp("ps") / "run", progress=False))
     finally:
         mp.undo()
@@ -169,8 +207,7 @@ def ref():
 @pytest.mark.parametrize("scheme, servers, where", CASES)
 def test_hierarchical_ps_across_hosts_is_lossless(ps_sweep, ref, scheme, servers, where):
     summary, run_dir = ps_sweep
-    row = summary[(summary["scheme"] == scheme) & (summary["servers"] == servers)
-                  & (summary["server_hosts"] == where)]
+    row = summary[(summary["scheme"] == scheme) & (summary["servers"] == servers) & (summary["server_hosts"] == where)]
     assert len(row) == 1, summary[["scheme", "servers", "server_hosts", "status"]].to_string()
     r = row.iloc[0]
     assert r["status"] == "ok", f"{r['reason']}\n{r['log_tail']}"
@@ -191,21 +228,47 @@ def test_link_report_reads_counters_per_host(tmp_path):
     grad, rows = 1e6, []
     for cid, lr, per in (("a", 1, 1.0), ("b", 0, 2.0)):
         (tmp_path / "cells" / cid).mkdir(parents=True)
-        (tmp_path / "cells" / cid / "result.json").write_text(json.dumps(
-            {"dist": {"rank_hosts": ["ddlb-h0", "ddlb-h0", "ddlb-h1", "ddlb-h1", "ddlb-h2"]}}))
-        counters = {"rank0@box": {"ddlb-eth0": [per * grad, per * grad], "lo": [5e6, 5e6]},
-                    "rank2@box": {"ddlb-eth0": [per * grad, per * grad]}}
-        rows.append({"cell_id": cid, "status": "ok", "scheme": "bsp-ps", "network": "emulated-200mbit",
-                     "knobs_json": json.dumps({"local_reduce": lr}), "server_hosts": "dedicated",
-                     "workers_per_node": 2, "nodes": 2, "grad_bytes": grad, "iface": "ddlb-eth0",
-                     "net_bytes_json": json.dumps(counters), "throughput_median": 3.0, "iter_s_median": 2.0,
-                     "samples": 2})
+        (tmp_path / "cells" / cid / "result.json").write_text(
+            json.dumps({"dist": {"rank_hosts": ["ddlb-h0", "ddlb-h0", "ddlb-h1", "ddlb-h1", "ddlb-h2"]}})
+        )
+        counters = {
+            "rank0@box": {"ddlb-eth0": [per * grad, per * grad], "lo": [5e6, 5e6]},
+            "rank2@box": {"ddlb-eth0": [per * grad, per * grad]},
+        }
+        rows.append(
+            {
+                "cell_id": cid,
+                "status": "ok",
+                "scheme": "bsp-ps",
+                "network": "emulated-200mbit",
+                "knobs_json": json.dumps({"local_reduce": lr}),
+                "server_hosts": "dedicated",
+                "workers_per_node": 2,
+                "nodes": 2,
+                "grad_bytes": grad,
+                "iface": "ddlb-eth0",
+                "net_bytes_json": json.dumps(counters),
+                "throughput_median": 3.0,
+                "iter_s_median": 2.0,
+                "samples": 2,
+            }
+        )
     pd.DataFrame(rows).to_parquet(tmp_path / "summary.parquet")
     df = ps_links.link_rows(tmp_path)
     assert list(df["host"]) == ["ddlb-h0", "ddlb-h1", "ddlb-h0", "ddlb-h1"] and list(df["local_reduce"]) == [0, 0, 1, 1]
     assert list(df["tx_grads"]) == [2.0, 2.0, 1.0, 1.0] and list(df["expected_grads_each_way"]) == [2.0, 2.0, 1.0, 1.0]
-    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "reports" / "testbed_ps_report.py"), str(tmp_path),
-                          "--out", str(tmp_path / "rep")], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "reports" / "testbed_ps_report.py"),
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "rep"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     text = (tmp_path / "rep" / "README.md").read_text()
     assert "Gradient: 1.00 MB" in text and "a smoke run" in text and (tmp_path / "rep" / "links.csv").exists()

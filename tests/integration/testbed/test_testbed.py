@@ -36,18 +36,37 @@ def _ours_left() -> list[str]:
 # -- pure ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("given, mbit", [
-    ("500mbit", 500.0), ("1gbit", 1000.0), ("10gbit", 10000.0), ("2.5Gbit/s", 2500.0),
-    ("800", 800.0), (750, 750.0), (1.5, 1.5), ("100000kbit", 100.0), ("1e9bit", 1000.0), (" 1 GBIT ", 1000.0),
-])
+@pytest.mark.parametrize(
+    "given, mbit",
+    [
+        ("500mbit", 500.0),
+        ("1gbit", 1000.0),
+        ("10gbit", 10000.0),
+        ("2.5Gbit/s", 2500.0),
+        ("800", 800.0),
+        (750, 750.0),
+        (1.5, 1.5),
+        ("100000kbit", 100.0),
+        ("1e9bit", 1000.0),
+        (" 1 GBIT ", 1000.0),
+    ],
+)
 def test_parse_rate_units(given, mbit):
     assert netns.parse_rate(given) == pytest.approx(mbit)
 
 
-@pytest.mark.parametrize("given, says", [
-    ("100mbps", "ambiguous"), ("fast", "cannot read"), ("10furlong", "cannot read"), ("0", "below"),
-    ("-5mbit", "cannot read"), ("500kbit", "below"), (True, "not a rate"),
-])
+@pytest.mark.parametrize(
+    "given, says",
+    [
+        ("100mbps", "ambiguous"),
+        ("fast", "cannot read"),
+        ("10furlong", "cannot read"),
+        ("0", "below"),
+        ("-5mbit", "cannot read"),
+        ("500kbit", "below"),
+        (True, "not a rate"),
+    ],
+)
 def test_parse_rate_refuses(given, says):
     with pytest.raises(UserError, match=says):
         netns.parse_rate(given)
@@ -78,10 +97,11 @@ def test_state_round_trips_through_json():
 @pytest.mark.root
 def test_refuses_when_not_root_or_tools_missing(tmp_path, monkeypatch):
     # Import as root (this Python's stdlib is not readable by others), then drop to nobody.
-    code = ("import os\nfrom harness.testbed import netns\nos.seteuid(65534)\n"
-            "try: netns.up(2, 500)\nexcept Exception as e: print(type(e).__name__, e)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         cwd=str(ROOT)).stdout
+    code = (
+        "import os\nfrom harness.testbed import netns\nos.seteuid(65534)\n"
+        "try: netns.up(2, 500)\nexcept Exception as e: print(type(e).__name__, e)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=str(ROOT)).stdout
     assert out.startswith("UserError the testbed needs root"), out
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty PATH: no ip, tc or nsenter
     with pytest.raises(UserError, match=r"`ip` is not installed.*apt-get install iproute2"):
@@ -97,14 +117,14 @@ def test_up_status_idempotent_and_busbw_at_500mbit(clean_machine):
     assert again.created_unix == s.created_unix  # same config: nothing rebuilt
 
     # A command placed on host 1 sees only host 1's network.
-    seen = subprocess.run(netns.host_command(1, ["ip", "-o", "-4", "addr"]), capture_output=True,
-                          text=True, timeout=10).stdout
+    seen = subprocess.run(
+        netns.host_command(1, ["ip", "-o", "-4", "addr"]), capture_output=True, text=True, timeout=10
+    ).stdout
     assert f"{s.hosts[1].ifname}    inet {netns.host_addr(1)}/24" in seen and "eth0    inet 192" not in seen
     assert netns.host_addr(0) == "10.77.0.1"
 
     r = measure.measure_allreduce_busbw(s)
-    print(f"\n500 Mbit/s: busbw {r['busbw_gbit_s']:.4f} Gbit/s, ratio {r['busbw_over_rate']:.4f}, "
-          f"times {r['times_s']}")
+    print(f"\n500 Mbit/s: busbw {r['busbw_gbit_s']:.4f} Gbit/s, ratio {r['busbw_over_rate']:.4f}, times {r['times_s']}")
     assert r["busbw_gbit_s"] == pytest.approx(r["algbw_gbit_s"])  # 2 ranks: factor 2(n-1)/n = 1
     assert 0.9 <= r["busbw_over_rate"] <= 1.1, r
 
@@ -115,8 +135,7 @@ def test_busbw_tracks_1gbit_after_reconfigure(clean_machine):
     s = netns.up(2, "1gbit")  # a different config: torn down and rebuilt
     assert s.created_unix > before.created_unix and netns.status() == s
     r = measure.measure_allreduce_busbw(s)
-    print(f"\n1 Gbit/s: busbw {r['busbw_gbit_s']:.4f} Gbit/s, ratio {r['busbw_over_rate']:.4f}, "
-          f"times {r['times_s']}")
+    print(f"\n1 Gbit/s: busbw {r['busbw_gbit_s']:.4f} Gbit/s, ratio {r['busbw_over_rate']:.4f}, times {r['times_s']}")
     assert 0.9 <= r["busbw_over_rate"] <= 1.1, r
 
 
@@ -124,9 +143,13 @@ def test_busbw_tracks_1gbit_after_reconfigure(clean_machine):
 def test_sigterm_stops_testbed_measure_in_one_line_and_frees_the_testbed(clean_machine):
     """`ddlbench testbed measure` stopped while its ranks run ends as every command that runs cells does."""
     netns.up(2, "200mbit")
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "testbed", "measure", "--size-mb", "64",
-                             "--reps", "50"], start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli.main", "testbed", "measure", "--size-mb", "64", "--reps", "50"],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not _commbench_ranks(proc.pid) and time.monotonic() < deadline:
@@ -155,8 +178,12 @@ def _commbench_ranks(pid: int) -> list:
 def test_three_hosts_then_down_leaves_nothing_even_after_a_crash(clean_machine):
     s = netns.up(3, "200mbit")
     assert [h.netns for h in s.hosts] == ["ddlb-h0", "ddlb-h1", "ddlb-h2"]
-    ping = subprocess.run(netns.host_command(2, ["bash", "-c", "exec 3<>/dev/tcp/10.77.0.1/9 || true"]),
-                          capture_output=True, text=True, timeout=10)
+    ping = subprocess.run(
+        netns.host_command(2, ["bash", "-c", "exec 3<>/dev/tcp/10.77.0.1/9 || true"]),
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
     assert "Connection refused" in ping.stderr  # host 0 answered (with a RST) across the bridge
     worker = subprocess.Popen(netns.host_command(2, ["sleep", "300"]), start_new_session=True)
     # What a crashed run leaves: a half-built namespace and no state file.
@@ -199,10 +226,18 @@ def test_cli_up_status_refuse_down(clean_machine):
 def test_a_testbed_in_use_is_not_reshaped_or_taken_by_another_run(clean_machine):
     from harness.cli.main import cli
 
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom harness.testbed import netns\n"
-                               "with netns.lease('a colleague sweep'):\n    print('held', flush=True)\n"
-                               "    time.sleep(60)\n"], stdout=subprocess.PIPE, text=True,
-                              cwd=str(ROOT))
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom harness.testbed import netns\n"
+            "with netns.lease('a colleague sweep'):\n    print('held', flush=True)\n"
+            "    time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=str(ROOT),
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         assert netns.lease_holder() == f"pid {holder.pid} (a colleague sweep)"
@@ -237,8 +272,9 @@ def test_cuda_workers_on_the_testbed_get_a_gpu_each_and_nccl_crosses_the_links()
     env = pl.gpu_env(1, "ddlb-h1")
     assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["NCCL_HOSTID"] == "ddlb-h1"
     assert env["NCCL_P2P_DISABLE"] == env["NCCL_SHM_DISABLE"] == env["NCCL_IB_DISABLE"] == "1"
-    hosts = tuple(Host(i, f"ddlb-h{i}", f"/run/netns/ddlb-h{i}", f"ddlb-v{i}", f"10.0.0.{i + 1}", f"ddlb-p{i}")
-                  for i in range(2))
+    hosts = tuple(
+        Host(i, f"ddlb-h{i}", f"/run/netns/ddlb-h{i}", f"ddlb-v{i}", f"10.0.0.{i + 1}", f"ddlb-p{i}") for i in range(2)
+    )
     state = TestbedState(prefix="ddlb", rate_mbit=500.0, hosts=hosts, switch_netns="ddlb-sw", bridge="ddlb-br")
     placed = pl.testbed_placement(cell, state)
     assert [e["CUDA_VISIBLE_DEVICES"] for e in placed.envs] == ["0", "1"]

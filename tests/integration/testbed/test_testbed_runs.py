@@ -1,6 +1,6 @@
 """Runs and sweeps on the emulated testbed: real ranks in real namespaces over real tbf-shaped links.
 
-    pytest -q tests/integration/testbed/test_testbed_runs.py -s      # as root; a few minutes (most of it is ranks importing
+    pytest -q tests/integration/testbed/test_testbed_runs.py -s  # as root; a few minutes (most of it is ranks importing
                                                  # transformers); -s prints the measured iteration times
 
 Covers: every method completes across 2 hosts and its row says which emulated network it ran on; the
@@ -32,8 +32,7 @@ from harness.networks.profiles import rate_label
 from harness.testbed import netns, state
 from harness.testbed import placement as pl
 
-METHODS = ["ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a",
-           "bsp-ps", "wfbp-ps", "bytescheduler-ps"]
+METHODS = ["ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps"]
 TINY = dict(warmup=1, iters=3, batch=2, timeout_s=240)  # every cell: seconds of work, bounded if it hangs
 
 
@@ -51,24 +50,28 @@ def _failures(summary: pd.DataFrame) -> str:
 
 
 def _tbf_sent_bytes(netns_name: str, dev: str) -> int:
-    out = subprocess.run(["tc", "-n", netns_name, "-s", "-j", "qdisc", "show", "dev", dev],
-                         capture_output=True, text=True, timeout=10).stdout
+    out = subprocess.run(
+        ["tc", "-n", netns_name, "-s", "-j", "qdisc", "show", "dev", dev], capture_output=True, text=True, timeout=10
+    ).stdout
     return sum(q.get("bytes", 0) for q in json.loads(out or "[]") if q.get("kind") == "tbf")
 
 
 # -- pure -----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("workers, servers, nodes, hosts, policy, want", [
-    (2, 0, 2, 2, "round-robin", [0, 1]),
-    (4, 0, 2, 2, "round-robin", [0, 1, 0, 1]),
-    (4, 0, 2, 2, "blocked", [0, 0, 1, 1]),
-    (5, 0, 4, 4, "blocked", [0, 0, 1, 2, 3]),       # balanced blocks: every host gets a worker
-    (2, 1, 2, 2, "round-robin", [0, 1, 0]),          # no spare host: the server shares host 0
-    (2, 1, 2, 3, "round-robin", [0, 1, 2]),          # a spare host: the server gets it
-    (2, 3, 2, 4, "round-robin", [0, 1, 2, 3, 2]),    # servers spread over the spare hosts
-    (1, 0, 1, 2, "round-robin", [0]),                # the local baseline: host 0
-])
+@pytest.mark.parametrize(
+    "workers, servers, nodes, hosts, policy, want",
+    [
+        (2, 0, 2, 2, "round-robin", [0, 1]),
+        (4, 0, 2, 2, "round-robin", [0, 1, 0, 1]),
+        (4, 0, 2, 2, "blocked", [0, 0, 1, 1]),
+        (5, 0, 4, 4, "blocked", [0, 0, 1, 2, 3]),  # balanced blocks: every host gets a worker
+        (2, 1, 2, 2, "round-robin", [0, 1, 0]),  # no spare host: the server shares host 0
+        (2, 1, 2, 3, "round-robin", [0, 1, 2]),  # a spare host: the server gets it
+        (2, 3, 2, 4, "round-robin", [0, 1, 2, 3, 2]),  # servers spread over the spare hosts
+        (1, 0, 1, 2, "round-robin", [0]),  # the local baseline: host 0
+    ],
+)
 def test_rank_hosts(workers, servers, nodes, hosts, policy, want):
     assert pl.rank_hosts(workers, servers, nodes, hosts, policy) == want
     assert pl.nodes_for(workers, hosts) == min(workers, hosts)
@@ -79,11 +82,19 @@ def test_placement_env_and_prefixes():
     cell = CellSpec(workload="bert-base-tiny", scheme="bsp-ps", workers=3, servers=1, nodes=2)
     p = pl.testbed_placement(cell, s)
     assert p.master_addr == "10.77.0.1" and p.nodes == 2
-    assert [pr[1] for pr in p.prefixes] == ["--net=/run/netns/ddlb-h0", "--net=/run/netns/ddlb-h1",
-                                            "--net=/run/netns/ddlb-h0", "--net=/run/netns/ddlb-h2"]
+    assert [pr[1] for pr in p.prefixes] == [
+        "--net=/run/netns/ddlb-h0",
+        "--net=/run/netns/ddlb-h1",
+        "--net=/run/netns/ddlb-h0",
+        "--net=/run/netns/ddlb-h2",
+    ]
     assert all(e["GLOO_SOCKET_IFNAME"] == e["TP_SOCKET_IFNAME"] == "ddlb-eth0" for e in p.envs)
     assert [(e["NODE_RANK"], e["LOCAL_RANK"], e["LOCAL_WORLD_SIZE"]) for e in p.envs] == [
-        ("0", "0", "2"), ("1", "0", "1"), ("0", "1", "2"), ("2", "0", "1")]
+        ("0", "0", "2"),
+        ("1", "0", "1"),
+        ("0", "1", "2"),
+        ("2", "0", "1"),
+    ]
     with pytest.raises(UserError, match="testbed has 3 hosts"):
         pl.rank_hosts(4, 0, 4, 3)
     with pytest.raises(UserError, match="unknown placement 'spread'"):
@@ -116,9 +127,17 @@ def test_parse_testbed_blocks():
 
 @pytest.mark.root
 def test_every_method_completes_across_two_hosts(clean_machine, tmp_path):
-    cfg = sweep_from_dict({"name": "methods", "testbed": {"hosts": 2, "rate": "1gbit"},
-                           "workloads": ["resnet50-tiny"], "schemes": METHODS, "workers": [2],
-                           "baseline": False, **TINY})
+    cfg = sweep_from_dict(
+        {
+            "name": "methods",
+            "testbed": {"hosts": 2, "rate": "1gbit"},
+            "workloads": ["resnet50-tiny"],
+            "schemes": METHODS,
+            "workers": [2],
+            "baseline": False,
+            **TINY,
+        }
+    )
     run_dir = run_sweep(cfg, RunOptions(output=tmp_path / "methods", progress=False))
     s = _summary(run_dir)
     assert (s["status"] == "ok").all(), _failures(s)
@@ -139,8 +158,23 @@ def test_run_testbed_cli_and_traffic_crosses_the_shaped_link(clean_machine, tmp_
     from harness.cli.main import cli
 
     netns.down()
-    argv = ["run", "--workload", "bert-base-tiny", "--scheme", "bsp-a2a", "--testbed", "--baseline",
-            "--batch", "2", "--warmup", "1", "--iters", "2", "--output", str(tmp_path / "slow")]
+    argv = [
+        "run",
+        "--workload",
+        "bert-base-tiny",
+        "--scheme",
+        "bsp-a2a",
+        "--testbed",
+        "--baseline",
+        "--batch",
+        "2",
+        "--warmup",
+        "1",
+        "--iters",
+        "2",
+        "--output",
+        str(tmp_path / "slow"),
+    ]
     r = CliRunner().invoke(cli, argv)
     assert r.exit_code == 2 and "needs a testbed that is up" in r.output and "ddlbench testbed up" in r.output
 
@@ -162,8 +196,10 @@ def test_run_testbed_cli_and_traffic_crosses_the_shaped_link(clean_machine, tmp_
     assert sent >= 0.5 * 3 * grad, (sent, grad)
     # ... and it took the shaped time: ~17.7 MB each way at 100 Mbit/s is ~1.4 s against a ~0.1-0.5 s step.
     slow, base = summary.loc["bsp-a2a", "iter_s_median"], summary.loc["local", "iter_s_median"]
-    print(f"\n100 Mbit/s: bsp-a2a {slow:.2f} s/iter, comm-free baseline {base:.2f} s/iter, "
-          f"host 1 sent {sent / 1e6:.1f} MB (grad {grad / 1e6:.1f} MB)")
+    print(
+        f"\n100 Mbit/s: bsp-a2a {slow:.2f} s/iter, comm-free baseline {base:.2f} s/iter, "
+        f"host 1 sent {sent / 1e6:.1f} MB (grad {grad / 1e6:.1f} MB)"
+    )
     assert slow >= 2 * base, (slow, base)
 
 
@@ -175,8 +211,25 @@ def test_commbench_on_the_testbed_measures_the_shaped_link(clean_machine, tmp_pa
     s = netns.up(2, "200mbit")
     before = _tbf_sent_bytes("ddlb-h1", s.hosts[1].ifname)
     out = tmp_path / "cb"
-    r = CliRunner().invoke(cli, ["commbench", "--testbed", "--workers", "2", "--min-size", "4K", "--max-size", "8M",
-                                 "--reps", "2", "--warmup", "1", "--output", str(out)])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "commbench",
+            "--testbed",
+            "--workers",
+            "2",
+            "--min-size",
+            "4K",
+            "--max-size",
+            "8M",
+            "--reps",
+            "2",
+            "--warmup",
+            "1",
+            "--output",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, r.output
     sent = _tbf_sent_bytes("ddlb-h1", s.hosts[1].ifname) - before
     df = pd.read_parquet(out / "commbench.parquet")
@@ -185,16 +238,25 @@ def test_commbench_on_the_testbed_measures_the_shaped_link(clean_machine, tmp_pa
     big = df[df["size_bytes"] == 8 * 2**20]["busbw_gbit_s"].median()
     assert 0.85 * 0.2 < big <= 0.2, big  # at the shaped rate, not loopback speed
     link, _, fits = links_from_commbench([out], testbed_burst_bytes())
-    print(f"\ncommbench --testbed at 200 Mbit/s: link {link.rate_gbit_s * 1000:.0f} Mbit/s, "
-          f"alpha {fits[2].alpha_s * 1e3:.2f} ms, bucket {link.burst_bytes / 1e6:.2f} MB")
+    print(
+        f"\ncommbench --testbed at 200 Mbit/s: link {link.rate_gbit_s * 1000:.0f} Mbit/s, "
+        f"alpha {fits[2].alpha_s * 1e3:.2f} ms, bucket {link.burst_bytes / 1e6:.2f} MB"
+    )
     assert 0.85 * 0.2 < link.rate_gbit_s <= 0.2 and link.burst_bytes > 0
 
 
 @pytest.mark.root
 def test_two_profile_sweep_keeps_both_networks_and_resumes(clean_machine, tmp_path):
     both = {"slow": {"rate": "200mbit"}, "fast": {"rate": "1gbit"}}
-    common = {"name": "profiles", "testbed": {"hosts": 2}, "workloads": ["resnet50-tiny"], "schemes": ["ddp"],
-              "workers": [2], "baseline": False, **TINY}
+    common = {
+        "name": "profiles",
+        "testbed": {"hosts": 2},
+        "workloads": ["resnet50-tiny"],
+        "schemes": ["ddp"],
+        "workers": [2],
+        "baseline": False,
+        **TINY,
+    }
     out = tmp_path / "profiles"
     # An interrupted two-profile sweep that finished only the fast profile ...
     run_sweep(sweep_from_dict({**common, "networks": {"fast": both["fast"]}}), RunOptions(output=out, progress=False))
@@ -251,15 +313,28 @@ def test_down_leaves_no_namespace_link_or_process(clean_machine):
 
 # -- Horovod on placed ranks (nobody runs horovodrun there: harness/backends/horovod/placed.py) -----------
 
+
 def test_horovod_slot_variables_follow_the_real_hosts():
     from harness.backends.horovod.placed import slot_envs
 
     slots, envs = slot_envs([0, 1, 0])  # round-robin: 3 workers on 2 hosts
     assert slots == "host0:2,host1:1"
-    got = [(e["HOROVOD_RANK"], e["HOROVOD_HOSTNAME"], e["HOROVOD_LOCAL_RANK"], e["HOROVOD_LOCAL_SIZE"],
-            e["HOROVOD_CROSS_RANK"], e["HOROVOD_CROSS_SIZE"]) for e in envs]
-    assert got == [("0", "host0", "0", "2", "0", "2"), ("1", "host1", "0", "1", "1", "2"),
-                   ("2", "host0", "1", "2", "0", "1")]
+    got = [
+        (
+            e["HOROVOD_RANK"],
+            e["HOROVOD_HOSTNAME"],
+            e["HOROVOD_LOCAL_RANK"],
+            e["HOROVOD_LOCAL_SIZE"],
+            e["HOROVOD_CROSS_RANK"],
+            e["HOROVOD_CROSS_SIZE"],
+        )
+        for e in envs
+    ]
+    assert got == [
+        ("0", "host0", "0", "2", "0", "2"),
+        ("1", "host1", "0", "1", "1", "2"),
+        ("2", "host0", "1", "2", "0", "1"),
+    ]
 
 
 @pytest.mark.root
@@ -272,9 +347,20 @@ def test_horovod_runs_across_two_hosts_losslessly(clean_machine, tmp_path, monke
     monkeypatch.setenv("DDLBENCH_STEPS", str(STEPS))
     monkeypatch.setenv("DDLBENCH_DUMP_PARAMS", "1")
     wl = "bert-base-tiny"
-    cfg = sweep_from_dict({"name": "hvd", "testbed": {"hosts": 2, "rate": "1gbit"}, "workloads": [wl],
-                           "schemes": ["horovod"], "backends": ["horovod"], "workers": [4],
-                           "baseline": False, "device": "cpu", "timeout_s": 300, **SMALL[wl]})
+    cfg = sweep_from_dict(
+        {
+            "name": "hvd",
+            "testbed": {"hosts": 2, "rate": "1gbit"},
+            "workloads": [wl],
+            "schemes": ["horovod"],
+            "backends": ["horovod"],
+            "workers": [4],
+            "baseline": False,
+            "device": "cpu",
+            "timeout_s": 300,
+            **SMALL[wl],
+        }
+    )
     run_dir = run_sweep(cfg, RunOptions(output=tmp_path / "hvd", progress=False))
     s = _summary(run_dir)
     assert (s["status"] == "ok").all(), _failures(s)
@@ -282,7 +368,13 @@ def test_horovod_runs_across_two_hosts_losslessly(clean_machine, tmp_path, monke
     assert r["nodes"] == 2 and r["workers_per_node"] == 2
     cell_dir = run_dir / "cells" / r["cell_id"]
     assert _result(run_dir, r["cell_id"])["dist"]["rank_hosts"] == ["ddlb-h0", "ddlb-h1", "ddlb-h0", "ddlb-h1"]
-    check([torch.load(cell_dir / f"params.rank{k}.pt") for k in range(4)],
-          reference(wl, 4, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS), wl)
-    assert r["net_main_iface"] == "ddlb-eth0" and r["net_bytes_per_iter"] >= r["grad_bytes"], \
-        (r["net_main_iface"], r["net_bytes_per_iter"], r["grad_bytes"])
+    check(
+        [torch.load(cell_dir / f"params.rank{k}.pt") for k in range(4)],
+        reference(wl, 4, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS),
+        wl,
+    )
+    assert r["net_main_iface"] == "ddlb-eth0" and r["net_bytes_per_iter"] >= r["grad_bytes"], (
+        r["net_main_iface"],
+        r["net_bytes_per_iter"],
+        r["grad_bytes"],
+    )

@@ -50,15 +50,24 @@ class FakeBox:
 
 
 REF = reference()
-OTHERS = [Candidate("bsp-a2a", "torch"), Candidate("wfbp-a2a", "torch"), Candidate("dear", "torch"),
-          Candidate("fsdp", "torch")]
+OTHERS = [
+    Candidate("bsp-a2a", "torch"),
+    Candidate("wfbp-a2a", "torch"),
+    Candidate("dear", "torch"),
+    Candidate("fsdp", "torch"),
+]
 SHORT = [*OTHERS, REF]  # as shortlist() gives it: best predicted first, DDP default last
 TRUE = {"bsp-a2a": 0.9, "wfbp-a2a": 0.5, "dear": 0.55, "fsdp": 1.2, "ddp": 0.6}
 PREDICTED = {"bsp-a2a": 0.3, "wfbp-a2a": 0.32, "dear": 0.33, "fsdp": 0.35, "ddp": 0.34}  # 2-3x optimistic
 
 
-def advise(budget_s: float, box: FakeBox | None = None, run_dir: Path = Path("/run"), spent_before_s: float = 0.0,
-           policy: Policy = Policy(iters=20, max_iters=200, target=0.03, rounds=3)):
+def advise(
+    budget_s: float,
+    box: FakeBox | None = None,
+    run_dir: Path = Path("/run"),
+    spent_before_s: float = 0.0,
+    policy: Policy = Policy(iters=20, max_iters=200, target=0.03, rounds=3),
+):
     box = box or FakeBox(TRUE)
     budget = Budget(budget_s, box.clock, spent_before_s)
     ms = Measuring(box.run, run_dir, policy, budget, Pace(WARMUP), PREDICTED, Outcome(budget_s), box.read, box.tries)
@@ -77,8 +86,12 @@ def test_durations_parse_and_bad_text_is_a_user_error():
     for bad in ("abc", "", "10x", "-5m", "0", "m"):
         with pytest.raises(UserError, match="not a duration"):
             parse_duration(bad)
-    assert (duration_text(600), duration_text(90), duration_text(7200), duration_text(math.inf)) == \
-        ("10m", "90s", "2h", "none")
+    assert (duration_text(600), duration_text(90), duration_text(7200), duration_text(math.inf)) == (
+        "10m",
+        "90s",
+        "2h",
+        "none",
+    )
 
 
 def test_with_time_enough_every_candidate_reaches_its_target_as_without_a_budget():

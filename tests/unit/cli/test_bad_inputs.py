@@ -92,8 +92,10 @@ CASES = [
     (RUN + " --workers 100000", ["100000 workers", "--oversubscribe"]),
     (RUN + " --workers 1 --threads 100000", ["cores", "--oversubscribe"]),
     (RUN + " --workers 0", ["workers must be an integer >= 1"]),
-    ("run --workload bert-base-tiny --scheme bsp-ps --workers 1 --servers 100000 --output {t}/new",
-     ["100000 parameter servers", "--oversubscribe"]),
+    (
+        "run --workload bert-base-tiny --scheme bsp-ps --workers 1 --servers 100000 --output {t}/new",
+        ["100000 parameter servers", "--oversubscribe"],
+    ),
     (RUN + " --network ''", ["network label '' is empty"]),
     # a misspelt profile is refused, never a silent label (issue 24)
     (RUN + " --network ib-rmda", ["unknown network 'ib-rmda'", "ib-rdma", "loopback", "labels:"]),
@@ -168,8 +170,7 @@ CASES = [
     ("sweep {t}/ok.yaml --output {t}/notes.txt", ["is a file, not a directory"]),
     ("sweep {t}/ok.yaml --output {t}/readonly/r", ["cannot write in"]),
     # damaged tables
-    ("show {t}/badrun", ["cannot read table", "summary.parquet", "--resume"]),
-    ("sweep {t}/ok.yaml --output {t}/badpart --resume", ["cannot read table", "remove that cell's directory"]),
+    ("show {t}/badrun", ["cannot read table", "summary.parquet", "make it again with the command that wrote it"]),
     ("show {t}/truncrun", ["cannot read table", "summary.parquet"]),
     ("show {t}/run --csv {t}/run", ["--csv", "is a directory"]),
     ("show {t}/run --csv {t}/notes.txt/x.csv", ["which is a file"]),
@@ -205,8 +206,10 @@ CASES = [
     (PRED + " --knob ddp.bucket_cap_mb", ["is not METHOD.NAME=VALUE"]),
     (PRED + " --knob nope.x=1", ["nope"]),
     (PRED + " --knob ddp.nope=1", ["unknown knob", "nope"]),
-    ("predict --workload bert-base --workload gpt2-small --device-preset study-gpu",
-     ["no measured throughput for 'gpt2-small'", "--throughput"]),
+    (
+        "predict --workload bert-base --workload gpt2-small --device-preset study-gpu",
+        ["no measured throughput for 'gpt2-small'", "--throughput"],
+    ),
     ("predict --workload nope --device-preset study-gpu", ["unknown workload 'nope'"]),
     (PRED + " --link nope", ["unknown network preset 'nope'"]),
     (PRED + " --link study-ib-100g", ["--cluster study-ib-100g predicts that whole cluster"]),
@@ -252,12 +255,16 @@ CASES = [
     ("commbench --reps 0 --output {t}/cb", ["--reps must be >= 1"]),
     ("commbench --output {t}/notes.txt", ["is a file, not a directory"]),
     # bring your own model: a workload named by its Python path (workloads/base.py: load_python_path)
-    ("run --workload no_such_pkg_xyz.models:build --output {t}/new", ["no module named 'no_such_pkg_xyz'",
-                                                                      "PYTHONPATH"]),
+    (
+        "run --workload no_such_pkg_xyz.models:build --output {t}/new",
+        ["no module named 'no_such_pkg_xyz'", "PYTHONPATH"],
+    ),
     ("run --workload examples.byom_model:nope --output {t}/new", ["has no 'nope'"]),
     ("run --workload examples.byom_model: --output {t}/new", ["nor a Python path", "package.module:function"]),
-    ("run --workload byom_import_error:build --output {t}/new", ["importing byom_import_error failed",
-                                                                 "not_a_real_package_for_ddlbench"]),
+    (
+        "run --workload byom_import_error:build --output {t}/new",
+        ["importing byom_import_error failed", "not_a_real_package_for_ddlbench"],
+    ),
     ("run --workload byom_bad:not_callable --output {t}/new", ["not a function"]),
     ("run --workload byom_bad:not_a_spec --output {t}/new", ["returned a BagClassifier, not a", "WorkloadSpec"]),
     ("run --workload byom_bad:raises --output {t}/new", ["raises() raised RuntimeError: no weights here"]),
@@ -274,8 +281,10 @@ CASES = [
     ("advise --workload bert-base-tiny --target-ci 3 --output {t}/new", ["--target-ci must be between 0 and 1"]),
     ("advise --workload bert-base-tiny --link nope --output {t}/new", ["nope"]),
     ("advise --workload bert-base-tiny --link eth-10g --commbench {t}/cbrun --output {t}/new", ["give one"]),
-    ("advise --workload bert-base-tiny --profile {t}/missing.parquet --output {t}/new", ["does not exist",
-                                                                                         "ddlbench profile"]),
+    (
+        "advise --workload bert-base-tiny --profile {t}/missing.parquet --output {t}/new",
+        ["does not exist", "ddlbench profile"],
+    ),
     ("advise --workload bert-base-tiny --output {t}/run", ["already holds a run", "--resume"]),
     ("advise --workload byom_bad:not_a_spec --output {t}/new", ["WorkloadSpec"]),
     ("advise --workload bert-base-tiny --budget abc --output {t}/new", ["--budget 'abc' is not a duration", "10m"]),
@@ -304,13 +313,33 @@ def t(tmp_path_factory):
     (d / "binary.yaml").write_bytes(b"\xff\xfe\x00\x81 binary")
     run = d / "run"
     (run / "cells" / "c1").mkdir(parents=True)
-    base = {"schema_version": 1, "run_id": "run", "cell_id": "c1", "source": "measured", "status": "ok",
-            "reason": "", "workload": "resnet50-tiny", "sample_unit": "img", "scheme": "ddp", "backend": "torch",
-            "workers": 2, "servers": 0, "batch_per_worker": 8, "global_batch": 16, "seq_len": None,
-            "knobs_json": "{}", "network": "loopback", "throughput_median": 100.0}
+    base = {
+        "schema_version": 1,
+        "run_id": "run",
+        "cell_id": "c1",
+        "source": "measured",
+        "status": "ok",
+        "reason": "",
+        "workload": "resnet50-tiny",
+        "sample_unit": "img",
+        "scheme": "ddp",
+        "backend": "torch",
+        "workers": 2,
+        "servers": 0,
+        "batch_per_worker": 8,
+        "global_batch": 16,
+        "seq_len": None,
+        "knobs_json": "{}",
+        "network": "loopback",
+        "throughput_median": 100.0,
+    }
     pd.DataFrame([base]).to_parquet(run / "summary.parquet")
-    pd.DataFrame([{"schema_version": 1, "run_id": "run", "cell_id": "c1", "rank": 0, "iteration": i,
-                   "iter_s": 0.16} for i in range(8)]).to_parquet(run / "raw.parquet")
+    pd.DataFrame(
+        [
+            {"schema_version": 1, "run_id": "run", "cell_id": "c1", "rank": 0, "iteration": i, "iter_s": 0.16}
+            for i in range(8)
+        ]
+    ).to_parquet(run / "raw.parquet")
     pd.DataFrame([{"schema_version": 1, "run_id": "run", "fingerprint": "fp"}]).to_parquet(run / "environment.parquet")
     for name, data in (("badrun", b"PAR1 garbage"), ("truncrun", (run / "summary.parquet").read_bytes()[:200])):
         (d / name).mkdir()
@@ -318,8 +347,9 @@ def t(tmp_path_factory):
     (d / "foreignrun").mkdir()
     pd.DataFrame([{"cell_id": "c", "status": "ok"}]).to_parquet(d / "foreignrun" / "summary.parquet")
     (d / "cbrun").mkdir()
-    pd.DataFrame([{"collective": "allreduce", "workers": 2, "size_bytes": 4, "time_s": 1e-3, "network": "lo"}]
-                 ).to_parquet(d / "cbrun" / "commbench.parquet")
+    pd.DataFrame(
+        [{"collective": "allreduce", "workers": 2, "size_bytes": 4, "time_s": 1e-3, "network": "lo"}]
+    ).to_parquet(d / "cbrun" / "commbench.parquet")
     (d / "badpart" / "cells" / "c1").mkdir(parents=True)
     (d / "badpart" / "cells" / "c1" / "summary.parquet").write_bytes(b"PAR1 torn part")
     for name, body in SWEEPS.items():
@@ -355,10 +385,25 @@ def test_bad_input_is_one_line_and_exit_2(t, line, words, monkeypatch):
     assert not (t / "new").exists() or not any((t / "new").iterdir()), "a refused run wrote results"
 
 
+def test_a_foreign_cell_folder_with_a_torn_table_is_named_and_skipped_by_resume(t, monkeypatch):
+    """Once a bad input (the resume refused the torn part), now a foreign folder under cells/: named once and
+    skipped, the sweep's own cells measured (docs/ARCHITECTURE.md, "Results"; issue 52)."""
+    monkeypatch.chdir(t)
+    res = CliRunner().invoke(cli, ["sweep", str(t / "ok.yaml"), "--output", str(t / "badpart"), "--resume"])
+    text = res.stdout + res.stderr
+    assert res.exit_code == 0, text
+    assert text.count(str(t / "badpart" / "cells" / "c1")) == 1 and "Traceback" not in text, text
+    assert (t / "badpart" / "summary.parquet").exists()
+
+
 def test_a_bad_input_is_clean_in_a_real_process_too(t):
     """One case end to end through the installed entry point (click's runner shares the process)."""
-    res = subprocess.run(["ddlbench", "run", "--workload", "bert-base-tiny", "--timeout", "nan", "--output",
-                          str(t / "new")], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        ["ddlbench", "run", "--workload", "bert-base-tiny", "--timeout", "nan", "--output", str(t / "new")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and res.stderr.startswith("error: timeout must be a finite")
     assert "Traceback" not in res.stdout + res.stderr

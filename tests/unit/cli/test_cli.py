@@ -37,9 +37,24 @@ def test_every_command_has_help_and_is_in_the_readme():
 
 def test_list_names_every_scheme_workload_and_knob():
     out = invoke("list").output
-    for name in ["bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps",
-                 "bytescheduler-ps", "ddp", "resnet50", "bert-base", "bert-large", "gpt2-small",
-                 "gpt2-small-tiny", "bucket_cap_mb", "partition_mb", "credit_mb"]:
+    for name in [
+        "bsp-a2a",
+        "wfbp-a2a",
+        "mgwfbp",
+        "bytescheduler-a2a",
+        "bsp-ps",
+        "wfbp-ps",
+        "bytescheduler-ps",
+        "ddp",
+        "resnet50",
+        "bert-base",
+        "bert-large",
+        "gpt2-small",
+        "gpt2-small-tiny",
+        "bucket_cap_mb",
+        "partition_mb",
+        "credit_mb",
+    ]:
         assert name in out
 
 
@@ -52,15 +67,18 @@ def _one_line_error(res, *words):
         assert w in lines[0], lines[0]
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--workload", "resnet51"], ["unknown workload 'resnet51'", "resnet50-tiny"]),
-    (["--workload", "resnet50-tiny", "--scheme", "wfbp"], ["unknown scheme 'wfbp'", "wfbp-a2a"]),
-    (["--workload", "resnet50-tiny", "--backend", "mpi"], ["unknown backend 'mpi'", "torch"]),
-    (["--workload", "resnet50-tiny", "--workers", "0"], ["workers must be an integer >= 1"]),
-    (["--workload", "resnet50-tiny", "--workers", "-3"], ["workers must be an integer >= 1"]),
-    (["--workload", "resnet50-tiny", "--knob", "bucket_cap=5"], ["unknown knob(s) bucket_cap", "bucket_cap_mb"]),
-    (["--workload", "resnet50-tiny", "--seq-len", "64"], ["images"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--workload", "resnet51"], ["unknown workload 'resnet51'", "resnet50-tiny"]),
+        (["--workload", "resnet50-tiny", "--scheme", "wfbp"], ["unknown scheme 'wfbp'", "wfbp-a2a"]),
+        (["--workload", "resnet50-tiny", "--backend", "mpi"], ["unknown backend 'mpi'", "torch"]),
+        (["--workload", "resnet50-tiny", "--workers", "0"], ["workers must be an integer >= 1"]),
+        (["--workload", "resnet50-tiny", "--workers", "-3"], ["workers must be an integer >= 1"]),
+        (["--workload", "resnet50-tiny", "--knob", "bucket_cap=5"], ["unknown knob(s) bucket_cap", "bucket_cap_mb"]),
+        (["--workload", "resnet50-tiny", "--seq-len", "64"], ["images"]),
+    ],
+)
 def test_run_bad_input(args, words, tmp_path):
     _one_line_error(invoke("run", *args, "--output", str(tmp_path / "r")), *words)
 
@@ -71,8 +89,9 @@ def test_more_workers_than_gpus(monkeypatch, tmp_path):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    res = invoke("run", "--workload", "resnet50-tiny", "--device", "cuda", "--workers", "2",
-                 "--output", str(tmp_path / "r"))
+    res = invoke(
+        "run", "--workload", "resnet50-tiny", "--device", "cuda", "--workers", "2", "--output", str(tmp_path / "r")
+    )
     _one_line_error(res, "2 workers per node need 2 GPUs", "this node has 1")
 
 
@@ -81,17 +100,22 @@ def test_cuda_selected_without_cuda(tmp_path):
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    _one_line_error(invoke("run", "--workload", "resnet50-tiny", "--device", "cuda", "--output",
-                           str(tmp_path / "r")), "CUDA is not available")
+    _one_line_error(
+        invoke("run", "--workload", "resnet50-tiny", "--device", "cuda", "--output", str(tmp_path / "r")),
+        "CUDA is not available",
+    )
 
 
-@pytest.mark.parametrize("text, words", [
-    ("workloads: [resnet50-tiny\nschemes: [ddp]\n", ["not valid YAML"]),
-    ("workloads: [resnet50-tiny]\nshemes: [ddp]\n", ["unknown key(s) shemes", "schemes"]),
-    ("- resnet50-tiny\n", ["must be a mapping"]),
-    ("workloads: [resnet50-tiny]\nschemes: [nope]\n", ["unknown scheme 'nope'"]),
-    ("workloads: [resnet50-tiny]\nworkers: [0]\n", ["workers must be integers >= 1"]),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("workloads: [resnet50-tiny\nschemes: [ddp]\n", ["not valid YAML"]),
+        ("workloads: [resnet50-tiny]\nshemes: [ddp]\n", ["unknown key(s) shemes", "schemes"]),
+        ("- resnet50-tiny\n", ["must be a mapping"]),
+        ("workloads: [resnet50-tiny]\nschemes: [nope]\n", ["unknown scheme 'nope'"]),
+        ("workloads: [resnet50-tiny]\nworkers: [0]\n", ["workers must be integers >= 1"]),
+    ],
+)
 def test_sweep_bad_file(text, words, tmp_path):
     f = tmp_path / "s.yaml"
     f.write_text(text)
@@ -106,9 +130,26 @@ def test_missing_sweep_file_and_run(tmp_path):
 @pytest.mark.slow
 def test_run_two_workers_through_cli(tmp_path):
     out = tmp_path / "run"
-    res = invoke("run", "--workload", "resnet50-tiny", "--scheme", "wfbp-a2a", "--workers", "2",
-                 "--warmup", "1", "--iters", "4", "--device", "cpu", "--baseline", "--output", str(out),
-                 "--history", str(tmp_path / "history"))
+    res = invoke(
+        "run",
+        "--workload",
+        "resnet50-tiny",
+        "--scheme",
+        "wfbp-a2a",
+        "--workers",
+        "2",
+        "--warmup",
+        "1",
+        "--iters",
+        "4",
+        "--device",
+        "cpu",
+        "--baseline",
+        "--output",
+        str(out),
+        "--history",
+        str(tmp_path / "history"),
+    )
     assert res.exit_code == 0, res.output
     assert "added 2 cells to" in res.output  # --history: the run appended after it ended (harness/history/)
     history = pd.concat(pd.read_parquet(f) for f in (tmp_path / "history" / "runs").glob("*.parquet"))
@@ -118,7 +159,8 @@ def test_run_two_workers_through_cli(tmp_path):
     row = s[s["scheme"] == "wfbp-a2a"].iloc[0]
     assert row["workers"] == 2 and row["global_batch"] == 16 and row["samples"] == 4
     assert row["scaling_efficiency"] > 0 and row["speedup"] == pytest.approx(
-        row["throughput_median"] / row["baseline_throughput"])
+        row["throughput_median"] / row["baseline_throughput"]
+    )
     raw = pd.read_parquet(out / "raw.parquet")
     assert set(raw[raw["cell_id"] == row["cell_id"]]["rank"]) == {0, 1}
     assert (raw["iter_s"] > 0).all()

@@ -31,8 +31,14 @@ def two_runs(tmp_path_factory) -> list[Path]:
 
 
 def _ddlbench(*argv) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "harness.cli.main", *map(str, argv)], cwd=ROOT,
-                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness.cli.main", *map(str, argv)],
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _until(what, proc: subprocess.Popen, timeout_s: float = 60) -> None:
@@ -69,8 +75,9 @@ def test_compare_stopped_says_so_in_one_line_and_exits_128_plus_n(two_runs, sig)
     proc = _ddlbench("compare", *two_runs)
     _until(lambda: _catches_sigterm(proc.pid), proc)
     out, err = _stopped(proc, sig)
-    assert err.splitlines() == [f"error: interrupted by {signal.Signals(sig).name}: `ddlbench compare` stopped before "
-                                f"it finished; run it again"], err
+    assert err.splitlines() == [
+        f"error: interrupted by {signal.Signals(sig).name}: `ddlbench compare` stopped before it finished; run it again"
+    ], err
     assert out == ""  # no table: a stopped gate says nothing about the cells
 
 
@@ -82,6 +89,8 @@ def test_history_add_stopped_while_it_waits_its_turn_adds_nothing(tmp_path, sig)
         proc = _ddlbench("history", "add", run, "--history", history)
         _until(lambda: _waits_for_a_lock(proc.pid), proc)
         _, err = _stopped(proc, sig)
-    assert err.splitlines() == [f"error: interrupted by {signal.Signals(sig).name}: `ddlbench history add` stopped "
-                                f"before it finished; run it again"], err
+    assert err.splitlines() == [
+        f"error: interrupted by {signal.Signals(sig).name}: `ddlbench history add` stopped "
+        f"before it finished; run it again"
+    ], err
     assert store.files(history) == []

@@ -34,8 +34,7 @@ def test_left_out_it_is_one_per_worker_node_in_cells_sweeps_and_commbench():
     assert resolve(CellSpec(**ps, nodes=2)).servers == 2
     assert resolve(CellSpec(**ps, nodes=2, servers=3)).servers == 3
     assert resolve(CellSpec(**{**ps, "scheme": "ddp"}, nodes=2)).servers == 0  # no PS: none
-    cfg = sweep_from_dict({"workloads": ["resnet50-tiny"], "schemes": ["bsp-ps"], "workers": [2, 4],
-                           "baseline": False})
+    cfg = sweep_from_dict({"workloads": ["resnet50-tiny"], "schemes": ["bsp-ps"], "workers": [2, 4], "baseline": False})
     spread = {c.workers: c.servers for c in expand(cfg, nodes_for=lambda w: w // 2)}
     assert spread == {2: 1, 4: 2}
     assert {c.servers for c in expand(with_overrides(cfg, servers=3), nodes_for=lambda w: w // 2)} == {3}

@@ -27,8 +27,9 @@ for argv in {argvs!r}:
 
 def test_help_and_list_import_no_torch():
     argvs = [["--help"]] + [[name, "--help"] for name in COMMANDS] + [["list"]]
-    out = subprocess.run([sys.executable, "-c", PROBE.format(argvs=argvs)], capture_output=True, text=True,
-                         cwd=ROOT, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(argvs=argvs)], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     assert len(lines) == len(argvs) and all(line.endswith("-> -") for line in lines), "\n".join(lines)

@@ -71,13 +71,16 @@ def test_json_parses_and_has_the_keys():
     assert doc["smoke"] == [] and doc["ok"] is True
 
 
-@pytest.mark.parametrize("hostname, address, iface, loopback", [
-    ("vm", "127.0.1.1", "lo", True),          # Debian's /etc/hosts line for the hostname
-    ("vm", "127.0.0.1", "lo", True),
-    ("n1", "::1", "lo", True),
-    ("n1", "10.0.0.5", "eth0", False),
-    ("n1", "10.0.0.5", None, False),          # no `ip`: the address alone decides
-])
+@pytest.mark.parametrize(
+    "hostname, address, iface, loopback",
+    [
+        ("vm", "127.0.1.1", "lo", True),  # Debian's /etc/hosts line for the hostname
+        ("vm", "127.0.0.1", "lo", True),
+        ("n1", "::1", "lo", True),
+        ("n1", "10.0.0.5", "eth0", False),
+        ("n1", "10.0.0.5", None, False),  # no `ip`: the address alone decides
+    ],
+)
 def test_hostname_loopback_verdict(hostname, address, iface, loopback):
     v = hostname_verdict(hostname, address, iface, suggest="eth0")
     assert v["loopback"] is loopback
@@ -100,22 +103,29 @@ def test_gpu_checks_by_gpu_count():
 
 
 def test_plan_skips_unusable_backends_and_never_runs_local():
-    backends = [{"name": "torch", "reason": None, "device_reason": None},
-                {"name": "byteps", "reason": "backend byteps is not installed", "device_reason": None}]
+    backends = [
+        {"name": "torch", "reason": None, "device_reason": None},
+        {"name": "byteps", "reason": "backend byteps is not installed", "device_reason": None},
+    ]
     cells, known = plan(SmokeConfig(device="cpu", quick=False), backends)
     assert {c.backend for c in cells} == {"torch"} and "local" not in {c.scheme for c in cells}
     assert {c.scheme for c in cells} == set(schemes_for("torch", quick=False))
-    assert [(k.backend, k.status, k.reason) for k in known] == [("byteps", "skipped", "backend byteps is not installed")]
+    assert [(k.backend, k.status, k.reason) for k in known] == [
+        ("byteps", "skipped", "backend byteps is not installed")
+    ]
     assert all(c.workers == 2 and c.batch == 2 and c.iters == 2 and c.warmup == 1 for c in cells)
     assert len(schemes_for("torch", quick=True)) == 1
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--workload", "resnet51"], ["unknown workload 'resnet51'", "resnet50-tiny"]),
-    (["--device", "tpu"], ["unknown device 'tpu'"]),
-    (["--timeout", "0"], ["--timeout must be"]),
-    (["--timeout", "nan"], ["--timeout must be"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--workload", "resnet51"], ["unknown workload 'resnet51'", "resnet50-tiny"]),
+        (["--device", "tpu"], ["unknown device 'tpu'"]),
+        (["--timeout", "0"], ["--timeout must be"]),
+        (["--timeout", "nan"], ["--timeout must be"]),
+    ],
+)
 def test_bad_option_is_one_line_exit_2(args, words):
     res = invoke(*args)
     assert res.exit_code == 2, res.output
@@ -136,8 +146,12 @@ def test_doctor_quick_runs_a_smoke_cell_per_usable_backend(tmp_path):
     exe = shutil.which("ddlbench")
     assert exe, "the ddlbench entry point is not on PATH: pip install -e ."
     keep = tmp_path / "doctor"
-    p = subprocess.run([exe, "doctor", "--quick", "--device", "cpu", "--json", "--keep", str(keep),
-                        "--timeout", str(SMOKE_TIMEOUT_S)], capture_output=True, text=True, timeout=1200)
+    p = subprocess.run(
+        [exe, "doctor", "--quick", "--device", "cpu", "--json", "--keep", str(keep), "--timeout", str(SMOKE_TIMEOUT_S)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     doc = json.loads(p.stdout)
     by_backend = {r["backend"]: r for r in doc["smoke"]}
     assert set(by_backend) == set(BACKENDS)  # one row per backend with --quick: run or skipped
@@ -151,20 +165,27 @@ def test_doctor_quick_runs_a_smoke_cell_per_usable_backend(tmp_path):
     summary = pd.read_parquet(keep / "summary.parquet")  # the smoke run kept, as any run directory
     assert sorted(summary["status"]) == ["ok"] * sum(b["available"] for b in doc["facts"]["backends"])
     usable = {b["name"] for b in doc["facts"]["backends"] if b["available"]}
-    require({"horovod", "deepspeed"} <= usable, f"horovod and deepspeed are not both usable here (usable: "
-                                                f"{', '.join(sorted(usable))}); run scripts/install_frameworks.sh")
+    require(
+        {"horovod", "deepspeed"} <= usable,
+        f"horovod and deepspeed are not both usable here (usable: "
+        f"{', '.join(sorted(usable))}); run scripts/install_frameworks.sh",
+    )
 
 
-# --- the GPU timing check's verdict (harness/doctor/timing/verdicts.py) ------------------------------------------------
-@pytest.mark.parametrize("ratio, spread, verdict", [
-    (1.000, 0.000, "ok"),          # resnet50 fp32 on the H200: harness = bare, the bare loop steady
-    (0.990, 0.004, "FAILED"),      # the harness costs 1% against a steady reference
-    (1.050, 0.010, "FAILED"),      # faster than its reference: measures something else
-    (0.901, 0.281, "undecided"),   # bert-base bf16 on the H200: the bare loop itself moved 28% between rounds
-    (1.000, 0.021, "undecided"),   # even a perfect ratio decides nothing against a drifting reference
-])
+# --- the GPU timing check's verdict (harness/doctor/timing/verdicts.py) -----------------------------------------------
+@pytest.mark.parametrize(
+    "ratio, spread, verdict",
+    [
+        (1.000, 0.000, "ok"),  # resnet50 fp32 on the H200: harness = bare, the bare loop steady
+        (0.990, 0.004, "FAILED"),  # the harness costs 1% against a steady reference
+        (1.050, 0.010, "FAILED"),  # faster than its reference: measures something else
+        (0.901, 0.281, "undecided"),  # bert-base bf16 on the H200: the bare loop itself moved 28% between rounds
+        (1.000, 0.021, "undecided"),  # even a perfect ratio decides nothing against a drifting reference
+    ],
+)
 def test_a_ratio_is_judged_only_against_a_steady_reference(ratio, spread, verdict):
     from harness.doctor.timing.verdicts import judge
+
     assert judge(ratio, spread) == verdict
 
 
@@ -172,14 +193,34 @@ def test_verdicts_fail_only_decided_cells():
     import pandas as pd
 
     from harness.doctor.timing.verdicts import verdicts
-    variants = pd.DataFrame([
-        {"round": r, "workload": wl, "dtype": "bf16", "variant": "bare", "per_s": v}
-        for wl, a, b in (("steady", 100.0, 100.2), ("drifting", 2832.0, 2037.0)) for r, v in (("A", a), ("B", b))])
-    cells = pd.DataFrame([
-        {"workload": "steady", "dtype": "bf16", "throughput_median": 95.0, "batch_per_worker": 8, "seq_len": 64,
-         "iter_s_median": 0.08},
-        {"workload": "drifting", "dtype": "bf16", "throughput_median": 2193.0, "batch_per_worker": 64,
-         "seq_len": 64, "iter_s_median": 0.03}])
+
+    variants = pd.DataFrame(
+        [
+            {"round": r, "workload": wl, "dtype": "bf16", "variant": "bare", "per_s": v}
+            for wl, a, b in (("steady", 100.0, 100.2), ("drifting", 2832.0, 2037.0))
+            for r, v in (("A", a), ("B", b))
+        ]
+    )
+    cells = pd.DataFrame(
+        [
+            {
+                "workload": "steady",
+                "dtype": "bf16",
+                "throughput_median": 95.0,
+                "batch_per_worker": 8,
+                "seq_len": 64,
+                "iter_s_median": 0.08,
+            },
+            {
+                "workload": "drifting",
+                "dtype": "bf16",
+                "throughput_median": 2193.0,
+                "batch_per_worker": 64,
+                "seq_len": 64,
+                "iter_s_median": 0.03,
+            },
+        ]
+    )
     table = verdicts(variants, cells, bounds=True).set_index("workload")
     assert table.loc["steady", "verdict"] == "FAILED" and not table.loc["steady", "ok"]
     assert table.loc["drifting", "verdict"] == "undecided" and not table.loc["drifting", "ok"]
@@ -199,6 +240,7 @@ class _DriftingLoop:
 
 def test_pairs_alternate_and_their_median_cancels_a_drift_the_rounds_cannot():
     from harness.doctor.timing.paired import PAIRS, decide, pair_rounds, summarise
+
     pace = [100.0]
     rows = pair_rounds(_DriftingLoop(pace, 1.0), _DriftingLoop(pace, 0.998), warmup=1, iters=3)
     assert [r["first"] for r in rows] == ["bare", "harness"] * (PAIRS // 2), "the order flips every pair"
@@ -215,12 +257,39 @@ def test_a_drifting_cell_is_decided_on_its_pairs():
     import pandas as pd
 
     from harness.doctor.timing.verdicts import verdicts
-    variants = pd.DataFrame([{"round": r, "workload": "w", "dtype": "bf16", "variant": "bare", "per_s": v}
-                             for r, v in (("A", 2832.0), ("B", 2037.0))])
-    cells = pd.DataFrame([{"workload": "w", "dtype": "bf16", "throughput_median": 2193.0, "batch_per_worker": 64,
-                           "seq_len": 64, "iter_s_median": 0.03}])
-    steady = pd.DataFrame([{"workload": "w", "dtype": "bf16", "pair": i, "first": "bare", "bare_per_s": 1.0,
-                            "harness_per_s": r, "ratio": r} for i, r in enumerate([0.999, 1.001, 1.0, 1.002])])
+
+    variants = pd.DataFrame(
+        [
+            {"round": r, "workload": "w", "dtype": "bf16", "variant": "bare", "per_s": v}
+            for r, v in (("A", 2832.0), ("B", 2037.0))
+        ]
+    )
+    cells = pd.DataFrame(
+        [
+            {
+                "workload": "w",
+                "dtype": "bf16",
+                "throughput_median": 2193.0,
+                "batch_per_worker": 64,
+                "seq_len": 64,
+                "iter_s_median": 0.03,
+            }
+        ]
+    )
+    steady = pd.DataFrame(
+        [
+            {
+                "workload": "w",
+                "dtype": "bf16",
+                "pair": i,
+                "first": "bare",
+                "bare_per_s": 1.0,
+                "harness_per_s": r,
+                "ratio": r,
+            }
+            for i, r in enumerate([0.999, 1.001, 1.0, 1.002])
+        ]
+    )
     row = verdicts(variants, cells, True, steady).iloc[0]
     assert (row["verdict"], row["decided_by"]) == ("ok", "paired")
     assert row["paired_ratio"] == pytest.approx(1.0005)
@@ -238,18 +307,63 @@ def test_a_host_bound_cell_is_undecided_with_the_host_pace_measured_in_the_same_
     import pandas as pd
 
     from harness.doctor.timing.verdicts import verdicts
+
     bare = {"bert-base": (1421.5, 1343.4), "gpt2-small": (212.9, 209.0), "resnet50": (2226.5, 2236.3)}
-    variants = pd.DataFrame([{"round": r, "workload": wl, "dtype": "bf16", "variant": "bare", "per_s": v}
-                             for wl, ab in bare.items() for r, v in zip("AB", ab)])
-    cells = pd.DataFrame([
-        {"workload": "bert-base", "dtype": "bf16", "throughput_median": 1854.9, "batch_per_worker": 64, "seq_len": 64,
-         "iter_s_median": 0.0345, "device_lag_s": 0.000053, "host_bound": True},
-        {"workload": "gpt2-small", "dtype": "bf16", "throughput_median": 210.6, "batch_per_worker": 8,
-         "seq_len": 512, "iter_s_median": 0.0375, "device_lag_s": 0.0031, "host_bound": True},
-        {"workload": "resnet50", "dtype": "bf16", "throughput_median": 2247.7, "batch_per_worker": 64,
-         "seq_len": None, "iter_s_median": 0.0285, "device_lag_s": 0.0283, "host_bound": False}])
-    pairs = pd.DataFrame([{"workload": "gpt2-small", "dtype": "bf16", "pair": i, "first": "bare", "bare_per_s": 1.0,
-                           "harness_per_s": 1.0, "ratio": 1.0} for i in range(6)])
+    variants = pd.DataFrame(
+        [
+            {"round": r, "workload": wl, "dtype": "bf16", "variant": "bare", "per_s": v}
+            for wl, ab in bare.items()
+            for r, v in zip("AB", ab)
+        ]
+    )
+    cells = pd.DataFrame(
+        [
+            {
+                "workload": "bert-base",
+                "dtype": "bf16",
+                "throughput_median": 1854.9,
+                "batch_per_worker": 64,
+                "seq_len": 64,
+                "iter_s_median": 0.0345,
+                "device_lag_s": 0.000053,
+                "host_bound": True,
+            },
+            {
+                "workload": "gpt2-small",
+                "dtype": "bf16",
+                "throughput_median": 210.6,
+                "batch_per_worker": 8,
+                "seq_len": 512,
+                "iter_s_median": 0.0375,
+                "device_lag_s": 0.0031,
+                "host_bound": True,
+            },
+            {
+                "workload": "resnet50",
+                "dtype": "bf16",
+                "throughput_median": 2247.7,
+                "batch_per_worker": 64,
+                "seq_len": None,
+                "iter_s_median": 0.0285,
+                "device_lag_s": 0.0283,
+                "host_bound": False,
+            },
+        ]
+    )
+    pairs = pd.DataFrame(
+        [
+            {
+                "workload": "gpt2-small",
+                "dtype": "bf16",
+                "pair": i,
+                "first": "bare",
+                "bare_per_s": 1.0,
+                "harness_per_s": 1.0,
+                "ratio": 1.0,
+            }
+            for i in range(6)
+        ]
+    )
     table = verdicts(variants, cells, True, pairs).set_index("workload")
     assert table.loc["bert-base", "text"] == "undecided: host-bound, host pace varied 5.5%"
     assert table.loc["gpt2-small", "text"] == "undecided: host-bound, host pace varied 1.8%"
@@ -258,17 +372,45 @@ def test_a_host_bound_cell_is_undecided_with_the_host_pace_measured_in_the_same_
 
 
 def test_on_a_cpu_the_pairs_decide_every_cell():
-    """The CPU mode (harness/doctor/timing/cpu_pairs.py): the cell's own process against a bare loop's, alternated; their
-    median decides even where the bare rounds held still, and a scatter of more than 2% is said as such."""
+    """The CPU mode (harness/doctor/timing/cpu_pairs.py): the cell's own process against a bare loop's, alternated;
+    their median decides even where the bare rounds held still, and a scatter of more than 2% is said as such."""
     import pandas as pd
 
     from harness.doctor.timing.verdicts import verdicts
-    variants = pd.DataFrame([{"round": r, "workload": "w", "dtype": "fp32", "variant": "bare", "per_s": v}
-                             for r, v in (("A", 30.0), ("B", 30.1))])
-    cells = pd.DataFrame([{"workload": "w", "dtype": "fp32", "throughput_median": 30.0, "batch_per_worker": 8,
-                           "seq_len": 64, "iter_s_median": 0.26, "host_bound": None}])
-    slow = pd.DataFrame([{"workload": "w", "dtype": "fp32", "pair": i, "first": "bare", "bare_per_s": 1.0,
-                          "harness_per_s": r, "ratio": r} for i, r in enumerate([0.95, 0.951, 0.949, 0.95])])
+
+    variants = pd.DataFrame(
+        [
+            {"round": r, "workload": "w", "dtype": "fp32", "variant": "bare", "per_s": v}
+            for r, v in (("A", 30.0), ("B", 30.1))
+        ]
+    )
+    cells = pd.DataFrame(
+        [
+            {
+                "workload": "w",
+                "dtype": "fp32",
+                "throughput_median": 30.0,
+                "batch_per_worker": 8,
+                "seq_len": 64,
+                "iter_s_median": 0.26,
+                "host_bound": None,
+            }
+        ]
+    )
+    slow = pd.DataFrame(
+        [
+            {
+                "workload": "w",
+                "dtype": "fp32",
+                "pair": i,
+                "first": "bare",
+                "bare_per_s": 1.0,
+                "harness_per_s": r,
+                "ratio": r,
+            }
+            for i, r in enumerate([0.95, 0.951, 0.949, 0.95])
+        ]
+    )
     row = verdicts(variants, cells, True, slow, pairs_decide=True).iloc[0]
     assert (row["verdict"], row["decided_by"]) == ("FAILED", "paired"), "5% slower in pairs fails, rounds or not"
     close = slow.assign(ratio=[0.985, 0.99, 0.98, 0.988])  # within what two CPU processes differ by
@@ -281,13 +423,17 @@ def test_on_a_cpu_the_pairs_decide_every_cell():
     assert row["text"].startswith("undecided: its alternated pairs scatter ")
 
 
-@pytest.mark.parametrize("profiled, before, after, status", [
-    (0.0800, 0.0409, 0.0409, "FAILED"),     # bert-large's hooked profile on the H200: 2x its bare loop
-    (0.0415, 0.0409, 0.0412, "ok"),         # within 15% of the bare loop either side of it
-    (0.0480, 0.0409, 0.0520, "undecided"),  # the bare loop moved 21% around it (a host-bound cell's pace)
-])
+@pytest.mark.parametrize(
+    "profiled, before, after, status",
+    [
+        (0.0800, 0.0409, 0.0409, "FAILED"),  # bert-large's hooked profile on the H200: 2x its bare loop
+        (0.0415, 0.0409, 0.0412, "ok"),  # within 15% of the bare loop either side of it
+        (0.0480, 0.0409, 0.0520, "undecided"),  # the bare loop moved 21% around it (a host-bound cell's pace)
+    ],
+)
 def test_a_profile_is_judged_against_the_bare_loop_either_side_of_it(profiled, before, after, status):
     from harness.doctor.timing.gpu_timing import profile_verdict
+
     assert profile_verdict(profiled, before, after)[0] == status
 
 

@@ -1,5 +1,5 @@
-"""scripts/gpu_report.sh (harness/doctor/timing/gpu_report.py) as its user meets it: a budget that reports what no longer
-fits as `NOT RUN: no time left`, a check running past it stopped and killed, a run killed from outside that
+"""scripts/gpu_report.sh (harness/doctor/timing/gpu_report.py) as its user meets it: a budget that reports what no
+longer fits as `NOT RUN: no time left`, a check running past it stopped and killed, a run killed from outside that
 leaves every verdict it reached, and an OUT that holds exactly summary.md, summary.json and details.tar.gz.
 The checks here are small processes standing in for doctor and pytest (the real ones need a GPU or minutes);
 the runner, the summary and the packing are the real ones."""
@@ -45,10 +45,18 @@ def rows(out: Path) -> dict:
 
 def start_driver(tmp_path: Path, out: Path) -> tuple[subprocess.Popen, Path]:
     pid_file = tmp_path / "slow.pid"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "TMPDIR": str(tmp_path)}  # a killed runner's work folder stays in the test's folder, not in /tmp
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(pid_file), str(out), "--device", "cpu",
-                             "--budget", "600"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "TMPDIR": str(tmp_path),
+    }  # a killed runner's work folder stays in the test's folder, not in /tmp
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(pid_file), str(out), "--device", "cpu", "--budget", "600"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 120
     while not (pid_file.exists() and pid_file.read_text()):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read().decode()
@@ -75,8 +83,14 @@ def test_a_check_slower_than_the_time_left_is_not_run(tmp_path, monkeypatch):
     rep.budget = Budget(time.time() + 40)  # 30 s left after the reserve
     marker = tmp_path / "ran"
     rep.summary.plan({}, [{"check": "slow", "part": "timing", "estimate_s": 95}])
-    rep.step({"check": "slow", "part": "timing", "estimate_s": 95,
-              "argv": [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]})
+    rep.step(
+        {
+            "check": "slow",
+            "part": "timing",
+            "estimate_s": 95,
+            "argv": [sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+        }
+    )
     row = rows(out)["slow"]
     assert row["status"] == "NOT RUN" and row["verdict"] == "NOT RUN: no time left (needs about 95 s)"
     assert not marker.exists(), "a check that does not fit never starts"
@@ -90,8 +104,14 @@ def test_a_check_running_past_the_budget_is_stopped_and_killed(tmp_path, monkeyp
     rep.budget = Budget(time.time() + 13)  # 3 s left, and the check's estimate says it fits
     rep.summary.plan({}, [{"check": "overrun", "part": "timing", "estimate_s": 1}])
     t0 = time.monotonic()
-    rep.step({"check": "overrun", "part": "timing", "estimate_s": 1,
-              "argv": [sys.executable, "-c", "import time; time.sleep(120)"]})
+    rep.step(
+        {
+            "check": "overrun",
+            "part": "timing",
+            "estimate_s": 1,
+            "argv": [sys.executable, "-c", "import time; time.sleep(120)"],
+        }
+    )
     assert time.monotonic() - t0 < 15
     row = rows(out)["overrun"]
     assert (row["status"], row["verdict"]) == ("stopped", "stopped: the budget ran out")
@@ -129,10 +149,13 @@ def test_sigterm_stops_the_run_and_finishes_its_summary(tmp_path):
     assert gone(int(pid_file.read_text()))
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--budget", "5"], "--budget 5 leaves no time to run anything"),
-    (["--device", "cuda"], "no CUDA device here"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--budget", "5"], "--budget 5 leaves no time to run anything"),
+        (["--device", "cuda"], "no CUDA device here"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_status_2(tmp_path, capsys, args, says):
     if "cuda" in args and __import__("torch").cuda.is_available():
         pytest.skip("this machine has a GPU: --device cuda is good input here")
@@ -151,8 +174,13 @@ def test_an_out_folder_that_is_not_empty_is_refused(tmp_path, capsys):
 
 def test_the_skeleton_lists_every_planned_check_pending_with_its_estimate(tmp_path):
     s = Summary(tmp_path)
-    s.plan({"title": "t", "budget_s": 420}, [{"check": "doctor", "part": "correctness", "estimate_s": 45},
-                                              {"check": "profile bert-large", "part": "timing", "estimate_s": 9}])
+    s.plan(
+        {"title": "t", "budget_s": 420},
+        [
+            {"check": "doctor", "part": "correctness", "estimate_s": 45},
+            {"check": "profile bert-large", "part": "timing", "estimate_s": 9},
+        ],
+    )
     md = (tmp_path / "summary.md").read_text()
     assert "| correctness | doctor | pending |" in md and "(45)" in md and "budget 420 s" in md
     s.update("doctor", status="running")

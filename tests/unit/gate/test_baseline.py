@@ -1,6 +1,6 @@
 """Stored baselines: `ddlbench baseline save/list` and comparing against a baseline by name.
 
-    pytest -q tests/unit/gate/test_baseline.py         # ~10 s (two real 1-s load samples)
+pytest -q tests/unit/gate/test_baseline.py         # ~10 s (two real 1-s load samples)
 """
 
 from __future__ import annotations
@@ -25,24 +25,64 @@ from harness.results import environment, machine_load
 from harness.results.store import load_run
 
 
-def fake_run(d, seed: int = 0, fingerprint: str = "fp-a", slow: float = 1.0, cpu: str = "test cpu",
-             env: dict | None = None):
+def fake_run(
+    d, seed: int = 0, fingerprint: str = "fp-a", slow: float = 1.0, cpu: str = "test cpu", env: dict | None = None
+):
     """A small run directory with the real table shapes (one ok cell, one failed cell)."""
     rng = np.random.default_rng(seed)
     d.mkdir(parents=True)
-    base = {"schema_version": 1, "run_id": d.name, "source": "measured", "reason": "", "sample_unit": "img",
-            "backend": "torch", "workers": 2, "servers": 0, "batch_per_worker": 8, "global_batch": 16,
-            "seq_len": None, "knobs_json": "{}", "network": "loopback", "workload": "resnet50-tiny"}
-    pd.DataFrame([{**base, "cell_id": "c-ddp", "scheme": "ddp", "status": "ok", "throughput_median": 100.0},
-                  {**base, "cell_id": "c-ps", "scheme": "bsp-ps", "status": "failed", "reason": "timeout"}]
-                 ).to_parquet(d / "summary.parquet")
-    pd.DataFrame([{"schema_version": 1, "run_id": d.name, "cell_id": "c-ddp", "rank": r, "iteration": i,
-                   "iter_s": slow * 0.16 * rng.lognormal(0, 0.05)} for i in range(10) for r in range(2)]
-                 ).to_parquet(d / "raw.parquet")
-    pd.DataFrame([{"schema_version": 1, "run_id": d.name, "fingerprint": fingerprint,
-                   "created_utc": "2026-01-01T00:00:00+00:00", "git_commit": "abc", "python": "3.11",
-                   "torch": "2.13.0+cpu", "cpu_model": cpu, "cpu_count": 2, **(env or {})}]
-                 ).to_parquet(d / "environment.parquet")
+    base = {
+        "schema_version": 1,
+        "run_id": d.name,
+        "source": "measured",
+        "reason": "",
+        "sample_unit": "img",
+        "backend": "torch",
+        "workers": 2,
+        "servers": 0,
+        "batch_per_worker": 8,
+        "global_batch": 16,
+        "seq_len": None,
+        "knobs_json": "{}",
+        "network": "loopback",
+        "workload": "resnet50-tiny",
+    }
+    pd.DataFrame(
+        [
+            {**base, "cell_id": "c-ddp", "scheme": "ddp", "status": "ok", "throughput_median": 100.0},
+            {**base, "cell_id": "c-ps", "scheme": "bsp-ps", "status": "failed", "reason": "timeout"},
+        ]
+    ).to_parquet(d / "summary.parquet")
+    pd.DataFrame(
+        [
+            {
+                "schema_version": 1,
+                "run_id": d.name,
+                "cell_id": "c-ddp",
+                "rank": r,
+                "iteration": i,
+                "iter_s": slow * 0.16 * rng.lognormal(0, 0.05),
+            }
+            for i in range(10)
+            for r in range(2)
+        ]
+    ).to_parquet(d / "raw.parquet")
+    pd.DataFrame(
+        [
+            {
+                "schema_version": 1,
+                "run_id": d.name,
+                "fingerprint": fingerprint,
+                "created_utc": "2026-01-01T00:00:00+00:00",
+                "git_commit": "abc",
+                "python": "3.11",
+                "torch": "2.13.0+cpu",
+                "cpu_model": cpu,
+                "cpu_count": 2,
+                **(env or {}),
+            }
+        ]
+    ).to_parquet(d / "environment.parquet")
     (d / "sweep.yaml").write_text("name: t\n")
     return d
 
@@ -50,8 +90,13 @@ def fake_run(d, seed: int = 0, fingerprint: str = "fp-a", slow: float = 1.0, cpu
 def test_save_copies_tables_and_meta(tmp_path):
     run = fake_run(tmp_path / "run1")
     dest = save_baseline("cpu-tiny", run, root=tmp_path / "baselines")
-    assert sorted(p.name for p in dest.iterdir()) == ["environment.parquet", "meta.json", "raw.parquet",
-                                                      "summary.parquet", "sweep.yaml"]
+    assert sorted(p.name for p in dest.iterdir()) == [
+        "environment.parquet",
+        "meta.json",
+        "raw.parquet",
+        "summary.parquet",
+        "sweep.yaml",
+    ]
     meta = json.loads((dest / "meta.json").read_text())
     assert meta["name"] == "cpu-tiny" and meta["fingerprint"] == "fp-a"
     assert meta["cells"] == 2 and meta["cells_ok"] == 1 and meta["source_run"] == str(run)
@@ -125,13 +170,17 @@ def test_a_torn_stored_baseline_is_told_to_save_it_again_and_a_torn_run_to_resum
     stored = save_baseline("main-cpu", run, root=tmp_path / "baselines")
     torn = stored / "raw.parquet"
     torn.write_bytes(torn.read_bytes()[: torn.stat().st_size // 2])
-    for argv in (["compare", "main-cpu", str(other), "--baselines-dir", str(tmp_path / "baselines")],
-                 ["report", str(stored), "-o", str(tmp_path / "report")]):
+    for argv in (
+        ["compare", "main-cpu", str(other), "--baselines-dir", str(tmp_path / "baselines")],
+        ["report", str(stored), "-o", str(tmp_path / "report")],
+    ):
         r = CliRunner().invoke(cli, argv)
         assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, r.output
         assert r.stderr.startswith(f"error: cannot read table {torn} ") and "--resume" not in r.stderr, r.stderr
-        assert r.stderr.rstrip().endswith(f"save the baseline again from its runs: `ddlbench baseline save main-cpu "
-                                          f"{run} --force --dir {tmp_path / 'baselines'}`, or remove it"), r.stderr
+        assert r.stderr.rstrip().endswith(
+            f"save the baseline again from its runs: `ddlbench baseline save main-cpu "
+            f"{run} --force --dir {tmp_path / 'baselines'}`, or remove it"
+        ), r.stderr
     (run / "cells").mkdir()  # a run (with cells/ to rebuild from and sweep.yaml to resume by)
     (run / "summary.parquet").write_bytes(b"PAR1 torn")
     r = CliRunner().invoke(cli, ["show", str(run)])
@@ -139,9 +188,18 @@ def test_a_torn_stored_baseline_is_told_to_save_it_again_and_a_torn_run_to_resum
     assert r.exit_code == 2 and f"resume the run ({resume}): it rebuilds the table from the run's cells/" in r.stderr
 
 
-BUSY = {"load_1m_start": 3.1, "load_5m_start": 2.0, "load_15m_start": 1.2, "others_cores_start": 1.35,
-        "others_start": "python3[4242] 0.95 core, pytest[77] 0.40 core", "load_1m_end": 1.0,
-        "load_5m_end": 1.0, "load_15m_end": 1.0, "others_cores_end": 0.0, "others_end": ""}
+BUSY = {
+    "load_1m_start": 3.1,
+    "load_5m_start": 2.0,
+    "load_15m_start": 1.2,
+    "others_cores_start": 1.35,
+    "others_start": "python3[4242] 0.95 core, pytest[77] 0.40 core",
+    "load_1m_end": 1.0,
+    "load_5m_end": 1.0,
+    "load_15m_end": 1.0,
+    "others_cores_end": 0.0,
+    "others_end": "",
+}
 
 
 def test_a_run_measured_on_a_busy_machine_is_refused_unless_forced(tmp_path, monkeypatch):
@@ -176,8 +234,12 @@ def _spin(detached: bool, *names: str) -> tuple[int, object]:
         p = subprocess.Popen([sys.executable, "-c", code, *names])
         return p.pid, p
     words = " ".join(map(shlex.quote, names))
-    sh = subprocess.run(["sh", "-c", f"{shlex.quote(sys.executable)} -c {shlex.quote(code)} {words} >/dev/null 2>&1 & "
-                         "echo $!"], capture_output=True, text=True, check=True)
+    sh = subprocess.run(
+        ["sh", "-c", f"{shlex.quote(sys.executable)} -c {shlex.quote(code)} {words} >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(sh.stdout.strip()), None
 
 
@@ -228,11 +290,12 @@ def test_a_runs_windows_flag_others_but_not_its_own_ranks_wherever_they_were_sta
         assert f"[pid {other}]" in text, (when, text)
         assert f"[pid {srun_rank}]" not in text and f"[pid {child_pid}]" not in text, (when, text)
     assert cols["others_cores_max"] >= cols["others_cores_end"] > 0.05 and cols["load_1m_end"] >= 0
-    assert machine_load.busy_reason({**cols, "others_cores_start": 0.0, "others_cores_end": 0.0,
-                                     "others_cores_max": 0.9}).startswith("other processes used 0.90 cores in "
-                                                                           "the busiest window")
+    assert machine_load.busy_reason(
+        {**cols, "others_cores_start": 0.0, "others_cores_end": 0.0, "others_cores_max": 0.9}
+    ).startswith("other processes used 0.90 cores in the busiest window")
     pd.DataFrame([{"run_id": "r", "others_cores_start": 0.0, "others_cores_max": 2.0, "others_max": "x"}]).to_parquet(
-        run / "environment.parquet")
+        run / "environment.parquet"
+    )
     environment.record_load(run, cols, merge=True)  # resumed: the first start and the busier max are kept
     env = pd.read_parquet(run / "environment.parquet").iloc[0]
     assert (env["others_cores_start"], env["others_cores_max"]) == (0.0, 2.0)
@@ -243,8 +306,24 @@ def test_a_run_records_its_load_without_waiting_for_a_sample(tmp_path):
     """A real one-cell run records start, end and busiest-window columns; the start ones are on disk as
     soon as its first window closed."""
     out = tmp_path / "one"
-    r = CliRunner().invoke(cli, ["run", "--workload", "bert-base-tiny", "--scheme", "ddp", "--workers", "2",
-                                 "--iters", "2", "--warmup", "0", "--output", str(out)])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "--workload",
+            "bert-base-tiny",
+            "--scheme",
+            "ddp",
+            "--workers",
+            "2",
+            "--iters",
+            "2",
+            "--warmup",
+            "0",
+            "--output",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, r.output
     env = pd.read_parquet(out / "environment.parquet").iloc[0]
     for when in ("start", "end", "max"):

@@ -36,17 +36,38 @@ def iter_times(rng, n: int, median_s: float, cv: float = 0.05) -> np.ndarray:
     return median_s * rng.lognormal(0.0, cv, n)  # sigma ~= CV for small sigma
 
 
-def make_run(cells: dict, run_id: str = "run", cpu: str = "test cpu", workers: int = 2, backend: str = "torch",
-             env: dict | None = None) -> dict:
+def make_run(
+    cells: dict,
+    run_id: str = "run",
+    cpu: str = "test cpu",
+    workers: int = 2,
+    backend: str = "torch",
+    env: dict | None = None,
+) -> dict:
     """cells: name -> per-iteration slowest-rank times (array) or "failed" or ("nosamples", t)."""
     summary, raw = [], []
     for name, times in cells.items():
         wl, scheme = name.split(":")
         cell_id = f"{run_id}.{wl}.{scheme}.w{workers}"
-        row = {"schema_version": 1, "run_id": run_id, "cell_id": cell_id, "source": "measured",
-               "status": "ok", "reason": "", "workload": wl, "sample_unit": "img", "scheme": scheme,
-               "backend": backend, "workers": workers, "servers": 0, "batch_per_worker": BATCH,
-               "global_batch": BATCH * workers, "seq_len": None, "knobs_json": "{}", "network": "loopback"}
+        row = {
+            "schema_version": 1,
+            "run_id": run_id,
+            "cell_id": cell_id,
+            "source": "measured",
+            "status": "ok",
+            "reason": "",
+            "workload": wl,
+            "sample_unit": "img",
+            "scheme": scheme,
+            "backend": backend,
+            "workers": workers,
+            "servers": 0,
+            "batch_per_worker": BATCH,
+            "global_batch": BATCH * workers,
+            "seq_len": None,
+            "knobs_json": "{}",
+            "network": "loopback",
+        }
         if isinstance(times, str):
             row.update(status="failed", reason="rank 1 exited with code 1: RuntimeError: boom")
         else:
@@ -56,13 +77,35 @@ def make_run(cells: dict, run_id: str = "run", cpu: str = "test cpu", workers: i
             if with_raw:
                 for i, t in enumerate(times):
                     for rank in range(workers):  # rank 0 a touch faster: the max must pick the slowest
-                        raw.append({"schema_version": 1, "run_id": run_id, "cell_id": cell_id, "rank": rank,
-                                    "iteration": i, "iter_s": t * (0.97 if rank == 0 else 1.0)})
+                        raw.append(
+                            {
+                                "schema_version": 1,
+                                "run_id": run_id,
+                                "cell_id": cell_id,
+                                "rank": rank,
+                                "iteration": i,
+                                "iter_s": t * (0.97 if rank == 0 else 1.0),
+                            }
+                        )
         summary.append(row)
-    env = pd.DataFrame([{"schema_version": 1, "run_id": run_id, "fingerprint": "fp",
-                         "created_utc": "2026-01-01T00:00:00+00:00", "python": "3.11", "torch": "2.13.0+cpu",
-                         "cpu_model": cpu, "cpu_count": 2, "hosts": "vm", "horovod": "0.28.1",
-                         "deepspeed": "0.19.8", **(env or {})}])
+    env = pd.DataFrame(
+        [
+            {
+                "schema_version": 1,
+                "run_id": run_id,
+                "fingerprint": "fp",
+                "created_utc": "2026-01-01T00:00:00+00:00",
+                "python": "3.11",
+                "torch": "2.13.0+cpu",
+                "cpu_model": cpu,
+                "cpu_count": 2,
+                "hosts": "vm",
+                "horovod": "0.28.1",
+                "deepspeed": "0.19.8",
+                **(env or {}),
+            }
+        ]
+    )
     return {"summary": pd.DataFrame(summary), "raw": pd.DataFrame(raw), "environment": env}
 
 
@@ -82,6 +125,7 @@ def status_of(table: pd.DataFrame, cell: str) -> str:
 
 
 # ------------------------------------------------------------------------------- the decision rule
+
 
 def test_flags_a_real_20_percent_slowdown():
     rng = np.random.default_rng(1)
@@ -146,6 +190,7 @@ def test_slowest_rank_per_iteration_is_the_sample():
 
 # ------------------------------------------------------------------------------------ the statuses
 
+
 def test_failed_new_and_incomparable_statuses():
     rng = np.random.default_rng(5)
     t = lambda: iter_times(rng, 12, 0.1)
@@ -155,12 +200,12 @@ def test_failed_new_and_incomparable_statuses():
     assert status_of(table, "a ddp N=2") == "same"
     assert status_of(table, "b ddp N=2") == "failed"
     assert "RuntimeError: boom" in table.set_index("cell").loc["b ddp N=2", "note"]
-    assert status_of(table, "c ddp N=2") == "incomparable"          # baseline failed
-    assert status_of(table, "d ddp N=2") == "incomparable"          # baseline has no samples
-    assert status_of(table, "e ddp N=2") == "incomparable"          # gone from the current run
+    assert status_of(table, "c ddp N=2") == "incomparable"  # baseline failed
+    assert status_of(table, "d ddp N=2") == "incomparable"  # baseline has no samples
+    assert status_of(table, "e ddp N=2") == "incomparable"  # gone from the current run
     assert status_of(table, "f ddp N=2") == "new"
-    assert gate_exit_code(table) == 1                                # because of the failed cell
-    assert list(table["status"])[0] == "failed"                      # failures first
+    assert gate_exit_code(table) == 1  # because of the failed cell
+    assert list(table["status"])[0] == "failed"  # failures first
     md = to_markdown(table)
     assert "| cell | baseline X | current X | ratio | detects | p-value | status |" in md
     assert "FAIL" in md.splitlines()[0]
@@ -179,8 +224,9 @@ def test_a_cell_whose_host_heap_changed_is_incomparable_not_improved():
     assert table.loc["b ddp N=2", "status"] == "improved"  # both sides default: judged as before
     cur["summary"]["host_heap"] = "kept"
     md = to_markdown(gate(base, cur))
-    assert ("FAIL: nothing compared (every cell's host heap changed since the baseline: record the baseline "
-            "again)") in md.splitlines()[0], md.splitlines()[0]
+    assert (
+        "FAIL: nothing compared (every cell's host heap changed since the baseline: record the baseline again)"
+    ) in md.splitlines()[0], md.splitlines()[0]
 
 
 def test_cells_match_by_axis_values_not_cell_id():
@@ -190,9 +236,9 @@ def test_cells_match_by_axis_values_not_cell_id():
     cur["summary"]["knobs_json"] = "{ }"  # same knobs, other spelling
     assert base["summary"]["cell_id"][0] != cur["summary"]["cell_id"][0]
     assert list(gate(base, cur)["status"]) == ["same"]
-    cur["summary"]["knobs_json"] = '{"commbench_run": null}'         # a knob added later, left unset
+    cur["summary"]["knobs_json"] = '{"commbench_run": null}'  # a knob added later, left unset
     assert list(gate(base, cur)["status"]) == ["same"]
-    cur["summary"]["knobs_json"] = '{"bucket_cap_mb": 1}'           # different knobs: a different cell
+    cur["summary"]["knobs_json"] = '{"bucket_cap_mb": 1}'  # different knobs: a different cell
     assert sorted(gate(base, cur)["status"]) == ["incomparable", "new"]
 
 
@@ -208,8 +254,11 @@ def test_predicted_rows_are_not_compared():
 def test_unlike_environments_are_refused_unless_allowed():
     a = make_run({"a:ddp": [0.1] * 6})["environment"]
     b = make_run({"a:ddp": [0.1] * 6}, cpu="other cpu")["environment"]
-    with pytest.raises(UserError, match="refusing to compare unlike environments "
-                                        r"\(cpu_model: test cpu -> other cpu\).*--allow-env-mismatch"):
+    with pytest.raises(
+        UserError,
+        match="refusing to compare unlike environments "
+        r"\(cpu_model: test cpu -> other cpu\).*--allow-env-mismatch",
+    ):
         check_environments(a, b, {"torch"})
     assert "compared anyway" in check_environments(a, b, {"torch"}, allow_mismatch=True)
     assert "environments match" in check_environments(a, a, {"torch"})
@@ -257,17 +306,24 @@ def test_a_missing_environment_table_is_refused():
 
 # --------------------------------------------------------------------------------------- the CLI
 
+
 @pytest.fixture
 def runs(tmp_path):
     rng = np.random.default_rng(8)
-    base = write_run(tmp_path / "base", make_run({"r:ddp": iter_times(rng, 12, 0.1),
-                                                  "r:wfbp-a2a": iter_times(rng, 12, 0.1)}))
-    same = write_run(tmp_path / "same", make_run({"r:ddp": iter_times(rng, 12, 0.1),
-                                                  "r:wfbp-a2a": iter_times(rng, 12, 0.1)}, "same"))
-    slow = write_run(tmp_path / "slow", make_run({"r:ddp": iter_times(rng, 12, 0.1),
-                                                  "r:wfbp-a2a": iter_times(rng, 12, 0.125)}, "slow"))
-    other = write_run(tmp_path / "other", make_run({"r:ddp": iter_times(rng, 12, 0.1),
-                                                    "r:wfbp-a2a": iter_times(rng, 12, 0.1)}, "o", "other cpu"))
+    base = write_run(
+        tmp_path / "base", make_run({"r:ddp": iter_times(rng, 12, 0.1), "r:wfbp-a2a": iter_times(rng, 12, 0.1)})
+    )
+    same = write_run(
+        tmp_path / "same", make_run({"r:ddp": iter_times(rng, 12, 0.1), "r:wfbp-a2a": iter_times(rng, 12, 0.1)}, "same")
+    )
+    slow = write_run(
+        tmp_path / "slow",
+        make_run({"r:ddp": iter_times(rng, 12, 0.1), "r:wfbp-a2a": iter_times(rng, 12, 0.125)}, "slow"),
+    )
+    other = write_run(
+        tmp_path / "other",
+        make_run({"r:ddp": iter_times(rng, 12, 0.1), "r:wfbp-a2a": iter_times(rng, 12, 0.1)}, "o", "other cpu"),
+    )
     return base, same, slow, other
 
 

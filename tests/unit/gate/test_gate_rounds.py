@@ -27,14 +27,16 @@ from harness.gate.compare import (
 )
 from harness.gate.markdown import to_markdown
 
-CELLS = [f"{wl}:{s}" for wl in ("resnet50-tiny", "bert-base-tiny")
-         for s in ("local", "ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a")]
+CELLS = [
+    f"{wl}:{s}"
+    for wl in ("resnet50-tiny", "bert-base-tiny")
+    for s in ("local", "ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a")
+]
 RUN_SPREAD = 0.12
 ITER_CV = 0.05
 
 
-def tables(rng, run_id: str, slow: dict | None = None, level: dict | None = None, cells=CELLS,
-           cpu: str = "test cpu"):
+def tables(rng, run_id: str, slow: dict | None = None, level: dict | None = None, cells=CELLS, cpu: str = "test cpu"):
     """(summary, raw, environment) of one simulated run: each cell at its own level for this run."""
     summary, raw = [], []
     for name in cells:
@@ -42,18 +44,48 @@ def tables(rng, run_id: str, slow: dict | None = None, level: dict | None = None
         workers = 1 if scheme == "local" else 2
         cid = f"{run_id}.{wl}.{scheme}"
         lvl = (level or {}).get(name, rng.lognormal(0.0, RUN_SPREAD)) * (slow or {}).get(name, 1.0)
-        summary.append({"schema_version": 1, "run_id": run_id, "cell_id": cid, "source": "measured",
-                        "status": "ok", "reason": "", "workload": wl, "sample_unit": "img", "scheme": scheme,
-                        "backend": "torch", "workers": workers, "servers": 0, "batch_per_worker": 8,
-                        "global_batch": 8 * workers, "seq_len": None, "knobs_json": "{}", "network": "loopback"})
+        summary.append(
+            {
+                "schema_version": 1,
+                "run_id": run_id,
+                "cell_id": cid,
+                "source": "measured",
+                "status": "ok",
+                "reason": "",
+                "workload": wl,
+                "sample_unit": "img",
+                "scheme": scheme,
+                "backend": "torch",
+                "workers": workers,
+                "servers": 0,
+                "batch_per_worker": 8,
+                "global_batch": 8 * workers,
+                "seq_len": None,
+                "knobs_json": "{}",
+                "network": "loopback",
+            }
+        )
         for i, t in enumerate(0.1 * lvl * rng.lognormal(0.0, ITER_CV, 10)):
             for rank in range(workers):
-                raw.append({"schema_version": 1, "run_id": run_id, "cell_id": cid, "rank": rank,
-                            "iteration": i, "iter_s": t})
-    env = pd.DataFrame([{"schema_version": 1, "run_id": run_id, "fingerprint": "fp",
-                         "created_utc": "2026-01-01T00:00:00+00:00", "git_commit": "abc", "python": "3.11",
-                         "torch": "2.13.0+cpu", "cpu_model": cpu, "cpu_count": 2,
-                         "package_path": "/opt/somewhere/site-packages/harness"}])
+                raw.append(
+                    {"schema_version": 1, "run_id": run_id, "cell_id": cid, "rank": rank, "iteration": i, "iter_s": t}
+                )
+    env = pd.DataFrame(
+        [
+            {
+                "schema_version": 1,
+                "run_id": run_id,
+                "fingerprint": "fp",
+                "created_utc": "2026-01-01T00:00:00+00:00",
+                "git_commit": "abc",
+                "python": "3.11",
+                "torch": "2.13.0+cpu",
+                "cpu_model": cpu,
+                "cpu_count": 2,
+                "package_path": "/opt/somewhere/site-packages/harness",
+            }
+        ]
+    )
     return pd.DataFrame(summary), pd.DataFrame(raw), env
 
 
@@ -171,9 +203,9 @@ def test_cli_refuses_rounds_that_are_not_runs_of_one_sweep_on_one_machine(tmp_pa
     assert not (tmp_path / "results" / "baselines" / "x").exists()
     r = runner.invoke(cli, ["baseline", "save", "x", "a", "b"])
     assert r.exit_code == 0
-    r = runner.invoke(cli, ["compare", "x", "b"])   # b is already one of the baseline's runs
+    r = runner.invoke(cli, ["compare", "x", "b"])  # b is already one of the baseline's runs
     assert r.exit_code == 2 and "given twice" in r.output
-    r = runner.invoke(cli, ["compare", "x", "a"])   # a is the baseline's first run
+    r = runner.invoke(cli, ["compare", "x", "a"])  # a is the baseline's first run
     assert r.exit_code == 2 and "given twice" in r.output
     for msg in (r.output,):
         assert len(msg.strip().splitlines()) == 1

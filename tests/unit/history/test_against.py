@@ -52,8 +52,10 @@ def test_fail_on_confirmed_fails_on_an_open_confirmed_change_until_it_is_acknowl
     res = invoke("compare", "--history", history, slow[3], "--fail-on", "confirmed")
     assert res.exit_code == 1 and "Open confirmed changes" in res.output, res.output
     commit, series = res.output.split("% at ")[1].split(" (series ")
-    (history / "annotations.yaml").write_text(f"version: 1\nchanges:\n- series: {series.split(')')[0]}\n  commit: "
-                                              f"{commit}\n  state: acknowledged\n  reason: known, issue 99\n")
+    (history / "annotations.yaml").write_text(
+        f"version: 1\nchanges:\n- series: {series.split(')')[0]}\n  commit: "
+        f"{commit}\n  state: acknowledged\n  reason: known, issue 99\n"
+    )
     res = invoke("compare", "--history", history, slow[3], "--fail-on", "confirmed")
     assert "Open confirmed changes" not in res.output, res.output
     assert res.exit_code == 0, res.output  # 5% is within the gate's factor: same
@@ -67,13 +69,16 @@ def test_a_cell_on_a_new_environment_is_incomparable_not_worse(tmp_path, history
     assert res.exit_code == 1  # nothing compared: a gate that judged nothing must not pass
 
 
-@pytest.mark.parametrize("args, words", [
-    (["compare", "only-one"], "needs a BASELINE"),
-    (["history", "changes", "--history", "nowhere"], "holds no history"),
-    (["history", "add", "nowhere", "--history", "h"], "neither a run directory"),
-    (["history", "calibrate"], "needs the noise"),
-    (["history", "report", "--history", "nowhere", "-o", "x.html"], "holds no history"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["compare", "only-one"], "needs a BASELINE"),
+        (["history", "changes", "--history", "nowhere"], "holds no history"),
+        (["history", "add", "nowhere", "--history", "h"], "neither a run directory"),
+        (["history", "calibrate"], "needs the noise"),
+        (["history", "report", "--history", "nowhere", "-o", "x.html"], "holds no history"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, args, words):
     monkeypatch.chdir(tmp_path)
     res = invoke(*args)

@@ -54,8 +54,11 @@ def test_a_step_is_found_at_its_commit_and_confirmed_after_two_more_runs(tmp_pat
     history = _history(tmp_path, repo, STEP_AT, steps={SLOWED: (STEP_AT, -0.10)})
     assert _changes(history)[1].empty  # no step yet: nothing found in 20 unchanged runs
     root = repo[0]
-    for k, t in enumerate(synthetic.series_runs(3, CELLS, spread=0.01, steps={SLOWED: (STEP_AT, -0.10)},
-                                                commits=shas, seed=4, first=STEP_AT)):
+    for k, t in enumerate(
+        synthetic.series_runs(
+            3, CELLS, spread=0.01, steps={SLOWED: (STEP_AT, -0.10)}, commits=shas, seed=4, first=STEP_AT
+        )
+    ):
         store.append(run_rows(t, repo=root), history)
         found, ch = _changes(history)
         if k == 0:  # one run at the new level is an outlier until a second agrees
@@ -76,8 +79,9 @@ def test_a_step_is_found_at_its_commit_and_confirmed_after_two_more_runs(tmp_pat
 def test_an_environment_change_starts_a_new_series_and_is_not_a_regression(tmp_path, repo):
     history = _history(tmp_path, repo, 15)
     root, shas = repo
-    for t in synthetic.series_runs(12, CELLS, spread=0.01, commits=shas, seed=5, first=15,
-                                   env={"cpu_model": "a slower cpu"}, level_s=0.13):
+    for t in synthetic.series_runs(
+        12, CELLS, spread=0.01, commits=shas, seed=5, first=15, env={"cpu_model": "a slower cpu"}, level_s=0.13
+    ):
         store.append(run_rows(t, repo=root), history)
     found, ch = _changes(history)
     assert ch.empty, ch  # 30% slower on the new machine: no change point
@@ -94,8 +98,10 @@ def test_an_expected_change_is_not_open_and_resets_the_reference(tmp_path, repo)
     (c,) = ch.itertuples()
     assert not c.confirmed and c.state == "open"
     assert found.series.set_index("series").loc[c.series, "stable_from"] == 0  # awaiting: the reference stays
-    (history / "annotations.yaml").write_text(f"version: 1\nchanges:\n- series: {c.series}\n  commit: "
-                                              f"{shas[STEP_AT][:10]}\n  state: expected\n  reason: bf16 now\n")
+    (history / "annotations.yaml").write_text(
+        f"version: 1\nchanges:\n- series: {c.series}\n  commit: "
+        f"{shas[STEP_AT][:10]}\n  state: expected\n  reason: bf16 now\n"
+    )
     found, ch = _changes(history)
     assert ch["state"].tolist() == ["expected"] and ch["reason"].tolist() == ["bf16 now"]
     assert found.series.set_index("series").loc[c.series, "stable_from"] == STEP_AT
@@ -103,13 +109,16 @@ def test_an_expected_change_is_not_open_and_resets_the_reference(tmp_path, repo)
     assert "0 open change(s)" in res.output
 
 
-@pytest.mark.parametrize("text, words", [
-    ("version: 1\nchanges:\n- series: abc\n  commit: 1234567\n  state: fixed\n  reason: x\n", "not one of"),
-    ("version: 1\nchanges:\n- series: abc\n  commit: 1234567\n  state: expected\n", "has no reason"),
-    ("version: 1\nchanges:\n- series: abc\n  commit: 12\n  state: expected\n  reason: x\n", "too short"),
-    ("changes: [\n", "not valid YAML"),
-    ("changes: []\n", "version: 1"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("version: 1\nchanges:\n- series: abc\n  commit: 1234567\n  state: fixed\n  reason: x\n", "not one of"),
+        ("version: 1\nchanges:\n- series: abc\n  commit: 1234567\n  state: expected\n", "has no reason"),
+        ("version: 1\nchanges:\n- series: abc\n  commit: 12\n  state: expected\n  reason: x\n", "too short"),
+        ("changes: [\n", "not valid YAML"),
+        ("changes: []\n", "version: 1"),
+    ],
+)
 def test_malformed_annotations_are_one_line_errors(tmp_path, repo, text, words):
     history = _history(tmp_path, repo, 3)
     (history / "annotations.yaml").write_text(text)

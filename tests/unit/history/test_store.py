@@ -35,8 +35,15 @@ for rows in synthetic.scaled_batches(template, runs=int(sys.argv[3]), iters=5, n
 
 def test_two_writers_appending_at_once_lose_nothing_and_duplicate_nothing(tmp_path):
     history, runs = tmp_path / "history", 40
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(history), ",".join(CELLS), str(runs), name],
-                              cwd=ROOT, stderr=subprocess.PIPE, text=True) for name in ("job-a", "job-b")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(history), ",".join(CELLS), str(runs), name],
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("job-a", "job-b")
+    ]
     for p in procs:
         assert p.wait(timeout=120) == 0, p.stderr.read()
     rows, problems = store.read(history)
@@ -59,8 +66,9 @@ def test_a_torn_and_a_foreign_file_are_named_and_skipped_and_the_rest_read(tmp_p
     rows, problems = store.read(history)
     assert len(rows) == 3 * len(CELLS)
     assert len(problems) == 2 and all(len(p.splitlines()) == 1 for p in problems)
-    assert any(str(torn) in p for p in problems) and any(str(foreign) in p and "not a history file" in p
-                                                           for p in problems)
+    assert any(str(torn) in p for p in problems) and any(
+        str(foreign) in p and "not a history file" in p for p in problems
+    )
     res = CliRunner().invoke(cli, ["history", "changes", "--history", str(history)])
     assert res.exit_code == 0, res.output
     assert res.stderr.count("warning: skipped") == 2 and "torn.parquet" in res.stderr
@@ -80,7 +88,8 @@ def test_a_file_torn_past_its_footer_and_a_newer_schemas_file_are_named_once_and
     torn.write_bytes(bytes(data))
     newer = store.runs_dir(history) / "newer.parquet"
     run_rows(synthetic.series_runs(1, CELLS, first=3)[0]).assign(schema_version=SCHEMA_VERSION + 1).to_parquet(
-        newer, index=False)
+        newer, index=False
+    )
     rows, problems = store.read(history)
     assert len(rows) == 3 * len(CELLS) and set(rows["schema_version"]) == {SCHEMA_VERSION}
     assert len(problems) == 2 and all(len(p.splitlines()) == 1 for p in problems)
@@ -119,8 +128,10 @@ def test_two_history_adds_of_one_run_at_once_add_it_once_and_the_second_says_so(
     history = tmp_path / "history"
     argv = [sys.executable, "-m", "harness.cli.main", "history", "add", str(run), "--history", str(history)]
     with store.adding(history):  # both start, read nothing yet, and wait here: then they go one after the other
-        procs = [subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for _ in range(2)]
+        procs = [
+            subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)
+        ]
         deadline = time.monotonic() + 60
         while _waiting_for_a_lock(p.pid for p in procs) != {p.pid for p in procs}:
             assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]

@@ -8,8 +8,12 @@ import re
 from helpers import ROOT
 
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
-SOURCES = [p for d in ("harness", "workloads", "scripts", "slurm") for p in (ROOT / d).rglob("*")
-           if p.suffix in (".py", ".sh") and p.is_file()]
+SOURCES = [
+    p
+    for d in ("harness", "workloads", "scripts", "slurm")
+    for p in (ROOT / d).rglob("*")
+    if p.suffix in (".py", ".sh") and p.is_file()
+]
 
 
 def test_every_cited_section_exists():
@@ -24,5 +28,7 @@ def test_every_cited_section_exists():
 
 
 def test_no_comment_cites_a_document_outside_the_repository():
-    outside = [str(p.relative_to(ROOT)) for p in SOURCES if re.search(r"DESIGN(\.md)? section", p.read_text(errors="replace"))]
+    outside = [
+        str(p.relative_to(ROOT)) for p in SOURCES if re.search(r"DESIGN(\.md)? section", p.read_text(errors="replace"))
+    ]
     assert not outside, outside

@@ -39,8 +39,10 @@ def _wrong(rows: dict[str, set[str]], root=ROOT) -> dict:
         named = _named_after(word, root)
         listed_named = {m for m in listed if m.rstrip("/").rsplit("/", 1)[-1].removesuffix(".py") == word}
         if named != listed_named:
-            wrong[word] = {"not in the glossary": sorted(named - listed_named),
-                           "listed but not there": sorted(listed_named - named)}
+            wrong[word] = {
+                "not in the glossary": sorted(named - listed_named),
+                "listed but not there": sorted(listed_named - named),
+            }
     return wrong
 
 
@@ -72,5 +74,6 @@ def test_a_planted_module_with_a_glossary_word_for_a_name_fails(tmp_path):
     assert _wrong(_rows(), tmp_path) == {}
     (tmp_path / "harness" / "experiment").mkdir(parents=True, exist_ok=True)
     (tmp_path / "harness" / "experiment" / "run.py").write_text("")
-    assert _wrong(_rows(), tmp_path) == {"run": {"not in the glossary": ["harness/experiment/run.py"],
-                                                 "listed but not there": []}}
+    assert _wrong(_rows(), tmp_path) == {
+        "run": {"not in the glossary": ["harness/experiment/run.py"], "listed but not there": []}
+    }

@@ -23,8 +23,22 @@ SOURCES = ("harness", "workloads", "scripts")
 """Where the Python files whose words are checked live."""
 LAYERS = tuple(sorted(p.name for p in (ROOT / "harness").iterdir() if (p / "__init__.py").exists()))
 """Short forms start at a layer's folder (`procs/argv.py`, `experiment/dispatch.run_sweep`)."""
-FILES = (".py", ".sh", ".md", ".yaml", ".yml", ".json", ".sbatch", ".txt", ".toml", ".parquet", ".csv", ".png",
-         ".html", ".log")
+FILES = (
+    ".py",
+    ".sh",
+    ".md",
+    ".yaml",
+    ".yml",
+    ".json",
+    ".sbatch",
+    ".txt",
+    ".toml",
+    ".parquet",
+    ".csv",
+    ".png",
+    ".html",
+    ".log",
+)
 PATH = re.compile(r"(?<![\w./-])((?:%s)/[\w./<>*-]*[\w>*/])" % "|".join(FULL + LAYERS))
 DOTTED = re.compile(r"(?<![\w./-])(harness(?:\.\w+){2,})")
 ELSEWHERE = {
@@ -43,8 +57,12 @@ OTHERS = {
     "pytorch_synthetic_benchmark.py": "Horovod's synthetic benchmark, cited for its default batch",
 }
 """File names of other projects that the house cites on purpose, and why."""
-HOUSE_FILES = frozenset(p.name for top in (*FULL, "examples", "docs", ".ci") for p in (ROOT / top).rglob("*")
-                        if p.is_file() and "__pycache__" not in p.parts)
+HOUSE_FILES = frozenset(
+    p.name
+    for top in (*FULL, "examples", "docs", ".ci")
+    for p in (ROOT / top).rglob("*")
+    if p.is_file() and "__pycache__" not in p.parts
+)
 """Every file name of the checkout's own folders."""
 
 
@@ -131,8 +149,7 @@ def stale(paths) -> list[str]:
                     why = problem(m.group(1))
                     if why:
                         where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-                        out.append(f"{where}:{line + text[:m.start()].count(chr(10))}: "
-                                   f"{m.group(1)}: {why}")
+                        out.append(f"{where}:{line + text[: m.start()].count(chr(10))}: {m.group(1)}: {why}")
     return out
 
 
@@ -144,29 +161,39 @@ def test_every_module_path_named_exists():
 
 def test_the_packages_table_names_files_of_each_rows_folder():
     found = package_rows(ROOT / "docs" / "ARCHITECTURE.md")
-    assert not found, "docs/ARCHITECTURE.md, \"Packages\": file names not in the row's folder:\n" + "\n".join(found)
+    assert not found, 'docs/ARCHITECTURE.md, "Packages": file names not in the row\'s folder:\n' + "\n".join(found)
 
 
 def test_a_stale_reference_is_found(tmp_path):
     planted = tmp_path / "x.py"
-    planted.write_text('"""See harness/commands/<name>.py and harness/procs/processes.py."""\n'
-                       '# harness.contracts.planning.merge_plan, procs/supervisor.watch, harness/launch/watch.Shutdown\n'
-                       'HELP = "runs harness/rank/worker.py; results/quick is a run directory"\n'
-                       '# who a rank is (distenv.py), its launcher (launcher.py), run.sh and dopt_rsag.py\n')
+    planted.write_text(
+        '"""See harness/commands/<name>.py and harness/procs/processes.py."""\n'
+        "# harness.contracts.planning.merge_plan, procs/supervisor.watch, harness/launch/watch.Shutdown\n"
+        'HELP = "runs harness/rank/worker.py; results/quick is a run directory"\n'
+        "# who a rank is (distenv.py), its launcher (launcher.py), run.sh and dopt_rsag.py\n"
+    )
     found = [line.split(": ", 1)[1] for line in stale([planted])]
-    assert found == ["harness/commands/<name>.py: matches no file", "harness/procs/processes.py: no such file",
-                     "harness/launch/watch.Shutdown: no such module",
-                     "harness.contracts.planning.merge_plan: no such module",
-                     "distenv.py: no file of that name in the checkout",
-                     "run.sh: no file of that name in the checkout"], found
+    assert found == [
+        "harness/commands/<name>.py: matches no file",
+        "harness/procs/processes.py: no such file",
+        "harness/launch/watch.Shutdown: no such module",
+        "harness.contracts.planning.merge_plan: no such module",
+        "distenv.py: no file of that name in the checkout",
+        "run.sh: no file of that name in the checkout",
+    ], found
 
 
 def test_a_packages_row_naming_a_file_of_another_folder_is_found(tmp_path):
     planted = tmp_path / "ARCHITECTURE.md"
-    planted.write_text("| # | folder | its one job |\n|---|---|---|\n"
-                       "| 5 | `harness/contracts/` | the cell spec (`cell.py`), who a rank is (`distenv.py`) |\n"
-                       "| 6 | `harness/measure/` | the one timing loop (`loop.py`), the cell spec (`cell.py`) |\n"
-                       "| 24 | `harness/doctor/` | its runner (`timing/gpu_report.py`), its summary (`summary.py`), "
-                       "`timing/smoke.py` |\n")
-    assert package_rows(planted) == ["3: distenv.py: not in harness/contracts/", "4: cell.py: not in harness/measure/",
-                                     "5: timing/smoke.py: not in harness/doctor/"]
+    planted.write_text(
+        "| # | folder | its one job |\n|---|---|---|\n"
+        "| 5 | `harness/contracts/` | the cell spec (`cell.py`), who a rank is (`distenv.py`) |\n"
+        "| 6 | `harness/measure/` | the one timing loop (`loop.py`), the cell spec (`cell.py`) |\n"
+        "| 24 | `harness/doctor/` | its runner (`timing/gpu_report.py`), its summary (`summary.py`), "
+        "`timing/smoke.py` |\n"
+    )
+    assert package_rows(planted) == [
+        "3: distenv.py: not in harness/contracts/",
+        "4: cell.py: not in harness/measure/",
+        "5: timing/smoke.py: not in harness/doctor/",
+    ]

@@ -22,7 +22,9 @@ FOLDERS = sorted(p.parent.name for p in (ROOT / "harness" / "launchers").glob("*
 
 
 def test_every_launcher_is_registered_once_and_chosen_by_name_only_when_it_can_be():
-    assert load() is LAUNCHERS and FOLDERS and sorted(LAUNCHERS) == sorted(ORDER) == FOLDERS  # each folder registers its own name, asked
+    assert (
+        load() is LAUNCHERS and FOLDERS and sorted(LAUNCHERS) == sorted(ORDER) == FOLDERS
+    )  # each folder registers its own name, asked
     assert by_name() == tuple(name for name in ORDER if LAUNCHERS.get(name).named)
     assert ORDER[-1] in by_name() and LAUNCHERS.get(ORDER[-1]).detect(LaunchRequest({}))  # the last takes any
     available = ", ".join(by_name())
@@ -73,8 +75,12 @@ def test_a_failure_before_the_result_fails_the_cell_after_it_is_a_warning(tmp_pa
     (tmp_path / "result.json").write_text(json.dumps({"ranks": []}))
     w.watch([_proc(0), _proc(3, name="rank 1")], 30, tmp_path, _timed_out)
     warnings = json.loads((tmp_path / "result.json").read_text())["warnings"]
-    assert warnings == [{"warning": "rank 1 failed while shutting down (exit code 3) after result.json was written",
-                         "log": "RuntimeError: Connection closed by peer"}]
+    assert warnings == [
+        {
+            "warning": "rank 1 failed while shutting down (exit code 3) after result.json was written",
+            "log": "RuntimeError: Connection closed by peer",
+        }
+    ]
 
 
 def test_a_helper_ending_first_an_abort_and_a_hang_after_the_result(tmp_path, monkeypatch):
@@ -88,5 +94,7 @@ def test_a_helper_ending_first_an_abort_and_a_hang_after_the_result(tmp_path, mo
     monkeypatch.setattr(w, "SHUTDOWN_GRACE_S", 0.5)
     hung = _proc(0, 30, name="rank 2")
     w.watch([hung], 30, tmp_path, _timed_out)
-    assert "rank 2 still running 0.5 s after result.json" in json.loads((tmp_path / "result.json").read_text())[
-        "warnings"][0]["warning"]
+    assert (
+        "rank 2 still running 0.5 s after result.json"
+        in json.loads((tmp_path / "result.json").read_text())["warnings"][0]["warning"]
+    )

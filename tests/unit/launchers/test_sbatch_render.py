@@ -43,11 +43,13 @@ def reference_path(style: str) -> Path:
 
 # ------------------------------------------------------------------------------------ sbatch text
 
+
 def test_every_style_has_a_reference():
     assert set(REFERENCE_SPECS) == set(LAUNCH_STYLES)
     assert all(launch_styles()[name].reference for name in LAUNCH_STYLES), "a style declares no reference spec"
-    committed = {p.name for p in DATA.glob("sbatch_reference_*.sh")
-                 if not p.name.startswith("sbatch_reference_submit")}  # test_slurm_sweep.py's
+    committed = {
+        p.name for p in DATA.glob("sbatch_reference_*.sh") if not p.name.startswith("sbatch_reference_submit")
+    }  # test_slurm_sweep.py's
     assert committed == {reference_path(name).name for name in LAUNCH_STYLES}, "a reference is stray or missing"
 
 
@@ -56,7 +58,8 @@ def test_render_matches_reference(style):
     expected = reference_path(style).read_text()
     assert render_sbatch(REFERENCE_SPECS[style]) == expected, (
         f"sbatch text for {style} changed; if intended, run `python tests/unit/launchers/test_sbatch_render.py "
-        f"--regenerate` and review the diff")
+        f"--regenerate` and review the diff"
+    )
 
 
 @pytest.mark.parametrize("style", LAUNCH_STYLES)
@@ -74,8 +77,7 @@ def test_rendered_script_is_valid_bash(style):
     bash = shutil.which("bash")
     if bash is None:
         pytest.skip("bash not installed")
-    res = subprocess.run([bash, "-n"], input=render_sbatch(REFERENCE_SPECS[style]), text=True,
-                         capture_output=True)
+    res = subprocess.run([bash, "-n"], input=render_sbatch(REFERENCE_SPECS[style]), text=True, capture_output=True)
     assert res.returncode == 0, res.stderr
 
 
@@ -86,11 +88,16 @@ def test_render_is_pure_and_env_order_free():
 
 
 def test_script_port_formula_equals_port_for_job():
-    line = next(ln for ln in render_sbatch(REFERENCE_SPECS["srun"]).splitlines()
-                if ln.startswith("export MASTER_PORT="))
+    line = next(
+        ln for ln in render_sbatch(REFERENCE_SPECS["srun"]).splitlines() if ln.startswith("export MASTER_PORT=")
+    )
     for job_id in (1, 11999, 12000, 987654):
-        out = subprocess.run(["bash", "-c", f"{line}\necho $MASTER_PORT"], text=True, capture_output=True,
-                             env={"SLURM_JOB_ID": str(job_id), "PATH": "/usr/bin:/bin"}).stdout
+        out = subprocess.run(
+            ["bash", "-c", f"{line}\necho $MASTER_PORT"],
+            text=True,
+            capture_output=True,
+            env={"SLURM_JOB_ID": str(job_id), "PATH": "/usr/bin:/bin"},
+        ).stdout
         assert int(out) == port_for_job(job_id)
 
 
@@ -101,15 +108,18 @@ def test_byteps_colocated_servers_use_worker_nodes():
     assert "--nodes=2 --ntasks=2" in text
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    ({"launch": "mpirun"}, f"available: {', '.join(launch_styles())}, or 'sweep'"),
-    ({"job_name": "two words"}, "job name"),
-    ({"nodes": 0}, "nodes=0"),
-    ({"command": ()}, "empty command"),
-    ({"extra_sbatch": ("exclusive",)}, "one option"),
-    ({"env": {"BAD-NAME": "1"}}, "BAD-NAME"),
-    ({"horovod_controller": "ssh"}, "gloo"),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"launch": "mpirun"}, f"available: {', '.join(launch_styles())}, or 'sweep'"),
+        ({"job_name": "two words"}, "job name"),
+        ({"nodes": 0}, "nodes=0"),
+        ({"command": ()}, "empty command"),
+        ({"extra_sbatch": ("exclusive",)}, "one option"),
+        ({"env": {"BAD-NAME": "1"}}, "BAD-NAME"),
+        ({"horovod_controller": "ssh"}, "gloo"),
+    ],
+)
 def test_bad_spec_is_a_user_error(kwargs, words):
     args = {"job_name": "j", "command": ("x",)} | kwargs
     with pytest.raises(UserError, match=words.replace("(", r"\(").replace("[", r"\[")):
@@ -118,15 +128,19 @@ def test_bad_spec_is_a_user_error(kwargs, words):
 
 # -------------------------------------------------------------------------------------- hostlists
 
-@pytest.mark.parametrize("text, hosts", [
-    ("n1", ["n1"]),
-    ("n[1-3,5],gpu07", ["n1", "n2", "n3", "n5", "gpu07"]),
-    ("gpu[08-11]", ["gpu08", "gpu09", "gpu10", "gpu11"]),
-    ("node[098-101]", ["node098", "node099", "node100", "node101"]),
-    ("rack[1-2]-n[1,3]", ["rack1-n1", "rack1-n3", "rack2-n1", "rack2-n3"]),
-    ("a,b[2],c", ["a", "b2", "c"]),
-    ("n[1-2]x", ["n1x", "n2x"]),
-])
+
+@pytest.mark.parametrize(
+    "text, hosts",
+    [
+        ("n1", ["n1"]),
+        ("n[1-3,5],gpu07", ["n1", "n2", "n3", "n5", "gpu07"]),
+        ("gpu[08-11]", ["gpu08", "gpu09", "gpu10", "gpu11"]),
+        ("node[098-101]", ["node098", "node099", "node100", "node101"]),
+        ("rack[1-2]-n[1,3]", ["rack1-n1", "rack1-n3", "rack2-n1", "rack2-n3"]),
+        ("a,b[2],c", ["a", "b2", "c"]),
+        ("n[1-2]x", ["n1x", "n2x"]),
+    ],
+)
 def test_expand_hostlist(text, hosts):
     assert expand_hostlist(text) == hosts
 
@@ -141,26 +155,45 @@ def test_expand_hostlist_rejects_malformed(bad):
 # local cluster up: tests/integration/slurm/test_slurm_local.py::test_expand_hostlist_agrees_with_slurm.
 
 
-@pytest.mark.parametrize("text, counts", [
-    ("2", [2]), ("2(x3)", [2, 2, 2]), ("2,1", [2, 1]), ("4(x2),3,1(x2)", [4, 4, 3, 1, 1]),
-])
+@pytest.mark.parametrize(
+    "text, counts",
+    [
+        ("2", [2]),
+        ("2(x3)", [2, 2, 2]),
+        ("2,1", [2, 1]),
+        ("4(x2),3,1(x2)", [4, 4, 3, 1, 1]),
+    ],
+)
 def test_expand_tasks_per_node(text, counts):
     assert expand_tasks_per_node(text) == counts
 
 
 # ------------------------------------------------------------------------------------ from_slurm
 
+
 def step_env(procid: int, nodeid: int, localid: int, **over) -> dict[str, str]:
     """SLURM_* of task `procid` in `srun` inside `sbatch -N2 --ntasks-per-node=1`, as printed by a real
     Slurm 22.05 (slurm/local), trimmed of unrelated variables."""
     env = {
-        "SLURM_CLUSTER_NAME": "ddlbench-local", "SLURM_JOB_ID": "4242", "SLURM_JOBID": "4242",
-        "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NODELIST": "n[1-2]", "SLURM_STEP_NODELIST": "n[1-2]",
-        "SLURM_JOB_NUM_NODES": "2", "SLURM_NNODES": "2", "SLURM_STEP_NUM_NODES": "2",
-        "SLURM_NTASKS": "2", "SLURM_NPROCS": "2", "SLURM_NTASKS_PER_NODE": "1",
-        "SLURM_TASKS_PER_NODE": "1(x2)", "SLURM_STEP_TASKS_PER_NODE": "1(x2)",
-        "SLURM_STEP_ID": "0", "SLURM_STEPID": "0",
-        "SLURM_PROCID": str(procid), "SLURM_NODEID": str(nodeid), "SLURM_LOCALID": str(localid),
+        "SLURM_CLUSTER_NAME": "ddlbench-local",
+        "SLURM_JOB_ID": "4242",
+        "SLURM_JOBID": "4242",
+        "SLURM_JOB_NODELIST": "n[1-2]",
+        "SLURM_NODELIST": "n[1-2]",
+        "SLURM_STEP_NODELIST": "n[1-2]",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_NNODES": "2",
+        "SLURM_STEP_NUM_NODES": "2",
+        "SLURM_NTASKS": "2",
+        "SLURM_NPROCS": "2",
+        "SLURM_NTASKS_PER_NODE": "1",
+        "SLURM_TASKS_PER_NODE": "1(x2)",
+        "SLURM_STEP_TASKS_PER_NODE": "1(x2)",
+        "SLURM_STEP_ID": "0",
+        "SLURM_STEPID": "0",
+        "SLURM_PROCID": str(procid),
+        "SLURM_NODEID": str(nodeid),
+        "SLURM_LOCALID": str(localid),
         "SLURMD_NODENAME": f"n{nodeid + 1}",
     }
     env.update(over)
@@ -179,10 +212,16 @@ def test_from_slurm_two_nodes_one_task_each():
 
 def test_from_slurm_uneven_tasks_per_node_and_hostlist():
     # sbatch -n5 -N3 on gpu[07-09]: tasks per node 2,2,1; task 4 is alone on gpu09.
-    over = {"SLURM_JOB_NODELIST": "gpu[07-09]", "SLURM_STEP_NODELIST": "gpu[07-09]",
-            "SLURM_NTASKS": "5", "SLURM_JOB_NUM_NODES": "3", "SLURM_NNODES": "3",
-            "SLURM_STEP_NUM_NODES": "3", "SLURM_TASKS_PER_NODE": "2(x2),1",
-            "SLURM_STEP_TASKS_PER_NODE": "2(x2),1"}
+    over = {
+        "SLURM_JOB_NODELIST": "gpu[07-09]",
+        "SLURM_STEP_NODELIST": "gpu[07-09]",
+        "SLURM_NTASKS": "5",
+        "SLURM_JOB_NUM_NODES": "3",
+        "SLURM_NNODES": "3",
+        "SLURM_STEP_NUM_NODES": "3",
+        "SLURM_TASKS_PER_NODE": "2(x2),1",
+        "SLURM_STEP_TASKS_PER_NODE": "2(x2),1",
+    }
     env = step_env(4, 2, 0, **over)
     del env["SLURM_NTASKS_PER_NODE"]  # Slurm sets it only for --ntasks-per-node
     e = from_slurm(env, use_scontrol=False)
@@ -194,8 +233,7 @@ def test_from_slurm_uneven_tasks_per_node_and_hostlist():
 
 def test_from_slurm_step_on_part_of_the_allocation():
     # A step on the last two of three nodes (as byteps' worker step may be): the step's list counts.
-    env = step_env(0, 0, 0, SLURM_JOB_NODELIST="n[1-3]", SLURM_JOB_NUM_NODES="3",
-                   SLURM_STEP_NODELIST="n[2-3]")
+    env = step_env(0, 0, 0, SLURM_JOB_NODELIST="n[1-3]", SLURM_JOB_NUM_NODES="3", SLURM_STEP_NODELIST="n[2-3]")
     e = from_slurm(env, use_scontrol=False)
     assert (e.master_addr, e.nodes) == ("n2", 2)
     assert e.extra["slurm_nodelist"] == "n[1-3]"
@@ -208,19 +246,27 @@ def test_from_slurm_honours_exported_master_addr_and_port():
 
 def test_from_slurm_in_batch_script_without_step():
     env = step_env(0, 0, 0)
-    for k in ("SLURM_STEP_ID", "SLURM_STEPID", "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_NODES",
-              "SLURM_STEP_TASKS_PER_NODE"):
+    for k in (
+        "SLURM_STEP_ID",
+        "SLURM_STEPID",
+        "SLURM_STEP_NODELIST",
+        "SLURM_STEP_NUM_NODES",
+        "SLURM_STEP_TASKS_PER_NODE",
+    ):
         del env[k]
     e = from_slurm(env, use_scontrol=False)
     assert e.extra["slurm_step_id"] is None and e.master_addr == "n1"
 
 
-@pytest.mark.parametrize("over, words", [
-    ({"SLURM_PROCID": "x"}, "SLURM_PROCID='x' is not an integer"),
-    ({"SLURM_PROCID": "5"}, "inconsistent"),
-    ({"SLURM_TASKS_PER_NODE": "two", "SLURM_STEP_TASKS_PER_NODE": ""}, "SLURM_TASKS_PER_NODE"),
-    ({"SLURM_STEP_NODELIST": "n[1-"}, "cannot read the Slurm node list"),
-])
+@pytest.mark.parametrize(
+    "over, words",
+    [
+        ({"SLURM_PROCID": "x"}, "SLURM_PROCID='x' is not an integer"),
+        ({"SLURM_PROCID": "5"}, "inconsistent"),
+        ({"SLURM_TASKS_PER_NODE": "two", "SLURM_STEP_TASKS_PER_NODE": ""}, "SLURM_TASKS_PER_NODE"),
+        ({"SLURM_STEP_NODELIST": "n[1-"}, "cannot read the Slurm node list"),
+    ],
+)
 def test_from_slurm_bad_variables_are_user_errors(over, words):
     with pytest.raises(UserError, match=words.replace("[", r"\[")):
         from_slurm(step_env(0, 0, 0, **over), use_scontrol=False)

@@ -38,8 +38,9 @@ def _cell(**over) -> CellSpec:
 
 def _plan(tmp_path, cell, style=None, rendezvous=None):
     """The steps as launch_cell_srun plans them: the cell's backend's srun recipe over the context."""
-    ctx = SrunContext(cell, ALLOC2, tmp_path, "10.0.0.1", 24000, (*python_argv(), *worker_argv(tmp_path)), style,
-                      rendezvous)
+    ctx = SrunContext(
+        cell, ALLOC2, tmp_path, "10.0.0.1", 24000, (*python_argv(), *worker_argv(tmp_path)), style, rendezvous
+    )
     return recipe(cell.backend, SrunRecipe).plan(ctx)
 
 
@@ -72,8 +73,13 @@ def test_each_task_gets_the_variables_srun_would_give_it(tmp_path):
         seen.append((d.rank, d.world_size, d.local_rank, d.local_world_size, d.node_rank, d.nodes, d.source))
         assert env["SLURM_STEP_TASKS_PER_NODE"] == "3,2" and env["SLURM_STEP_NODELIST"] == "n1,n2"
         assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["DDLBENCH_RANK_START"]) == ("10.0.0.1", "24000", "warm")
-    assert seen == [(0, 5, 0, 3, 0, 2, "slurm"), (1, 5, 1, 3, 0, 2, "slurm"), (2, 5, 0, 2, 1, 2, "slurm"),
-                    (3, 5, 2, 3, 0, 2, "slurm"), (4, 5, 1, 2, 1, 2, "slurm")]
+    assert seen == [
+        (0, 5, 0, 3, 0, 2, "slurm"),
+        (1, 5, 1, 3, 0, 2, "slurm"),
+        (2, 5, 0, 2, 1, 2, "slurm"),
+        (3, 5, 2, 3, 0, 2, "slurm"),
+        (4, 5, 1, 2, 1, 2, "slurm"),
+    ]
 
 
 def test_the_shim_here_runs_the_module_in_this_process(tmp_path, monkeypatch):
@@ -82,11 +88,19 @@ def test_the_shim_here_runs_the_module_in_this_process(tmp_path, monkeypatch):
         "def main(argv):\n"
         "    print(json.dumps({'argv': argv, 'rank': os.environ['RANK'], 'local': os.environ['LOCAL_RANK'],"
         " 'pid': os.getpid()}))\n"
-        "    return 7\n")
+        "    return 7\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
-    for k, v in {"SLURM_PROCID": "2", "SLURM_NTASKS": "3", "SLURM_NODEID": "1", "SLURM_LOCALID": "0",
-                 "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_TASKS_PER_NODE": "2,1", "MASTER_ADDR": "10.0.0.1",
-                 "MASTER_PORT": "24000"}.items():
+    for k, v in {
+        "SLURM_PROCID": "2",
+        "SLURM_NTASKS": "3",
+        "SLURM_NODEID": "1",
+        "SLURM_LOCALID": "0",
+        "SLURM_STEP_NUM_NODES": "2",
+        "SLURM_STEP_TASKS_PER_NODE": "2,1",
+        "MASTER_ADDR": "10.0.0.1",
+        "MASTER_PORT": "24000",
+    }.items():
         monkeypatch.setenv(k, v)
     for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
         monkeypatch.delenv(k, raising=False)
@@ -100,8 +114,13 @@ def tcp_zygote(tmp_path):
     token = "t" * 64
     env = {**zygote_env(), TOKEN_VAR: token, "SLURMD_NODENAME": "n7", "NODE_ONLY": "from-the-node"}
     log = open(tmp_path / "zygote.log", "w")
-    proc = subprocess.Popen([*python_argv(), "-m", "harness.warm.zygote", "--tcp", str(tmp_path)], env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [*python_argv(), "-m", "harness.warm.zygote", "--tcp", str(tmp_path)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     announced = tmp_path / "zygote.n7.json"
     deadline = time.monotonic() + 120
     while not announced.exists():
@@ -124,10 +143,12 @@ def test_a_tcp_zygote_serves_only_its_token_and_forks_with_the_nodes_environment
     sock.sendall(token.encode() + b"\n")
     link = ZygoteConnection(sock, remote=True)
     assert link.handshake(120)["ready"]
-    script = ("import os, sys, time\n"
-              "print(os.environ.get('NODE_ONLY'), os.environ.get('SLURM_PROCID'), os.environ.get('GONE'),"
-              " os.environ.get(sys.argv[1]), flush=True)\n"
-              "time.sleep(float(sys.argv[2]))\n")
+    script = (
+        "import os, sys, time\n"
+        "print(os.environ.get('NODE_ONLY'), os.environ.get('SLURM_PROCID'), os.environ.get('GONE'),"
+        " os.environ.get(sys.argv[1]), flush=True)\n"
+        "time.sleep(float(sys.argv[2]))\n"
+    )
     (tmp_path / "sleeper.py").write_text(script)
     env = {"SLURM_PROCID": "3", "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     rank = link.spawn("sleeper_main", [TOKEN_VAR, "600"], env, tmp_path / "rank3.log", inherit=True, unset=("GONE",))
@@ -151,6 +172,7 @@ def _sleeper_module(tmp_path):
         "def main(argv):\n"
         f"    sys.argv = ['sleeper.py', *argv]\n"
         f"    runpy.run_path({str(tmp_path / 'sleeper.py')!r}, run_name='__main__')\n"
-        "    return 0\n")
+        "    return 0\n"
+    )
     yield
     sys.modules.pop("sleeper_main", None)

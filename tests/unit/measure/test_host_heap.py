@@ -27,8 +27,15 @@ print(json.dumps({"how": how, "faults": resource.getrusage(resource.RUSAGE_SELF)
 
 
 def _faults(mode: str, **env) -> dict:
-    out = subprocess.run([sys.executable, "-c", LOOP, mode], capture_output=True, text=True, timeout=120, check=True,
-                         cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1", **env})
+    out = subprocess.run(
+        [sys.executable, "-c", LOOP, mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1", **env},
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -36,8 +43,10 @@ def test_a_kept_heap_reuses_a_large_tensor_instead_of_faulting_it_in_again():
     untouched, kept = _faults("plain"), _faults("keep")
     assert kept["how"] == "kept"
     pages = 10 * 64 * 2**20 // os.sysconf("SC_PAGE_SIZE")  # 10 fresh mappings of 64 MB, page by page
-    print(f"\nminor faults over 10 allocations of 64 MB: default {untouched['faults']}, kept {kept['faults']} "
-          f"({pages} pages allocated)")
+    print(
+        f"\nminor faults over 10 allocations of 64 MB: default {untouched['faults']}, kept {kept['faults']} "
+        f"({pages} pages allocated)"
+    )
     assert kept["faults"] < 0.05 * pages and kept["faults"] < untouched["faults"]
 
 

@@ -73,8 +73,8 @@ def fake_cuda_clock() -> tuple[CudaClock, FakeStream]:
     def settle(_device) -> None:
         s.settles += 1
         s.reached = math.inf
-    return CudaClock(torch.device("cpu"), event=lambda **kw: FakeEvent(s, **kw), stream=lambda _d: s,
-                     settle=settle), s
+
+    return CudaClock(torch.device("cpu"), event=lambda **kw: FakeEvent(s, **kw), stream=lambda _d: s, settle=settle), s
 
 
 # --- timer ---------------------------------------------------------------------------------------------
@@ -108,18 +108,18 @@ def test_cuda_clock_reads_events_after_the_device_passed_them_and_never_waits_in
     s.reached = -1.0  # the device falls behind: nothing issued from now on has finished
     for i in range(3):
         timer.begin()
-        s.now += 0.010                 # forward kernels
+        s.now += 0.010  # forward kernels
         with waits.waiting():
-            s.now += 0.004             # the stream idles while the CPU is blocked
+            s.now += 0.004  # the stream idles while the CPU is blocked
         s.now += 0.001
         timer.phase("forward")
         s.now += 0.020
         timer.phase("backward_s")
         timer.end(waits.take())
-        s.now += 0.002                 # between iterations (the next iteration starts later)
+        s.now += 0.002  # between iterations (the next iteration starts later)
     assert s.syncs == 1 and s.settles == 0, "no synchronisation inside the window"
     assert timer._read == [], "nothing read before the device passed it"
-    s.reached = 0.037                  # the device has finished the first iteration only
+    s.reached = 0.037  # the device has finished the first iteration only
     timer.poll()
     assert len(timer._read) == 1 and "iter_s" not in timer._read[0], "its end is the next one's start"
     rows = timer.finish()
@@ -198,8 +198,15 @@ class Waiter(Scheme):
 
 def _ctx(device="cpu", workers=1, knobs=None, transport=None, scheme="local"):
     entry = SCHEMES.get(scheme)
-    return SchemeContext(transport=transport, rank=0, workers=workers, device=torch.device(device),
-                         knobs=entry.make_knobs(knobs), make_optimizer=make_optimizer, log=lambda m: None)
+    return SchemeContext(
+        transport=transport,
+        rank=0,
+        workers=workers,
+        device=torch.device(device),
+        knobs=entry.make_knobs(knobs),
+        make_optimizer=make_optimizer,
+        log=lambda m: None,
+    )
 
 
 def _model_and_loss():
@@ -324,12 +331,12 @@ def test_credit_window_bounds_bytes_in_flight_and_waits_are_forward_waits(monkey
     torch.manual_seed(0)
     model = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(6)])  # 6 x 16.6 KB weights
     knobs = {"partition_mb": 8 / 1024, "credit_mb": 20 / 1024}  # 8 KB partitions, 20 KB credit
-    scheme = SCHEMES.get("bytescheduler-a2a").cls(_ctx(knobs=knobs, transport=OneWorker(),
-                                                       scheme="bytescheduler-a2a"))
+    scheme = SCHEMES.get("bytescheduler-a2a").cls(_ctx(knobs=knobs, transport=OneWorker(), scheme="bytescheduler-a2a"))
     fwd = scheme.setup(model)
     batch = {"x": torch.randn(4, 64)}
-    samples = loop_mod.run_loop(fwd, scheme, lambda m, b: m(b["x"]).sum(), batch, 1, 3, torch.device("cpu"),
-                                lambda: None)
+    samples = loop_mod.run_loop(
+        fwd, scheme, lambda m, b: m(b["x"]).sum(), batch, 1, 3, torch.device("cpu"), lambda: None
+    )
     trace = scheme.describe()["partition_trace"]
     scheme.shutdown()
     assert len(trace) == 4 * len(scheme.parts)
@@ -349,9 +356,15 @@ def test_doctor_says_which_gpu_checks_ran(monkeypatch):
     none = gpu_probe.run_gpu_checks(0)
     assert all(c["status"] == "not run: no CUDA device" and not c.get("ran") for c in none)
     assert "0 of" in gpu_lines(none)[0]
-    monkeypatch.setattr(gpu_probe, "RUNNABLE", {"stream-correct timing": lambda d: "",
-                                                "TF32 off for fp32": lambda d: 1 / 0,
-                                                "device rule": lambda d: "left cuda:1"})
+    monkeypatch.setattr(
+        gpu_probe,
+        "RUNNABLE",
+        {
+            "stream-correct timing": lambda d: "",
+            "TF32 off for fp32": lambda d: 1 / 0,
+            "device rule": lambda d: "left cuda:1",
+        },
+    )
     one = {c["name"]: c["status"] for c in gpu_probe.run_gpu_checks(1)}
     assert one["stream-correct timing"] == "ran: ok"
     assert one["TF32 off for fp32"].startswith("ran: FAILED (ZeroDivisionError")
@@ -379,6 +392,7 @@ def test_probe_times_to_completion_and_drops_the_warm_up():
 def test_backward_profile_reads_the_clock_marks_of_the_gradient_hooks():
     """With a clock whose marks are 1 ms apart (as events a stream reaches 1 ms apart), each gradient's
     ready time is its hook's mark, in hook order, and one synchronisation closes the profile."""
+
     class Ticking(CudaClock):
         def mark(self):
             self._stream(self.device).now += 0.001
@@ -413,5 +427,5 @@ def test_the_ci_of_the_mean_is_students_t():
     for n in (2, 3, 6, 30, 200):
         x = [float(i % 7) for i in range(n)]
         d = describe(x)
-        half = st.t.ppf(0.975, n - 1) * d["std"] / n ** 0.5
+        half = st.t.ppf(0.975, n - 1) * d["std"] / n**0.5
         assert abs((d["ci95_high"] - d["mean"]) - half) < 1e-9 * max(1.0, half)

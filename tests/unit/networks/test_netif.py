@@ -3,7 +3,8 @@
     python -m pytest tests/unit/networks/test_netif.py
 
 The samples below were printed by iproute2 6.1 (Debian 12) on this machine and inside the nodes of
-slurm/local/up-netns.sh (the IPoIB one is written by hand in the same shape); the last tests ask the real kernel of the machine running them.
+slurm/local/up-netns.sh (the IPoIB one is written by hand in the same shape); the last tests ask the real kernel of the
+machine running them.
 """
 
 from __future__ import annotations
@@ -37,16 +38,19 @@ ADDR_SHOW = (
 )
 
 
-@pytest.mark.parametrize("text, want", [
-    (NODE1_TO_NODE2_FAST, Route("10.77.2.2", "fast0", "10.77.2.1", None, False)),
-    (NODE1_TO_OWN_FAST, Route("10.77.2.1", "lo", "10.77.2.1", None, True)),
-    (HOSTNAME_127_0_1_1, Route("127.0.1.1", "lo", "127.0.0.1", None, True)),
-    (VIA_GATEWAY, Route("10.255.255.1", "eth0", "192.0.2.2", "192.0.2.1", False)),
-    (IPV6_LOCAL, Route("::1", "lo", "::1", None, True)),
-    (IPV6_VIA, Route("2001:db8::1", "eth0", "fd00::2", "fd00::1", False)),
-    (MULTILINE, Route("127.0.1.1", "lo", "127.0.0.1", None, True)),
-    (IB_NODE, Route("10.10.0.7", "ib0", "10.10.0.3", None, False)),
-])
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        (NODE1_TO_NODE2_FAST, Route("10.77.2.2", "fast0", "10.77.2.1", None, False)),
+        (NODE1_TO_OWN_FAST, Route("10.77.2.1", "lo", "10.77.2.1", None, True)),
+        (HOSTNAME_127_0_1_1, Route("127.0.1.1", "lo", "127.0.0.1", None, True)),
+        (VIA_GATEWAY, Route("10.255.255.1", "eth0", "192.0.2.2", "192.0.2.1", False)),
+        (IPV6_LOCAL, Route("::1", "lo", "::1", None, True)),
+        (IPV6_VIA, Route("2001:db8::1", "eth0", "fd00::2", "fd00::1", False)),
+        (MULTILINE, Route("127.0.1.1", "lo", "127.0.0.1", None, True)),
+        (IB_NODE, Route("10.10.0.7", "ib0", "10.10.0.3", None, False)),
+    ],
+)
 def test_parse_route_get(text, want):
     assert netif.parse_route_get(text) == want
 
@@ -61,13 +65,18 @@ def test_parse_route_get_without_a_device_is_a_user_error(text):
 
 def test_parse_addr_show():
     assert netif.parse_addr_show(ADDR_SHOW) == [
-        ("lo", "127.0.0.1"), ("lo", "::1"), ("slow0", "10.77.1.1"), ("fast0", "10.77.2.1"),
-        ("eth0", "fe80::fc:ff:fe00:1")]
+        ("lo", "127.0.0.1"),
+        ("lo", "::1"),
+        ("slow0", "10.77.1.1"),
+        ("fast0", "10.77.2.1"),
+        ("eth0", "fe80::fc:ff:fe00:1"),
+    ]
 
 
 # ---- loopback refusal --------------------------------------------------------------------------
-@pytest.mark.parametrize("iface, addr", [("lo", "127.0.1.1"), ("lo", "10.77.2.1"), ("eth0", "127.0.0.1"),
-                                         ("lo", "node1")])
+@pytest.mark.parametrize(
+    "iface, addr", [("lo", "127.0.1.1"), ("lo", "10.77.2.1"), ("eth0", "127.0.0.1"), ("lo", "node1")]
+)
 def test_refuse_loopback_raises_one_line_what_why_fix(iface, addr):
     with pytest.raises(UserError) as e:
         netif.refuse_loopback(iface, addr)
@@ -98,11 +107,19 @@ def _fake_sysfs(root: Path, net: dict[str, tuple[int, int]], ib: dict[tuple[str,
 
 
 def test_read_counters_net_and_infiniband_words(tmp_path):
-    sysfs = _fake_sysfs(tmp_path, {"lo": (100, 100), "eth0": (5000, 7000), "ib0": (10, 20)},
-                        {("mlx5_0", "1"): (1000, 2000), ("mlx5_1", "1"): (0, 3)})
+    sysfs = _fake_sysfs(
+        tmp_path,
+        {"lo": (100, 100), "eth0": (5000, 7000), "ib0": (10, 20)},
+        {("mlx5_0", "1"): (1000, 2000), ("mlx5_1", "1"): (0, 3)},
+    )
     got = netif.read_counters(sysfs=str(sysfs), proc_net_dev=None)
-    assert got == {"eth0": (5000, 7000), "ib0": (10, 20), "lo": (100, 100),
-                   "mlx5_0:1": (4000, 8000), "mlx5_1:1": (0, 12)}  # IB counts 4-byte words
+    assert got == {
+        "eth0": (5000, 7000),
+        "ib0": (10, 20),
+        "lo": (100, 100),
+        "mlx5_0:1": (4000, 8000),
+        "mlx5_1:1": (0, 12),
+    }  # IB counts 4-byte words
 
 
 def test_read_counters_without_infiniband_and_a_device_without_statistics(tmp_path):
@@ -123,31 +140,36 @@ def test_read_counters_named_and_missing(tmp_path):
 # /proc/net/dev of this machine (Debian 12, kernel 6.1), header as printed, counts shortened.
 PROC_NET_DEV = (
     "Inter-|   Receive                                                |  Transmit\n"
-    " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n"
-    "    lo: 4007080008  239034    0    0    0     0          0         0 4007080008  239034    0    0    0     0       0          0\n"
-    "  ifb0:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0\n"
-    "  eth0: 123456789   98765    0    0    0     0          0         0  2345678   12345    0    0    0     0       0          0\n"
+    " face |bytes    packets errs drop fifo frame compressed "
+    "multicast|bytes    packets errs drop fifo colls carrier compressed\n"
+    "    lo: 4007080008  239034    0    0    0     0          0 "
+    "        0 4007080008  239034    0    0    0     0       0          0\n"
+    "  ifb0:       0       0    0    0    0     0          0 "
+    "        0        0       0    0    0    0     0       0          0\n"
+    "  eth0: 123456789   98765    0    0    0     0          0 "
+    "        0  2345678   12345    0    0    0     0       0          0\n"
 )
 
 
 def test_parse_proc_net_dev():
     assert netif.parse_proc_net_dev(PROC_NET_DEV) == {
-        "lo": (4007080008, 4007080008), "ifb0": (0, 0), "eth0": (123456789, 2345678)}
+        "lo": (4007080008, 4007080008),
+        "ifb0": (0, 0),
+        "eth0": (123456789, 2345678),
+    }
 
 
 def test_read_counters_prefers_proc_when_sysfs_is_another_namespace(tmp_path):
     # Under `nsenter --net` alone, /sys still lists the root namespace's devices; /proc/net/dev the
     # caller's. Same names: sysfs is used; other names: /proc/net/dev (IB ports still from sysfs).
-    sysfs = _fake_sysfs(tmp_path / "sys", {"lo": (1, 1), "eth0": (2, 2), "ifb0": (3, 3)},
-                        {("mlx5_0", "1"): (1, 1)})
+    sysfs = _fake_sysfs(tmp_path / "sys", {"lo": (1, 1), "eth0": (2, 2), "ifb0": (3, 3)}, {("mlx5_0", "1"): (1, 1)})
     proc = tmp_path / "dev"
     proc.write_text(PROC_NET_DEV)
     got = netif.read_counters(sysfs=str(sysfs), proc_net_dev=str(proc))
     assert got == {"eth0": (2, 2), "ifb0": (3, 3), "lo": (1, 1), "mlx5_0:1": (4, 4)}
     proc.write_text(PROC_NET_DEV.replace("eth0", "fast0"))
     got = netif.read_counters(sysfs=str(sysfs), proc_net_dev=str(proc))
-    assert got == {"fast0": (123456789, 2345678), "ifb0": (0, 0), "lo": (4007080008, 4007080008),
-                   "mlx5_0:1": (4, 4)}
+    assert got == {"fast0": (123456789, 2345678), "ifb0": (0, 0), "lo": (4007080008, 4007080008), "mlx5_0:1": (4, 4)}
 
 
 def test_counter_delta_and_main_interface(tmp_path):
@@ -191,8 +213,11 @@ def test_live_unresolvable_and_invalid_addresses_are_user_errors():
 
 def test_live_counters_include_loopback_and_grow():
     before = netif.read_counters(["lo"])
-    with socket.create_server(("127.0.0.1", 0)) as srv, socket.create_connection(srv.getsockname()) as c, \
-            srv.accept()[0] as s:
+    with (
+        socket.create_server(("127.0.0.1", 0)) as srv,
+        socket.create_connection(srv.getsockname()) as c,
+        srv.accept()[0] as s,
+    ):
         c.sendall(b"x" * 100_000)
         got = 0
         while got < 100_000:

@@ -39,8 +39,16 @@ def test_loopback_across_nodes_takes_the_route():
 def test_a_misspelt_profile_is_refused_and_a_declared_label_is_not():
     with pytest.raises(UserError, match=r"unknown network 'ib-rmda': known profiles are .*ib-rdma"):
         resolve(CellSpec(network="ib-rmda", **CELL))
-    cfg = sweep_from_dict({"workloads": ["resnet50-tiny"], "schemes": ["ddp"], "workers": [2],
-                           "device": "cpu", "network": "eth-10g", "labels": ["eth-10g"]})
+    cfg = sweep_from_dict(
+        {
+            "workloads": ["resnet50-tiny"],
+            "schemes": ["ddp"],
+            "workers": [2],
+            "device": "cpu",
+            "network": "eth-10g",
+            "labels": ["eth-10g"],
+        }
+    )
     cells = expand(cfg)
     assert {c.network for c in cells} == {"eth-10g"} and all(c.network_env == {} for c in cells)
     assert resolve(cells[-1]) == cells[-1]  # resolved once: resolving again keeps it

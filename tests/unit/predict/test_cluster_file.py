@@ -31,7 +31,9 @@ def test_a_file_that_says_what_a_preset_says_predicts_the_same_rows(tmp_path):
     by_file = _predict(tmp_path, "--cluster", str(f), *schemes)
     by_link = _predict(tmp_path, "--link", "eth-10g", *schemes)
     key = ["network", "nodes", "workers", "scheme"]
-    pd.testing.assert_frame_equal(by_file.sort_values(key, ignore_index=True), by_link.sort_values(key, ignore_index=True))
+    pd.testing.assert_frame_equal(
+        by_file.sort_values(key, ignore_index=True), by_link.sort_values(key, ignore_index=True)
+    )
 
 
 def test_the_example_file_sets_nodes_links_frameworks_and_knobs(tmp_path):
@@ -48,25 +50,44 @@ def test_the_example_file_sets_nodes_links_frameworks_and_knobs(tmp_path):
         assert a[(n, "wfbp-a2a")] > b[(n, "wfbp-a2a")] and a[(n, "bsp-a2a")] == b[(n, "bsp-a2a")]
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("gpus_per_node = 4\n[links]\ninter = 'eth-10g'\nintra = 'pcie3-x16'\nrack = 2\n", "unknown key rack"),
-    ("gpus_per_node = 4\n[links]\ninter = 'eth-10g'\n", "[links] needs inter and intra"),
-    ("gpus_per_node = 0\n[links]\ninter = 'eth-10g'\nintra = 'pcie3-x16'\n", "gpus_per_node must be an integer >= 1"),
-    ("gpus_per_node = 4\n[links]\ninter = 'eth-9g'\nintra = 'pcie3-x16'\n", "unknown link preset 'eth-9g'"),
-    ("gpus_per_node = 4\n[links]\ninter = { rate_gbit_s = 10 }\nintra = 'pcie3-x16'\n", "needs rate_gbit_s and latency_s"),
-    ("gpus_per_node = 4\n[links]\ninter = 'eth-10g'\nintra = 'pcie3-x16'\n[methods.mgwfbp]\nstack = 'hvd'\n",
-     "stack 'hvd' is not defined"),
-    ("gpus_per_node = 4\n[links]\ninter = 'eth-10g'\nintra = 'pcie3-x16'\n[stacks.hvd]\nwarp_s = 1\n",
-     "stacks.hvd: unknown key warp_s"),
-    ("gpus_per_node = 4\n[links]\ninter = 'eth-10g'\nintra = 'pcie3-x16'\n[stacks.hvd]\nhook_s = -1\n",
-     "stacks.hvd.hook_s must be a finite number >= 0"),
-    ("gpus_per_node = 4\n[links]\ninter = 'eth-10g'\nintra = 'pcie3-x16'\n[methods.ddp]\nknobs = { nope = 1 }\n",
-     "methods.ddp: unknown knob nope"),
-    ("gpus_per_node = 4\nmax_nodes = 2\n[links]\ninter = 'eth-10g'\nintra = 'pcie3-x16'\n", "up to max_nodes = 2"),
-    ("gpus_per_node = 4\nallreduce = 'tree'\n[links]\ninter = 'eth-10g'\nintra = 'pcie3-x16'\n",
-     "allreduce must be one of ring, hierarchical"),
-    ("gpus_per_node = [4\n", "is not TOML"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("gpus_per_node = 4\n[links]\ninter = 'eth-10g'\nintra = 'pcie3-x16'\nrack = 2\n", "unknown key rack"),
+        ("gpus_per_node = 4\n[links]\ninter = 'eth-10g'\n", "[links] needs inter and intra"),
+        (
+            "gpus_per_node = 0\n[links]\ninter = 'eth-10g'\nintra = 'pcie3-x16'\n",
+            "gpus_per_node must be an integer >= 1",
+        ),
+        ("gpus_per_node = 4\n[links]\ninter = 'eth-9g'\nintra = 'pcie3-x16'\n", "unknown link preset 'eth-9g'"),
+        (
+            "gpus_per_node = 4\n[links]\ninter = { rate_gbit_s = 10 }\nintra = 'pcie3-x16'\n",
+            "needs rate_gbit_s and latency_s",
+        ),
+        (
+            "gpus_per_node = 4\n[links]\ninter = 'eth-10g'\nintra = 'pcie3-x16'\n[methods.mgwfbp]\nstack = 'hvd'\n",
+            "stack 'hvd' is not defined",
+        ),
+        (
+            "gpus_per_node = 4\n[links]\ninter = 'eth-10g'\nintra = 'pcie3-x16'\n[stacks.hvd]\nwarp_s = 1\n",
+            "stacks.hvd: unknown key warp_s",
+        ),
+        (
+            "gpus_per_node = 4\n[links]\ninter = 'eth-10g'\nintra = 'pcie3-x16'\n[stacks.hvd]\nhook_s = -1\n",
+            "stacks.hvd.hook_s must be a finite number >= 0",
+        ),
+        (
+            "gpus_per_node = 4\n[links]\ninter = 'eth-10g'\nintra = 'pcie3-x16'\n[methods.ddp]\nknobs = { nope = 1 }\n",
+            "methods.ddp: unknown knob nope",
+        ),
+        ("gpus_per_node = 4\nmax_nodes = 2\n[links]\ninter = 'eth-10g'\nintra = 'pcie3-x16'\n", "up to max_nodes = 2"),
+        (
+            "gpus_per_node = 4\nallreduce = 'tree'\n[links]\ninter = 'eth-10g'\nintra = 'pcie3-x16'\n",
+            "allreduce must be one of ring, hierarchical",
+        ),
+        ("gpus_per_node = [4\n", "is not TOML"),
+    ],
+)
 def test_a_bad_cluster_file_is_one_line_naming_the_file_and_key(tmp_path, text, needle):
     f = tmp_path / "mine.toml"
     f.write_text(text)

@@ -1,6 +1,6 @@
 """The predictor's pure parts: network models, each method's simulated schedule, rows, validation.
 
-    pytest -q tests/unit/predict/test_predict.py -s      # -s prints the speed of the full grid
+pytest -q tests/unit/predict/test_predict.py -s      # -s prints the speed of the full grid
 """
 
 from __future__ import annotations
@@ -29,12 +29,13 @@ from harness.predict.predictor import (
 from harness.report import testbed_validation
 from harness.report.validation import format_validation, validate
 from harness.sim.bucketed import ddp_buckets
-from harness.sim.network import AlphaBeta, Cluster, Link, get_link
+from harness.sim.links import AlphaBeta, Cluster, Link, get_link
 
 A2A = ["bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "ddp", "horovod"]
 
 
 # --- network ---------------------------------------------------------------------------------------------
+
 
 def test_ring_allreduce_is_the_textbook_formula():
     link = Link("x", 8.0, 10e-6)  # 1 GB/s
@@ -56,7 +57,7 @@ def test_flat_ring_is_bounded_by_the_slower_link_and_hierarchical_differs():
 
 
 def test_presets_cite_a_source():
-    from harness.sim.network import LINKS
+    from harness.sim.links import LINKS
 
     for name, link in LINKS.items():
         assert link.source and link.rate_gbit_s > 0 and link.latency_s > 0, name
@@ -66,8 +67,11 @@ def test_presets_cite_a_source():
 
 def test_commbench_fit_round_trips_through_the_ring_model():
     alpha, beta = 60e-6, 1 / 1.2e9
-    rows = [{"collective": "allreduce", "workers": 4, "size_bytes": s, "rep": r, "time_s": alpha + beta * s}
-            for s in (4096, 65536, 1 << 20, 1 << 24) for r in range(3)]
+    rows = [
+        {"collective": "allreduce", "workers": 4, "size_bytes": s, "rep": r, "time_s": alpha + beta * s}
+        for s in (4096, 65536, 1 << 20, 1 << 24)
+        for r in range(3)
+    ]
     fits = fit_commbench(pd.DataFrame(rows))
     fit = fits["allreduce"][4]
     assert fit.alpha_s == pytest.approx(alpha) and fit.beta_s_per_byte == pytest.approx(beta)
@@ -79,6 +83,7 @@ def test_commbench_fit_round_trips_through_the_ring_model():
 
 
 # --- methods ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", A2A + ["local"])
 def test_a_single_worker_predicts_no_communication(name):
@@ -202,11 +207,11 @@ def test_token_bucket_lets_a_burst_through_after_idling():
     from harness.sim.des import Fifo, Sim
 
     sim = Sim()
-    link = Fifo(sim, "shaped", rate=1e6, burst=5e5, peak=1e8)       # 1 MB/s, 0.5 MB bucket, 100 MB/s under it
+    link = Fifo(sim, "shaped", rate=1e6, burst=5e5, peak=1e8)  # 1 MB/s, 0.5 MB bucket, 100 MB/s under it
     assert link.reserve_bytes(1e6, 0.001) == pytest.approx(0.001 + 5e5 / 1e8 + 5e5 / 1e6)
-    end = link.reserve_bytes(1e5)                                     # back to back: bucket empty
+    end = link.reserve_bytes(1e5)  # back to back: bucket empty
     assert end - 0.506 == pytest.approx(0.1)
-    sim.now = end + 0.2                                               # idle 0.2 s: 0.2 MB of tokens
+    sim.now = end + 0.2  # idle 0.2 s: 0.2 MB of tokens
     assert link.reserve_bytes(3e5) - sim.now == pytest.approx(2e5 / 1e8 + 1e5 / 1e6)
     plain = Fifo(Sim(), "plain", rate=1e6)
     assert plain.reserve_bytes(1e6, 0.001) == pytest.approx(1.001)
@@ -216,29 +221,30 @@ def test_shaped_fit_ignores_the_bucket_and_averages_small_messages():
     from harness.predict.commbench_fit import fit_shaped
 
     burst, beta, rows = 1e6, 8e-9, []
-    for size in [4096 * 4 ** k for k in range(8)]:                    # 4 KiB .. 64 MiB
+    for size in [4096 * 4**k for k in range(8)]:  # 4 KiB .. 64 MiB
         for rep in range(4):
             if size <= 64 * 1024:
-                t = [0.5e-3, 0.5e-3, 0.5e-3, 4.5e-3][rep]               # a timer tick now and then
+                t = [0.5e-3, 0.5e-3, 0.5e-3, 4.5e-3][rep]  # a timer tick now and then
             else:
                 t = 1e-3 + max(0.0, size - burst) * beta + min(size, burst) * 1e-10
-            rows.append({"collective": "allreduce", "workers": 2, "size_bytes": size, "rep": rep, "time_s": t,
-                         "network": "tb"})
+            rows.append(
+                {"collective": "allreduce", "workers": 2, "size_bytes": size, "rep": rep, "time_s": t, "network": "tb"}
+            )
     df = pd.DataFrame(rows)
-    (ab, peak), = fit_shaped(df, burst).values()
-    assert ab.alpha_s == pytest.approx(1.5e-3)                        # the mean, not the median 0.5 ms
+    ((ab, peak),) = fit_shaped(df, burst).values()
+    assert ab.alpha_s == pytest.approx(1.5e-3)  # the mean, not the median 0.5 ms
     assert ab.beta_s_per_byte == pytest.approx(beta, rel=1e-6)
     naive = fit_commbench(df)["allreduce"][2]
     assert naive.beta_s_per_byte != pytest.approx(beta, rel=0.01) or naive.alpha_s < 1e-3
 
 
 def test_shaped_link_makes_small_gradients_cheaper_than_the_plain_fit():
-    c = toy([0.5] * 4, [5.0] * 4)                                     # 2 MB, comm-bound, idle between
+    c = toy([0.5] * 4, [5.0] * 4)  # 2 MB, comm-bound, idle between
     plain = Link("p", 0.2, 1e-3)
     shaped = Link("s", 0.2, 1e-3, burst_bytes=1e6, peak_gbit_s=5.0)
     t_plain = simulate("bsp-a2a", c, Cluster(2, 1, plain, plain)).iter_s
     t_shaped = simulate("bsp-a2a", c, Cluster(2, 1, shaped, shaped)).iter_s
-    saved = 1e6 / (0.2e9 / 8) - 1e6 / (5e9 / 8)                       # the bucket at rate vs at peak
+    saved = 1e6 / (0.2e9 / 8) - 1e6 / (5e9 / 8)  # the bucket at rate vs at peak
     assert t_plain - t_shaped == pytest.approx(saved, rel=0.02)
 
 
@@ -249,13 +255,14 @@ def test_ddp_buckets_follow_the_reducer():
 
 # --- rows and validation ---------------------------------------------------------------------------------
 
+
 def _net(name="ib-100g"):
     return Network(name, get_link(name), get_link("pcie3-x16"))
 
 
 def test_predicted_rows_have_the_summary_columns():
     df = predict_rows([BERTISH], [_net()], [1, 2], 4, list(modelled()))
-    assert list(df.columns[:len(SUMMARY_COLUMNS)]) == SUMMARY_COLUMNS
+    assert list(df.columns[: len(SUMMARY_COLUMNS)]) == SUMMARY_COLUMNS
     assert (df["source"] == "predicted").all() and (df["status"] == "ok").all()
     assert len(df) == 2 * len(modelled())
     assert df["scaling_efficiency"].between(0, 1 + 1e-9).all()
@@ -267,11 +274,26 @@ def test_predicted_rows_have_the_summary_columns():
 
 def test_validate_reports_ape_per_cell_and_the_median():
     keys = dict(workload="w", batch_per_worker=8, seq_len=float("nan"))
-    pred = pd.DataFrame([{**keys, "scheme": s, "workers": 2, "iter_s_median": t, "throughput_median": 16 / t,
-                          "source": "predicted"} for s, t in (("a", 1.1), ("b", 0.5), ("c", 3.0))])
-    meas = pd.DataFrame([{**keys, "scheme": s, "workers": 2, "iter_s_median": t, "throughput_median": 16 / t,
-                          "source": "measured", "status": st} for s, t, st in
-                         (("a", 1.0, "ok"), ("b", 1.0, "ok"), ("c", 1.0, "failed"))])
+    pred = pd.DataFrame(
+        [
+            {**keys, "scheme": s, "workers": 2, "iter_s_median": t, "throughput_median": 16 / t, "source": "predicted"}
+            for s, t in (("a", 1.1), ("b", 0.5), ("c", 3.0))
+        ]
+    )
+    meas = pd.DataFrame(
+        [
+            {
+                **keys,
+                "scheme": s,
+                "workers": 2,
+                "iter_s_median": t,
+                "throughput_median": 16 / t,
+                "source": "measured",
+                "status": st,
+            }
+            for s, t, st in (("a", 1.0, "ok"), ("b", 1.0, "ok"), ("c", 1.0, "failed"))
+        ]
+    )
     v = validate(pred, meas)
     assert list(v["scheme"]) == ["a", "b"]
     assert list(v["ape_pct"].round(6)) == [10.0, 50.0]
@@ -280,16 +302,25 @@ def test_validate_reports_ape_per_cell_and_the_median():
 
 def test_validate_matches_cells_on_their_own_network():
     keys = dict(workload="w", batch_per_worker=8, seq_len=float("nan"), scheme="a", workers=2)
-    pred = pd.DataFrame([{**keys, "network": n, "iter_s_median": t, "throughput_median": 16 / t}
-                         for n, t in (("slow", 2.0), ("fast", 1.0))])
-    meas = pd.DataFrame([{**keys, "network": n, "iter_s_median": t, "throughput_median": 16 / t, "status": "ok"}
-                         for n, t in (("slow", 2.2), ("fast", 1.1))])
+    pred = pd.DataFrame(
+        [
+            {**keys, "network": n, "iter_s_median": t, "throughput_median": 16 / t}
+            for n, t in (("slow", 2.0), ("fast", 1.0))
+        ]
+    )
+    meas = pd.DataFrame(
+        [
+            {**keys, "network": n, "iter_s_median": t, "throughput_median": 16 / t, "status": "ok"}
+            for n, t in (("slow", 2.2), ("fast", 1.1))
+        ]
+    )
     v = validate(pred, meas)
     assert len(v) == 2 and sorted(v["network"]) == ["fast", "slow"]
     assert v["ape_pct"].round(6).tolist() == [9.090909, 9.090909]
 
 
 # --- speed -------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def real_models():
@@ -309,15 +340,17 @@ def test_the_whole_grid_predicts_in_seconds(real_models):
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     # CPU time is the figure to compare across machines: on a shared box wall time is CPU time
     # divided by the share of a core this process got.
-    print(f"\n{len(df)} predictions (4 workloads x {len(nodes)} scales x {len(modelled()) - 1} methods) "
-          f"in {wall:.2f} s wall, {cpu:.2f} s CPU")
+    print(
+        f"\n{len(df)} predictions (4 workloads x {len(nodes)} scales x {len(modelled()) - 1} methods) "
+        f"in {wall:.2f} s wall, {cpu:.2f} s CPU"
+    )
     assert len(df) == 4 * len(nodes) * (len(modelled()) - 1)
     assert df["iter_s_median"].map(math.isfinite).all()
     big = df[(df["workers"] == 4096) & df["scheme"].isin(SEVEN_METHODS)]
     assert (big["scaling_efficiency"] < 1).all()
 
 
-# --- the shared host path and TCP's per-message cost (harness/sim/network.py, ps.py) --------------------
+# --- the shared host path and TCP's per-message cost (harness/sim/links.py, ps.py) --------------------
 
 HOST = Link("host", 96.0, 2e-6, "one PCIe 3.0 x16 path to host memory (test)")
 
@@ -325,8 +358,9 @@ HOST = Link("host", 96.0, 2e-6, "one PCIe 3.0 x16 path to host memory (test)")
 def _cluster(inter: str, per_message_s: float = 0.0, host: Link | None = HOST, nodes: int = 8, g: int = 4) -> Cluster:
     from dataclasses import replace
 
-    return Cluster(nodes, g, replace(get_link(inter), per_message_s=per_message_s), get_link("pcie3-x16"), nodes,
-                   host=host)
+    return Cluster(
+        nodes, g, replace(get_link(inter), per_message_s=per_message_s), get_link("pcie3-x16"), nodes, host=host
+    )
 
 
 def test_no_p2p_staging_through_the_shared_host_path_slows_allreduce():
@@ -388,6 +422,7 @@ def test_tcp_per_message_cost_penalises_wfbp_without_fusion_more_than_rdma_and_b
 
 # --- the committed testbed validation ---------------------------------------------------------------------
 
+
 def test_committed_testbed_validation_reproduces_and_meets_its_target():
     """The measured inputs in reports/study-prediction/testbed/inputs, predicted again by the current
     code: every measured multi-worker cell is matched, and the median APE stays within issue 8's 15 %."""
@@ -423,9 +458,12 @@ def test_testbed_validation_predicts_the_hierarchical_ps_at_2_hosts_x_2_workers(
     measured = pd.concat([local, cells[~ps], flat, hier], ignore_index=True)
     prof = pd.read_parquet(d / "profile-bert-base-tiny-c3.parquet").assign(concurrent=4)
     prof.to_parquet(tmp_path / "profile-c4.parquet")
-    tables = tv.predict_runs([measured], [d / "commbench-2host-200mbit"],
-                             [d / "profile-bert-base-tiny-c1.parquet", tmp_path / "profile-c4.parquet"],
-                             [root / "loopback" / "commbench-allreduce.parquet"])
+    tables = tv.predict_runs(
+        [measured],
+        [d / "commbench-2host-200mbit"],
+        [d / "profile-bert-base-tiny-c1.parquet", tmp_path / "profile-c4.parquet"],
+        [root / "loopback" / "commbench-allreduce.parquet"],
+    )
     t = tables["calibrated"]
     assert len(t) == len(measured) - len(local) == 2 + 2 * 3
     assert set(t["hosts"]) == {2} and set(t["workers_per_host"]) == {2}
@@ -442,16 +480,23 @@ def test_testbed_validation_predicts_the_hierarchical_ps_at_2_hosts_x_2_workers(
     from harness.core.errors import UserError
 
     with pytest.raises(UserError, match="intra-commbench"):  # 2 workers per host need the link inside a host
-        tv.predict_runs([measured], [d / "commbench-2host-200mbit"],
-                        [d / "profile-bert-base-tiny-c1.parquet", tmp_path / "profile-c4.parquet"])
+        tv.predict_runs(
+            [measured],
+            [d / "commbench-2host-200mbit"],
+            [d / "profile-bert-base-tiny-c1.parquet", tmp_path / "profile-c4.parquet"],
+        )
 
 
 def test_testbed_reports_take_the_same_arguments(capsys):
     """scripts/reports/testbed_validation.py and scripts/reports/beyond_report.py build their command lines from one
     parser: each refuses a call without the runs, commbench runs and profiles, naming all three (exit 2)."""
     for name in ("testbed_validation", "beyond_report"):
-        run = subprocess.run([sys.executable, str(ROOT / "scripts" / "reports" / f"{name}.py"), "--out", "unused"],
-                             capture_output=True, text=True, timeout=120)
+        run = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "reports" / f"{name}.py"), "--out", "unused"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert run.returncode == 2, name
         err = run.stderr
         assert "--run, --commbench, --profile" in err and f"scripts/reports/{name}.py" in err, err

@@ -30,7 +30,7 @@ def test_profile_table_contract(measured):
     assert list(df.columns) == PROFILE_COLUMNS
     assert (df["schema_version"] == SCHEMA_VERSION).all() and (df["source"] == "measured").all()
     assert list(df["param_index"]) == list(range(len(df)))
-    assert sorted(df["ready_order"]) == list(range(len(df)))           # a permutation
+    assert sorted(df["ready_order"]) == list(range(len(df)))  # a permutation
     assert (df["grad_bytes"] == df["numel"] * 4).all()
     by_ready = df.sort_values("ready_order")
     assert by_ready["ready_s"].is_monotonic_increasing
@@ -39,7 +39,7 @@ def test_profile_table_contract(measured):
     assert (df["forward_s"] >= 0).all() and df["forward_s"].sum() > 0
     assert df["optimizer_s"].sum() > 0
     layers = df.groupby("layer_index")["forward_order"].nunique()
-    assert (layers == 1).all()                                         # one forward position per layer
+    assert (layers == 1).all()  # one forward position per layer
     assert sorted(df.groupby("layer_index")["forward_order"].first()) == list(range(df["layer_index"].nunique()))
 
 
@@ -67,22 +67,44 @@ def test_counting_sees_the_same_backward_order_as_the_clock():
     # (tied to the MLM decoder) only at the very end of backward
     names = counts["names"]
     assert names[counts["ready_seq"][0]].startswith("cls.")
-    assert names[counts["ready_seq"][-1]] in ("bert.embeddings.word_embeddings.weight",
-                                               "bert.embeddings.position_embeddings.weight",
-                                               "bert.embeddings.token_type_embeddings.weight")
+    assert names[counts["ready_seq"][-1]] in (
+        "bert.embeddings.word_embeddings.weight",
+        "bert.embeddings.position_embeddings.weight",
+        "bert.embeddings.token_type_embeddings.weight",
+    )
 
 
 def test_profile_then_predict_through_the_cli(tmp_path):
     runner = CliRunner()
     prof = tmp_path / "p.parquet"
-    r = runner.invoke(cli, ["profile", "bert-base-tiny", "--batch", "2", "--iters", "1", "--warmup", "0",
-                            "-o", str(prof)])
+    r = runner.invoke(
+        cli, ["profile", "bert-base-tiny", "--batch", "2", "--iters", "1", "--warmup", "0", "-o", str(prof)]
+    )
     assert r.exit_code == 0, r.output
     assert "wrote" in r.output and prof.exists()
     out = tmp_path / "pred.parquet"
-    r = runner.invoke(cli, ["predict", "--profile", str(prof), "--link", "eth-10g", "--link", "ib-100g",
-                            "--nodes", "1,2", "--gpus-per-node", "2", "--schemes", "all",
-                            "--knob", "ddp.bucket_cap_mb=1", "-o", str(out)])
+    r = runner.invoke(
+        cli,
+        [
+            "predict",
+            "--profile",
+            str(prof),
+            "--link",
+            "eth-10g",
+            "--link",
+            "ib-100g",
+            "--nodes",
+            "1,2",
+            "--gpus-per-node",
+            "2",
+            "--schemes",
+            "all",
+            "--knob",
+            "ddp.bucket_cap_mb=1",
+            "-o",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, r.output
     df = pd.read_parquet(out)
     # every scheme with a model (`all`): 2 networks x 2 node counts each
@@ -96,8 +118,23 @@ def test_concurrent_profile_runs_its_load_copies_and_stops_them(tmp_path):
 
     runner = CliRunner()
     prof = tmp_path / "p2.parquet"
-    r = runner.invoke(cli, ["profile", "resnet50-tiny", "--batch", "2", "--iters", "2", "--warmup", "1",
-                            "--concurrent", "2", "-o", str(prof)])
+    r = runner.invoke(
+        cli,
+        [
+            "profile",
+            "resnet50-tiny",
+            "--batch",
+            "2",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "--concurrent",
+            "2",
+            "-o",
+            str(prof),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "1 more copies computing beside it" in r.output
     df = pd.read_parquet(prof)
@@ -107,38 +144,81 @@ def test_concurrent_profile_runs_its_load_copies_and_stops_them(tmp_path):
 
 def test_predict_a_shaped_testbed_from_its_commbench(tmp_path):
     # a commbench table as `ddlbench commbench --testbed` writes it (sizes past the tbf bucket)
-    rows = [{"collective": "allreduce", "workers": 2, "size_bytes": size, "rep": rep, "network": "tb",
-             "time_s": 1e-3 + max(0, size - 1e6) * 40e-9} for size in [4096 * 4 ** k for k in range(8)]
-            for rep in range(3)]
+    rows = [
+        {
+            "collective": "allreduce",
+            "workers": 2,
+            "size_bytes": size,
+            "rep": rep,
+            "network": "tb",
+            "time_s": 1e-3 + max(0, size - 1e6) * 40e-9,
+        }
+        for size in [4096 * 4**k for k in range(8)]
+        for rep in range(3)
+    ]
     cb = tmp_path / "cb.parquet"
     pd.DataFrame(rows).to_parquet(cb)
     prof = tmp_path / "p.parquet"
-    assert CliRunner().invoke(cli, ["profile", "resnet50-tiny", "--batch", "2", "--iters", "1", "--warmup", "0",
-                                    "-o", str(prof)]).exit_code == 0
+    assert (
+        CliRunner()
+        .invoke(cli, ["profile", "resnet50-tiny", "--batch", "2", "--iters", "1", "--warmup", "0", "-o", str(prof)])
+        .exit_code
+        == 0
+    )
     out = tmp_path / "pred.parquet"
-    r = CliRunner().invoke(cli, ["predict", "--profile", str(prof), "--commbench", str(cb), "--testbed-shaping",
-                                 "--label", "tb", "--nodes", "2", "--workers-per-node", "1", "--servers", "1",
-                                 "--server-hosts", "colocated", "--schemes", "study", "-o", str(out)])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "predict",
+            "--profile",
+            str(prof),
+            "--commbench",
+            str(cb),
+            "--testbed-shaping",
+            "--label",
+            "tb",
+            "--nodes",
+            "2",
+            "--workers-per-node",
+            "1",
+            "--servers",
+            "1",
+            "--server-hosts",
+            "colocated",
+            "--schemes",
+            "study",
+            "-o",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, r.output
     df = pd.read_parquet(out)
-    assert sorted(df["scheme"]) == sorted(["bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps",
-                                           "wfbp-ps", "bytescheduler-ps"])
+    assert sorted(df["scheme"]) == sorted(
+        ["bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps"]
+    )
     assert (df["network"] == "tb").all() and (df["network_rate_mbit"].round() == 200).all()
 
 
-@pytest.mark.parametrize("args, words", [
-    (["predict"], "nothing to predict"),
-    (["predict", "--workload", "bert-base", "--device-preset", "study-gpu", "--testbed-shaping"], "--commbench"),
-    (["predict", "--workload", "bert-base"], "--device-preset"),
-    (["predict", "--workload", "gpt2-small", "--device-preset", "study-gpu"], "no measured throughput"),
-    (["predict", "--workload", "bert-base", "--device-preset", "study-gpu", "--link", "carrier-pigeon"],
-     "unknown network preset"),
-    (["predict", "--workload", "bert-base", "--device-preset", "study-gpu", "--schemes", "magic"],
-     "unknown method"),
-    (["predict", "--workload", "bert-base", "--device-preset", "study-gpu", "--nodes", "0"], "--nodes"),
-    (["predict", "--profile", "/nonexistent.parquet"], "does not exist"),
-    (["profile", "no-such-model"], "unknown workload"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["predict"], "nothing to predict"),
+        (["predict", "--workload", "bert-base", "--device-preset", "study-gpu", "--testbed-shaping"], "--commbench"),
+        (["predict", "--workload", "bert-base"], "--device-preset"),
+        (["predict", "--workload", "gpt2-small", "--device-preset", "study-gpu"], "no measured throughput"),
+        (
+            ["predict", "--workload", "bert-base", "--device-preset", "study-gpu", "--link", "carrier-pigeon"],
+            "unknown network preset",
+        ),
+        (
+            ["predict", "--workload", "bert-base", "--device-preset", "study-gpu", "--schemes", "magic"],
+            "unknown method",
+        ),
+        (["predict", "--workload", "bert-base", "--device-preset", "study-gpu", "--nodes", "0"], "--nodes"),
+        (["predict", "--profile", "/nonexistent.parquet"], "does not exist"),
+        (["profile", "no-such-model"], "unknown workload"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, words):
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 2, r.output
@@ -148,8 +228,14 @@ def test_bad_input_is_one_line_and_exit_2(args, words):
 # --- totals from the harness's loop, shares from the hooks (harness/predict/profiler.py) -----------------------
 def test_scaled_keeps_each_layers_share_and_the_loops_totals():
     from harness.predict.profiler import scaled
-    hooked = {"layer_forward_s": [0.02, 0.06], "ready_s": [0.03, 0.09, 0.12], "backward_total_s": 0.12,
-              "optimizer_s": 0.01, "forward_order": [0, 1]}
+
+    hooked = {
+        "layer_forward_s": [0.02, 0.06],
+        "ready_s": [0.03, 0.09, 0.12],
+        "backward_total_s": 0.12,
+        "optimizer_s": 0.01,
+        "forward_order": [0, 1],
+    }
     out = scaled(hooked, {"forward_s": 0.04, "backward_s": 0.06, "optimizer_s": 0.004})
     assert out["layer_forward_s"] == pytest.approx([0.01, 0.03]) and sum(out["layer_forward_s"]) == pytest.approx(0.04)
     assert out["ready_s"] == pytest.approx([0.015, 0.045, 0.06]) and out["backward_total_s"] == pytest.approx(0.06)
@@ -170,6 +256,7 @@ def test_host_time_in_the_layer_hooks_is_not_charged_to_the_profile(monkeypatch)
                 def value(j):  # a pre-hook returns None, or it would replace the layer's inputs
                     time.sleep(0.005)
                     inner(j)
+
             super().__setattr__(name, value)
 
     seen = {}

@@ -20,8 +20,9 @@ SCRIPTS = ROOT / "scripts" / "reference"
 
 
 def _run(script: str, *args: str, timeout: int = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPTS / script), *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(SCRIPTS / script), *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_gil_handoff_quick_shows_the_forced_switch_and_the_hand_off(tmp_path):

@@ -17,7 +17,9 @@ class FakeProc:
 
 
 def proc(rank: int, popen: FakeProc, main: bool = True) -> Proc:
-    return Proc(popen, f"rank {rank}", f"rank{rank}.log", lambda code, r=rank: Ended(f"rank {r} died ({code})", r), main)
+    return Proc(
+        popen, f"rank {rank}", f"rank{rank}.log", lambda code, r=rank: Ended(f"rank {r} died ({code})", r), main
+    )
 
 
 def test_the_rank_that_ended_first_is_the_cause_not_the_peer_that_lost_it():
@@ -41,6 +43,7 @@ def test_a_helper_that_ended_early_stays_the_cause_when_the_workers_finish_meanw
 
     def settle(_s):  # the workers finish during the settle time
         workers.code = 0
+
     monkeypatch.setattr(watch.time, "sleep", settle)
     e = _first_to_fail(procs, {}, set())
     assert e.rank == 1

@@ -72,13 +72,16 @@ def test_a_cuda_device_joins_nccl_whatever_its_string(monkeypatch):
     assert asked[-1] == "gloo"
 
 
-@pytest.mark.parametrize("device, asked, backend", [
-    (torch.device("cuda", 0), "auto", "cpu:gloo,cuda:nccl"),
-    (torch.device("cuda", 3), "nccl", "cpu:gloo,cuda:nccl"),
-    (torch.device("cuda", 0), "gloo", "gloo"),
-    (torch.device("cpu"), "auto", "gloo"),
-    (torch.device("cpu"), "gloo", "gloo"),
-])
+@pytest.mark.parametrize(
+    "device, asked, backend",
+    [
+        (torch.device("cuda", 0), "auto", "cpu:gloo,cuda:nccl"),
+        (torch.device("cuda", 3), "nccl", "cpu:gloo,cuda:nccl"),
+        (torch.device("cuda", 0), "gloo", "gloo"),
+        (torch.device("cpu"), "auto", "gloo"),
+        (torch.device("cpu"), "gloo", "gloo"),
+    ],
+)
 def test_process_group_backend(device, asked, backend):
     assert devices.process_group_backend(device, asked) == backend
 
@@ -92,10 +95,18 @@ def test_nccl_on_cpu_and_unknown_names_are_refused():
         resolve(CellSpec(workload="bert-base-tiny", scheme="ddp", workers=2, device="cpu", dist_backend="nccl"))
 
 
-@pytest.mark.parametrize("raw, kind, used", [
-    ("cpu:gloo,cuda:nccl", "cuda", "nccl"), ("cpu:gloo,cuda:nccl", "cpu", "gloo"), ("gloo", "cuda", "gloo"),
-    ("nccl", "cuda", "nccl"), ("nccl", "cpu", ""), ("cpu:gloo", "cuda", ""), ("NCCL", "cuda", "nccl"),
-])
+@pytest.mark.parametrize(
+    "raw, kind, used",
+    [
+        ("cpu:gloo,cuda:nccl", "cuda", "nccl"),
+        ("cpu:gloo,cuda:nccl", "cpu", "gloo"),
+        ("gloo", "cuda", "gloo"),
+        ("nccl", "cuda", "nccl"),
+        ("nccl", "cpu", ""),
+        ("cpu:gloo", "cuda", ""),
+        ("NCCL", "cuda", "nccl"),
+    ],
+)
 def test_tensor_backend_reads_get_backend(raw, kind, used):
     assert devices.tensor_backend(raw, kind) == used
 
@@ -105,7 +116,7 @@ def test_a_cuda_cell_not_on_nccl_fails_unless_gloo_was_asked():
         devices.check_group_backend("cuda", "auto", "gloo")
     with pytest.raises(UserError, match="not NCCL"):
         devices.check_group_backend("cuda", "auto", "horovod-gloo")
-    devices.check_group_backend("cuda", "gloo", "gloo")          # on purpose: allowed
+    devices.check_group_backend("cuda", "gloo", "gloo")  # on purpose: allowed
     devices.check_group_backend("cuda", "auto", "nccl")
     devices.check_group_backend("cuda", "auto", "horovod-nccl")
     devices.check_group_backend("cpu", "auto", "gloo")
@@ -135,8 +146,9 @@ def test_transport_records_its_group_and_never_polls_gloo():
     wait (gloo's CUDA works never report is_completed(): polling them hung dear and fsdp)."""
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
-        t = tt.TorchTransport(SimpleNamespace(workers=1, servers=0, knobs={}), SimpleNamespace(rank=0, node_rank=0),
-                              torch.device("cpu"))
+        t = tt.TorchTransport(
+            SimpleNamespace(workers=1, servers=0, knobs={}), SimpleNamespace(rank=0, node_rank=0), torch.device("cpu")
+        )
         assert t.facts["dist_backend"] == "gloo"
         assert t.facts["dist_groups"] == {"workers": "gloo", "world": "gloo"}
         h = t.allreduce_async(torch.ones(4), "x")
@@ -172,9 +184,28 @@ def test_a_gloo_handle_returns_credit_without_asking_completion():
 def test_a_cpu_cell_records_gloo_in_its_row(tmp_path):
     """A real 2-process cell: the summary's dist_backend is what the group used."""
     out = tmp_path / "run"
-    res = CliRunner().invoke(cli, ["run", "--workload", "bert-base-tiny", "--scheme", "bsp-a2a", "--workers", "2",
-                                   "--device", "cpu", "--warmup", "0", "--iters", "2", "--batch", "2",
-                                   "--output", str(out)])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "--workload",
+            "bert-base-tiny",
+            "--scheme",
+            "bsp-a2a",
+            "--workers",
+            "2",
+            "--device",
+            "cpu",
+            "--warmup",
+            "0",
+            "--iters",
+            "2",
+            "--batch",
+            "2",
+            "--output",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     s = pd.read_parquet(out / "summary.parquet")
     assert list(s["dist_backend"]) == ["gloo"]
@@ -191,10 +222,26 @@ def test_summary_column_and_gate_key():
 
 
 def _run(backend: str, status: str = "ok"):
-    row = {"schema_version": 1, "run_id": "r", "cell_id": f"c-{backend}", "source": "measured", "status": status,
-           "workload": "w", "sample_unit": "img", "scheme": "ddp", "backend": "torch", "workers": 2, "servers": 0,
-           "batch_per_worker": 8, "global_batch": 16, "seq_len": None, "knobs_json": "{}", "network": "loopback",
-           "dist_backend": backend, "throughput_median": 100.0}
+    row = {
+        "schema_version": 1,
+        "run_id": "r",
+        "cell_id": f"c-{backend}",
+        "source": "measured",
+        "status": status,
+        "workload": "w",
+        "sample_unit": "img",
+        "scheme": "ddp",
+        "backend": "torch",
+        "workers": 2,
+        "servers": 0,
+        "batch_per_worker": 8,
+        "global_batch": 16,
+        "seq_len": None,
+        "knobs_json": "{}",
+        "network": "loopback",
+        "dist_backend": backend,
+        "throughput_median": 100.0,
+    }
     raw = pd.DataFrame([{"cell_id": row["cell_id"], "rank": 0, "iteration": i, "iter_s": 0.16} for i in range(8)])
     return pd.DataFrame([row]), raw
 
@@ -212,9 +259,13 @@ def test_the_gate_never_compares_nccl_with_gloo():
 
 def test_environment_table_says_what_moved_the_tensors():
     env = pd.DataFrame([{"run_id": "a", "torch": "2.13"}, {"run_id": "b", "torch": "2.13"}])
-    summary = pd.DataFrame([{"run_id": "a", "status": "ok", "dist_backend": "nccl"},
-                            {"run_id": "a", "status": "ok", "dist_backend": ""},
-                            {"run_id": "b", "status": "ok", "dist_backend": "gloo"}])
+    summary = pd.DataFrame(
+        [
+            {"run_id": "a", "status": "ok", "dist_backend": "nccl"},
+            {"run_id": "a", "status": "ok", "dist_backend": ""},
+            {"run_id": "b", "status": "ok", "dist_backend": "gloo"},
+        ]
+    )
     table = environment_table(env, summary).set_index("field")
     assert table.loc["dist_backend", "a"] == "nccl" and table.loc["dist_backend", "b"] == "gloo"
 
@@ -287,8 +338,9 @@ def test_profile_times_with_marks_and_one_sync_per_iteration(monkeypatch):
     params = [p for p in model.parameters() if p.requires_grad]
     data = spec.make_batch(2, seq_len=16, device=torch.device("cpu"), seed=1)
     clock = _CountingClock()
-    timing = time_iterations(model, spec, data, params, owners(model, params), iters=2, warmup=1,
-                             device=torch.device("cpu"), clock=clock)
+    timing = time_iterations(
+        model, spec, data, params, owners(model, params), iters=2, warmup=1, device=torch.device("cpu"), clock=clock
+    )
     assert clock.syncs == 3
     assert all(r >= 0 for r in timing["ready_s"]) and timing["backward_total_s"] > 0
 
@@ -310,14 +362,26 @@ def test_commbench_refuses_two_ranks_on_one_gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(cellmod.torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(cellmod.torch.cuda, "device_count", lambda: 1)
     with pytest.raises(UserError, match="2 workers per node need 2 GPUs"):
-        run_commbench(CommbenchSpec(workers=2, min_size="4K", max_size="8K", reps=1, warmup=0, servers=0,
-                                    output=tmp_path / "cb", timeout_s=60.0, device="cuda"))
+        run_commbench(
+            CommbenchSpec(
+                workers=2,
+                min_size="4K",
+                max_size="8K",
+                reps=1,
+                warmup=0,
+                servers=0,
+                output=tmp_path / "cb",
+                timeout_s=60.0,
+                device="cuda",
+            )
+        )
     assert not (tmp_path / "cb").exists()
 
 
 def test_commbench_cuda_without_cuda_is_one_line_exit_2(tmp_path):
-    res = CliRunner().invoke(cli, ["commbench", "--device", "cuda", "--workers", "2", "--max-size", "8K",
-                                   "--output", str(tmp_path / "cb")])
+    res = CliRunner().invoke(
+        cli, ["commbench", "--device", "cuda", "--workers", "2", "--max-size", "8K", "--output", str(tmp_path / "cb")]
+    )
     assert res.exit_code == 2
     assert "CUDA is not available" in res.output and "Traceback" not in res.output
 

@@ -34,8 +34,14 @@ SCHEMES = ["ddp", "wfbp-a2a", "bsp-ps"]
 EFFICIENCY = {"ddp": 0.9, "wfbp-a2a": 0.75, "bsp-ps": 0.5}  # at N=2; decays with N
 
 
-def synth_summary(workloads=("resnet50-tiny", "bert-base-tiny"), workers=(1, 2, 4), network="loopback",
-                  failed=(), run_id="synth", source="measured") -> pd.DataFrame:
+def synth_summary(
+    workloads=("resnet50-tiny", "bert-base-tiny"),
+    workers=(1, 2, 4),
+    network="loopback",
+    failed=(),
+    run_id="synth",
+    source="measured",
+) -> pd.DataFrame:
     """Summary rows shaped like the harness's: local 1-worker baselines, schemes x workers, scaling."""
     rows = []
     for wl in workloads:
@@ -46,21 +52,54 @@ def synth_summary(workloads=("resnet50-tiny", "bert-base-tiny"), workers=(1, 2, 
             eff = 1.0 if scheme == "local" else EFFICIENCY[scheme] ** np.log2(max(n, 2))
             x = x1 * n * eff
             it = 8 * n / x
-            row = {"schema_version": 1, "run_id": run_id, "cell_id": f"{wl}.{scheme}.torch.w{n}",
-                   "source": source, "status": "ok", "reason": "", "log_tail": "", "workload": wl,
-                   "sample_unit": unit, "scheme": scheme, "backend": "torch", "workers": n, "nodes": 1,
-                   "servers": 1 if scheme.endswith("-ps") else 0, "batch_per_worker": 8, "global_batch": 8 * n,
-                   "seq_len": 64 if unit == "seq" else None, "knobs_json": "{}", "network": network,
-                   "iter_s_median": it, "iter_s_iqr": it * 0.05, "iter_s_cv": 0.05, "samples": 12,
-                   "throughput_median": x, "throughput_ci95_low": x * 0.96, "throughput_ci95_high": x * 1.05,
-                   "baseline_throughput": x1, "speedup": x / x1, "scaling_efficiency": x / (n * x1),
-                   "forward_s": 8 / x1 * 0.33, "backward_s": 8 / x1 * 0.6, "optimizer_s": 8 / x1 * 0.07,
-                   "comm_wait_s": max(it - 8 / x1, 0) * 0.8, "exposed_comm_s": max(it - 8 / x1, 0),
-                   "overlap_ratio": 0.3, "straggler_rank": n - 1, "params": 1e6, "grad_bytes": 4e6,
-                   "flops_per_sample": 1e9, "intensity_flops_per_byte": 2000.0}
+            row = {
+                "schema_version": 1,
+                "run_id": run_id,
+                "cell_id": f"{wl}.{scheme}.torch.w{n}",
+                "source": source,
+                "status": "ok",
+                "reason": "",
+                "log_tail": "",
+                "workload": wl,
+                "sample_unit": unit,
+                "scheme": scheme,
+                "backend": "torch",
+                "workers": n,
+                "nodes": 1,
+                "servers": 1 if scheme.endswith("-ps") else 0,
+                "batch_per_worker": 8,
+                "global_batch": 8 * n,
+                "seq_len": 64 if unit == "seq" else None,
+                "knobs_json": "{}",
+                "network": network,
+                "iter_s_median": it,
+                "iter_s_iqr": it * 0.05,
+                "iter_s_cv": 0.05,
+                "samples": 12,
+                "throughput_median": x,
+                "throughput_ci95_low": x * 0.96,
+                "throughput_ci95_high": x * 1.05,
+                "baseline_throughput": x1,
+                "speedup": x / x1,
+                "scaling_efficiency": x / (n * x1),
+                "forward_s": 8 / x1 * 0.33,
+                "backward_s": 8 / x1 * 0.6,
+                "optimizer_s": 8 / x1 * 0.07,
+                "comm_wait_s": max(it - 8 / x1, 0) * 0.8,
+                "exposed_comm_s": max(it - 8 / x1, 0),
+                "overlap_ratio": 0.3,
+                "straggler_rank": n - 1,
+                "params": 1e6,
+                "grad_bytes": 4e6,
+                "flops_per_sample": 1e9,
+                "intensity_flops_per_byte": 2000.0,
+            }
             if (wl, scheme, n) in failed:
-                row.update(status="failed", reason=f"rank 1 timed out after 600 s ({scheme})",
-                           log_tail="Traceback...\nTimeoutError")
+                row.update(
+                    status="failed",
+                    reason=f"rank 1 timed out after 600 s ({scheme})",
+                    log_tail="Traceback...\nTimeoutError",
+                )
                 for k in ("throughput_median", "scaling_efficiency", "iter_s_median"):
                     row[k] = np.nan
             rows.append(row)
@@ -70,25 +109,53 @@ def synth_summary(workloads=("resnet50-tiny", "bert-base-tiny"), workers=(1, 2, 
 def synth_commbench(workers=2) -> pd.DataFrame:
     alpha, beta = 200e-6, 8 / 1e9  # 200 us start-up, 1 Gbit/s
     rows = []
-    for size in [2 ** k for k in range(12, 25, 2)]:
+    for size in [2**k for k in range(12, 25, 2)]:
         for rep in range(3):
             t = (alpha + beta * size) * (1 + 0.02 * rep)
             alg = size * 8 / t / 1e9
-            rows.append({"schema_version": 1, "run_id": "cb", "collective": "allreduce", "backend": "torch",
-                         "workers": workers, "size_bytes": size, "rep": rep, "time_s": t,
-                         "algbw_gbit_s": alg, "busbw_gbit_s": alg * 2 * (workers - 1) / workers,
-                         "network": "loopback"})
+            rows.append(
+                {
+                    "schema_version": 1,
+                    "run_id": "cb",
+                    "collective": "allreduce",
+                    "backend": "torch",
+                    "workers": workers,
+                    "size_bytes": size,
+                    "rep": rep,
+                    "time_s": t,
+                    "algbw_gbit_s": alg,
+                    "busbw_gbit_s": alg * 2 * (workers - 1) / workers,
+                    "network": "loopback",
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def tables(summary, commbench=None, name="synth", tmp=None) -> RunTables:
-    env = pd.DataFrame([{"schema_version": 1, "run_id": name, "fingerprint": "f00", "torch": "2.13.0+cpu",
-                         "device": "cpu", "cpu_model": "test", "hosts": "vm"}])
-    return RunTables(path=Path(tmp or "/nonexistent") / name, raw=pd.DataFrame(), summary=summary,
-                     environment=env, commbench=commbench if commbench is not None else pd.DataFrame())
+    env = pd.DataFrame(
+        [
+            {
+                "schema_version": 1,
+                "run_id": name,
+                "fingerprint": "f00",
+                "torch": "2.13.0+cpu",
+                "device": "cpu",
+                "cpu_model": "test",
+                "hosts": "vm",
+            }
+        ]
+    )
+    return RunTables(
+        path=Path(tmp or "/nonexistent") / name,
+        raw=pd.DataFrame(),
+        summary=summary,
+        environment=env,
+        commbench=commbench if commbench is not None else pd.DataFrame(),
+    )
 
 
 # ---------------------------------------------------------------------------------------- figures
+
 
 def test_throughput_panels_lines_and_ideal():
     fig = F.throughput_vs_workers(synth_summary())
@@ -142,7 +209,7 @@ def test_efficiency_heatmap_cells_and_annotations():
     assert img.shape == (3, 2)  # scheme x workload
     texts = [t.get_text() for t in ax.texts]
     assert len(texts) == 6 and "failed" in texts
-    assert f"{0.75 ** 2:.2f}" in texts  # resnet wfbp-a2a at N=4
+    assert f"{0.75**2:.2f}" in texts  # resnet wfbp-a2a at N=4
     assert [t.get_text() for t in ax.get_yticklabels()] == SCHEMES
     assert "N=4" in ax.get_xticklabels()[0].get_text()
 
@@ -153,12 +220,17 @@ def test_grouped_bars_per_worker_count_then_per_network():
     assert len(ax.containers) == 3  # N=1, N=2, N=4
     assert all(len(c.patches) == 3 for c in ax.containers)  # one bar per scheme
     assert [t.get_text() for t in ax.get_xticklabels()] == SCHEMES
-    merged, _ = merge([tables(synth_summary(network="eth-10g")), tables(synth_summary(network="ib-100g")),
-                       tables(synth_summary(network="ipoib"))])
+    merged, _ = merge(
+        [
+            tables(synth_summary(network="eth-10g")),
+            tables(synth_summary(network="ib-100g")),
+            tables(synth_summary(network="ipoib")),
+        ]
+    )
     fig = F.grouped_bars(merged["summary"], metric="efficiency")
     ax = fig.axes[0]
     assert [c.get_label() for c in ax.containers] == ["ipoib", "eth-10g", "ib-100g"]
-    assert ax.containers[0].patches[0].get_height() == pytest.approx(0.9 ** 2)  # ddp at N=4
+    assert ax.containers[0].patches[0].get_height() == pytest.approx(0.9**2)  # ddp at N=4
     assert fig.legends[0].get_title().get_text() == "network"
 
 
@@ -243,12 +315,14 @@ def test_checks_call_out_impossible_and_noisy_numbers():
 
 # ------------------------------------------------------------------------------ a real tiny sweep
 
+
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("real")
     sweep = d / "tiny.yaml"
-    sweep.write_text("name: tiny\nworkloads: [resnet50-tiny]\nschemes: [ddp]\nworkers: [2]\n"
-                     "warmup: 1\niters: 4\ndevice: cpu\n")
+    sweep.write_text(
+        "name: tiny\nworkloads: [resnet50-tiny]\nschemes: [ddp]\nworkers: [2]\nwarmup: 1\niters: 4\ndevice: cpu\n"
+    )
     r = CliRunner().invoke(cli, ["sweep", str(sweep), "--output", str(d / "run"), "--no-progress"])
     assert r.exit_code == 0, r.output
     return d / "run"
@@ -282,8 +356,7 @@ def test_report_of_a_real_run(real_run, tmp_path):
 
 
 def test_report_merges_runs_and_flags_same_network(real_run, tmp_path):
-    r = CliRunner().invoke(cli, ["report", str(real_run), str(real_run), "-o", str(tmp_path / "m"),
-                                 "--dpi", "50"])
+    r = CliRunner().invoke(cli, ["report", str(real_run), str(real_run), "-o", str(tmp_path / "m"), "--dpi", "50"])
     assert r.exit_code == 0, r.output
     md = (tmp_path / "m" / "report.md").read_text()
     assert "hold the same cells on the same network label" in md
@@ -294,8 +367,19 @@ def test_report_takes_predicted_and_commbench_parquet_files(real_run, tmp_path):
     pred[pred["scheme"] != "local"].to_parquet(tmp_path / "predicted.parquet")
     synth_commbench().to_parquet(tmp_path / "comm.parquet")
     out = tmp_path / "model"
-    r = CliRunner().invoke(cli, ["report", str(real_run), str(tmp_path / "predicted.parquet"),
-                                 str(tmp_path / "comm.parquet"), "-o", str(out), "--dpi", "50"])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "report",
+            str(real_run),
+            str(tmp_path / "predicted.parquet"),
+            str(tmp_path / "comm.parquet"),
+            "-o",
+            str(out),
+            "--dpi",
+            "50",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert (out / "predicted.png").read_bytes()[:8] == PNG_MAGIC
     assert (out / "busbw.png").read_bytes()[:8] == PNG_MAGIC
@@ -314,6 +398,7 @@ def test_report_of_a_missing_run_is_a_one_line_error(tmp_path, monkeypatch):
 
 
 # ----------------------------------------------------------------------- summary table and findings
+
 
 def test_summary_table_fits_a_laptop_and_explains_overlap_on_shared_cores():
     s = synth_summary(workers=(2, 4))
@@ -382,11 +467,14 @@ def test_report_has_a_findings_section_with_figures(tmp_path):
 
 def test_report_warns_about_a_run_measured_on_a_busy_machine(tmp_path):
     t = tables(synth_summary(workers=(2,)), tmp=tmp_path)
-    t.environment = t.environment.assign(others_cores_start=1.2, others_start="pytest[99] 1.20 core",
-                                         others_cores_end=0.0, others_end="")
+    t.environment = t.environment.assign(
+        others_cores_start=1.2, others_start="pytest[99] 1.20 core", others_cores_end=0.0, others_end=""
+    )
     md = write_report([t], tmp_path / "busy", dpi=40)["md"].read_text()
-    assert "Warning: run synth was measured on a busy machine: other processes used 1.20 cores at the start " \
-           "(pytest[99] 1.20 core)" in md
+    assert (
+        "Warning: run synth was measured on a busy machine: other processes used 1.20 cores at the start "
+        "(pytest[99] 1.20 core)" in md
+    )
     assert "| machine | busy: other processes used 1.20 cores" in md
 
 
@@ -398,12 +486,25 @@ def test_the_showcase_sweeps_cover_the_studys_axes():
         cfg = load_sweep(ROOT / "sweeps" / f"showcase-{part}.yaml")
         cells += sweep_cells(cfg, launcher_for(cfg, RunOptions()))  # planned as the testbed plans them
     methods = {(c.scheme, c.backend) for c in cells if c.scheme != "local"}
-    assert methods == {(s, "torch") for s in ("ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps",
-                                              "wfbp-ps", "bytescheduler-ps", "dear", "fsdp")} | {("zero2", "deepspeed"),
-                                                                                  ("horovod", "horovod")}
+    assert methods == {
+        (s, "torch")
+        for s in (
+            "ddp",
+            "bsp-a2a",
+            "wfbp-a2a",
+            "mgwfbp",
+            "bytescheduler-a2a",
+            "bsp-ps",
+            "wfbp-ps",
+            "bytescheduler-ps",
+            "dear",
+            "fsdp",
+        )
+    } | {("zero2", "deepspeed"), ("horovod", "horovod")}
     for m in methods:  # each on both workloads, both links, 2 and 3 hosts
         got = {(c.workload, c.network_rate_mbit, c.workers, c.nodes) for c in cells if (c.scheme, c.backend) == m}
-        assert got == {(w, r, n, n) for w in ("resnet50-tiny", "bert-base-tiny") for r in (200.0, 2000.0)
-                       for n in (2, 3)}, m
+        assert got == {
+            (w, r, n, n) for w in ("resnet50-tiny", "bert-base-tiny") for r in (200.0, 2000.0) for n in (2, 3)
+        }, m
     assert {c.batch for c in cells if c.workload == "resnet50-tiny"} == {64}  # the study's ResNet-50 batch
     assert len(cells) == 100 and all(c.iters >= 10 for c in cells)

@@ -14,10 +14,19 @@ from harness.results import summarize
 from harness.results.peaks import PEAKS, ImpossibleMFU, mfu, peak_tflops, single_model
 
 
-@pytest.mark.parametrize("name,dtype,tflops", [
-    ("NVIDIA H200", "bf16", 989.4), ("NVIDIA H100 80GB HBM3", "bf16", 989.4), ("NVIDIA H100 PCIe", "bf16", 756.0),
-    ("NVIDIA H100 NVL", "fp32", 60.0), ("NVIDIA A100-SXM4-80GB", "fp32", 19.5), ("NVIDIA L40S", "bf16", 362.0),
-    ("NVIDIA L4", "bf16", 121.0), ("NVIDIA GeForce RTX 2080 Ti", "fp32", 13.4)])
+@pytest.mark.parametrize(
+    "name,dtype,tflops",
+    [
+        ("NVIDIA H200", "bf16", 989.4),
+        ("NVIDIA H100 80GB HBM3", "bf16", 989.4),
+        ("NVIDIA H100 PCIe", "bf16", 756.0),
+        ("NVIDIA H100 NVL", "fp32", 60.0),
+        ("NVIDIA A100-SXM4-80GB", "fp32", 19.5),
+        ("NVIDIA L40S", "bf16", 362.0),
+        ("NVIDIA L4", "bf16", 121.0),
+        ("NVIDIA GeForce RTX 2080 Ti", "fp32", 13.4),
+    ],
+)
 def test_peaks_by_device_and_dtype(name, dtype, tflops):
     assert peak_tflops(name, dtype) == tflops
 
@@ -51,16 +60,20 @@ def test_mixed_or_cpu_cells_have_no_single_model():
 # The cells measured on one H200 (/work runs of 2026-11-26, README "GPUs"): (median device lag, median iteration)
 # of the harness's `local` cell, and whether its pace was the host's (it moved with the host between rounds,
 # iteration to iteration, or both) or the GPU's (steady to 0.1-0.4%, harness/bare inside [0.995, 1.03]).
-@pytest.mark.parametrize("case,lag,it,bound", [
-    ("gpt2-small bf16: 3.1 ms of 37.5 ms, iteration CV 0.087", 0.0031, 0.0375, True),
-    ("bert-base bf16: 0.05 ms, 28-41 ms per iteration", 0.000053, 0.0345, True),
-    ("bert-large fp32: 0.43 ms, bare rounds 46% apart", 0.00043, 0.0518, True),
-    ("bert-large bf16: 1.5 ms of 41 ms", 0.0015, 0.0412, True),
-    ("resnet50 bf16: 0.995 of an iteration, harness/bare 1.007", 0.02834, 0.02847, False),
-    ("bert-base fp32: 1.10 iterations, harness/bare 1.003", 0.0737, 0.0673, False),
-    ("resnet50 fp32: 1.68 iterations, harness/bare 1.000", 0.1292, 0.0768, False),
-    ("one iteration exactly", 0.0400, 0.0400, False),
-    ("just under half an iteration", 0.0199, 0.0400, True)])
+@pytest.mark.parametrize(
+    "case,lag,it,bound",
+    [
+        ("gpt2-small bf16: 3.1 ms of 37.5 ms, iteration CV 0.087", 0.0031, 0.0375, True),
+        ("bert-base bf16: 0.05 ms, 28-41 ms per iteration", 0.000053, 0.0345, True),
+        ("bert-large fp32: 0.43 ms, bare rounds 46% apart", 0.00043, 0.0518, True),
+        ("bert-large bf16: 1.5 ms of 41 ms", 0.0015, 0.0412, True),
+        ("resnet50 bf16: 0.995 of an iteration, harness/bare 1.007", 0.02834, 0.02847, False),
+        ("bert-base fp32: 1.10 iterations, harness/bare 1.003", 0.0737, 0.0673, False),
+        ("resnet50 fp32: 1.68 iterations, harness/bare 1.000", 0.1292, 0.0768, False),
+        ("one iteration exactly", 0.0400, 0.0400, False),
+        ("just under half an iteration", 0.0199, 0.0400, True),
+    ],
+)
 def test_host_bound_on_the_measured_cases(case, lag, it, bound):
     assert summarize.host_bound("cuda", lag, it) is bound, case
 
@@ -83,14 +96,36 @@ def test_a_gpu_summary_row_carries_mfu_and_the_mark_and_the_table_shows_them():
     """A one-worker CUDA result shaped as the worker writes it (host-bound: the device reached each iteration
     as the host issued it) becomes a row with `host_bound`, `mfu`,
     `host_issue_s`, and the printed table marks it and explains it."""
-    cell = CellSpec(workload="bert-base", scheme="local", workers=1, device="cuda", dtype="bf16", batch=64,
-                    seq_len=64)  # as resolve() makes it on a GPU machine (here it refuses cuda)
-    samples = [{"iteration": i, "iter_s": 0.0245, "forward_s": 0.008, "forward_wait_s": 0.0, "backward_s": 0.015,
-                "comm_wait_s": 0.0, "optimizer_s": 0.0015, "host_issue_s": 0.0244, "device_lag_s": 1e-5}
-               for i in range(30)]
-    result = {"cell": {}, "ranks": [{"rank": 0, "samples": samples, "device_name": "NVIDIA H200"}],
-              "facts": {"flops_per_sample": 42376504320.0, "gpu_models": "1 x NVIDIA H200", "params": 1,
-                        "grad_bytes": 1, "comm_bytes_per_iter": 0}, "plan": {}, "dist": {"nodes": 1}}
+    cell = CellSpec(
+        workload="bert-base", scheme="local", workers=1, device="cuda", dtype="bf16", batch=64, seq_len=64
+    )  # as resolve() makes it on a GPU machine (here it refuses cuda)
+    samples = [
+        {
+            "iteration": i,
+            "iter_s": 0.0245,
+            "forward_s": 0.008,
+            "forward_wait_s": 0.0,
+            "backward_s": 0.015,
+            "comm_wait_s": 0.0,
+            "optimizer_s": 0.0015,
+            "host_issue_s": 0.0244,
+            "device_lag_s": 1e-5,
+        }
+        for i in range(30)
+    ]
+    result = {
+        "cell": {},
+        "ranks": [{"rank": 0, "samples": samples, "device_name": "NVIDIA H200"}],
+        "facts": {
+            "flops_per_sample": 42376504320.0,
+            "gpu_models": "1 x NVIDIA H200",
+            "params": 1,
+            "grad_bytes": 1,
+            "comm_bytes_per_iter": 0,
+        },
+        "plan": {},
+        "dist": {"nodes": 1},
+    }
     row = summarize.summary_row("r", cell, result, "sequence", 3.0)
     assert row["host_bound"] is True and row["host_issue_s"] == pytest.approx(0.0244)
     assert row["mfu"] == pytest.approx(42376504320.0 * 64 / 0.0245 / 989.4e12)

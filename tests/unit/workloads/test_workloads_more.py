@@ -21,9 +21,9 @@ from workloads.base import count_params, flops_per_sample
 
 # Published parameter counts with 1000 classes (trainable parameters, BatchNorm affine included):
 PUBLISHED = {
-    "densenet201": 20_013_928,   # torchvision densenet201 (Huang et al., CVPR 2017: "20.0M")
+    "densenet201": 20_013_928,  # torchvision densenet201 (Huang et al., CVPR 2017: "20.0M")
     "inception-v4": 42_679_816,  # Cadene's pretrainedmodels inceptionv4, as timm (Szegedy et al. 2017)
-    "vgg16": 138_357_544,        # torchvision vgg16 (Simonyan & Zisserman 2015, configuration D: "138M")
+    "vgg16": 138_357_544,  # torchvision vgg16 (Simonyan & Zisserman 2015, configuration D: "138M")
 }
 TINY = [f"{name}-tiny" for name in PUBLISHED]
 

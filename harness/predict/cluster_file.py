@@ -32,17 +32,17 @@ from harness.core.errors import UserError
 from harness.predict.clusters import ClusterEntry
 from harness.predict.predictor import Network, method_knobs, predict_rows
 from harness.sim.costs import Stack
-from harness.sim.network import LINKS, Link
+from harness.sim.links import LINKS, Link
 
-TOP_KEYS = {"label", "gpus_per_node", "max_nodes", "servers", "server_hosts", "allreduce", "links", "stacks",
-            "methods"}
+TOP_KEYS = {"label", "gpus_per_node", "max_nodes", "servers", "server_hosts", "allreduce", "links", "stacks", "methods"}
 MAX_NODES = 4096
 """The largest node count a file without `max_nodes` is predicted at (the simulation's own limit is memory)."""
 CHOICES = {"server_hosts": ("dedicated", "colocated"), "allreduce": ("ring", "hierarchical")}
 """The placement keys with a fixed set of values (as `ddlbench predict --server-hosts`, `--allreduce`)."""
 LINK_KEYS = {"rate_gbit_s", "latency_s", "per_message_s", "source"}
-STACK_FIELDS = {f.name: f.type for f in dataclasses.fields(Stack) if f.type in ("float", "bool")
-                and f.name != "comm_scale"}
+STACK_FIELDS = {
+    f.name: f.type for f in dataclasses.fields(Stack) if f.type in ("float", "bool") and f.name != "comm_scale"
+}
 """The stack costs a file may set: every plain number or switch of `Stack` (not `comm_scale`, which the
 interference pass sets, nor the callables and nested costs a wing's stack carries)."""
 
@@ -76,11 +76,43 @@ def read_cluster_file(path: str | Path) -> ClusterEntry:
     links = _table(doc, "links", where)
     _known(links, {"inter", "intra"}, f"{where}: [links]")
     if set(links) != {"inter", "intra"}:
-        raise UserError(f"{where}: [links] needs inter and intra (each a preset name or a table of "
-                        f"{', '.join(sorted(LINK_KEYS))})")
+        raise UserError(
+            f"{where}: [links] needs inter and intra (each a preset name or a table of {', '.join(sorted(LINK_KEYS))})"
+        )
     inter, intra = (_link(links[k], f"{where}: links.{k}") for k in ("inter", "intra"))
     stacks = {name: _stack(body, f"{where}: stacks.{name}") for name, body in _table(doc, "stacks", where).items()}
-    methods = _table(doc, "methods", where)
+    method_stacks, file_knobs = _methods(_table(doc, "methods", where), stacks, where)
+    network = Network(label, inter, intra, stacks=method_stacks or None)
+
+    def check_nodes(nodes: int) -> None:
+        if nodes > max_nodes:
+            raise UserError(f"--nodes {nodes}: {where} is modelled up to max_nodes = {max_nodes}")
+
+    def curve(models, node_counts, methods, knobs, calibration=None):
+        merged = {m: {**file_knobs.get(m, {}), **(knobs or {}).get(m, {})} for m in {*file_knobs, *(knobs or {})}}
+        return predict_rows(
+            models,
+            [network],
+            list(node_counts),
+            g,
+            methods,
+            servers,
+            choice["allreduce"],
+            merged,
+            server_hosts=choice["server_hosts"],
+        )
+
+    return ClusterEntry(
+        summary=f"{label}: nodes of {g} GPUs on {inter.name} ({path})",
+        gpus_per_node=g,
+        check_nodes=check_nodes,
+        curve=curve,
+    )
+
+
+def _methods(methods: dict, stacks: dict, where: str) -> tuple[dict, dict]:
+    """The file's [methods.NAME] tables: each method's stack (one of [stacks]) and its knobs, checked as `--knob`
+    checks them (harness/predict/predictor.method_knobs)."""
     method_stacks, file_knobs = {}, {}
     for method, body in methods.items():
         at = f"{where}: methods.{method}"
@@ -89,30 +121,20 @@ def read_cluster_file(path: str | Path) -> ClusterEntry:
         _known(body, {"stack", "knobs"}, at)
         if "stack" in body:
             if body["stack"] not in stacks:
-                raise UserError(f"{at}: stack {body['stack']!r} is not defined: add [stacks.{body['stack']}] or "
-                                f"pick one of {', '.join(stacks) or 'none defined'}")
+                raise UserError(
+                    f"{at}: stack {body['stack']!r} is not defined: add [stacks.{body['stack']}] or "
+                    f"pick one of {', '.join(stacks) or 'none defined'}"
+                )
             method_stacks[method] = stacks[body["stack"]]
         knobs = body.get("knobs", {})
         if not isinstance(knobs, dict):
             raise UserError(f"{at}: knobs must be a table, e.g. knobs = {{ bucket_cap_mb = 50 }}")
-        try:  # the method and its knobs checked as `--knob` checks them (harness/predict/predictor.py)
+        try:
             method_knobs(method, knobs)
         except UserError as e:
             raise UserError(f"{at}: {e}") from None
         file_knobs[method] = dict(knobs)
-    network = Network(label, inter, intra, stacks=method_stacks or None)
-
-    def check_nodes(nodes: int) -> None:
-        if nodes > max_nodes:
-            raise UserError(f"--nodes {nodes}: {where} is modelled up to max_nodes = {max_nodes}")
-
-    def curve(models, node_counts, methods, knobs, values=None):
-        merged = {m: {**file_knobs.get(m, {}), **(knobs or {}).get(m, {})} for m in {*file_knobs, *(knobs or {})}}
-        return predict_rows(models, [network], list(node_counts), g, methods, servers, choice["allreduce"], merged,
-                            server_hosts=choice["server_hosts"])
-
-    return ClusterEntry(summary=f"{label}: nodes of {g} GPUs on {inter.name} ({path})", gpus_per_node=g,
-                        check_nodes=check_nodes, curve=curve)
+    return method_stacks, file_knobs
 
 
 def _known(table: dict, keys: set, where: str) -> None:
@@ -143,8 +165,10 @@ def _number(value, what: str, low: float = 0.0) -> float:
 def _link(value, where: str) -> Link:
     if isinstance(value, str):
         if value not in LINKS:
-            raise UserError(f"{where}: unknown link preset {value!r}: known presets are {', '.join(sorted(LINKS))} "
-                            f"(or a table of {', '.join(sorted(LINK_KEYS))})")
+            raise UserError(
+                f"{where}: unknown link preset {value!r}: known presets are {', '.join(sorted(LINKS))} "
+                f"(or a table of {', '.join(sorted(LINK_KEYS))})"
+            )
         return LINKS[value]
     if not isinstance(value, dict):
         raise UserError(f"{where} must be a link preset name or a table of {', '.join(sorted(LINK_KEYS))}")
@@ -154,9 +178,13 @@ def _link(value, where: str) -> Link:
     rate = _number(value["rate_gbit_s"], f"{where}.rate_gbit_s")
     if rate == 0:
         raise UserError(f"{where}.rate_gbit_s must be > 0")
-    return Link(where.rsplit(" ", 1)[-1], rate, _number(value["latency_s"], f"{where}.latency_s"),
-                str(value.get("source", "")), per_message_s=_number(value.get("per_message_s", 0.0),
-                                                                    f"{where}.per_message_s"))
+    return Link(
+        where.rsplit(" ", 1)[-1],
+        rate,
+        _number(value["latency_s"], f"{where}.latency_s"),
+        str(value.get("source", "")),
+        per_message_s=_number(value.get("per_message_s", 0.0), f"{where}.per_message_s"),
+    )
 
 
 def _stack(body, where: str) -> Stack:

@@ -27,13 +27,14 @@ class ClusterEntry:
     check_nodes: Callable[[int], None]
     """Raises a UserError for a node count the cluster is not modelled at."""
     curve: Callable
-    """(models, node_counts, methods, knobs, values=None) -> predicted rows at the given (or nominal) inputs."""
+    """(models, node_counts, methods, knobs, calibration=None) -> predicted rows at the inputs as stated, or as a
+    calibration of this cluster fitted them."""
     intervals: Callable | None = None
-    """(models, samples, node_counts, methods, knobs, values=None, fitted=None) -> the rows with pred_low and
-    pred_high from samples of the inputs' stated ranges; None: the cluster states no ranges."""
+    """(models, samples, node_counts, methods, knobs, calibration=None) -> the rows with pred_low and pred_high
+    from samples of the inputs' stated ranges (and of a calibration's uncertainty); None: it states no ranges."""
     calibrate: Callable | None = None
-    """(table or run directory, {workload: profile table}) -> a calibration (`.values`, `.draws(n)`, `.table()`,
-    `.fit.converged`, `.fit.message`); None: nothing of this cluster can be fitted."""
+    """((tables or run directories, ...), {workload: profile table}) -> a calibration (`.values`, `.draws(n)`,
+    `.table()`, `.discrepancy()`, `.fit.converged`, `.fit.message`); None: nothing of this cluster can be fitted."""
 
 
 CLUSTERS: Registry[ClusterEntry] = Registry("cluster", hint="ddlbench predict --help")
@@ -51,7 +52,9 @@ def one_calibration(entries: dict[str, ClusterEntry], source) -> Callable:
     fns = {e.calibrate for e in entries.values()}
     if not entries or None in fns or len(fns) != 1:
         fit = [n for n in CLUSTERS if CLUSTERS.get(n).calibrate is not None]
-        raise UserError(f"--calibrate {source}: it fits the software costs of a cluster that states them; predict "
-                        f"{', '.join(fit) or 'such a cluster'} alone with it (one calibration at a time), "
-                        f"or drop --calibrate")
+        raise UserError(
+            f"--calibrate {source}: it fits the software costs of a cluster that states them; predict "
+            f"{', '.join(fit) or 'such a cluster'} alone with it (one calibration at a time), "
+            f"or drop --calibrate"
+        )
     return fns.pop()

@@ -1,5 +1,6 @@
-"""`ddlbench predict` (harness/cli/commands/predict.py): a cluster described by presets or measured commbench runs, compute
-from profiles or FLOP counts, every method predicted; `PredictSpec` carries what the command was asked."""
+"""`ddlbench predict` (harness/cli/commands/predict.py): a cluster described by link presets, measured commbench runs
+or a whole cluster (registered, or a file), compute from profiles or FLOP counts, every method predicted;
+`PredictSpec` carries what the command was asked."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from harness.predict.profile_table import PROFILE_COLUMNS, PROFILE_OPTIONAL
 from harness.predict.profiler import counted_profile
 from harness.results.files import check_output_file, read_table
 from harness.results.store import COMMBENCH_NEEDS, load_run
-from harness.sim.network import LINKS, Cluster, get_link
+from harness.sim.links import LINKS, Cluster, get_link
 from harness.sim.ps import SERVER_GBYTE_S
 from workloads import WORKLOADS
 
@@ -53,7 +54,7 @@ class PredictSpec:
     compute: str = "auto"
     """auto | profile | flops: per-layer times from the measured profile or from FLOP counts."""
     links: tuple = ()
-    """Link presets between nodes (harness/sim/network.LINKS); none given: ib-100g, unless clusters or commbench
+    """Link presets between nodes (harness/sim/links.LINKS); none given: ib-100g, unless clusters or commbench
     runs are."""
     clusters: tuple = ()
     """Whole clusters: registered names (harness/predict/clusters.py: the study's study-*) or cluster files
@@ -89,10 +90,10 @@ class PredictSpec:
     """Where the table goes (Parquet)."""
     dtype: str = "fp32"
     """Compute dtype of the predicted cells: fp32 only."""
-    calibrate: str | Path | None = None
-    """A one-node run directory or table: the software costs of the named cluster are fitted to it before
-    predicting (the cluster's own calibration, harness/predict/clusters.py; the study's:
-    harness/study/calibration.py)."""
+    calibrate: tuple = ()
+    """A one-node run directory or table and, optionally, a two-node one: the named cluster's software costs and
+    then its transports are fitted to them before predicting (the cluster's own calibration,
+    harness/predict/clusters.py; the study's: harness/study/calibration.py, two_node.py)."""
 
 
 def _ints(text: str, what: str) -> list[int]:
@@ -120,28 +121,18 @@ def check_inputs(spec: PredictSpec) -> tuple[list, dict[str, ClusterEntry]]:
     """Everything `spec` asks checked before any work (FLOP counting takes seconds per workload); returns the
     profile tables and the clusters, each read once."""
     if spec.dtype != "fp32":  # docs/ARCHITECTURE.md, "Precision"
-        raise UserError(f"predict models fp32 cells only, not {spec.dtype!r}: its compute comes from an fp32 profile "
-                        f"or fp32 FLOP rates, and it does not invent a bf16 speed-up; measure with `ddlbench run "
-                        f"--dtype {spec.dtype}`")
+        raise UserError(
+            f"predict models fp32 cells only, not {spec.dtype!r}: its compute comes from an fp32 profile "
+            f"or fp32 FLOP rates, and it does not invent a bf16 speed-up; measure with `ddlbench run "
+            f"--dtype {spec.dtype}`"
+        )
     throughput, batch = spec.throughput_samples_per_s, spec.batch
     for name, value, low in (("--throughput", throughput, 0.0), ("--batch", batch, 0)):
         if value is not None and not (math.isfinite(value) and value > low):
             raise UserError(f"{name} must be a finite number > 0, got {value}; fix the option")
     if spec.servers < 0:
         raise UserError(f"--servers must be >= 1 (or left out: one per worker node), got {spec.servers}")
-    nodes, per_node = _ints(spec.nodes, "--nodes"), _per_node(spec)
-    for n in (*spec.links, spec.intra):
-        if n not in LINKS:
-            hint = f"; --cluster {n} predicts that whole cluster" if n in CLUSTERS else ""
-            raise UserError(f"unknown network preset {n!r}: known presets are {', '.join(sorted(LINKS))} (or give "
-                            f"--commbench FILE.parquet with measured all-reduce times){hint}")
-    clusters = {n: read_cluster_file(n) if is_cluster_file(n) else CLUSTERS.get(n) for n in spec.clusters}
-    for name, entry in clusters.items():
-        if spec.gpus_per_node is not None and set(per_node) != {entry.gpus_per_node}:
-            raise UserError(f"--cluster {name}: its nodes hold {entry.gpus_per_node} GPUs; drop --gpus-per-node "
-                            f"(it sets the --link presets' nodes only)")
-        for n in nodes:
-            entry.check_nodes(n)
+    clusters = _check_network(spec)
     _check_knobs(spec.knobs or {}, resolve_methods(spec.schemes))
     preset = get_device(spec.device_preset) if spec.device_preset else None
     tables = [p if isinstance(p, pd.DataFrame) else _read_profile(p) for p in spec.profiles]
@@ -150,20 +141,52 @@ def check_inputs(spec: PredictSpec) -> tuple[list, dict[str, ClusterEntry]]:
     for w in [*spec.workloads, *(str(t["workload"].iloc[0]) for t in tables if len(t) and "workload" in t)]:
         if preset is not None and throughput is None and w not in preset.throughput:
             known = ", ".join(sorted(preset.throughput)) or "none"
-            raise UserError(f"device preset {preset.name!r} has no measured throughput for {w!r} (it has: "
-                            f"{known}); give --throughput SAMPLES_PER_S measured on one device")
+            raise UserError(
+                f"device preset {preset.name!r} has no measured throughput for {w!r} (it has: "
+                f"{known}); give --throughput SAMPLES_PER_S measured on one device"
+            )
     for c in spec.commbench or ():
         f = Path(c) / "commbench.parquet" if Path(c).is_dir() else Path(c)
         if not f.is_file():
             raise UserError(f"commbench table {f} does not exist: run `ddlbench commbench --output DIR`")
-        _needs(read_table(f, fix="measure it again with `ddlbench commbench --output DIR`"), COMMBENCH_NEEDS, f,
-               "a commbench table", "ddlbench commbench --output DIR")
+        _needs(
+            read_table(f, fix="measure it again with `ddlbench commbench --output DIR`"),
+            COMMBENCH_NEEDS,
+            f,
+            "a commbench table",
+            "ddlbench commbench --output DIR",
+        )
     if spec.against and load_run(spec.against).summary.empty:
-        raise UserError(f"--validate {spec.against} holds no measured cells to compare with: give a run directory "
-                        f"of `ddlbench sweep`")
+        raise UserError(
+            f"--validate {spec.against} holds no measured cells to compare with: give a run directory "
+            f"of `ddlbench sweep`"
+        )
     if spec.output:
         check_output_file(spec.output, "-o/--output")
     return tables, clusters
+
+
+def _check_network(spec: PredictSpec) -> dict[str, ClusterEntry]:
+    """The link presets known, the clusters read (registered or files), each at node counts and a GPU count it
+    is modelled at."""
+    nodes, per_node = _ints(spec.nodes, "--nodes"), _per_node(spec)
+    for n in (*spec.links, spec.intra):
+        if n not in LINKS:
+            hint = f"; --cluster {n} predicts that whole cluster" if n in CLUSTERS else ""
+            raise UserError(
+                f"unknown network preset {n!r}: known presets are {', '.join(sorted(LINKS))} (or give "
+                f"--commbench FILE.parquet with measured all-reduce times){hint}"
+            )
+    clusters = {n: read_cluster_file(n) if is_cluster_file(n) else CLUSTERS.get(n) for n in spec.clusters}
+    for name, entry in clusters.items():
+        if spec.gpus_per_node is not None and set(per_node) != {entry.gpus_per_node}:
+            raise UserError(
+                f"--cluster {name}: its nodes hold {entry.gpus_per_node} GPUs; drop --gpus-per-node "
+                f"(it sets the --link presets' nodes only)"
+            )
+        for n in nodes:
+            entry.check_nodes(n)
+    return clusters
 
 
 def _per_node(spec: PredictSpec) -> list[int]:
@@ -174,8 +197,10 @@ def _check_knobs(knobs: dict, methods: list[str]) -> None:
     """--knob METHOD.NAME=VALUE: a predicted method's knob, a finite number >= 0 where its default is one."""
     for method, given in knobs.items():
         if method not in methods:
-            raise UserError(f"--knob {method}.*: method {method!r} is not predicted here (--schemes gives "
-                            f"{', '.join(methods)}); add it to --schemes or drop the knob")
+            raise UserError(
+                f"--knob {method}.*: method {method!r} is not predicted here (--schemes gives "
+                f"{', '.join(methods)}); add it to --schemes or drop the knob"
+            )
         defaults = method_knobs(method)
         for name, value in method_knobs(method, given).items():
             _check_knob(method, name, value, defaults[name])
@@ -185,8 +210,9 @@ def _check_knob(method: str, name: str, value, default) -> None:
     if isinstance(default, str) or (value is None and default is None):
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise UserError(f"--knob {method}.{name}={value!r} must be a finite number >= 0 (default "
-                        f"{default!r}); fix the value")
+        raise UserError(
+            f"--knob {method}.{name}={value!r} must be a finite number >= 0 (default {default!r}); fix the value"
+        )
 
 
 def _read_profile(path) -> pd.DataFrame:
@@ -194,8 +220,13 @@ def _read_profile(path) -> pd.DataFrame:
     if not Path(path).is_file():
         raise UserError(f"profile {path} does not exist: make it with `ddlbench profile WORKLOAD -o {path}`")
     df = read_table(path, fix=f"make it again with `ddlbench profile WORKLOAD -o {path}`")
-    return _needs(df, [c for c in PROFILE_COLUMNS if c not in PROFILE_OPTIONAL], path, "a profile table",
-                  f"ddlbench profile WORKLOAD -o {path}")
+    return _needs(
+        df,
+        [c for c in PROFILE_COLUMNS if c not in PROFILE_OPTIONAL],
+        path,
+        "a profile table",
+        f"ddlbench profile WORKLOAD -o {path}",
+    )
 
 
 def _needs(df: pd.DataFrame, columns, path, what: str, make: str) -> pd.DataFrame:
@@ -209,29 +240,39 @@ def _needs(df: pd.DataFrame, columns, path, what: str, make: str) -> pd.DataFram
 
 def load_models(profiles, workloads, device_preset, throughput, batch, compute):
     if not profiles and not workloads:
-        raise UserError("nothing to predict: give --profile FILE.parquet (from `ddlbench profile`) or "
-                        "--workload NAME with --device-preset")
+        raise UserError(
+            "nothing to predict: give --profile FILE.parquet (from `ddlbench profile`) or "
+            "--workload NAME with --device-preset"
+        )
     tables = [p if isinstance(p, pd.DataFrame) else _read_profile(p) for p in profiles]
     for w in workloads:
         if device_preset is None and throughput is None:
-            raise UserError(f"--workload {w} predicts from FLOP counts, which need --device-preset (and its "
-                            f"measured throughput) or --throughput; or give --profile")
+            raise UserError(
+                f"--workload {w} predicts from FLOP counts, which need --device-preset (and its "
+                f"measured throughput) or --throughput; or give --profile"
+            )
         tables.append(counted_profile(w, batch if device_preset is None else None))
     return [compute_model(t, device_preset, throughput, batch, compute) for t in tables]
 
 
-def load_networks(names, commbench, intra, label, shaped: bool = False, gpus_per_node="4", servers=0,
-                  server_hosts="dedicated"):
+def load_networks(
+    names, commbench, intra, label, shaped: bool = False, gpus_per_node="4", servers=0, server_hosts="dedicated"
+):
     intra_link = get_link(intra)
     nets = [Network(n, get_link(n), intra_link) for n in names]
     if shaped and not commbench:
-        raise UserError("--testbed-shaping models the testbed's links from its measured all-reduce: give "
-                        "--commbench DIR from `ddlbench commbench --testbed` at the same rate")
+        raise UserError(
+            "--testbed-shaping models the testbed's links from its measured all-reduce: give "
+            "--commbench DIR from `ddlbench commbench --testbed` at the same rate"
+        )
     if commbench:
         df = read_commbench(commbench)
-        link, p2p, measured = links_from_commbench(df, testbed_burst_bytes() if shaped else 0.0,
-                                                   _ps_layout(df, gpus_per_node, servers, server_hosts),
-                                                   SERVER_GBYTE_S)
+        link, p2p, measured = links_from_commbench(
+            df,
+            testbed_burst_bytes() if shaped else 0.0,
+            _ps_layout(df, gpus_per_node, servers, server_hosts),
+            SERVER_GBYTE_S,
+        )
         nets.append(Network(label or "commbench", link, link, measured, p2p))
     return nets
 
@@ -248,8 +289,10 @@ def _ps_layout(df, gpus_per_node, servers, server_hosts):
         return None
     workers, g = int(pp["workers"].max()), _ints(gpus_per_node, "--gpus-per-node")[0]
     if workers % g:
-        raise UserError(f"the push-pull rows have {workers} workers, which --workers-per-node {g} does not "
-                        f"divide: give the layout they were measured on")
+        raise UserError(
+            f"the push-pull rows have {workers} workers, which --workers-per-node {g} does not "
+            f"divide: give the layout they were measured on"
+        )
     link = get_link("eth-10g")  # unused: only the layout matters for the fit
     return Cluster(workers // g, g, link, link, servers, server_hosts=server_hosts)
 
@@ -265,29 +308,52 @@ def run_predict(spec: PredictSpec = PredictSpec(), **changes):
     alone = not links and not spec.commbench  # clusters only
     if spec.intervals and (not alone or any(e.intervals is None for e in clusters.values())):
         named = ", ".join(n for n in CLUSTERS if CLUSTERS.get(n).intervals is not None) or "none registered"
-        raise UserError(f"--intervals needs input ranges, which only a cluster that states them has ({named}): "
-                        f"predict such clusters alone (--cluster), or drop --intervals")
+        raise UserError(
+            f"--intervals needs input ranges, which only a cluster that states them has ({named}): "
+            f"predict such clusters alone (--cluster), or drop --intervals"
+        )
     cal = None
-    if spec.calibrate is not None:
-        fit = one_calibration(clusters if alone else {}, spec.calibrate)
-        cal = fit(spec.calibrate, {str(t["workload"].iloc[0]): t for t in profiles if len(t)})
+    if spec.calibrate:
+        where = " ".join(map(str, spec.calibrate))
+        fit = one_calibration(clusters if alone else {}, where)
+        cal = fit(tuple(spec.calibrate), {str(t["workload"].iloc[0]): t for t in profiles if len(t)})
         if not cal.fit.converged:
-            raise UserError(f"--calibrate {spec.calibrate}: the fit did not converge ({cal.fit.message}); nothing "
-                            f"is predicted from it: check the table's cells (a method far from the others' scale?)")
-    models = load_models(profiles, spec.workloads, spec.device_preset, spec.throughput_samples_per_s, spec.batch,
-                         spec.compute)
+            raise UserError(
+                f"--calibrate {where}: the fit did not converge ({cal.fit.message}); nothing "
+                f"is predicted from it: check the table's cells (a method far from the others' scale?)"
+            )
+    models = load_models(
+        profiles, spec.workloads, spec.device_preset, spec.throughput_samples_per_s, spec.batch, spec.compute
+    )
     nodes, methods = _ints(spec.nodes, "--nodes"), resolve_methods(spec.schemes)
     frames = []
     if links or spec.commbench:
-        nets = load_networks(links, spec.commbench, spec.intra, spec.label, spec.shaped, _per_node(spec)[0],
-                             spec.servers, spec.server_hosts)
-        frames.append(predict_rows(models, nets, nodes, _per_node(spec), methods, spec.servers, spec.allreduce,
-                                   spec.knobs, server_hosts=spec.server_hosts))
-    values = cal.values if cal else None
+        nets = load_networks(
+            links,
+            spec.commbench,
+            spec.intra,
+            spec.label,
+            spec.shaped,
+            _per_node(spec)[0],
+            spec.servers,
+            spec.server_hosts,
+        )
+        frames.append(
+            predict_rows(
+                models,
+                nets,
+                nodes,
+                _per_node(spec),
+                methods,
+                spec.servers,
+                spec.allreduce,
+                spec.knobs,
+                server_hosts=spec.server_hosts,
+            )
+        )
     for entry in clusters.values():
-        kw = dict(node_counts=nodes, methods=methods, knobs=spec.knobs, values=values)
-        frames.append(entry.intervals(models, spec.intervals, fitted=cal.draws(spec.intervals) if cal else None,
-                                      **kw) if spec.intervals else entry.curve(models, **kw))
+        kw = dict(node_counts=nodes, methods=methods, knobs=spec.knobs, calibration=cal)
+        frames.append(entry.intervals(models, spec.intervals, **kw) if spec.intervals else entry.curve(models, **kw))
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     if cal is not None:  # what was fitted, for the command to say (DataFrame.attrs travel with the table)
         df.attrs["calibration"] = cal.table().to_dict("records")

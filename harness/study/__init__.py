@@ -29,28 +29,47 @@ from __future__ import annotations
 from functools import partial
 
 from harness.predict.clusters import CLUSTERS, ClusterEntry
-from harness.study import calibration
+from harness.core.errors import UserError
+from harness.study import calibration, two_node
 from harness.study.cluster import FAMILIES, GPUS_PER_NODE, PRESET_PREFIX, check_size
 from harness.study.curve import predict_curve, with_intervals
 
 
-def _calibrate(table, profiles: dict):
-    """The study cluster's calibration for `ddlbench predict --calibrate` (leave-one-workload-out is the report's:
-    harness/study/prediction.py)."""
-    return calibration.calibrate(table, profiles, lowo=False)
+def _calibrate(tables: tuple, profiles: dict):
+    """The study cluster's calibration for `ddlbench predict --calibrate ONE [--calibrate TWO]`: the stacks'
+    software costs from a one-node table, then, given a two-node table, the transports on top (leave-one-workload-
+    out is the report's: harness/study/prediction.py)."""
+    if len(tables) > 2:
+        raise UserError(f"--calibrate takes a one-node table and, after it, a two-node table: {len(tables)} given")
+    one = calibration.calibrate(tables[0], profiles, lowo=False)
+    if len(tables) == 1 or not one.fit.converged:
+        return one
+    return two_node.calibrate_two_node(one, calibration.read_one_node(tables[0]), tables[1], profiles, lowo=False)
 
 
-def _curve(family: str, models, values=None, **kw):
-    return predict_curve(models, values=values, families=(family,), **kw)
+def _curve(family: str, models, calibration=None, **kw):
+    return predict_curve(models, values=calibration.values if calibration else None, families=(family,), **kw)
 
 
-def _intervals(family: str, models, samples: int, values=None, fitted=None, **kw):
-    return with_intervals(models, samples=samples, values=values, fitted=fitted, families=(family,), **kw)
+def _intervals(family: str, models, samples: int, calibration=None, **kw):
+    fitted = (
+        dict(values=calibration.values, fitted=calibration.draws(samples), discrepancy=calibration.discrepancy())
+        if calibration
+        else {}
+    )
+    return with_intervals(models, samples=samples, families=(family,), **fitted, **kw)
 
 
 for _family in FAMILIES:
-    CLUSTERS.register(PRESET_PREFIX + _family, ClusterEntry(
-        summary=f"the study's whole cluster on {_family}: nodes of {GPUS_PER_NODE} GeForce RTX 2080 Ti, each "
-                f"method's 2019 software and knobs (harness/study/cluster.py)",
-        gpus_per_node=GPUS_PER_NODE, check_nodes=check_size, curve=partial(_curve, _family),
-        intervals=partial(_intervals, _family), calibrate=_calibrate))
+    CLUSTERS.register(
+        PRESET_PREFIX + _family,
+        ClusterEntry(
+            summary=f"the study's whole cluster on {_family}: nodes of {GPUS_PER_NODE} GeForce RTX 2080 Ti, each "
+            f"method's 2019 software and knobs (harness/study/cluster.py)",
+            gpus_per_node=GPUS_PER_NODE,
+            check_nodes=check_size,
+            curve=partial(_curve, _family),
+            intervals=partial(_intervals, _family),
+            calibrate=_calibrate,
+        ),
+    )

@@ -12,8 +12,8 @@ Horovod's cycle under it) with the plugin's Python threads and who schedules.
   ranks' hooks run on the autograd thread and need the GIL: while the poller spins, a hooked layer waits for a
   handle to finish or the switch interval, `gil_waits_per_hook` times (the hand-off is a race the poller wins or
   loses: scripts/reference/gil_handoff.py times it on torch's own autograd engine), and the autograd thread
-  launches nothing meanwhile, so the GPU's backward runs only as far as the hooks have let it (`backward`). Rank 0 hooks fast (its queue holds ready
-  events polled through ctypes, which give the GIL up at every poll: `gil_release_s`).
+  launches nothing meanwhile, so the GPU's backward runs only as far as the hooks have let it (`backward`). Rank 0 hooks
+  fast (its queue holds ready events polled through ctypes, which give the GIL up at every poll: `gil_release_s`).
 - The poller finishes each handle in Python (`done_py_s`), then, once all of a parameter's partitions are done,
   steps that parameter with its own `_sgd`/`_adam` - which first walks the parameter list comparing names until
   it meets the parameter (`param_scan_s` per step) - and its optimizer's torch ops one by one (`py_op_s`), then
@@ -46,7 +46,7 @@ class PluginRun(ByteSchedulerRun):
         # the poller's Python per parameter step beyond the name search: the optimizer's ops, then
         # _zero_one_grad's detach_ and zero_
         self.step_py_s = st.param_step_s + (ops + 2) * st.py_op_s
-        self.gpu = 0.0       # when the GPU has done what is queued on it
+        self.gpu = 0.0  # when the GPU has done what is queued on it
         self.layer_of = {i: j for j, members in enumerate(c.layers) for i in members}
         self.hooks_waited = 0
 
@@ -63,6 +63,7 @@ class PluginRun(ByteSchedulerRun):
             self.pending.append((self.part_bytes[k], ev))
             news, self.tick_news = self.tick_news, Event(self.sim)
             news.fire()
+
         r.handed[k].on_fire(both)
         return ev, ev
 
@@ -81,6 +82,7 @@ class PluginRun(ByteSchedulerRun):
                 if left[0] == 0:
                     at = self.poller.reserve(self.step_py_s + (i + 1) * st.param_scan_s + device)
                     sim.at(at - sim.now, r.updated[i].fire)
+
             for k in parts:
                 r.done[k].on_fire(one)
             if not parts:
@@ -94,13 +96,13 @@ class PluginRun(ByteSchedulerRun):
         deltas = c.backward_deltas()
         owed, last = 0.0, None
         for pos, i in enumerate(c.ready_order):
-            self.gpu = max(self.gpu, sim.now) + deltas[pos]   # launched now, run after what is queued
+            self.gpu = max(self.gpu, sim.now) + deltas[pos]  # launched now, run after what is queued
             ready = self.gpu
             if self.layer_of[i] != last:  # a layer's AccumulateGrad nodes and their hooks run back to back
                 last = self.layer_of[i]
                 owed += st.gil_waits_per_hook
                 waited = self.spin.waits
-                while owed >= 1.0:                           # the hook (and the engine) need the GIL
+                while owed >= 1.0:  # the hook (and the engine) need the GIL
                     owed -= 1.0
                     yield from self.spin.acquire()
                 self.hooks_waited += self.spin.waits - waited
@@ -116,8 +118,13 @@ class PluginRun(ByteSchedulerRun):
         ctypes give the GIL up), each partition ready for its scheduler once its gradient is and its hook ran."""
         c, sim, st = self.c, self.sim, self.stack
         for i in range(len(c.numels)):
-            at = start + min(c.ready_s[i], c.backward_total_s) + st.gil_release_s + st.hook_s \
+            at = (
+                start
+                + min(c.ready_s[i], c.backward_total_s)
+                + st.gil_release_s
+                + st.hook_s
                 + st.task_py_s * len(self.parts_of[i])
+            )
             sim.at(max(0.0, at - sim.now), r.mark, self.parts_of[i])
 
     def main(self):
@@ -130,12 +137,12 @@ class PluginRun(ByteSchedulerRun):
             gpu0 = max(self.gpu, sim.now)
             for j, members in enumerate(c.layers):
                 if prev is not None:
-                    yield [prev.updated[i] for i in members]   # the pre-forward hook takes its parameters' locks
+                    yield [prev.updated[i] for i in members]  # the pre-forward hook takes its parameters' locks
                 owed += per_layer
-                while owed >= 1.0:                             # the layer's torch calls, each needing the GIL
+                while owed >= 1.0:  # the layer's torch calls, each needing the GIL
                     owed -= 1.0
                     yield from self.spin.acquire()
-                if st.fwd_gap_s:                               # launched once the device is done, from Python
+                if st.fwd_gap_s:  # launched once the device is done, from Python
                     yield max(0.0, self.gpu - sim.now) + st.fwd_gap_s
                 self.gpu = max(self.gpu, sim.now) + c.layer_forward_s[j]
             marks["fwd"] = self.gpu - gpu0
@@ -148,10 +155,15 @@ class PluginRun(ByteSchedulerRun):
             self.leader_marks(r, bwd0)
             yield from self.backward(r)
             marks["bwd"] = self.gpu - bwd0
-            yield max(0.0, self.gpu - sim.now)                 # torch.cuda.synchronize()
+            yield max(0.0, self.gpu - sim.now)  # torch.cuda.synchronize()
             marks[f"end{it}"] = sim.now
             prev = r
 
     def plan_extra(self) -> dict:
-        return {**super().plan_extra(), "library": "bytescheduler-0.1 (PyTorch plugin, Horovod)",
-                "gil_waits": self.spin.waits, "gil_waited_s": self.spin.waited_s, "hooks_waited": self.hooks_waited}
+        return {
+            **super().plan_extra(),
+            "library": "bytescheduler-0.1 (PyTorch plugin, Horovod)",
+            "gil_waits": self.spin.waits,
+            "gil_waited_s": self.spin.waited_s,
+            "hooks_waited": self.hooks_waited,
+        }

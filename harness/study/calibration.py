@@ -90,8 +90,14 @@ BYTEPS = ("bsp-ps", "wfbp-ps", "bytescheduler-ps")
 PLUGIN = ("bytescheduler-a2a",)
 PARAMS = {
     # each within its SEARCH_BOUNDS
-    "all-reduce": (_param("shm_edge_gbyte_s"), _param("host_path_gbyte_s", search=False), _param("py_op_s"),
-                   _param("d2d_gbyte_s"), _param("overlap_compute_slowdown"), _param("overlap_comm_slowdown")),
+    "all-reduce": (
+        _param("shm_edge_gbyte_s"),
+        _param("host_path_gbyte_s", search=False),
+        _param("py_op_s"),
+        _param("d2d_gbyte_s"),
+        _param("overlap_compute_slowdown"),
+        _param("overlap_comm_slowdown"),
+    ),
     "BytePS": (_param("byteps_nccl_edge_gbyte_s"),),
     "ByteScheduler": (_param("bs_partition_cpu_s"), _param("gil_convoy_share"), _param("bs_fwd_gap_s")),
 }
@@ -108,35 +114,51 @@ def read_one_node(path: str | Path) -> pd.DataFrame:
     if p.is_dir():
         f = p / "summary.parquet"
         if not f.exists():
-            raise UserError(f"--calibrate {p}: no summary.parquet there; give a run directory of ddlbench or a "
-                            f"table with columns {', '.join(COLUMNS)}")
+            raise UserError(
+                f"--calibrate {p}: no summary.parquet there; give a run directory of ddlbench or a "
+                f"table with columns {', '.join(COLUMNS)}"
+            )
         df = _from_summary(pd.read_parquet(f))
     elif p.suffix == ".parquet" and p.exists():
         df = pd.read_parquet(p)
     elif p.suffix == ".csv" and p.exists():
         df = pd.read_csv(p)
     else:
-        raise UserError(f"--calibrate {p}: not a run directory, nor a .csv or .parquet table; give one (the "
-                        f"study's is {STUDY_TABLE.name})")
+        raise UserError(
+            f"--calibrate {p}: not a run directory, nor a .csv or .parquet table; give one (the "
+            f"study's is {STUDY_TABLE.name})"
+        )
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
-        raise UserError(f"--calibrate {p}: the table lacks column(s) {', '.join(missing)}; it needs "
-                        f"{', '.join(COLUMNS)} as the study's one-node table has")
+        raise UserError(
+            f"--calibrate {p}: the table lacks column(s) {', '.join(missing)}; it needs "
+            f"{', '.join(COLUMNS)} as the study's one-node table has"
+        )
     df = df[COLUMNS].copy()
     df["std"] = df["std"].fillna(0.0)
     bad = df[~(df["throughput"] > 0)]
     if len(bad):
-        raise UserError(f"--calibrate {p}: {len(bad)} row(s) without a throughput > 0 (first: "
-                        f"{bad.iloc[0]['workload']} {bad.iloc[0]['scheme']}); drop them or measure them again")
+        raise UserError(
+            f"--calibrate {p}: {len(bad)} row(s) without a throughput > 0 (first: "
+            f"{bad.iloc[0]['workload']} {bad.iloc[0]['scheme']}); drop them or measure them again"
+        )
     return df
 
 
 def _from_summary(s: pd.DataFrame) -> pd.DataFrame:
     s = s[s["status"] == "ok"]
     rel = (s["iter_s_std"] / s["iter_s_median"]).fillna(0.0)
-    return pd.DataFrame({"workload": s["workload"], "batch": s["batch_per_worker"], "network": s["network"],
-                         "scheme": np.where(s["workers"] == 1, SINGLE, s["scheme"]), "gpus": s["workers"],
-                         "throughput": s["throughput_median"], "std": s["throughput_median"] * rel})
+    return pd.DataFrame(
+        {
+            "workload": s["workload"],
+            "batch": s["batch_per_worker"],
+            "network": s["network"],
+            "scheme": np.where(s["workers"] == 1, SINGLE, s["scheme"]),
+            "gpus": s["workers"],
+            "throughput": s["throughput_median"],
+            "std": s["throughput_median"] * rel,
+        }
+    )
 
 
 def check_table(df: pd.DataFrame, source: str = "the table") -> list[str]:
@@ -144,21 +166,27 @@ def check_table(df: pd.DataFrame, source: str = "the table") -> list[str]:
     have = set(df["workload"])
     missing = [w for w in WORKLOADS if w not in have]
     if missing:
-        raise UserError(f"--calibrate {source}: no rows of {', '.join(missing)}; the calibration fits parameters "
-                        f"shared by the study's workloads ({', '.join(WORKLOADS)}) and checks them by leaving each "
-                        f"out: add that workload's one-node cells")
+        raise UserError(
+            f"--calibrate {source}: no rows of {', '.join(missing)}; the calibration fits parameters "
+            f"shared by the study's workloads ({', '.join(WORKLOADS)}) and checks them by leaving each "
+            f"out: add that workload's one-node cells"
+        )
     workloads = list(WORKLOADS)
     for w in workloads:
         if not ((df["workload"] == w) & (df["gpus"] == 1)).any():
-            raise UserError(f"--calibrate {source}: {w} has no 1-GPU row (scheme {SINGLE}); its compute is "
-                            f"calibrated from it: add it")
+            raise UserError(
+                f"--calibrate {source}: {w} has no 1-GPU row (scheme {SINGLE}); its compute is "
+                f"calibrated from it: add it"
+            )
     four = df[df["gpus"] == GPUS_PER_NODE]
     for block, methods in BLOCK_METHODS.items():
         for m in methods:
             if not (four["scheme"] == m).any():
                 names = ", ".join(p.name for p in PARAMS[block])
-                raise UserError(f"--calibrate {source}: no {GPUS_PER_NODE}-GPU rows of {m}; the {block} parameters "
-                                f"({names}) rest on them: add that method's one-node cells")
+                raise UserError(
+                    f"--calibrate {source}: no {GPUS_PER_NODE}-GPU rows of {m}; the {block} parameters "
+                    f"({names}) rest on them: add that method's one-node cells"
+                )
     return workloads
 
 
@@ -176,8 +204,9 @@ def calibration_models(df: pd.DataFrame, workloads: list[str], profiles: Path | 
             table = pd.read_parquet(f) if f is not None and f.exists() else None
         mode = "flops" if table is None or table["forward_s"].isna().all() else "profile"
         table = counted_profile(w) if table is None else table
-        out.append(compute_model(table, "study-gpu", throughput=float(row["throughput"]), batch=int(row["batch"]),
-                                 mode=mode))
+        out.append(
+            compute_model(table, "study-gpu", throughput=float(row["throughput"]), batch=int(row["batch"]), mode=mode)
+        )
     return out
 
 
@@ -195,8 +224,17 @@ class OneNode:
         v = StudyValues.of(v)
         scaled = [study_compute(self.models[w], v).scaled(v.compute.compute_scale) for w in workloads]
         sn = study_network(v, "ib-100g", 1)
-        df = predict_rows(scaled, [sn.network], [1], GPUS_PER_NODE, methods, servers=1, knobs=sn.knobs,
-                          run_id="calibration", server_hosts="dedicated")
+        df = predict_rows(
+            scaled,
+            [sn.network],
+            [1],
+            GPUS_PER_NODE,
+            methods,
+            servers=1,
+            knobs=sn.knobs,
+            run_id="calibration",
+            server_hosts="dedicated",
+        )
         x = {(r.workload, r.scheme): r.throughput_median for r in df.itertuples()}
         return {k: x.get((k[0], k[2]), math.nan) for k in keys}
 
@@ -225,6 +263,17 @@ class Calibration:
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(self.fit.table())
 
+    def discrepancy(self) -> dict[str, np.ndarray]:
+        """Per method, the log-ratios the fit still misses: its leave-one-workload-out errors where they were
+        run, else its fitted cells' residuals (harness/study/curve.with_intervals draws them)."""
+        return misses(self.lowo if self.lowo is not None else self.cells)
+
+
+def misses(cells: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per scheme, log(predicted / measured) of the cells of a table with those columns."""
+    ok = cells[np.isfinite(cells["predicted"]) & (cells["predicted"] > 0)]
+    return {m: np.log(g["predicted"].to_numpy() / g["measured"].to_numpy()) for m, g in ok.groupby("scheme")}
+
 
 def _cells(df: pd.DataFrame, workloads: list[str]) -> Cells:
     four = df[(df["gpus"] == GPUS_PER_NODE) & df["workload"].isin(workloads) & df["scheme"].isin(SEVEN_METHODS)]
@@ -234,16 +283,18 @@ def _cells(df: pd.DataFrame, workloads: list[str]) -> Cells:
 
 
 def _blocks(cells: Cells) -> list[Block]:
-    return [Block(b, PARAMS[b], tuple(k for k in cells.mean if k[2] in BLOCK_METHODS[b]), SCAN.get(b, 0))
-            for b in PARAMS]
+    return [
+        Block(b, PARAMS[b], tuple(k for k in cells.mean if k[2] in BLOCK_METHODS[b]), SCAN.get(b, 0)) for b in PARAMS
+    ]
 
 
 SCAN = {"ByteScheduler": 80}
 """Blocks whose cost is rugged (the GIL's hand-offs are won or lost whole): a Latin-hypercube scan first."""
 
 
-def fit_table(df: pd.DataFrame, workloads: list[str], models: list, starts: int = 2,
-              adam_shares=(0.0, 1.0), polish: bool = False) -> tuple[Fit, float, dict]:
+def fit_table(
+    df: pd.DataFrame, workloads: list[str], models: list, starts: int = 2, adam_shares=(0.0, 1.0), polish: bool = False
+) -> tuple[Fit, float, dict]:
     """The fit to these workloads' cells, with the single-GPU optimizer that fits the all-reduce block best.
     The blocks are fitted in turn without a joint polish by default: the all-reduce cells depend on the
     all-reduce parameters only, BytePS's on those and its own, ByteScheduler's likewise, so each block's
@@ -257,8 +308,9 @@ def fit_table(df: pd.DataFrame, workloads: list[str], models: list, starts: int 
     start = {**nominal, "host_path_gbyte_s": HOST_PATH_START}
     costs, first = {}, {}
     for share in adam_shares:
-        first[share] = fit_params(blocks[:1], predict, cells, {**start, "calib_adam_share": share}, starts=starts,
-                                  polish=False)
+        first[share] = fit_params(
+            blocks[:1], predict, cells, {**start, "calib_adam_share": share}, starts=starts, polish=False
+        )
         costs[share] = float(np.sum(first[share].residuals ** 2))
     share = min(costs, key=costs.get)
     fit = fit_params(blocks, predict, cells, first[share].values, starts=starts, polish=polish, skip=1)
@@ -274,12 +326,26 @@ def _lowo_one(args):
     fit, _, _ = fit_table(df, rest, models, starts=starts)
     cells = _cells(df, [held])
     got = OneNode([m for m in models if m.workload == held])(fit.values, list(cells.mean))
-    return [{"held_out": held, "workload": k[0], "network": k[1], "scheme": k[2], "measured": cells.mean[k],
-             "predicted": got[k]} for k in cells.mean]
+    return [
+        {
+            "held_out": held,
+            "workload": k[0],
+            "network": k[1],
+            "scheme": k[2],
+            "measured": cells.mean[k],
+            "predicted": got[k],
+        }
+        for k in cells.mean
+    ]
 
 
-def calibrate(table: str | Path | pd.DataFrame, profiles: Path | dict | None = None, lowo: bool = True,
-              starts: int = 3, processes: int | None = None) -> Calibration:
+def calibrate(
+    table: str | Path | pd.DataFrame,
+    profiles: Path | dict | None = None,
+    lowo: bool = True,
+    starts: int = 3,
+    processes: int | None = None,
+) -> Calibration:
     """Fit the study stacks' parameters to a one-node table (a path or a frame with COLUMNS); with `lowo`, also
     fit on each pair of workloads and predict the third's cells."""
     source = str(table) if not isinstance(table, pd.DataFrame) else "the table"
@@ -297,8 +363,19 @@ def calibrate(table: str | Path | pd.DataFrame, profiles: Path | dict | None = N
         fit, share, costs = fit_table(df, workloads, models, starts=starts)
         rows = [r for j in jobs for r in _lowo_one(j)]
     cells = _cells(df, workloads)
-    fitted = pd.DataFrame([{"workload": k[0], "network": k[1], "scheme": k[2], "measured": cells.mean[k],
-                            "std": cells.std[k], "predicted": fit.predicted.get(k, math.nan)} for k in cells.mean])
+    fitted = pd.DataFrame(
+        [
+            {
+                "workload": k[0],
+                "network": k[1],
+                "scheme": k[2],
+                "measured": cells.mean[k],
+                "std": cells.std[k],
+                "predicted": fit.predicted.get(k, math.nan),
+            }
+            for k in cells.mean
+        ]
+    )
     fitted["error"] = fitted["predicted"] / fitted["measured"] - 1
     out = pd.DataFrame(rows) if rows else None
     if out is not None:

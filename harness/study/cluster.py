@@ -22,7 +22,7 @@ from harness.predict.predictor import Network
 from harness.predict.predictor import SEVEN_METHODS
 from harness.study.inputs import INPUTS, StudyValues, Values
 from harness.sim.costs import BytePSCosts, Stack
-from harness.sim.network import AlphaBeta, Link
+from harness.sim.links import AlphaBeta, Link, slower_of
 from harness.study.bytescheduler_plugin import PluginRun
 from harness.study.mgwfbp import study_merge
 
@@ -45,28 +45,30 @@ MGWFBP_TABLES = {
     # and the IPoIB runs, horovod_mpi_cj.sh rdma=1 and 2), the 10 Gb table otherwise. The factors `* 3`, `1.5 *`
     # and `1.8 *` are the authors' own corrections of their fits, written so in that code (its earlier version
     # holds the 16-worker fits without them): kept as they wrote them, not ours
-    "56g": {2: (2.554691138304671e-06, 9.837548167872609e-11),
-            4: (4.204298980348825e-05, 2.0589360830118177e-10),
-            8: (9.75367204301171e-05, 3.0568230536676206e-10),
-            16: (0.00023583677659915685 * 3, 4.0594787739537565e-10),
-            32: (0.00040632079996292579, 1.5 * 3.2713239529771973e-10),
-            64: (0.00080632079996292579, 1.8 * 3.2713239529771973e-10)},
-    "10g": {2: (2.554691138304671e-06, 9.837548167872609e-11),
-            4: (4.204298980348825e-05, 2.0589360830118177e-10),
-            8: (0.0005230272768511732, 8.570746975492128e-10),
-            16: (0.0009080981007148093, 7.395651186836712e-10),
-            32: (0.0013476410788581382 * 3, 8.643300782166769e-10),
-            64: (0.0023476410788581382 * 3, 9.643300782166769e-10)},
+    "56g": {
+        2: (2.554691138304671e-06, 9.837548167872609e-11),
+        4: (4.204298980348825e-05, 2.0589360830118177e-10),
+        8: (9.75367204301171e-05, 3.0568230536676206e-10),
+        16: (0.00023583677659915685 * 3, 4.0594787739537565e-10),
+        32: (0.00040632079996292579, 1.5 * 3.2713239529771973e-10),
+        64: (0.00080632079996292579, 1.8 * 3.2713239529771973e-10),
+    },
+    "10g": {
+        2: (2.554691138304671e-06, 9.837548167872609e-11),
+        4: (4.204298980348825e-05, 2.0589360830118177e-10),
+        8: (0.0005230272768511732, 8.570746975492128e-10),
+        16: (0.0009080981007148093, 7.395651186836712e-10),
+        32: (0.0013476410788581382 * 3, 8.643300782166769e-10),
+        64: (0.0023476410788581382 * 3, 9.643300782166769e-10),
+    },
 }
 MGWFBP_TABLE_OF = {"ib-100g": "56g", "ipoib-100g": "56g", "eth-10g": "10g"}
 MGWFBP_FIT_ALPHA_S = {
     # the same code's start-up intercepts (alpha, s) before the authors' correction factors above: what they
     # measured on their 56 Gb IB and 10 GbE clusters, per worker count (the report's start-up table sets them
     # beside this model's)
-    "56g": {4: 4.204298980348825e-05, 8: 9.75367204301171e-05, 16: 0.00023583677659915685,
-            32: 0.00040632079996292579},
-    "10g": {4: 4.204298980348825e-05, 8: 0.0005230272768511732, 16: 0.0009080981007148093,
-            32: 0.0013476410788581382},
+    "56g": {4: 4.204298980348825e-05, 8: 9.75367204301171e-05, 16: 0.00023583677659915685, 32: 0.00040632079996292579},
+    "10g": {4: 4.204298980348825e-05, 8: 0.0005230272768511732, 16: 0.0009080981007148093, 32: 0.0013476410788581382},
 }
 NCCL_TREE_BETA_RATIO = 1.5
 """NCCL's tree moves a byte at 2/3 of its ring's bandwidth: its beta is the ring's times 1.5 (NCCL 2.4.8
@@ -100,9 +102,11 @@ def check_size(nodes: int, g: int = GPUS_PER_NODE) -> None:
     """The study's MG-WFBP runs take their alpha/beta from a table per worker count: the sizes it has."""
     if nodes * g not in MGWFBP_TABLES["56g"]:
         sizes = ", ".join(str(k // g) for k in MGWFBP_TABLES["56g"] if k % g == 0)
-        raise UserError(f"--nodes {nodes}: the study's cluster is modelled at {sizes} nodes of {g} GPUs (its "
-                        f"MG-WFBP alpha/beta table, ddl-benchmarks/mgwfbp/hv_distributed_optimizer.py, has no "
-                        f"entry for {nodes * g} workers); pick one of those")
+        raise UserError(
+            f"--nodes {nodes}: the study's cluster is modelled at {sizes} nodes of {g} GPUs (its "
+            f"MG-WFBP alpha/beta table, ddl-benchmarks/mgwfbp/hv_distributed_optimizer.py, has no "
+            f"entry for {nodes * g} workers); pick one of those"
+        )
 
 
 @dataclass(frozen=True)
@@ -123,16 +127,26 @@ def links(v: Values, family: str) -> tuple[Link, Link]:
     """(between nodes, between the GPUs of a node) for these input values."""
     v = StudyValues.of(v)
     net = v.network
-    intra = Link("shm-via-host", v.nccl.shm_edge_gbyte_s * 8, v.nccl.nccl_hop_s,
-                 "a ring edge through host memory (NCCL SHM, no P2P): inputs shm_edge_gbyte_s, nccl_hop_s")
+    intra = Link(
+        "shm-via-host",
+        v.nccl.shm_edge_gbyte_s * 8,
+        v.nccl.nccl_hop_s,
+        "a ring edge through host memory (NCCL SHM, no P2P): inputs shm_edge_gbyte_s, nccl_hop_s",
+    )
     if family == "ib-100g":
         inter = Link("ib-100g", net.ib_gbyte_s * 8, net.ib_latency_s, "EDR verbs, no GPUDirect: inputs ib_*")
     elif family == "ipoib-100g":
-        inter = Link("ipoib-100g", net.ipoib_gbit_s, net.ib_latency_s, "TCP over EDR: inputs ipoib_gbit_s",
-                     per_message_s=net.tcp_message_s)
+        inter = Link(
+            "ipoib-100g",
+            net.ipoib_gbit_s,
+            net.ib_latency_s,
+            "TCP over EDR: inputs ipoib_gbit_s",
+            per_message_s=net.tcp_message_s,
+        )
     elif family == "eth-10g":
-        inter = Link("eth-10g", net.eth_gbit_s, net.eth_latency_s, "10 GbE TCP: inputs eth_*",
-                     per_message_s=net.tcp_message_s)
+        inter = Link(
+            "eth-10g", net.eth_gbit_s, net.eth_latency_s, "10 GbE TCP: inputs eth_*", per_message_s=net.tcp_message_s
+        )
     else:
         raise ValueError(f"unknown study network {family!r}")
     return inter, intra
@@ -148,17 +162,18 @@ def nccl_allreduce(v: Values, inter: Link, intra: Link, nodes: int, g: int = GPU
         return AlphaBeta(0.0, 0.0)
     # a node's host path carries, per ring step, each of its GPUs' hops through host memory up and down (g of
     # them on one node; g - 1 and the NIC's read and write across nodes): g + 1 chunks each way
-    host = v.nccl.host_path_gbyte_s * 1e9
-    edge = min(intra.bytes_per_s, host / g) if nodes == 1 else \
-        min(intra.bytes_per_s, inter.bytes_per_s, host / (g + 1))
-    step = intra.message_s if nodes == 1 else max(intra.message_s, inter.message_s)
-    ring = AlphaBeta(v.nccl.nccl_launch_s + 2 * (N - 1) * step, 2 * (N - 1) / N / edge)
+    host, launch, steps = v.nccl.host_path_gbyte_s * 1e9, v.nccl.nccl_launch_s, 2 * (N - 1)
     if nodes == 1:
-        return ring
-    tree_a = v.nccl.nccl_launch_s + 2 * (_levels(nodes) * max(v.nccl.nccl_tree_level_s, inter.message_s)
-                                        + (g - 1) * intra.message_s)
+        return AlphaBeta(launch + steps * intra.message_s, steps / N / min(intra.bytes_per_s, host / g))
+    # across nodes the ring runs step by step at the slower of the node's own path (its hops through host memory,
+    # the host path) and the wire: a GPU shared with compute slows the first, not the wire (issue 50)
+    node = AlphaBeta(launch + steps * intra.message_s, steps / N / min(intra.bytes_per_s, host / (g + 1)))
+    ring = slower_of(node, AlphaBeta(launch + steps * inter.message_s, steps / N / inter.bytes_per_s))
+    tree_a = v.nccl.nccl_launch_s + 2 * (
+        _levels(nodes) * max(v.nccl.nccl_tree_level_s, inter.message_s) + (g - 1) * intra.message_s
+    )
     tree = AlphaBeta(tree_a, NCCL_TREE_BETA_RATIO * ring.beta_s_per_byte)
-    return AlphaBeta(ring.alpha_s, ring.beta_s_per_byte, small=tree)
+    return replace(ring, small=tree)
 
 
 def mpi_collective_s(v: Values, family: str, nodes: int, g: int = GPUS_PER_NODE) -> float:
@@ -186,8 +201,11 @@ def horovod_negotiation_s(v: Values, family: str, nodes: int, g: int = GPUS_PER_
     RecvReadyTensors = MPI_Gather of the lengths + MPI_Gatherv of the request lists; SendFinalTensors = two
     MPI_Bcast), plus the coordinator's own work; grows with the ring through the linear Gatherv."""
     v = StudyValues.of(v)
-    return (v.horovod.hvd_coordinator_s + NEGOTIATION_COLLECTIVES * mpi_collective_s(v, family, nodes, g)
-            + mpi_gatherv_s(v, family, nodes, g))
+    return (
+        v.horovod.hvd_coordinator_s
+        + NEGOTIATION_COLLECTIVES * mpi_collective_s(v, family, nodes, g)
+        + mpi_gatherv_s(v, family, nodes, g)
+    )
 
 
 def stacks(v: Values, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict[str, Stack]:
@@ -197,49 +215,85 @@ def stacks(v: Values, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict[s
     mpi = mpi_collective_s(v, family, nodes, g)
     python = dict(hook_s=hv.py_hook_s, copy_bytes_per_s=hv.d2d_gbyte_s * 1e9, copy_launch_s=hv.copy_launch_s)
     # every stack: its optimizer's Python ops and memory passes, and the GPU it shares with its communication
-    gpu = dict(py_op_s=v.optimizer.py_op_s, opt_bytes_per_s=hv.d2d_gbyte_s * 1e9,
-               overlap_compute_slowdown=v.gpu.overlap_compute_slowdown,
-               overlap_comm_slowdown=v.gpu.overlap_comm_slowdown)
+    gpu = dict(
+        py_op_s=v.optimizer.py_op_s,
+        opt_bytes_per_s=hv.d2d_gbyte_s * 1e9,
+        overlap_compute_slowdown=v.gpu.overlap_compute_slowdown,
+        overlap_comm_slowdown=v.gpu.overlap_comm_slowdown,
+    )
     # BSP, WFBP, MG-WFBP: Horovod with fusion, response cache and cycle time off (their benchmark scripts):
     # every round a coordinator negotiation (MPI Gather, Gatherv and two Bcasts) back to back; BERT on
     # transformers' AdamW (ddl-benchmarks/mgwfbp/bert_benchmark.py), ResNet-50 on SGD
-    horovod_off = Stack(launch_s=hv.hvd_launch_s, negotiation_s=horovod_negotiation_s(v, family, nodes, g),
-                        mgwfbp_merge=study_merge, optimizer=(("img", "sgd"), ("seq", "adamw")), **python, **gpu)
+    horovod_off = Stack(
+        launch_s=hv.hvd_launch_s,
+        negotiation_s=horovod_negotiation_s(v, family, nodes, g),
+        mgwfbp_merge=study_merge,
+        optimizer=(("img", "sgd"), ("seq", "adamw")),
+        **python,
+        **gpu,
+    )
     # ByteScheduler's PyTorch plugin on Horovod's defaults: 5 ms cycle, 64 MiB fusion, the cache's bit-vector
     # all-reduce per tick (a small MPI all-reduce: a reduce up the tree and a broadcast down it, 2 collectives'
     # levels); rank 0 schedules, the others hand partitions over from their hooks; Python threads sharing the GIL
     # (harness/study/bytescheduler_plugin.py); BERT on torch.optim.Adam
     # (ddl-benchmarks/bytescheduler/bert_benchmark.py), stepped per parameter by the plugin's poller
-    bytescheduler = Stack(launch_s=hv.hvd_launch_s, cycle_s=hv.hvd_cycle_s, cycle_sync_s=2 * mpi,
-                          fusion_bytes=hv.hvd_fusion_mb * MB, partition_cpu_s=bs.bs_partition_cpu_s,
-                          param_step_s=bs.bs_param_step_s, consensus=False, credit_overshoot=True,
-                          leader_only=True, bytescheduler_run=PluginRun,
-                          gil_forced_s=bs.py_switch_interval_s + bs.gil_forced_extra_s,
-                          gil_release_s=bs.gil_handoff_s, task_py_s=bs.bs_task_py_s, done_py_s=bs.bs_done_py_s,
-                          param_scan_s=bs.bs_scan_step_s,
-                          gil_waits_per_hook=bs.gil_convoy_share * bs.gil_acquires_per_hook,
-                          fwd_gil_per_layer=bs.gil_convoy_share * bs.fwd_gil_per_layer, fwd_gap_s=bs.bs_fwd_gap_s,
-                          optimizer=(("img", "sgd"), ("seq", "adam")), **python, **gpu)
+    bytescheduler = Stack(
+        launch_s=hv.hvd_launch_s,
+        cycle_s=hv.hvd_cycle_s,
+        cycle_sync_s=2 * mpi,
+        fusion_bytes=hv.hvd_fusion_mb * MB,
+        partition_cpu_s=bs.bs_partition_cpu_s,
+        param_step_s=bs.bs_param_step_s,
+        consensus=False,
+        credit_overshoot=True,
+        leader_only=True,
+        bytescheduler_run=PluginRun,
+        gil_forced_s=bs.py_switch_interval_s + bs.gil_forced_extra_s,
+        gil_release_s=bs.gil_handoff_s,
+        task_py_s=bs.bs_task_py_s,
+        done_py_s=bs.bs_done_py_s,
+        param_scan_s=bs.bs_scan_step_s,
+        gil_waits_per_hook=bs.gil_convoy_share * bs.gil_acquires_per_hook,
+        fwd_gil_per_layer=bs.gil_convoy_share * bs.fwd_gil_per_layer,
+        fwd_gap_s=bs.bs_fwd_gap_s,
+        optimizer=(("img", "sgd"), ("seq", "adam")),
+        **python,
+        **gpu,
+    )
     nic = 0.0  # the inter-node link's rate, but for IPoIB (below)
     if family == "ib-100g":  # ps-lite's RDMA van
         message, stream, van = bp.rdma_message_s, math.inf, math.inf
     elif family == "ipoib-100g":  # ZMQ over TCP on ib0, one connection per worker-server pair, several at once
         message, stream, van = v.network.tcp_message_s, bp.ipoib_stream_gbit_s * 1e9 / 8, bp.zmq_van_gbyte_s * 1e9
         nic = bp.ipoib_nic_gbit_s * 1e9 / 8
-    else:  # one 10 GbE stream fills the port; ZMQ over TCP
-        message, stream, van = v.network.tcp_message_s, math.inf, bp.zmq_van_gbyte_s * 1e9
+    else:  # one 10 GbE stream fills the port; ZMQ over TCP at a 1500-byte MTU
+        message, stream, van = v.network.tcp_message_s, math.inf, bp.eth_van_gbyte_s * 1e9
     # BytePS: BERT on plain SGD (ddl-benchmarks/byteps/bert_benchmark.py: optim.SGD(lr=0.01))
-    byteps = Stack(hook_s=hv.py_hook_s, copy_bytes_per_s=hv.d2d_gbyte_s * 1e9, copy_launch_s=hv.copy_launch_s,
-                   optimizer=(("img", "sgd"), ("seq", "sgd")), **gpu,
-                   byteps=BytePSCosts(signal_s=bp.byteps_signal_s, nccl_call_s=v.nccl.nccl_launch_s,
-                                      copy_bytes_per_s=bp.pinned_copy_gbyte_s * 1e9,
-                                      sum_bytes_per_s=bp.server_sum_gbyte_s * 1e9, recv_s=bp.server_recv_s,
-                                      message_s=message, stream_bytes_per_s=stream, van_bytes_per_s=van,
-                                      nic_bytes_per_s=nic, nccl_edge_bytes_per_s=bp.byteps_nccl_edge_gbyte_s * 1e9,
-                                      host_bytes_per_s=v.nccl.host_path_gbyte_s * 1e9))
+    byteps = Stack(
+        hook_s=hv.py_hook_s,
+        copy_bytes_per_s=hv.d2d_gbyte_s * 1e9,
+        copy_launch_s=hv.copy_launch_s,
+        optimizer=(("img", "sgd"), ("seq", "sgd")),
+        **gpu,
+        byteps=BytePSCosts(
+            signal_s=bp.byteps_signal_s,
+            nccl_call_s=v.nccl.nccl_launch_s,
+            copy_bytes_per_s=bp.pinned_copy_gbyte_s * 1e9,
+            sum_bytes_per_s=bp.server_sum_gbyte_s * 1e9,
+            recv_s=bp.server_recv_s,
+            message_s=message,
+            stream_bytes_per_s=stream,
+            van_bytes_per_s=van,
+            nic_bytes_per_s=nic,
+            nccl_edge_bytes_per_s=bp.byteps_nccl_edge_gbyte_s * 1e9,
+            host_bytes_per_s=v.nccl.host_path_gbyte_s * 1e9,
+        ),
+    )
     # BytePS under the three PS methods, ByteScheduler's plugin under its all-reduce method, Horovod under the rest
-    out = {m: byteps if m.endswith("-ps") else bytescheduler if m == "bytescheduler-a2a" else horovod_off
-           for m in SEVEN_METHODS}
+    out = {
+        m: byteps if m.endswith("-ps") else bytescheduler if m == "bytescheduler-a2a" else horovod_off
+        for m in SEVEN_METHODS
+    }
     if not v.optimizer.per_method_optimizer:  # every method steps the single-GPU run's optimizer (study_compute)
         out = {m: replace(st, optimizer=()) for m, st in out.items()}
     return out
@@ -254,9 +308,13 @@ def knobs(v: Values, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict:
     bs = v.bytescheduler
     return {
         "mgwfbp": {"alpha_s": alpha, "beta_s_per_mb": beta * MB},
-        "bytescheduler-a2a": {"partition_mb": bs.bs_partition_elems * FP32_BYTES / MB,
-                              "credit_mb": bs.bs_credit_elems * FP32_BYTES / MB},
-        "bsp-ps": dict(ps), "wfbp-ps": dict(ps), "bytescheduler-ps": {**ps, "credit_mb": BYTESCHEDULER_PS_CREDIT_MB},
+        "bytescheduler-a2a": {
+            "partition_mb": bs.bs_partition_elems * FP32_BYTES / MB,
+            "credit_mb": bs.bs_credit_elems * FP32_BYTES / MB,
+        },
+        "bsp-ps": dict(ps),
+        "wfbp-ps": dict(ps),
+        "bytescheduler-ps": {**ps, "credit_mb": BYTESCHEDULER_PS_CREDIT_MB},
     }
 
 
@@ -288,9 +346,18 @@ def startup_rows(v: Values | None = None) -> list[dict]:
             neg = horovod_negotiation_s(v, family, nodes)
             ring = NCCL24_RING_HOP_S * (n - 1)
             tree = NCCL24_TREE_LEVEL_S * math.log2(nodes) + NCCL24_TREE_HOP_S * (GPUS_PER_NODE - 1)
-            rows.append({"network": family, "workers": n, "nccl_s": nccl, "negotiation_s": neg,
-                         "launch_s": launch, "model_s": nccl + neg + launch,
-                         "nccl24_model_s": ring if nodes < 2 or ring <= tree else tree,
-                         "authors_fit_s": MGWFBP_FIT_ALPHA_S[table][n], "authors_table_s": MGWFBP_TABLES[table][n][0],
-                         "authors_cluster": "56 Gb IB" if table == "56g" else "10 GbE"})
+            rows.append(
+                {
+                    "network": family,
+                    "workers": n,
+                    "nccl_s": nccl,
+                    "negotiation_s": neg,
+                    "launch_s": launch,
+                    "model_s": nccl + neg + launch,
+                    "nccl24_model_s": ring if nodes < 2 or ring <= tree else tree,
+                    "authors_fit_s": MGWFBP_FIT_ALPHA_S[table][n],
+                    "authors_table_s": MGWFBP_TABLES[table][n][0],
+                    "authors_cluster": "56 Gb IB" if table == "56g" else "10 GbE",
+                }
+            )
     return rows

@@ -57,8 +57,11 @@ def study_compute(m, v: Values):
     v = StudyValues.of(v)
     st = Stack(py_op_s=v.optimizer.py_op_s, opt_bytes_per_s=v.horovod.d2d_gbyte_s * 1e9)
     share = v.optimizer.calib_adam_share if m.sample_unit == "seq" else 0.0
-    opt = [share * optimizer_s(st, "adamw", [m.numels[i] for i in g]) + (1 - share) * optimizer_s(st, "sgd", [
-        m.numels[i] for i in g]) for g in m.layers]
+    opt = [
+        share * optimizer_s(st, "adamw", [m.numels[i] for i in g])
+        + (1 - share) * optimizer_s(st, "sgd", [m.numels[i] for i in g])
+        for g in m.layers
+    ]
     compute = m.forward_s + m.backward_total_s
     f = (m.iteration_s - sum(opt)) / compute
     if f <= 0:
@@ -66,8 +69,15 @@ def study_compute(m, v: Values):
     return replace(m.scaled(f), layer_optimizer_s=tuple(opt))
 
 
-def predict_curve(models: list, compute: str | None = None, values: Values | None = None,
-                  node_counts=NODE_COUNTS, families=FAMILIES, methods=None, knobs: dict | None = None) -> pd.DataFrame:
+def predict_curve(
+    models: list,
+    compute: str | None = None,
+    values: Values | None = None,
+    node_counts=NODE_COUNTS,
+    families=FAMILIES,
+    methods=None,
+    knobs: dict | None = None,
+) -> pd.DataFrame:
     """Every workload, network, size and method for one set of input values (nominal by default); `knobs`
     (method -> knobs) override the study's own; `compute` labels the rows' compute source (None: the models')."""
     v = StudyValues.of(values or INPUTS.nominal())
@@ -78,8 +88,19 @@ def predict_curve(models: list, compute: str | None = None, values: Values | Non
         for n in node_counts:
             sn = study_network(v, family, n)
             mk = {m: {**sn.knobs.get(m, {}), **(knobs or {}).get(m, {})} for m in set(sn.knobs) | set(knobs or {})}
-            frames.append(predict_rows(scaled, [sn.network], [n], GPUS_PER_NODE, methods, servers=n, knobs=mk,
-                                       run_id=f"study-prediction-{compute or 'auto'}", server_hosts="dedicated"))
+            frames.append(
+                predict_rows(
+                    scaled,
+                    [sn.network],
+                    [n],
+                    GPUS_PER_NODE,
+                    methods,
+                    servers=n,
+                    knobs=mk,
+                    run_id=f"study-prediction-{compute or 'auto'}",
+                    server_hosts="dedicated",
+                )
+            )
     df = pd.concat(frames, ignore_index=True)
     if compute:
         df["compute_source"] = compute
@@ -115,20 +136,37 @@ def input_samples(samples: int, seed: int = 0, values: dict | None = None, fitte
     return [{**d, **chosen, **f} for d, f in zip(draws, fitted)]
 
 
-def with_intervals(models: list, compute: str | None = None, samples: int = SAMPLES, seed: int = 0,
-                   processes: int | None = None, values: dict | None = None, fitted: list[dict] | None = None,
-                   **kw) -> pd.DataFrame:
+def with_intervals(
+    models: list,
+    compute: str | None = None,
+    samples: int = SAMPLES,
+    seed: int = 0,
+    processes: int | None = None,
+    values: dict | None = None,
+    fitted: list[dict] | None = None,
+    discrepancy: dict | None = None,
+    **kw,
+) -> pd.DataFrame:
     """The nominal prediction with `pred_low`, `pred_high` (throughput, samples/s): the 10th and 90th
     percentiles of the same simulation run on `samples` Latin-hypercube samples of the inputs' ranges
     (`kw`: predict_curve's node_counts, families, methods, knobs). A calibration (harness/study/
-    calibration.py) gives `values` (the nominal with its fitted inputs) and `fitted` (draws of them)."""
+    calibration.py, two_node.py) gives `values` (the nominal with its fitted inputs), `fitted` (draws of them)
+    and `discrepancy`: per method, the log-ratios its fit still misses (held-out errors), one drawn into each
+    sample of that method's cells, so the model's own error is in the interval beside its inputs'."""
     df = predict_curve(models, compute, values, **kw)
     draws = _map(_throughput, [(models, v, kw) for v in input_samples(samples, seed, values, fitted)], processes)
     kept = [d for d in draws if d is not None]
     if len(kept) < max(2, samples // 2):
-        raise ValueError(f"{samples - len(kept)} of {samples} input samples describe no possible cluster (an "
-                         f"optimizer longer than its measured iteration): the ranges contradict the compute")
+        raise ValueError(
+            f"{samples - len(kept)} of {samples} input samples describe no possible cluster (an "
+            f"optimizer longer than its measured iteration): the ranges contradict the compute"
+        )
     x, nominal = np.vstack(kept), df["throughput_median"].to_numpy()
+    rng, schemes = np.random.default_rng(seed), df["scheme"].to_numpy()
+    for method, pool in (discrepancy or {}).items():
+        cols = schemes == method
+        if len(pool) and cols.any():
+            x[:, cols] *= np.exp(rng.choice(np.asarray(pool, dtype=float), size=(len(x), 1)))
     # an input whose value sits at an end of its range (10 GbE's 9.4 Gb/s is the most TCP carries) pushes
     # every sample one way: the interval still holds the prediction it surrounds
     df["pred_low"] = np.minimum(np.quantile(x, LOW_Q, axis=0), nominal)
@@ -137,14 +175,17 @@ def with_intervals(models: list, compute: str | None = None, samples: int = SAMP
     return df
 
 
-def sensitivity(models: list, compute: str | None = None, processes: int | None = None, values: dict | None = None,
-                **kw) -> pd.DataFrame:
+def sensitivity(
+    models: list, compute: str | None = None, processes: int | None = None, values: dict | None = None, **kw
+) -> pd.DataFrame:
     """Each uncertain input moved alone to either end of its range: the relative change of every cell's
     predicted throughput; one row per (input, end) with how many cells it moves by more than 5%, its median
     and largest change and the cell moved most; the inputs that move most cells first."""
     base = predict_curve(models, compute, values, **kw)
-    corners = [(n, end, {**v, **({} if values is None else {k: values[k] for k in values if k != n})})
-               for n, end, v in INPUTS.corners()]
+    corners = [
+        (n, end, {**v, **({} if values is None else {k: values[k] for k in values if k != n})})
+        for n, end, v in INPUTS.corners()
+    ]
     draws = _map(_throughput, [(models, v, kw) for _, _, v in corners], processes)
     x0 = base["throughput_median"].to_numpy()
     rows = []
@@ -152,12 +193,19 @@ def sensitivity(models: list, compute: str | None = None, processes: int | None 
         rel = x / x0 - 1
         k = int(np.argmax(np.abs(rel)))
         cell = base.iloc[k]
-        rows.append({"input": name, "end": end, "value": INPUTS[name].low if end == "low" else INPUTS[name].high,
-                     "unit": INPUTS[name].unit, "median_change": float(np.median(np.abs(rel))),
-                     "max_change": float(rel[k]), "cells_moved_5pct": int((np.abs(rel) > 0.05).sum()),
-                     "cells": len(rel),
-                     "most_moved": f"{cell['workload']} {cell['scheme']} {cell['network']} "
-                                   f"{int(cell['workers'])} GPUs"})
+        rows.append(
+            {
+                "input": name,
+                "end": end,
+                "value": INPUTS[name].low if end == "low" else INPUTS[name].high,
+                "unit": INPUTS[name].unit,
+                "median_change": float(np.median(np.abs(rel))),
+                "max_change": float(rel[k]),
+                "cells_moved_5pct": int((np.abs(rel) > 0.05).sum()),
+                "cells": len(rel),
+                "most_moved": f"{cell['workload']} {cell['scheme']} {cell['network']} {int(cell['workers'])} GPUs",
+            }
+        )
     out = pd.DataFrame(rows)
     out["_reach"] = out["max_change"].abs()
     return out.sort_values(["cells_moved_5pct", "_reach"], ascending=False, ignore_index=True).drop(columns="_reach")
@@ -165,8 +213,12 @@ def sensitivity(models: list, compute: str | None = None, processes: int | None 
 
 MECHANISMS = {
     # name -> the inputs that switch it off (the model without it: the prediction before it was modelled)
-    "ByteScheduler's Python threads and the GIL": {"gil_convoy_share": 0.0, "bs_task_py_s": 0.0, "bs_done_py_s": 0.0,
-                                                    "bs_scan_step_s": 0.0},
+    "ByteScheduler's Python threads and the GIL": {
+        "gil_convoy_share": 0.0,
+        "bs_task_py_s": 0.0,
+        "bs_done_py_s": 0.0,
+        "bs_scan_step_s": 0.0,
+    },
     "ByteScheduler's forward serialised with the host": {"bs_fwd_gap_s": 0.0},
     "communication and compute sharing the GPU": {"overlap_compute_slowdown": 0.0, "overlap_comm_slowdown": 0.0},
     "BytePS's ZeroMQ van over TCP": {"zmq_van_gbyte_s": 1e9},
@@ -181,12 +233,20 @@ others to nothing at all."""
 
 def _best(df: pd.DataFrame, methods) -> pd.DataFrame:
     s = df[df["scheme"].isin(methods)]
-    return s.loc[s.groupby(["workload", "network", "workers"])["throughput_median"].idxmax(),
-                 ["workload", "network", "workers", "scheme"]].set_index(["workload", "network", "workers"])["scheme"]
+    return s.loc[
+        s.groupby(["workload", "network", "workers"])["throughput_median"].idxmax(),
+        ["workload", "network", "workers", "scheme"],
+    ].set_index(["workload", "network", "workers"])["scheme"]
 
 
-def mechanism_effects(models: list, compute: str | None = None, processes: int | None = None,
-                      methods=SEVEN_METHODS, values: dict | None = None, **kw) -> pd.DataFrame:
+def mechanism_effects(
+    models: list,
+    compute: str | None = None,
+    processes: int | None = None,
+    methods=SEVEN_METHODS,
+    values: dict | None = None,
+    **kw,
+) -> pd.DataFrame:
     """The nominal curve with each mechanism taken out alone (MECHANISMS): per mechanism and size, how many
     (workload, network) rows change their best method, which method gains and which loses most with the
     mechanism in (mean throughput change over the rows), the cell it moves most, and the best methods with
@@ -207,16 +267,23 @@ def mechanism_effects(models: list, compute: str | None = None, processes: int |
             per = at.groupby("scheme")["change"].mean()
             far = at.loc[at["change"].abs().idxmax()]
             changed = [(k, best1[k], best0[k]) for k in best0.index if k[2] == n and best0[k] != best1[k]]
-            rows.append({"mechanism": name, "workers": int(n),
-                         "rows": int((best0.index.get_level_values(2) == n).sum()),
-                         "winner_changed": len(changed),
-                         "gains_most": per.idxmax(), "gains_most_change": float(per.max()),
-                         "loses_most": per.idxmin(), "loses_most_change": float(per.min()),
-                         "largest_change": float(far["change"]),
-                         "largest_cell": f"{far['workload']} {far['scheme']} {far['network']}",
-                         "best_without": _tally(best1[best1.index.get_level_values(2) == n]),
-                         "best_with": _tally(best0[best0.index.get_level_values(2) == n]),
-                         "changed": "; ".join(f"{w} {net}: {a} -> {b}" for (w, net, _), a, b in changed)})
+            rows.append(
+                {
+                    "mechanism": name,
+                    "workers": int(n),
+                    "rows": int((best0.index.get_level_values(2) == n).sum()),
+                    "winner_changed": len(changed),
+                    "gains_most": per.idxmax(),
+                    "gains_most_change": float(per.max()),
+                    "loses_most": per.idxmin(),
+                    "loses_most_change": float(per.min()),
+                    "largest_change": float(far["change"]),
+                    "largest_cell": f"{far['workload']} {far['scheme']} {far['network']}",
+                    "best_without": _tally(best1[best1.index.get_level_values(2) == n]),
+                    "best_with": _tally(best0[best0.index.get_level_values(2) == n]),
+                    "changed": "; ".join(f"{w} {net}: {a} -> {b}" for (w, net, _), a, b in changed),
+                }
+            )
     return pd.DataFrame(rows)
 
 

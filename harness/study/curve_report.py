@@ -42,8 +42,14 @@ def curve_figure(df: pd.DataFrame, workload: str, methods: list[str], metric: st
             style = "--" if meth in PS else "-"
             ax.plot(x, y, style, marker="o", markersize=3, color=colors[k % len(colors)], label=meth)
             if "pred_low" in r:
-                ax.fill_between(x, r["pred_low"].to_numpy() * scale, r["pred_high"].to_numpy() * scale,
-                                color=colors[k % len(colors)], alpha=0.12, linewidth=0)
+                ax.fill_between(
+                    x,
+                    r["pred_low"].to_numpy() * scale,
+                    r["pred_high"].to_numpy() * scale,
+                    color=colors[k % len(colors)],
+                    alpha=0.12,
+                    linewidth=0,
+                )
         if metric == "throughput" and len(s):
             xs = sorted(s["workers"].unique())
             x1 = float(_x1(s).iloc[0])
@@ -98,28 +104,48 @@ def best_methods(df: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
         a = s.iloc[0]
         same = s[abs(s["throughput_median"] / a["throughput_median"] - 1) < 1e-9]
         b = s.iloc[len(same)] if len(s) > len(same) else s.iloc[-1]
-        rows.append({"workload": wl, "network": net, "workers": int(n), "best": " = ".join(same["scheme"]),
-                     "throughput": a["throughput_median"], "runner_up": b["scheme"],
-                     "runner_up_throughput": b["throughput_median"],
-                     "margin": a["throughput_median"] / b["throughput_median"] - 1,
-                     "overlapping": bool("pred_high" in s and b["pred_high"] >= a["throughput_median"]),
-                     **({"best_low": a["pred_low"], "best_high": a["pred_high"], "runner_up_low": b["pred_low"],
-                         "runner_up_high": b["pred_high"]} if "pred_high" in s else {})})
+        rows.append(
+            {
+                "workload": wl,
+                "network": net,
+                "workers": int(n),
+                "best": " = ".join(same["scheme"]),
+                "throughput": a["throughput_median"],
+                "runner_up": b["scheme"],
+                "runner_up_throughput": b["throughput_median"],
+                "margin": a["throughput_median"] / b["throughput_median"] - 1,
+                "overlapping": bool("pred_high" in s and b["pred_high"] >= a["throughput_median"]),
+                **(
+                    {
+                        "best_low": a["pred_low"],
+                        "best_high": a["pred_high"],
+                        "runner_up_low": b["pred_low"],
+                        "runner_up_high": b["pred_high"],
+                    }
+                    if "pred_high" in s
+                    else {}
+                ),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def best_table(best: pd.DataFrame, workers: int) -> str:
     """The best method of each (workload, network) row at one size, with the runner-up and both intervals."""
     b = best[best["workers"] == workers]
-    lines = ["| workload | network | best | samples/s [interval] | runner-up | samples/s [interval] | margin |",
-             "|---|---|---|---:|---|---:|---:|"]
+    lines = [
+        "| workload | network | best | samples/s [interval] | runner-up | samples/s [interval] | margin |",
+        "|---|---|---|---:|---|---:|---:|",
+    ]
     span = lambda lo, hi: f" [{lo:.0f}-{hi:.0f}]" if pd.notna(lo) else ""  # noqa: E731
     for r in b.itertuples():
-        lines.append(f"| {r.workload} | {r.network} | **{r.best}** | {r.throughput:.0f}"
-                     f"{span(getattr(r, 'best_low', None), getattr(r, 'best_high', None))} | {r.runner_up} | "
-                     f"{r.runner_up_throughput:.0f}"
-                     f"{span(getattr(r, 'runner_up_low', None), getattr(r, 'runner_up_high', None))} | "
-                     f"{r.margin:+.1%}{' (overlaps)' if r.overlapping else ''} |")
+        lines.append(
+            f"| {r.workload} | {r.network} | **{r.best}** | {r.throughput:.0f}"
+            f"{span(getattr(r, 'best_low', None), getattr(r, 'best_high', None))} | {r.runner_up} | "
+            f"{r.runner_up_throughput:.0f}"
+            f"{span(getattr(r, 'runner_up_low', None), getattr(r, 'runner_up_high', None))} | "
+            f"{r.margin:+.1%}{' (overlaps)' if r.overlapping else ''} |"
+        )
     return "\n".join(lines)
 
 
@@ -131,9 +157,11 @@ def findings(df: pd.DataFrame, methods: list[str]) -> list[str]:
     for n in sizes:
         b = best[best["workers"] == n]
         counts = b["best"].value_counts()
-        out.append(f"At {n} GPUs the predicted best method is " + ", ".join(
-            f"{m} in {c} of {len(b)} (workload, network) rows" for m, c in counts.items()) +
-            f"; in {int(b['overlapping'].sum())} of them the runner-up's interval reaches the winner.")
+        out.append(
+            f"At {n} GPUs the predicted best method is "
+            + ", ".join(f"{m} in {c} of {len(b)} (workload, network) rows" for m, c in counts.items())
+            + f"; in {int(b['overlapping'].sum())} of them the runner-up's interval reaches the winner."
+        )
     for (wl, net), s in df[df["scheme"].isin(methods)].groupby(["workload", "network"], sort=False):
         over = []
         for n in sizes:
@@ -143,12 +171,16 @@ def findings(df: pd.DataFrame, methods: list[str]) -> list[str]:
             over.append((n, ps > ar, ps / ar - 1))
         first = next((n for n, won, _ in over if won), None)
         if first is None:
-            out.append(f"{wl} on {net}: all-reduce stays ahead of the parameter servers at every size "
-                       f"(PS best vs all-reduce best at {sizes[-1]} GPUs: {over[-1][2]:+.0%}).")
+            out.append(
+                f"{wl} on {net}: all-reduce stays ahead of the parameter servers at every size "
+                f"(PS best vs all-reduce best at {sizes[-1]} GPUs: {over[-1][2]:+.0%})."
+            )
         else:
-            out.append(f"{wl} on {net}: the parameter-server architecture overtakes all-reduce from {first} GPUs "
-                       f"(by {dict((n, g) for n, _, g in over)[first]:+.0%} there, {over[-1][2]:+.0%} at "
-                       f"{sizes[-1]} GPUs).")
+            out.append(
+                f"{wl} on {net}: the parameter-server architecture overtakes all-reduce from {first} GPUs "
+                f"(by {dict((n, g) for n, _, g in over)[first]:+.0%} there, {over[-1][2]:+.0%} at "
+                f"{sizes[-1]} GPUs)."
+            )
     for (wl, net), s in df[df["scheme"].isin(methods)].groupby(["workload", "network"], sort=False):
         stalled = []
         for m in methods:
@@ -161,16 +193,21 @@ def findings(df: pd.DataFrame, methods: list[str]) -> list[str]:
             if stop is not None:
                 stalled.append(f"{m} ({stop})")
         if stalled:
-            out.append(f"{wl} on {net}: doubling the GPUs gains less than 20% for " + ", ".join(stalled) +
-                       " (the size where it first happens).")
+            out.append(
+                f"{wl} on {net}: doubling the GPUs gains less than 20% for "
+                + ", ".join(stalled)
+                + " (the size where it first happens)."
+            )
     one = df[(df["workers"] == GPUS_ONE_NODE) & df["scheme"].isin(methods)]
     for wl, s in one.groupby("workload", sort=False):
         speed = s["throughput_median"] / _x1(s)
         lo, hi = speed.min(), speed.max()
         best_row = s.loc[s["throughput_median"].idxmax()]
-        out.append(f"{wl} on one node (4 GPUs): speed-up over one GPU {lo:.2f}-{hi:.2f}x across the methods "
-                   f"(best {best_row['scheme']}, {best_row['throughput_median'] / _x1(s).loc[best_row.name]:.2f}x); "
-                   f"the network does not enter.")
+        out.append(
+            f"{wl} on one node (4 GPUs): speed-up over one GPU {lo:.2f}-{hi:.2f}x across the methods "
+            f"(best {best_row['scheme']}, {best_row['throughput_median'] / _x1(s).loc[best_row.name]:.2f}x); "
+            f"the network does not enter."
+        )
     return out
 
 
@@ -179,17 +216,25 @@ def interval_summary(df: pd.DataFrame) -> dict:
     w = (df["pred_high"] - df["pred_low"]) / df["throughput_median"]
     k = w.idxmax()
     r = df.loc[k]
-    return {"median": float(w.median()), "p90": float(w.quantile(0.9)), "max": float(w.max()),
-            "widest": f"{r['workload']} {r['scheme']} {r['network']} {int(r['workers'])} GPUs",
-            "cells": int(len(w))}
+    return {
+        "median": float(w.median()),
+        "p90": float(w.quantile(0.9)),
+        "max": float(w.max()),
+        "widest": f"{r['workload']} {r['scheme']} {r['network']} {int(r['workers'])} GPUs",
+        "cells": int(len(w)),
+    }
 
 
 def sensitivity_table(sens: pd.DataFrame, top: int = 15) -> str:
-    lines = ["| input | end | value | cells moved > 5% | median change | largest change | cell moved most |",
-             "|---|---|---:|---:|---:|---:|---|"]
+    lines = [
+        "| input | end | value | cells moved > 5% | median change | largest change | cell moved most |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
     for _, r in sens.head(top).iterrows():
-        lines.append(f"| `{r['input']}` | {r['end']} | {r['value']:g} {r['unit']} | {r['cells_moved_5pct']} of "
-                     f"{r['cells']} | {r['median_change']:.1%} | {r['max_change']:+.1%} | {r['most_moved']} |")
+        lines.append(
+            f"| `{r['input']}` | {r['end']} | {r['value']:g} {r['unit']} | {r['cells_moved_5pct']} of "
+            f"{r['cells']} | {r['median_change']:.1%} | {r['max_change']:+.1%} | {r['most_moved']} |"
+        )
     return "\n".join(lines)
 
 
@@ -197,6 +242,7 @@ def inputs_table(rows: list[dict]) -> str:
     lines = ["| input | value | range | unit | kind | what | source |", "|---|---:|---|---|---|---|---|"]
     for r in rows:
         rng = "fixed" if r["low"] == r["high"] else f"{r['low']:g}-{r['high']:g}"
-        lines.append(f"| `{r['input']}` | {r['value']:g} | {rng} | {r['unit']} | {r['kind']} | {r['what']} | "
-                     f"{r['source']} |")
+        lines.append(
+            f"| `{r['input']}` | {r['value']:g} | {rng} | {r['unit']} | {r['kind']} | {r['what']} | {r['source']} |"
+        )
     return "\n".join(lines)

@@ -35,9 +35,9 @@ class Spinner:
         self.release_s = release_s
         """Wait for the GIL from a holder that gives it up at once."""
         self.inflight = 0
-        self.window = Event(sim)   # fires when the poller next gives the GIL up (an item finished, or idle)
-        self.waits = 0             # how many times a thread found the poller spinning
-        self.waited_s = 0.0        # and how long it waited in all
+        self.window = Event(sim)  # fires when the poller next gives the GIL up (an item finished, or idle)
+        self.waits = 0  # how many times a thread found the poller spinning
+        self.waited_s = 0.0  # and how long it waited in all
 
     def add(self, n: int = 1) -> None:
         self.inflight += n
@@ -57,8 +57,8 @@ class Spinner:
             return  # the poller sleeps in queue.get(): the GIL is free
         t0 = self.sim.now
         got = Event(self.sim)
-        self.sim.at(self.forced_s, got.fire)   # a forced switch (its hand-off included in forced_s)
-        self.window.on_fire(got.fire)          # or the poller gives it up first
+        self.sim.at(self.forced_s, got.fire)  # a forced switch (its hand-off included in forced_s)
+        self.window.on_fire(got.fire)  # or the poller gives it up first
         yield got
         if self.sim.now - t0 < self.forced_s and self.release_s:
             yield self.release_s

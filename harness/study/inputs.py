@@ -51,6 +51,7 @@ KEYS = ("value", "low", "high", "unit", "kind", "what", "source")
 @dataclass(frozen=True)
 class NcclValues:
     """NCCL 2.4 inside a node, through host memory (inputs/nccl.toml: each field's unit, range, what and source)."""
+
     shm_edge_gbyte_s: float
     nccl_hop_s: float
     nccl_launch_s: float
@@ -61,6 +62,7 @@ class NcclValues:
 @dataclass(frozen=True)
 class NetworkValues:
     """Between nodes: EDR InfiniBand (verbs, IPoIB), 10 GbE, kernel TCP (inputs/network.toml)."""
+
     ib_gbyte_s: float
     ib_latency_s: float
     ipoib_gbit_s: float
@@ -72,6 +74,7 @@ class NetworkValues:
 @dataclass(frozen=True)
 class HorovodValues:
     """Horovod 0.19 and Open MPI under it; the Python hook and device copies of every stack (inputs/horovod.toml)."""
+
     mpi_shm_level_s: float
     mpi_verbs_level_s: float
     mpi_tcp_level_s: float
@@ -90,6 +93,7 @@ class HorovodValues:
 class ByteSchedulerValues:
     """ByteScheduler on Horovod: its units, its scheduler and its plugin's Python threads under the GIL
     (inputs/bytescheduler.toml)."""
+
     bs_partition_elems: float
     bs_credit_elems: float
     bs_partition_cpu_s: float
@@ -110,6 +114,7 @@ class ByteSchedulerValues:
 class OptimizerValues:
     """The optimizers: Python per torch op, which one each script and the single-GPU run stepped
     (inputs/optimizer.toml)."""
+
     py_op_s: float
     calib_adam_share: float
     per_method_optimizer: float
@@ -118,6 +123,7 @@ class OptimizerValues:
 @dataclass(frozen=True)
 class GpuValues:
     """A GeForce GPU shared by communication and compute (inputs/gpu.toml)."""
+
     overlap_compute_slowdown: float
     overlap_comm_slowdown: float
 
@@ -125,6 +131,7 @@ class GpuValues:
 @dataclass(frozen=True)
 class BytePSValues:
     """BytePS 0.2: partitions, in-node NCCL, copies, servers and transports (inputs/byteps.toml)."""
+
     byteps_partition_bytes: float
     byteps_nccl_edge_gbyte_s: float
     byteps_signal_s: float
@@ -135,11 +142,13 @@ class BytePSValues:
     ipoib_stream_gbit_s: float
     ipoib_nic_gbit_s: float
     zmq_van_gbyte_s: float
+    eth_van_gbyte_s: float
 
 
 @dataclass(frozen=True)
 class ComputeValues:
     """The single-GPU iteration (inputs/compute.toml)."""
+
     compute_scale: float
 
 
@@ -147,6 +156,7 @@ class ComputeValues:
 class StudyValues:
     """One value per input of the study's cluster, grouped by stack; the groups in the data files' order, a
     group's fields in its file's order, each field named as its input."""
+
     nccl: NcclValues
     """inputs/nccl.toml"""
     network: NetworkValues
@@ -171,8 +181,9 @@ class StudyValues:
         missing = [n for n in names if n not in values]
         unknown = sorted(set(values) - set(names))
         if missing or unknown:
-            said = [f"{what} {', '.join(listed)}" for what, listed in (("missing", missing), ("unknown", unknown))
-                    if listed]
+            said = [
+                f"{what} {', '.join(listed)}" for what, listed in (("missing", missing), ("unknown", unknown)) if listed
+            ]
             raise ValueError(f"study values: {'; '.join(said)} (the inputs are harness/study/inputs/*.toml)")
         return cls(**{group: typ(**{f.name: values[f.name] for f in fields(typ)}) for group, typ in GROUPS.items()})
 
@@ -201,18 +212,28 @@ def _number(name: str, key: str, x) -> float:
 def _input(name: str, table: dict, shared: dict[str, str], where: str) -> Input:
     if not isinstance(table, dict) or set(table) != set(KEYS):
         have = set(table) if isinstance(table, dict) else set()
-        raise ValueError(f"{where} [{name}]: an input holds {', '.join(KEYS)}; missing "
-                         f"{sorted(set(KEYS) - have)}, unknown {sorted(have - set(KEYS))}")
+        raise ValueError(
+            f"{where} [{name}]: an input holds {', '.join(KEYS)}; missing "
+            f"{sorted(set(KEYS) - have)}, unknown {sorted(have - set(KEYS))}"
+        )
     try:
         source = Template(table["source"]).substitute(shared)
     except KeyError as e:
-        raise ValueError(f"{where} [{name}]: its source names ${{{e.args[0]}}}, not a key of {SOURCES}.toml "
-                         f"({', '.join(shared)})") from None
+        raise ValueError(
+            f"{where} [{name}]: its source names ${{{e.args[0]}}}, not a key of {SOURCES}.toml ({', '.join(shared)})"
+        ) from None
     except ValueError as e:
-        raise ValueError(f"{where} [{name}]: a $ in its source names no source ({e}); "
-                         "write a literal $ as $$") from None
-    return Input(name, *(_number(name, k, table[k]) for k in ("value", "low", "high")), table["unit"], table["what"],
-                 source, table["kind"])
+        raise ValueError(
+            f"{where} [{name}]: a $ in its source names no source ({e}); write a literal $ as $$"
+        ) from None
+    return Input(
+        name,
+        *(_number(name, k, table[k]) for k in ("value", "low", "high")),
+        table["unit"],
+        table["what"],
+        source,
+        table["kind"],
+    )
 
 
 def load(folder: Path = FOLDER) -> Inputs:
@@ -220,8 +241,10 @@ def load(folder: Path = FOLDER) -> Inputs:
     A file that is not a group's, or whose inputs are not its dataclass's fields in their order, is refused."""
     stray = sorted({p.stem for p in folder.glob("*.toml")} - {*GROUPS, SOURCES})
     if stray:
-        raise ValueError(f"{folder}: {', '.join(stray)}.toml is read by no one; its inputs go into one of "
-                         f"{', '.join(GROUPS)} (and a field of that dataclass in harness/study/inputs.py)")
+        raise ValueError(
+            f"{folder}: {', '.join(stray)}.toml is read by no one; its inputs go into one of "
+            f"{', '.join(GROUPS)} (and a field of that dataclass in harness/study/inputs.py)"
+        )
     shared = tomllib.loads((folder / f"{SOURCES}.toml").read_text())["sources"]
     items = []
     for group, typ in GROUPS.items():
@@ -229,8 +252,10 @@ def load(folder: Path = FOLDER) -> Inputs:
         tables = tomllib.loads((folder / f"{group}.toml").read_text())
         declared = [f.name for f in fields(typ)]
         if list(tables) != declared:
-            raise ValueError(f"{where} holds {', '.join(tables)}; {typ.__name__} has the fields "
-                             f"{', '.join(declared)}: the two list the same inputs in the same order")
+            raise ValueError(
+                f"{where} holds {', '.join(tables)}; {typ.__name__} has the fields "
+                f"{', '.join(declared)}: the two list the same inputs in the same order"
+            )
         items += [_input(name, t, shared, where) for name, t in tables.items()]
     return Inputs(items)
 

@@ -42,7 +42,6 @@ from harness.core.atomic import write_parquet_atomic
 from harness.core.errors import UserError
 from harness.study.curve import (
     EXTRA,
-    MECHANISMS,
     SAMPLES,
     WORKLOADS,
     compute_models,
@@ -51,12 +50,21 @@ from harness.study.curve import (
     sensitivity,
     with_intervals,
 )
-from harness.study.calibration import calibrate, lowo_summary
-from harness.study.cluster import FAMILIES, GPUS_PER_NODE, startup_rows
+from harness.study.calibration import calibrate, lowo_summary, read_one_node
+from harness.study.cluster import FAMILIES, GPUS_PER_NODE, check_size, startup_rows
+from harness.study.two_node import calibrate_two_node, coverage, lowo_table as two_node_lowo
 from harness.predict.predictor import SEVEN_METHODS
 from harness.study.inputs import INPUTS
 from harness.report.prediction import save
-from harness.study.calibration_tables import cells_table, comparison_table, lowo_table, outside_lines, params_table
+from harness.study.calibration_tables import (
+    cells_table,
+    comparison_table,
+    error_grid,
+    lowo_table,
+    outside_lines,
+    params_table,
+    two_node_cells_table,
+)
 from harness.study.mechanisms import (
     gil_lines,
     mechanism_changes,
@@ -80,64 +88,132 @@ METHODS = list(SEVEN_METHODS) + list(EXTRA)
 
 
 def main(argv=None) -> int:
+    try:
+        a, nodes = _arguments(argv)
+        a.out.mkdir(parents=True, exist_ok=True)
+        t0, c0 = time.perf_counter(), time.process_time()
+        with Progress(transient=True) as bar:
+            one, cal = _calibrations(a, bar)
+            if cal is not None and not cal.fit.converged:
+                print(
+                    f"error: the calibration from {a.calibrate} {a.two_node or ''} did not converge "
+                    f"({cal.fit.message}); nothing predicted from it",
+                    file=sys.stderr,
+                )
+                return 1
+            got = _curves(a, nodes, one, cal, bar)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    _write(a, got, one, cal, time.perf_counter() - t0, time.process_time() - c0)
+    return 0
+
+
+def _arguments(argv) -> tuple[argparse.Namespace, tuple[int, ...]]:
     ap = argparse.ArgumentParser(prog="python scripts/study_prediction.py")
     ap.add_argument("--profiles", type=Path, help="directory with profile-<workload>.parquet")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--samples", type=int, default=SAMPLES, help="input samples behind each interval")
-    ap.add_argument("--flops-samples", type=int, default=0,
-                    help="also predict with the per-layer split from FLOP counts, with this many samples behind its "
-                         "intervals (a second opinion on the compute split; 0: not predicted)")
+    ap.add_argument(
+        "--flops-samples",
+        type=int,
+        default=0,
+        help="also predict with the per-layer split from FLOP counts, with this many samples behind its "
+        "intervals (a second opinion on the compute split; 0: not predicted)",
+    )
     ap.add_argument("--microbench", type=Path, help="directory with gil-handoff.json and zmq-van.json (default: --out)")
-    ap.add_argument("--sensitivity", action="store_true",
-                    help="also run the one-at-a-time sensitivity corners (two curves per uncertain input: minutes)")
-    ap.add_argument("--calibrate", type=Path,
-                    help="one-node table (CSV/Parquet with the study's columns) or run directory to calibrate from")
+    ap.add_argument(
+        "--sensitivity",
+        action="store_true",
+        help="also run the one-at-a-time sensitivity corners (two curves per uncertain input: minutes)",
+    )
+    ap.add_argument(
+        "--calibrate",
+        type=Path,
+        help="one-node table (CSV/Parquet with the study's columns) or run directory to calibrate from",
+    )
+    ap.add_argument(
+        "--two-node",
+        type=Path,
+        help="two-node table (gpus 8, every method on every network) or run directory: the transports are "
+        "fitted from it on top of --calibrate's one-node fit (harness/study/two_node.py)",
+    )
+    ap.add_argument("--nodes", default="1,2,4,8,16", help="node counts of the curve (4 GPUs each; up to 16)")
     ap.add_argument("--no-lowo", action="store_true", help="skip the leave-one-workload-out check of the calibration")
     a = ap.parse_args(argv)
+    if a.two_node is not None and a.calibrate is None:
+        raise UserError("--two-node fits the transports on top of a one-node fit: give --calibrate ONE-NODE-TABLE too")
+    try:
+        nodes = tuple(int(x) for x in a.nodes.split(","))
+    except ValueError:
+        raise UserError(f"--nodes {a.nodes}: give node counts like 1,2,4,8,16") from None
+    for n in nodes:
+        check_size(n)
     if a.profiles is not None and not a.profiles.is_dir():
-        print(f"error: --profiles {a.profiles} is not a directory: give the directory holding "
-              f"profile-<workload>.parquet (reports/study-prediction/profiles)", file=sys.stderr)
-        return 2
+        raise UserError(
+            f"--profiles {a.profiles} is not a directory: give the directory holding "
+            f"profile-<workload>.parquet (reports/study-prediction/profiles)"
+        )
     if a.samples < 2 or a.flops_samples == 1 or a.flops_samples < 0:
-        print(f"error: --samples {a.samples}: an interval needs at least 2 samples (the report uses {SAMPLES})",
-              file=sys.stderr)
-        return 2
-    a.out.mkdir(parents=True, exist_ok=True)
-    t0, c0 = time.perf_counter(), time.process_time()
-    frames, sens, cal, uncal = {}, None, None, None
+        raise UserError(f"--samples {a.samples}: an interval needs at least 2 samples (the report uses {SAMPLES})")
+    return a, nodes
+
+
+def _calibrations(a, bar):
+    """(the one-node calibration, the one everything is predicted from: the two-node one when --two-node), or
+    (None, None) without --calibrate."""
+    if not a.calibrate:
+        return None, None
+    task = bar.add_task("calibrating from one node", total=None)
+    one = calibrate(a.calibrate, a.profiles, lowo=not a.no_lowo)
+    if not (a.two_node and one.fit.converged):
+        bar.remove_task(task)
+        return one, one
+    bar.update(task, description="calibrating the transports from two nodes")
+    two = calibrate_two_node(one, read_one_node(a.calibrate), a.two_node, a.profiles, lowo=not a.no_lowo)
+    bar.remove_task(task)
+    return one, two
+
+
+def _curves(a, nodes, one, cal, bar) -> dict:
+    """The predicted curves: per compute source with intervals; beside the profile's, the mechanisms taken out,
+    the uncalibrated and one-node-only curves and the sensitivity corners where asked."""
+    got = {"frames": {}, "sens": None, "uncal": None, "one_only": None}
     computes = ("profile", "flops") if a.flops_samples else ("profile",)
-    with Progress(transient=True) as bar:
-        task = bar.add_task("predicting the curve", total=len(computes) + 1 + a.sensitivity + 2 * bool(a.calibrate))
-        if a.calibrate:
-            bar.update(task, description="calibrating from one node")
-            try:
-                cal = calibrate(a.calibrate, a.profiles, lowo=not a.no_lowo)
-            except UserError as e:
-                print(f"error: {e}", file=sys.stderr)
-                return 2
-            if not cal.fit.converged:
-                print(f"error: the calibration from {a.calibrate} did not converge ({cal.fit.message}); nothing "
-                      f"predicted from it", file=sys.stderr)
-                return 1
+    values = cal.values if cal else None
+    task = bar.add_task("predicting the curve", total=len(computes) + 3 + a.sensitivity)
+    for compute in computes:
+        bar.update(task, description=f"predicting the curve ({compute})")
+        models = compute_models(a.profiles if compute == "profile" else None, compute)
+        n = a.samples if compute == "profile" else a.flops_samples
+        got["frames"][compute] = with_intervals(
+            models,
+            compute,
+            samples=n,
+            values=values,
+            node_counts=nodes,
+            fitted=cal.draws(n) if cal else None,
+            discrepancy=cal.discrepancy() if cal else None,
+        )
+        bar.advance(task)
+        if compute != "profile":
+            continue
+        got["effects"] = mechanism_effects(models, compute, values=values)
+        bar.advance(task)
+        if cal:
+            got["uncal"] = predict_curve(models, compute, node_counts=nodes)
+        if one is not cal:
+            got["one_only"] = predict_curve(models, compute, one.values, node_counts=nodes)
+        bar.advance(task, 2)
+        if a.sensitivity:
+            got["sens"] = sensitivity(models, compute, values=values)
             bar.advance(task)
-        values = cal.values if cal else None
-        for compute in computes:
-            bar.update(task, description=f"predicting the curve ({compute})")
-            models = compute_models(a.profiles if compute == "profile" else None, compute)
-            n = a.samples if compute == "profile" else a.flops_samples
-            frames[compute] = with_intervals(models, compute, samples=n, values=values,
-                                             fitted=cal.draws(n) if cal else None)
-            bar.advance(task)
-            if compute == "profile":
-                effects = mechanism_effects(models, compute, values=values)
-                bar.advance(task)
-                if cal:
-                    uncal = predict_curve(models, compute)
-                    bar.advance(task)
-                if a.sensitivity:
-                    sens = sensitivity(models, compute, values=values)
-                    bar.advance(task)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return got
+
+
+def _write(a, got: dict, one, cal, wall: float, cpu: float) -> None:
+    """Every output of the report into --out."""
+    frames, sens, effects, uncal, one_only = (got[k] for k in ("frames", "sens", "effects", "uncal", "one_only"))
     df = pd.concat(frames.values(), ignore_index=True)
     write_parquet_atomic(df, a.out / "predictions.parquet")
     prof = frames["profile"]
@@ -160,21 +236,50 @@ def main(argv=None) -> int:
     (a.out / "mechanisms.md").write_text(mechanism_table(effects) + "\n")
     startup = startup_rows()
     bench = _microbench(a.microbench or a.out)
-    if cal:
+    if one:
         write_parquet_atomic(uncal, a.out / "uncalibrated.parquet")
-        params = cal.table()
-        write_parquet_atomic(params.assign(cells=params["cells"].map(lambda c: "; ".join(" ".join(k) for k in c))),
-                             a.out / "calibration-params.parquet")
-        write_parquet_atomic(cal.cells, a.out / "calibration-cells.parquet")
-        if cal.lowo is not None:
-            write_parquet_atomic(cal.lowo, a.out / "lowo.parquet")
-    (a.out / "report.md").write_text(_readme(prof, frames.get("flops"), found, widths, sens, sizes, a, wall, cpu,
-                                             effects, startup, bench, cal, uncal))
-    print(f"{len(df)} predictions ({len(prof)} per compute source, {a.samples} samples each) in {wall:.0f} s "
-          f"({cpu:.0f} s CPU in this process); intervals: median width {widths['median']:.0%}, "
-          f"90th percentile {widths['p90']:.0%}")
+        _write_fit(one.table(), one.cells, one.lowo, a.out, "calibration")
+    if one is not cal:
+        write_parquet_atomic(one_only, a.out / "one-node-only.parquet")
+        _write_fit(cal.table()[lambda t: t["block"] != "one node"], cal.cells, cal.lowo, a.out, "two-node")
+    (a.out / "report.md").write_text(
+        _readme(
+            prof,
+            frames.get("flops"),
+            found,
+            widths,
+            sens,
+            sizes,
+            a,
+            wall,
+            cpu,
+            effects,
+            startup,
+            bench,
+            one,
+            uncal,
+            cal,
+            one_only,
+        )
+    )
+    print(
+        f"{len(df)} predictions ({len(prof)} per compute source, {a.samples} samples each) in {wall:.0f} s "
+        f"({cpu:.0f} s CPU in this process); intervals: median width {widths['median']:.0%}, "
+        f"90th percentile {widths['p90']:.0%}"
+    )
     print("\n".join(found))
-    return 0
+
+
+def _write_fit(params: pd.DataFrame, cells: pd.DataFrame, lowo: pd.DataFrame | None, out: Path, name: str) -> None:
+    """A fit's parameters, cells and leave-one-workload-out rows as Parquet (calibration-*.parquet, lowo.parquet for
+    the one-node fit; two-node-*.parquet for the transports)."""
+    write_parquet_atomic(
+        params.assign(cells=params["cells"].map(lambda c: "; ".join(" ".join(k) for k in c))),
+        out / f"{name}-params.parquet",
+    )
+    write_parquet_atomic(cells, out / f"{name}-cells.parquet")
+    if lowo is not None:
+        write_parquet_atomic(lowo, out / ("lowo.parquet" if name == "calibration" else f"{name}-lowo.parquet"))
 
 
 def _microbench(folder: Path) -> dict:
@@ -196,7 +301,7 @@ def _calibration_lines(cal, uncal, prof) -> list[str]:
         "",
         f"The stacks' software costs below were fitted to the study's one-node column (`{cal.source}`: 1 GPU and "
         "4 GPUs in one node, every method under each network setting; harness/study/calibration.py, "
-        "docs/ARCHITECTURE.md \"Calibration\"). Each parameter is a physical quantity of one stack shared by the "
+        'docs/ARCHITECTURE.md "Calibration"). Each parameter is a physical quantity of one stack shared by the '
         "three workloads (a workload enters only through its layer profile); no parameter per cell or per "
         "workload. Least squares on each cell's log-ratio over its uncertainty (its std over runs, at least 1%); "
         "three blocks fitted in turn, each to its own methods' cells (all-reduce, BytePS, ByteScheduler: the last "
@@ -224,33 +329,143 @@ def _calibration_lines(cal, uncal, prof) -> list[str]:
         "",
     ]
     if cal.lowo is not None:
-        lines += ["### Leave one workload out", "",
-                  "Fitted to two workloads' one-node cells, the third's predicted (median error of its cells per "
-                  "method; the three network columns of a cell count as three):", "",
-                  lowo_table(lowo_summary(cal.lowo)), ""]
-    lines += ["### Calibrated against uncalibrated", "",
-              "The best of the study's seven per (workload, network) row, and each method's median change from the "
-              "uncalibrated model (the inputs as sourced, issue 38; `uncalibrated.parquet`):", "",
-              comparison_table(prof, uncal, list(SEVEN_METHODS)), ""]
+        lines += [
+            "### Leave one workload out",
+            "",
+            "Fitted to two workloads' one-node cells, the third's predicted (median error of its cells per "
+            "method; the three network columns of a cell count as three):",
+            "",
+            lowo_table(lowo_summary(cal.lowo)),
+            "",
+        ]
+    lines += [
+        "### Calibrated against uncalibrated",
+        "",
+        "The best of the study's seven per (workload, network) row, and each method's median change from the "
+        "uncalibrated model (the inputs as sourced, issue 38; `uncalibrated.parquet`):",
+        "",
+        comparison_table(prof, uncal, list(SEVEN_METHODS)),
+        "",
+    ]
     return lines
 
 
-def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu, effects, startup, bench, cal=None,
-            uncal=None) -> str:
+def _two_node_lines(two, prof, one_only) -> list[str]:
+    table = two.table()
+    table = table[table["block"] != "one node"]
+    cov = coverage(prof, two.cells, two.lowo)
+    lines = [
+        "## Calibrated from two nodes: the transports",
+        "",
+        f"On top of the one-node fit, the named parameters of each network's transports were fitted to the study's "
+        f"two-node column (`{two.source}`: 8 GPUs on two nodes, every method on each network; "
+        'harness/study/two_node.py, docs/ARCHITECTURE.md "Calibration"): NCCL\'s ring across nodes (its wire rate '
+        "and per-message cost on each transport), BytePS's push and pull (ps-lite's RDMA van, "
+        "the ZeroMQ van over TCP on 10 GbE and on IPoIB, one IPoIB stream), the node's host path, and the "
+        "servers' summation and per-message and per-partition costs. Each is shared by the three workloads and by "
+        "every method on that path; blocks in turn, on each network NCCL's ring (the all-reduce methods' cells) and "
+        "then BytePS on it (the PS methods' cells), later blocks keeping the earlier ones' shared parameters, each "
+        "after a Latin-hypercube scan (a rate binds only below its path's "
+        "slowest other part). Overlapped backward now slows only the part of a collective on the GPU and its node's "
+        "path, not the wire: the ring runs step by step at the slower of the two (`harness/sim/links.slower_of`). "
+        f"{two.fit.evaluations} simulations of the two-node cells; {two.fit.message}.",
+        "",
+        params_table(table),
+        "",
+        "Fitted values outside their sourced ranges (findings, with the most likely reading):",
+        "",
+        *[f"- {line}" for line in outside_lines(table)],
+        "",
+        "### The two-node cells, measured and fitted",
+        "",
+        f"{len(two.skipped)} IPoIB cells of the PS methods equal their 10 GbE or IB cell within their spread where "
+        "those two differ: most likely runs that did not go over IPoIB (the table's note says some did not). They "
+        "are set aside, neither fitted nor counted in any error below.",
+        "",
+        two_node_cells_table(two.cells, two.skipped),
+        "",
+        f"Mean absolute error of the fitted cells: {two.cells['error'].abs().mean():.1%} "
+        f"({', '.join(f'{n} {g.abs().mean():.1%}' for n, g in two.cells.groupby('network')['error'])}).",
+        "",
+    ]
+    if two.lowo is not None:
+        lines += [
+            "### Leave one workload out on two nodes",
+            "",
+            "The transports fitted to two workloads' two-node cells, the third's predicted; median absolute "
+            "error per method and network:",
+            "",
+            error_grid(two_node_lowo(two.lowo)),
+            "",
+            f"Over all held-out cells: median {two.lowo['error'].abs().median():.1%}, mean "
+            f"{two.lowo['error'].abs().mean():.1%}, largest {two.lowo['error'].abs().max():.1%}.",
+            "",
+        ]
+    lines += [
+        "### Intervals on the cells there are",
+        "",
+        "Each interval draws the fitted parameters from both fits' bootstraps, every other input from its "
+        "range, and each method's own discrepancy (its leave-one-workload-out log-errors on two nodes, one "
+        "drawn per sample), then takes the 10th-90th percentile, widened to hold the nominal prediction. "
+        f"Inside it at 8 GPUs: {cov['fitted_inside']:.0%} of the {cov['fitted_cells']} fitted two-node cells"
+        + (
+            f"; {cov['held_inside']:.0%} of the {cov['held_cells']} held-out cells (their leave-one-workload-"
+            "out prediction with the curve's relative interval around it)"
+            if "held_inside" in cov
+            else ""
+        )
+        + f"; median width {cov['median_width']:.0%} of the prediction at 8 GPUs.",
+        "",
+        "### Two nodes against one node only",
+        "",
+        "The best of the study's seven per (workload, network) row with the transports fitted from two nodes "
+        "and with the one-node fit alone (`one-node-only.parquet`), and each method's median change:",
+        "",
+        comparison_table(prof, one_only, list(SEVEN_METHODS)),
+        "",
+    ]
+    return lines
+
+
+def _readme(
+    prof,
+    flops,
+    found,
+    widths,
+    sens,
+    sizes,
+    a,
+    wall,
+    cpu,
+    effects,
+    startup,
+    bench,
+    cal=None,
+    uncal=None,
+    two=None,
+    one_only=None,
+) -> str:
     if flops is not None:
         both = prof.merge(flops, on=["workload", "network", "workers", "scheme"], suffixes=("", "_f"))
         d = (both["throughput_median_f"] / both["throughput_median"] - 1).abs()
-    used = ("the study's one-node column (4 GPUs, below) fixed the parameters of \"Calibrated from one node\"; none "
-            "of its measured 8-32 GPU throughputs was used" if cal else
-            "none of the study's measured multi-GPU throughputs was used")
-    cmd = (f"python scripts/study_prediction.py --profiles {a.profiles or '(none)'}"
-           + (f" --calibrate {a.calibrate}" if a.calibrate else "") + f" --out {a.out}")
+    used = (
+        'the study\'s one-node column (4 GPUs, below) fixed the parameters of "Calibrated from one node"; none '
+        "of its measured 8-32 GPU throughputs was used"
+        if cal
+        else "none of the study's measured multi-GPU throughputs was used"
+    )
+    cmd = (
+        f"python scripts/study_prediction.py --profiles {a.profiles or '(none)'}"
+        + (f" --calibrate {a.calibrate}" if a.calibrate else "")
+        + (f" --two-node {a.two_node}" if a.two_node else "")
+        + f" --out {a.out}"
+    )
     lines = [
         "# The study's scaling curve, predicted",
         "",
         f"Generated by `{cmd}` ({wall:.0f} s wall, {cpu:.0f} s CPU in the main process). Nothing here was measured "
         f"on GPUs or on InfiniBand, and {used}: these are predictions of ddlbench's discrete-event model "
-        "(`harness/predict/`, `harness/sim/`; docs/ARCHITECTURE.md, \"Predictor\") of the study's cluster as "
+        '(`harness/predict/`, `harness/sim/`; docs/ARCHITECTURE.md, "Predictor") of the study\'s cluster as '
         "`harness/study/cluster.py` builds it from the inputs in `inputs.md` (each with its range and "
         "source). `ddlbench predict --cluster study-ib-100g --intervals 32` runs the same model.",
         "",
@@ -272,14 +487,18 @@ def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu, effects, star
         "one TCP stream per ring edge; Horovod's negotiation growing with the ring (linear Gatherv).",
         "",
         *(_calibration_lines(cal, uncal, prof) if cal else []),
+        *(_two_node_lines(two, prof, one_only) if two is not None and two is not cal else []),
         "## Findings, stated from the prediction",
         "",
         *[f"- {f}" for f in found],
         "",
         "## The best method per size, with the runner-up's interval",
         "",
-        *[line for n in sizes for line in (f"### {n} GPUs", "", best_table(best_methods(prof, list(SEVEN_METHODS)), n),
-                                           "")],
+        *[
+            line
+            for n in sizes
+            for line in (f"### {n} GPUs", "", best_table(best_methods(prof, list(SEVEN_METHODS)), n), "")
+        ],
         "## Intervals",
         "",
         f"Each cell's `pred_low`-`pred_high` holds the 10th-90th percentiles of the prediction over {a.samples} "
@@ -322,27 +541,43 @@ def _readme(prof, flops, found, widths, sens, sizes, a, wall, cpu, effects, star
     for n in sizes:
         lines += [f"### {n} GPUs", "", size_table(prof, n, METHODS, list(SEVEN_METHODS)), ""]
     if sens is not None:
-        lines += ["## Sensitivity: each input alone at either end of its range (the 15 that move most cells; all in "
-                  "`sensitivity.md`)",
-                  "", sensitivity_table(sens), ""]
+        lines += [
+            "## Sensitivity: each input alone at either end of its range (the 15 that move most cells; all in "
+            "`sensitivity.md`)",
+            "",
+            sensitivity_table(sens),
+            "",
+        ]
     if bench:
         lines += ["## Microbenchmarks behind the new inputs (this machine)", ""]
         if "gil" in bench:
-            lines += [f"`{bench['gil']['command']}` (`gil-handoff.json`):", "",
-                      *[f"- {x}" for x in gil_lines(bench["gil"])], ""]
+            lines += [
+                f"`{bench['gil']['command']}` (`gil-handoff.json`):",
+                "",
+                *[f"- {x}" for x in gil_lines(bench["gil"])],
+                "",
+            ]
         if "van" in bench:
-            lines += [f"`{bench['van']['command']}` (`zmq-van.json`):", "",
-                      *[f"- {x}" for x in van_lines(bench["van"])], ""]
+            lines += [
+                f"`{bench['van']['command']}` (`zmq-van.json`):",
+                "",
+                *[f"- {x}" for x in van_lines(bench["van"])],
+                "",
+            ]
     lines += [
         "## Compute",
         "",
         "`ddlbench profile` of the full models on a CPU (`profiles/`), every per-layer time scaled by one factor "
         "so that one GPU runs the study's batch at the study's single-GPU throughput (ResNet-50 253.1 img/s at "
         "batch 64, BERT-Base 212.8 and BERT-Large 49 seq/s at batch 64 and 8, sequence 64; device preset "
-        "`study-gpu`)." + (" The same curve with the per-layer split from FLOP counts (`compute_source` = flops in "
-                           f"predictions.parquet) differs by {d.median():.1%} in median and {d.max():.0%} at most."
-                           if flops is not None else " (`--flops-samples N` adds the curve with the per-layer split "
-                           "from FLOP counts, a second opinion on the compute split.)"),
+        "`study-gpu`)."
+        + (
+            " The same curve with the per-layer split from FLOP counts (`compute_source` = flops in "
+            f"predictions.parquet) differs by {d.median():.1%} in median and {d.max():.0%} at most."
+            if flops is not None
+            else " (`--flops-samples N` adds the curve with the per-layer split "
+            "from FLOP counts, a second opinion on the compute split.)"
+        ),
         "",
         "## Not modelled (read the predictions with these in mind)",
         "",

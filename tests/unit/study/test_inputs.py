@@ -21,16 +21,60 @@ from harness.study import calibration, cluster
 from harness.study.inputs import FOLDER, GROUPS, INPUTS, SOURCES, StudyValues, load
 
 ORDER = [
-    "shm_edge_gbyte_s", "nccl_hop_s", "nccl_launch_s", "nccl_tree_level_s", "host_path_gbyte_s", "ib_gbyte_s",
-    "ib_latency_s", "ipoib_gbit_s", "eth_gbit_s", "eth_latency_s", "tcp_message_s", "mpi_shm_level_s",
-    "mpi_verbs_level_s", "mpi_tcp_level_s", "mpi_verbs_message_s", "mpi_tcp_message_s", "hvd_coordinator_s",
-    "hvd_launch_s", "hvd_cycle_s", "hvd_fusion_mb", "py_hook_s", "d2d_gbyte_s", "copy_launch_s", "bs_partition_elems",
-    "bs_credit_elems", "bs_partition_cpu_s", "bs_param_step_s", "bs_fwd_gap_s", "py_switch_interval_s",
-    "gil_forced_extra_s", "gil_handoff_s", "bs_task_py_s", "bs_done_py_s", "bs_scan_step_s", "fwd_gil_per_layer",
-    "gil_acquires_per_hook", "gil_convoy_share", "py_op_s", "calib_adam_share", "per_method_optimizer",
-    "overlap_compute_slowdown", "overlap_comm_slowdown", "byteps_partition_bytes", "byteps_nccl_edge_gbyte_s",
-    "byteps_signal_s", "pinned_copy_gbyte_s", "server_sum_gbyte_s", "server_recv_s", "rdma_message_s",
-    "ipoib_stream_gbit_s", "ipoib_nic_gbit_s", "zmq_van_gbyte_s", "compute_scale",
+    "shm_edge_gbyte_s",
+    "nccl_hop_s",
+    "nccl_launch_s",
+    "nccl_tree_level_s",
+    "host_path_gbyte_s",
+    "ib_gbyte_s",
+    "ib_latency_s",
+    "ipoib_gbit_s",
+    "eth_gbit_s",
+    "eth_latency_s",
+    "tcp_message_s",
+    "mpi_shm_level_s",
+    "mpi_verbs_level_s",
+    "mpi_tcp_level_s",
+    "mpi_verbs_message_s",
+    "mpi_tcp_message_s",
+    "hvd_coordinator_s",
+    "hvd_launch_s",
+    "hvd_cycle_s",
+    "hvd_fusion_mb",
+    "py_hook_s",
+    "d2d_gbyte_s",
+    "copy_launch_s",
+    "bs_partition_elems",
+    "bs_credit_elems",
+    "bs_partition_cpu_s",
+    "bs_param_step_s",
+    "bs_fwd_gap_s",
+    "py_switch_interval_s",
+    "gil_forced_extra_s",
+    "gil_handoff_s",
+    "bs_task_py_s",
+    "bs_done_py_s",
+    "bs_scan_step_s",
+    "fwd_gil_per_layer",
+    "gil_acquires_per_hook",
+    "gil_convoy_share",
+    "py_op_s",
+    "calib_adam_share",
+    "per_method_optimizer",
+    "overlap_compute_slowdown",
+    "overlap_comm_slowdown",
+    "byteps_partition_bytes",
+    "byteps_nccl_edge_gbyte_s",
+    "byteps_signal_s",
+    "pinned_copy_gbyte_s",
+    "server_sum_gbyte_s",
+    "server_recv_s",
+    "rdma_message_s",
+    "ipoib_stream_gbit_s",
+    "ipoib_nic_gbit_s",
+    "zmq_van_gbyte_s",
+    "eth_van_gbyte_s",
+    "compute_scale",
 ]
 """The inputs in the order harness/study/inputs.py listed them before they became data (issue 49): the
 Latin-hypercube samples draw one stream of random numbers in this order, so another order changes every
@@ -62,18 +106,32 @@ def test_values_by_name_missing_one_or_naming_an_unknown_one_are_refused():
         StudyValues.from_flat({**nominal, "shm_edge_gbit_s": 40.0})
 
 
-@pytest.mark.parametrize("edit, needle", [
-    (lambda d: (d / "nccl.toml").write_text((d / "nccl.toml").read_text() + '\n[nccl_extra_s]\nvalue = 1.0\n'
-                                             'low = 1.0\nhigh = 1.0\nunit = "s"\nkind = "code"\nwhat = "w"\n'
-                                             'source = "s"\n'), "NcclValues has the fields"),
-    (lambda d: (d / "gpu.toml").write_text((d / "gpu.toml").read_text().replace("value = 0.05", "vaule = 0.05")),
-     "unknown \\['vaule'\\]"),
-    (lambda d: (d / "gpu.toml").write_text((d / "gpu.toml").read_text().replace("${overlap}", "${overlapp}")),
-     "names \\$\\{overlapp\\}, not a key of sources.toml"),
-    (lambda d: (d / "gpu.toml").write_text((d / "gpu.toml").read_text().replace("${overlap}", "$5 ${overlap}")),
-     "write a literal \\$ as \\$\\$"),
-    (lambda d: (d / "extra.toml").write_text(""), "extra.toml is read by no one"),
-])
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (
+            lambda d: (d / "nccl.toml").write_text(
+                (d / "nccl.toml").read_text() + "\n[nccl_extra_s]\nvalue = 1.0\n"
+                'low = 1.0\nhigh = 1.0\nunit = "s"\nkind = "code"\nwhat = "w"\n'
+                'source = "s"\n'
+            ),
+            "NcclValues has the fields",
+        ),
+        (
+            lambda d: (d / "gpu.toml").write_text((d / "gpu.toml").read_text().replace("value = 0.05", "vaule = 0.05")),
+            "unknown \\['vaule'\\]",
+        ),
+        (
+            lambda d: (d / "gpu.toml").write_text((d / "gpu.toml").read_text().replace("${overlap}", "${overlapp}")),
+            "names \\$\\{overlapp\\}, not a key of sources.toml",
+        ),
+        (
+            lambda d: (d / "gpu.toml").write_text((d / "gpu.toml").read_text().replace("${overlap}", "$5 ${overlap}")),
+            "write a literal \\$ as \\$\\$",
+        ),
+        (lambda d: (d / "extra.toml").write_text(""), "extra.toml is read by no one"),
+    ],
+)
 def test_a_data_file_out_of_step_with_the_code_is_refused(tmp_path, edit, needle):
     folder = tmp_path / "inputs"
     shutil.copytree(FOLDER, folder)
@@ -122,13 +180,18 @@ def unnamed_numbers(source: str) -> list[str]:
     not in UNIT_FACTORS."""
     out = []
     for stmt in ast.parse(source).body:
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
-            stmt, ast.AnnAssign) else []
+        targets = (
+            stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+        )
         if targets and all(isinstance(t, ast.Name) and t.id.isupper() for t in targets):
             continue
         for node in ast.walk(stmt):
-            if (isinstance(node, ast.Constant) and isinstance(node.value, (int, float))
-                    and not isinstance(node.value, bool) and node.value not in UNIT_FACTORS):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, (int, float))
+                and not isinstance(node.value, bool)
+                and node.value not in UNIT_FACTORS
+            ):
                 out.append(f"{node.lineno}: {node.value!r}")
     return out
 

@@ -27,9 +27,17 @@ ROOT = Path(__file__).resolve().parents[3]
 PROFILES = ROOT / "reports" / "study-prediction" / "profiles"
 NETWORKS = ("eth-10g", "ib-100g", "ipoib-100g")
 TRUTH = {  # a cluster unlike the sourced nominal one, each value inside its search bounds
-    "calib_adam_share": 0.0, "shm_edge_gbyte_s": 6.0, "host_path_gbyte_s": 40.0, "py_op_s": 30e-6,
-    "d2d_gbyte_s": 350.0, "overlap_compute_slowdown": 0.05, "overlap_comm_slowdown": 0.4,
-    "byteps_nccl_edge_gbyte_s": 4.5, "bs_partition_cpu_s": 500e-6, "gil_convoy_share": 0.2, "bs_fwd_gap_s": 0.8e-3,
+    "calib_adam_share": 0.0,
+    "shm_edge_gbyte_s": 6.0,
+    "host_path_gbyte_s": 40.0,
+    "py_op_s": 30e-6,
+    "d2d_gbyte_s": 350.0,
+    "overlap_compute_slowdown": 0.05,
+    "overlap_comm_slowdown": 0.4,
+    "byteps_nccl_edge_gbyte_s": 4.5,
+    "bs_partition_cpu_s": 500e-6,
+    "gil_convoy_share": 0.2,
+    "bs_fwd_gap_s": 0.8e-3,
 }
 
 
@@ -46,8 +54,18 @@ def synthetic_table(values: dict) -> pd.DataFrame:
     keys = [(w, n, m) for w in sc.WORKLOADS for n in NETWORKS for m in SEVEN_METHODS]
     got = sc.OneNode(models)({**INPUTS.nominal(), **values}, keys)
     batch = dict(zip(singles["workload"], singles["batch"]))
-    rows = [{"workload": w, "batch": batch[w], "network": n, "scheme": m, "gpus": 4, "throughput": got[(w, n, m)],
-             "std": 0.01 * got[(w, n, m)]} for w, n, m in keys]
+    rows = [
+        {
+            "workload": w,
+            "batch": batch[w],
+            "network": n,
+            "scheme": m,
+            "gpus": 4,
+            "throughput": got[(w, n, m)],
+            "std": 0.01 * got[(w, n, m)],
+        }
+        for w, n, m in keys
+    ]
     return pd.concat([singles, pd.DataFrame(rows)], ignore_index=True)
 
 
@@ -72,12 +90,15 @@ def test_a_table_made_from_known_parameters_is_fitted_back_inside_the_stated_int
     assert all(set(d) == set(t.index) for d in draws)
 
 
-@pytest.mark.parametrize("drop, needle", [
-    (("scheme", "bytescheduler-a2a"), "no 4-GPU rows of bytescheduler-a2a"),
-    (("scheme", "wfbp-ps"), "no 4-GPU rows of wfbp-ps"),
-    (("workload", "bert-large"), "no rows of bert-large"),
-    (("scheme", "single-gpu"), "has no 1-GPU row"),
-])
+@pytest.mark.parametrize(
+    "drop, needle",
+    [
+        (("scheme", "bytescheduler-a2a"), "no 4-GPU rows of bytescheduler-a2a"),
+        (("scheme", "wfbp-ps"), "no 4-GPU rows of wfbp-ps"),
+        (("workload", "bert-large"), "no rows of bert-large"),
+        (("scheme", "single-gpu"), "has no 1-GPU row"),
+    ],
+)
 def test_a_table_missing_a_method_or_a_workload_is_refused_in_one_line(tmp_path, drop, needle):
     table = _study_table()
     column, value = drop
@@ -85,24 +106,42 @@ def test_a_table_missing_a_method_or_a_workload_is_refused_in_one_line(tmp_path,
     table[table[column] != value].to_csv(f, index=False)
     with pytest.raises(UserError, match=needle):
         sc.calibrate(f, PROFILES, lowo=False)
-    r = CliRunner().invoke(cli, ["predict", "--workload", "bert-base", "--device-preset", "study-gpu",
-                                 "--cluster", "study-ib-100g", "--nodes", "2", "--calibrate", str(f)])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "predict",
+            "--workload",
+            "bert-base",
+            "--device-preset",
+            "study-gpu",
+            "--cluster",
+            "study-ib-100g",
+            "--nodes",
+            "2",
+            "--calibrate",
+            str(f),
+        ],
+    )
     assert r.exit_code == 2, r.output
     assert needle in r.output and len(r.output.strip().splitlines()) == 1, r.output
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--link", "ib-100g"], "fits the software costs of a cluster that states them"),
-    (["--cluster", "study-ib-100g", "--calibrate-missing"], None),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--link", "ib-100g"], "fits the software costs of a cluster that states them"),
+        (["--cluster", "study-ib-100g", "--calibrate-missing"], None),
+    ],
+)
 def test_calibrate_needs_the_study_cluster_and_a_readable_table(tmp_path, args, needle):
     if needle is None:  # a path that is neither a run directory nor a table
         args, needle = ["--cluster", "study-ib-100g"], "not a run directory, nor a .csv or .parquet table"
         target = str(tmp_path / "nothing.txt")
     else:
         target = str(sc.STUDY_TABLE)
-    r = CliRunner().invoke(cli, ["predict", "--workload", "bert-base", "--device-preset", "study-gpu", *args,
-                                 "--calibrate", target])
+    r = CliRunner().invoke(
+        cli, ["predict", "--workload", "bert-base", "--device-preset", "study-gpu", *args, "--calibrate", target]
+    )
     assert r.exit_code == 2, r.output
     assert needle in r.output and len(r.output.strip().splitlines()) == 1, r.output
 
@@ -111,14 +150,30 @@ def test_a_table_the_model_cannot_reproduce_does_not_converge_and_predicts_nothi
     # the fitter itself: a line through cells that lie on a parabola leaves the far cells off, so it says so
     p = Param("a", 0.0, 10.0)
     cells = Cells({k: 1.0 + k * k for k in range(6)}, {})
-    fit = fit_params([Block("line", (p,), tuple(range(6)))],
-                     lambda v, keys: {k: 1.0 + v["a"] * k for k in keys}, cells, {"a": 1.0})
+    fit = fit_params(
+        [Block("line", (p,), tuple(range(6)))], lambda v, keys: {k: 1.0 + v["a"] * k for k in keys}, cells, {"a": 1.0}
+    )
     assert not fit.converged and "does not reproduce these cells" in fit.message
     # and `ddlbench predict --calibrate` stops there with that message instead of predicting
-    monkeypatch.setattr("harness.study.calibration.calibrate", lambda *a, **k: sc.Calibration(
-        fit, 0.0, {}, pd.DataFrame(), None, "t"))
-    r = CliRunner().invoke(cli, ["predict", "--workload", "bert-base", "--device-preset", "study-gpu",
-                                 "--cluster", "study-ib-100g", "--nodes", "2", "--calibrate", str(sc.STUDY_TABLE)])
+    monkeypatch.setattr(
+        "harness.study.calibration.calibrate", lambda *a, **k: sc.Calibration(fit, 0.0, {}, pd.DataFrame(), None, "t")
+    )
+    r = CliRunner().invoke(
+        cli,
+        [
+            "predict",
+            "--workload",
+            "bert-base",
+            "--device-preset",
+            "study-gpu",
+            "--cluster",
+            "study-ib-100g",
+            "--nodes",
+            "2",
+            "--calibrate",
+            str(sc.STUDY_TABLE),
+        ],
+    )
     assert r.exit_code == 2 and "did not converge" in r.output and "does not reproduce" in r.output, r.output
     assert "throughput" not in r.output
 
@@ -142,9 +197,27 @@ def test_predict_calibrate_predicts_the_cluster_from_the_fitted_values(tmp_path)
     """`ddlbench predict --calibrate` with the study's one-node table: the fitted parameters said, and the
     prediction at 4 GPUs (the fitted cells) close to the table, at 8 GPUs present with ordered intervals."""
     profiles = [x for w in sc.WORKLOADS for x in ("--profile", str(PROFILES / f"profile-{w}.parquet"))]
-    r = CliRunner().invoke(cli, ["predict", *profiles, "--device-preset", "study-gpu", "--cluster", "study-ib-100g",
-                                 "--nodes", "1,2", "--schemes", "bsp-a2a,wfbp-ps", "--intervals", "4",
-                                 "--calibrate", str(sc.STUDY_TABLE), "-o", str(tmp_path / "p.parquet")])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "predict",
+            *profiles,
+            "--device-preset",
+            "study-gpu",
+            "--cluster",
+            "study-ib-100g",
+            "--nodes",
+            "1,2",
+            "--schemes",
+            "bsp-a2a,wfbp-ps",
+            "--intervals",
+            "4",
+            "--calibrate",
+            str(sc.STUDY_TABLE),
+            "-o",
+            str(tmp_path / "p.parquet"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "fitted shm_edge_gbyte_s = " in r.output and "fitted bs_fwd_gap_s = " in r.output
     df = pd.read_parquet(tmp_path / "p.parquet")

@@ -25,7 +25,7 @@ from harness.study.inputs import INPUTS
 from harness.study.curve_report import best_methods, findings, interval_summary, size_table
 from harness.sim.byteps import declared_order, djb2, server_of
 from harness.study.mgwfbp import study_merge
-from harness.sim.network import Cluster, Link
+from harness.sim.links import Cluster, Link
 
 NOMINAL = INPUTS.nominal()
 
@@ -44,6 +44,7 @@ def curve(models):
 
 
 # --- inputs ------------------------------------------------------------------------------------------------
+
 
 def test_every_input_states_its_source_range_and_kind():
     """No input lacks a source line, a range holding its value, a unit and a kind; code and measured inputs
@@ -71,8 +72,13 @@ def test_an_input_without_a_source_or_outside_its_range_is_refused():
 
 
 def test_latin_hypercube_samples_cover_each_range_once_per_stratum():
-    inputs = Inputs([Input("a", 2.5, 2.0, 3.0, "s", "a", "src"), Input("b", 10.0, 1.0, 100.0, "s", "b", "src"),
-                     Input("c", 5.0, 5.0, 5.0, "s", "c", "src")])
+    inputs = Inputs(
+        [
+            Input("a", 2.5, 2.0, 3.0, "s", "a", "src"),
+            Input("b", 10.0, 1.0, 100.0, "s", "b", "src"),
+            Input("c", 5.0, 5.0, 5.0, "s", "c", "src"),
+        ]
+    )
     s = inputs.samples(10, seed=3)
     a = sorted(v["a"] for v in s)
     assert all(2.0 + k * 0.1 <= x <= 2.0 + (k + 1) * 0.1 for k, x in enumerate(a))  # one draw per stratum
@@ -84,6 +90,7 @@ def test_latin_hypercube_samples_cover_each_range_once_per_stratum():
 
 
 # --- the curve ---------------------------------------------------------------------------------------------
+
 
 def test_the_curve_has_every_size_network_and_method_with_ordered_intervals(curve):
     assert set(curve["workers"]) == {4, 8, 16, 32} == {4 * n for n in NODE_COUNTS}
@@ -100,8 +107,9 @@ def test_the_curve_has_every_size_network_and_method_with_ordered_intervals(curv
 
 def test_one_node_is_the_same_on_every_network(curve):
     """At 4 GPUs nothing crosses a NIC: the three networks predict alike (BytePS runs no server there)."""
-    one = curve[curve["workers"] == 4].pivot_table(index=["workload", "scheme"], columns="network",
-                                                   values="throughput_median")
+    one = curve[curve["workers"] == 4].pivot_table(
+        index=["workload", "scheme"], columns="network", values="throughput_median"
+    )
     assert (one.max(axis=1) / one.min(axis=1) - 1 < 1e-9).all()
 
 
@@ -131,6 +139,7 @@ def test_sensitivity_names_what_moves_the_cells(models):
 
 
 # --- the models under it -----------------------------------------------------------------------------------
+
 
 def test_byteps_on_one_node_has_no_server_and_moves_no_byte_over_the_nic(models):
     sn = study_network(NOMINAL, "eth-10g", 1)
@@ -169,17 +178,19 @@ def test_the_bytescheduler_plugin_waits_for_the_gil_and_for_every_rank_to_hand_p
     sn = study_network(NOMINAL, "ib-100g", 1)
     st = sn.network.stacks["bytescheduler-a2a"]
     assert st.leader_only and st.gil_forced_s == pytest.approx(
-        NOMINAL["py_switch_interval_s"] + NOMINAL["gil_forced_extra_s"])
+        NOMINAL["py_switch_interval_s"] + NOMINAL["gil_forced_extra_s"]
+    )
     resnet = next(m for m in models if m.workload == "resnet50")
     cl = Cluster(1, 4, sn.network.inter, sn.network.intra, 1, measured=sn.network.measured)
     knobs = sn.knobs["bytescheduler-a2a"]
     held = simulate("bytescheduler-a2a", resnet, cl.with_(stack=st), knobs)
-    free = simulate("bytescheduler-a2a", resnet, cl.with_(stack=replace(st, gil_waits_per_hook=0.0,
-                                                                          fwd_gil_per_layer=0.0)), knobs)
+    free = simulate(
+        "bytescheduler-a2a", resnet, cl.with_(stack=replace(st, gil_waits_per_hook=0.0, fwd_gil_per_layer=0.0)), knobs
+    )
     assert held.plan["library"].startswith("bytescheduler") and held.plan["hooks_waited"] > 0
     assert free.plan["hooks_waited"] == 0 and free.plan["gil_waits"] == 0
     assert held.iter_s > free.iter_s * 1.05
-    assert held.backward_s > resnet.backward_total_s * 1.05   # the autograd thread held the GPU back
+    assert held.backward_s > resnet.backward_total_s * 1.05  # the autograd thread held the GPU back
     # each wait is bounded by the switch interval and its forced hand-off
     assert held.plan["gil_waited_s"] <= held.plan["gil_waits"] * st.gil_forced_s + 1e-9
 
@@ -199,13 +210,15 @@ def test_the_gil_rule_waits_for_the_first_of_a_finished_item_an_empty_queue_or_a
         def thread():
             yield from spin.acquire()
             out["t"] = sim.now
+
         sim.process(thread())
         sim.run()
         return out["t"]
-    assert waited(0, None) == 0.0                                   # the poller sleeps in queue.get()
-    assert waited(2, None) == pytest.approx(5e-3)                   # forced switch, hand-off included
-    assert waited(2, 1e-3) == pytest.approx(1e-3 + 1e-4)            # a finished item gives the GIL up
-    assert waited(1, 9e-3) == pytest.approx(5e-3)                   # but never longer than a forced switch
+
+    assert waited(0, None) == 0.0  # the poller sleeps in queue.get()
+    assert waited(2, None) == pytest.approx(5e-3)  # forced switch, hand-off included
+    assert waited(2, 1e-3) == pytest.approx(1e-3 + 1e-4)  # a finished item gives the GIL up
+    assert waited(1, 9e-3) == pytest.approx(5e-3)  # but never longer than a forced switch
 
 
 def test_communication_and_compute_sharing_the_gpu_slow_what_overlaps_and_nothing_else(models):
@@ -226,7 +239,7 @@ def test_communication_and_compute_sharing_the_gpu_slow_what_overlaps_and_nothin
     assert "overlap_comm_scale" not in w0.plan
     b0 = simulate("bsp-a2a", bert, cl.with_(stack=none))
     b1 = simulate("bsp-a2a", bert, cl.with_(stack=heavy))
-    assert b1.iter_s == pytest.approx(b0.iter_s, rel=1e-9)        # nothing runs beside its backward
+    assert b1.iter_s == pytest.approx(b0.iter_s, rel=1e-9)  # nothing runs beside its backward
 
 
 def test_byteps_over_tcp_moves_every_byte_through_one_zeromq_thread(models):
@@ -302,8 +315,10 @@ def test_the_inputs_carry_the_committed_microbenchmark_figures():
     import json
     from pathlib import Path
 
-    GIL = {k: (INPUTS[n].value, INPUTS[n].low, INPUTS[n].high) for k, n in (
-        ("forced_extra", "gil_forced_extra_s"), ("handoff", "gil_handoff_s"), ("scan", "bs_scan_step_s"))}
+    GIL = {
+        k: (INPUTS[n].value, INPUTS[n].low, INPUTS[n].high)
+        for k, n in (("forced_extra", "gil_forced_extra_s"), ("handoff", "gil_handoff_s"), ("scan", "bs_scan_step_s"))
+    }
     ZMQ_VAN = (INPUTS["zmq_van_gbyte_s"].value,)
     folder = Path(__file__).resolve().parents[3] / "reports" / "study-prediction"
     gil = json.loads((folder / "gil-handoff.json").read_text())
@@ -335,8 +350,9 @@ def test_the_authors_mgwfbp_rule_merges_tiny_tensors_and_uses_their_table():
 def test_a_slower_shared_host_path_slows_every_multi_node_method(models):
     bert = next(m for m in models if m.workload == "bert-base")
     fast = study.predict_curve([bert], "flops", node_counts=(4,), families=("ib-100g",))
-    slow = study.predict_curve([bert], "flops", {**NOMINAL, "host_path_gbyte_s": 12.0}, node_counts=(4,),
-                               families=("ib-100g",))
+    slow = study.predict_curve(
+        [bert], "flops", {**NOMINAL, "host_path_gbyte_s": 12.0}, node_counts=(4,), families=("ib-100g",)
+    )
     f = fast.set_index("scheme")["throughput_median"]
     s = slow.set_index("scheme")["throughput_median"]
     for m in ("bsp-a2a", "wfbp-a2a", "bsp-ps", "wfbp-ps"):
@@ -345,29 +361,51 @@ def test_a_slower_shared_host_path_slows_every_multi_node_method(models):
 
 # --- one model behind the CLI ------------------------------------------------------------------------------
 
+
 def test_ddlbench_predict_runs_the_study_cluster_with_intervals(tmp_path, models):
     out = tmp_path / "p.parquet"
-    r = CliRunner().invoke(cli, ["predict", "--workload", "bert-base", "--device-preset", "study-gpu",
-                                 "--compute", "flops", "--cluster", "study-eth-10g", "--nodes", "1,2",
-                                 "--schemes", "bsp-a2a,wfbp-ps", "--intervals", "3", "-o", str(out)])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "predict",
+            "--workload",
+            "bert-base",
+            "--device-preset",
+            "study-gpu",
+            "--compute",
+            "flops",
+            "--cluster",
+            "study-eth-10g",
+            "--nodes",
+            "1,2",
+            "--schemes",
+            "bsp-a2a,wfbp-ps",
+            "--intervals",
+            "3",
+            "-o",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, r.output
     df = pd.read_parquet(out)
     assert set(df["workers"]) == {4, 8} and set(df["network"]) == {"eth-10g"} and len(df) == 4
     assert (df["pred_low"] <= df["throughput_median"]).all() and (df["throughput_median"] <= df["pred_high"]).all()
     bert = next(m for m in models if m.workload == "bert-base")
-    same = study.predict_curve([bert], None, node_counts=(1, 2), families=("eth-10g",),
-                               methods=["bsp-a2a", "wfbp-ps"])
+    same = study.predict_curve([bert], None, node_counts=(1, 2), families=("eth-10g",), methods=["bsp-a2a", "wfbp-ps"])
     a = df.set_index(["workers", "scheme"])["throughput_median"].sort_index()
     b = same.set_index(["workers", "scheme"])["throughput_median"].sort_index()
     assert list(a.round(6)) == list(b.round(6))  # the study script's model, not a copy
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--cluster", "study-eth-1g"], "known clusters are study-eth-10g, study-ib-100g, study-ipoib-100g"),
-    (["--cluster", "study-ib-100g", "--nodes", "3"], "no entry for 12 workers"),
-    (["--cluster", "study-ib-100g", "--gpus-per-node", "8"], "hold 4 GPUs"),
-    (["--link", "ib-100g", "--cluster", "study-ib-100g", "--intervals", "4"], "--intervals needs input ranges"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--cluster", "study-eth-1g"], "known clusters are study-eth-10g, study-ib-100g, study-ipoib-100g"),
+        (["--cluster", "study-ib-100g", "--nodes", "3"], "no entry for 12 workers"),
+        (["--cluster", "study-ib-100g", "--gpus-per-node", "8"], "hold 4 GPUs"),
+        (["--link", "ib-100g", "--cluster", "study-ib-100g", "--intervals", "4"], "--intervals needs input ranges"),
+    ],
+)
 def test_ddlbench_predict_refuses_study_misuse_in_one_line(args, needle):
     r = CliRunner().invoke(cli, ["predict", "--workload", "bert-base", "--device-preset", "study-gpu", *args])
     assert r.exit_code == 2, r.output
@@ -399,6 +437,7 @@ def test_study_merge_in_one_pass_equals_recomputing_every_start():
             p[l - 1] += p[l]
             p[l] = 0
             tc[l - 1] = alpha + beta * p[l - 1] * 4
+
         taoc, groups, group = starts(), [], []
         for l in range(L - 1, 0, -1):
             group.append(l)
@@ -421,7 +460,7 @@ def test_study_merge_in_one_pass_equals_recomputing_every_start():
     for _ in range(300):
         L = rng.randint(1, 50)
         deltas = [rng.random() * 1e-3 for _ in range(L)]
-        numels = [rng.choice([10, 5000, 20000, 10 ** 6, 4 * 10 ** 6]) for _ in range(L)]
+        numels = [rng.choice([10, 5000, 20000, 10**6, 4 * 10**6]) for _ in range(L)]
         a, b = rng.random() * 1e-3, rng.random() * 1e-9
         assert study_merge(deltas, numels, a, b) == reference(deltas, numels, a, b)
 

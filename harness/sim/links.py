@@ -74,35 +74,64 @@ class Link:
 # Presets. Rates are achievable payload rates per direction; latencies are one-way for small
 # messages through the stack named. Where a number is a typical measurement rather than a
 # specification, the source says so: replace them with your own `ddlbench commbench` table.
-LINKS: dict[str, Link] = {l.name: l for l in [
-    Link("eth-10g", 9.4, 25e-6,
-         "10GBASE line rate 10 Gb/s; TCP payload at MTU 1500 is 1460/1538 = 95% of it (~9.4 Gb/s, "
-         "what tuned iperf reaches; untuned hosts often see ~7 Gb/s); kernel TCP one-way latency "
-         "~20-30 us (typical netperf TCP_RR on 10 GbE)"),
-    Link("eth-25g", 23.5, 20e-6,
-         "25GBASE (IEEE 802.3by) 25 Gb/s; TCP payload ~94% (~23.5 Gb/s); kernel TCP one-way latency "
-         "~15-25 us (typical)"),
-    Link("ib-100g", 97.0, 1.5e-6,
-         "InfiniBand EDR 4x: 4 x 25.78 Gbaud with 64b/66b coding = 100 Gb/s data rate; perftest "
-         "ib_send_bw/ib_write_bw reach ~97 Gb/s with ConnectX-4; verbs latency ~0.6 us (Mellanox "
-         "ConnectX-4 spec), ~1-2 us through a switch and NCCL's proxy (typical)"),
-    Link("ipoib-100g", 25.0, 12e-6,
-         "TCP over the same EDR fabric (IP over InfiniBand, connected mode, MTU 65520): the kernel "
-         "TCP stack and one core per stream limit it to roughly 20-40 Gb/s per stream, far below RDMA; "
-         "one-way latency ~10-15 us (typical measurements; the study saw IPoIB well below IB RDMA)"),
-    Link("pcie3-x16", 96.0, 2e-6,
-         "PCI Express 3.0 x16: 8 GT/s x 16 lanes x 128b/130b = 15.75 GB/s per direction; GPU "
-         "copies reach ~12 GB/s (~96 Gb/s) (CUDA bandwidthTest, typical); ~1-2 us DMA latency"),
-    Link("nvlink2", 1200.0, 1e-6,
-         "NVLink 2.0 (V100 SXM2): 6 links x 25 GB/s per direction = 150 GB/s = 1200 Gb/s per GPU "
-         "(NVIDIA V100 datasheet); ~1 us (typical)"),
-]}
+LINKS: dict[str, Link] = {
+    l.name: l
+    for l in [
+        Link(
+            "eth-10g",
+            9.4,
+            25e-6,
+            "10GBASE line rate 10 Gb/s; TCP payload at MTU 1500 is 1460/1538 = 95% of it (~9.4 Gb/s, "
+            "what tuned iperf reaches; untuned hosts often see ~7 Gb/s); kernel TCP one-way latency "
+            "~20-30 us (typical netperf TCP_RR on 10 GbE)",
+        ),
+        Link(
+            "eth-25g",
+            23.5,
+            20e-6,
+            "25GBASE (IEEE 802.3by) 25 Gb/s; TCP payload ~94% (~23.5 Gb/s); kernel TCP one-way latency "
+            "~15-25 us (typical)",
+        ),
+        Link(
+            "ib-100g",
+            97.0,
+            1.5e-6,
+            "InfiniBand EDR 4x: 4 x 25.78 Gbaud with 64b/66b coding = 100 Gb/s data rate; perftest "
+            "ib_send_bw/ib_write_bw reach ~97 Gb/s with ConnectX-4; verbs latency ~0.6 us (Mellanox "
+            "ConnectX-4 spec), ~1-2 us through a switch and NCCL's proxy (typical)",
+        ),
+        Link(
+            "ipoib-100g",
+            25.0,
+            12e-6,
+            "TCP over the same EDR fabric (IP over InfiniBand, connected mode, MTU 65520): the kernel "
+            "TCP stack and one core per stream limit it to roughly 20-40 Gb/s per stream, far below RDMA; "
+            "one-way latency ~10-15 us (typical measurements; the study saw IPoIB well below IB RDMA)",
+        ),
+        Link(
+            "pcie3-x16",
+            96.0,
+            2e-6,
+            "PCI Express 3.0 x16: 8 GT/s x 16 lanes x 128b/130b = 15.75 GB/s per direction; GPU "
+            "copies reach ~12 GB/s (~96 Gb/s) (CUDA bandwidthTest, typical); ~1-2 us DMA latency",
+        ),
+        Link(
+            "nvlink2",
+            1200.0,
+            1e-6,
+            "NVLink 2.0 (V100 SXM2): 6 links x 25 GB/s per direction = 150 GB/s = 1200 Gb/s per GPU "
+            "(NVIDIA V100 datasheet); ~1 us (typical)",
+        ),
+    ]
+}
 
 
 def get_link(name: str) -> Link:
     if name not in LINKS:
-        raise UserError(f"unknown network preset {name!r}: known presets are {', '.join(sorted(LINKS))} "
-                        f"(or give --commbench FILE.parquet with measured all-reduce times)")
+        raise UserError(
+            f"unknown network preset {name!r}: known presets are {', '.join(sorted(LINKS))} "
+            f"(or give --commbench FILE.parquet with measured all-reduce times)"
+        )
     return LINKS[name]
 
 
@@ -125,6 +154,11 @@ class AlphaBeta:
     """A second algorithm the library picks where it is faster (NCCL's tree for small messages across
     nodes, Sanders et al. "Two-tree algorithms for full bandwidth broadcast, reduction and scan", 2009):
     a message costs the cheaper of the two lines. None = this line only."""
+    parts: "tuple[AlphaBeta, AlphaBeta] | None" = None
+    """(the node's own path, the wire between nodes) where a ring across nodes runs step by step at the slower
+    of the two: this line's alpha and beta are the larger of the parts'. A GPU shared with compute slows the
+    node's path (its hops through host memory, the kernels), not the wire (harness/sim/interference.py).
+    None = one path."""
 
     def time_s(self, nbytes: float) -> float:
         t = self.alpha_s + self.beta_s_per_byte * nbytes
@@ -135,9 +169,27 @@ ZERO = AlphaBeta(0.0, 0.0)
 
 
 def _scaled(ab: AlphaBeta, f: float) -> AlphaBeta:
-    """Every time of `ab` (its small-message line too) times f; what a planner fits is left as it was."""
-    return replace(ab, alpha_s=ab.alpha_s * f, beta_s_per_byte=ab.beta_s_per_byte * f,
-                   small=_scaled(ab.small, f) if ab.small is not None else None)
+    """`ab` on a GPU whose communication runs f times slower beside compute: every time of the line (its
+    small-message line too) times f, or where the line has parts, the node's path times f and the wire as it
+    was, the line again the slower of the two. What a planner fits is left as it was."""
+    small = _scaled(ab.small, f) if ab.small is not None else None
+    if ab.parts is None:
+        return replace(ab, alpha_s=ab.alpha_s * f, beta_s_per_byte=ab.beta_s_per_byte * f, small=small)
+    node, wire = _scaled(ab.parts[0], f), ab.parts[1]
+    return replace(
+        ab,
+        alpha_s=max(node.alpha_s, wire.alpha_s),
+        small=small,
+        parts=(node, wire),
+        beta_s_per_byte=max(node.beta_s_per_byte, wire.beta_s_per_byte),
+    )
+
+
+def slower_of(node: AlphaBeta, wire: AlphaBeta, **kw) -> AlphaBeta:
+    """A ring across nodes that runs step by step at the slower of the node's own path and the wire."""
+    return AlphaBeta(
+        max(node.alpha_s, wire.alpha_s), max(node.beta_s_per_byte, wire.beta_s_per_byte), parts=(node, wire), **kw
+    )
 
 
 @dataclass(frozen=True)
@@ -184,8 +236,11 @@ class Cluster:
             ab = _scaled(ab, self.stack.comm_scale)
         if self.nodes > 1 and self.inter.burst_bytes and ab.beta_s_per_byte:
             per_byte = 2 * (self.workers - 1) / self.workers
-            ab = replace(ab, burst_bytes=self.inter.burst_bytes / per_byte,
-                         beta_peak_s_per_byte=per_byte / self.inter.peak_bytes_per_s)
+            ab = replace(
+                ab,
+                burst_bytes=self.inter.burst_bytes / per_byte,
+                beta_peak_s_per_byte=per_byte / self.inter.peak_bytes_per_s,
+            )
         return ab
 
     def _allreduce_cost(self) -> AlphaBeta:
@@ -199,14 +254,12 @@ class Cluster:
             return AlphaBeta(2 * (N - 1) * lat, 2 * (N - 1) / N / bw)
         if self.allreduce == "hierarchical":
             a = 2 * (g - 1) * self.intra.message_s + 2 * (n - 1) * self.inter.message_s
-            b = (2 * (g - 1) / g / self.intra.bytes_per_s if g > 1 else 0.0) \
-                + 2 * (n - 1) / n / self.inter.bytes_per_s
+            b = (2 * (g - 1) / g / self.intra.bytes_per_s if g > 1 else 0.0) + 2 * (n - 1) / n / self.inter.bytes_per_s
             return AlphaBeta(a, b)
         if self.allreduce != "ring":
             raise UserError(f"unknown all-reduce model {self.allreduce!r}: use ring or hierarchical")
         lat = max(self.inter.message_s, self.intra.message_s if g > 1 else 0.0)
-        bw = min(self.inter.bytes_per_s, self.intra.bytes_per_s if g > 1 else math.inf,
-                 self._host_bytes_per_s(g, n))
+        bw = min(self.inter.bytes_per_s, self.intra.bytes_per_s if g > 1 else math.inf, self._host_bytes_per_s(g, n))
         return AlphaBeta(2 * (N - 1) * lat, 2 * (N - 1) / N / bw)
 
     def _host_bytes_per_s(self, g: int, n: int) -> float:

@@ -41,10 +41,11 @@ def _calibrate(tables: tuple, profiles: dict):
     out is the report's: harness/study/prediction.py)."""
     if len(tables) > 2:
         raise UserError(f"--calibrate takes a one-node table and, after it, a two-node table: {len(tables)} given")
+    two = two_node.read_two_node(tables[1]) if len(tables) > 1 else None  # its refusals before the one-node fit
     one = calibration.calibrate(tables[0], profiles, lowo=False)
     if len(tables) == 1 or not one.fit.converged:
         return one
-    return two_node.calibrate_two_node(one, calibration.read_one_node(tables[0]), tables[1], profiles, lowo=False)
+    return two_node.calibrate_two_node(one, calibration.read_one_node(tables[0]), two, profiles, lowo=False)
 
 
 def _curve(family: str, models, calibration=None, **kw):

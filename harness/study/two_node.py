@@ -40,6 +40,8 @@ workers).
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,7 +51,7 @@ import pandas as pd
 from harness.core.errors import UserError
 from harness.predict.fitting import Block, Cells, Fit, Param, fit_params
 from harness.predict.predictor import SEVEN_METHODS, predict_rows
-from harness.study.calibration import Calibration, calibration_models, misses, read_one_node
+from harness.study.calibration import Calibration, calibration_models, fitted_cells, misses, read_one_node
 from harness.study.cluster import FAMILIES, GPUS_PER_NODE, study_network
 from harness.study.curve import WORKLOADS, study_compute
 from harness.study.inputs import INPUTS, StudyValues
@@ -246,17 +248,15 @@ def fit_transports(
     return fit_params(blocks_for(cells), predict, cells, dict(start), starts=starts, polish=False), cells
 
 
-def leave_one_out(
-    df: pd.DataFrame, workloads, models: list, start: dict, skip: pd.DataFrame | None = None, starts: int = 2
-) -> pd.DataFrame:
-    """Leave one workload out on the two-node column: the transports fitted to the other workloads' cells, the
-    held-out workload's cells predicted."""
-    rows = []
-    for held in workloads:
-        fit, _ = fit_transports(df, [w for w in workloads if w != held], models, start, skip, starts)
-        cells = cells_of(df, [held], skip)
-        got = TwoNode([m for m in models if m.workload == held])(fit.values, list(cells.mean))
-        rows += [
+def _fold(args) -> pd.DataFrame:
+    """One leave-one-workload-out fold: the transports fitted to the other workloads' cells, the held-out
+    workload's cells predicted."""
+    df, workloads, models, start, skip, starts, held = args
+    fit, _ = fit_transports(df, [w for w in workloads if w != held], models, start, skip, starts)
+    cells = cells_of(df, [held], skip)
+    got = TwoNode([m for m in models if m.workload == held])(fit.values, list(cells.mean))
+    out = pd.DataFrame(
+        [
             {
                 "held_out": held,
                 "workload": k[0],
@@ -267,7 +267,7 @@ def leave_one_out(
             }
             for k in cells.mean
         ]
-    out = pd.DataFrame(rows)
+    )
     out["error"] = out["predicted"] / out["measured"] - 1
     return out
 
@@ -344,24 +344,18 @@ def calibrate_two_node(
         )
     models = calibration_models(one_node, workloads, profiles)
     skip = mislabelled(df)
-    fit, cells = fit_transports(df, workloads, models, one.values, skip, starts)
+    folds = [(df, workloads, models, one.values, skip, starts, held) for held in workloads] if lowo else []
+    if folds:  # each held-out fold in a process of its own while the whole fit runs here (fork: models shared)
+        with multiprocessing.get_context("fork").Pool(min(len(folds), os.cpu_count() or 1)) as pool:
+            pending = pool.map_async(_fold, folds)
+            fit, cells = fit_transports(df, workloads, models, one.values, skip, starts)
+            held = pd.concat(pending.get(), ignore_index=True)
+    else:
+        fit, cells = fit_transports(df, workloads, models, one.values, skip, starts)
+        held = None
     fit.converged = fit.converged and one.fit.converged
     fit.message = f"one node: {one.fit.message}; two nodes: {fit.message}"
-    rows = pd.DataFrame(
-        [
-            {
-                "workload": k[0],
-                "network": k[1],
-                "scheme": k[2],
-                "measured": cells.mean[k],
-                "std": cells.std[k],
-                "predicted": fit.predicted.get(k, math.nan),
-            }
-            for k in cells.mean
-        ]
-    )
-    rows["error"] = rows["predicted"] / rows["measured"] - 1
-    held = leave_one_out(df, workloads, models, one.values, skip, starts) if lowo else None
+    rows = fitted_cells(fit, cells)
     return TwoNodeCalibration(one, fit, rows, skip, held, source)
 
 

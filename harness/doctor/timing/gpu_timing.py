@@ -191,7 +191,7 @@ def measure_profiles(run: Run, models: dict) -> None:
     checks = []
     for wl in run.profiled:
         name = f"profile {wl}"
-        bare = lambda w=wl: models[w].use("fp32").time(PROFILE_WARMUP, PROFILE_ITERS, threads=threads)["iter_s"]  # noqa: E731
+        bare = lambda w=wl: models[w].use("fp32").time(PROFILE_WARMUP, PROFILE_ITERS, threads=threads)["iter_s"]
         ok, got = run.stage(
             name,
             [name],

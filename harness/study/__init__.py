@@ -19,6 +19,7 @@ Rooms:
                       study's ByteScheduler stack's `bytescheduler_run`)
   curve               the whole curve, its intervals, the sensitivity table, the mechanisms taken out
   calibration         the stacks' software costs fitted to the one-node table (one_node.csv)
+  two_node            the transports fitted to the two-node table (two_node.csv) on top of it
   curve_report, calibration_tables, mechanisms
                       the report's tables and figures
   prediction          scripts/study_prediction.py: the report, written into one folder

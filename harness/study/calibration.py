@@ -306,11 +306,17 @@ def misses(cells: pd.DataFrame) -> dict[str, np.ndarray]:
     return out
 
 
-def _cells(df: pd.DataFrame, workloads: list[str]) -> Cells:
-    four = df[(df["gpus"] == GPUS_PER_NODE) & df["workload"].isin(workloads) & df["scheme"].isin(SEVEN_METHODS)]
-    mean = {(r.workload, r.network, r.scheme): float(r.throughput) for r in four.itertuples()}
-    std = {(r.workload, r.network, r.scheme): float(r.std) for r in four.itertuples()}
+def table_cells(rows: pd.DataFrame) -> Cells:
+    """The rows of a table with the study's columns as cells to fit: (workload, network, scheme) -> throughput, std."""
+    mean = {(r.workload, r.network, r.scheme): float(r.throughput) for r in rows.itertuples()}
+    std = {(r.workload, r.network, r.scheme): float(r.std) for r in rows.itertuples()}
     return Cells(mean, std)
+
+
+def _cells(df: pd.DataFrame, workloads: list[str]) -> Cells:
+    return table_cells(
+        df[(df["gpus"] == GPUS_PER_NODE) & df["workload"].isin(workloads) & df["scheme"].isin(SEVEN_METHODS)]
+    )
 
 
 def _blocks(cells: Cells) -> list[Block]:

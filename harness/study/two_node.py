@@ -51,7 +51,7 @@ import pandas as pd
 from harness.core.errors import UserError
 from harness.predict.fitting import Block, Cells, Fit, Param, fit_params
 from harness.predict.predictor import SEVEN_METHODS, predict_rows
-from harness.study.calibration import Calibration, calibration_models, fitted_cells, misses, read_one_node
+from harness.study.calibration import Calibration, calibration_models, fitted_cells, misses, read_one_node, table_cells
 from harness.study.cluster import FAMILIES, GPUS_PER_NODE, study_network
 from harness.study.curve import WORKLOADS, study_compute
 from harness.study.inputs import INPUTS, StudyValues
@@ -188,9 +188,7 @@ def cells_of(df: pd.DataFrame, workloads, skip: pd.DataFrame | None = None) -> C
     if skip is not None and len(skip):
         drop = set(zip(skip["workload"], skip["network"], skip["scheme"]))
         out = out[[k not in drop for k in zip(out["workload"], out["network"], out["scheme"])]]
-    mean = {(r.workload, r.network, r.scheme): float(r.throughput) for r in out.itertuples()}
-    std = {(r.workload, r.network, r.scheme): float(r.std) for r in out.itertuples()}
-    return Cells(mean, std)
+    return table_cells(out)
 
 
 class TwoNode:

@@ -35,4 +35,17 @@ ruff format --check harness workloads scripts tests examples
 lint-imports --no-cache
 
 export DDLBENCH_REQUIRE_FRAMEWORKS="${DDLBENCH_REQUIRE_FRAMEWORKS:-1}"
-exec "$PY" -m pytest -q -ra --durations=15 "$@"
+if [ "$#" -gt 0 ]; then  # a chosen part of the suite, as given: one pytest, one test at a time
+    exec "$PY" -m pytest -q -ra --durations=15 "$@"
+fi
+# The whole suite in two parts (tests/conftest.py marks `serial` what starts processes or needs the machine alone):
+# the tests that start no processes two at a time (pytest-xdist, one worker per core), then the multi-process ones
+# one at a time. Both parts always run; the command fails if either does.
+t1=$(date +%s)
+status=0
+"$PY" -m pytest -q -ra --durations=15 -n "${DDLBENCH_TEST_WORKERS:-2}" -m "not serial" || status=$?
+echo "[test.sh] the tests that start no processes took $(( $(date +%s) - t1 )) s"
+t2=$(date +%s)
+"$PY" -m pytest -q -ra --durations=15 -m serial || status=$?
+echo "[test.sh] the multi-process tests took $(( $(date +%s) - t2 )) s; the tests took $(( $(date +%s) - t1 )) s in all"
+exit "$status"

@@ -18,6 +18,23 @@ if str(ROOT) not in sys.path:
 backends.load()  # as every entry point does (docs/ARCHITECTURE.md, "Plugins"): tests ask the registry directly
 
 
+SERIAL_FOLDERS = ("integration",)
+"""Folders whose tests start multi-process runs (ranks, launchers, Slurm, the testbed, a browser)."""
+SERIAL_MARKS = ("slow", "root", "gpu", "timing")
+"""Marks of tests that start processes of their own, or need the machine to themselves."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark `serial` every test that starts processes (under tests/integration, or marked slow, root, gpu or
+    timing): scripts/test.sh runs the others two at a time (pytest-xdist, `-m "not serial"`) and then these one
+    at a time (`-m serial`), so that no multi-process test shares the machine's two cores with another test
+    (a rank starved of its core makes its cell's timings, and its timeouts, the neighbour's)."""
+    for item in items:
+        parts = Path(str(item.fspath)).resolve().relative_to(ROOT / "tests").parts
+        if parts[0] in SERIAL_FOLDERS or any(item.get_closest_marker(m) for m in SERIAL_MARKS):
+            item.add_marker(pytest.mark.serial)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _warm_module(request):
     """Every cell a test module starts runs warm, forked from one pre-imported zygote for the module

@@ -9,6 +9,11 @@ A cell measured before only on another environment fingerprint is `incomparable`
 what changed); one never measured is `new`. The current runs never count in their own reference (CI may
 add them to the history first). With `fail_on="confirmed"`, an open confirmed change in a compared cell's
 series also fails (exit 1) until it is triaged in annotations.yaml.
+
+Each compared cell's series is shown with its detectable step (blind.py: the smallest slowdown the detector
+would find and confirm in >= 90% of series of its noise and length) and what would bring it to 5%; with
+`blind_above` (0.10 = 10%) every compared cell whose detectable step is above it is a warning line, and with
+`fail_on="blind"` an error (exit 1).
 """
 
 from __future__ import annotations
@@ -22,11 +27,12 @@ from harness.core.errors import UserError
 from harness.gate.compare import GateConfig, compare_rounds, gate_exit_code
 from harness.gate.markdown import to_markdown
 from harness.history import store
+from harness.history.blind import series_blind
 from harness.history.fingerprint import differences
 from harness.history.rows import raw_key, run_rows
 from harness.history.scan import scan
 
-FAIL_ON = ("worse", "confirmed")
+FAIL_ON = ("worse", "confirmed", "blind")
 
 
 def reference_rounds(rows: pd.DataFrame) -> list[tuple[pd.DataFrame, pd.DataFrame]]:
@@ -87,10 +93,36 @@ def _environment_notes(table: pd.DataFrame, found, current: pd.DataFrame) -> pd.
     return table
 
 
-def compare_history(history, runs: list, cfg: GateConfig, fail_on: str = "worse", repo=".") -> tuple[str, int]:
+def _blind_lines(history, found, current: pd.DataFrame, blind_above: float | None) -> tuple[str, bool]:
+    """The compared cells' detectable steps as Markdown, and whether any is above `blind_above`."""
+    blind = series_blind(history, found, only=set(current["series"]))
+    if blind.empty:
+        return "", False
+    md = "\n**Detectable steps** (the smallest slowdown found and confirmed in >= 90% of series of the cell's noise "
+    md += f"and length over the next {int(blind['after'].min())} runs, at 1% false alarms):\n\n"
+    md += "\n".join(
+        f"- {r.cell}: {r.label}"
+        + ("" if pd.isna(r.noise) else f" (noise {r.noise:.1%} run to run, {r.runs} runs)")
+        + (f"; {r.advice}" if r.advice else "")
+        for r in blind.itertuples()
+    )
+    md += "\n"
+    over = blind[blind["step"].isna() | (blind["step"] > blind_above)] if blind_above is not None else blind.iloc[:0]
+    for r in over.itertuples():
+        step = "unknown (too few runs)" if pd.isna(r.step) else r.label.replace("blind below ", "")
+        md += f"\n**Warning: {r.cell} is blind below {blind_above:.0%}**: its detectable step is {step}"
+        md += f" (--blind-above {blind_above:.0%}){'; ' + r.advice if r.advice else ''}.\n"
+    return md, len(over) > 0
+
+
+def compare_history(
+    history, runs: list, cfg: GateConfig, fail_on: str = "worse", repo=".", blind_above: float | None = None
+) -> tuple[str, int]:
     """(Markdown, exit status) of the current runs (loaded run tables) against the history."""
     if fail_on not in FAIL_ON:
         raise UserError(f"--fail-on {fail_on!r} is not one of {', '.join(FAIL_ON)}")
+    if fail_on == "blind" and blind_above is None:
+        raise UserError("--fail-on blind needs --blind-above STEP: the step to fail above, e.g. --blind-above 10%")
     history = store.check_history(history)
     found = scan(history)
     current = pd.concat([run_rows(t, repo) for t in runs], ignore_index=True)
@@ -102,6 +134,11 @@ def compare_history(history, runs: list, cfg: GateConfig, fail_on: str = "worse"
     md = to_markdown(table, cfg, title=f"ddlbench compare --history {history} {names}")
     md += "\n" + "\n".join(f"{line}." for line in found.problems)
     code = gate_exit_code(table)
+    blind_md, too_blind = _blind_lines(history, found, current, blind_above)
+    md += blind_md
+    if fail_on == "blind" and too_blind:
+        md += "\n`--fail-on blind`: a compared cell cannot see a step of the given size; exit status 1.\n"
+        code = 1
     if fail_on == "confirmed":
         ch = found.changes
         hit = ch[

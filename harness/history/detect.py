@@ -140,15 +140,18 @@ def _refine(m: np.ndarray, bkps: list[int], reach: int = 2) -> list[int]:
 
 def candidates(medians, k: float) -> list[int]:
     """PELT's change points over the standardised series (null.py), and the newest two runs when both lie
-    beyond the clip on one side (null.CLIP: 3 robust sigmas) and PELT has not placed a change among the last
-    three: two runs are too few for PELT to pay its penalty for (two clipped runs gain at most 2 x 3^2),
-    yet two such runs in a row are a 1-in-100,000 event of normal noise. Found early, such a change waits for
-    confirmation like any other."""
+    beyond the clip (null.CLIP: 3 robust sigmas) on one side of the level of the segment they end and PELT has
+    not placed a change among the last three: two runs are too few for PELT to pay its penalty for (two
+    clipped runs gain at most 2 x 3^2), yet two such runs in a row are a 1-in-100,000 event of normal noise.
+    Found early, such a change waits for confirmation like any other."""
     m = np.asarray(medians, dtype=float)
     if m.size < 4:
         return []
     bkps = change_points(standardise(m), k * math.log(m.size))
-    tail = robust_z(m)[-2:]
+    # the newest two against the level of the segment they end (not the whole series': after a step beyond
+    # the clip, every later pair would lie beyond it and stand as a change of its own, unconfirming the step)
+    z, start = robust_z(m), bkps[-1] if bkps else 0
+    tail = z[-2:] - np.median(z[start:])
     if (not bkps or bkps[-1] < m.size - 3) and (np.all(tail >= CLIP) or np.all(tail <= -CLIP)):
         bkps = [*bkps, m.size - 2]
     return bkps

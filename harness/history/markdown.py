@@ -47,3 +47,40 @@ def changes_markdown(table: pd.DataFrame, series: int, cell_runs: int) -> str:
             f"| {state} | {r.cell} [{r.series}] | {size} | {_p(r.p_value)} | {commits} | {runs_after} | {what} |"
         )
     return "\n".join(lines) + "\n"
+
+
+BLIND_LIST = 20
+"""Series listed by `blind_markdown` unless all are asked for (the blindest first)."""
+
+
+def _step(v) -> str:
+    return "-" if v is None or math.isnan(v) else ("none up to 95%" if math.isinf(v) else f"{v:.0%}")
+
+
+def blind_markdown(blind: pd.DataFrame, show_all: bool = False) -> str:
+    """What the detector cannot see (harness/history/blind.py): per series, blindest first, the smallest
+    slowdown found and confirmed in >= 90% of series of its noise and length, and what would bring it to 5%."""
+    if blind.empty:
+        return ""
+    known = blind[blind["step"].notna()]
+    after = int(blind["after"].min()) if len(blind) else 4
+    head = (
+        f"### Detectable steps: {int((known['step'] > 0.05).sum())} of {len(blind)} series blind to a 5% slowdown\n\n"
+        f"The smallest slowdown found and confirmed in >= 90% of simulated series of the series' noise and length "
+        f"over the next {after} runs, at the detector's 1% false-alarm budget (harness/history/blind.py).\n"
+    )
+    shown = blind if show_all else blind.head(BLIND_LIST)
+    lines = [
+        head,
+        "| cell | runs | noise (run to run) | within a run (iterations) | blind below | what would bring it to 5% |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in shown.itertuples():
+        noise = "-" if math.isnan(r.noise) else f"{r.noise:.1%}"
+        within = "-" if math.isnan(r.within) else f"{r.within:.1%} ({int(r.iters)})"
+        lines.append(
+            f"| {r.cell} [{r.series}] | {int(r.runs)} | {noise} | {within} | {_step(r.step)} | {r.advice or '-'} |"
+        )
+    if len(shown) < len(blind):
+        lines.append(f"\n... and {len(blind) - len(shown)} more series (`--all` lists them).")
+    return "\n".join(lines) + "\n"

@@ -28,7 +28,7 @@ BUCKETS = (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 as n grows: 6.8 at 16 runs, 3 at 128, so rounding down is the careful side), the first below it."""
 SERIES = 400
 """Simulated null series per bucket: 1% of 400 is 4 series, enough to place the 1% quantile to a few %."""
-VERSION = 5
+VERSION = 6
 """Of the search (standardise, change_points): part of every cache key, so a changed search is simulated and
 run again, never read from an older cache."""
 MIN_SEGMENT = 2

@@ -2,7 +2,9 @@
 publish's job. First the changes (open ones first, with the commits to bisect), then per workload a panel of
 small multiples: one plot per cell, its median throughput per run over commits with the 95% CI band, its
 change points (red: confirmed, dashed: awaiting runs, grey: triaged) and its environment changes (a dotted
-line where the fingerprint changed: a new series, coloured apart). Plots are PNGs inlined as data URIs.
+line where the fingerprint changed: a new series, coloured apart), captioned with what its latest series is
+blind to (harness/history/blind.py: the smallest slowdown found and confirmed in >= 90% of series of its noise
+and length, and what would bring it to 5%). Plots are PNGs inlined as data URIs.
 
     write_history_page("history/", "history.html")
 """
@@ -21,14 +23,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from harness.core.atomic import write_text_atomic  # noqa: E402
-from harness.history.markdown import changes_markdown  # noqa: E402
+from harness.history.blind import series_blind  # noqa: E402
+from harness.history.markdown import blind_markdown, changes_markdown  # noqa: E402
 from harness.history.scan import Scan, scan  # noqa: E402
 from harness.report.figures import scheme_colors  # noqa: E402
 
 STYLE = """body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;font-size:13px}
 td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}tr.open td{background:#fff0f0}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(330px,1fr));gap:10px}
-figure{margin:0;border:1px solid #eee;padding:4px}figcaption{font-size:12px}img{width:100%}"""
+figure{margin:0;border:1px solid #eee;padding:4px}figcaption{font-size:12px}img{width:100%}
+.blind{color:#666}"""
 
 
 def cell_plot(rows: pd.DataFrame, changes: pd.DataFrame) -> bytes:
@@ -122,8 +126,18 @@ def _changes_table(changes: pd.DataFrame) -> str:
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
 
-def history_html(found: Scan, title: str) -> str:
-    """The page's HTML (module docstring)."""
+def blind_caption(row) -> str:
+    """A plot's caption line on what its series cannot show (blind.py), e.g. "blind below 12% (noise 2.6%,
+    10 runs); 5% needs about 22 more runs at this level"."""
+    if row is None:
+        return ""
+    noise = "" if pd.isna(row.noise) else f" (noise {row.noise:.1%} run to run, {int(row.runs)} runs)"
+    return f"{row.label}{noise}" + (f"; {row.advice}" if row.advice else "")
+
+
+def history_html(found: Scan, title: str, blind: pd.DataFrame | None = None) -> str:
+    """The page's HTML (module docstring); `blind`: blind.series_blind of `found` (the plots' captions)."""
+    by_series = {} if blind is None else {r.series: r for r in blind.itertuples()}
     ch = found.changes
     opened = ch[(ch["state"] == "open") & (ch["kind"] == "change")]
     parts = [
@@ -141,10 +155,13 @@ def history_html(found: Scan, title: str) -> str:
         for key, cell in w.groupby("cell_key", sort=True, observed=True):
             png = base64.b64encode(cell_plot(cell, ch[ch["series"].isin(set(cell["series"]))])).decode("ascii")
             label = cell["cell"].iloc[-1]
+            caption = blind_caption(by_series.get(cell["series"].iloc[-1]))
             parts.append(
                 f"<figure class='cell-plot' data-cell='{html.escape(key, quote=True)}'>"
                 f"<img alt='{html.escape(label, quote=True)}' src='data:image/png;base64,{png}'>"
-                f"<figcaption>{html.escape(label)}</figcaption></figure>"
+                f"<figcaption>{html.escape(label)}"
+                + (f"<br><span class='blind'>{html.escape(caption)}</span>" if caption else "")
+                + "</figcaption></figure>"
             )
         parts.append("</div>")
     parts.append("</body></html>")
@@ -154,7 +171,9 @@ def history_html(found: Scan, title: str) -> str:
 def write_history_page(history, output, title: str = "ddlbench history") -> Path:
     """Scan the history folder and write its page to `output`; also `output` with .md: the changes as Markdown."""
     found = scan(history)
+    blind = series_blind(history, found)
     output = Path(output)
-    write_text_atomic(output, history_html(found, title))
-    write_text_atomic(output.with_suffix(".md"), changes_markdown(found.changes, len(found.series), len(found.rows)))
+    write_text_atomic(output, history_html(found, title, blind))
+    md = changes_markdown(found.changes, len(found.series), len(found.rows)) + "\n" + blind_markdown(blind, True)
+    write_text_atomic(output.with_suffix(".md"), md)
     return output

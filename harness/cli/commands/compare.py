@@ -4,6 +4,7 @@
     ddlbench compare cpu-tiny results/today-1 results/today-2   # several runs of the sweep: rounds
     ddlbench compare results/<old> results/<new> --factor 1.05
     ddlbench compare --history history/ results/<run-id>      # each cell against its latest stable segment
+    ddlbench compare --history history/ results/<run-id> --blind-above 10% --fail-on blind
 
 With --history DIR there is no BASELINE: every argument is a current run, judged against its cells' series
 in the history folder (harness/history/against.py).
@@ -52,7 +53,9 @@ def run_compare(
     return md, gate_exit_code(table)
 
 
-def run_compare_history(history, currents, cfg, fail_on: str, baselines_dir: str | None = None) -> tuple[str, int]:
+def run_compare_history(
+    history, currents, cfg, fail_on: str, baselines_dir: str | None = None, blind_above: float | None = None
+) -> tuple[str, int]:
     """The current runs against the history folder's series (harness/history/against.py)."""
 
     # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
@@ -60,7 +63,23 @@ def run_compare_history(history, currents, cfg, fail_on: str, baselines_dir: str
     from harness.history.against import compare_history
 
     runs = [t for c in currents for t in load_rounds(resolve(c, baselines_dir))]
-    return compare_history(history, runs, cfg, fail_on)
+    return compare_history(history, runs, cfg, fail_on, blind_above=blind_above)
+
+
+def parse_step(ctx, param, value):
+    """--blind-above: a step as a percentage ("10%") or a fraction ("0.10"), above 0 and below 100%."""
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        step = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a step: give a percentage, e.g. 10% (or the fraction 0.10)")
+    if not 0 < step < 1:
+        raise click.BadParameter(
+            f"{value!r} is not a step between 0 and 100%: give e.g. 10% (a bare number is a fraction: 0.10)"
+        )
+    return step
 
 
 @click.command("compare")
@@ -101,13 +120,21 @@ def run_compare_history(history, currents, cfg, fail_on: str, baselines_dir: str
 @history_option(more=": judge the current runs against their cells' series there, with no BASELINE")
 @click.option(
     "--fail-on",
-    type=click.Choice(["worse", "confirmed"]),
+    type=click.Choice(["worse", "confirmed", "blind"]),
     default="worse",
     show_default=True,
-    help="With --history: also fail (exit 1) on an open confirmed change in a compared cell's series.",
+    help="With --history: also fail (exit 1) on an open confirmed change in a compared cell's series "
+    "(confirmed), or on a compared cell whose detectable step is above --blind-above (blind).",
+)
+@click.option(
+    "--blind-above",
+    callback=parse_step,
+    metavar="STEP",
+    help="With --history: a warning line for every compared cell whose detectable step (the smallest slowdown "
+    "the detector would find at its noise and length) is above STEP, e.g. 10%; an error with --fail-on blind.",
 )
 @click.pass_context
-def command(ctx, runs, factor, alpha, min_samples, allow_env_mismatch, baselines_dir, history, fail_on):
+def command(ctx, runs, factor, alpha, min_samples, allow_env_mismatch, baselines_dir, history, fail_on, blind_above):
     """Compare CURRENT against BASELINE (each a run directory or a stored baseline name), or with --history
     DIR every CURRENT against its cells' latest stable segment in that history folder.
 
@@ -119,14 +146,15 @@ def command(ctx, runs, factor, alpha, min_samples, allow_env_mismatch, baselines
 
     cfg = GateConfig(factor=factor, alpha=alpha, min_samples=min_samples)
     if history is not None:
-        md, code = run_compare_history(history, runs, cfg, fail_on, baselines_dir)
+        md, code = run_compare_history(history, runs, cfg, fail_on, baselines_dir, blind_above)
     elif len(runs) < 2:
         raise UserError(
             "compare needs a BASELINE and at least one CURRENT run (or --history DIR and the current "
             "runs): e.g. `ddlbench compare cpu-tiny results/<run-id>`"
         )
-    elif fail_on != "worse":
-        raise UserError("--fail-on confirmed needs --history DIR: confirmed changes are found in a history folder")
+    elif fail_on != "worse" or blind_above is not None:
+        what = "--blind-above" if fail_on == "worse" else f"--fail-on {fail_on}"
+        raise UserError(f"{what} needs --history DIR: changes and detectable steps are found in a history folder")
     else:
         md, code = run_compare(runs[0], runs[1:], cfg, allow_env_mismatch, baselines_dir)
     click.echo(md)

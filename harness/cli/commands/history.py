@@ -43,7 +43,12 @@ def add_command(runs, history, repo):
 
 @command.command("changes")
 @history_option(required=True, more="")
-@click.option("--all", "show_all", is_flag=True, help="Also list triaged changes and environment changes.")
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Also list triaged changes and environment changes, and every series' detectable step.",
+)
 @click.option(
     "--json",
     "json_out",
@@ -51,10 +56,12 @@ def add_command(runs, history, repo):
     help="Also write the changes as JSON to this file.",
 )
 def changes_command(history, show_all, json_out):
-    """List the change points of every cell's series (open ones first) with the commits to bisect."""
+    """List the change points of every cell's series (open ones first) with the commits to bisect, and what
+    each series is blind to: the smallest slowdown the detector would find at its noise and length."""
     # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
     from harness.core.atomic import write_text_atomic
-    from harness.history.markdown import changes_markdown
+    from harness.history.blind import series_blind
+    from harness.history.markdown import blind_markdown, changes_markdown
     from harness.history.scan import scan
 
     found = scan(history)
@@ -62,6 +69,7 @@ def changes_command(history, show_all, json_out):
         click.echo(f"warning: {line}", err=True)
     table = found.changes if show_all else found.changes[found.changes["state"] == "open"]
     click.echo(changes_markdown(table, len(found.series), len(found.rows)))
+    click.echo(blind_markdown(series_blind(history, found), show_all))
     if json_out:
         write_text_atomic(json_out, table.to_json(orient="records", indent=1))
 

@@ -131,6 +131,24 @@ def _iterations(cell: CellSpec, scheme) -> tuple[int, int]:
     return (0, steps) if steps else (max(cell.warmup, profiled), cell.iters)
 
 
+PIN_VAR = "DDLBENCH_PIN_RANKS"
+"""1: each CPU worker runs on cores of its own (the spread study: harness/doctor/timing/spread.py, variant `pin`)."""
+
+
+def pin_cores(cell: CellSpec, me: RankIdentity) -> list[int]:
+    """With PIN_VAR=1, a CPU worker pinned to `threads` cores of its own, the local rank's share of the cores this
+    process may use, when every local rank's threads fit; the cores pinned to ([] when not pinned)."""
+    if os.environ.get(PIN_VAR) != "1" or cell.device != "cpu" or not hasattr(os, "sched_setaffinity"):
+        return []
+    cores = sorted(os.sched_getaffinity(0))
+    first = me.local_rank * cell.threads
+    if me.local_world_size * cell.threads > len(cores) or first + cell.threads > len(cores):
+        return []
+    mine = cores[first : first + cell.threads]
+    os.sched_setaffinity(0, mine)
+    return mine
+
+
 def run_worker(cell: CellSpec, me: RankIdentity, out: Path) -> dict | None:
     precision = set_precision(cell.dtype)  # once, before anything computes; the result records these flags
     deterministic()
@@ -140,6 +158,7 @@ def run_worker(cell: CellSpec, me: RankIdentity, out: Path) -> dict | None:
         backend.serve(cell, me)
         return None
     device = _device(cell, me)
+    pinned = pin_cores(cell, me)
     # large tensors reused, not mapped anew each iteration: CPU cells only (harness/measure/host_heap.py)
     heap = host_heap.keep() if device.type == "cpu" else host_heap.DEFAULT
     transport = backend.start(cell, me, device) if entry.communicates else None
@@ -187,6 +206,7 @@ def run_worker(cell: CellSpec, me: RankIdentity, out: Path) -> dict | None:
         "setup_s": time.perf_counter() - t_start,
         "net_bytes_per_iter": net,
         "host_heap": heap,
+        "pinned_cores": pinned,
         **started,
         **(transport.facts if transport is not None else {}),
     }

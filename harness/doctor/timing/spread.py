@@ -40,22 +40,27 @@ VARIANTS = {
     "as-is": {},
     "cold": {"cold": True},
     "warmup-10": {"warmup": 10},
+    "pin": {"env": {"DDLBENCH_PIN_RANKS": "1"}},
 }
-"""Harness settings to take one thing away at a time: the warm zygote (`cold`), a short warm-up (`warmup-10`)."""
+"""Harness settings to change one thing at a time: the warm zygote (`cold`), a short warm-up (`warmup-10`), ranks
+free to move between cores (`pin`: each CPU worker on a core of its own, harness/rank/worker.py pin_cores)."""
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _env() -> dict:
+def _env(extra: dict | None = None) -> dict:
     return {
         **os.environ,
+        **(extra or {}),
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
 
 
-def harness_run(workload: str, schemes, warmup: int, iters: int, work: Path, cold: bool = False) -> dict:
+def harness_run(
+    workload: str, schemes, warmup: int, iters: int, work: Path, cold: bool = False, env: dict | None = None
+) -> dict:
     """One `ddlbench sweep` of (workload x schemes) at 2 workers in a fresh process: scheme -> per-iteration
     throughputs (the slowest rank's)."""
     work.mkdir(parents=True, exist_ok=True)
@@ -68,7 +73,7 @@ def harness_run(workload: str, schemes, warmup: int, iters: int, work: Path, col
     subprocess.run(
         [sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--output", str(out), "--no-progress"],
         check=True,
-        env=_env(),
+        env=_env(env),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -127,7 +132,9 @@ def alternate(
                     got = bare_run(workload, schemes, warmup, iters, work)
                 else:
                     v = VARIANTS[side.split(":", 1)[1]]
-                    got = harness_run(workload, schemes, v.get("warmup", warmup), iters, work, v.get("cold", False))
+                    got = harness_run(
+                        workload, schemes, v.get("warmup", warmup), iters, work, v.get("cold", False), v.get("env")
+                    )
                 for scheme, x in got.items():
                     rows.append(
                         {

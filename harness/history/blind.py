@@ -228,6 +228,11 @@ class Blind:
             ways.append(f"about {self.iterations} iterations per run (now {self.iters})")
         if ways:
             return f"{TARGET:.0%} needs " + " or ".join(ways)
+        if self.needed_noise == 0:  # no noise is low enough at this length: only a longer series helps
+            return (
+                f"{TARGET:.0%}: not after {self.runs} runs at any noise, nor within {ADVICE_RUNS} runs at this noise: "
+                f"record more runs"
+            )
         if not math.isnan(self.between) and not math.isnan(self.needed_noise):
             return (
                 f"{TARGET:.0%}: none: between-run noise alone ({self.between:.1%}) is above the "

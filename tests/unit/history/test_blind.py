@@ -74,6 +74,8 @@ def test_the_advice_says_when_more_iterations_cannot_help():
     iterations = blind.blind(16, 0.02, within=0.3, iters=10)  # the iterations' own noise is most of it
     assert iterations.iterations and iterations.iterations > 10 and "iterations per run" in iterations.advice
     assert blind.blind(16, 0.0025).advice == ""
+    short = blind.blind(3, 0.027, within=0.066, iters=3)  # three runs: no noise is low enough, only more runs help
+    assert short.needed_noise == 0 and short.advice.startswith("5%: not after 3 runs at any noise"), short.advice
 
 
 def test_a_table_is_simulated_once_and_then_read_from_the_cache(tmp_path, monkeypatch):

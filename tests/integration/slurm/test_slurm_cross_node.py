@@ -8,6 +8,11 @@ cell is an srun step over both nodes, its network named by a site profile (DDLBE
 Proves: every torch scheme, DDP, Horovod and DeepSpeed cross nodes (2 x 1 and 2 x 2), all ok; the
 interface counters show each profile's bytes on its own link and the slow profile is slower as its link
 is; a profile naming a missing interface fails its cell with that reason; a failed cell fails the job.
+
+Every job pays seconds per sweep before its first cell (the sweep's imports, then each node's zygote), so no
+cell runs twice: the fast profile's bsp-a2a cell of the slow/fast comparison is the one of the every-method
+job (the `on_fast` fixture; the same cell, same settings), and each cell runs the fewest iterations its
+assertions need (one warm-up, which a profiling scheme raises to its own; three measured).
 """
 
 from __future__ import annotations
@@ -38,8 +43,8 @@ def _sweep(tmp: Path, name: str, **over) -> Path:
         "workers": [2],
         "batch": 4,
         "seq_len": 32,
-        "warmup": 2,
-        "iters": 4,
+        "warmup": 1,
+        "iters": 3,
         "timeout_s": 150,
         "device": "cpu",
         "baseline": False,
@@ -86,14 +91,30 @@ def _frameworks() -> list[str]:
     return ["horovod", "deepspeed"]
 
 
-def test_every_method_crosses_two_nodes_one_task_each(cluster, tmp_path):
+def _frameworks_usable() -> bool:
+    from harness.contracts.backend import BACKENDS
+
+    return not any(BACKENDS.get(b).available() for b in ("horovod", "deepspeed"))
+
+
+@pytest.fixture(scope="module")
+def on_fast(cluster, tmp_path_factory) -> tuple[Path, list[Path], str, str]:
+    """One job of 2 nodes x 1 task on the fast profile: every torch scheme, then (where usable) Horovod and
+    DeepSpeed; (its folder, its sweeps, job state, output). The every-method test asserts on all of it; the
+    slow/fast test compares its slow cell with this job's bsp-a2a cell."""
+    tmp = tmp_path_factory.mktemp("on-fast")
+    sweeps = [_sweep(tmp, "torch", schemes=TORCH_SCHEMES)]
+    if _frameworks_usable():
+        sweeps.append(_sweep(tmp, "frameworks", schemes=["horovod", "zero2"], backends=["horovod", "deepspeed"]))
+    state, out = _job(tmp, sweeps, tasks_per_node=1)
+    return tmp, sweeps, state, out
+
+
+def test_every_method_crosses_two_nodes_one_task_each(on_fast):
     _frameworks()
-    sweeps = [
-        _sweep(tmp_path, "torch", schemes=TORCH_SCHEMES),
-        _sweep(tmp_path, "frameworks", schemes=["horovod", "zero2"], backends=["horovod", "deepspeed"]),
-    ]
-    state, out = _job(tmp_path, sweeps, tasks_per_node=1)
-    frames = [_summary(tmp_path, s.stem) for s in sweeps]
+    tmp, sweeps, state, out = on_fast
+    assert [s.stem for s in sweeps] == ["torch", "frameworks"]
+    frames = [_summary(tmp, s.stem) for s in sweeps]
     df = pd.concat(frames, ignore_index=True)
     print(
         df[
@@ -143,16 +164,19 @@ def test_two_tasks_per_node_and_the_ps_reduces_inside_the_node(cluster, tmp_path
     assert ps.loc[1, "net_bytes_per_iter"] < 0.7 * ps.loc[0, "net_bytes_per_iter"]
 
 
-def test_slow_and_fast_profiles_differ_as_their_links_and_a_missing_interface_fails(cluster, tmp_path):
+def test_slow_and_fast_profiles_differ_as_their_links_and_a_missing_interface_fails(on_fast, cluster, tmp_path):
     sweeps = [
         _sweep(tmp_path, "on-slow", schemes=["bsp-a2a"], network="slow"),
-        _sweep(tmp_path, "on-fast", schemes=["bsp-a2a"], network="fast"),
         _sweep(tmp_path, "on-missing", schemes=["bsp-a2a"], network="missing"),
     ]
     state, out = _job(tmp_path, sweeps, tasks_per_node=1)
     assert state == "FAILED", out  # the missing interface's sweep exits 1: Slurm marks the job FAILED
-    slow, fast = _summary(tmp_path, "on-slow").iloc[0], _summary(tmp_path, "on-fast").iloc[0]
-    missing = _summary(tmp_path, "on-missing").iloc[0]
+    fast_dir = on_fast[0]
+    fast = _summary(fast_dir, "torch").set_index("scheme").loc["bsp-a2a"]
+    slow, missing = _summary(tmp_path, "on-slow").iloc[0], _summary(tmp_path, "on-missing").iloc[0]
+    # the fast profile's cell is the every-method job's bsp-a2a cell: the slow one's settings, but the network
+    same = ["workload", "backend", "workers", "nodes", "batch_per_worker", "seq_len", "warmup", "iters", "knobs_json"]
+    assert slow[same].tolist() == fast[same].tolist() and (slow.network, fast.network) == ("slow", "fast")
     print(
         f"slow: {slow.iter_s_median:.3f} s/iter, {slow.net_bytes_per_iter:.3g} B/iter on {slow.iface}; "
         f"fast: {fast.iter_s_median:.3f} s/iter, {fast.net_bytes_per_iter:.3g} B/iter on {fast.iface}"
@@ -179,7 +203,7 @@ def test_commbench_and_advise_measure_the_network_between_the_nodes(cluster, tmp
         "set -e",
         f"{py} commbench --workers 2 --min-size 1M --max-size 8M --reps 3 --output {tmp_path}/cb",
         f"{py} advise --workload bert-base-tiny --workers 2 --schemes ddp,bsp-a2a --grid default --top-k 1 "
-        f"--iters 4 --max-iters 4 --rounds 0 --warmup 1 --batch 4 --seq-len 32 --output {tmp_path}/adv "
+        f"--iters 2 --max-iters 2 --rounds 0 --warmup 1 --batch 4 --seq-len 32 --output {tmp_path}/adv "
         f"--no-progress",
     ]
     state, out = netns_sbatch(

@@ -205,6 +205,12 @@ def need_gpus(n: int) -> None:
         pytest.skip(f"NOT RUN: needs {n} CUDA device(s), found {have}")
 
 
+# --- the plain local Slurm (slurm/local/up.sh; fixture `slurm`: tests/integration/slurm/conftest.py) -----
+LOCAL_SLURM_CPUS = 4
+"""CPUs of each of its 2 nodes: 4 (virtual) so that test_slurm_sweep's three 2-node jobs run at once; every
+module asks for this shape, so that one start serves them all (up.sh restarts a cluster of another shape)."""
+
+
 # --- the netns Slurm cluster (slurm/local/up-netns.sh; fixture: tests/integration/slurm/conftest.py) -----
 NETNS_UP = ROOT / "slurm" / "local" / "up-netns.sh"
 NETNS_DOWN = ROOT / "slurm" / "local" / "down-netns.sh"

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, require
+from helpers import LOCAL_SLURM_CPUS, ROOT
 
 from harness.jobs.client import cancel, job_state, submit, wait_job
 from harness.contracts.recipes.sbatch import SbatchSpec
@@ -31,6 +31,8 @@ DOWN = ROOT / "slurm" / "local" / "down.sh"
 STATE = Path("/var/spool/ddlbench-slurm")
 CONF = Path("/etc/slurm/slurm.conf")
 JOB_TIMEOUT_S = 60
+SHAPE = ("--nodes", "2", "--cpus", str(LOCAL_SLURM_CPUS))
+"""The cluster's shape, as the `slurm` fixture (tests/integration/slurm/conftest.py) starts it for this folder."""
 
 # Each task prints one line: what from_environ (the harness's entry point) says, and what from_slurm
 # says when it has to find the rendezvous itself (scontrol show hostnames + NodeAddr).
@@ -43,21 +45,6 @@ RANK_PROBE = (
     "e.master_addr, e.master_port, e.source, own.master_addr, own.master_port, "
     "os.environ['SLURMD_NODENAME'], flush=True)"
 )
-
-
-@pytest.fixture(scope="module")
-def slurm():
-    """A running 2-node local Slurm for this module; torn down at the end."""
-    if os.geteuid() != 0:
-        require(False, "real-Slurm tests: not root (slurm/local/up.sh installs packages and starts daemons)")
-    t0 = time.monotonic()
-    res = subprocess.run([str(UP), "--nodes", "2"], capture_output=True, text=True, timeout=900)
-    print(res.stdout, res.stderr, f"up.sh took {time.monotonic() - t0:.1f} s", sep="\n")
-    if res.returncode == 3:  # apt-get could not install Slurm, or munge would not start
-        require(False, f"real-Slurm tests: up.sh could not provide Slurm: {res.stderr.strip().splitlines()[-1:]}")
-    assert res.returncode == 0, f"up.sh failed:\n{res.stdout}\n{res.stderr}"
-    yield
-    subprocess.run([str(DOWN)], capture_output=True, text=True, timeout=120)
 
 
 def _env() -> dict[str, str]:
@@ -78,7 +65,7 @@ def _rank_lines(text: str) -> list[list[str]]:
 
 
 def test_up_is_idempotent(slurm):
-    res = subprocess.run([str(UP), "--nodes", "2"], capture_output=True, text=True, timeout=60)
+    res = subprocess.run([str(UP), *SHAPE], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert "already up and healthy" in res.stdout
 
@@ -173,6 +160,6 @@ def test_down_cleans_up_after_a_crashed_controller(slurm, tmp_path):
         assert res.returncode == 0, res.stderr
     assert _leftover_pids() == []
     assert not STATE.exists() and not CONF.exists()
-    # And the cluster comes back from nothing (the module's teardown takes it down again).
-    res = subprocess.run([str(UP), "--nodes", "2"], capture_output=True, text=True, timeout=300)
+    # And the cluster comes back from nothing (the fixture, tests/integration/slurm/conftest.py, takes it down).
+    res = subprocess.run([str(UP), *SHAPE], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr

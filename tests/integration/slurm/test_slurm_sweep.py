@@ -29,7 +29,7 @@ import psutil
 import pytest
 import yaml
 from click.testing import CliRunner
-from helpers import ROOT, rank_pids, require, stopped_in_one_line
+from helpers import ROOT, rank_pids, stopped_in_one_line
 
 from harness.cli.main import cli
 from harness.contracts.backend import recipe
@@ -54,7 +54,6 @@ from harness.launchers.srun.steps import cell_port, failure_reason
 from harness.rank.srun_task import task_env
 
 DATA = ROOT / "tests" / "data"
-UP, DOWN = ROOT / "slurm" / "local" / "up.sh", ROOT / "slurm" / "local" / "down.sh"
 JOB_TIMEOUT_S = 420  # one job of two CPU cells; generous because the 2 cores here are shared
 
 # ------------------------------------------------------------------------------ job script text
@@ -421,20 +420,6 @@ def test_submit_without_sbatch_is_one_line_exit_2(tmp_path):
 
 
 # ------------------------------------------------------------------------------- real Slurm
-
-
-@pytest.fixture(scope="module")
-def slurm():
-    """slurm/local with 2 nodes; 4 (virtual) CPUs each so that this module's three 2-node jobs run at once."""
-    if os.geteuid() != 0:
-        require(False, "real-Slurm sweep tests: not root (slurm/local/up.sh installs packages and starts daemons)")
-    res = subprocess.run([str(UP), "--nodes", "2", "--cpus", "4"], capture_output=True, text=True, timeout=900)
-    print(res.stdout, res.stderr)
-    if res.returncode == 3:
-        require(False, f"real-Slurm sweep tests: up.sh could not provide Slurm: {res.stderr.strip().splitlines()[-1:]}")
-    assert res.returncode == 0, f"up.sh failed:\n{res.stdout}\n{res.stderr}"
-    yield
-    subprocess.run([str(DOWN)], capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture(scope="module")

@@ -154,7 +154,8 @@ def _run_in(cells, run_dir, run_id, options: RunOptions, env_extra, launch) -> l
 
     todo = [c for c in cells if c.cell_id not in done]
     rows = _run_todo(todo, len(cells), run_dir, run_id, options.progress, launch, after_cell)
-    environment.record_load(run_dir, load.finish(), merge=resumed)
+    if todo or not resumed:  # a resume that measured nothing keeps the load recorded around the cells (its own
+        environment.record_load(run_dir, load.finish(), merge=resumed)  # window, waited for, would describe none)
     return rows
 
 

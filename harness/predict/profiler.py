@@ -203,10 +203,10 @@ def _load_copies(copies: int, workload: str, batch: int, seq_len, threads: int, 
         yield
     finally:
         stop.set()
+        for p in loads:  # load and nothing else: ended now, not after their iteration (or their imports, when
+            p.kill()  # the block is left early: a SIGTERM would otherwise wait for a copy still starting up)
         for p in loads:
             p.join(timeout=30)
-            if p.is_alive():
-                p.kill()
 
 
 def measure_profile(

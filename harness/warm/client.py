@@ -191,6 +191,8 @@ class WarmPool:
             kill_group(proc.pid)
         if self.link is not None:
             self.link.close()
+        else:  # never connected (still importing, or waiting for its client): it forked nothing, and it would
+            kill_group(self.proc.pid)  # notice no closed socket; waiting for it would take the 10 s below
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -36,6 +36,7 @@ class Leader:
         self.store, self.job = store, job
         self.n = 0
         self.lost: str | None = None
+        self.gone: list[int] = []  # the nodes declared lost (no heartbeat): they will never say bye
         self.addr = address_towards(job.master_addr)
         _put(store, "node/0", {"host": socket.gethostname(), "cores": os.cpu_count()})
         self.heart = Heart(store, job)
@@ -99,6 +100,7 @@ class Leader:
         """Whether a node's heartbeat has stopped (then `self.lost` says which, and how to go on)."""
         gone = self.heart.lost(range(self.job.nnodes))
         if gone:
+            self.gone = sorted(set(self.gone) | set(gone))
             self.lost = (
                 f"node(s) {', '.join(map(str, gone))} lost (no heartbeat for {LOST_S:g} s); every row "
                 f"measured so far is kept: when the node is back, run the same command on every node "
@@ -134,11 +136,12 @@ class Leader:
 
     def finish(self, why: str = "done") -> None:
         """Tell every agent the sweep is over and wait (briefly) until each has seen it: the store lives in
-        this process, and an agent that finds it gone first would report node 0 lost."""
+        this process, and an agent that finds it gone first would report node 0 lost. A node declared lost is
+        not waited for (it cannot answer)."""
         if not self.store.check(["end"]):
             _put(self.store, "end", {"why": why})
         deadline = time.monotonic() + 5 * BEAT_S
-        others = [f"bye/{k}" for k in range(1, self.job.nnodes)]
+        others = [f"bye/{k}" for k in range(1, self.job.nnodes) if k not in self.gone]
         while others and not self.store.check(others) and time.monotonic() < deadline:
             time.sleep(POLL_S)
         self.heart.stop()

@@ -5,6 +5,7 @@ sys.path: conftest.py lives there)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -143,6 +144,16 @@ def reference(
         opt.zero_grad()
     torch.use_deterministic_algorithms(False)
     return {n: p.detach().cpu() for n, p in model.named_parameters()}
+
+
+@functools.cache
+def shared_reference(
+    workload: str, workers: int, batch: int, seq_len, steps: int, device: str = "cpu"
+) -> dict[str, torch.Tensor]:
+    """`reference`, computed once per test process for its arguments (the parametrised lossless tests check
+    every scheme against the same one), without moving the caller's random state. Read it, never change it."""
+    with torch.random.fork_rng():
+        return reference(workload, workers, batch, seq_len, steps, device)
 
 
 def run_and_load(tmp_path, monkeypatch, cell: CellSpec, drop: int | None = None) -> list[dict]:

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import torch
-from helpers import SMALL, STEPS, check, must_have, reference, run_and_load, run_backend
+from helpers import SMALL, STEPS, check, must_have, run_and_load, run_backend, shared_reference
 
 from harness.contracts.cell import CellSpec
 from harness.core.errors import UserError
@@ -36,7 +36,7 @@ def _cell(scheme: str, workload: str, workers: int, knobs: dict | None = None) -
 def _lossless(scheme, workload, workers, knobs, tmp_path, monkeypatch):
     params = run_and_load(tmp_path, monkeypatch, _cell(scheme, workload, workers, knobs))
     shape = SMALL[workload]
-    check(params, reference(workload, workers, shape["batch"], shape.get("seq_len"), STEPS), workload)
+    check(params, shared_reference(workload, workers, shape["batch"], shape.get("seq_len"), STEPS), workload)
 
 
 @pytest.mark.slow
@@ -67,7 +67,7 @@ def test_dear_lossless_on_horovod(tmp_path, monkeypatch):
         **SMALL["bert-base-tiny"],
     )
     params, result = run_backend(tmp_path, monkeypatch, cell, STEPS)
-    check(params, reference("bert-base-tiny", 2, 2, 16, STEPS), "bert-base-tiny")
+    check(params, shared_reference("bert-base-tiny", 2, 2, 16, STEPS), "bert-base-tiny")
     assert result["dist"]["source"] == "horovodrun"
     assert result["plan"]["buckets"] >= 2
 

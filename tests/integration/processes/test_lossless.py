@@ -18,7 +18,7 @@ is shown to tell rounding from a lost gradient.
 from __future__ import annotations
 
 import pytest
-from helpers import SMALL, STEPS, check, reference, run_and_load
+from helpers import SMALL, STEPS, check, run_and_load, shared_reference
 
 from harness.contracts.cell import CellSpec
 
@@ -41,7 +41,7 @@ def test_lossless_two_workers_bert(scheme, tmp_path, monkeypatch):
         **SMALL["bert-base-tiny"],
     )
     params = run_and_load(tmp_path, monkeypatch, cell)
-    check(params, reference("bert-base-tiny", 2, 2, 16, STEPS), "bert-base-tiny")
+    check(params, shared_reference("bert-base-tiny", 2, 2, 16, STEPS), "bert-base-tiny")
 
 
 @pytest.mark.slow
@@ -63,7 +63,7 @@ def test_lossless_three_workers_resnet(scheme, tmp_path, monkeypatch):
         **SMALL["resnet50-tiny"],
     )
     params = run_and_load(tmp_path, monkeypatch, cell)
-    check(params, reference("resnet50-tiny", 3, 4, None, STEPS), "resnet50-tiny")
+    check(params, shared_reference("resnet50-tiny", 3, 4, None, STEPS), "resnet50-tiny")
 
 
 @pytest.mark.slow
@@ -77,7 +77,7 @@ def test_lossless_wfbp_gpt2(tmp_path, monkeypatch):
         **SMALL["gpt2-small-tiny"],
     )
     params = run_and_load(tmp_path, monkeypatch, cell)
-    check(params, reference("gpt2-small-tiny", 2, 2, 16, STEPS), "gpt2-small-tiny")
+    check(params, shared_reference("gpt2-small-tiny", 2, 2, 16, STEPS), "gpt2-small-tiny")
 
 
 @pytest.mark.slow
@@ -96,6 +96,6 @@ def test_negative_control_a_dropped_gradient_fails_the_check(workload, workers, 
         **SMALL[workload],
     )
     params = run_and_load(tmp_path, monkeypatch, cell, drop=workers - 1)
-    ref = reference(workload, workers, SMALL[workload]["batch"], SMALL[workload].get("seq_len"), STEPS)
+    ref = shared_reference(workload, workers, SMALL[workload]["batch"], SMALL[workload].get("seq_len"), STEPS)
     with pytest.raises(AssertionError):
         check(params, ref, workload)

@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from helpers import SMALL, STEPS, check, rank_pids, reference
+from helpers import SMALL, STEPS, check, rank_pids, shared_reference
 
 from harness.contracts.cell import CellSpec
 from harness.core.errors import UserError
@@ -242,7 +242,7 @@ def test_every_torch_scheme_crosses_hosts_losslessly(every_scheme, scheme):
         torch.load(out / "cells" / row["cell_id"] / "params.rank0.pt"),
         torch.load(Path(f"{out}.node1") / row["cell_id"] / "params.rank1.pt"),
     ]
-    check(params, reference(WL, 2, SMALL[WL]["batch"], SMALL[WL]["seq_len"], STEPS), WL)
+    check(params, shared_reference(WL, 2, SMALL[WL]["batch"], SMALL[WL]["seq_len"], STEPS), WL)
 
 
 @pytest.mark.root

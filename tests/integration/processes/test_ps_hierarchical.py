@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import SMALL, STEPS, check, reference, run_and_load
+from helpers import SMALL, STEPS, check, run_and_load, shared_reference
 
 from harness.backends.torch_dist.ps_layout import PSLayout
 from harness.contracts.cell import CellSpec
@@ -56,7 +56,7 @@ def test_local_reduce_is_lossless(tmp_path, monkeypatch, scheme, servers):
         **SMALL[wl],
     )
     params = run_and_load(tmp_path, monkeypatch, cell)
-    check(params, reference(wl, 4, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS), wl)
+    check(params, shared_reference(wl, 4, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS), wl)
 
 
 @pytest.mark.slow
@@ -92,4 +92,4 @@ def test_staged_pushes_are_lossless(tmp_path, monkeypatch, scheme):
     wl = "bert-base-tiny"
     cell = CellSpec(workload=wl, scheme=scheme, workers=4, nodes=2, servers=1, device="cpu", timeout_s=240, **SMALL[wl])
     params = run_and_load(tmp_path, monkeypatch, cell)
-    check(params, reference(wl, 4, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS), wl)
+    check(params, shared_reference(wl, 4, SMALL[wl]["batch"], SMALL[wl]["seq_len"], STEPS), wl)

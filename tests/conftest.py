@@ -22,6 +22,8 @@ SERIAL_FOLDERS = ("integration",)
 """Folders whose tests start multi-process runs (ranks, launchers, Slurm, the testbed, a browser)."""
 SERIAL_MARKS = ("slow", "root", "gpu", "timing")
 """Marks of tests that start processes of their own, or need the machine to themselves."""
+FIRST_FOLDER = "tests/unit/study"
+"""Its tests fit the study's models (minutes each): collected first."""
 
 
 def pytest_collection_modifyitems(config, items):
@@ -33,6 +35,9 @@ def pytest_collection_modifyitems(config, items):
         parts = Path(str(item.fspath)).resolve().relative_to(ROOT / "tests").parts
         if parts[0] in SERIAL_FOLDERS or any(item.get_closest_marker(m) for m in SERIAL_MARKS):
             item.add_marker(pytest.mark.serial)
+    # the longest single tests first (stable: each module's tests stay together, in their order), so that two
+    # workers share the rest instead of one waiting at the end while the other runs a three-minute fit
+    items.sort(key=lambda item: not Path(str(item.fspath)).resolve().is_relative_to(ROOT / FIRST_FOLDER))
 
 
 @pytest.fixture(scope="module", autouse=True)

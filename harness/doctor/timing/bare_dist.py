@@ -73,7 +73,6 @@ def run(workload: str, method: str, warmup: int, iters: int, threads: int = 1, s
         times.append(time.perf_counter() - t0)
     t = torch.tensor(times[warmup:], dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank of each iteration
-    dist.destroy_process_group()
     if rank != 0:
         return None
     return {
@@ -95,8 +94,10 @@ def main(argv=None) -> None:
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
     result = run(a.workload, a.method, a.warmup, a.iters, a.threads)
-    if result is not None:
+    if result is not None:  # written before the group is torn down: gloo's teardown at exit can abort
         a.out.write_text(json.dumps(result))
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -93,17 +93,22 @@ def bare_run(workload: str, schemes, warmup: int, iters: int, work: Path) -> dic
     got = {}
     for scheme in schemes:
         out = work / f"{scheme}.json"
-        subprocess.run(
-            [
-                *(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"),
-                *("-m", "harness.doctor.timing.bare_dist", "--workload", workload, "--method", BARE_METHOD[scheme]),
-                *("--warmup", str(warmup), "--iters", str(iters), "--threads", "1", "--out", str(out)),
-            ],
-            check=True,
-            env=_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        for _ in range(3):  # a start that aborted (seen: SIGABRT in both ranks) runs again; its file decides
+            done = subprocess.run(
+                [
+                    *(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"),
+                    *("-m", "harness.doctor.timing.bare_dist", "--workload", workload, "--method", BARE_METHOD[scheme]),
+                    *("--warmup", str(warmup), "--iters", str(iters), "--threads", "1", "--out", str(out)),
+                ],
+                env=_env(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            if out.exists():
+                break
+        else:
+            raise RuntimeError(f"the bare loop of {scheme} failed 3 times: {done.stderr.strip()[-600:]}")
         r = json.loads(out.read_text())
         got[scheme] = r["global_batch"] / np.asarray(r["iter_s"], dtype=float)
     return got

@@ -1,7 +1,7 @@
 """The harness's share of a 2-worker CPU cell's run-to-run spread (issue 53): `ddlbench sweep` runs alternated with
 a bare gloo loop doing the same work (harness/doctor/timing/spread.py), on a quiet machine (check `uptime` first).
 
-    python scripts/reports/spread.py --out reports/spread/before --rounds 6
+    python scripts/reports/spread.py --out reports/spread/six-rounds --rounds 6
     python scripts/reports/spread.py --out /tmp/spread --rounds 6 --variants as-is,cold,warmup-10
 
 Writes OUT/runs.csv (one row per run and scheme) and OUT/README.md (the summary table, with the load before

@@ -138,7 +138,7 @@ PIN_VAR = "DDLBENCH_PIN_RANKS"
 def pin_cores(cell: CellSpec, me: RankIdentity) -> list[int]:
     """With PIN_VAR=1, a CPU worker pinned to `threads` cores of its own, the local rank's share of the cores this
     process may use, when every local rank's threads fit; the cores pinned to ([] when not pinned)."""
-    if os.environ.get(PIN_VAR) != "1" or cell.device != "cpu" or not hasattr(os, "sched_setaffinity"):
+    if os.environ.get(PIN_VAR) != "1" or cell.device != "cpu" or not sys.platform.startswith("linux"):
         return []
     cores = sorted(os.sched_getaffinity(0))
     first = me.local_rank * cell.threads

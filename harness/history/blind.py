@@ -54,7 +54,7 @@ import pandas as pd
 from harness.core.atomic import write_json_atomic
 from harness.history import store
 from harness.history.detect import DetectorConfig, candidates, find_changes
-from harness.history.null import penalty_factor, robust_sigma
+from harness.history.null import penalty_factor, remembered, robust_sigma
 
 LENGTHS = (2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 """Series lengths (runs before the step) a table is simulated at; a series uses the last at or below its length."""
@@ -142,7 +142,8 @@ def thresholds(
     return np.asarray(out)
 
 
-_KNOWN: dict[str, float] = {}
+_KNOWN: dict[str, float | None] = {}
+"""Tables already known in this process: their step, None where it is beyond MAX_STEP (as the cache file has it)."""
 
 
 def _key(runs: int, noise: float, cfg: DetectorConfig, series: int) -> str:
@@ -153,23 +154,14 @@ def table_step(runs: int, noise: float, cfg: DetectorConfig = DetectorConfig(), 
     """The QUANTILE of `thresholds` at a length bucket and grid noise, from memory, the cache file or a fresh
     simulation (module docstring); inf when more than 1 - QUANTILE of the series are not found up to MAX_STEP."""
     series = SERIES if series is None else series
-    key = _key(runs, noise, cfg, series)
-    if key in _KNOWN:
-        return _KNOWN[key]
     cache = Path(cache_dir) / "detectable-steps.json" if cache_dir else None
-    stored = {}
-    if cache and cache.exists():
-        try:
-            stored = json.loads(cache.read_text())
-        except ValueError:
-            stored = {}
-    if key not in stored:
+
+    def simulated() -> float | None:
         q = float(np.quantile(thresholds(runs, noise, cfg, series, cache_dir), QUANTILE, method="higher"))
-        stored[key] = None if math.isinf(q) else round(q, 6)
-        if cache:
-            write_json_atomic(cache, stored, indent=1)
-    _KNOWN[key] = math.inf if stored[key] is None else float(stored[key])
-    return _KNOWN[key]
+        return None if math.isinf(q) else round(q, 6)
+
+    step = remembered(_KNOWN, _key(runs, noise, cfg, series), cache, simulated)
+    return math.inf if step is None else float(step)
 
 
 def detectable_step(

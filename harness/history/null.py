@@ -16,6 +16,7 @@ import json
 import math
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import ruptures as rpt
@@ -96,13 +97,11 @@ def simulate(n: int, false_rate: float) -> float:
 _KNOWN: dict[str, float] = {}
 
 
-def penalty_factor(n: int, false_rate: float = 0.01, cache_dir: str | Path | None = None) -> float:
-    """k for a series of n runs (see the module docstring), from memory or the cache file when they have it."""
-    b = bucket(n)
-    key = f"{b}:{false_rate}:v{VERSION}"
-    if key in _KNOWN:
-        return _KNOWN[key]
-    cache = Path(cache_dir) / "null-penalties.json" if cache_dir else None
+def remembered(known: dict, key: str, cache: Path | None, compute: Callable[[], object]):
+    """A simulated value: from memory (`known`), the cache file (a JSON object, when given) or `compute()`, then
+    kept in both. A torn or unreadable cache file is simulated again, never trusted."""
+    if key in known:
+        return known[key]
     stored = {}
     if cache and cache.exists():
         try:
@@ -110,8 +109,15 @@ def penalty_factor(n: int, false_rate: float = 0.01, cache_dir: str | Path | Non
         except ValueError:
             stored = {}
     if key not in stored:
-        stored[key] = simulate(b, false_rate)
+        stored[key] = compute()
         if cache:
             write_json_atomic(cache, stored, indent=1)
-    _KNOWN[key] = float(stored[key])
-    return _KNOWN[key]
+    known[key] = stored[key]
+    return known[key]
+
+
+def penalty_factor(n: int, false_rate: float = 0.01, cache_dir: str | Path | None = None) -> float:
+    """k for a series of n runs (see the module docstring), from memory or the cache file when they have it."""
+    b = bucket(n)
+    cache = Path(cache_dir) / "null-penalties.json" if cache_dir else None
+    return float(remembered(_KNOWN, f"{b}:{false_rate}:v{VERSION}", cache, lambda: simulate(b, false_rate)))

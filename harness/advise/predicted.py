@@ -56,8 +56,11 @@ def preset_network(name: str, intra: str = "pcie3-x16") -> Network:
     return Network(name, get_link(name), get_link(intra))
 
 
-def predict_candidates(cands: list[Candidate], model: ComputeModel, net: Network, layout: Layout) -> pd.DataFrame:
-    """One row per candidate (PREDICTED_COLUMNS), best predicted throughput first, `rank` from 1."""
+def predict_candidates(
+    cands: list[Candidate], model: ComputeModel, net: Network, layout: Layout, extra: dict | None = None
+) -> pd.DataFrame:
+    """One row per candidate (PREDICTED_COLUMNS), best predicted throughput first, `rank` from 1. extra: method ->
+    model knobs beside the candidate's own (a calibration's, e.g. the servers' summing rate)."""
     rows = []
     for c in cands:
         df = predict_rows(
@@ -67,7 +70,7 @@ def predict_candidates(cands: list[Candidate], model: ComputeModel, net: Network
             [layout.workers_per_node],
             [c.scheme],
             servers=c.servers,
-            knobs={c.scheme: dict(c.knobs)},
+            knobs={c.scheme: {**(extra or {}).get(c.scheme, {}), **dict(c.knobs)}},
             server_hosts=c.server_hosts if c.servers else "dedicated",
         )
         r = df.iloc[0]

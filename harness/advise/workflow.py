@@ -35,6 +35,7 @@ from harness.advise.observed import commbench_table, profile_table
 from harness.advise.shortlist import Measuring, Policy, alternated_rounds, frame, measure_all
 from harness.advise.runner import counting, keep_spent, spent_before, sweep_runner
 from harness.advise.predicted import measured_network, predict_candidates, preset_network
+from harness.predict.own_calibration import calibrate_own, profile_compute
 from harness.advise.recommend import recommend
 from harness.advise.report import render
 from harness import backends
@@ -95,6 +96,10 @@ class AdviseSpec:
     """Stored commbench run(s) measured on this placement instead of measuring the network."""
     link: str | None = None
     """A link preset between the hosts (`ddlbench predict --link`) instead of measuring the network."""
+    calibrate: tuple = ()
+    """Run directories of `ddlbench sweep` (one node, then optionally two) that calibrate ddlbench's own stacks
+    before the candidates are predicted (harness/predict/own_calibration.py); () = the stacks as the model states
+    them."""
     oversubscribe: bool = False
     """Allow more workers than cores (timings are then noise)."""
     progress: bool = True
@@ -140,7 +145,18 @@ def where(workers: int, servers: int, testbed: bool) -> Where:
 
 
 def predictions(
-    workload, batch, seq_len, device, place: Where, methods, full_grid, profile, commbench, link, keep: Path
+    workload,
+    batch,
+    seq_len,
+    device,
+    place: Where,
+    methods,
+    full_grid,
+    profile,
+    commbench,
+    link,
+    keep: Path,
+    calibrate: tuple = (),
 ) -> tuple[pd.DataFrame, dict, str]:
     """(predicted table, skipped methods, a line on the inputs)."""
     usable = {name: entry.available() is None for name, entry in backends.load().items()}
@@ -157,7 +173,21 @@ def predictions(
         cb = commbench_table(place.layout, device, pushpull, commbench, keep / "commbench.parquet", place.launcher)
         net = measured_network(cb, place.layout, place.shaped, "measured")
         how = f"network measured (all-reduce{' and push-pull' if pushpull else ''}, commbench)"
-    pred = predict_candidates(cands, compute_model(prof), net, place.layout)
+    extra = {}
+    if calibrate:  # ddlbench's own stacks as the runs calibrated them, on the network as measured or given
+        own = calibrate_own(calibrate, profile_compute({str(prof["workload"].iloc[0]): prof}), lowo=False)
+        if not own.fit.converged:
+            raise UserError(
+                f"--calibrate {' '.join(map(str, calibrate))}: the fit did not converge ({own.fit.message}); "
+                f"check the runs' cells or drop --calibrate"
+            )
+        net = dataclasses.replace(net, stacks=own.stacks())
+        extra = own.knobs([c.scheme for c in cands])
+        fitted = "; ".join(
+            f"{r.parameter} = {r.value:.3g} {r.unit}".rstrip() for r in own.table().itertuples() if r.determined
+        )
+        how += f"; ddlbench's stacks calibrated from {' '.join(map(str, calibrate))} ({fitted})"
+    pred = predict_candidates(cands, compute_model(prof), net, place.layout, extra)
     return pred, skipped, f"profile of {len(prof)} tensors ({'given' if profile else 'measured here'}); {how}"
 
 
@@ -187,6 +217,7 @@ def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
             spec.commbench,
             spec.link,
             keep,
+            spec.calibrate,
         )
         keep.mkdir(parents=True, exist_ok=True)
         pred.to_csv(keep / "predicted.csv", index=False)

@@ -18,7 +18,8 @@ and each method's framework (a software stack: harness/sim/costs.Stack's costs b
     knobs = { alpha_s = 1e-4 }
 
 Every key is checked: an unknown one, a missing one or a bad value is a one-line error naming the file and the
-key. Such a file states no input ranges and no calibration: its rows carry no interval.
+key. Such a file states no input ranges: its rows carry no interval. With `predict --calibrate RUN`, the methods the
+file gives no framework run on ddlbench's own stacks as the runs calibrated them (harness/predict/own_calibration.py).
 """
 
 from __future__ import annotations
@@ -90,9 +91,12 @@ def read_cluster_file(path: str | Path) -> ClusterEntry:
 
     def curve(models, node_counts, methods, knobs, calibration=None):
         merged = {m: {**file_knobs.get(m, {}), **(knobs or {}).get(m, {})} for m in {*file_knobs, *(knobs or {})}}
+        net = network
+        if calibration is not None and hasattr(calibration, "stacks"):  # ddlbench's own stacks, calibrated
+            net = dataclasses.replace(network, stacks={**calibration.stacks(), **(method_stacks or {})})
         return predict_rows(
             models,
-            [network],
+            [net],
             list(node_counts),
             g,
             methods,

@@ -37,6 +37,9 @@ MODEL_FLOOR = 0.01
 MAX_MISFIT = 0.25
 """A fit whose best values leave any cell further than this from its measurement has not converged to an answer:
 the model cannot reproduce the cells (a method measured under other conditions, a table mixing runs)."""
+SPREADS = 3.0
+"""A cell counts as far only beyond this many of its own run-to-run spreads as well (std / mean, at least
+MODEL_FLOOR): a noisy cell's median is itself that uncertain."""
 REACH = 0.25
 """A parameter whose whole search range moves no cell by this many of its uncertainties is not determined."""
 BAD = 1000.0
@@ -269,12 +272,15 @@ def _verdict(predict, cells: Cells, v: dict, keys: list, msgs: list) -> tuple[di
     if failed:
         msgs.append(f"{len(failed)} cell(s) fail to simulate at the fitted values (first: {failed[0]})")
     off = {k: got[k] / cells.mean[k] - 1 for k in keys if k not in failed}
-    worst = max(off, key=lambda k: abs(off[k]), default=None)
-    far = worst is not None and abs(off[worst]) > MAX_MISFIT
+    # a cell is far when it is off by more than MAX_MISFIT and by more than SPREADS of its own spread (a cell whose
+    # iterations spread by a third does not say its median to 25%)
+    limit = {k: max(MAX_MISFIT, SPREADS * cells.sigma(k)) for k in off}
+    worst = max(off, key=lambda k: abs(off[k]) / limit[k], default=None)
+    far = worst is not None and abs(off[worst]) > limit[worst]
     if far:
         msgs.append(
             f"the best values leave {worst} {off[worst]:+.0%} off its measurement (more than "
-            f"{MAX_MISFIT:.0%}): the model does not reproduce these cells"
+            f"{limit[worst]:.0%}): the model does not reproduce these cells"
         )
     return got, not failed and not far
 

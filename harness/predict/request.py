@@ -297,6 +297,35 @@ def _ps_layout(df, gpus_per_node, servers, server_hosts):
     return Cluster(workers // g, g, link, link, servers, server_hosts=server_hosts)
 
 
+def _own_calibration(spec: PredictSpec, clusters: dict, methods: list[str], profiles: dict):
+    """ddlbench's own stacks fitted to the --calibrate runs (a one-node run, then optionally a two-node one), checked
+    against what is predicted: every method's parameters rest on cells of the runs, and a network to predict on
+    (a preset, commbench rows, a cluster file, or the network the two-node run fitted)."""
+    from harness.predict.own_calibration import calibrate_own, profile_compute
+
+    where = " ".join(map(str, spec.calibrate))
+    registered = [n for n, e in clusters.items() if not is_cluster_file(n)]
+    if registered:
+        raise UserError(
+            f"--calibrate {where}: {', '.join(registered)} carries its own stacks and calibration (a one-node "
+            f"table of its methods); ddlbench's own stacks are calibrated for --link, --commbench or a "
+            f"cluster file: predict {registered[0]} alone with its one-node table, or drop it"
+        )
+    if spec.intervals:
+        raise UserError(
+            f"--calibrate {where} with ddlbench's own stacks gives no --intervals yet (the report "
+            f"scripts/reports/own_calibration.py draws them): drop --intervals"
+        )
+    own = calibrate_own(spec.calibrate, profile_compute(profiles), lowo=False)
+    own.check_methods(methods)
+    if not (spec.links or spec.commbench or clusters or own.networks):
+        raise UserError(
+            f"--calibrate {where}: a one-node run fits the stacks, not the network between nodes: add a "
+            f"two-node run (--calibrate RUN2), or give the network (--link, --commbench or --cluster FILE.toml)"
+        )
+    return own
+
+
 def run_predict(spec: PredictSpec = PredictSpec(), **changes):
     """The predicted table for `spec` (with `changes` applied: run_predict(workloads=("resnet50",), ...)), every
     input checked first: link presets and measured commbench runs by ddlbench's own stacks, whole clusters
@@ -312,11 +341,18 @@ def run_predict(spec: PredictSpec = PredictSpec(), **changes):
             f"--intervals needs input ranges, which only a cluster that states them has ({named}): "
             f"predict such clusters alone (--cluster), or drop --intervals"
         )
-    cal = None
+    cal, own = None, None
+    nodes, methods = _ints(spec.nodes, "--nodes"), resolve_methods(spec.schemes)
+    by_workload = {str(t["workload"].iloc[0]): t for t in profiles if len(t)}
     if spec.calibrate:
         where = " ".join(map(str, spec.calibrate))
-        fit = one_calibration(clusters if alone else {}, where)
-        cal = fit(tuple(spec.calibrate), {str(t["workload"].iloc[0]): t for t in profiles if len(t)})
+        if clusters and all(e.calibrate is not None for e in clusters.values()):  # a cluster's own (the study's)
+            fit = one_calibration(clusters if alone else {}, where)
+            cal = fit(tuple(spec.calibrate), by_workload)
+        else:  # ddlbench's own stacks, on whatever network is predicted (harness/predict/own_calibration.py)
+            own = cal = _own_calibration(spec, clusters, methods, by_workload)
+            if not (spec.links or spec.commbench or clusters):
+                links = ()  # predicted on the networks the two-node run fitted, not a default preset
         if not cal.fit.converged:
             raise UserError(
                 f"--calibrate {where}: the fit did not converge ({cal.fit.message}); nothing "
@@ -325,8 +361,29 @@ def run_predict(spec: PredictSpec = PredictSpec(), **changes):
     models = load_models(
         profiles, spec.workloads, spec.device_preset, spec.throughput_samples_per_s, spec.batch, spec.compute
     )
-    nodes, methods = _ints(spec.nodes, "--nodes"), resolve_methods(spec.schemes)
     frames = []
+    knobs = spec.knobs
+    if own is not None:
+        models = [own.at_run_speed(m) if spec.throughput_samples_per_s is None else m for m in models]
+        knobs = {m: {**own.knobs([m]).get(m, {}), **(spec.knobs or {}).get(m, {})} for m in methods}
+        if not links and not spec.commbench and not clusters:  # the networks the two-node run fitted
+            layout = {label: own.layout(label) for label in own.networks}
+            for label, g in layout.items():
+                defaults = spec.servers == 0 and spec.server_hosts == "dedicated"
+                frames.append(
+                    predict_rows(
+                        models,
+                        [own.network(label)],
+                        nodes,
+                        _per_node(spec) if spec.gpus_per_node is not None else g.per_node,
+                        methods,
+                        (g.servers if defaults else spec.servers),
+                        spec.allreduce,
+                        knobs,
+                        run_id="calibrated",
+                        server_hosts=(g.server_hosts if defaults and g.servers else spec.server_hosts),
+                    )
+                )
     if links or spec.commbench:
         nets = load_networks(
             links,
@@ -338,6 +395,8 @@ def run_predict(spec: PredictSpec = PredictSpec(), **changes):
             spec.servers,
             spec.server_hosts,
         )
+        if own is not None:
+            nets = [dataclasses.replace(n, stacks=own.stacks()) for n in nets]
         frames.append(
             predict_rows(
                 models,
@@ -347,12 +406,12 @@ def run_predict(spec: PredictSpec = PredictSpec(), **changes):
                 methods,
                 spec.servers,
                 spec.allreduce,
-                spec.knobs,
+                knobs,
                 server_hosts=spec.server_hosts,
             )
         )
     for entry in clusters.values():
-        kw = dict(node_counts=nodes, methods=methods, knobs=spec.knobs, calibration=cal)
+        kw = dict(node_counts=nodes, methods=methods, knobs=knobs, calibration=cal)
         frames.append(entry.intervals(models, spec.intervals, **kw) if spec.intervals else entry.curve(models, **kw))
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     if cal is not None:  # what was fitted, for the command to say (DataFrame.attrs travel with the table)

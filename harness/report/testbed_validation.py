@@ -32,6 +32,30 @@ METHODS = ["ddp", *SEVEN_METHODS]
 
 
 VARIANTS = ("calibrated", "contended", "alone")
+SHARED = "shared"
+"""A fourth compute variant, from first principles (issue 51): the profile measured alone at the run's own speed
+(its 1-worker cell), slowed by the share of the machine's cores each rank gets when the emulated hosts' ranks
+compute at once, max(1, ranks / cores): processor sharing. The contended profile measures copies that do not
+compute in lockstep (3 copies on 2 cores ran 1.27x slower, not 1.5x); the cells' ranks do."""
+
+
+def run_cores(run) -> int | None:
+    """The cores of the machine a run directory ran on (its environment's cpu_count), None where not recorded."""
+    try:
+        env = load_run(run).environment
+    except (OSError, ValueError, UserError):
+        return None
+    if env is None or env.empty or "cpu_count" not in env or pd.isna(env["cpu_count"].iloc[0]):
+        return None
+    return int(env["cpu_count"].iloc[0])
+
+
+def shared_compute(alone, local_s: float, ranks: int, cores: int | None):
+    """The SHARED variant's compute model: `alone` at the run's speed, times max(1, ranks / cores)."""
+    if cores is None:
+        raise UserError("the shared compute variant needs the machine's cores: the run's environment has no cpu_count")
+    f = local_s / alone.iteration_s * max(1.0, ranks / cores)
+    return alone.scaled(f, device=f"shared x{f:.3f}")
 
 
 _ANY = Link("unused", 1.0, 0.0)  # a layout's links are not used when fitting the PS link
@@ -129,7 +153,11 @@ def _networks(cells: pd.DataFrame, cb: dict, burst: float, intra_paths: list[Pat
 
 
 def predict_runs(
-    runs: list, commbench: list[Path], profiles: list[Path], intra_commbench: list[Path] | None = None
+    runs: list,
+    commbench: list[Path],
+    profiles: list[Path],
+    intra_commbench: list[Path] | None = None,
+    variants: tuple = VARIANTS,
 ) -> dict[str, pd.DataFrame]:
     """variant -> validation table (validate()) over every measured cell of every run (run directories,
     or summary tables)."""
@@ -139,7 +167,9 @@ def predict_runs(
     measured = pd.concat([r if isinstance(r, pd.DataFrame) else load_run(r).summary for r in runs], ignore_index=True)
     cells = measured[(measured["status"] == "ok") & (measured["workers"] > 1)]
     networks = _networks(cells, cb, burst, intra_commbench)
-    out: dict[str, list] = {v: [] for v in VARIANTS}
+    out: dict[str, list] = {v: [] for v in variants}
+    cores = {i: run_cores(r) if not isinstance(r, pd.DataFrame) else None for i, r in enumerate(runs)}
+    cores_of = next((c for c in cores.values() if c), None)
     for (workers, net, workload), g in cells.groupby(["workers", "network", "workload"]):
         network, nodes, per_node, servers, where = networks[(workers, net)]
         batch = int(g["batch_per_worker"].iloc[0])
@@ -158,8 +188,14 @@ def predict_runs(
         sets = _knob_sets(g)
         # local_reduce identifies a cell only where PS cells are predicted per value of it
         keys = KEYS + (["knob_local_reduce"] if any(knobs for _, knobs in sets) else [])
-        for variant in VARIANTS:
-            model = _compute(variant, prof, workload, int(workers), batch, local, net)
+        for variant in variants:
+            if variant == SHARED:
+                if local.empty:
+                    raise UserError(f"{workload} on {net} has no 1-worker `local` cell for the shared variant")
+                alone = compute_model(prof[(workload, 1)], batch=batch)
+                model = shared_compute(alone, float(local["iter_s_median"].iloc[0]), int(workers), cores_of)
+            else:
+                model = _compute(variant, prof, workload, int(workers), batch, local, net)
             pred = pd.concat(
                 [
                     predict_rows(

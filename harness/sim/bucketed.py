@@ -28,13 +28,14 @@ if TYPE_CHECKING:  # annotations only: the compute model's module reads profile 
     from harness.sim.links import Cluster
 
 
-def collective_channel(sim: Sim, ab, log: bool = False) -> Fifo:
+def collective_channel(sim: Sim, ab, log: bool = False, traffic_bytes: float = 0.0) -> Fifo:
     """The stream a communicator's collectives run on, one at a time: a job of m message bytes takes
     alpha + beta * m (bytes under a shaped link's token bucket at the bucket's peak rate instead).
-    Submit with `allreduce(chan, ab, m)`; `log` keeps when each ran (for the interference pass)."""
+    Submit with `allreduce(chan, ab, m)`; `log` keeps when each ran (for the interference pass);
+    `traffic_bytes`: the message bytes of one iteration, for the bucket's steady state (Fifo.steady)."""
     rate = 1.0 / ab.beta_s_per_byte if ab.beta_s_per_byte > 0 else math.inf
     peak = 1.0 / ab.beta_peak_s_per_byte if ab.beta_peak_s_per_byte > 0 else math.inf
-    return Fifo(sim, "collectives", rate, ab.burst_bytes, peak, log=log)
+    return Fifo(sim, "collectives", rate, ab.burst_bytes, peak, log=log).steady(traffic_bytes)
 
 
 def allreduce(chan: Fifo, ab, nbytes: float, extra_s: float = 0.0):
@@ -55,10 +56,12 @@ class _BucketRun:
         self.c, self.buckets, self.ps = c, buckets, ps
         n = len(c.numels)
         self.ab = cluster.allreduce_cost()
-        self.chan = collective_channel(sim, self.ab, log=cluster.stack.contended)
+        self.chan = collective_channel(sim, self.ab, log=cluster.stack.contended, traffic_bytes=c.total_grad_bytes)
         self.single = cluster.workers <= 1 and ps is None
         if ps is not None:
-            self.res = ParameterServers(sim, cluster, ps["server_gbyte_s"], p2p, ps["local_reduce"])
+            self.res = ParameterServers(
+                sim, cluster, ps["server_gbyte_s"], p2p, ps["local_reduce"], traffic_bytes=c.total_grad_bytes
+            )
             self.parts, self.placement = ps_parts(c, ps["partition_mb"], self.res.S)
             self.parts_of = [[] for _ in range(n)]
             for k, pt in enumerate(self.parts):
@@ -152,6 +155,10 @@ class _BucketRun:
                 self.issue(b)
         marks["wait"] = sim.now
         yield list(self.handles)
+        if self.stack.copy_back and self.ps is None and not self.single:  # each merged buffer back into its grads
+            back = sum(self.stack.copy_s(sum(c.grad_bytes[i] for i in m)) for m in self.order if len(m) > 1)
+            if back:
+                yield back
         marks["opt"] = sim.now
         yield c.optimizer_s
         marks["end"] = sim.now

@@ -91,9 +91,11 @@ class ByteSchedulerRun:
         self.tick_news = Event(sim)
         self.poller = Fifo(sim, "poller")  # the library's poller thread: the optimizer step per parameter
         self.consensus_s = self.ab.time_s(len(self.parts)) if self.consensus else 0.0
-        self.chan = collective_channel(sim, self.ab, log=stack.contended)
+        self.chan = collective_channel(sim, self.ab, log=stack.contended, traffic_bytes=c.total_grad_bytes)
         if use_ps:
-            self.res = ParameterServers(sim, cluster, knobs["server_gbyte_s"], p2p, knobs["local_reduce"])
+            self.res = ParameterServers(
+                sim, cluster, knobs["server_gbyte_s"], p2p, knobs["local_reduce"], traffic_bytes=c.total_grad_bytes
+            )
         self.consensus_calls = 0
         self.marks: dict = {}
         # the scheduler is a Python thread beside the training thread: every time it wakes (news, credit back)

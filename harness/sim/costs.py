@@ -80,6 +80,10 @@ class Stack:
     """Device memory copy rate into (and out of) a merged or fusion buffer, bytes/s."""
     copy_launch_s: float = 0.0
     """One such copy's launch."""
+    copy_back: bool = False
+    """A merged buffer is copied back into its gradients after its collective, before the optimizer (ddlbench's own
+    schemes, harness/schemes/bucketed.py `_finish`; DDP's reducer without gradient_as_bucket_view); False: the
+    copy in only (the study's stacks, as calibrated)."""
     partition_cpu_s: float = 0.0
     """ByteScheduler: its scheduler thread's CPU per partition it dispatches."""
     param_step_s: float = 0.0

@@ -78,6 +78,13 @@ from harness.cli.runs_cells import RunsCells
 @click.option(
     "--link", help="A link preset between the hosts (`ddlbench predict --link`) instead of measuring the network."
 )
+@click.option(
+    "--calibrate",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A run directory of `ddlbench sweep` with the methods on one node (then optionally one on two nodes): "
+    "calibrate ddlbench's own stacks from it before predicting the candidates (`ddlbench predict --calibrate`).",
+)
 @output_option()
 @click.option("--resume", is_flag=True, help="Go on with the advise run in --output: measure only what is missing.")
 @click.option("--oversubscribe", is_flag=True, help="Allow more workers than cores (timings are then noise).")

@@ -1,0 +1,545 @@
+"""ddlbench's own stacks calibrated from a one-node run and a two-node run of the harness (docs/ARCHITECTURE.md,
+"Calibration"): named physical parameters of the software that runs the methods here (torch.distributed over gloo
+or NCCL, the harness's own schemes, DDP, the ByteScheduler engine, the parameter servers) and of the network
+between nodes, fitted to the cells a user measures before asking about a larger cluster, then used to predict it.
+
+    cal = calibrate_own(["one-node-run", "two-node-run"], profile_compute({...}))
+    cal.table()                                  # each parameter: value, interval, sourced range, determined
+    net = cal.network("emulated-1gbit")          # the fitted link between nodes, the methods' fitted stacks
+    predict_rows(models, [net], [3], 1, methods, knobs=cal.knobs(methods))
+
+The parameters, each a quantity of one piece of software or one link, shared by every workload (a workload enters
+only through its layer profile) and by every method that uses it, in blocks fitted in turn, each to the cells that
+move it (the same rules as the study's calibration, harness/predict/fitting.py):
+
+- one node (the methods' cells with every worker on one node): the link between a node's workers
+  (`intra_gbit_s`, `intra_latency_s`: loopback TCP for gloo on CPU, NVLink or PCIe for NCCL), the Python time of a
+  gradient hook on the training thread (`hook_s`: the hooked methods, harness/schemes/bucketed.py and
+  bytescheduler.py), the host time to issue one collective (`launch_s`), the copy rate into and out of a merged
+  bucket (`copy_gbyte_s`: torch.cat and the copy back; DDP's reducer copies into its buckets alike), how much
+  compute and communication slow each other where they run at once on one processor (`overlap_compute_slowdown`,
+  `overlap_comm_slowdown`: gloo's copies and sums on the cores that compute, NCCL's kernels on the GPU that
+  computes) and the ByteScheduler engine's GIL hand-off each time its scheduler thread wakes (`engine_handoff_s`);
+- each network between nodes (the all-reduce methods' two-node cells on it): the rate its transport reaches
+  (`NET:rate_gbit_s`) and the time of a message through it (`NET:latency_s`); a network shaped by the testbed's
+  token buckets keeps its bucket (harness/predict/commbench_fit.testbed_burst_bytes), whose bytes pass at the
+  unshaped rate underneath (the node's own path, the fitted `intra_gbit_s`);
+- the parameter servers (the PS methods' two-node cells, every network): a server's summing rate
+  (`server_gbyte_s`) and its CPU per push or pull it handles (`server_message_s`). The PS methods' one-node cells
+  are not fitted: with the server on a worker's own host the model has no loopback path for it
+  (harness/sim/ps.py), so they would bend the summing rate to stand for a transfer.
+
+A run is a run directory of `ddlbench sweep` (or its summary table): its 1-worker `local` cell of each workload
+sets that workload's compute at that run's speed (the one measured single-device throughput; `compute` turns a
+layer profile into it), its other cells are the methods'. A two-node `ddlbench commbench` may stand for the
+two-node run: the network is then fitted to its all-reduce and push-pull rows (harness/predict/commbench_fit.py)
+rather than to the methods' cells.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from harness.core.errors import UserError
+from harness.predict.compute import compute_model
+from harness.predict.fitting import Block, Cells, Fit, Param, fit_params
+from harness.predict.predictor import Network, predict_rows
+from harness.predict.profiler import counted_profile
+from harness.sim.costs import Stack
+from harness.sim.links import Link
+from harness.sim.ps import SERVER_GBYTE_S
+from harness.sim.bytescheduler_engine import ENGINE_HANDOFF_S
+
+ALLREDUCE = ("ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a")
+"""The methods whose cells fix the stack and the links: every collective an all-reduce."""
+PS = ("bsp-ps", "wfbp-ps", "bytescheduler-ps")
+"""The methods whose two-node cells fix the parameter servers."""
+METHODS = ALLREDUCE + PS
+HOOKED = ("wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "wfbp-ps", "bytescheduler-ps")
+"""Methods that run a Python hook per gradient on the training thread (harness/schemes/bucketed.py with overlap,
+harness/schemes/bytescheduler.py); DDP's hooks are its reducer's (C++), BSP's collectives start after backward."""
+TCP_PAYLOAD = 1448 / 1514
+"""A full TCP segment's payload share of its Ethernet frame (MTU 1500): what a shaped rate carries of data."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """A parameter's value and range from first principles, and the search bounds around them."""
+
+    value: float
+    low: float
+    high: float
+    search: tuple[float, float]
+    unit: str
+    why: str
+
+
+STACK_SOURCES = {
+    # Python calling a closure from the autograd engine and the bookkeeping in it: a few to tens of microseconds
+    # (CPython function call ~0.1 us, torch's hook dispatch ~5-20 us); searched up to a millisecond
+    "hook_s": Source(
+        10e-6, 3e-6, 50e-6, (1e-6, 2e-3), "s", "a Python hook per gradient (autograd's call, the list bookkeeping)"
+    ),
+    # gloo/NCCL's Python entry, the work object and its enqueue on the backend's thread
+    "launch_s": Source(30e-6, 5e-6, 200e-6, (1e-6, 5e-3), "s", "torch.distributed's call and the backend's enqueue"),
+    # one core's memcpy through the caches (CPU: 2-10 GB/s on a VM; a GPU's device copies are hundreds)
+    "copy_gbyte_s": Source(5.0, 1.0, 20.0, (0.1, 2000.0), "GB/s", "torch.cat into a bucket and the copy back"),
+    # none, up to twice as long: a core (or the GPU's SMs) shared by the backward and the transport's work
+    "overlap_compute_slowdown": Source(0.0, 0.0, 1.0, (0.0, 2.0), "", "compute beside communication on one processor"),
+    "overlap_comm_slowdown": Source(0.0, 0.0, 1.0, (0.0, 3.0), "", "communication beside compute on one processor"),
+    # measured here: scripts/reference/gil_handoff.py, 0.073-0.103 ms (harness/sim/bytescheduler_engine.py)
+    "engine_handoff_s": Source(
+        ENGINE_HANDOFF_S, 0.073e-3, 0.103e-3, (5e-6, 5e-3), "s", "the engine thread taking the GIL back"
+    ),
+}
+PS_SOURCES = {
+    # harness/sim/ps.py's default: one core summing fp32 pushes
+    "server_gbyte_s": Source(SERVER_GBYTE_S, 1.0, 20.0, (0.05, 100.0), "GB/s", "a server's summing rate"),
+    # a push or pull through a Python server thread over gloo: tens of microseconds to a millisecond
+    "server_message_s": Source(100e-6, 20e-6, 1e-3, (1e-6, 20e-3), "s", "a server's CPU per push or pull"),
+}
+
+
+def intra_sources(device: str) -> dict[str, Source]:
+    """The link between the workers of a node, by the device the run computed on."""
+    if device == "cuda":  # PCIe 3.0 x16 to NVLink (harness/sim/links.LINKS)
+        return {
+            "intra_gbit_s": Source(96.0, 50.0, 1200.0, (5.0, 5000.0), "Gbit/s", "NCCL inside a node (PCIe to NVLink)"),
+            "intra_latency_s": Source(5e-6, 1e-6, 20e-6, (0.2e-6, 1e-3), "s", "NCCL's step inside a node"),
+        }
+    return {  # gloo over loopback TCP: one core's copy through the kernel each way
+        "intra_gbit_s": Source(20.0, 5.0, 80.0, (0.5, 400.0), "Gbit/s", "gloo over loopback TCP"),
+        "intra_latency_s": Source(30e-6, 10e-6, 200e-6, (1e-6, 5e-3), "s", "a loopback TCP message and gloo's step"),
+    }
+
+
+def inter_sources(rate_mbit: float | None) -> dict[str, Source]:
+    """The network between nodes: its configured rate's TCP payload where the run recorded one."""
+    if rate_mbit and math.isfinite(rate_mbit) and rate_mbit > 0:
+        r = rate_mbit / 1000.0 * TCP_PAYLOAD
+        rate = Source(r, 0.8 * r, r, (0.2 * r, 1.5 * r), "Gbit/s", "the configured rate's TCP payload")
+    else:
+        rate = Source(10.0, 1.0, 100.0, (0.1, 1000.0), "Gbit/s", "a data-centre network (no rate recorded)")
+    # a message through the kernel's TCP, the NIC and a switch; a shaper's timer tick (HZ=250: 4 ms) at most
+    lat = Source(50e-6, 5e-6, 1e-3, (1e-6, 20e-3), "s", "a message across nodes (TCP, NIC, switch, shaper)")
+    return {"rate_gbit_s": rate, "latency_s": lat}
+
+
+def _param(name: str, s: Source, search: bool = True) -> Param:
+    return Param(name, *s.search, (s.value, s.low, s.high), s.unit, search)
+
+
+# --- the runs -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Group:
+    """The cells of one run on one network at one layout: they share a compute speed (the run's 1-worker cell)
+    and a network."""
+
+    run: str
+    network: str
+    nodes: int
+    per_node: int
+    servers: int
+    server_hosts: str
+    rate_mbit: float
+    shaped: bool
+    device: str
+    batch: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.run}:{self.network}:{self.nodes}x{self.per_node}"
+
+
+@dataclass
+class Runs:
+    """The runs' cells: one row per method cell (workload, scheme, group, throughput, std) and each group's
+    1-worker iteration time per workload."""
+
+    cells: pd.DataFrame
+    groups: dict
+    """group key -> Group."""
+    local: dict
+    """(run, network, workload) -> 1-worker iteration time, s."""
+    names: list
+    """The runs as given (for messages)."""
+
+
+def _summary(source) -> tuple[str, pd.DataFrame, bool]:
+    """(name, summary, shaped) of a run directory (shaped: swept on the testbed) or a summary table."""
+    if isinstance(source, pd.DataFrame):
+        return str(source.attrs.get("name", "the table")), source, bool(source.attrs.get("shaped", False))
+    p = Path(source)
+    f = p / "summary.parquet" if p.is_dir() else p
+    if not f.is_file() or f.suffix != ".parquet":
+        study = (
+            " (a table of the study's columns calibrates the study's cluster: --cluster study-*)"
+            if p.suffix
+            in (
+                ".csv",
+                ".parquet",
+            )
+            else ""
+        )
+        raise UserError(
+            f"--calibrate {p}: not a run directory of `ddlbench sweep` (no summary.parquet there); give the "
+            f"directory a sweep wrote with --output{study}"
+        )
+    shaped = False
+    sweep = f.parent / "sweep.yaml"
+    if sweep.is_file():
+        try:
+            shaped = bool((yaml.safe_load(sweep.read_text()) or {}).get("testbed"))
+        except yaml.YAMLError:
+            shaped = False
+    return str(p), pd.read_parquet(f), shaped
+
+
+def read_runs(sources) -> Runs:
+    """The cells of one or more runs (directories or summary tables), checked: each workload needs its 1-worker
+    cell in every run and network it has method cells on."""
+    rows, groups, local, names = [], {}, {}, []
+    for src in sources:
+        name, s, shaped = _summary(src)
+        names.append(name)
+        if "status" in s:
+            s = s[s["status"] == "ok"]
+        if s.empty:
+            raise UserError(f"--calibrate {name}: no cell ended ok; measure it again (`ddlbench sweep`)")
+        for r in s[s["workers"] == 1].itertuples():
+            local[(name, str(r.network), str(r.workload))] = float(r.iter_s_median)
+        methods = s[(s["workers"] > 1) & s["scheme"].isin(METHODS)]
+        for r in methods.itertuples():
+            nodes = int(r.nodes) if pd.notna(getattr(r, "nodes", np.nan)) else int(r.workers)
+            per_node = int(r.workers) // max(1, nodes)
+            rate = getattr(r, "network_rate_mbit", None)
+            rate = float(rate) if rate is not None and pd.notna(rate) else math.nan
+            servers = int(r.servers) if r.servers and r.servers > 0 else 0
+            hosts = str(getattr(r, "server_hosts", "") or "")
+            g = Group(
+                name,
+                str(r.network),
+                nodes,
+                per_node,
+                servers,
+                hosts if hosts in ("dedicated", "colocated") else "colocated",
+                rate,
+                shaped and nodes > 1,
+                "cuda" if str(r.device).startswith("cuda") else "cpu",
+                int(r.batch_per_worker),
+            )
+            if (name, g.network, str(r.workload)) not in local:
+                raise UserError(
+                    f"--calibrate {name}: {r.workload} on {g.network} has no 1-worker cell, which sets its "
+                    f"compute at that run's speed: sweep it with the baseline on (workers 1, scheme local)"
+                )
+            key = g.key
+            old = groups.get(key)
+            if old is not None and old.servers and servers and old.servers != servers:
+                raise UserError(
+                    f"--calibrate {name}: {g.network} has PS cells with {old.servers} and {servers} servers; "
+                    f"calibrate from one server count"
+                )
+            if old is None or (servers and not old.servers):
+                groups[key] = g
+            rel = (
+                float(r.iter_s_std) / float(r.iter_s_median)
+                if r.iter_s_median and r.iter_s_std == r.iter_s_std
+                else 0.0
+            )
+            rows.append(
+                {
+                    "group": key,
+                    "workload": str(r.workload),
+                    "scheme": str(r.scheme),
+                    "throughput": float(r.throughput_median),
+                    "std": float(r.throughput_median) * rel,
+                }
+            )
+    cells = pd.DataFrame(rows, columns=["group", "workload", "scheme", "throughput", "std"])
+    if cells.empty:
+        raise UserError(
+            f"--calibrate {' '.join(names)}: no cell of a method ({', '.join(METHODS)}) with more than one "
+            f"worker; sweep the methods to calibrate on one node (workers >= 2)"
+        )
+    cells = cells.groupby(["group", "workload", "scheme"], as_index=False).median()
+    return Runs(cells, groups, local, names)
+
+
+# --- the model ------------------------------------------------------------------------------------------------
+
+
+def stacks(v: dict) -> dict[str, Stack]:
+    """Each method's stack at the values `v` (ddlbench's own schemes: harness/sim/costs.Stack's fields)."""
+    base = Stack(
+        launch_s=v["launch_s"],
+        copy_bytes_per_s=v["copy_gbyte_s"] * 1e9,
+        copy_back=True,
+        overlap_compute_slowdown=v["overlap_compute_slowdown"],
+        overlap_comm_slowdown=v["overlap_comm_slowdown"],
+        gil_release_s=v["engine_handoff_s"],
+    )
+    return {m: replace(base, hook_s=v["hook_s"] if m in HOOKED else 0.0) for m in METHODS}
+
+
+def ps_knobs(v: dict, methods=PS) -> dict:
+    """The PS methods' server summing rate as their model's knob."""
+    return {m: {"server_gbyte_s": v["server_gbyte_s"]} for m in methods if m in PS}
+
+
+def intra_link(v: dict) -> Link:
+    return Link("fitted (one node)", v["intra_gbit_s"], v["intra_latency_s"], "calibrated from a one-node run")
+
+
+def inter_link(v: dict, network: str, shaped: bool) -> Link:
+    """The fitted link of `network`: its rate and message time, the server's CPU per message, and where the testbed
+    shaped it, its token bucket passing at the node's own rate."""
+    from harness.predict.commbench_fit import testbed_burst_bytes  # the testbed's bucket, only where shaped
+
+    link = Link(network, v[f"{network}:rate_gbit_s"], v[f"{network}:latency_s"], "calibrated from a two-node run")
+    if shaped:
+        link = replace(link, burst_bytes=testbed_burst_bytes(), peak_gbit_s=max(v["intra_gbit_s"], link.rate_gbit_s))
+    return link
+
+
+def fitted_network(v: dict, network: str, nodes: int, shaped: bool) -> Network:
+    """The fitted network: the link between nodes (the one-node link where `nodes` is 1), the parameter servers'
+    point-to-point link (the same, with the server's CPU per message: harness/sim/ps.py charges it on the server),
+    every method's stack."""
+    intra = intra_link(v)
+    inter = inter_link(v, network, shaped) if nodes > 1 else intra
+    p2p = replace(inter, per_message_s=v["server_message_s"])
+    return Network(network, inter, intra, p2p=p2p, stacks=stacks(v))
+
+
+class OwnModel:
+    """The groups' cells for a set of values: (group, workload, scheme) -> predicted samples/s."""
+
+    def __init__(self, runs: Runs, models: dict):
+        self.runs, self.models = runs, models  # models: (group, workload) -> ComputeModel
+
+    def __call__(self, v: dict, keys) -> dict:
+        out = {}
+        want: dict = {}
+        for k in keys:
+            want.setdefault((k[0], k[1]), []).append(k[2])
+        for (gk, workload), methods in want.items():
+            g = self.runs.groups[gk]
+            df = predict_rows(
+                [self.models[(gk, workload)]],
+                [fitted_network(v, g.network, g.nodes, g.shaped)],
+                [g.nodes],
+                g.per_node,
+                [m for m in METHODS if m in methods],
+                servers=g.servers or 1,
+                knobs=ps_knobs(v, methods),
+                run_id="calibration",
+                server_hosts=g.server_hosts,
+            )
+            got = dict(zip(df["scheme"], df["throughput_median"]))
+            for m in methods:
+                out[(gk, workload, m)] = float(got.get(m, math.nan))
+        return out
+
+
+# --- the fit --------------------------------------------------------------------------------------------------
+
+
+def profile_compute(profiles: dict | None = None) -> Callable:
+    """compute(workload, group, local_iter_s) -> the workload's ComputeModel at the group's batch, its layer
+    profile (`profiles`: workload -> `ddlbench profile` table; FLOP counts where none) scaled to the run's
+    1-worker iteration."""
+
+    cache: dict = {}
+
+    def compute(workload: str, g: Group, local_s: float):
+        table = (profiles or {}).get(workload)
+        if table is None:  # FLOP counts split the time between layers (a roofline); the run's speed sets it
+            if (workload, g.batch) not in cache:
+                cache[(workload, g.batch)] = counted_profile(workload, g.batch)
+            return compute_model(
+                cache[(workload, g.batch)], "study-gpu", throughput=g.batch / local_s, batch=g.batch, mode="flops"
+            )
+        m = compute_model(table, batch=g.batch)
+        return m.scaled(local_s / m.iteration_s, device=f"run x{local_s / m.iteration_s:.3f}")
+
+    return compute
+
+
+@dataclass
+class OwnCalibration:
+    fit: Fit
+    runs: Runs
+    cells: pd.DataFrame
+    """Each fitted cell: group, workload, scheme, measured, std, predicted, error."""
+    lowo: pd.DataFrame | None
+    """Leave-one-workload-out: each workload's cells predicted by a fit to the others (None: one workload)."""
+    unfitted: pd.DataFrame
+    """Cells measured but not fitted (the PS methods on one node), predicted at the fit, with the reason."""
+
+    @property
+    def values(self) -> dict:
+        return dict(self.fit.values)
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame(self.fit.table())
+
+    def draws(self, n: int, seed: int = 0) -> list[dict]:
+        return [{**self.fit.values, **d} for d in self.fit.draws(n, seed)]
+
+    @property
+    def networks(self) -> list[str]:
+        """The networks between nodes the runs fitted (their two-node cells)."""
+        return sorted({g.network for g in self.runs.groups.values() if g.nodes > 1})
+
+    def network(self, label: str, values: dict | None = None) -> Network:
+        """The fitted network `label` (one of `networks`) with every method's fitted stack."""
+        v = values or self.fit.values
+        if label not in self.networks:
+            raise UserError(
+                f"the calibration fitted no network {label!r} (it fitted {', '.join(self.networks) or 'none'}): "
+                f"give --calibrate a two-node run on it"
+            )
+        return fitted_network(v, label, 2, self.layout(label).shaped)
+
+    def at_run_speed(self, m):
+        """Compute model `m` scaled to the first run's 1-worker cell of its workload at its batch (the speed the
+        calibration saw); `m` itself where no run has one."""
+        for (run, net, w), s in self.runs.local.items():
+            g = next((g for g in self.runs.groups.values() if g.run == run and g.network == net), None)
+            if w == m.workload and g is not None and g.batch == m.batch:
+                return m.scaled(s / m.iteration_s, device=f"{m.device} at the run's speed")
+        return m
+
+    def layout(self, label: str) -> Group:
+        return next(g for g in self.runs.groups.values() if g.network == label and g.nodes > 1)
+
+    def stacks(self, values: dict | None = None) -> dict[str, Stack]:
+        return stacks(values or self.fit.values)
+
+    def knobs(self, methods, values: dict | None = None) -> dict:
+        return ps_knobs(values or self.fit.values, methods)
+
+    def check_methods(self, methods) -> None:
+        """A one-line error for a method whose parameters no cell of the runs fixed."""
+        have = set(self.cells["scheme"])
+        for m in methods:
+            if m in METHODS and not ((m in ALLREDUCE and have & set(ALLREDUCE)) or (m in PS and have & set(PS))):
+                block = "the parameter servers' (server_gbyte_s, server_message_s)" if m in PS else "the stack's"
+                raise UserError(
+                    f"--calibrate {' '.join(self.runs.names)}: {m} cannot be predicted calibrated: "
+                    f"{block} parameters rest on two-node cells of {', '.join(PS if m in PS else ALLREDUCE)}, and "
+                    f"the runs have none: add {m} to the two-node sweep"
+                )
+
+
+def _blocks(runs: Runs, cells: Cells) -> tuple[list[Block], dict]:
+    one = [g for g in runs.groups.values() if g.nodes == 1]
+    two = [g for g in runs.groups.values() if g.nodes > 1]
+    device = (one or two)[0].device
+    start, blocks = {}, []
+    stack_params = []
+    for name, s in intra_sources(device).items():  # only a one-node run's cells cross it
+        start[name] = s.value
+        stack_params.append(_param(name, s, search=bool(one)))
+    for name, s in STACK_SOURCES.items():
+        start[name] = s.value
+        stack_params.append(_param(name, s))
+    first = tuple(k for k in cells.mean if runs.groups[k[0]].nodes == 1 and k[2] in ALLREDUCE)
+    if not first:
+        first = tuple(k for k in cells.mean if k[2] in ALLREDUCE)  # no one-node run: the stack from two nodes
+    blocks.append(Block("stack", tuple(stack_params), first))
+    for net in sorted({g.network for g in two}):
+        g = next(x for x in two if x.network == net)
+        params = []
+        for name, s in inter_sources(g.rate_mbit).items():
+            start[f"{net}:{name}"] = s.value
+            params.append(_param(f"{net}:{name}", s))
+        ks = tuple(k for k in cells.mean if runs.groups[k[0]].network == net and runs.groups[k[0]].nodes > 1)
+        blocks.append(Block(f"network {net}", tuple(params), tuple(k for k in ks if k[2] in ALLREDUCE)))
+    ps_cells = tuple(k for k in cells.mean if runs.groups[k[0]].nodes > 1 and k[2] in PS)
+    params = []
+    for name, s in PS_SOURCES.items():
+        start[name] = s.value
+        params.append(_param(name, s, search=bool(ps_cells)))
+    blocks.append(Block("parameter servers", tuple(params), ps_cells))
+    return [b for b in blocks if b.cells and any(p.search for p in b.params)], start
+
+
+def _fitted(runs: Runs) -> pd.DataFrame:
+    """The cells the fit uses: every method cell but the PS methods' on one node."""
+    one = {k for k, g in runs.groups.items() if g.nodes == 1}
+    return runs.cells[~(runs.cells["group"].isin(one) & runs.cells["scheme"].isin(PS))]
+
+
+def _cells(df: pd.DataFrame) -> Cells:
+    keys = list(zip(df["group"], df["workload"], df["scheme"]))
+    return Cells(dict(zip(keys, df["throughput"])), dict(zip(keys, df["std"])))
+
+
+def _models(runs: Runs, compute: Callable) -> dict:
+    out = {}
+    for gk, workload in runs.cells[["group", "workload"]].drop_duplicates().itertuples(index=False):
+        g = runs.groups[gk]
+        out[(gk, workload)] = compute(workload, g, runs.local[(g.run, g.network, workload)])
+    return out
+
+
+def fit_runs(runs: Runs, models: dict, workloads=None, starts: int = 2, polish: bool = True) -> tuple[Fit, Cells]:
+    df = _fitted(runs)
+    if workloads is not None:
+        df = df[df["workload"].isin(workloads)]
+    cells = _cells(df)
+    blocks, start = _blocks(runs, cells)
+    fit = fit_params(blocks, OwnModel(runs, models), cells, start, starts=starts, polish=polish)
+    return fit, cells
+
+
+def _table(fit_values: dict, runs: Runs, models: dict, df: pd.DataFrame) -> pd.DataFrame:
+    keys = list(zip(df["group"], df["workload"], df["scheme"]))
+    got = OwnModel(runs, models)(fit_values, keys) if keys else {}
+    out = df.rename(columns={"throughput": "measured"}).copy()
+    out["predicted"] = [got.get(k, math.nan) for k in keys]
+    out["error"] = out["predicted"] / out["measured"] - 1
+    return out.reset_index(drop=True)
+
+
+def calibrate_own(sources, compute: Callable | None = None, lowo: bool = True, starts: int = 2) -> OwnCalibration:
+    """Fit ddlbench's own stacks to the runs (directories or summary tables: a one-node run, and optionally a
+    two-node run); `compute` as `profile_compute` returns (default: FLOP counts per workload); with `lowo`, each
+    workload's cells are also predicted by a fit to the other workloads."""
+    runs = read_runs(list(sources))
+    models = _models(runs, compute or profile_compute())
+    fit, cells = fit_runs(runs, models, starts=starts)
+    fitted = _table(fit.values, runs, models, _fitted(runs))
+    one = {k for k, g in runs.groups.items() if g.nodes == 1}
+    rest = runs.cells[runs.cells["group"].isin(one) & runs.cells["scheme"].isin(PS)]
+    unfitted = _table(fit.values, runs, models, rest).assign(
+        reason="a PS method on one node: the model has no loopback path to a server on a worker's own host"
+    )
+    workloads = sorted(set(runs.cells["workload"]))
+    held = None
+    if lowo and len(workloads) > 1:
+        parts = []
+        for w in workloads:
+            f, _ = fit_runs(runs, models, [x for x in workloads if x != w], starts=starts)
+            df = _fitted(runs)
+            parts.append(_table(f.values, runs, models, df[df["workload"] == w]).assign(held_out=w))
+        held = pd.concat(parts, ignore_index=True)
+    return OwnCalibration(fit, runs, fitted, held, unfitted)
+
+
+def discrepancy(cal: OwnCalibration) -> dict[str, np.ndarray]:
+    """Per method, the log-ratios the fit still misses (leave-one-workload-out where run, else fitted cells)."""
+    t = cal.lowo if cal.lowo is not None else cal.cells
+    ok = t[np.isfinite(t["predicted"]) & (t["predicted"] > 0)]
+    return {m: np.log(g["predicted"].to_numpy() / g["measured"].to_numpy()) for m, g in ok.groupby("scheme")}

@@ -1,0 +1,199 @@
+"""ddlbench's own stacks calibrated on the emulated testbed and checked on a host count held back
+(scripts/reports/own_calibration.py has the commands; docs/ARCHITECTURE.md, "Calibration"): fitted to the one-host
+and two-host runs (harness/predict/own_calibration.py), every cell of the held-back runs predicted and compared,
+beside the uncalibrated predictor fed from commbench at the held-back scale (harness/report/testbed_validation.py),
+in the same three compute variants."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.core.atomic import write_parquet_atomic
+from harness.core.errors import UserError
+from harness.predict.compute import compute_model
+from harness.predict.own_calibration import METHODS, OwnCalibration, calibrate_own, read_runs
+from harness.predict.predictor import predict_rows
+from harness.report.testbed_validation import (
+    SHARED,
+    VARIANTS,
+    _profiles,
+    predict_runs,
+    run_cores,
+    shared_compute,
+    summary_lines,
+)
+from harness.report.validation import KEYS, format_validation, validate
+from harness.results.store import load_run
+
+ALL_VARIANTS = (*VARIANTS, SHARED)
+"""The compute variants the calibration is checked in: the uncalibrated validation's three and processor sharing."""
+
+
+def variant_compute(variant: str, prof: dict):
+    """compute(workload, group, local_s) of one compute variant (harness/report/testbed_validation.py's):
+    `alone` the profile measured alone, `contended` the one measured beside as many copies as the cell has
+    workers, `calibrated` that one scaled by the run's 1-worker cell over the profile alone, `shared` the profile
+    alone at the run's speed slowed by max(1, ranks / cores) (testbed_validation.SHARED)."""
+
+    def compute(workload: str, g, local_s: float):
+        workers = g.nodes * g.per_node
+        for conc in (1, workers):
+            if (workload, conc) not in prof:
+                raise UserError(
+                    f"no profile of {workload} measured with --concurrent {conc}: run `ddlbench profile "
+                    f"{workload} --batch {g.batch} --concurrent {conc}`"
+                )
+        if variant == SHARED:  # every rank of the run computes on the same machine's cores
+            cores = run_cores(g.run)
+            return shared_compute(compute_model(prof[(workload, 1)], batch=g.batch), local_s, workers, cores)
+        model = compute_model(prof[(workload, 1 if variant == "alone" else workers)], batch=g.batch)
+        if variant != "calibrated":
+            return model
+        alone = compute_model(prof[(workload, 1)], batch=g.batch)
+        f = local_s / alone.iteration_s
+        return model.scaled(f, device=f"calibrated x{f:.3f}")
+
+    return compute
+
+
+def predict_held(cal: OwnCalibration, held, compute) -> pd.DataFrame:
+    """Every method cell of the held-back runs predicted by the calibration (each network's fitted link, each
+    method's fitted stack, the cell's own layout), validated against its measurement."""
+    runs = read_runs(held)
+    parts = []
+    for gk, g in runs.groups.items():
+        measured = load_run(g.run).summary if Path(g.run).exists() else None
+        net = cal.network(g.network)
+        for workload, cells in runs.cells[runs.cells["group"] == gk].groupby("workload"):
+            model = compute(workload, g, runs.local[(g.run, g.network, workload)])
+            methods = [m for m in METHODS if m in set(cells["scheme"])]
+            pred = predict_rows(
+                [model],
+                [net],
+                [g.nodes],
+                g.per_node,
+                methods,
+                servers=g.servers or 1,
+                knobs=cal.knobs(methods),
+                run_id="calibrated",
+                server_hosts=g.server_hosts,
+            )
+            s = measured[
+                (measured["status"] == "ok")
+                & (measured["workload"] == workload)
+                & (measured["network"] == g.network)
+                & measured["scheme"].isin(methods)
+            ]
+            for k in KEYS:
+                if k in pred and k in s and pd.api.types.is_numeric_dtype(s[k]):
+                    pred[k] = pd.to_numeric(pred[k])
+            v = validate(pred, s, KEYS)
+            v["hosts"], v["workers_per_host"], v["rate_mbit"] = g.nodes, g.per_node, g.rate_mbit
+            parts.append(v)
+    t = pd.concat(parts, ignore_index=True)
+    t.attrs["median_ape_pct"] = float(t["ape_pct"].median())
+    t.attrs["inside_pct"] = float(100 * t["inside"].mean()) if "inside" in t else float("nan")
+    return t
+
+
+def intervals(cal: OwnCalibration, held, compute, t: pd.DataFrame, samples: int = 32) -> pd.DataFrame:
+    """`t` with each cell's 10th-90th percentile prediction over the fit's uncertainty (bootstrap draws of the
+    parameters) widened by what the fit still misses per method (its leave-one-workload-out errors), and whether
+    the measurement falls inside."""
+    from harness.predict.own_calibration import discrepancy
+
+    miss = discrepancy(cal)
+    draws = cal.draws(samples, seed=0)
+    runs = read_runs(held)
+    lows, highs = {}, {}
+    for gk, g in runs.groups.items():
+        for workload, cells in runs.cells[runs.cells["group"] == gk].groupby("workload"):
+            model = compute(workload, g, runs.local[(g.run, g.network, workload)])
+            methods = [m for m in METHODS if m in set(cells["scheme"])]
+            samples_s = {m: [] for m in methods}
+            for i, d in enumerate(draws):
+                pred = predict_rows(
+                    [model],
+                    [cal.network(g.network, d)],
+                    [g.nodes],
+                    g.per_node,
+                    methods,
+                    servers=g.servers or 1,
+                    knobs=cal.knobs(methods, d),
+                    server_hosts=g.server_hosts,
+                )
+                for m, x in zip(pred["scheme"], pred["iter_s_median"]):
+                    # r = log(predicted / measured throughput) of a held-out cell: the iteration it stands for
+                    # is the predicted one times e^r
+                    r = miss.get(m, np.zeros(1))
+                    samples_s[m].append(x * float(np.exp(r[i % len(r)])))
+            for m, xs in samples_s.items():
+                lows[(workload, g.network, m)] = float(np.quantile(xs, 0.1))
+                highs[(workload, g.network, m)] = float(np.quantile(xs, 0.9))
+    key = list(zip(t["workload"], t["network"], t["scheme"]))
+    t = t.copy()
+    t["pred_low_s"] = [lows.get(k, np.nan) for k in key]
+    t["pred_high_s"] = [highs.get(k, np.nan) for k in key]
+    t["inside"] = (t["measured_iter_s"] >= t["pred_low_s"]) & (t["measured_iter_s"] <= t["pred_high_s"])
+    t.attrs.update(median_ape_pct=float(t["ape_pct"].median()), inside_pct=float(100 * t["inside"].mean()))
+    return t
+
+
+def run(fit_runs, held, profiles, commbench, out: Path, samples: int = 32, lowo: bool = True) -> dict:
+    """Calibrate per compute variant, predict the held-back runs, write the report's tables; returns
+    {variant: (calibration, calibrated table, uncalibrated table or None)}."""
+    out.mkdir(parents=True, exist_ok=True)
+    prof = _profiles(profiles)
+    before = predict_runs(held, commbench, profiles, variants=ALL_VARIANTS) if commbench else {}
+    results, text = {}, []
+    for variant in ALL_VARIANTS:
+        compute = variant_compute(variant, prof)
+        cal = calibrate_own(fit_runs, compute, lowo=lowo)
+        if not cal.fit.converged:
+            raise UserError(f"compute {variant}: the calibration did not converge ({cal.fit.message})")
+        t = intervals(cal, held, compute, predict_held(cal, held, compute), samples)
+        params = cal.table()
+        write_parquet_atomic(t, out / f"validation-{variant}.parquet")
+        write_parquet_atomic(params.assign(cells=params["cells"].astype(str)), out / f"params-{variant}.parquet")
+        write_parquet_atomic(cal.cells, out / f"fitted-{variant}.parquet")
+        if cal.lowo is not None:
+            write_parquet_atomic(cal.lowo, out / f"lowo-{variant}.parquet")
+        b = before.get(variant)
+        results[variant] = (cal, t, b)
+        text += [
+            f"## compute {variant}: calibrated median APE {t.attrs['median_ape_pct']:.1f} % over {len(t)} cells"
+            + (f" (uncalibrated {b.attrs['median_ape_pct']:.1f} %)" if b is not None else "")
+            + f", {t.attrs['inside_pct']:.0f} % inside their intervals",
+            "",
+            *param_lines(params),
+            "",
+            *summary_lines(t),
+            "",
+            format_validation(t),
+            "",
+        ]
+        if cal.lowo is not None:
+            lo = cal.lowo.assign(abs_pct=100 * cal.lowo["error"].abs())
+            text += [
+                f"leave-one-workload-out (throughput): median {lo['abs_pct'].median():.1f} %, "
+                f"largest {lo['abs_pct'].max():.1f} % over {len(lo)} cells",
+                "",
+            ]
+    (out / "validation.md").write_text("\n".join(text) + "\n")
+    return results
+
+
+def param_lines(params: pd.DataFrame) -> list[str]:
+    lines = [
+        "| parameter | value | interval (10-90 %) | sourced | determined |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for r in params.itertuples():
+        lines.append(
+            f"| {r.parameter} | {r.value:.4g} {r.unit} | [{r.low:.4g}, {r.high:.4g}] | "
+            f"{r.sourced_value:.4g} [{r.sourced_low:.4g}, {r.sourced_high:.4g}] | {'yes' if r.determined else 'no'} |"
+        )
+    return lines

@@ -1,0 +1,53 @@
+"""ddlbench's own stacks calibrated on the emulated testbed from the one-host and two-host runs, checked on the
+three-host run held back (issue 51; reports/own-calibration/). The inputs, on a quiet machine (about 25 min):
+
+    bash scripts/reports/own_calibration_measure.sh IN    # S1 (1 host, 2 workers), S2, S3, profiles, commbench
+    python scripts/reports/own_calibration.py --fit IN/S1 --fit IN/S2 --held IN/S3 \
+        --profile IN/profile-*.parquet --commbench IN/CB-3h-200mbit --commbench IN/CB-3h-1gbit \
+        --out reports/own-calibration
+
+The fit reads only the one-host and two-host runs (and the profiles, as every compute variant does); the
+three-host cells are predicted from the fitted parameters and compared. `--commbench` (commbench at the held-back
+scale) feeds the uncalibrated predictor the report puts beside it (harness/report/testbed_validation.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.core.errors import UserError
+from harness.report.own_validation import run
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python scripts/reports/own_calibration.py")
+    ap.add_argument(
+        "--fit", type=Path, action="extend", nargs="+", required=True, help="run directory fitted (1 and 2 hosts)"
+    )
+    ap.add_argument(
+        "--held", type=Path, action="extend", nargs="+", required=True, help="run directory held back and predicted"
+    )
+    ap.add_argument("--profile", type=Path, action="extend", nargs="+", required=True, help="`ddlbench profile` table")
+    ap.add_argument(
+        "--commbench", type=Path, action="extend", nargs="+", default=[], help="commbench at the held-back scale"
+    )
+    ap.add_argument("--samples", type=int, default=32, help="bootstrap draws behind each cell's interval")
+    ap.add_argument("--out", type=Path, required=True, help="report directory")
+    a = ap.parse_args(argv)
+    try:
+        results = run(a.fit, a.held, a.profile, a.commbench, a.out, a.samples)
+    except UserError as e:
+        raise SystemExit(f"error: {e}") from None
+    for variant, (cal, t, b) in results.items():
+        before = f"; uncalibrated {b.attrs['median_ape_pct']:.1f} %" if b is not None else ""
+        print(
+            f"compute {variant}: calibrated median APE {t.attrs['median_ape_pct']:.1f} % over {len(t)} cells, "
+            f"{t.attrs['inside_pct']:.0f} % inside{before}"
+        )
+    print(f"wrote {a.out / 'validation.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

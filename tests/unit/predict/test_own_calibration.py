@@ -1,0 +1,153 @@
+"""ddlbench's own stacks calibrated from one-node and two-node runs (harness/predict/own_calibration.py): runs made
+from known parameters are fitted back inside the stated intervals, and runs that cannot calibrate are refused in
+one line."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from helpers import toy
+
+from harness.core.errors import UserError
+from harness.predict.own_calibration import (
+    METHODS,
+    OwnModel,
+    Group,
+    Runs,
+    calibrate_own,
+    read_runs,
+)
+
+WORKLOADS = {
+    # few large tensors, a long backward: communication hides behind compute where a method lets it
+    "big": toy([8.0, 1.0, 8.0, 1.0, 4.0], [20.0, 4.0, 20.0, 4.0, 10.0], batch=8, workload="big"),
+    # many small tensors: per-gradient and per-collective costs show
+    "small": toy([0.2] * 12, [1.0] * 12, batch=8, workload="small"),
+}
+TRUTH = {
+    "intra_gbit_s": 12.0,
+    "intra_latency_s": 60e-6,
+    "hook_s": 150e-6,
+    "launch_s": 200e-6,
+    "copy_gbyte_s": 3.0,
+    "overlap_compute_slowdown": 0.3,
+    "overlap_comm_slowdown": 0.5,
+    "engine_handoff_s": 0.1e-3,
+    "net:rate_gbit_s": 0.8,
+    "net:latency_s": 400e-6,
+    "server_gbyte_s": 2.0,
+    "server_message_s": 300e-6,
+}
+
+
+def compute(workload, g, local_s):
+    m = WORKLOADS[workload]
+    return m.scaled(local_s / m.iteration_s)
+
+
+def synthetic(values: dict, methods=METHODS) -> list[pd.DataFrame]:
+    """A one-node run (2 workers on loopback) and a two-node run (1 worker per node, 1 Gbit/s, one server beside a
+    worker), their cells as the model gives them at `values`, 1 % spread."""
+    groups = {
+        "one": Group("one", "loopback", 1, 2, 1, "colocated", math.nan, False, "cpu", 8),
+        "two": Group("two", "net", 2, 1, 1, "colocated", 1000.0, False, "cpu", 8),
+    }
+    local = {(g.run, g.network, w): WORKLOADS[w].iteration_s for g in groups.values() for w in WORKLOADS}
+    keys = [(gk, w, m) for gk in groups for w in WORKLOADS for m in methods]
+    empty = Runs(pd.DataFrame(columns=["group", "workload", "scheme"]), {g.key: g for g in groups.values()}, local, [])
+    models = {(g.key, w): compute(w, g, local[(g.run, g.network, w)]) for g in groups.values() for w in WORKLOADS}
+    got = OwnModel(empty, models)(values, [(groups[gk].key, w, m) for gk, w, m in keys])
+    frames = []
+    for gk, g in groups.items():
+        rows = [_row(g, w, "local", 1, 1, 0, WORKLOADS[w].batch / WORKLOADS[w].iteration_s) for w in WORKLOADS] + [
+            _row(g, w, m, g.nodes, g.nodes * g.per_node, 1 if m.endswith("-ps") else 0, got[(g.key, w, m)])
+            for (k, w, m) in keys
+            if k == gk
+        ]
+        frames.append(pd.DataFrame(rows))
+        frames[-1].attrs["name"] = gk
+    return frames
+
+
+def _row(g, workload, scheme, nodes, workers, servers, x):
+    it = WORKLOADS[workload].batch * workers / x
+    return {
+        "status": "ok",
+        "workload": workload,
+        "scheme": scheme,
+        "workers": workers,
+        "nodes": nodes,
+        "network": g.network,
+        "network_rate_mbit": g.rate_mbit,
+        "servers": servers,
+        "server_hosts": "colocated" if servers else None,
+        "device": "cpu",
+        "batch_per_worker": 8,
+        "iter_s_median": it,
+        "iter_s_std": 0.01 * it,
+        "throughput_median": x,
+    }
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    return calibrate_own(synthetic(TRUTH), compute, lowo=False)
+
+
+def test_runs_made_from_known_parameters_are_fitted_back_inside_the_stated_intervals(fitted):
+    assert fitted.fit.converged, fitted.fit.message
+    assert fitted.cells["error"].abs().max() < 0.02  # every fitted cell reproduced
+    rows = fitted.table().set_index("parameter")
+    determined = rows[rows["determined"]]
+    # the parameters every method leans on are determined by these cells
+    assert {"net:rate_gbit_s", "intra_gbit_s", "hook_s", "server_gbyte_s"} <= set(determined.index)
+    for name, r in determined.iterrows():
+        assert r["low"] <= TRUTH[name] * 1.02 and TRUTH[name] * 0.98 <= r["high"], (
+            name,
+            r["value"],
+            r["low"],
+            r["high"],
+        )
+    assert fitted.networks == ["net"]
+    # PS methods on one node are measured but not fitted, and say why
+    assert set(fitted.unfitted["scheme"]) == {"bsp-ps", "wfbp-ps", "bytescheduler-ps"}
+    assert fitted.unfitted["reason"].str.contains("loopback").all()
+
+
+def test_the_fitted_network_predicts_more_nodes_as_the_true_one_does(fitted):
+    from harness.predict.own_calibration import fitted_network, ps_knobs
+    from harness.predict.predictor import predict_rows
+
+    m = WORKLOADS["big"]
+    truth = predict_rows([m], [fitted_network(TRUTH, "net", 3, False)], [3], 1, list(METHODS), 1, knobs=ps_knobs(TRUTH))
+    got = predict_rows([m], [fitted.network("net")], [3], 1, list(METHODS), 1, knobs=fitted.knobs(METHODS))
+    err = got["iter_s_median"].to_numpy() / truth["iter_s_median"].to_numpy() - 1
+    assert abs(err).max() < 0.05, dict(zip(got["scheme"], err))
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        (lambda fs: [f[f["scheme"] != "local"] for f in fs], "no 1-worker cell"),
+        (lambda fs: [f[f["workers"] == 1] for f in fs], "no cell of a method"),
+        (lambda fs: [f.assign(status="failed") for f in fs], "no cell ended ok"),
+    ],
+)
+def test_runs_that_cannot_calibrate_are_refused_in_one_line(change, needle):
+    with pytest.raises(UserError) as e:
+        read_runs(change(synthetic(TRUTH, methods=("ddp", "bsp-ps"))))
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_method_without_cells_of_its_block_is_refused_by_name():
+    cal = calibrate_own(synthetic(TRUTH, methods=("ddp", "bsp-a2a")), compute, lowo=False, starts=1)
+    cal.check_methods(["ddp", "wfbp-a2a"])  # the stack's cells are there
+    with pytest.raises(UserError, match=r"bsp-ps cannot be predicted calibrated.*add bsp-ps"):
+        cal.check_methods(["bsp-ps"])
+
+
+def test_not_a_run_directory_is_refused_in_one_line(tmp_path):
+    with pytest.raises(UserError, match="not a run directory"):
+        read_runs([tmp_path])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -315,3 +316,19 @@ def test_advise_on_the_testbed_runs_its_cells_on_the_emulated_hosts(clean_machin
     assert (summary["nodes"] == 2).all()
     cb = pd.read_parquet(out / "advise" / "commbench.parquet")
     assert set(cb["collective"]) == {"allreduce", "pushpull"}
+
+
+@pytest.mark.slow
+def test_advise_calibrated_from_a_one_node_run_ranks_with_the_fitted_stacks_and_names_them(tmp_path):
+    """--calibrate RUN (the testbed check's one-node run): the candidates are predicted with ddlbench's own stacks
+    as that run calibrated them, the report names the fitted parameters, and the budget still ends the run."""
+    run = Path(__file__).resolve().parents[3] / "reports" / "own-calibration" / "inputs" / "S1"
+    out, printed = _advise(
+        tmp_path, "--schemes", "ddp,bsp-a2a,wfbp-a2a", "--top-k", "2", "--budget", "1s", "--calibrate", str(run)
+    )
+    report = (out / "advise" / "report.md").read_text()
+    assert "ddlbench's stacks calibrated from" in report and "launch_s = " in report
+    rec = json.loads((out / "advise" / "recommendation.json").read_text())
+    assert rec["budget"]["ended"] and "recommended: " in printed
+    pred = pd.read_csv(out / "advise" / "predicted.csv")
+    assert set(pred["scheme"]) == {"ddp", "bsp-a2a", "wfbp-a2a"} and (pred["pred_iter_s"] > 0).all()

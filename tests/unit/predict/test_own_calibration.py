@@ -5,6 +5,7 @@ one line."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -151,3 +152,49 @@ def test_a_method_without_cells_of_its_block_is_refused_by_name():
 def test_not_a_run_directory_is_refused_in_one_line(tmp_path):
     with pytest.raises(UserError, match="not a run directory"):
         read_runs([tmp_path])
+
+
+# --- `ddlbench predict --calibrate` on runs of the harness (the testbed check's inputs, reports/own-calibration/) ---
+
+INPUTS = Path(__file__).resolve().parents[3] / "reports" / "own-calibration" / "inputs"
+PROFILES = ["--profile", str(INPUTS / "profile-bert-base-tiny-c1.parquet")]
+
+
+def _predict(*args):
+    from click.testing import CliRunner
+
+    from harness.cli.main import cli
+
+    return CliRunner().invoke(cli, ["predict", *args])
+
+
+def test_predict_calibrated_from_a_one_node_and_a_two_node_run_predicts_their_network_at_more_nodes():
+    r = _predict(
+        "--calibrate", str(INPUTS / "S1"), "--calibrate", str(INPUTS / "S2"), *PROFILES,
+        "--nodes", "3", "--schemes", "ddp,bsp-a2a,wfbp-ps",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output[-2000:]
+    for name in ("hook_s", "launch_s", "emulated-1gbit:rate_gbit_s", "server_gbyte_s"):
+        assert f"fitted {name} = " in r.output
+    rows = [line.split() for line in r.output.splitlines() if line.startswith("bert-base-tiny")]
+    assert {(x[1], x[2], x[3]) for x in rows} == {("emulated-1gbit", "3", "3"), ("emulated-200mbit", "3", "3")}
+    assert {x[4] for x in rows} == {"ddp", "bsp-a2a", "wfbp-ps"}
+
+
+def test_predict_calibrated_from_one_node_runs_its_stacks_on_a_preset_and_needs_a_network():
+    r = _predict("--calibrate", str(INPUTS / "S1"), *PROFILES, "--link", "eth-10g", "--nodes", "2", "--schemes", "ddp")
+    assert r.exit_code == 0, r.output[-2000:]
+    assert "fitted launch_s = " in r.output and "eth-10g" in r.output
+    r = _predict("--calibrate", str(INPUTS / "S1"), *PROFILES, "--nodes", "2", "--schemes", "ddp")
+    assert r.exit_code == 2 and "a one-node run fits the stacks, not the network" in r.output
+    assert len(r.output.strip().splitlines()) == 1, r.output
+
+
+def test_predict_refuses_a_run_that_cannot_calibrate_in_one_line(tmp_path):
+    s = pd.read_parquet(INPUTS / "S1" / "summary.parquet")
+    (tmp_path / "run").mkdir()
+    s[s["scheme"] != "local"].to_parquet(tmp_path / "run" / "summary.parquet")
+    for target, needle in ((tmp_path / "run", "has no 1-worker cell"), (tmp_path, "not a run directory")):
+        r = _predict("--calibrate", str(target), *PROFILES, "--link", "eth-10g", "--schemes", "ddp")
+        assert r.exit_code == 2 and needle in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1, r.output

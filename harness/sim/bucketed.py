@@ -28,14 +28,13 @@ if TYPE_CHECKING:  # annotations only: the compute model's module reads profile 
     from harness.sim.links import Cluster
 
 
-def collective_channel(sim: Sim, ab, log: bool = False, traffic_bytes: float = 0.0) -> Fifo:
+def collective_channel(sim: Sim, ab, log: bool = False) -> Fifo:
     """The stream a communicator's collectives run on, one at a time: a job of m message bytes takes
     alpha + beta * m (bytes under a shaped link's token bucket at the bucket's peak rate instead).
-    Submit with `allreduce(chan, ab, m)`; `log` keeps when each ran (for the interference pass);
-    `traffic_bytes`: the message bytes of one iteration, for the bucket's steady state (Fifo.steady)."""
+    Submit with `allreduce(chan, ab, m)`; `log` keeps when each ran (for the interference pass)."""
     rate = 1.0 / ab.beta_s_per_byte if ab.beta_s_per_byte > 0 else math.inf
     peak = 1.0 / ab.beta_peak_s_per_byte if ab.beta_peak_s_per_byte > 0 else math.inf
-    return Fifo(sim, "collectives", rate, ab.burst_bytes, peak, log=log).steady(traffic_bytes)
+    return Fifo(sim, "collectives", rate, ab.burst_bytes, peak, log=log)
 
 
 def allreduce(chan: Fifo, ab, nbytes: float, extra_s: float = 0.0):
@@ -56,12 +55,10 @@ class _BucketRun:
         self.c, self.buckets, self.ps = c, buckets, ps
         n = len(c.numels)
         self.ab = cluster.allreduce_cost()
-        self.chan = collective_channel(sim, self.ab, log=cluster.stack.contended, traffic_bytes=c.total_grad_bytes)
+        self.chan = collective_channel(sim, self.ab, log=cluster.stack.contended)
         self.single = cluster.workers <= 1 and ps is None
         if ps is not None:
-            self.res = ParameterServers(
-                sim, cluster, ps["server_gbyte_s"], p2p, ps["local_reduce"], traffic_bytes=c.total_grad_bytes
-            )
+            self.res = ParameterServers(sim, cluster, ps["server_gbyte_s"], p2p, ps["local_reduce"])
             self.parts, self.placement = ps_parts(c, ps["partition_mb"], self.res.S)
             self.parts_of = [[] for _ in range(n)]
             for k, pt in enumerate(self.parts):

@@ -91,11 +91,9 @@ class ByteSchedulerRun:
         self.tick_news = Event(sim)
         self.poller = Fifo(sim, "poller")  # the library's poller thread: the optimizer step per parameter
         self.consensus_s = self.ab.time_s(len(self.parts)) if self.consensus else 0.0
-        self.chan = collective_channel(sim, self.ab, log=stack.contended, traffic_bytes=c.total_grad_bytes)
+        self.chan = collective_channel(sim, self.ab, log=stack.contended)
         if use_ps:
-            self.res = ParameterServers(
-                sim, cluster, knobs["server_gbyte_s"], p2p, knobs["local_reduce"], traffic_bytes=c.total_grad_bytes
-            )
+            self.res = ParameterServers(sim, cluster, knobs["server_gbyte_s"], p2p, knobs["local_reduce"])
         self.consensus_calls = 0
         self.marks: dict = {}
         # the scheduler is a Python thread beside the training thread: every time it wakes (news, credit back)

@@ -179,15 +179,6 @@ class Fifo:
     def submit_bytes(self, nbytes: float, fixed_s: float = 0.0) -> Event:
         return self.sim.timeout(self.reserve_bytes(nbytes, fixed_s) - self.sim.now)
 
-    def steady(self, traffic_bytes: float) -> "Fifo":
-        """This bucket as an iteration in steady state finds it: the previous iteration's `traffic_bytes` drained
-        it when they were more than it holds (tokens then accrue from the start of this one), else it is full.
-        A simulation of one iteration otherwise starts every bucket full, as after an idle spell (a benchmark's
-        repetitions), which lets a whole bucket pass at the peak rate every iteration."""
-        if self.burst and traffic_bytes > self.burst:
-            self.tokens, self.t_tokens = 0.0, self.sim.now
-        return self
-
     def _tokens_at(self, t: float) -> float:
         if not self.burst:
             return 0.0

@@ -41,15 +41,7 @@ class ParameterServers:
     NIC byte once into host memory and once out of it (staging), beside the links; a link's
     per_message_s is charged on the server's CPU for each push it receives and each pull it sends."""
 
-    def __init__(
-        self,
-        sim: Sim,
-        cluster: Cluster,
-        server_gbyte_s: float,
-        p2p=None,
-        local_reduce: bool = False,
-        traffic_bytes: float = 0.0,
-    ):
+    def __init__(self, sim: Sim, cluster: Cluster, server_gbyte_s: float, p2p=None, local_reduce: bool = False):
         self.sim = sim
         link = p2p or cluster.inter
         self.bw = link.bytes_per_s
@@ -64,8 +56,8 @@ class ParameterServers:
         self.hybrid = bool(local_reduce) and self.g > 1
         self.intra_lat = cluster.intra.message_s
 
-        def nic(name):  # a shaped NIC in steady state when given one iteration's bytes (Fifo.steady)
-            return Fifo(sim, name, self.bw, link.burst_bytes, link.peak_bytes_per_s).steady(traffic_bytes)
+        def nic(name):
+            return Fifo(sim, name, self.bw, link.burst_bytes, link.peak_bytes_per_s)
 
         # the shared host path of each worker node (into / out of host memory), when GPUs stage there
         hosts = self.nodes if self.colocated else 1

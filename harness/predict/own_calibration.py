@@ -24,9 +24,11 @@ move it (the same rules as the study's calibration, harness/predict/fitting.py):
   (`NET:rate_gbit_s`) and the time of a message through it (`NET:latency_s`); a network shaped by the testbed's
   token buckets keeps its bucket (harness/predict/commbench_fit.testbed_burst_bytes), whose bytes pass at the
   unshaped rate underneath (the node's own path, the fitted `intra_gbit_s`);
-- the parameter servers (the PS methods' two-node cells, every network): a server's summing rate
-  (`server_gbyte_s`) and its CPU per push or pull it handles (`server_message_s`). The PS methods' one-node cells
-  are not fitted: with the server on a worker's own host the model has no loopback path for it
+- the parameter servers (the PS methods' two-node cells, every network): a server's summing rate on a core of its
+  own (`server_gbyte_s`; where the run's ranks and servers share one machine's cores, a one-node CPU run or the
+  emulated testbed, the server gets cores / (workers + servers) of a core when they outnumber the cores:
+  processor sharing, `Group.server_share`) and its CPU per push or pull it handles (`server_message_s`). The PS
+  methods' one-node cells are not fitted: with the server on a worker's own host the model has no loopback path for it
   (harness/sim/ps.py), so they would bend the summing rate to stand for a transfer.
 
 A run is a run directory of `ddlbench sweep` (or its summary table): its 1-worker `local` cell of each workload
@@ -154,10 +156,22 @@ class Group:
     shaped: bool
     device: str
     batch: int
+    cores: int = 0
+    """Cores of the machine every rank and server of the group ran on, where they shared one (a one-node CPU run,
+    the emulated testbed's hosts); 0: each node has its own."""
 
     @property
     def key(self) -> str:
         return f"{self.run}:{self.network}:{self.nodes}x{self.per_node}"
+
+    def server_share(self, nodes: int | None = None, servers: int | None = None) -> float:
+        """The share of a core a parameter server gets at `nodes` (default the group's own) with `servers`: on a
+        machine whose cores every rank and server shares (`cores`), cores / (workers + servers) when they
+        outnumber them (processor sharing); 1 where each node has its own."""
+        if not self.cores:
+            return 1.0
+        n = (nodes or self.nodes) * self.per_node + (servers if servers is not None else (self.servers or 1))
+        return min(1.0, self.cores / n)
 
 
 @dataclass
@@ -174,22 +188,18 @@ class Runs:
     """The runs as given (for messages)."""
 
 
-def _summary(source) -> tuple[str, pd.DataFrame, bool]:
-    """(name, summary, shaped) of a run directory (shaped: swept on the testbed) or a summary table."""
+def _summary(source) -> tuple[str, pd.DataFrame, bool, int]:
+    """(name, summary, shaped, cores) of a run directory (shaped: swept on the testbed; cores: its machine's, from
+    its environment, 0 where not recorded) or a summary table (its attrs say them)."""
     if isinstance(source, pd.DataFrame):
-        return str(source.attrs.get("name", "the table")), source, bool(source.attrs.get("shaped", False))
+        a = source.attrs
+        return str(a.get("name", "the table")), source, bool(a.get("shaped", False)), int(a.get("cores", 0))
     p = Path(source)
     f = p / "summary.parquet" if p.is_dir() else p
     if not f.is_file() or f.suffix != ".parquet":
-        study = (
-            " (a table of the study's columns calibrates the study's cluster: --cluster study-*)"
-            if p.suffix
-            in (
-                ".csv",
-                ".parquet",
-            )
-            else ""
-        )
+        study = ""
+        if p.suffix in (".csv", ".parquet"):
+            study = " (a table of the study's columns calibrates the study's cluster: --cluster study-*)"
         raise UserError(
             f"--calibrate {p}: not a run directory of `ddlbench sweep` (no summary.parquet there); give the "
             f"directory a sweep wrote with --output{study}"
@@ -201,7 +211,13 @@ def _summary(source) -> tuple[str, pd.DataFrame, bool]:
             shaped = bool((yaml.safe_load(sweep.read_text()) or {}).get("testbed"))
         except yaml.YAMLError:
             shaped = False
-    return str(p), pd.read_parquet(f), shaped
+    cores = 0
+    env = f.parent / "environment.parquet"
+    if env.is_file():
+        e = pd.read_parquet(env)
+        if "cpu_count" in e and len(e) and pd.notna(e["cpu_count"].iloc[0]):
+            cores = int(e["cpu_count"].iloc[0])
+    return str(p), pd.read_parquet(f), shaped, cores
 
 
 def read_runs(sources) -> Runs:
@@ -209,7 +225,7 @@ def read_runs(sources) -> Runs:
     cell in every run and network it has method cells on."""
     rows, groups, local, names = [], {}, {}, []
     for src in sources:
-        name, s, shaped = _summary(src)
+        name, s, shaped, cores = _summary(src)
         names.append(name)
         if "status" in s:
             s = s[s["status"] == "ok"]
@@ -236,6 +252,7 @@ def read_runs(sources) -> Runs:
                 shaped and nodes > 1,
                 "cuda" if str(r.device).startswith("cuda") else "cpu",
                 int(r.batch_per_worker),
+                cores if (shaped or nodes == 1) and not str(r.device).startswith("cuda") else 0,
             )
             if (name, g.network, str(r.workload)) not in local:
                 raise UserError(
@@ -291,9 +308,10 @@ def stacks(v: dict) -> dict[str, Stack]:
     return {m: replace(base, hook_s=v["hook_s"] if m in HOOKED else 0.0) for m in METHODS}
 
 
-def ps_knobs(v: dict, methods=PS) -> dict:
-    """The PS methods' server summing rate as their model's knob."""
-    return {m: {"server_gbyte_s": v["server_gbyte_s"]} for m in methods if m in PS}
+def ps_knobs(v: dict, methods=PS, share: float = 1.0) -> dict:
+    """The PS methods' server summing rate as their model's knob: the fitted rate on a core of its own, times the
+    share of a core the server gets where it shares a machine's cores (Group.server_share)."""
+    return {m: {"server_gbyte_s": v["server_gbyte_s"] * share} for m in methods if m in PS}
 
 
 def intra_link(v: dict) -> Link:
@@ -341,7 +359,7 @@ class OwnModel:
                 g.per_node,
                 [m for m in METHODS if m in methods],
                 servers=g.servers or 1,
-                knobs=ps_knobs(v, methods),
+                knobs=ps_knobs(v, methods, g.server_share()),
                 run_id="calibration",
                 server_hosts=g.server_hosts,
             )
@@ -426,8 +444,10 @@ class OwnCalibration:
     def stacks(self, values: dict | None = None) -> dict[str, Stack]:
         return stacks(values or self.fit.values)
 
-    def knobs(self, methods, values: dict | None = None) -> dict:
-        return ps_knobs(values or self.fit.values, methods)
+    def knobs(self, methods, values: dict | None = None, share: float = 1.0) -> dict:
+        """The methods' model knobs the calibration sets (the servers' summing rate, times `share`:
+        Group.server_share of the layout predicted)."""
+        return ps_knobs(values or self.fit.values, methods, share)
 
     def check_methods(self, methods) -> None:
         """A one-line error for a method whose parameters no cell of the runs fixed."""

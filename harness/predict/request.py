@@ -367,23 +367,29 @@ def run_predict(spec: PredictSpec = PredictSpec(), **changes):
         models = [own.at_run_speed(m) if spec.throughput_samples_per_s is None else m for m in models]
         knobs = {m: {**own.knobs([m]).get(m, {}), **(spec.knobs or {}).get(m, {})} for m in methods}
         if not links and not spec.commbench and not clusters:  # the networks the two-node run fitted
-            layout = {label: own.layout(label) for label in own.networks}
-            for label, g in layout.items():
-                defaults = spec.servers == 0 and spec.server_hosts == "dedicated"
-                frames.append(
-                    predict_rows(
-                        models,
-                        [own.network(label)],
-                        nodes,
-                        _per_node(spec) if spec.gpus_per_node is not None else g.per_node,
-                        methods,
-                        (g.servers if defaults else spec.servers),
-                        spec.allreduce,
-                        knobs,
-                        run_id="calibrated",
-                        server_hosts=(g.server_hosts if defaults and g.servers else spec.server_hosts),
+            defaults = spec.servers == 0 and spec.server_hosts == "dedicated"
+            for label in own.networks:
+                g = own.layout(label)  # its layout (servers, where they sit), unless the options say otherwise
+                servers = g.servers if defaults else spec.servers
+                for n in nodes:  # a server sharing the run's machine gets less of a core as ranks are added
+                    share = g.server_share(n, servers or n)
+                    frames.append(
+                        predict_rows(
+                            models,
+                            [own.network(label)],
+                            [n],
+                            _per_node(spec) if spec.gpus_per_node is not None else g.per_node,
+                            methods,
+                            servers,
+                            spec.allreduce,
+                            {
+                                m: {**own.knobs([m], share=share).get(m, {}), **(spec.knobs or {}).get(m, {})}
+                                for m in methods
+                            },
+                            run_id="calibrated",
+                            server_hosts=(g.server_hosts if defaults and g.servers else spec.server_hosts),
+                        )
                     )
-                )
     if links or spec.commbench:
         nets = load_networks(
             links,

@@ -77,7 +77,7 @@ def predict_held(cal: OwnCalibration, held, compute) -> pd.DataFrame:
                 g.per_node,
                 methods,
                 servers=g.servers or 1,
-                knobs=cal.knobs(methods),
+                knobs=cal.knobs(methods, share=g.server_share()),
                 run_id="calibrated",
                 server_hosts=g.server_hosts,
             )
@@ -122,7 +122,7 @@ def intervals(cal: OwnCalibration, held, compute, t: pd.DataFrame, samples: int 
                     g.per_node,
                     methods,
                     servers=g.servers or 1,
-                    knobs=cal.knobs(methods, d),
+                    knobs=cal.knobs(methods, d, share=g.server_share()),
                     server_hosts=g.server_hosts,
                 )
                 for m, x in zip(pred["scheme"], pred["iter_s_median"]):

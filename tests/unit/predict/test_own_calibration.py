@@ -198,3 +198,11 @@ def test_predict_refuses_a_run_that_cannot_calibrate_in_one_line(tmp_path):
         r = _predict("--calibrate", str(target), *PROFILES, "--link", "eth-10g", "--schemes", "ddp")
         assert r.exit_code == 2 and needle in r.output, r.output
         assert len(r.output.strip().splitlines()) == 1, r.output
+
+
+def test_a_server_sharing_the_machine_of_its_ranks_gets_its_share_of_the_cores():
+    g = Group("r", "net", 2, 1, 1, "colocated", 1000.0, True, "cpu", 8, cores=2)
+    assert g.server_share() == pytest.approx(2 / 3)  # 2 workers and the server on 2 cores
+    assert g.server_share(nodes=3) == pytest.approx(2 / 4)
+    assert g.server_share(nodes=1, servers=1) == 1.0  # no more processes than cores
+    assert Group("r", "net", 2, 1, 1, "colocated", 1000.0, False, "cpu", 8).server_share(nodes=8) == 1.0

@@ -6,6 +6,7 @@ in the same three compute variants."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -175,6 +176,7 @@ def run(fit_runs, held, profiles, commbench, out: Path, samples: int = 32, lowo:
             format_validation(t),
             "",
         ]
+        text += ranking_lines(t, b) + [""]
         if cal.lowo is not None:
             lo = cal.lowo.assign(abs_pct=100 * cal.lowo["error"].abs())
             text += [
@@ -196,4 +198,46 @@ def param_lines(params: pd.DataFrame) -> list[str]:
             f"| {r.parameter} | {r.value:.4g} {r.unit} | [{r.low:.4g}, {r.high:.4g}] | "
             f"{r.sourced_value:.4g} [{r.sourced_low:.4g}, {r.sourced_high:.4g}] | {'yes' if r.determined else 'no'} |"
         )
+    return lines
+
+
+def ranking(t: pd.DataFrame, b: pd.DataFrame | None) -> pd.DataFrame:
+    """Per (workload, network): the method measured fastest, the one the calibrated model ranks first and the one
+    the uncalibrated model ranks first (what `ddlbench advise` measures first), with the measured cost of each
+    pick over the fastest."""
+    rows = []
+    for (w, net), g in t.groupby(["workload", "network"]):
+        meas = g.set_index("scheme")["measured_iter_s"]
+        best = meas.idxmin()
+        row = {"workload": w, "network": net, "measured_best": best}
+        picks = [("calibrated", g)]
+        if b is not None:
+            picks.append(("uncalibrated", b[(b["workload"] == w) & (b["network"] == net)]))
+        for name, frame in picks:
+            if frame.empty:
+                continue
+            pick = frame.set_index("scheme")["predicted_iter_s"].idxmin()
+            order = list(frame.sort_values("predicted_iter_s")["scheme"])
+            row[f"{name}_pick"] = pick
+            row[f"{name}_pick_slower_pct"] = 100 * (meas[pick] / meas[best] - 1)
+            row[f"{name}_rank_of_best"] = order.index(best) + 1 if best in order else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def ranking_lines(t: pd.DataFrame, b: pd.DataFrame | None) -> list[str]:
+    r = ranking(t, b)
+    lines = [
+        "| workload | network | measured fastest | calibrated first (measured slower by, fastest's rank) "
+        "| uncalibrated first (measured slower by, fastest's rank) |",
+        "|---|---|---|---|---|",
+    ]
+    for x in r.itertuples():
+        cal = f"{x.calibrated_pick} (+{x.calibrated_pick_slower_pct:.1f} %, #{x.calibrated_rank_of_best})"
+        unc = (
+            f"{x.uncalibrated_pick} (+{x.uncalibrated_pick_slower_pct:.1f} %, #{x.uncalibrated_rank_of_best})"
+            if hasattr(x, "uncalibrated_pick") and isinstance(x.uncalibrated_pick, str)
+            else "-"
+        )
+        lines.append(f"| {x.workload} | {x.network} | {x.measured_best} | {cal} | {unc} |")
     return lines

@@ -206,3 +206,21 @@ def test_a_server_sharing_the_machine_of_its_ranks_gets_its_share_of_the_cores()
     assert g.server_share(nodes=3) == pytest.approx(2 / 4)
     assert g.server_share(nodes=1, servers=1) == 1.0  # no more processes than cores
     assert Group("r", "net", 2, 1, 1, "colocated", 1000.0, False, "cpu", 8).server_share(nodes=8) == 1.0
+
+
+def test_a_cluster_file_runs_its_unframed_methods_on_the_calibrated_stacks():
+    # the same compute both ways (--throughput), so that only the stacks differ
+    args = [*PROFILES, "--throughput", "40", "--cluster", "examples/cluster-25g.toml", "--nodes", "2"]
+    plain = _predict(*args, "--schemes", "ddp,wfbp-a2a")
+    cal = _predict(*args, "--schemes", "ddp,wfbp-a2a", "--calibrate", str(INPUTS / "S1"))
+    assert plain.exit_code == 0 and cal.exit_code == 0, plain.output[-1500:] + cal.output[-1500:]
+
+    def iter_s(out):
+        rows = [line.split() for line in out.splitlines() if line.startswith("bert-base-tiny")]
+        return {r[4]: float(r[5]) for r in rows}
+
+    before, after = iter_s(plain.output), iter_s(cal.output)
+    # ddp runs on ddlbench's own stack there: the one-node run's launches, copies and sharing cost time
+    assert after["ddp"] > before["ddp"] * 1.01
+    # wfbp-a2a runs on the file's Horovod stack: the calibration of ddlbench's own leaves it as the file says
+    assert after["wfbp-a2a"] == pytest.approx(before["wfbp-a2a"], rel=1e-6)

@@ -50,6 +50,7 @@ import pandas as pd
 import yaml
 
 from harness.core.errors import UserError
+from harness.predict.commbench_fit import testbed_burst_bytes
 from harness.predict.compute import compute_model
 from harness.predict.fitting import Block, Cells, Fit, Param, fit_params
 from harness.predict.predictor import Network, predict_rows
@@ -321,8 +322,6 @@ def intra_link(v: dict) -> Link:
 def inter_link(v: dict, network: str, shaped: bool) -> Link:
     """The fitted link of `network`: its rate and message time, the server's CPU per message, and where the testbed
     shaped it, its token bucket passing at the node's own rate."""
-    from harness.predict.commbench_fit import testbed_burst_bytes  # the testbed's bucket, only where shaped
-
     link = Link(network, v[f"{network}:rate_gbit_s"], v[f"{network}:latency_s"], "calibrated from a two-node run")
     if shaped:
         link = replace(link, burst_bytes=testbed_burst_bytes(), peak_gbit_s=max(v["intra_gbit_s"], link.rate_gbit_s))

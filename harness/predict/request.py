@@ -22,6 +22,7 @@ from harness.predict.commbench_fit import (
     testbed_burst_bytes,
 )
 from harness.predict.compute import compute_model, get_device
+from harness.predict.own_calibration import calibrate_own, profile_compute
 from harness.predict.predictor import (
     Network,
     method_knobs,
@@ -301,8 +302,6 @@ def _own_calibration(spec: PredictSpec, clusters: dict, methods: list[str], prof
     """ddlbench's own stacks fitted to the --calibrate runs (a one-node run, then optionally a two-node one), checked
     against what is predicted: every method's parameters rest on cells of the runs, and a network to predict on
     (a preset, commbench rows, a cluster file, or the network the two-node run fitted)."""
-    from harness.predict.own_calibration import calibrate_own, profile_compute
-
     where = " ".join(map(str, spec.calibrate))
     registered = [n for n, e in clusters.items() if not is_cluster_file(n)]
     if registered:

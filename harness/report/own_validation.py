@@ -15,7 +15,7 @@ import pandas as pd
 from harness.core.atomic import write_parquet_atomic
 from harness.core.errors import UserError
 from harness.predict.compute import compute_model
-from harness.predict.own_calibration import METHODS, OwnCalibration, calibrate_own, read_runs
+from harness.predict.own_calibration import METHODS, OwnCalibration, calibrate_own, discrepancy, read_runs
 from harness.predict.predictor import predict_rows
 from harness.report.testbed_validation import (
     SHARED,
@@ -104,8 +104,6 @@ def intervals(cal: OwnCalibration, held, compute, t: pd.DataFrame, samples: int 
     """`t` with each cell's 10th-90th percentile prediction over the fit's uncertainty (bootstrap draws of the
     parameters) widened by what the fit still misses per method (its leave-one-workload-out errors), and whether
     the measurement falls inside."""
-    from harness.predict.own_calibration import discrepancy
-
     miss = discrepancy(cal)
     draws = cal.draws(samples, seed=0)
     runs = read_runs(held)

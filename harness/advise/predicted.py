@@ -5,6 +5,8 @@ Returns a table, one row per candidate, best predicted first; no process, no fil
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 
 from harness.advise.candidates import Candidate, Layout
@@ -57,10 +59,10 @@ def preset_network(name: str, intra: str = "pcie3-x16") -> Network:
 
 
 def predict_candidates(
-    cands: list[Candidate], model: ComputeModel, net: Network, layout: Layout, extra: dict | None = None
+    cands: list[Candidate], model: ComputeModel, net: Network, layout: Layout, extra: Callable | None = None
 ) -> pd.DataFrame:
-    """One row per candidate (PREDICTED_COLUMNS), best predicted throughput first, `rank` from 1. extra: method ->
-    model knobs beside the candidate's own (a calibration's, e.g. the servers' summing rate)."""
+    """One row per candidate (PREDICTED_COLUMNS), best predicted throughput first, `rank` from 1. extra: candidate
+    -> {method: model knobs} beside the candidate's own (a calibration's, e.g. the servers' summing rate)."""
     rows = []
     for c in cands:
         df = predict_rows(
@@ -70,7 +72,7 @@ def predict_candidates(
             [layout.workers_per_node],
             [c.scheme],
             servers=c.servers,
-            knobs={c.scheme: {**(extra or {}).get(c.scheme, {}), **dict(c.knobs)}},
+            knobs={c.scheme: {**(extra(c) if extra else {}).get(c.scheme, {}), **dict(c.knobs)}},
             server_hosts=c.server_hosts if c.servers else "dedicated",
         )
         r = df.iloc[0]

@@ -173,7 +173,7 @@ def predictions(
         cb = commbench_table(place.layout, device, pushpull, commbench, keep / "commbench.parquet", place.launcher)
         net = measured_network(cb, place.layout, place.shaped, "measured")
         how = f"network measured (all-reduce{' and push-pull' if pushpull else ''}, commbench)"
-    extra = {}
+    extra = None
     if calibrate:  # ddlbench's own stacks as the runs calibrated them, on the network as measured or given
         own = calibrate_own(calibrate, profile_compute({str(prof["workload"].iloc[0]): prof}), lowo=False)
         if not own.fit.converged:
@@ -182,7 +182,12 @@ def predictions(
                 f"check the runs' cells or drop --calibrate"
             )
         net = dataclasses.replace(net, stacks=own.stacks())
-        extra = own.knobs([c.scheme for c in cands])
+        cores = own.shared_cores() if place.shared_cores else 0
+
+        def extra(c: Candidate) -> dict:  # a server sharing this machine's cores gets its share of one
+            share = min(1.0, cores / (place.layout.workers + c.servers)) if cores and c.servers else 1.0
+            return own.knobs([c.scheme], share=share)
+
         fitted = "; ".join(
             f"{r.parameter} = {r.value:.3g} {r.unit}".rstrip() for r in own.table().itertuples() if r.determined
         )

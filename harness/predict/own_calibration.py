@@ -437,6 +437,10 @@ class OwnCalibration:
                 return m.scaled(s / m.iteration_s, device=f"{m.device} at the run's speed")
         return m
 
+    def shared_cores(self) -> int:
+        """The cores of the machine the runs' ranks shared (a one-node CPU run, the testbed); 0 where none did."""
+        return max((g.cores for g in self.runs.groups.values()), default=0)
+
     def layout(self, label: str) -> Group:
         return next(g for g in self.runs.groups.values() if g.network == label and g.nodes > 1)
 

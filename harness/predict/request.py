@@ -22,6 +22,7 @@ from harness.predict.commbench_fit import (
     testbed_burst_bytes,
 )
 from harness.predict.compute import compute_model, get_device
+from harness.predict.own_calibration import METHODS as CALIBRATED_METHODS
 from harness.predict.own_calibration import calibrate_own, profile_compute
 from harness.predict.predictor import (
     Network,
@@ -325,6 +326,53 @@ def _own_calibration(spec: PredictSpec, clusters: dict, methods: list[str], prof
     return own
 
 
+def _calibration(spec: PredictSpec, clusters: dict, alone: bool, methods: list[str], profiles: list):
+    """(calibration or None, ddlbench's own stacks' calibration or None) that --calibrate asks: a registered
+    cluster's own (the study's, when every cluster predicted states one), else ddlbench's own stacks'."""
+    if not spec.calibrate:
+        return None, None
+    where = " ".join(map(str, spec.calibrate))
+    by_workload = {str(t["workload"].iloc[0]): t for t in profiles if len(t)}
+    own = None
+    if clusters and all(e.calibrate is not None for e in clusters.values()):
+        cal = one_calibration(clusters if alone else {}, where)(tuple(spec.calibrate), by_workload)
+    else:  # ddlbench's own stacks, on whatever network is predicted (harness/predict/own_calibration.py)
+        own = cal = _own_calibration(spec, clusters, methods, by_workload)
+    if not cal.fit.converged:
+        raise UserError(
+            f"--calibrate {where}: the fit did not converge ({cal.fit.message}); nothing "
+            f"is predicted from it: check the table's cells (a method far from the others' scale?)"
+        )
+    return cal, own
+
+
+def _on_fitted_networks(spec: PredictSpec, own, models, nodes: list[int], methods: list[str]) -> list:
+    """Predicted frames on each network the two-node run fitted, on its layout (servers and where they sit) unless
+    the options say otherwise; a server sharing the run's machine gets less of a core as ranks are added."""
+    frames = []
+    defaults = spec.servers == 0 and spec.server_hosts == "dedicated"
+    for label in own.networks:
+        g = own.layout(label)
+        servers = g.servers if defaults else spec.servers
+        for n in nodes:
+            share = g.server_share(n, servers or n)
+            frames.append(
+                predict_rows(
+                    models,
+                    [own.network(label)],
+                    [n],
+                    _per_node(spec) if spec.gpus_per_node is not None else g.per_node,
+                    methods,
+                    servers,
+                    spec.allreduce,
+                    {m: {**own.knobs([m], share=share).get(m, {}), **(spec.knobs or {}).get(m, {})} for m in methods},
+                    run_id="calibrated",
+                    server_hosts=(g.server_hosts if defaults and g.servers else spec.server_hosts),
+                )
+            )
+    return frames
+
+
 def run_predict(spec: PredictSpec = PredictSpec(), **changes):
     """The predicted table for `spec` (with `changes` applied: run_predict(workloads=("resnet50",), ...)), every
     input checked first: link presets and measured commbench runs by ddlbench's own stacks, whole clusters
@@ -340,23 +388,10 @@ def run_predict(spec: PredictSpec = PredictSpec(), **changes):
             f"--intervals needs input ranges, which only a cluster that states them has ({named}): "
             f"predict such clusters alone (--cluster), or drop --intervals"
         )
-    cal, own = None, None
     nodes, methods = _ints(spec.nodes, "--nodes"), resolve_methods(spec.schemes)
-    by_workload = {str(t["workload"].iloc[0]): t for t in profiles if len(t)}
-    if spec.calibrate:
-        where = " ".join(map(str, spec.calibrate))
-        if clusters and all(e.calibrate is not None for e in clusters.values()):  # a cluster's own (the study's)
-            fit = one_calibration(clusters if alone else {}, where)
-            cal = fit(tuple(spec.calibrate), by_workload)
-        else:  # ddlbench's own stacks, on whatever network is predicted (harness/predict/own_calibration.py)
-            own = cal = _own_calibration(spec, clusters, methods, by_workload)
-            if not (spec.links or spec.commbench or clusters):
-                links = ()  # predicted on the networks the two-node run fitted, not a default preset
-        if not cal.fit.converged:
-            raise UserError(
-                f"--calibrate {where}: the fit did not converge ({cal.fit.message}); nothing "
-                f"is predicted from it: check the table's cells (a method far from the others' scale?)"
-            )
+    cal, own = _calibration(spec, clusters, alone, methods, profiles)
+    if own is not None and not (spec.links or spec.commbench or clusters):
+        links = ()  # predicted on the networks the two-node run fitted, not a default preset
     models = load_models(
         profiles, spec.workloads, spec.device_preset, spec.throughput_samples_per_s, spec.batch, spec.compute
     )
@@ -366,29 +401,7 @@ def run_predict(spec: PredictSpec = PredictSpec(), **changes):
         models = [own.at_run_speed(m) if spec.throughput_samples_per_s is None else m for m in models]
         knobs = {m: {**own.knobs([m]).get(m, {}), **(spec.knobs or {}).get(m, {})} for m in methods}
         if not links and not spec.commbench and not clusters:  # the networks the two-node run fitted
-            defaults = spec.servers == 0 and spec.server_hosts == "dedicated"
-            for label in own.networks:
-                g = own.layout(label)  # its layout (servers, where they sit), unless the options say otherwise
-                servers = g.servers if defaults else spec.servers
-                for n in nodes:  # a server sharing the run's machine gets less of a core as ranks are added
-                    share = g.server_share(n, servers or n)
-                    frames.append(
-                        predict_rows(
-                            models,
-                            [own.network(label)],
-                            [n],
-                            _per_node(spec) if spec.gpus_per_node is not None else g.per_node,
-                            methods,
-                            servers,
-                            spec.allreduce,
-                            {
-                                m: {**own.knobs([m], share=share).get(m, {}), **(spec.knobs or {}).get(m, {})}
-                                for m in methods
-                            },
-                            run_id="calibrated",
-                            server_hosts=(g.server_hosts if defaults and g.servers else spec.server_hosts),
-                        )
-                    )
+            frames += _on_fitted_networks(spec, own, models, nodes, methods)
     if links or spec.commbench:
         nets = load_networks(
             links,
@@ -421,6 +434,8 @@ def run_predict(spec: PredictSpec = PredictSpec(), **changes):
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     if cal is not None:  # what was fitted, for the command to say (DataFrame.attrs travel with the table)
         df.attrs["calibration"] = cal.table().to_dict("records")
+    if own is not None:  # methods the calibration of ddlbench's own stacks does not cover, predicted as stated
+        df.attrs["uncalibrated"] = [m for m in methods if m not in CALIBRATED_METHODS]
     if spec.output:
         write_parquet_atomic(df, Path(spec.output))
     return df

@@ -155,6 +155,11 @@ def command(knob_pairs, network, **options):
             f"fitted {r['parameter']} = {r['value']:.4g} {r['unit']} [{r['low']:.4g}, {r['high']:.4g}]; "
             f"sourced {r['sourced_value']:.4g} [{r['sourced_low']:.4g}, {r['sourced_high']:.4g}]{kept}"
         )
+    if df.attrs.get("uncalibrated"):
+        click.echo(
+            f"not calibrated: {', '.join(df.attrs['uncalibrated'])} (the calibration covers ddp and the seven "
+            f"methods); predicted with their stacks as stated"
+        )
     cols = [
         "workload",
         "network",

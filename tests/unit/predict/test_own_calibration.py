@@ -182,9 +182,12 @@ def test_predict_calibrated_from_a_one_node_and_a_two_node_run_predicts_their_ne
 
 
 def test_predict_calibrated_from_one_node_runs_its_stacks_on_a_preset_and_needs_a_network():
-    r = _predict("--calibrate", str(INPUTS / "S1"), *PROFILES, "--link", "eth-10g", "--nodes", "2", "--schemes", "ddp")
+    r = _predict(
+        "--calibrate", str(INPUTS / "S1"), *PROFILES, "--link", "eth-10g", "--nodes", "2", "--schemes", "ddp,dear"
+    )  # fmt: skip
     assert r.exit_code == 0, r.output[-2000:]
     assert "fitted launch_s = " in r.output and "eth-10g" in r.output
+    assert "not calibrated: dear" in r.output  # said, not silently predicted as if it were
     r = _predict("--calibrate", str(INPUTS / "S1"), *PROFILES, "--nodes", "2", "--schemes", "ddp")
     assert r.exit_code == 2 and "a one-node run fits the stacks, not the network" in r.output
     assert len(r.output.strip().splitlines()) == 1, r.output

@@ -33,15 +33,16 @@ move it (the same rules as the study's calibration, harness/predict/fitting.py):
 
 A run is a run directory of `ddlbench sweep` (or its summary table): its 1-worker `local` cell of each workload
 sets that workload's compute at that run's speed (the one measured single-device throughput; `compute` turns a
-layer profile into it), its other cells are the methods'. A two-node `ddlbench commbench` may stand for the
-two-node run: the network is then fitted to its all-reduce and push-pull rows (harness/predict/commbench_fit.py)
-rather than to the methods' cells.
+layer profile into it), its other cells are the methods'. A two-node `ddlbench commbench` run directory may stand
+for the two-node run: the network is then the one its all-reduce and push-pull rows give
+(harness/predict/commbench_fit.py, the testbed's token buckets where it ran there) rather than one fitted to the
+methods' cells, and the servers' parameters keep their sourced values (the push-pull rows are inverted with them).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -50,12 +51,13 @@ import pandas as pd
 import yaml
 
 from harness.core.errors import UserError
-from harness.predict.commbench_fit import testbed_burst_bytes
+from harness.predict.commbench_fit import links_from_commbench, read_commbench, testbed_burst_bytes
 from harness.predict.compute import compute_model
 from harness.predict.fitting import Block, Cells, Fit, Param, fit_params
 from harness.predict.predictor import Network, predict_rows
 from harness.predict.profiler import counted_profile
 from harness.sim.costs import Stack
+from harness.sim.links import Cluster as ClusterLayout
 from harness.sim.links import Link
 from harness.sim.ps import SERVER_GBYTE_S
 from harness.sim.bytescheduler_engine import ENGINE_HANDOFF_S
@@ -402,6 +404,9 @@ class OwnCalibration:
     """Leave-one-workload-out: each workload's cells predicted by a fit to the others (None: one workload)."""
     unfitted: pd.DataFrame
     """Cells measured but not fitted (the PS methods on one node), predicted at the fit, with the reason."""
+    measured: dict = field(default_factory=dict)
+    """Networks a two-node `ddlbench commbench` gave instead of a two-node run: label -> (Network without
+    stacks, the layout it was measured on as a Group)."""
 
     @property
     def values(self) -> dict:
@@ -415,8 +420,8 @@ class OwnCalibration:
 
     @property
     def networks(self) -> list[str]:
-        """The networks between nodes the runs fitted (their two-node cells)."""
-        return sorted({g.network for g in self.runs.groups.values() if g.nodes > 1})
+        """The networks between nodes the runs fitted (their two-node cells) or a two-node commbench measured."""
+        return sorted({g.network for g in self.runs.groups.values() if g.nodes > 1} | set(self.measured))
 
     def network(self, label: str, values: dict | None = None) -> Network:
         """The fitted network `label` (one of `networks`) with every method's fitted stack."""
@@ -426,6 +431,8 @@ class OwnCalibration:
                 f"the calibration fitted no network {label!r} (it fitted {', '.join(self.networks) or 'none'}): "
                 f"give --calibrate a two-node run on it"
             )
+        if label in self.measured:  # the links as commbench measured them, the stacks as the runs fitted them
+            return replace(self.measured[label][0], intra=intra_link(v), stacks=stacks(v))
         return fitted_network(v, label, 2, self.layout(label).shaped)
 
     def at_run_speed(self, m):
@@ -442,6 +449,9 @@ class OwnCalibration:
         return max((g.cores for g in self.runs.groups.values()), default=0)
 
     def layout(self, label: str) -> Group:
+        """The layout the network `label` was fitted or measured on."""
+        if label in self.measured:
+            return self.measured[label][1]
         return next(g for g in self.runs.groups.values() if g.network == label and g.nodes > 1)
 
     def stacks(self, values: dict | None = None) -> dict[str, Stack]:
@@ -455,8 +465,9 @@ class OwnCalibration:
     def check_methods(self, methods) -> None:
         """A one-line error for a method whose parameters no cell of the runs fixed."""
         have = set(self.cells["scheme"])
+        servers = bool(have & set(PS)) or any(g.servers for _, g in self.measured.values())
         for m in methods:
-            if m in METHODS and not ((m in ALLREDUCE and have & set(ALLREDUCE)) or (m in PS and have & set(PS))):
+            if m in METHODS and not ((m in ALLREDUCE and have & set(ALLREDUCE)) or (m in PS and servers)):
                 block = "the parameter servers' (server_gbyte_s, server_message_s)" if m in PS else "the stack's"
                 raise UserError(
                     f"--calibrate {' '.join(self.runs.names)}: {m} cannot be predicted calibrated: "
@@ -540,7 +551,17 @@ def calibrate_own(sources, compute: Callable | None = None, lowo: bool = True, s
     """Fit ddlbench's own stacks to the runs (directories or summary tables: a one-node run, and optionally a
     two-node run); `compute` as `profile_compute` returns (default: FLOP counts per workload); with `lowo`, each
     workload's cells are also predicted by a fit to the other workloads."""
-    runs = read_runs(list(sources))
+    sources = list(sources)
+    benches = [x for x in sources if is_commbench(x)]
+    if benches and len(benches) == len(sources):
+        raise UserError(
+            f"--calibrate {' '.join(map(str, benches))}: a commbench measures the network, not the stacks: give the "
+            f"one-node run of the methods first (--calibrate ONE --calibrate {benches[0]})"
+        )
+    runs = read_runs([x for x in sources if x not in benches])
+    measured = {}
+    for b in benches:
+        measured.update(commbench_networks(b, runs))
     models = _models(runs, compute or profile_compute())
     fit, cells = fit_runs(runs, models, starts=starts)
     fitted = _table(fit.values, runs, models, _fitted(runs))
@@ -558,7 +579,47 @@ def calibrate_own(sources, compute: Callable | None = None, lowo: bool = True, s
             df = _fitted(runs)
             parts.append(_table(f.values, runs, models, df[df["workload"] == w]).assign(held_out=w))
         held = pd.concat(parts, ignore_index=True)
-    return OwnCalibration(fit, runs, fitted, held, unfitted)
+    return OwnCalibration(fit, runs, fitted, held, unfitted, measured)
+
+
+def is_commbench(source) -> bool:
+    """Whether `source` is a `ddlbench commbench` run directory (a commbench table and no sweep summary)."""
+    p = Path(source) if not isinstance(source, pd.DataFrame) else None
+    return p is not None and (p / "commbench.parquet").is_file() and not (p / "summary.parquet").exists()
+
+
+def commbench_networks(source, runs: Runs) -> dict:
+    """label -> (Network, Group) from a two-node commbench run directory: its all-reduce rows give the link
+    between nodes, its push-pull rows (one server beside a worker, as `--servers 1` on the testbed places it) the
+    parameter servers' (harness/predict/commbench_fit.py; the testbed's token buckets where it ran there)."""
+    p = Path(source)
+    if not [g for g in runs.groups.values() if g.nodes == 1]:
+        raise UserError(
+            f"--calibrate {p}: a commbench measures the network, not the stacks: give the one-node run of the "
+            f"methods first (--calibrate ONE --calibrate {p})"
+        )
+    df = read_commbench([p])
+    env = p / "environment.parquet"
+    e = pd.read_parquet(env) if env.is_file() else pd.DataFrame()
+    shaped = bool(
+        len(e) and "testbed_hosts" in e and pd.notna(e["testbed_hosts"].iloc[0]) and e["testbed_hosts"].iloc[0]
+    )
+    out = {}
+    for label, rows in df.groupby("network"):
+        workers = int(rows.loc[rows["collective"] == "allreduce", "workers"].max())
+        if workers < 2:
+            raise UserError(
+                f"--calibrate {p}: its all-reduce rows on {label} are at {workers} worker; measure two nodes "
+                f"(`ddlbench commbench --workers 2` across them, sizes 4K to 32M)"
+            )
+        pushpull = (rows["collective"] == "pushpull").any()
+        any_link = Link("unused", 1.0, 0.0)
+        layout = ClusterLayout(workers, 1, any_link, any_link, 1, server_hosts="colocated") if pushpull else None
+        link, p2p, fits = links_from_commbench(rows, testbed_burst_bytes() if shaped else 0.0, layout, SERVER_GBYTE_S)
+        # the push-pull rows carry the server as it ran there, sharing or not: no share of cores applied on top
+        g = Group(str(p), str(label), workers, 1, 1 if pushpull else 0, "colocated", math.nan, shaped, "cpu", 0)
+        out[str(label)] = (Network(str(label), link, link, fits, p2p), g)
+    return out
 
 
 def discrepancy(cal: OwnCalibration) -> dict[str, np.ndarray]:

@@ -128,7 +128,7 @@ from harness.core.errors import UserError
     multiple=True,
     type=click.Path(),
     help="A one-node run directory of `ddlbench sweep` (the methods and each workload's 1-worker cell), then "
-    "optionally a two-node one: fit ddlbench's own stacks (hook, launch, copy, processor sharing, servers) and the "
+    "optionally a two-node one (or a two-node `ddlbench commbench` directory): fit ddlbench's own stacks (hook, launch, copy, processor sharing, servers) and the "
     "two-node run's network, then predict on it (or on --link, --commbench, a cluster file). With --cluster "
     "study-*: the study's one-node table (gpus 1 and 4), then its two-node one (gpus 8).",
 )

@@ -227,3 +227,17 @@ def test_a_cluster_file_runs_its_unframed_methods_on_the_calibrated_stacks():
     assert after["ddp"] > before["ddp"] * 1.01
     # wfbp-a2a runs on the file's Horovod stack: the calibration of ddlbench's own leaves it as the file says
     assert after["wfbp-a2a"] == pytest.approx(before["wfbp-a2a"], rel=1e-6)
+
+
+def test_a_two_node_commbench_gives_the_network_and_the_one_node_run_the_stacks():
+    cb = str(INPUTS / "CB-2h-1gbit")
+    r = _predict(
+        "--calibrate", str(INPUTS / "S1"), "--calibrate", cb, *PROFILES, "--nodes", "3", "--schemes", "ddp,bsp-ps"
+    )
+    assert r.exit_code == 0, r.output[-2000:]
+    rows = [line.split() for line in r.output.splitlines() if line.startswith("bert-base-tiny")]
+    assert {(x[1], x[2], x[4]) for x in rows} == {("emulated-1gbit", "3", "ddp"), ("emulated-1gbit", "3", "bsp-ps")}
+    assert "fitted launch_s = " in r.output and "rate_gbit_s" not in r.output  # the network is measured, not fitted
+    r = _predict("--calibrate", cb, *PROFILES, "--nodes", "3", "--schemes", "ddp")
+    assert r.exit_code == 2 and "a commbench measures the network, not the stacks" in r.output
+    assert len(r.output.strip().splitlines()) == 1, r.output

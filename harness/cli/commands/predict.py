@@ -128,9 +128,10 @@ from harness.core.errors import UserError
     multiple=True,
     type=click.Path(),
     help="A one-node run directory of `ddlbench sweep` (the methods and each workload's 1-worker cell), then "
-    "optionally a two-node one (or a two-node `ddlbench commbench` directory): fit ddlbench's own stacks (hook, launch, copy, processor sharing, servers) and the "
-    "two-node run's network, then predict on it (or on --link, --commbench, a cluster file). With --cluster "
-    "study-*: the study's one-node table (gpus 1 and 4), then its two-node one (gpus 8).",
+    "optionally a two-node one (or a two-node `ddlbench commbench` directory): fit ddlbench's own stacks (hook, "
+    "launch, copy, processor sharing, servers) and the two-node network, then predict on it (or on --link, "
+    "--commbench, a cluster file). With --cluster study-*: the study's one-node table (gpus 1 and 4), then its "
+    "two-node one (gpus 8).",
 )
 def command(knob_pairs, network, **options):
     """Predict iteration time, throughput and scaling efficiency of each method at any scale."""

@@ -67,7 +67,7 @@ try:
 except UserError as e:
     rep["refused"] = str(e)
 
-def receive(net, srv):
+def receive(net, srv, counted):
     srv.settimeout(30)
     conn, _ = srv.accept()
     conn.settimeout(30)
@@ -81,6 +81,7 @@ def receive(net, srv):
                 t_first, first = time.monotonic(), len(chunk)
             got += len(chunk)
         t_last = time.monotonic()
+        counted()  # this phase's counters, read before "ok" lets the sender start the next phase
         conn.sendall(b"ok")
     return {"bytes": got, "rate_mbit": (got - first) * 8 / max(t_last - t_first, 1e-6) / 1e6}
 
@@ -104,10 +105,17 @@ def send(net):
 if rank == 0:
     servers = {net: socket.create_server((nodes[me]["addrs"][net], port + (net == "slow")))
                for net in ("fast", "slow")}
+snap = {"now": netif.read_counters()}  # one phase's end is the next one's start
+def counted():
+    snap["now"] = netif.read_counters()
 for net in ("fast", "slow"):
-    before = netif.read_counters()
-    res = receive(net, servers[net]) if rank == 0 else send(net)
-    res["delta"] = netif.counter_delta(before, netif.read_counters())
+    before = snap["now"]
+    if rank == 0:
+        res = receive(net, servers[net], counted)
+    else:
+        res = send(net)
+        counted()
+    res["delta"] = netif.counter_delta(before, snap["now"])
     res["main"] = netif.main_interface(res["delta"], ignore=("lo",))
     rep["phases"][net] = res
 # One file per task: two tasks' long lines interleave in the job's shared output file.

@@ -120,7 +120,9 @@ def _part(run_dir: Path, d: Path, part: pd.DataFrame | None) -> pd.DataFrame | N
     """A cell's summary part as cell_parts read it; one that is there but could not be read is an error saying
     how to fix it (a resume repairs parts first: harness/results/repair.py)."""
     if part is None and (d / "summary.parquet").exists():
-        read_table(d / "summary.parquet", fix=part_fix(run_dir))  # raises, naming pyarrow's why
+        again = read_table(d / "summary.parquet", fix=part_fix(run_dir))  # raises, naming pyarrow's why
+        if _names(again, d.name):  # written between the two reads: a cell of a live run finishing just now
+            return again
         raise UserError(f"{d / 'summary.parquet'} is not the summary of cell {d.name}; {part_fix(run_dir)}")
     return part
 

@@ -130,7 +130,12 @@ def _part(run_dir: Path, d: Path, part: pd.DataFrame | None) -> pd.DataFrame | N
 def recorded_cells(run_dir: Path) -> dict[Path, pd.DataFrame]:
     """Each cell folder of the run with a summary part, and that part; a part that is there but cannot be read
     is an error saying how to fix it (a resume repairs the parts first: harness/results/repair.py)."""
-    return {d: part for d, part in cell_parts(run_dir)[0].items() if _part(run_dir, d, part) is not None}
+    out = {}
+    for d, part in cell_parts(run_dir)[0].items():
+        got = _part(run_dir, d, part)  # the part as read again where the first read found none
+        if got is not None:
+            out[d] = got
+    return out
 
 
 def finished_cells(run_dir: Path, include_failed: bool = True) -> set[str]:

@@ -21,3 +21,11 @@ def test_a_part_written_between_the_two_reads_is_the_cells_own(tmp_path):
     pd.DataFrame({"cell_id": ["other"], "status": ["ok"], "reason": [""]}).to_parquet(d / "summary.parquet")
     with pytest.raises(UserError, match="is not the summary of cell"):
         store._part(tmp_path, d, None)
+
+
+def test_finished_cells_counts_a_cell_whose_part_appeared_between_the_two_reads(tmp_path, monkeypatch):
+    d = tmp_path / "cells" / "w.bsp-a2a.torch.w2.abc"
+    d.mkdir(parents=True)
+    pd.DataFrame({"cell_id": [d.name], "status": ["ok"], "reason": [""]}).to_parquet(d / "summary.parquet")
+    monkeypatch.setattr(store, "cell_parts", lambda run_dir, known=(): ({d: None}, []))  # the first look found none
+    assert store.finished_cells(tmp_path) == {d.name}

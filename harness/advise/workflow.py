@@ -35,7 +35,8 @@ from harness.advise.observed import commbench_table, profile_table
 from harness.advise.shortlist import Measuring, Policy, alternated_rounds, frame, measure_all
 from harness.advise.runner import counting, keep_spent, spent_before, sweep_runner
 from harness.advise.predicted import measured_network, predict_candidates, preset_network
-from harness.predict.own_calibration import calibrate_own, profile_compute
+from harness.predict.calibration import require_converged
+from harness.predict.own_calibration import calibrate_stacks
 from harness.advise.recommend import recommend
 from harness.advise.report import render
 from harness import backends
@@ -175,12 +176,8 @@ def predictions(
         how = f"network measured (all-reduce{' and push-pull' if pushpull else ''}, commbench)"
     extra = None
     if calibrate:  # ddlbench's own stacks as the runs calibrated them, on the network as measured or given
-        own = calibrate_own(calibrate, profile_compute({str(prof["workload"].iloc[0]): prof}), lowo=False)
-        if not own.fit.converged:
-            raise UserError(
-                f"--calibrate {' '.join(map(str, calibrate))}: the fit did not converge ({own.fit.message}); "
-                f"check the runs' cells or drop --calibrate"
-            )
+        own = calibrate_stacks(tuple(calibrate), {str(prof["workload"].iloc[0]): prof})
+        require_converged(own, " ".join(map(str, calibrate)), "check the runs' cells or drop --calibrate")
         net = dataclasses.replace(net, stacks=own.stacks())
         cores = own.shared_cores() if place.shared_cores else 0
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from harness.core.errors import UserError
 from harness.predict.clusters import ClusterEntry
+from harness.predict.own_calibration import OwnCalibration, calibrate_stacks
 from harness.predict.predictor import Network, method_knobs, predict_rows
 from harness.sim.costs import Stack
 from harness.sim.links import LINKS, Link
@@ -89,11 +90,12 @@ def read_cluster_file(path: str | Path) -> ClusterEntry:
         if nodes > max_nodes:
             raise UserError(f"--nodes {nodes}: {where} is modelled up to max_nodes = {max_nodes}")
 
-    def curve(models, node_counts, methods, knobs, calibration=None):
-        merged = {m: {**file_knobs.get(m, {}), **(knobs or {}).get(m, {})} for m in {*file_knobs, *(knobs or {})}}
+    def curve(models, node_counts, methods, knobs, calibration: OwnCalibration | None = None):
         net = network
-        if calibration is not None and hasattr(calibration, "stacks"):  # ddlbench's own stacks, calibrated
+        if calibration is not None:  # the methods the file gives no framework run on ddlbench's own stacks, calibrated
             net = dataclasses.replace(network, stacks={**calibration.stacks(), **(method_stacks or {})})
+            knobs = calibration.calibrated_knobs(methods, knobs)
+        merged = {m: {**file_knobs.get(m, {}), **(knobs or {}).get(m, {})} for m in {*file_knobs, *(knobs or {})}}
         return predict_rows(
             models,
             [net],
@@ -111,6 +113,7 @@ def read_cluster_file(path: str | Path) -> ClusterEntry:
         gpus_per_node=g,
         check_nodes=check_nodes,
         curve=curve,
+        calibrate=calibrate_stacks,
     )
 
 

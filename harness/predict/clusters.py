@@ -1,6 +1,8 @@
 """Whole clusters by name, the door `ddlbench predict` reaches them through (docs/ARCHITECTURE.md, "Predictor"):
 a cluster is more than a link preset: its links, each method's software stack and knobs at every size, and,
-where it states them, its inputs' ranges (for intervals) and a calibration from its own one-node cells. A wing
+where it states them, its inputs' ranges (for intervals) and its door to a calibration (`calibrate`: the study's
+from its one- and two-node tables; ddlbench's own stacks from a user's runs for cluster files, link presets and
+commbench networks, harness/predict/own_clusters.py). A wing
 registers its clusters here (the study's: harness/study/, `study-ib-100g` ...); the predictor never names one.
 
     CLUSTERS.register("my-cluster", ClusterEntry(...))     # a wing's __init__, imported by the CLI
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 
 from harness.core.errors import UserError
 from harness.core.registry import Registry
+from harness.predict.calibration import Calibrate
 
 
 @dataclass(frozen=True)
@@ -32,19 +35,16 @@ class ClusterEntry:
     intervals: Callable | None = None
     """(models, samples, node_counts, methods, knobs, calibration=None) -> the rows with pred_low and pred_high
     from samples of the inputs' stated ranges (and of a calibration's uncertainty); None: it states no ranges."""
-    calibrate: Callable | None = None
-    """((tables or run directories, ...), {workload: profile table}) -> a calibration (`.values`, `.draws(n)`,
-    `.table()`, `.discrepancy()`, `.fit.converged`, `.fit.message`); None: nothing of this cluster can be fitted."""
+    calibrate: Calibrate | None = None
+    """The cluster's door to a calibration: ((tables or run directories, ...), {workload: profile table}) -> a
+    `Calibration` (harness/predict/calibration.py: its fit, values, draws, table, discrepancy, and how it enters a
+    prediction), which `curve` and `intervals` then take; None: nothing of this cluster can be fitted. Every cluster
+    predicted at once shares one (`one_calibration`)."""
 
 
 CLUSTERS: Registry[ClusterEntry] = Registry("cluster", hint="ddlbench predict --help")
 """Named clusters; empty until a wing registers its own (the CLI imports the wings, docs/ARCHITECTURE.md,
 "Plugins")."""
-
-
-def cluster_entries(names) -> dict[str, ClusterEntry]:
-    """The registered clusters among `names` (the others are link presets), in the order given."""
-    return {n: CLUSTERS.get(n) for n in names if n in CLUSTERS}
 
 
 def one_calibration(entries: dict[str, ClusterEntry], source) -> Callable:

@@ -53,14 +53,14 @@ import yaml
 from harness.core.errors import UserError
 from harness.predict.commbench_fit import links_from_commbench, read_commbench, testbed_burst_bytes
 from harness.predict.compute import compute_model
-from harness.predict.fitting import Block, Cells, Fit, Param, fit_params
+from harness.predict.calibration import Bounded, leave_one_workload_out, misses, read_bounded
+from harness.predict.fitting import Block, Cells, Fit, fit_params
 from harness.predict.predictor import Network, predict_rows
 from harness.predict.profiler import counted_profile
 from harness.sim.costs import Stack
 from harness.sim.links import Cluster as ClusterLayout
 from harness.sim.links import Link
 from harness.sim.ps import SERVER_GBYTE_S
-from harness.sim.bytescheduler_engine import ENGINE_HANDOFF_S
 
 ALLREDUCE = ("ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a")
 """The methods whose cells fix the stack and the links: every collective an all-reduce."""
@@ -74,71 +74,29 @@ TCP_PAYLOAD = 1448 / 1514
 """A full TCP segment's payload share of its Ethernet frame (MTU 1500): what a shaped rate carries of data."""
 
 
-@dataclass(frozen=True)
-class Source:
-    """A parameter's value and range from first principles, and the search bounds around them."""
-
-    value: float
-    low: float
-    high: float
-    search: tuple[float, float]
-    unit: str
-    why: str
+SOURCES = read_bounded(Path(__file__).with_name("own_stacks.toml"))
+"""The fitted parameters as data (harness/predict/own_stacks.toml): each one's sourced value and range, its search
+bounds, unit and source, by group."""
+STACK_SOURCES = SOURCES["stack"]
+"""The stack's parameters, fitted to the one-node cells."""
+PS_SOURCES = SOURCES["servers"]
+"""The parameter servers', fitted to the PS methods' two-node cells."""
 
 
-STACK_SOURCES = {
-    # Python calling a closure from the autograd engine and the bookkeeping in it: a few to tens of microseconds
-    # (CPython function call ~0.1 us, torch's hook dispatch ~5-20 us); searched up to a millisecond
-    "hook_s": Source(
-        10e-6, 3e-6, 50e-6, (1e-6, 2e-3), "s", "a Python hook per gradient (autograd's call, the list bookkeeping)"
-    ),
-    # gloo/NCCL's Python entry, the work object and its enqueue on the backend's thread
-    "launch_s": Source(30e-6, 5e-6, 200e-6, (1e-6, 5e-3), "s", "torch.distributed's call and the backend's enqueue"),
-    # one core's memcpy through the caches (CPU: 2-10 GB/s on a VM; a GPU's device copies are hundreds)
-    "copy_gbyte_s": Source(5.0, 1.0, 20.0, (0.1, 2000.0), "GB/s", "torch.cat into a bucket and the copy back"),
-    # none, up to twice as long: a core (or the GPU's SMs) shared by the backward and the transport's work
-    "overlap_compute_slowdown": Source(0.0, 0.0, 1.0, (0.0, 2.0), "", "compute beside communication on one processor"),
-    "overlap_comm_slowdown": Source(0.0, 0.0, 1.0, (0.0, 3.0), "", "communication beside compute on one processor"),
-    # measured here: scripts/reference/gil_handoff.py, 0.073-0.103 ms (harness/sim/bytescheduler_engine.py)
-    "engine_handoff_s": Source(
-        ENGINE_HANDOFF_S, 0.073e-3, 0.103e-3, (5e-6, 5e-3), "s", "the engine thread taking the GIL back"
-    ),
-}
-PS_SOURCES = {
-    # harness/sim/ps.py's default: one core summing fp32 pushes
-    "server_gbyte_s": Source(SERVER_GBYTE_S, 1.0, 20.0, (0.05, 100.0), "GB/s", "a server's summing rate"),
-    # a push or pull through a Python server thread over gloo: tens of microseconds to a millisecond
-    "server_message_s": Source(100e-6, 20e-6, 1e-3, (1e-6, 20e-3), "s", "a server's CPU per push or pull"),
-}
-
-
-def intra_sources(device: str) -> dict[str, Source]:
+def intra_sources(device: str) -> dict[str, Bounded]:
     """The link between the workers of a node, by the device the run computed on."""
-    if device == "cuda":  # PCIe 3.0 x16 to NVLink (harness/sim/links.LINKS)
-        return {
-            "intra_gbit_s": Source(96.0, 50.0, 1200.0, (5.0, 5000.0), "Gbit/s", "NCCL inside a node (PCIe to NVLink)"),
-            "intra_latency_s": Source(5e-6, 1e-6, 20e-6, (0.2e-6, 1e-3), "s", "NCCL's step inside a node"),
-        }
-    return {  # gloo over loopback TCP: one core's copy through the kernel each way
-        "intra_gbit_s": Source(20.0, 5.0, 80.0, (0.5, 400.0), "Gbit/s", "gloo over loopback TCP"),
-        "intra_latency_s": Source(30e-6, 10e-6, 200e-6, (1e-6, 5e-3), "s", "a loopback TCP message and gloo's step"),
-    }
+    return SOURCES["intra-cuda" if device == "cuda" else "intra-cpu"]
 
 
-def inter_sources(rate_mbit: float | None) -> dict[str, Source]:
+def inter_sources(rate_mbit: float | None) -> dict[str, Bounded]:
     """The network between nodes: its configured rate's TCP payload where the run recorded one."""
     if rate_mbit and math.isfinite(rate_mbit) and rate_mbit > 0:
-        r = rate_mbit / 1000.0 * TCP_PAYLOAD
-        rate = Source(r, 0.8 * r, r, (0.2 * r, 1.5 * r), "Gbit/s", "the configured rate's TCP payload")
-    else:
-        rate = Source(10.0, 1.0, 100.0, (0.1, 1000.0), "Gbit/s", "a data-centre network (no rate recorded)")
-    # a message through the kernel's TCP, the NIC and a switch; a shaper's timer tick (HZ=250: 4 ms) at most
-    lat = Source(50e-6, 5e-6, 1e-3, (1e-6, 20e-3), "s", "a message across nodes (TCP, NIC, switch, shaper)")
-    return {"rate_gbit_s": rate, "latency_s": lat}
-
-
-def _param(name: str, s: Source, search: bool = True) -> Param:
-    return Param(name, *s.search, (s.value, s.low, s.high), s.unit, search)
+        rated = SOURCES["inter-rated"]
+        return {
+            "rate_gbit_s": rated["rate_gbit_s"].scaled(rate_mbit / 1000.0 * TCP_PAYLOAD),
+            **{k: b for k, b in rated.items() if k != "rate_gbit_s"},
+        }
+    return SOURCES["inter"]
 
 
 # --- the runs -------------------------------------------------------------------------------------------------
@@ -396,6 +354,10 @@ def profile_compute(profiles: dict | None = None) -> Callable:
 
 @dataclass
 class OwnCalibration:
+    """ddlbench's own stacks as the runs calibrated them (harness/predict/calibration.Calibration): it enters a
+    prediction through the networks' stacks (`stacks`), the PS methods' knobs (`knobs`), the compute at the runs'
+    speed (`compute`), and, where the request names no network, the networks the two-node run fitted."""
+
     fit: Fit
     runs: Runs
     cells: pd.DataFrame
@@ -418,6 +380,11 @@ class OwnCalibration:
     def draws(self, n: int, seed: int = 0) -> list[dict]:
         return [{**self.fit.values, **d} for d in self.fit.draws(n, seed)]
 
+    def discrepancy(self) -> dict[str, np.ndarray]:
+        """Per method, the log-ratios the fit still misses: leave-one-workload-out where run, else the fitted
+        cells (harness/predict/calibration.misses, the rule every calibration draws its intervals' misses by)."""
+        return misses(self.lowo if self.lowo is not None else self.cells)
+
     @property
     def networks(self) -> list[str]:
         """The networks between nodes the runs fitted (their two-node cells) or a two-node commbench measured."""
@@ -434,6 +401,27 @@ class OwnCalibration:
         if label in self.measured:  # the links as commbench measured them, the stacks as the runs fitted them
             return replace(self.measured[label][0], intra=intra_link(v), stacks=stacks(v))
         return fitted_network(v, label, 2, self.layout(label).shaped)
+
+    methods = METHODS
+    """The methods its parameters cover; the others (dear, fsdp, ...) are predicted with their stacks as stated."""
+
+    def compute(self, model):
+        """The compute model at the runs' speed (`at_run_speed`)."""
+        return self.at_run_speed(model)
+
+    def check_request(self, methods: list[str], networks_given: bool, where: str) -> None:
+        """Every method's parameters rest on cells of the runs, and there is a network to predict on (one given, or
+        one the two-node run fitted)."""
+        self.check_methods(methods)
+        if not (networks_given or self.networks):
+            raise UserError(
+                f"--calibrate {where}: a one-node run fits the stacks, not the network between nodes: add a "
+                f"two-node run (--calibrate RUN2), or give the network (--link, --commbench or --cluster FILE.toml)"
+            )
+
+    def calibrated_knobs(self, methods, knobs: dict | None, share: float = 1.0) -> dict:
+        """Every method's knobs: the calibration's (`knobs`, the server share `share`) under the request's."""
+        return {m: {**self.knobs([m], share=share).get(m, {}), **(knobs or {}).get(m, {})} for m in methods}
 
     def at_run_speed(self, m):
         """Compute model `m` scaled to the first run's 1-worker cell of its workload at its batch (the speed the
@@ -483,11 +471,11 @@ def _blocks(runs: Runs, cells: Cells) -> tuple[list[Block], dict]:
     start, blocks = {}, []
     stack_params = []
     for name, s in intra_sources(device).items():  # only a one-node run's cells cross it
-        start[name] = s.value
-        stack_params.append(_param(name, s, search=bool(one)))
+        start[name] = s.input.value
+        stack_params.append(s.param(search=bool(one)))
     for name, s in STACK_SOURCES.items():
-        start[name] = s.value
-        stack_params.append(_param(name, s))
+        start[name] = s.input.value
+        stack_params.append(s.param())
     first = tuple(k for k in cells.mean if runs.groups[k[0]].nodes == 1 and k[2] in ALLREDUCE)
     if not first:
         first = tuple(k for k in cells.mean if k[2] in ALLREDUCE)  # no one-node run: the stack from two nodes
@@ -496,15 +484,15 @@ def _blocks(runs: Runs, cells: Cells) -> tuple[list[Block], dict]:
         g = next(x for x in two if x.network == net)
         params = []
         for name, s in inter_sources(g.rate_mbit).items():
-            start[f"{net}:{name}"] = s.value
-            params.append(_param(f"{net}:{name}", s))
+            start[f"{net}:{name}"] = s.input.value
+            params.append(s.param(f"{net}:{name}"))
         ks = tuple(k for k in cells.mean if runs.groups[k[0]].network == net and runs.groups[k[0]].nodes > 1)
         blocks.append(Block(f"network {net}", tuple(params), tuple(k for k in ks if k[2] in ALLREDUCE)))
     ps_cells = tuple(k for k in cells.mean if runs.groups[k[0]].nodes > 1 and k[2] in PS)
     params = []
     for name, s in PS_SOURCES.items():
-        start[name] = s.value
-        params.append(_param(name, s, search=bool(ps_cells)))
+        start[name] = s.input.value
+        params.append(s.param(search=bool(ps_cells)))
     blocks.append(Block("parameter servers", tuple(params), ps_cells))
     return [b for b in blocks if b.cells and any(p.search for p in b.params)], start
 
@@ -563,23 +551,31 @@ def calibrate_own(sources, compute: Callable | None = None, lowo: bool = True, s
     for b in benches:
         measured.update(commbench_networks(b, runs))
     models = _models(runs, compute or profile_compute())
-    fit, cells = fit_runs(runs, models, starts=starts)
+    workloads = sorted(set(runs.cells["workload"]))
+
+    def whole() -> Fit:
+        return fit_runs(runs, models, starts=starts)[0]
+
+    def fold(w: str) -> pd.DataFrame:
+        f, _ = fit_runs(runs, models, [x for x in workloads if x != w], starts=starts)
+        df = _fitted(runs)
+        return _table(f.values, runs, models, df[df["workload"] == w]).assign(held_out=w)
+
+    fit, held = leave_one_workload_out(workloads, fold, whole) if lowo else (whole(), None)
     fitted = _table(fit.values, runs, models, _fitted(runs))
     one = {k for k, g in runs.groups.items() if g.nodes == 1}
     rest = runs.cells[runs.cells["group"].isin(one) & runs.cells["scheme"].isin(PS)]
     unfitted = _table(fit.values, runs, models, rest).assign(
         reason="a PS method on one node: the model has no loopback path to a server on a worker's own host"
     )
-    workloads = sorted(set(runs.cells["workload"]))
-    held = None
-    if lowo and len(workloads) > 1:
-        parts = []
-        for w in workloads:
-            f, _ = fit_runs(runs, models, [x for x in workloads if x != w], starts=starts)
-            df = _fitted(runs)
-            parts.append(_table(f.values, runs, models, df[df["workload"] == w]).assign(held_out=w))
-        held = pd.concat(parts, ignore_index=True)
     return OwnCalibration(fit, runs, fitted, held, unfitted, measured)
+
+
+def calibrate_stacks(sources: tuple, profiles: dict) -> OwnCalibration:
+    """The door of ddlbench's own stacks (harness/predict/clusters.ClusterEntry.calibrate): the runs given to
+    `--calibrate`, each workload's compute from its profile where given (FLOP counts elsewhere); no
+    leave-one-workload-out (the report's: experiments/own_calibration/)."""
+    return calibrate_own(sources, profile_compute(profiles), lowo=False)
 
 
 def is_commbench(source) -> bool:
@@ -623,7 +619,5 @@ def commbench_networks(source, runs: Runs) -> dict:
 
 
 def discrepancy(cal: OwnCalibration) -> dict[str, np.ndarray]:
-    """Per method, the log-ratios the fit still misses (leave-one-workload-out where run, else fitted cells)."""
-    t = cal.lowo if cal.lowo is not None else cal.cells
-    ok = t[np.isfinite(t["predicted"]) & (t["predicted"] > 0)]
-    return {m: np.log(g["predicted"].to_numpy() / g["measured"].to_numpy()) for m, g in ok.groupby("scheme")}
+    """Per method, the log-ratios the fit still misses (OwnCalibration.discrepancy)."""
+    return cal.discrepancy()

@@ -22,12 +22,11 @@ from harness.predict.commbench_fit import (
     testbed_burst_bytes,
 )
 from harness.predict.compute import compute_model, get_device
-from harness.predict.own_calibration import METHODS as CALIBRATED_METHODS
-from harness.predict.own_calibration import calibrate_own, profile_compute
+from harness.predict.calibration import require_converged
+from harness.predict.own_clusters import fitted_clusters, networks_cluster
 from harness.predict.predictor import (
     Network,
     method_knobs,
-    predict_rows,
     resolve_methods,
 )
 from harness.predict.profile_table import PROFILE_COLUMNS, PROFILE_OPTIONAL
@@ -299,78 +298,53 @@ def _ps_layout(df, gpus_per_node, servers, server_hosts):
     return Cluster(workers // g, g, link, link, servers, server_hosts=server_hosts)
 
 
-def _own_calibration(spec: PredictSpec, clusters: dict, methods: list[str], profiles: dict):
-    """ddlbench's own stacks fitted to the --calibrate runs (a one-node run, then optionally a two-node one), checked
-    against what is predicted: every method's parameters rest on cells of the runs, and a network to predict on
-    (a preset, commbench rows, a cluster file, or the network the two-node run fitted)."""
+def _calibration(spec: PredictSpec, targets: dict, clusters: dict, methods: list[str], profiles: list):
+    """The calibration --calibrate asks, through the one door (harness/predict/clusters.py): the `calibrate` every
+    predicted cluster shares (a registered cluster's own; ddlbench's own stacks for link presets, commbench networks
+    and cluster files), checked against what is predicted; None without --calibrate."""
+    if not spec.calibrate:
+        return None
     where = " ".join(map(str, spec.calibrate))
-    registered = [n for n, e in clusters.items() if not is_cluster_file(n)]
-    if registered:
+    registered = [n for n in clusters if not is_cluster_file(n)]
+    if registered and len(registered) < len(clusters):
         raise UserError(
             f"--calibrate {where}: {', '.join(registered)} carries its own stacks and calibration (a one-node "
             f"table of its methods); ddlbench's own stacks are calibrated for --link, --commbench or a "
             f"cluster file: predict {registered[0]} alone with its one-node table, or drop it"
         )
-    if spec.intervals:
-        raise UserError(
-            f"--calibrate {where} with ddlbench's own stacks gives no --intervals yet (the report "
-            f"scripts/reports/own_calibration.py draws them): drop --intervals"
-        )
-    own = calibrate_own(spec.calibrate, profile_compute(profiles), lowo=False)
-    own.check_methods(methods)
-    if not (spec.links or spec.commbench or clusters or own.networks):
-        raise UserError(
-            f"--calibrate {where}: a one-node run fits the stacks, not the network between nodes: add a "
-            f"two-node run (--calibrate RUN2), or give the network (--link, --commbench or --cluster FILE.toml)"
-        )
-    return own
-
-
-def _calibration(spec: PredictSpec, clusters: dict, alone: bool, methods: list[str], profiles: list):
-    """(calibration or None, ddlbench's own stacks' calibration or None) that --calibrate asks: a registered
-    cluster's own (the study's, when every cluster predicted states one), else ddlbench's own stacks'."""
-    if not spec.calibrate:
-        return None, None
-    where = " ".join(map(str, spec.calibrate))
     by_workload = {str(t["workload"].iloc[0]): t for t in profiles if len(t)}
-    own = None
-    if clusters and all(e.calibrate is not None for e in clusters.values()):
-        cal = one_calibration(clusters if alone else {}, where)(tuple(spec.calibrate), by_workload)
-    else:  # ddlbench's own stacks, on whatever network is predicted (harness/predict/own_calibration.py)
-        own = cal = _own_calibration(spec, clusters, methods, by_workload)
-    if not cal.fit.converged:
-        raise UserError(
-            f"--calibrate {where}: the fit did not converge ({cal.fit.message}); nothing "
-            f"is predicted from it: check the table's cells (a method far from the others' scale?)"
-        )
-    return cal, own
+    cal = one_calibration(targets, where)(tuple(spec.calibrate), by_workload)
+    cal.check_request(methods, bool(spec.links or spec.commbench or clusters), where)
+    return require_converged(
+        cal, where, "nothing is predicted from it: check the table's cells (a method far from the others' scale?)"
+    )
 
 
-def _on_fitted_networks(spec: PredictSpec, own, models, nodes: list[int], methods: list[str]) -> list:
-    """Predicted frames on each network the two-node run fitted, on its layout (servers and where they sit) unless
-    the options say otherwise; a server sharing the run's machine gets less of a core as ranks are added."""
-    frames = []
-    defaults = spec.servers == 0 and spec.server_hosts == "dedicated"
-    for label in own.networks:
-        g = own.layout(label)
-        servers = g.servers if defaults else spec.servers
-        for n in nodes:
-            share = g.server_share(n, servers or n)
-            frames.append(
-                predict_rows(
-                    models,
-                    [own.network(label)],
-                    [n],
-                    _per_node(spec) if spec.gpus_per_node is not None else g.per_node,
-                    methods,
-                    servers,
-                    spec.allreduce,
-                    {m: {**own.knobs([m], share=share).get(m, {}), **(spec.knobs or {}).get(m, {})} for m in methods},
-                    run_id="calibrated",
-                    server_hosts=(g.server_hosts if defaults and g.servers else spec.server_hosts),
-                )
+def _targets(spec: PredictSpec, clusters: dict, links: tuple) -> dict[str, ClusterEntry]:
+    """What is predicted, each as a cluster: the link presets and commbench networks on ddlbench's own stacks (one
+    entry, its networks read when predicted), then the clusters (registered names or files)."""
+    out: dict[str, ClusterEntry] = {}
+    if links or spec.commbench:
+        per_node = _per_node(spec)
+
+        def networks():
+            return load_networks(
+                links,
+                spec.commbench,
+                spec.intra,
+                spec.label,
+                spec.shaped,
+                per_node[0],
+                spec.servers,
+                spec.server_hosts,
             )
-    return frames
+
+        out[NETWORKS] = networks_cluster(networks, per_node, spec.servers, spec.allreduce, spec.server_hosts)
+    return {**out, **clusters}
+
+
+NETWORKS = "--link/--commbench"
+"""The targets' name of the link presets and commbench networks (one cluster on ddlbench's own stacks)."""
 
 
 def run_predict(spec: PredictSpec = PredictSpec(), **changes):
@@ -389,53 +363,25 @@ def run_predict(spec: PredictSpec = PredictSpec(), **changes):
             f"predict such clusters alone (--cluster), or drop --intervals"
         )
     nodes, methods = _ints(spec.nodes, "--nodes"), resolve_methods(spec.schemes)
-    cal, own = _calibration(spec, clusters, alone, methods, profiles)
-    if own is not None and not (spec.links or spec.commbench or clusters):
-        links = ()  # predicted on the networks the two-node run fitted, not a default preset
+    targets = _targets(spec, clusters, links)
+    cal = _calibration(spec, targets, clusters, methods, profiles)
+    if cal is not None and not (spec.links or spec.commbench or clusters):  # the networks the calibration fitted
+        per_node = _per_node(spec) if spec.gpus_per_node is not None else None
+        targets = fitted_clusters(cal, per_node, spec.servers, spec.allreduce, spec.server_hosts)
     models = load_models(
         profiles, spec.workloads, spec.device_preset, spec.throughput_samples_per_s, spec.batch, spec.compute
     )
+    if cal is not None and spec.throughput_samples_per_s is None:
+        models = [cal.compute(m) for m in models]
     frames = []
-    knobs = spec.knobs
-    if own is not None:
-        models = [own.at_run_speed(m) if spec.throughput_samples_per_s is None else m for m in models]
-        knobs = {m: {**own.knobs([m]).get(m, {}), **(spec.knobs or {}).get(m, {})} for m in methods}
-        if not links and not spec.commbench and not clusters:  # the networks the two-node run fitted
-            frames += _on_fitted_networks(spec, own, models, nodes, methods)
-    if links or spec.commbench:
-        nets = load_networks(
-            links,
-            spec.commbench,
-            spec.intra,
-            spec.label,
-            spec.shaped,
-            _per_node(spec)[0],
-            spec.servers,
-            spec.server_hosts,
-        )
-        if own is not None:
-            nets = [dataclasses.replace(n, stacks=own.stacks()) for n in nets]
-        frames.append(
-            predict_rows(
-                models,
-                nets,
-                nodes,
-                _per_node(spec),
-                methods,
-                spec.servers,
-                spec.allreduce,
-                knobs,
-                server_hosts=spec.server_hosts,
-            )
-        )
-    for entry in clusters.values():
-        kw = dict(node_counts=nodes, methods=methods, knobs=knobs, calibration=cal)
+    for entry in targets.values():
+        kw = dict(node_counts=nodes, methods=methods, knobs=spec.knobs, calibration=cal)
         frames.append(entry.intervals(models, spec.intervals, **kw) if spec.intervals else entry.curve(models, **kw))
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     if cal is not None:  # what was fitted, for the command to say (DataFrame.attrs travel with the table)
         df.attrs["calibration"] = cal.table().to_dict("records")
-    if own is not None:  # methods the calibration of ddlbench's own stacks does not cover, predicted as stated
-        df.attrs["uncalibrated"] = [m for m in methods if m not in CALIBRATED_METHODS]
+        if cal.methods is not None:  # methods the calibration does not cover, predicted as stated
+            df.attrs["uncalibrated"] = [m for m in methods if m not in cal.methods]
     if spec.output:
         write_parquet_atomic(df, Path(spec.output))
     return df

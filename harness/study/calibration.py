@@ -31,17 +31,16 @@ run directory of the harness gives the same from its summary (workers 1 and 4; s
 from __future__ import annotations
 
 import math
-import multiprocessing
-import os
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.stats import median_abs_deviation
 
 from harness.core.errors import UserError
 from harness.predict.compute import compute_model
+from harness.predict.calibration import Bounded, OfItsCluster, leave_one_workload_out, misses
 from harness.predict.fitting import Block, Cells, Fit, Param, fit_params
 from harness.predict.predictor import predict_rows
 from harness.predict.profiler import counted_profile
@@ -57,55 +56,55 @@ STUDY_TABLE = Path(__file__).with_name("one_node.csv")
 SINGLE = "single-gpu"
 
 
-SEARCH_BOUNDS = {
-    # input -> (low, high) the fit searches within: the sourced range (harness/study/inputs/*.toml) widened to what
-    # is physically possible, so that a fitted value far from its source shows (a finding) instead of sticking at
-    # the source's end. Where a comment names no limit, the widening is issue 44's judgement, with no source.
-    # up to a PCIe 3.0 x16 link by DMA, ~12 GB/s (inputs/nccl.toml, host_path_gbyte_s); down: judgement
-    "shm_edge_gbyte_s": (2.0, 12.0),
-    # up to four x16 root ports at PCIe 3.0's 15.75 GB/s raw each (63 GB/s); down: judgement
-    "host_path_gbyte_s": (8.0, 64.0),
-    "py_op_s": (2e-6, 100e-6),
-    # up to the RTX 2080 Ti's GDDR6 peak, 616 GB/s (inputs/horovod.toml, d2d_gbyte_s); down: judgement
-    "d2d_gbyte_s": (100.0, 616.0),
-    # none, up to twice as long: a GEMM beside NCCL ran nearly 2x slower (inputs/sources.toml, overlap)
-    "overlap_compute_slowdown": (0.0, 1.0),
-    "overlap_comm_slowdown": (0.0, 2.0),
-    # the same PCIe path as shm_edge_gbyte_s
-    "byteps_nccl_edge_gbyte_s": (2.0, 12.0),
-    "bs_partition_cpu_s": (10e-6, 5e-3),
-    # a share: all of it
-    "gil_convoy_share": (0.0, 1.0),
-    # none (torch's own) and up: judgement
-    "bs_fwd_gap_s": (0.0, 2e-3),
-}
+@dataclass(frozen=True)
+class StudyBlock:
+    """One block of the study's calibrations as harness/study/calibration.toml states it: the inputs it fits with
+    their search bounds, the methods whose cells fix them, and (two nodes) the network those cells ran on."""
+
+    name: str
+    methods: tuple[str, ...]
+    params: tuple[Param, ...]
+    network: str | None = None
+    scan: int = 0
+    """Latin-hypercube points scanned before the search (a rugged cost); 0: none."""
 
 
-def _param(name: str, search: bool = True) -> Param:
-    i = INPUTS[name]
-    return Param(name, *SEARCH_BOUNDS[name], (i.value, i.low, i.high), i.unit, search)
+BLOCK_KEYS = {"methods", "search", "held", "scan", "network"}
 
 
-ALLREDUCE = ("bsp-a2a", "wfbp-a2a", "mgwfbp")
-BYTEPS = ("bsp-ps", "wfbp-ps", "bytescheduler-ps")
-PLUGIN = ("bytescheduler-a2a",)
-PARAMS = {
-    # each within its SEARCH_BOUNDS
-    "all-reduce": (
-        _param("shm_edge_gbyte_s"),
-        _param("host_path_gbyte_s", search=False),
-        _param("py_op_s"),
-        _param("d2d_gbyte_s"),
-        _param("overlap_compute_slowdown"),
-        _param("overlap_comm_slowdown"),
-    ),
-    "BytePS": (_param("byteps_nccl_edge_gbyte_s"),),
-    "ByteScheduler": (_param("bs_partition_cpu_s"), _param("gil_convoy_share"), _param("bs_fwd_gap_s")),
-}
+def read_blocks(path: Path = Path(__file__).with_name("calibration.toml")) -> dict[str, dict[str, StudyBlock]]:
+    """{"one-node": {block: StudyBlock}, "two-node": {...}} in the file's order, each parameter an input of the
+    study's cluster (INPUTS) with the bounds the file gives it; a file that breaks the shape raises ValueError."""
+    doc = tomllib.loads(path.read_text())
+    out = {}
+    for section, blocks in doc.items():
+        out[section] = {}
+        for name, t in blocks.items():
+            unknown = set(t) - BLOCK_KEYS
+            if unknown or not {"methods", "search"} <= set(t):
+                raise ValueError(f"{path}: [{section}.{name}] holds methods, search (and held, scan, network)")
+            held = set(t.get("held", ()))
+            params = tuple(
+                Bounded(INPUTS[p], (float(lo), float(hi))).param(search=p not in held)
+                for p, (lo, hi) in t["search"].items()
+            )
+            out[section][name] = StudyBlock(name, tuple(t["methods"]), params, t.get("network"), int(t.get("scan", 0)))
+    return out
+
+
+BLOCKS = read_blocks()
+"""The study's calibration blocks (harness/study/calibration.toml)."""
+PARAMS = {name: b.params for name, b in BLOCKS["one-node"].items()}
+"""The one-node blocks' parameters, each within its search bounds."""
+SEARCH_BOUNDS = {p.name: (p.low, p.high) for params in PARAMS.values() for p in params}
+"""input -> (low, high) the one-node fit searches within."""
+ALLREDUCE = BLOCKS["one-node"]["all-reduce"].methods
+BYTEPS = BLOCKS["one-node"]["BytePS"].methods
+PLUGIN = BLOCKS["one-node"]["ByteScheduler"].methods
 HOST_PATH_START = SEARCH_BOUNDS["host_path_gbyte_s"][1]
 """The host path's start (the top of its search range): one node's cells cannot tell a host path that binds from
 NCCL's edge (fit_table)."""
-BLOCK_METHODS = {"all-reduce": ALLREDUCE, "BytePS": BYTEPS, "ByteScheduler": PLUGIN}
+BLOCK_METHODS = {name: b.methods for name, b in BLOCKS["one-node"].items()}
 """Which methods' cells fix each block's parameters."""
 
 
@@ -241,7 +240,7 @@ class OneNode:
 
 
 @dataclass
-class Calibration:
+class Calibration(OfItsCluster):
     fit: Fit
     adam_share: float
     """The single-GPU BERT optimizer chosen (0 SGD, 1 Adam)."""
@@ -289,23 +288,6 @@ def fitted_cells(fit: Fit, cells: Cells) -> pd.DataFrame:
     return out
 
 
-MISS_CLIP = 3.0
-"""A method's misses are clipped to its median +- this many robust sigmas: a held-out fit stuck in a far basin (one
-fold whose per-partition costs extrapolate to a workload of many small tensors) is a finding the report names, not
-the model's typical miss, and one such draw would stretch every interval of the method to a tenth of its value."""
-
-
-def misses(cells: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Per scheme, log(predicted / measured) of the cells of a table with those columns, clipped (MISS_CLIP)."""
-    ok = cells[np.isfinite(cells["predicted"]) & (cells["predicted"] > 0)]
-    out = {}
-    for m, g in ok.groupby("scheme"):
-        r = np.log(g["predicted"].to_numpy() / g["measured"].to_numpy())
-        mid, sigma = np.median(r), median_abs_deviation(r, scale="normal")
-        out[m] = np.clip(r, mid - MISS_CLIP * sigma, mid + MISS_CLIP * sigma)
-    return out
-
-
 def table_cells(rows: pd.DataFrame) -> Cells:
     """The rows of a table with the study's columns as cells to fit: (workload, network, scheme) -> throughput, std."""
     mean = {(r.workload, r.network, r.scheme): float(r.throughput) for r in rows.itertuples()}
@@ -325,7 +307,7 @@ def _blocks(cells: Cells) -> list[Block]:
     ]
 
 
-SCAN = {"ByteScheduler": 80}
+SCAN = {name: b.scan for name, b in BLOCKS["one-node"].items() if b.scan}
 """Blocks whose cost is rugged (the GIL's hand-offs are won or lost whole): a Latin-hypercube scan first."""
 
 
@@ -357,23 +339,24 @@ def fit_table(
     return fit, share, costs
 
 
-def _lowo_one(args):
-    df, workloads, models, held, starts = args
-    rest = [w for w in workloads if w != held]
-    fit, _, _ = fit_table(df, rest, models, starts=starts)
+def _held_out(df: pd.DataFrame, workloads: list[str], models: list, held: str, starts: int) -> pd.DataFrame:
+    """One leave-one-workload-out fold: the other workloads' fit, the held-out workload's cells predicted."""
+    fit, _, _ = fit_table(df, [w for w in workloads if w != held], models, starts=starts)
     cells = _cells(df, [held])
     got = OneNode([m for m in models if m.workload == held])(fit.values, list(cells.mean))
-    return [
-        {
-            "held_out": held,
-            "workload": k[0],
-            "network": k[1],
-            "scheme": k[2],
-            "measured": cells.mean[k],
-            "predicted": got[k],
-        }
-        for k in cells.mean
-    ]
+    return pd.DataFrame(
+        [
+            {
+                "held_out": held,
+                "workload": k[0],
+                "network": k[1],
+                "scheme": k[2],
+                "measured": cells.mean[k],
+                "predicted": got[k],
+            }
+            for k in cells.mean
+        ]
+    )
 
 
 def calibrate(
@@ -389,20 +372,15 @@ def calibrate(
     df = read_one_node(table) if not isinstance(table, pd.DataFrame) else table
     workloads = check_table(df, source)
     models = calibration_models(df, workloads, profiles)
-    jobs = [(df, workloads, models, held, starts) for held in workloads] if lowo and len(workloads) > 1 else []
-    processes = processes or min(len(jobs) + 1, os.cpu_count() or 1)
-    if processes > 1 and jobs:
-        with multiprocessing.get_context("fork").Pool(processes) as pool:
-            pending = pool.map_async(_lowo_one, jobs)
-            fit, share, costs = fit_table(df, workloads, models, starts=starts)
-            rows = [r for part in pending.get() for r in part]
-    else:
-        fit, share, costs = fit_table(df, workloads, models, starts=starts)
-        rows = [r for j in jobs for r in _lowo_one(j)]
+
+    def whole():
+        return fit_table(df, workloads, models, starts=starts)
+
+    def fold(held: str) -> pd.DataFrame:
+        return _held_out(df, workloads, models, held, starts)
+
+    (fit, share, costs), out = leave_one_workload_out(workloads, fold, whole, processes) if lowo else (whole(), None)
     fitted = fitted_cells(fit, _cells(df, workloads))
-    out = pd.DataFrame(rows) if rows else None
-    if out is not None:
-        out["error"] = out["predicted"] / out["measured"] - 1
     return Calibration(fit, share, costs, fitted, out, source)
 
 

@@ -40,8 +40,6 @@ workers).
 from __future__ import annotations
 
 import math
-import multiprocessing
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,12 +47,13 @@ import numpy as np
 import pandas as pd
 
 from harness.core.errors import UserError
-from harness.predict.fitting import Block, Cells, Fit, Param, fit_params
+from harness.predict.fitting import Block, Cells, Fit, fit_params
 from harness.predict.predictor import SEVEN_METHODS, predict_rows
-from harness.study.calibration import Calibration, calibration_models, fitted_cells, misses, read_one_node, table_cells
+from harness.predict.calibration import OfItsCluster, leave_one_workload_out, misses
+from harness.study.calibration import BLOCKS, Calibration, calibration_models, fitted_cells, read_one_node, table_cells
 from harness.study.cluster import FAMILIES, GPUS_PER_NODE, study_network
 from harness.study.curve import WORKLOADS, study_compute
-from harness.study.inputs import INPUTS, StudyValues
+from harness.study.inputs import StudyValues
 
 TWO_NODE_TABLE = Path(__file__).with_name("two_node.csv")
 """The study's two-node column (Shi et al., arXiv 2005.13247, results of 2020-05-29): 8 GPUs on two nodes."""
@@ -66,56 +65,12 @@ share of their mean where the study reports one run (std 0): the run-to-run spre
 PS = ("bsp-ps", "wfbp-ps", "bytescheduler-ps")
 
 
-def _param(name: str, low: float, high: float) -> Param:
-    i = INPUTS[name]
-    return Param(name, low, high, (i.value, i.low, i.high), i.unit)
-
-
 LINE_GBIT_S = {"ib-100g": 100.0, "eth-10g": 10.0}
 """The networks' signalling rates (InfiniBand EDR 4x, 10GBASE): no payload rate can exceed them; a fitted rate
-near them is a finding."""
+near them is a finding (harness/study/calibration.toml bounds the rates by them)."""
 A2A = ("bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a")
 """The methods on NCCL's ring (Horovod, and ByteScheduler on it)."""
-TRANSPORTS = {
-    # block -> (the network whose cells fix it, the methods whose cells, its parameters with search bounds: the
-    # sourced range widened to what is physically possible, so that a value far from its source shows). Each
-    # network's ring first (its cells depend on the ring's parameters only), then BytePS on it (its cells on the
-    # ring's shared ones too: the host path, the kernel's cost per message)
-    "NCCL over IB": (
-        "ib-100g",
-        A2A,
-        (
-            _param("ib_gbyte_s", 2.0, LINE_GBIT_S["ib-100g"] / 8),
-            # one node cannot tell it from NCCL's edge (calibration.HOST_PATH_START); across two nodes the ring's
-            # edge through it (host path / (GPUs + 1)) shows
-            _param("host_path_gbyte_s", 8.0, 64.0),
-        ),
-    ),
-    "BytePS over RDMA": (
-        "ib-100g",
-        PS,
-        (
-            _param("rdma_message_s", 1e-6, 100e-6),
-            _param("server_sum_gbyte_s", 1.0, 60.0),
-            # BytePS's per-partition costs, which one node (no server) cannot show: its local coordination per
-            # stage and a server's handling of each push and pull under its one lock
-            _param("byteps_signal_s", 2e-6, 500e-6),
-            _param("server_recv_s", 1e-6, 500e-6),
-        ),
-    ),
-    "NCCL over 10 GbE": (
-        "eth-10g",
-        A2A,
-        (_param("eth_gbit_s", 2.0, LINE_GBIT_S["eth-10g"]), _param("tcp_message_s", 5e-6, 200e-6)),
-    ),
-    "BytePS over 10 GbE": ("eth-10g", PS, (_param("eth_van_gbyte_s", 0.2, 12.0),)),
-    "NCCL over IPoIB": ("ipoib-100g", A2A, (_param("ipoib_gbit_s", 2.0, 60.0),)),
-    "BytePS over IPoIB": (
-        "ipoib-100g",
-        PS,
-        (_param("ipoib_stream_gbit_s", 2.0, 60.0), _param("zmq_van_gbyte_s", 0.2, 12.0)),
-    ),
-}
+TRANSPORTS = {name: (b.network, b.methods, b.params) for name, b in BLOCKS["two-node"].items()}
 """The transport blocks, fitted in this order (later blocks keep the earlier ones' shared parameters)."""
 
 
@@ -246,14 +201,13 @@ def fit_transports(
     return fit_params(blocks_for(cells), predict, cells, dict(start), starts=starts, polish=False), cells
 
 
-def _fold(args) -> pd.DataFrame:
+def _fold(df, workloads, models, start, skip, starts, held) -> pd.DataFrame:
     """One leave-one-workload-out fold: the transports fitted to the other workloads' cells, the held-out
     workload's cells predicted."""
-    df, workloads, models, start, skip, starts, held = args
     fit, _ = fit_transports(df, [w for w in workloads if w != held], models, start, skip, starts)
     cells = cells_of(df, [held], skip)
     got = TwoNode([m for m in models if m.workload == held])(fit.values, list(cells.mean))
-    out = pd.DataFrame(
+    return pd.DataFrame(
         [
             {
                 "held_out": held,
@@ -266,8 +220,6 @@ def _fold(args) -> pd.DataFrame:
             for k in cells.mean
         ]
     )
-    out["error"] = out["predicted"] / out["measured"] - 1
-    return out
 
 
 def lowo_table(lowo_rows: pd.DataFrame) -> pd.DataFrame:
@@ -280,7 +232,7 @@ def lowo_table(lowo_rows: pd.DataFrame) -> pd.DataFrame:
 
 
 @dataclass
-class TwoNodeCalibration:
+class TwoNodeCalibration(OfItsCluster):
     """The one-node calibration with the transports fitted on top from two nodes: what `ddlbench predict
     --calibrate ONE --calibrate TWO` and the study's report predict from."""
 
@@ -342,15 +294,14 @@ def calibrate_two_node(
         )
     models = calibration_models(one_node, workloads, profiles)
     skip = mislabelled(df)
-    folds = [(df, workloads, models, one.values, skip, starts, held) for held in workloads] if lowo else []
-    if folds:  # each held-out fold in a process of its own while the whole fit runs here (fork: models shared)
-        with multiprocessing.get_context("fork").Pool(min(len(folds), os.cpu_count() or 1)) as pool:
-            pending = pool.map_async(_fold, folds)
-            fit, cells = fit_transports(df, workloads, models, one.values, skip, starts)
-            held = pd.concat(pending.get(), ignore_index=True)
-    else:
-        fit, cells = fit_transports(df, workloads, models, one.values, skip, starts)
-        held = None
+
+    def whole():
+        return fit_transports(df, workloads, models, one.values, skip, starts)
+
+    def fold(held: str) -> pd.DataFrame:
+        return _fold(df, workloads, models, one.values, skip, starts, held)
+
+    (fit, cells), held = leave_one_workload_out(workloads, fold, whole) if lowo else (whole(), None)
     fit.converged = fit.converged and one.fit.converged
     fit.message = f"one node: {one.fit.message}; two nodes: {fit.message}"
     rows = fitted_cells(fit, cells)

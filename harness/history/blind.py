@@ -63,10 +63,6 @@ SERIES = 160
 """Simulated series per table."""
 QUANTILE = 0.93
 """The share of simulated series found at the stated step: 90% plus a margin for 160 series' sampling error."""
-RATE = 0.90
-"""The detection rate the stated step promises (module docstring)."""
-REF_NOISE = 0.01
-"""The run-to-run noise the tables are simulated at (the answer is in its units: scale-free but for min_size)."""
 ITERS = 20
 """Iterations per simulated run."""
 MAX_SIGMAS = 16.0

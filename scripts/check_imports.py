@@ -27,7 +27,7 @@ command line. This checker holds what that library cannot see, numbered as docs/
 6. A launcher behind its contract: no module outside harness/launchers/ imports a launcher's folder (any
    package there, sbatch/ included), no exceptions; the others choose a launcher through
    harness/launchers/choose.py and ask it, read a launcher's variables through harness/launchers/identity.py,
-   or import what every layer shares from below (a launcher's recipe type and the helpers a backend builds it
+   or import what every layer shares from below (a launcher's recipe type and the types a backend builds it
    with: harness/contracts/recipes/; rate labels: harness/networks/; Slurm's notations: harness/contracts/).
 Rules 5 and 6 find the launchers' folders in the tree (launcher_homes(), launcher_folders()), so a new launcher
 edits no list here. Rule 3 (sizes) has no line cap here: ruff's complexity rules judge a function.

@@ -3,7 +3,7 @@ cell and run (`store.py`, rows made by `rows.py` with the environment's `fingerp
 `commits.py`), change points found and confirmed per cell and environment (`detect.py`, its penalty from a
 simulated null in `null.py`, the whole store searched with a cache in `scan.py`), triage in `annotations.py`,
 the gate against each cell's latest stable segment (`against.py`) and the false-alarm benchmark
-(`calibrate.py`).
+(`alarms.py`).
 
     ddlbench history add results/<run-id> --history history/
     ddlbench history changes --history history/

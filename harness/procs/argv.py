@@ -2,10 +2,15 @@
 entry point it runs, and where the code it imports lives.
 
     [*python_argv(), *worker_argv(cell_dir)]   # python -P -m harness.rank.worker --cell D/cell.json --out D
+
+and that command line written into a batch script (`argv_words`, `step_cpus`: the words every launch block of a
+backend's `SbatchRecipe` writes the same way, harness/contracts/recipes/sbatch.py).
 """
 
 from __future__ import annotations
 
+import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -45,3 +50,26 @@ def launcher_exe(name: str) -> str:
     """A framework's console script next to this interpreter (so it runs the same python), else on PATH."""
     exe = Path(sys.executable).parent / name
     return str(exe) if exe.exists() else name
+
+
+# ------------------------------------------------------------------------------- shell words
+
+_VAR_WORD = re.compile(r"(?:[\w./:=@%+,-]|\$\{[A-Za-z_]\w*\})*\$\{[A-Za-z_]\w*\}(?:[\w./:=@%+,-]|\$\{[A-Za-z_]\w*\})*")
+
+
+def word(arg: str) -> str:
+    """One command word: quoted as is, except that ${NAME} references to the script's variables stay
+    live (in double quotes)."""
+    return f'"{arg}"' if _VAR_WORD.fullmatch(arg) else shlex.quote(arg)
+
+
+def argv_words(argv) -> str:
+    """A command (a batch script's `SbatchSpec.command`) as shell words."""
+    return " ".join(word(a) for a in argv)
+
+
+def step_cpus(cpus_per_task: int) -> str:
+    # "The number of cpus per task specified for salloc or sbatch is not automatically inherited by
+    # srun" (man srun, Slurm 22.05, --cpus-per-task): without it a step gives each worker one core.
+    # Saying it again is right for every version.
+    return f"--cpus-per-task={cpus_per_task}"

@@ -4,7 +4,7 @@
     harness.rank.srun_task.main([STYLE, "--here", "--", "-m", "harness.rank.worker", ...])   # a warm rank
 
 The srun launcher puts it in front of each rank's argv for backends whose framework does not read SLURM_*
-(`SrunContext.shim`, harness/contracts/recipes/srun.py). The styles belong to the backends
+(`SrunContext.shim`, harness/launchers/srun/context.py). The styles belong to the backends
 (`SrunRecipe.task_envs`: e.g. `torch` gives torchrun's RANK, WORLD_SIZE, LOCAL_RANK, ...; `horovod` the
 variables horovodrun gives each slot), so the backends are loaded first (docs/ARCHITECTURE.md, "Plugins");
 this module only looks the style up, applies it and execs (docs/ARCHITECTURE.md, "Launching"). With `--here`

@@ -43,10 +43,8 @@ class WarmProc:
         self.args = args
         self.pid: int | None = None
         self.returncode: int | None = None
-        self.requested_at = time.time()
-        """Wall-clock time the spawn was asked for."""
         self.requested_monotonic = time.monotonic()
-        """The same moment on the monotonic clock."""
+        """When the spawn was asked for, on the monotonic clock."""
         self.ended_at: float | None = None
         """time.monotonic() of this host when the rank ended: the zygote's reaping time where the zygote runs
         on this host (the same clock in every process), else when its exit arrived here."""

@@ -2,7 +2,7 @@
 is three concurrent sets of processes, told their role by DMLC_ROLE (roles.py).
 
 - srun: three steps per cell: the scheduler (first worker node), the servers (spare nodes when the
-  allocation has them, else beside the workers; harness/contracts/recipes/srun.py `place`), the workers (the
+  allocation has them, else beside the workers; harness/launchers/srun/context.py `place`), the workers (the
   `byteps` shim gives each its DMLC_WORKER_ID and BYTEPS_LOCAL_RANK/SIZE); the cell ends with the workers;
 - batch scripts: the `byteps` launch style (the same three steps written in shell).
 """
@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle, argv_words, step_cpus
+from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle
+from harness.procs.argv import argv_words, step_cpus
 from harness.backends.byteps.roles import shared_env
 from harness.launchers.identity import from_slurm
-from harness.contracts.recipes.srun import SrunContext, Step, env_items
+from harness.contracts.recipes.srun import SrunContext, Step
 
 
 def srun_plan(ctx: SrunContext) -> list[Step]:
@@ -29,17 +30,17 @@ def srun_plan(ctx: SrunContext) -> list[Step]:
             "scheduler",
             tuple(sched + ["env", "DMLC_ROLE=scheduler", "bpslaunch"]),
             (workers[0],),
-            env_items(env),
+            env,
             main=False,
         ),
         Step(
             "servers",
             tuple(serv + ["env", "DMLC_ROLE=server", "bpslaunch"]),
             tuple(servers),
-            env_items(env),
+            env,
             main=False,
         ),
-        Step("workers", tuple(work + [*ctx.shim("byteps"), "--", *ctx.command]), tuple(workers), env_items(env)),
+        Step("workers", tuple(work + [*ctx.shim("byteps"), "--", *ctx.command]), tuple(workers), env),
     ]
 
 
@@ -85,10 +86,11 @@ def sbatch_byteps(spec) -> str:
         "SERVERS=$!\n"
         "status=0\n"
         f"srun --kill-on-bad-exit=1 --nodes={spec.nodes} --ntasks={spec.workers} "
-        f'--ntasks-per-node={spec.tasks_per_node} {step_cpus(spec)} --nodelist="$WORKER_NODES" bash -c \'\n'
+        f"--ntasks-per-node={spec.tasks_per_node} {step_cpus(spec.cpus_per_task)} "
+        f'--nodelist="$WORKER_NODES" bash -c \'\n'
         "  export DMLC_ROLE=worker DMLC_WORKER_ID=$SLURM_NODEID\n"
         "  export BYTEPS_LOCAL_RANK=$SLURM_LOCALID BYTEPS_LOCAL_SIZE=$SLURM_NTASKS_PER_NODE\n"
-        '  exec "$@"\' ddlbench-task ' + argv_words(spec) + " || status=$?\n"
+        '  exec "$@"\' ddlbench-task ' + argv_words(spec.command) + " || status=$?\n"
         "# Workers are done: the scheduler and servers have nothing left to serve.\n"
         'kill "$SCHEDULER" "$SERVERS" 2>/dev/null || true\n'
         "wait || true\n"

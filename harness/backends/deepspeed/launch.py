@@ -13,10 +13,10 @@ compiles them again).
 
 from __future__ import annotations
 
-from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle, argv_words, step_cpus
+from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle
 from harness.backends.deepspeed.transport import extensions_dir
-from harness.contracts.recipes.srun import SrunContext, Step, all_ranks_step
-from harness.procs.argv import launcher_exe, worker_argv
+from harness.contracts.recipes.srun import SrunContext, Step
+from harness.procs.argv import argv_words, launcher_exe, step_cpus, worker_argv
 from harness.procs.env import base_env
 from harness.procs.framework import prepare_cell_dir, run_supervised
 from harness.procs.ports import free_port
@@ -54,18 +54,18 @@ def launch_local(cell, cell_dir, placement=None):
 
 
 def srun_plan(ctx: SrunContext) -> list[Step]:
-    return all_ranks_step(ctx, (*ctx.shim("torch"), "--"))
+    return ctx.all_ranks_step((*ctx.shim("torch"), "--"))
 
 
 def sbatch_deepspeed(spec) -> str:
     return (
         "# One task per worker with the torch variables deepspeed.init_distributed reads.\n"
         "export DDLBENCH_LAUNCHER=slurm\n"
-        f"srun --kill-on-bad-exit=1 {step_cpus(spec)} bash -c '\n"
+        f"srun --kill-on-bad-exit=1 {step_cpus(spec.cpus_per_task)} bash -c '\n"
         "  export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS\n"
         "  export LOCAL_RANK=$SLURM_LOCALID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE\n"
         "  export NODE_RANK=$SLURM_NODEID\n"
-        '  exec "$@"\' ddlbench-task ' + argv_words(spec) + "\n"
+        '  exec "$@"\' ddlbench-task ' + argv_words(spec.command) + "\n"
     )
 
 

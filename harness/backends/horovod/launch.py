@@ -20,13 +20,13 @@ import dataclasses
 import socket
 from collections.abc import Mapping
 
-from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle, argv_words
+from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle
 from harness.core.errors import CellFailed
 from harness.contracts.identity import RankIdentity
 from harness.contracts.hostlist import expand_tasks_per_node
 from harness.launchers.identity import from_slurm
-from harness.contracts.recipes.srun import SrunContext, Step, beside_python, env_items
-from harness.procs.argv import launcher_exe, python_argv, worker_argv
+from harness.contracts.recipes.srun import SrunContext, Step
+from harness.procs.argv import argv_words, launcher_exe, python_argv, worker_argv
 from harness.procs.env import base_env
 from harness.procs.framework import prepare_cell_dir, run_supervised
 from harness.networks.netif import iface_towards
@@ -149,7 +149,7 @@ def srun_plan(ctx: SrunContext) -> list[Step]:
         if len(set(workers)) == 1 and workers[0] == ctx.alloc.here:
             slots = f"localhost:{ctx.cell.workers}"  # one node, this one: no ssh needed
         argv = [
-            beside_python("horovodrun"),
+            launcher_exe("horovodrun"),
             "--gloo",
             "-np",
             str(ctx.cell.workers),
@@ -162,7 +162,7 @@ def srun_plan(ctx: SrunContext) -> list[Step]:
             "--",
             *ctx.command,
         ]
-        return [Step("horovodrun", tuple(argv), env=env_items(common))]
+        return [Step("horovodrun", tuple(argv), env=common)]
     if ctx.rendezvous is None:
         raise ValueError("horovod over srun needs the rendezvous server's address (srun_session)")
     env = {
@@ -171,7 +171,7 @@ def srun_plan(ctx: SrunContext) -> list[Step]:
         "HOROVOD_GLOO_RENDEZVOUS_PORT": str(ctx.rendezvous[1]),
     }
     argv = ctx.srun(workers, ctx.cpus, ctx.name, ctx.out) + [*ctx.shim("horovod"), "--", *ctx.command]
-    return [Step("workers", tuple(argv), tuple(workers), env_items(env))]
+    return [Step("workers", tuple(argv), tuple(workers), env)]
 
 
 def horovod_task_env(environ: Mapping[str, str]) -> dict[str, str | None]:
@@ -231,7 +231,7 @@ def sbatch_horovodrun(spec) -> str:
         f"srun --kill-on-bad-exit=1 --nodes=1 --ntasks=1 --cpus-per-task={spec.tasks_per_node * spec.cpus_per_task} "
         f'--nodelist="${{HOSTS[0]}}" \\\n'
         f'  horovodrun {flag} -np {spec.workers} -H "${{HOROVOD_HOSTS%,}}" \\\n'
-        f"  {argv_words(spec)}\n"
+        f"  {argv_words(spec.command)}\n"
     )
 
 

@@ -2,7 +2,7 @@
 
 - one box: ddlbench's spawner (harness/spawner/cell.py), one process per rank;
 - srun: one task per rank (workers, then servers) reading SLURM_* (harness/launchers/srun/env.py);
-  the plain plan `all_ranks_step`;
+  the plain plan (`SrunContext.all_ranks_step`);
 - a shim style `torch` that gives a task torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, ...),
   for code that reads only those (deepspeed.init_distributed does);
 - batch scripts: the `srun` launch style, its example script and the sweep file it runs.
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle, argv_words, step_cpus
+from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle
+from harness.procs.argv import argv_words, step_cpus
 from harness.launchers.identity import from_slurm
 
 
@@ -36,7 +37,7 @@ def sbatch_srun(spec) -> str:
     return (
         "# One task per worker; each reads its rank from SLURM_* (harness.launchers.srun.env).\n"
         "# --kill-on-bad-exit: one failed rank ends the step instead of leaving the others hung.\n"
-        f"srun --kill-on-bad-exit=1 {step_cpus(spec)} {argv_words(spec)}\n"
+        f"srun --kill-on-bad-exit=1 {step_cpus(spec.cpus_per_task)} {argv_words(spec.command)}\n"
     )
 
 

@@ -3,7 +3,7 @@
     ddlbench history add results/<run-id> --history history/     # one row per cell and run, appended
     ddlbench history changes --history history/                  # change points, open ones first
     ddlbench history report --history history/ -o history.html   # the page: every cell over commits
-    ddlbench history calibrate --spread 0.02 -o reports/history   # false alarms and detection, measured
+    ddlbench history alarms --spread 0.02 -o reports/history      # false alarms and detection, measured
 
 The gate against the history is `ddlbench compare --history DIR CURRENT...` (harness/cli/commands/compare.py).
 """
@@ -91,31 +91,59 @@ def report_command(history, output):
     click.echo(f"wrote {write_history_page(history, output)}")
 
 
-@command.command("calibrate")
-@click.option(
-    "--spread",
-    type=click.FloatRange(min=0.0, min_open=True),
-    help="Run-to-run spread (CV of run medians) to simulate, e.g. 0.02; default: measured from "
-    "--baseline or --history.",
-)
-@click.option("--baseline", help="A stored baseline with several rounds: its cells' run-to-run spread.")
-@history_option(more=": measure the spread of its series")
-@click.option("--series", type=click.IntRange(min=10), default=1000, show_default=True, help="Series per case.")
-@click.option("--points", type=click.IntRange(min=20), default=100, show_default=True, help="Runs per series.")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("reports/history"),
-    show_default=True,
-    help="Folder for calibrate.md and calibrate.json.",
-)
-def calibrate_command(spread, baseline, history, series, points, output):
-    """Measure the detector's false alarms and detection rates on synthetic series at this machine's noise."""
+def _alarms_options(f):
+    """The options of `history alarms` and of its old name, `history calibrate`."""
+    for option in reversed(
+        (
+            click.option(
+                "--spread",
+                type=click.FloatRange(min=0.0, min_open=True),
+                help="Run-to-run spread (CV of run medians) to simulate, e.g. 0.02; default: measured from "
+                "--baseline or --history.",
+            ),
+            click.option("--baseline", help="A stored baseline with several rounds: its cells' run-to-run spread."),
+            history_option(more=": measure the spread of its series"),
+            click.option(
+                "--series", type=click.IntRange(min=10), default=1000, show_default=True, help="Series per case."
+            ),
+            click.option(
+                "--points", type=click.IntRange(min=20), default=100, show_default=True, help="Runs per series."
+            ),
+            click.option(
+                "-o",
+                "--output",
+                type=click.Path(file_okay=False, path_type=Path),
+                default=Path("reports/history"),
+                show_default=True,
+                help="Folder for alarms.md and alarms.json.",
+            ),
+        )
+    ):
+        f = option(f)
+    return f
+
+
+def _alarms(spread, baseline, history, series, points, output, stem: str) -> None:
     # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
-    from harness.history.calibrate import calibrate, machine_spread, write_calibration
+    from harness.history.alarms import alarm_rates, machine_spread, write_alarms
 
     noise, source = machine_spread(spread, baseline, history)
-    result = calibrate(noise, series=series, points=points)
-    md = write_calibration(result, output, source)
+    result = alarm_rates(noise, series=series, points=points)
+    md = write_alarms(result, output, source, stem)
     click.echo(md)
+
+
+@command.command("alarms")
+@_alarms_options
+def alarms_command(spread, baseline, history, series, points, output):
+    """Measure the detector's false alarms and detection rates on synthetic series at this machine's noise."""
+    _alarms(spread, baseline, history, series, points, output, "alarms")
+
+
+@command.command("calibrate", hidden=True)
+@_alarms_options
+def calibrate_command(spread, baseline, history, series, points, output):
+    """The old name of `history alarms` (users' CI calls it): says so on stderr, then does the same, into
+    calibrate.md and calibrate.json as it always did. "calibrate" is the stack fit (`predict --calibrate`)."""
+    click.echo("ddlbench history calibrate is now named ddlbench history alarms", err=True)
+    _alarms(spread, baseline, history, series, points, output, "calibrate")

@@ -1,6 +1,7 @@
 """Launch recipes (docs/ARCHITECTURE.md, "Launcher" and "Backend"): how each backend is started by each
 launcher, given by the backend and asked by the launcher, so that neither names the other. One module per
-launcher's recipe type, with the helpers a backend builds that recipe with:
+launcher's recipe type, with the types a backend builds that recipe from (types only: the launcher's folder places
+and checks):
 
     local.py    LocalRecipe    one box: a framework's own single-box launch program
     srun.py     SrunRecipe     job steps in a Slurm allocation, planned as data (SrunContext -> [Step])

@@ -1,8 +1,8 @@
 """The recipe a backend gives batch scripts (docs/ARCHITECTURE.md, "Launcher" and "Slurm"): its launch styles,
-each rendering the block that starts the workers from an `SbatchSpec` with the words every style writes the
-same way (`argv_words`, `step_cpus`), its example scripts and the sweep files they run. The script around a
-launch block is harness/launchers/sbatch/script.py's (`render_sbatch`: directives, rendezvous, port), and
-harness/jobs/ submits it. Pure: no process, no Slurm.
+each rendering the block that starts the workers from an `SbatchSpec` (the command's shell words and a step's CPU
+option: harness/procs/argv.py, `argv_words`, `step_cpus`), its example scripts and the sweep files they run.
+Types only: the script around a launch block, and the check of a spec, are harness/launchers/sbatch/script.py's
+(`render_sbatch`: directives, rendezvous, port), and harness/jobs/ submits it. Pure: no process, no Slurm.
 
 Every launch style belongs to a backend (e.g. `srun` to torch, `horovodrun` to horovod), which starts the
 workers the way that framework's users do (docs/ARCHITECTURE.md, "Launching"). One style starts no workers
@@ -15,13 +15,10 @@ itself:
 
 from __future__ import annotations
 
-import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
-from harness.contracts.backend import every, recipe_type
-from harness.core.errors import UserError
+from harness.contracts.backend import recipe_type
 
 REFERENCE_COMMAND = ("ddlbench", "run", "--workload", "resnet50", "--method", "wfbp-a2a", "--note", "two words")
 """What the styles' reference scripts run (a backend adds its `--backend`): a word with a space in it, quoted."""
@@ -61,11 +58,6 @@ class SbatchRecipe:
 # ------------------------------------------------------------------------------------ the spec
 
 
-def launch_styles() -> dict[str, SbatchStyle]:
-    """Styles in which the script's tasks are the workers, each owned by a backend (name -> style)."""
-    return {name: style for _, r in every(SbatchRecipe) for name, style in r.styles.items()}
-
-
 SWEEP_STYLE = "sweep"
 """Style in which the script runs a ddlbench sweep once and the harness launches each cell."""
 
@@ -99,7 +91,8 @@ class SbatchSpec:
     env: dict[str, str] = field(default_factory=dict)
     """Variables exported before launching (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, ...)."""
     launch: str = "srun"
-    """How workers start: one of launch_styles(), or SWEEP_STYLE (see the module docstring)."""
+    """How workers start: a style of a backend's `SbatchRecipe.styles`, or SWEEP_STYLE (see the module docstring);
+    checked by harness/launchers/sbatch/script.py."""
     notes: tuple[str, ...] = ()
     """Comment lines under the script's first line: what it is for, what to edit, how to submit it."""
     variables: tuple[tuple[str, str, str], ...] = ()
@@ -119,92 +112,8 @@ class SbatchSpec:
         object.__setattr__(self, "extra_sbatch", tuple(self.extra_sbatch))
         object.__setattr__(self, "variables", tuple(tuple(v) for v in self.variables))
         object.__setattr__(self, "notes", tuple(self.notes))
-        _validate(self)
 
     @property
     def workers(self) -> int:
         """Worker processes in the job."""
         return self.nodes * self.tasks_per_node
-
-    @property
-    def total_nodes(self) -> int:
-        """Nodes to allocate: worker nodes, plus what the launch style needs beyond them (dedicated
-        parameter-server nodes)."""
-        style = launch_styles().get(self.launch)
-        return self.nodes + (style.extra_nodes(self) if style else 0)
-
-
-def _validate(s: SbatchSpec) -> None:
-    _validate_job(s)
-    _validate_counts(s)
-    _validate_text(s)
-
-
-def _validate_job(s: SbatchSpec) -> None:
-    """The launch style, command and job name."""
-    if s.launch not in (*launch_styles(), SWEEP_STYLE):
-        raise UserError(
-            f"unknown launch style {s.launch!r}; available: {', '.join(launch_styles())}, "
-            f"or {SWEEP_STYLE!r} for a script that runs a ddlbench sweep"
-        )
-    if not s.command:
-        raise UserError("the sbatch spec has an empty command; give the argv each worker runs")
-    if not re.fullmatch(r"[A-Za-z0-9_.+-]+", s.job_name):
-        raise UserError(f"job name {s.job_name!r} is not usable by Slurm; use letters, digits and _.+-")
-
-
-def _validate_counts(s: SbatchSpec) -> None:
-    """The node, task, CPU, GPU and server counts, the time limit and the Horovod controller."""
-    for name, value in (
-        ("nodes", s.nodes),
-        ("tasks_per_node", s.tasks_per_node),
-        ("cpus_per_task", s.cpus_per_task),
-        ("time_limit_min", s.time_limit_min),
-        ("ps_servers", s.ps_servers),
-    ):
-        if value < 1:
-            raise UserError(f"{name}={value} in the sbatch spec; it must be at least 1")
-    if s.gpus_per_node < 0 or s.ps_server_nodes < 0:
-        raise UserError("gpus_per_node and ps_server_nodes must not be negative")
-    if s.horovod_controller not in ("gloo", "mpi"):
-        raise UserError(f"horovod_controller {s.horovod_controller!r} unknown; use 'gloo' or 'mpi'")
-
-
-def _validate_text(s: SbatchSpec) -> None:
-    """What goes into the script as text: extra options, variable names, notes, variables, paths."""
-    for opt in s.extra_sbatch:
-        if not opt.startswith("-") or "\n" in opt:
-            raise UserError(f"extra sbatch option {opt!r} must be one option such as '--exclusive'")
-    for key in [*s.env, *(v[0] for v in s.variables)]:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            raise UserError(f"environment variable name {key!r} is not valid in a shell")
-    if any("\n" in line for line in s.notes):
-        raise UserError("notes are one comment line each; split them at the newlines")
-    for var in s.variables:
-        if len(var) != 3 or any("\n" in str(part) for part in var):
-            raise UserError(f"variable {var!r} must be (name, value, comment) without newlines")
-    if any(ch in str(v) for v in (s.output, s.partition or "", s.array or "") for ch in "\n #"):
-        raise UserError("output, partition and array must not contain spaces, '#' or newlines")
-
-
-# ------------------------------------------------------------------------------- shell words
-
-_VAR_WORD = re.compile(r"(?:[\w./:=@%+,-]|\$\{[A-Za-z_]\w*\})*\$\{[A-Za-z_]\w*\}(?:[\w./:=@%+,-]|\$\{[A-Za-z_]\w*\})*")
-
-
-def word(arg: str) -> str:
-    """One command word: quoted as is, except that ${NAME} references to the script's variables stay
-    live (in double quotes)."""
-    return f'"{arg}"' if _VAR_WORD.fullmatch(arg) else shlex.quote(arg)
-
-
-def argv_words(spec) -> str:
-    """The spec's command as shell words."""
-    return " ".join(word(a) for a in spec.command)
-
-
-def step_cpus(spec) -> str:
-    # "The number of cpus per task specified for salloc or sbatch is not automatically inherited by
-    # srun" (man srun, Slurm 22.05, --cpus-per-task): without it a step gives each worker one core.
-    # Saying it again is right for every version.
-    return f"--cpus-per-task={spec.cpus_per_task}"

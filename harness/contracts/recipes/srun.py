@@ -1,10 +1,8 @@
-"""The recipe a backend gives the srun launcher, and what it plans with (docs/ARCHITECTURE.md, "Launcher" and
-"Launching"): which node each rank of a cell goes to in an allocation, and the srun command lines with their
-variables, as data. Pure functions: each backend turns an `SrunContext` into its own `Step`s (its
-`SrunRecipe.plan`) with the generic pieces here; harness/launchers/srun/launcher.py runs them.
-
-    ctx = SrunContext(cell, Allocation("77", ("n1", "n2"), 1, (2, 2)), cell_dir, "10.0.0.1", 24001, argv)
-    ctx.srun(ctx.workers, 1, ctx.name, ctx.out)   # ['srun', '--job-name=ddlbench-...', '--nodes=2', ...]
+"""The recipe a backend gives the srun launcher, and the types it plans with (docs/ARCHITECTURE.md, "Launcher" and
+"Launching"): the allocation, a job step as data (`Step`), and what a backend may ask of one cell in an
+allocation (`SrunContext`: its nodes, its srun command lines, its variables). Types only: each backend turns an
+`SrunContext` into its own `Step`s (its `SrunRecipe.plan`); harness/launchers/srun/context.py places the ranks
+and builds the context, harness/launchers/srun/launcher.py runs the steps.
 
 Nothing here imports the cell or the backends, so that backends build on it without a cycle, and nothing
 imports the srun launcher's folder: a backend builds its recipe from here (docs/ARCHITECTURE.md, "Rules" 6).
@@ -13,14 +11,11 @@ imports the srun launcher's folder: a backend builds its recipe from here (docs/
 from __future__ import annotations
 
 import contextlib
-import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Protocol
 
 from harness.contracts.backend import recipe_type
-from harness.core.errors import CellFailed, UserError
 
 SHIM_MODULE = "harness.rank.srun_task"
 """The per-task shim that gives a task its framework's variables (`SrunRecipe.task_envs`), run as a process:
@@ -44,19 +39,8 @@ class Allocation:
     """The allocation's node this process runs on: SLURMD_NODENAME in a batch script; under salloc
     the node whose address is this host's, if any; else ""."""
 
-    def nodes_for(self, workers: int) -> int:
-        """Nodes a cell of `workers` workers spans: as few as the per-node task count allows."""
-        need = math.ceil(workers / self.tasks_per_node)
-        if need > len(self.nodes):
-            raise UserError(
-                f"{workers} workers at {self.tasks_per_node} per node need {need} nodes, but allocation "
-                f"{self.job_id} has {len(self.nodes)}; ask for more nodes (sbatch --nodes) or drop the "
-                f"larger worker counts from the sweep"
-            )
-        return need
 
-
-# ------------------------------------------------------------------------------------ step plans
+# ------------------------------------------------------------------------------------ steps
 
 
 @dataclass(frozen=True)
@@ -68,85 +52,21 @@ class Step:
     hosts: tuple[str, ...] = ()
     """Host file: one node name per task, in rank order (srun --distribution=arbitrary)."""
     env: tuple[tuple[str, str], ...] = ()
-    """Variables set for this step on top of the cleaned environment."""
+    """Variables set for this step on top of the cleaned environment; a mapping given here is kept as its
+    sorted (name, str(value)) pairs (steps are compared in tests)."""
     main: bool = True
     """The cell is done when the main steps end; the others (scheduler, servers) are then stopped."""
 
-
-def server_hosts_in(cell, alloc: Allocation) -> str:
-    """What the cell's `server_hosts` (auto | dedicated | colocated) resolves to in `alloc`: dedicated
-    when asked, or auto and the allocation has nodes beyond the cell's worker nodes; "" without servers.
-    UserError when dedicated is asked and no node is spare (docs/ARCHITECTURE.md, "Server placement")."""
-    if not cell.servers:
-        return ""
-    mode = getattr(cell, "server_hosts", "auto")
-    spare = len(alloc.nodes) - cell.nodes
-    if mode == "dedicated" and spare < 1:
-        raise UserError(
-            f"--server-hosts dedicated needs a node without workers, and allocation {alloc.job_id} "
-            f"has {len(alloc.nodes)} node(s), all for the {cell.workers} workers; ask for one more "
-            f"node (sbatch --nodes) or use --server-hosts colocated/auto"
-        )
-    return "dedicated" if mode != "colocated" and spare > 0 else "colocated"
+    def __post_init__(self) -> None:
+        if isinstance(self.env, Mapping):
+            object.__setattr__(self, "env", tuple(sorted((k, str(v)) for k, v in self.env.items())))
 
 
-def place(cell, alloc: Allocation) -> tuple[list[str], list[str]]:
-    """(node of each worker, node of each server): workers in blocks over the first cell.nodes nodes;
-    servers on the spare nodes after them when the placement is dedicated (server_hosts_in), else
-    round-robin on the worker nodes."""
-    n = cell.nodes
-    if n > len(alloc.nodes):
-        raise CellFailed(f"cell needs {n} nodes but allocation {alloc.job_id} has {len(alloc.nodes)}")
-    per = math.ceil(cell.workers / n)
-    workers = [alloc.nodes[r // per] for r in range(cell.workers)]
-    dedicated = server_hosts_in(cell, alloc) == "dedicated"
-    spare = list(alloc.nodes[n:]) if dedicated else list(alloc.nodes[:n])
-    servers = [spare[i % len(spare)] for i in range(cell.servers)]
-    return workers, servers
+class SrunContext(Protocol):
+    """Everything a backend needs to plan one cell's steps in an allocation (made by the srun launcher:
+    harness/launchers/srun/context.py)."""
 
-
-def srun_options(
-    alloc: Allocation, hosts: list[str], cpus: int, name: str, out: str, overlap: bool = False
-) -> list[str]:
-    """srun options for one step whose task i runs on hosts[i]."""
-    load: dict[str, int] = {}
-    for h in hosts:
-        load[h] = load.get(h, 0) + cpus
-    have = dict(zip(alloc.nodes, alloc.cpus_per_node))
-    argv = [
-        "srun",
-        f"--job-name={name}",
-        f"--nodes={len(load)}",
-        f"--ntasks={len(hosts)}",
-        "--distribution=arbitrary",
-        f"--cpus-per-task={cpus}",
-        "--kill-on-bad-exit=1",
-        f"--output={out}",
-        "--input=none",
-    ]
-    if any(c > have.get(h, c) for h, c in load.items()):
-        argv.append("--overcommit")  # colocated servers: more tasks than CPUs the job holds there
-    if overlap:
-        argv.append("--overlap")  # shares CPUs with the workers' step
-    return argv
-
-
-def env_items(d: dict) -> tuple[tuple[str, str], ...]:
-    """A step's variables in the form Step.env holds them (sorted: plans are compared in tests)."""
-    return tuple(sorted((k, str(v)) for k, v in d.items()))
-
-
-def beside_python(tool: str) -> str:
-    """A console script of this interpreter's environment (batch jobs may not have it on PATH)."""
-    exe = Path(sys.executable).parent / tool
-    return str(exe) if exe.exists() else tool
-
-
-@dataclass(frozen=True)
-class SrunContext:
-    """Everything a backend needs to plan one cell's steps in an allocation."""
-
-    cell: object
+    cell: Any
     """The resolved CellSpec."""
     alloc: Allocation
     """The allocation the steps run in."""
@@ -158,71 +78,48 @@ class SrunContext:
     """Rendezvous port of this cell."""
     command: tuple[str, ...]
     """Each rank's argv (the worker, or a probe in tests)."""
-    variant: str | None = None
+    variant: str | None
     """A backend's launch variant (e.g. Horovod's `horovodrun` instead of srun tasks); None = default."""
-    rendezvous: tuple[str, int] | None = None
-    """A backend-run rendezvous service (Horovod's gloo HTTP server), once started."""
-    extra_env: dict = field(default_factory=dict)
+    rendezvous: tuple[str, int] | None
+    """A backend-run rendezvous service (Horovod's gloo HTTP server), once started (a session yields the
+    context with it: `dataclasses.replace(ctx, rendezvous=...)`)."""
+    extra_env: dict
     """Variables every task gets beyond the common ones (backend and network choices)."""
-    addr_of: Callable[[str], str] = lambda node: node
-    """A node's name -> the address the allocation's nodes reach it at (the srun launcher asks Slurm for its
-    NodeAddr: node names need not resolve); a service a backend runs on this node announces this address."""
-
-    @property
-    def placement(self) -> tuple[list[str], list[str]]:
-        return place(self.cell, self.alloc)
+    addr_of: Callable[[str], str]
+    """A node's name -> the address the allocation's nodes reach it at; a service a backend runs on this node
+    announces this address."""
 
     @property
     def workers(self) -> list[str]:
-        return self.placement[0]
+        """The node of each worker, in rank order."""
 
     @property
     def servers(self) -> list[str]:
-        return self.placement[1]
+        """The node of each parameter server."""
 
     @property
     def name(self) -> str:
-        return f"ddlbench-{self.cell.cell_id}"
+        """The steps' job name."""
 
     @property
     def out(self) -> str:
-        return str(self.cell_dir / "rank%t.log")
+        """The workers' log pattern (srun --output)."""
 
     @property
     def cpus(self) -> int:
-        """CPUs per task. A CUDA rank gets its share of the node's cores (the node's CPUs over its tasks):
-        besides the main thread it runs autograd's device thread and NCCL's proxy and watchdog threads,
-        which one core would serialise. A CPU rank gets its torch threads (one core per worker)."""
-        if self.cell.device == "cuda" and self.alloc.cpus_per_node:
-            return max(1, min(self.alloc.cpus_per_node) // max(1, self.alloc.tasks_per_node), self.cell.threads)
-        return max(1, self.cell.threads)
+        """CPUs per worker task."""
 
     def common_env(self) -> dict[str, str]:
-        t = str(self.cell.threads)
-        return {
-            "MASTER_ADDR": self.master_addr,
-            "MASTER_PORT": str(self.port),
-            "PYTHONUNBUFFERED": "1",
-            "PYTHONSAFEPATH": "1",
-            "OMP_NUM_THREADS": t,
-            "MKL_NUM_THREADS": t,
-            **self.extra_env,
-        }
+        """The variables every task of the cell gets."""
 
     def srun(self, hosts: list[str], cpus: int, name: str, out: str, overlap: bool = False) -> list[str]:
-        return srun_options(self.alloc, hosts, cpus, name, out, overlap)
+        """srun and its options for one step whose task i runs on hosts[i]."""
 
     def shim(self, style: str) -> tuple[str, ...]:
         """`python -m harness.rank.srun_task STYLE`: put before `--` and the command."""
-        return (sys.executable, "-m", SHIM_MODULE, style)
 
-
-def all_ranks_step(ctx: SrunContext, prefix: tuple[str, ...] = ()) -> list[Step]:
-    """The plain plan: one srun step whose tasks are every rank (workers, then servers), each running
-    `prefix + command`; ranks read SLURM_* (or what the `prefix` shim sets)."""
-    hosts = ctx.workers + ctx.servers
-    argv = ctx.srun(hosts, ctx.cpus, ctx.name, ctx.out) + [*prefix, *ctx.command]
-    return [Step("workers", tuple(argv), tuple(hosts), env_items(ctx.common_env()))]
+    def all_ranks_step(self, prefix: tuple[str, ...] = ()) -> list[Step]:
+        """The plain plan: one step whose tasks are every rank, each running `prefix + command`."""
 
 
 # ------------------------------------------------------------------------------------ the recipe
@@ -234,8 +131,8 @@ class SrunRecipe:
     """Job steps inside a Slurm allocation (harness/launchers/srun/launcher.py)."""
 
     launcher: ClassVar[str] = "srun"
-    plan: Callable[[Any], list] = all_ranks_step
-    """(SrunContext) -> the job steps that run one cell (pure)."""
+    plan: Callable[[Any], list] = lambda ctx: ctx.all_ranks_step()
+    """(SrunContext) -> the job steps that run one cell (pure); by default one step of every rank."""
     session: Callable[[Any], Any] = contextlib.nullcontext
     """(SrunContext) -> a context manager around the steps, yielding the context to plan with (Horovod
     starts its rendezvous server here)."""

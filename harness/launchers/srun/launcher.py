@@ -17,7 +17,7 @@ no GPUs, so they get all of the job's GPUs on their nodes (Slurm's default for a
 each worker takes GPU number LOCAL_RANK (harness.rank.worker).
 
 Each backend starts the way its users start it under Slurm: its package plans the steps
-(its `SrunRecipe.plan`, harness/contracts/recipes/srun.py, over the generic pieces there), may run a
+(its `SrunRecipe.plan`, harness/contracts/recipes/srun.py, over the context context.py makes), may run a
 service around them (`SrunRecipe.session`: Horovod's rendezvous server), and defines the shim styles that give each
 task its framework's variables (`python -m harness.rank.srun_task STYLE -- ARGV`). This module only
 runs the steps, watches them and stops them (docs/ARCHITECTURE.md, "Launching").
@@ -42,8 +42,9 @@ from harness.launchers.srun import tasks as srun_tasks
 from harness.launchers.srun import warm as srun_warm
 from harness.contracts.launcher import Launcher, LauncherEntry, register
 from harness.contracts.backend import rank_env, recipe
-from harness.contracts.recipes.srun import Allocation, SrunContext, SrunRecipe, Step, place, server_hosts_in
+from harness.contracts.recipes.srun import Allocation, SrunRecipe, Step
 from harness.contracts.hostlist import expand_tasks_per_node
+from harness.launchers.srun.context import SrunCellContext, nodes_for, place, server_hosts_in
 from harness.launchers.srun.env import hostnames, node_addr
 from harness.launchers.srun.steps import cell_port, failure_reason
 from harness.procs.argv import WORKER_MODULE, python_argv, worker_argv, write_cell
@@ -130,7 +131,7 @@ def launch_cell_srun(cell, cell_dir: Path, placement=None, command: tuple[str, .
     workers, _ = place(cell, alloc)
     port = usable_port(cell_port(alloc.job_id, cell.cell_id), on_this_host=workers[0] == alloc.here)
     command = tuple(command or (*python_argv(), *worker_argv(cell_dir)))
-    ctx = SrunContext(
+    ctx = SrunCellContext(
         cell,
         alloc,
         cell_dir,
@@ -319,7 +320,7 @@ def _launcher(environ: Mapping[str, str]) -> Launcher:
     return Launcher(
         "srun",
         launch_cell_srun,
-        alloc.nodes_for,
+        lambda workers: nodes_for(alloc, workers),
         lambda cell: _checked(cell, alloc),
         {"hosts": ",".join(alloc.nodes)},
         hosts=len(alloc.nodes),

@@ -72,10 +72,11 @@ BACKEND_INIT = '''"""Backend `toynet` (a test's toy): torch.distributed's transp
 
 from harness.backends.torch_dist.transport import serve, start
 from harness.contracts.backend import BackendEntry, BackendLaunch
-from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchRecipe, SbatchStyle, argv_words
+from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchRecipe, SbatchStyle
+from harness.procs.argv import argv_words
 from harness.contracts.recipes.toy import ToyRecipe
 
-STYLES = {"toyrun": SbatchStyle(lambda spec: f"srun --kill-on-bad-exit=1 {argv_words(spec)}\\n", reference=dict(
+STYLES = {"toyrun": SbatchStyle(lambda spec: f"srun --kill-on-bad-exit=1 {argv_words(spec.command)}\\n", reference=dict(
     job_name="ddl-toyrun", command=(*REFERENCE_COMMAND, "--backend", "toynet"), nodes=2, launch="toyrun"))}
 EXAMPLES = ({"name": "toynet", "sweep": "toynet", "nodes": 2, "notes": ["toynet: a toy's example script."]},)
 SWEEPS = {"toynet": {"notes": ["The toy backend's sweep (slurm/toynet.sbatch)."], "sweep": {

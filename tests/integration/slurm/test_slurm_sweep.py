@@ -49,7 +49,8 @@ from harness.jobs.sweep_jobs import (
 from harness.launchers.choose import by_name, choose_launcher
 from harness.launchers.local.launcher import launch_one_box
 from harness.launchers.srun.launcher import step_environment
-from harness.contracts.recipes.srun import Allocation, SrunContext, SrunRecipe, place
+from harness.contracts.recipes.srun import Allocation, SrunRecipe
+from harness.launchers.srun.context import SrunCellContext, nodes_for, place
 from harness.launchers.srun.steps import cell_port, failure_reason
 from harness.rank.srun_task import task_env
 
@@ -208,16 +209,16 @@ def _cell(**kw) -> CellSpec:
 
 def _plan(cell, alloc, cell_dir, master_addr, port, command, style=None, rendezvous=None):
     """The steps of `cell` as launch_cell_srun plans them: its backend's srun recipe over the context."""
-    ctx = SrunContext(cell, alloc, cell_dir, master_addr, port, tuple(command), style, rendezvous)
+    ctx = SrunCellContext(cell, alloc, cell_dir, master_addr, port, tuple(command), style, rendezvous)
     return recipe(cell.backend, SrunRecipe).plan(ctx)
 
 
 def test_servers_on_spare_nodes_else_beside_the_workers():
     assert place(_cell(), ALLOC3) == (["n1", "n1", "n2"], ["n3", "n3"])
     assert place(_cell(), ALLOC2) == (["n1", "n1", "n2"], ["n1", "n2"])
-    assert ALLOC2.nodes_for(4) == 2 and ALLOC2.nodes_for(1) == 1
+    assert nodes_for(ALLOC2, 4) == 2 and nodes_for(ALLOC2, 1) == 1
     with pytest.raises(UserError, match="need 3 nodes"):
-        ALLOC2.nodes_for(5)
+        nodes_for(ALLOC2, 5)
 
 
 def test_torch_cell_is_one_step_with_a_host_per_rank(tmp_path):

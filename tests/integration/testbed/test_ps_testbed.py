@@ -33,11 +33,8 @@ from harness.experiment.dispatch import launcher_for, run_sweep, sweep_cells
 from harness.experiment.sweep import expand, sweep_from_dict
 from harness.jobs.sweep_jobs import plan_jobs
 from harness.spawner.cell import place_one_box
-from harness.contracts.recipes.srun import (
-    Allocation,
-    place,
-    server_hosts_in,
-)
+from harness.contracts.recipes.srun import Allocation
+from harness.launchers.srun.context import place, server_hosts_in
 from harness.launchers.testbed import launcher as tb
 from harness.report import ps_links
 from harness.testbed import placement as pl

@@ -7,6 +7,8 @@ new environment incomparable, and bad input as one line with exit status 2.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -75,7 +77,7 @@ def test_a_cell_on_a_new_environment_is_incomparable_not_worse(tmp_path, history
         (["compare", "only-one"], "needs a BASELINE"),
         (["history", "changes", "--history", "nowhere"], "holds no history"),
         (["history", "add", "nowhere", "--history", "h"], "neither a run directory"),
-        (["history", "calibrate"], "needs the noise"),
+        (["history", "alarms"], "needs the noise"),
         (["history", "report", "--history", "nowhere", "-o", "x.html"], "holds no history"),
     ],
 )
@@ -84,3 +86,20 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, args, words):
     res = invoke(*args)
     assert res.exit_code == 2, res.output
     assert words in res.output and len(res.output.strip().splitlines()) == 1, res.output
+
+
+def test_history_calibrate_is_the_old_name_of_history_alarms(tmp_path):
+    """`history calibrate` (users' CI calls it; "calibrate" is now the stack fit only, docs/ARCHITECTURE.md,
+    "Glossary") says on one stderr line that it is `history alarms`, then does the same, into its old files."""
+    args = ["--spread", "0.02", "--series", "10", "--points", "30"]
+    new = invoke("history", "alarms", *args, "-o", tmp_path / "new")
+    old = invoke("history", "calibrate", *args, "-o", tmp_path / "old")
+    assert new.exit_code == 0 and old.exit_code == 0, (new.output, old.output)
+    assert new.stderr == "" and old.stderr == "ddlbench history calibrate is now named ddlbench history alarms\n"
+    table = lambda text: [line for line in text.splitlines() if line.startswith("|")]  # the rates, not the time
+    assert table(old.stdout) == table(new.stdout) == table((tmp_path / "new" / "alarms.md").read_text())
+    assert table((tmp_path / "old" / "calibrate.md").read_text()) == table(new.stdout)
+    rates = lambda path: json.loads(path.read_text())["cases"]
+    assert rates(tmp_path / "old" / "calibrate.json") == rates(tmp_path / "new" / "alarms.json")
+    listed = invoke("history", "--help").output
+    assert "alarms" in listed and "calibrate" not in listed

@@ -21,8 +21,8 @@ from helpers import ROOT
 from harness import backends
 from harness.core.errors import UserError
 from harness.launchers.identity import from_environ
-from harness.contracts.recipes.sbatch import SbatchSpec, launch_styles
-from harness.launchers.sbatch.script import render_sbatch
+from harness.contracts.recipes.sbatch import SbatchSpec
+from harness.launchers.sbatch.script import launch_styles, render_sbatch
 from harness.contracts.hostlist import expand_hostlist, expand_tasks_per_node
 from harness.launchers.srun.env import from_slurm, port_for_job
 
@@ -123,7 +123,7 @@ def test_byteps_colocated_servers_use_worker_nodes():
 def test_bad_spec_is_a_user_error(kwargs, words):
     args = {"job_name": "j", "command": ("x",)} | kwargs
     with pytest.raises(UserError, match=words.replace("(", r"\(").replace("[", r"\[")):
-        SbatchSpec(**args)
+        render_sbatch(SbatchSpec(**args))
 
 
 # -------------------------------------------------------------------------------------- hostlists

@@ -20,7 +20,8 @@ import pytest
 from harness.contracts.backend import recipe
 from harness.contracts.cell import CellSpec
 from harness.launchers.identity import from_environ
-from harness.contracts.recipes.srun import SHIM_MODULE, Allocation, SrunContext, SrunRecipe
+from harness.contracts.recipes.srun import SHIM_MODULE, Allocation, SrunRecipe
+from harness.launchers.srun.context import SrunCellContext
 from harness.rank.srun_task import main as shim_main
 from harness.launchers.srun.tasks import task_env, warm_tasks
 from harness.procs.argv import WORKER_MODULE, python_argv, worker_argv
@@ -38,7 +39,7 @@ def _cell(**over) -> CellSpec:
 
 def _plan(tmp_path, cell, style=None, rendezvous=None):
     """The steps as launch_cell_srun plans them: the cell's backend's srun recipe over the context."""
-    ctx = SrunContext(
+    ctx = SrunCellContext(
         cell, ALLOC2, tmp_path, "10.0.0.1", 24000, (*python_argv(), *worker_argv(tmp_path)), style, rendezvous
     )
     return recipe(cell.backend, SrunRecipe).plan(ctx)

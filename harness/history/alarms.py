@@ -1,9 +1,10 @@
-"""False alarms and detection measured, not assumed (`ddlbench history calibrate`): the detector (detect.py)
-on synthetic series with this machine's run-to-run spread, (a) unchanged (normal noise, and heavy-tailed
-noise: Student t with 3 degrees of freedom at the same standard deviation) and (b) with one step of 2, 5 or
-10% at a random run, each run 20 iterations 1% around its level (the samples Mann-Whitney tests).
+"""The detector's alarms measured, not assumed (`ddlbench history alarms`): how often the detector (detect.py)
+raises one, on synthetic series with this machine's run-to-run spread, (a) unchanged (false alarms; normal noise,
+and heavy-tailed noise: Student t with 3 degrees of freedom at the same standard deviation) and (b) with one step
+of 2, 5 or 10% at a random run (detections), each run 20 iterations 1% around its level (the samples
+Mann-Whitney tests).
 
-    result = calibrate(0.02, series=1000, points=100)      # rates per case, and the oracle bound
+    result = alarm_rates(0.02, series=1000, points=100)    # rates per case, and the oracle bound
 
 A step is *found* when a kept change lies within one run of it, with its sign; *confirmed* when that change
 is confirmed by the series' end. The *oracle bound* is what a detector that knew each series holds exactly one step
@@ -67,7 +68,7 @@ def machine_spread(spread: float | None, baseline: str | None, history) -> tuple
             raise UserError(f"history {history} has no series of 4 or more runs: add runs first, or give --spread")
         return float(np.median(sds)), f"history {history}: median over {len(sds)} series of their robust noise"
     raise UserError(
-        "history calibrate needs the noise to simulate: give --spread (e.g. 0.02), --baseline NAME "
+        "history alarms needs the noise to simulate: give --spread (e.g. 0.02), --baseline NAME "
         "(a baseline saved from several runs) or --history DIR"
     )
 
@@ -134,7 +135,9 @@ def run_case(
     return out
 
 
-def calibrate(noise: float, series: int = 1000, points: int = 100, seed: int = 0) -> dict:
+def alarm_rates(noise: float, series: int = 1000, points: int = 100, seed: int = 0) -> dict:
+    """Every case's rates at `noise` (module docstring): unchanged series, normal and heavy-tailed, then one
+    step of each size in STEPS."""
     t0 = time.perf_counter()
     cases = [run_case(noise, series, points, heavy=h, seed=seed + i) for i, h in enumerate((False, True))]
     cases += [run_case(noise, series, points, step=-s, seed=seed + 10 + i) for i, s in enumerate(STEPS)]
@@ -147,8 +150,9 @@ def calibrate(noise: float, series: int = 1000, points: int = 100, seed: int = 0
     }
 
 
-def write_calibration(result: dict, out: str | Path, source: str) -> str:
-    """calibrate.json and calibrate.md in `out`; returns the Markdown."""
+def write_alarms(result: dict, out: str | Path, source: str, stem: str = "alarms") -> str:
+    """STEM.json and STEM.md in `out` (`history calibrate`, the old name, keeps its calibrate.*); returns the
+    Markdown."""
     out = Path(out)
     result = {**result, "spread_source": source}
     rows = pd.DataFrame(result["cases"])
@@ -171,6 +175,6 @@ def write_calibration(result: dict, out: str | Path, source: str) -> str:
             f"| {pct(r.get('oracle_bound'))} |"
         )
     md = "\n".join(lines) + "\n"
-    write_text_atomic(out / "calibrate.md", md)
-    write_json_atomic(out / "calibrate.json", json.loads(json.dumps(result, default=float)), indent=1)
+    write_text_atomic(out / f"{stem}.md", md)
+    write_json_atomic(out / f"{stem}.json", json.loads(json.dumps(result, default=float)), indent=1)
     return md

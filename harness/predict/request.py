@@ -314,7 +314,7 @@ def _own_calibration(spec: PredictSpec, clusters: dict, methods: list[str], prof
     if spec.intervals:
         raise UserError(
             f"--calibrate {where} with ddlbench's own stacks gives no --intervals yet (the report "
-            f"scripts/reports/own_calibration.py draws them): drop --intervals"
+            f"experiments/own_calibration/ draws them): drop --intervals"
         )
     own = calibrate_own(spec.calibrate, profile_compute(profiles), lowo=False)
     own.check_methods(methods)

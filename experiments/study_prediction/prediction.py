@@ -1,6 +1,6 @@
-"""The study's prediction report, the logic behind scripts/study_prediction.py (docs/ARCHITECTURE.md, "The study's
-wing"): the whole scaling curve, its calibration from one node, intervals, mechanisms and the report's tables and
-figures written into one folder.
+"""The study's prediction report, the logic behind experiments/study_prediction/run.py (docs/ARCHITECTURE.md, "The
+study's wing"): the whole scaling curve, its calibration from one node, intervals, mechanisms and the report's
+tables and figures written into one folder.
 
 The study's whole scaling curve, predicted: ResNet-50 / BERT-Base / BERT-Large x the seven methods (plus DDP
 and Horovod) x its three networks x 4, 8, 16 and 32 GPUs (1, 2, 4, 8 nodes of 4 GeForce GPUs; one dedicated
@@ -10,7 +10,7 @@ inputs of harness/study/inputs.py (each with its range and source). Every cell c
 inputs' ranges); a sensitivity table says which input moves which cells by how much (the study: Shi et al.,
 IEEE Network 2021).
 
-    python scripts/study_prediction.py --profiles reports/study-prediction/profiles \
+    python -m experiments.study_prediction.run --profiles reports/study-prediction/profiles \
         --calibrate harness/study/one_node.csv --out DIR
 
 With `--calibrate TABLE` (the study's one-node column, or a user's table or run directory of the same shape) a
@@ -57,7 +57,7 @@ from harness.study.two_node import calibrate_two_node, coverage, lowo_table as t
 from harness.predict.predictor import SEVEN_METHODS
 from harness.study.inputs import INPUTS
 from harness.report.prediction import save
-from harness.study.calibration_tables import (
+from experiments.study_prediction.calibration_tables import (
     cells_table,
     comparison_table,
     error_grid,
@@ -66,7 +66,7 @@ from harness.study.calibration_tables import (
     params_table,
     two_node_cells_table,
 )
-from harness.study.mechanisms import (
+from experiments.study_prediction.mechanisms import (
     gil_lines,
     mechanism_changes,
     mechanism_table,
@@ -74,7 +74,7 @@ from harness.study.mechanisms import (
     van_lines,
     width_table,
 )
-from harness.study.curve_report import (
+from experiments.study_prediction.curve_report import (
     best_methods,
     best_table,
     curve_figure,
@@ -86,6 +86,8 @@ from harness.study.curve_report import (
 )
 
 METHODS = list(SEVEN_METHODS) + list(EXTRA)
+COMMAND = "python -m experiments.study_prediction.run"
+"""How the report is run (its `--help` and the command report.md names), from the repository's root."""
 
 
 def main(argv=None) -> int:
@@ -111,7 +113,7 @@ def main(argv=None) -> int:
 
 
 def _arguments(argv) -> tuple[argparse.Namespace, tuple[int, ...]]:
-    ap = argparse.ArgumentParser(prog="python scripts/study_prediction.py")
+    ap = argparse.ArgumentParser(prog=COMMAND)
     ap.add_argument("--profiles", type=Path, help="directory with profile-<workload>.parquet")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--samples", type=int, default=SAMPLES, help="input samples behind each interval")
@@ -472,7 +474,7 @@ def _readme(
         else "none of the study's measured multi-GPU throughputs was used"
     )
     cmd = (
-        f"python scripts/study_prediction.py --profiles {a.profiles or '(none)'}"
+        f"{COMMAND} --profiles {a.profiles or '(none)'}"
         + (f" --calibrate {a.calibrate}" if a.calibrate else "")
         + (f" --two-node {a.two_node}" if a.two_node else "")
         + f" --out {a.out}"

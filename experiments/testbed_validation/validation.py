@@ -1,6 +1,6 @@
-"""The predictor against the emulated testbed (scripts/reports/testbed_validation.py has the commands): every measured
-cell of testbed sweeps predicted from inputs measured apart from those cells, on its own layout, in three compute
-variants, and compared cell by cell."""
+"""The predictor against the emulated testbed (experiments/testbed_validation/run.py has the commands): every
+measured cell of testbed sweeps predicted from inputs measured apart from those cells, on its own layout, in three
+compute variants, and compared cell by cell."""
 
 from __future__ import annotations
 
@@ -299,8 +299,9 @@ def run(runs, commbench, profiles, out: Path, intra_commbench=None) -> dict[str,
 
 
 def report_parser(prog: str, run_help: str, commbench_help: str, profile_help: str) -> argparse.ArgumentParser:
-    """The arguments of a predicted-beside-measured report (this script, scripts/reports/beyond_report.py): the
-    measured runs, the commbench runs and profiles the prediction is made from, the report directory.
+    """The arguments of a predicted-beside-measured report (experiments/testbed_validation/run.py,
+    experiments/beyond/run.py): the measured runs, the commbench runs and profiles the prediction is made from, the
+    report directory.
     The help texts say which runs and tables the calling script needs."""
     ap = argparse.ArgumentParser(prog=prog)
     ap.add_argument("--run", type=Path, action="append", required=True, help=run_help)

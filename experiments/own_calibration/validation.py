@@ -1,8 +1,8 @@
 """ddlbench's own stacks calibrated on the emulated testbed and checked on a host count held back
-(scripts/reports/own_calibration.py has the commands; docs/ARCHITECTURE.md, "Calibration"): fitted to the one-host
+(experiments/own_calibration/run.py has the commands; docs/ARCHITECTURE.md, "Calibration"): fitted to the one-host
 and two-host runs (harness/predict/own_calibration.py), every cell of the held-back runs predicted and compared,
-beside the uncalibrated predictor fed from commbench at the held-back scale (harness/report/testbed_validation.py),
-in the same three compute variants."""
+beside the uncalibrated predictor fed from commbench at the held-back scale
+(experiments/testbed_validation/validation.py), in the same three compute variants."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from harness.core.errors import UserError
 from harness.predict.compute import compute_model
 from harness.predict.own_calibration import METHODS, OwnCalibration, calibrate_own, discrepancy, read_runs
 from harness.predict.predictor import predict_rows
-from harness.report.testbed_validation import (
+from experiments.testbed_validation.validation import (
     SHARED,
     VARIANTS,
     _profiles,
@@ -34,7 +34,7 @@ ALL_VARIANTS = (*VARIANTS, SHARED)
 
 
 def variant_compute(variant: str, prof: dict):
-    """compute(workload, group, local_s) of one compute variant (harness/report/testbed_validation.py's):
+    """compute(workload, group, local_s) of one compute variant (experiments/testbed_validation/validation.py's):
     `alone` the profile measured alone, `contended` the one measured beside as many copies as the cell has
     workers, `calibrated` that one scaled by the run's 1-worker cell over the profile alone, `shared` the profile
     alone at the run's speed slowed by max(1, ranks / cores) (testbed_validation.SHARED)."""

@@ -68,7 +68,7 @@ def render(runs: list[Path], commbench: list[Path], profiles: list[Path], out: P
     # testbed_validation predicts the methods named in its METHODS list: this report's five
     testbed_validation.METHODS = list(METHODS)
     tables = testbed_validation.run(runs, commbench, profiles, out)
-    t = tables["calibrated"]
+    t = tables[testbed_validation.RUN_SCALED]
     text = [
         "# DeAR and FSDP on the emulated testbed, measured and predicted",
         "",
@@ -76,7 +76,8 @@ def render(runs: list[Path], commbench: list[Path], profiles: list[Path], out: P
         f"{', '.join(f'`{r.name}`' for r in runs)}: emulated hosts, one worker each, at "
         f"{', '.join(f'{x:g}' for x in sorted(set(t['rate_mbit'])))} Mbit/s, "
         f"{', '.join(str(int(x)) for x in sorted(set(t['workers'])))} workers;",
-        "predicted with the `calibrated` compute variant of experiments/testbed_validation/ (the others",
+        f"predicted with the `{testbed_validation.RUN_SCALED}` compute variant of experiments/testbed_validation/ "
+        "(the others",
         "are in validation.md). Iteration times are medians; the table lists the fastest method first.",
         "",
         f"Median absolute prediction error over {len(t)} cells: {t.attrs['median_ape_pct']:.1f} %.",
@@ -102,7 +103,10 @@ def main(argv=None) -> int:
         tables = render(a.run, a.commbench, a.profile, a.out)
     except UserError as e:
         raise SystemExit(f"error: {e}") from None
-    print(f"median APE (calibrated) {tables['calibrated'].attrs['median_ape_pct']:.1f} %; wrote {a.out / 'README.md'}")
+    t = tables[testbed_validation.RUN_SCALED]
+    print(
+        f"median APE ({testbed_validation.RUN_SCALED}) {t.attrs['median_ape_pct']:.1f} %; wrote {a.out / 'README.md'}"
+    )
     return 0
 
 

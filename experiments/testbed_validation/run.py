@@ -45,7 +45,7 @@ Inputs, none of them taken from the cells being predicted:
 - compute: `ddlbench profile` of each workload at the sweep's batch, in three variants:
   `contended`: measured while as many copies compute as the cell has workers (the emulated hosts share
   this machine's cores, which a real cluster's would not);
-  `calibrated`: the contended profile scaled by the sweep's own 1-worker `local` cell over the profile
+  `run-scaled`: the contended profile scaled by the sweep's own 1-worker `local` cell over the profile
   measured alone (the "one measured single-device throughput" of docs/ARCHITECTURE.md: it carries the speed
   this shared VM had while the sweep ran, which drifts by tens of percent over an hour);
   `alone`: the profile measured as the only process (ignores that the hosts share 2 cores).

@@ -27,7 +27,7 @@ def test_committed_testbed_validation_reproduces_and_meets_its_target():
     tables = predict_runs(runs, sorted(d.glob("commbench-*")), sorted(d.glob("profile-*.parquet")))
     measured = pd.concat([pd.read_parquet(r / "summary.parquet") for r in runs])
     cells = measured[(measured["status"] == "ok") & (measured["workers"] > 1)]
-    t = tables["calibrated"]
+    t = tables[testbed_validation.RUN_SCALED]
     assert len(t) == len(cells) == 64
     assert set(t["hosts"]) == {2, 3} and set(t["rate_mbit"]) == {200.0, 1000.0}
     assert t.attrs["median_ape_pct"] <= 15.0, t.attrs["median_ape_pct"]
@@ -59,7 +59,7 @@ def test_testbed_validation_predicts_the_hierarchical_ps_at_2_hosts_x_2_workers(
         [d / "profile-bert-base-tiny-c1.parquet", tmp_path / "profile-c4.parquet"],
         [root / "loopback" / "commbench-allreduce.parquet"],
     )
-    t = tables["calibrated"]
+    t = tables[tv.RUN_SCALED]
     assert len(t) == len(measured) - len(local) == 2 + 2 * 3
     assert set(t["hosts"]) == {2} and set(t["workers_per_host"]) == {2}
     for name in ("bsp-ps", "wfbp-ps", "bytescheduler-ps"):

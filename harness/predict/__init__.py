@@ -17,5 +17,5 @@ Rooms (the simulations themselves are in harness/sim):
   clusters          named whole clusters (links, stacks, knobs, inputs): the door a wing registers through
   request           `ddlbench predict` (PredictSpec)
 Figures, tables and the predicted-vs-measured join are in harness/report (prediction, validation); the study's
-cluster, curve and report are its wing's (harness/study/), the validations scripts/reports/.
+cluster and curve are its wing's (harness/study/); its report and the validations are experiments (experiments/).
 """

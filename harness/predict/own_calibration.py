@@ -617,7 +617,3 @@ def commbench_networks(source, runs: Runs) -> dict:
         out[str(label)] = (Network(str(label), link, link, fits, p2p), g)
     return out
 
-
-def discrepancy(cal: OwnCalibration) -> dict[str, np.ndarray]:
-    """Per method, the log-ratios the fit still misses (OwnCalibration.discrepancy)."""
-    return cal.discrepancy()

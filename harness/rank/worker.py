@@ -132,7 +132,7 @@ def _iterations(cell: CellSpec, scheme) -> tuple[int, int]:
 
 
 PIN_VAR = "DDLBENCH_PIN_RANKS"
-"""1: each CPU worker runs on cores of its own (the spread study: harness/doctor/timing/spread.py, variant `pin`)."""
+"""1: each CPU worker runs on cores of its own (the spread study: experiments/spread/spread.py, variant `pin`)."""
 
 
 def pin_cores(cell: CellSpec, me: RankIdentity) -> list[int]:

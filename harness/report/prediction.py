@@ -1,20 +1,12 @@
 """Predictions in the study's style (pure: DataFrame -> matplotlib Figure; the caller saves, `save`):
-predicted vs measured iteration times of validate()'s cells, and the networks' order the study's curve
-is drawn in (NETWORK_ORDER). The report's other figures are in figures.py and figures_model.py, on the
-same matplotlib set-up."""
+predicted vs measured iteration times of validate()'s cells. The report's other figures are in figures.py and
+figures_model.py, on the same matplotlib set-up."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from harness.report.figures import plt
-
-NETWORK_ORDER = ["ib-100g", "ipoib-100g", "eth-25g", "eth-10g"]
-
-
-def _ordered(values, preferred):
-    vals = list(dict.fromkeys(values))
-    return [v for v in preferred if v in vals] + [v for v in vals if v not in preferred]
 
 
 def validation_scatter(v: pd.DataFrame, title: str = "") -> plt.Figure:

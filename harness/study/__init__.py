@@ -1,12 +1,13 @@
 """The study's wing (docs/ARCHITECTURE.md, "The study's wing"): everything about the 2019 study (Shi, Tang, Chu et
 al., "A Quantitative Survey of Communication Optimizations in Distributed Deep Learning", IEEE Network 2021) that
 the general harness does not need: its cluster as model inputs, its stacks' own mechanisms, its calibration to
-its one-node table, its whole curve and its report. Nothing outside this folder and the command line imports it
+its one-node table, its whole curve. Its report is an experiment of its own (experiments/study_prediction/, which
+imports the wing; the wing imports nothing of it). Nothing outside this folder and the command line imports it
 (an import-linter contract, pyproject.toml); it reaches the predictor through the same door a user's cluster
 does, by registering its three networks as named clusters (harness/predict/clusters.py).
 
     ddlbench predict --workload bert-base --device-preset study-gpu --cluster study-ib-100g --intervals 32
-    python scripts/study_prediction.py --profiles reports/study-prediction/profiles \\
+    python -m experiments.study_prediction.run --profiles reports/study-prediction/profiles \\
         --calibrate harness/study/one_node.csv --out DIR
 
 Rooms:
@@ -20,9 +21,6 @@ Rooms:
   curve               the whole curve, its intervals, the sensitivity table, the mechanisms taken out
   calibration         the stacks' software costs fitted to the one-node table (one_node.csv)
   two_node            the transports fitted to the two-node table (two_node.csv) on top of it
-  curve_report, calibration_tables, mechanisms
-                      the report's tables and figures
-  prediction          scripts/study_prediction.py: the report, written into one folder
 """
 
 from __future__ import annotations
@@ -39,7 +37,7 @@ from harness.study.curve import predict_curve, with_intervals
 def _calibrate(tables: tuple, profiles: dict):
     """The study cluster's calibration for `ddlbench predict --calibrate ONE [--calibrate TWO]`: the stacks'
     software costs from a one-node table, then, given a two-node table, the transports on top (leave-one-workload-
-    out is the report's: harness/study/prediction.py)."""
+    out is the report's: experiments/study_prediction/prediction.py)."""
     if len(tables) > 2:
         raise UserError(f"--calibrate takes a one-node table and, after it, a two-node table: {len(tables)} given")
     two = two_node.read_two_node(tables[1]) if len(tables) > 1 else None  # its refusals before the one-node fit

@@ -2,8 +2,8 @@
 inputs, harness/study/inputs.py: each with its range and source, typed as `StudyValues`): every method on every
 network at 4, 8, 16 and 32 GPUs, each cell with an interval from its inputs' ranges (`pred_low`, `pred_high`:
 throughput at the 10th and 90th percentiles over Latin-hypercube samples of the inputs, the same simulation
-run on each), and which input moves which cells by how much (`sensitivity`). scripts/study_prediction.py
-writes the report.
+run on each), and which input moves which cells by how much (`sensitivity`). The study's report
+(experiments/study_prediction/) writes them out.
 """
 
 from __future__ import annotations

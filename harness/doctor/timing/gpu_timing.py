@@ -233,8 +233,7 @@ def measure_profiles(run: Run, models: dict) -> None:
     if set(run.profiled) == set(PROFILED) and len(checks) == len(PROFILED):  # undecided ones too
         name = "study table from the profiles"
         argv = [
-            sys.executable,
-            str(ROOT / "scripts" / "study_prediction.py"),
+            *(sys.executable, "-m", "experiments.study_prediction.run"),  # the study's report, run from ROOT
             "--profiles",
             str(folder),
             "--out",

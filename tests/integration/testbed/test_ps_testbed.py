@@ -15,15 +15,13 @@ tests/integration/processes/test_lossless.py).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 from click.testing import CliRunner
-from helpers import ROOT, SMALL, STEPS, check, reference
+from helpers import SMALL, STEPS, check, reference
 
 from harness.contracts.cell import CellSpec
 from harness.core.errors import UserError
@@ -36,7 +34,6 @@ from harness.spawner.cell import place_one_box
 from harness.contracts.recipes.srun import Allocation
 from harness.launchers.srun.context import place, server_hosts_in
 from harness.launchers.testbed import launcher as tb
-from harness.report import ps_links
 from harness.testbed import placement as pl
 
 PS = ["bsp-ps", "wfbp-ps", "bytescheduler-ps"]
@@ -217,55 +214,3 @@ def test_hierarchical_ps_across_hosts_is_lossless(ps_sweep, ref, scheme, servers
     assert result["plan"]["ps_groups"] == [[0, 2], [1, 3]]  # each node reduces inside itself
     params = [torch.load(cell_dir / f"params.rank{k}.pt") for k in range(4)]
     check(params, ref, WL)
-
-
-def test_link_report_reads_counters_per_host(tmp_path):
-    """scripts/reports/testbed_ps_report.py on a run directory of two cells: per host bytes in gradients, and the
-    PS expectation (1 each way with local reduce, one per worker on the host without)."""
-    grad, rows = 1e6, []
-    for cid, lr, per in (("a", 1, 1.0), ("b", 0, 2.0)):
-        (tmp_path / "cells" / cid).mkdir(parents=True)
-        (tmp_path / "cells" / cid / "result.json").write_text(
-            json.dumps({"dist": {"rank_hosts": ["ddlb-h0", "ddlb-h0", "ddlb-h1", "ddlb-h1", "ddlb-h2"]}})
-        )
-        counters = {
-            "rank0@box": {"ddlb-eth0": [per * grad, per * grad], "lo": [5e6, 5e6]},
-            "rank2@box": {"ddlb-eth0": [per * grad, per * grad]},
-        }
-        rows.append(
-            {
-                "cell_id": cid,
-                "status": "ok",
-                "scheme": "bsp-ps",
-                "network": "emulated-200mbit",
-                "knobs_json": json.dumps({"local_reduce": lr}),
-                "server_hosts": "dedicated",
-                "workers_per_node": 2,
-                "nodes": 2,
-                "grad_bytes": grad,
-                "iface": "ddlb-eth0",
-                "net_bytes_json": json.dumps(counters),
-                "throughput_median": 3.0,
-                "iter_s_median": 2.0,
-                "samples": 2,
-            }
-        )
-    pd.DataFrame(rows).to_parquet(tmp_path / "summary.parquet")
-    df = ps_links.link_rows(tmp_path)
-    assert list(df["host"]) == ["ddlb-h0", "ddlb-h1", "ddlb-h0", "ddlb-h1"] and list(df["local_reduce"]) == [0, 0, 1, 1]
-    assert list(df["tx_grads"]) == [2.0, 2.0, 1.0, 1.0] and list(df["expected_grads_each_way"]) == [2.0, 2.0, 1.0, 1.0]
-    run = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "reports" / "testbed_ps_report.py"),
-            str(tmp_path),
-            "--out",
-            str(tmp_path / "rep"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == 0, run.stderr
-    text = (tmp_path / "rep" / "README.md").read_text()
-    assert "Gradient: 1.00 MB" in text and "a smoke run" in text and (tmp_path / "rep" / "links.csv").exists()

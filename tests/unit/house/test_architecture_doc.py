@@ -10,7 +10,7 @@ from helpers import ROOT
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
 SOURCES = [
     p
-    for d in ("harness", "workloads", "scripts", "slurm")
+    for d in ("harness", "workloads", "scripts", "experiments", "slurm")
     for p in (ROOT / d).rglob("*")
     if p.suffix in (".py", ".sh") and p.is_file()
 ]

@@ -89,7 +89,7 @@ def test_a_backends_library_may_be_imported_where_used_and_nothing_else(tmp_path
 def _copy_of_the_house(dst):
     """The packages, the contracts (pyproject.toml) and the checker, as files (neither tool runs them)."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for folder in ("harness", "workloads"):
+    for folder in ("harness", "workloads", "experiments"):
         shutil.copytree(ROOT / folder, dst / folder, ignore=ignore)
     (dst / "scripts").mkdir()
     shutil.copy(SCRIPT, dst / "scripts" / SCRIPT.name)
@@ -152,8 +152,9 @@ def _broken(repo, contract: str) -> list[str]:
 def test_planted_breaches_of_the_house_contracts_fail_lint_imports_in_one_line_each(tmp_path):
     """A module outside every layer (`exhaustive`), an import cycle (`acyclic_siblings`), a launcher's folder
     importing another's (the registry beside the folders may import any), the study's wing imported outside the
-    command line, workloads/ imported from below its layer and importing above it: each fails its contract of
-    pyproject.toml, named on one line, and no other breach is reported."""
+    command line, workloads/ imported from below its layer and importing above it, an experiment imported by the
+    harness (an experiment importing the harness is allowed): each fails its contract of pyproject.toml, named on one
+    line, and no other breach is reported."""
     repo = _copy_of_the_house(tmp_path)
     (repo / "harness/cell.py").write_text('"""A module in no folder."""\n')
     (repo / "harness/core/_ping.py").write_text("import harness.core._pong\n")
@@ -163,6 +164,7 @@ def test_planted_breaches_of_the_house_contracts_fail_lint_imports_in_one_line_e
     study = _plant(repo / "harness/advise/observed.py", "import harness.study")
     up = _plant(repo / "workloads/vgg.py", "from harness.gate import keys")
     below = _plant(repo / "harness/procs/env.py", "import workloads.base")
+    wing = _plant(repo / "harness/report/prediction.py", "from experiments.spread import spread")
     assert _broken(repo, "layers") == ["- harness.cell"]
     cycle = _broken(repo, "acyclic")
     assert cycle[0] == "No cycles are allowed in harness.core." and cycle[1:] in (
@@ -176,6 +178,7 @@ def test_planted_breaches_of_the_house_contracts_fail_lint_imports_in_one_line_e
     assert _broken(repo, "workloads-above") == [f"- workloads.vgg -> harness.gate.keys (l.{up})"]
     assert _broken(repo, "workloads-below") == [f"- harness.procs.env -> workloads.base (l.{below})"]
     assert _broken(repo, "commands") == []
+    assert _broken(repo, "experiments") == [f"- harness.report.prediction -> experiments.spread.spread (l.{wing})"]
 
 
 def test_a_planted_upward_import_module_fails_the_checker_in_one_line(tmp_path):

@@ -1,5 +1,5 @@
 """Every module path the house names in words exists: in docstrings, comments, help texts and messages of
-harness/, workloads/ and scripts/, and in docs/ARCHITECTURE.md and the README. A file or folder path
+harness/, workloads/, scripts/ and experiments/, and in docs/ARCHITECTURE.md and the README. A file or folder path
 (`harness/x/y.py`, `harness/x/`, `scripts/...`, `tests/...`, a short form from a layer's folder such as
 `procs/argv.py`) or a module's name (`procs/argv.python_argv`, `harness.x.y`, `harness.x.y.name`) must name
 what is there, so a move that forgets a reference fails here (issue 40 found seven after the last move). A
@@ -17,9 +17,9 @@ from pathlib import Path
 
 from helpers import ROOT
 
-FULL = ("harness", "workloads", "scripts", "tests", "slurm")
+FULL = ("harness", "workloads", "scripts", "experiments", "tests", "slurm")
 """Top folders whose paths are named in full (`harness/procs/argv.py`, `scripts/test.sh`)."""
-SOURCES = ("harness", "workloads", "scripts")
+SOURCES = ("harness", "workloads", "scripts", "experiments")
 """Where the Python files whose words are checked live."""
 LAYERS = tuple(sorted(p.name for p in (ROOT / "harness").iterdir() if (p / "__init__.py").exists()))
 """Short forms start at a layer's folder (`procs/argv.py`, `experiment/dispatch.run_sweep`)."""

@@ -22,7 +22,6 @@ from harness.predict.inputs import KINDS, Input, Inputs
 from harness.predict.predictor import SEVEN_METHODS, simulate
 from harness.study.cluster import FAMILIES, MGWFBP_TABLES, NODE_COUNTS, study_network
 from harness.study.inputs import INPUTS
-from harness.study.curve_report import best_methods, findings, interval_summary, size_table
 from harness.sim.byteps import declared_order, djb2, server_of
 from harness.study.mgwfbp import study_merge
 from harness.sim.links import Cluster, Link
@@ -111,19 +110,6 @@ def test_one_node_is_the_same_on_every_network(curve):
         index=["workload", "scheme"], columns="network", values="throughput_median"
     )
     assert (one.max(axis=1) / one.min(axis=1) - 1 < 1e-9).all()
-
-
-def test_the_report_answers_from_the_prediction(curve):
-    best = best_methods(curve, list(SEVEN_METHODS))
-    assert len(best) == 3 * 3 * 4
-    assert (best["margin"] >= 0).all()
-    found = findings(curve, list(SEVEN_METHODS))
-    assert any(f.startswith("At 32 GPUs the predicted best method") for f in found)
-    assert any("bert-large on one node (4 GPUs): speed-up over one GPU" in f for f in found)
-    table = size_table(curve, 16, list(SEVEN_METHODS))
-    assert table.count("\n") == 1 + 9 and "**" in table and "[" in table
-    w = interval_summary(curve)
-    assert 0 < w["median"] <= w["p90"] <= w["max"]
 
 
 def test_sensitivity_names_what_moves_the_cells(models):

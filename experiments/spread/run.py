@@ -1,8 +1,9 @@
 """The harness's share of a 2-worker CPU cell's run-to-run spread (issue 53): `ddlbench sweep` runs alternated with
-a bare gloo loop doing the same work (harness/doctor/timing/spread.py), on a quiet machine (check `uptime` first).
+a bare gloo loop doing the same work (experiments/spread/spread.py), on a quiet machine (check `uptime` first),
+from the repository's root:
 
-    python scripts/reports/spread.py --out reports/spread/six-rounds --rounds 6
-    python scripts/reports/spread.py --out /tmp/spread --rounds 6 --variants as-is,cold,warmup-10
+    python -m experiments.spread.run --out reports/spread/six-rounds --rounds 6
+    python -m experiments.spread.run --out /tmp/spread --rounds 6 --variants as-is,cold,warmup-10
 
 Writes OUT/runs.csv (one row per run and scheme) and OUT/README.md (the summary table, with the load before
 and after).
@@ -16,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness.doctor.timing.spread import VARIANTS, alternate, markdown, summarise
+from experiments.spread.spread import VARIANTS, alternate, markdown, summarise
 
 
 def _commit() -> str:

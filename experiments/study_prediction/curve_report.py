@@ -10,12 +10,19 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.report.figures import plt
-from harness.report.prediction import NETWORK_ORDER, _ordered
 
 PS = ("bsp-ps", "wfbp-ps", "bytescheduler-ps")
 """The parameter-server methods; every other method is all-reduce."""
 GPUS_ONE_NODE = 4
 """One node of the study's cluster."""
+NETWORK_ORDER = ["ib-100g", "ipoib-100g", "eth-25g", "eth-10g"]
+"""The order the curve's panels and tables take the networks in (fastest first); others follow in their own order."""
+
+
+def in_order(values, preferred) -> list:
+    """The distinct `values`: those in `preferred` in its order, then the others in the order first seen."""
+    vals = list(dict.fromkeys(values))
+    return [v for v in preferred if v in vals] + [v for v in vals if v not in preferred]
 
 
 def _x1(df: pd.DataFrame) -> pd.Series:
@@ -27,7 +34,7 @@ def curve_figure(df: pd.DataFrame, workload: str, methods: list[str], metric: st
     """One panel per network: `metric` (throughput, samples/s, or efficiency, X_N / (N X_1)) against GPUs,
     one line per method, its interval as a band; the ideal N X_1 as a dashed line."""
     sub = df[df["workload"] == workload]
-    nets = _ordered(sub["network"], NETWORK_ORDER)
+    nets = in_order(sub["network"], NETWORK_ORDER)
     fig, axes = plt.subplots(1, len(nets), figsize=(5.0 * len(nets), 4.4), squeeze=False, sharey=True)
     colors = plt.get_cmap("tab10").colors
     for ax, net in zip(axes[0], nets):
@@ -75,7 +82,7 @@ def size_table(df: pd.DataFrame, workers: int, methods: list[str], among: list[s
     head = "| workload | network | " + " | ".join(methods) + " |"
     lines = [head, "|---|---|" + "---:|" * len(methods)]
     for wl in dict.fromkeys(sub["workload"]):
-        for net in _ordered(sub[sub["workload"] == wl]["network"], NETWORK_ORDER):
+        for net in in_order(sub[sub["workload"] == wl]["network"], NETWORK_ORDER):
             s = sub[(sub["workload"] == wl) & (sub["network"] == net)].set_index("scheme")
             best = s.loc[[m for m in (among or methods) if m in s.index], "throughput_median"].idxmax()
             cells = []

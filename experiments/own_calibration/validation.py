@@ -1,8 +1,8 @@
 """ddlbench's own stacks calibrated on the emulated testbed and checked on a host count held back
-(scripts/reports/own_calibration.py has the commands; docs/ARCHITECTURE.md, "Calibration"): fitted to the one-host
+(experiments/own_calibration/run.py has the commands; docs/ARCHITECTURE.md, "Calibration"): fitted to the one-host
 and two-host runs (harness/predict/own_calibration.py), every cell of the held-back runs predicted and compared,
-beside the uncalibrated predictor fed from commbench at the held-back scale (harness/report/testbed_validation.py),
-in the same three compute variants."""
+beside the uncalibrated predictor fed from commbench at the held-back scale
+(experiments/testbed_validation/validation.py), in the same three compute variants."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pandas as pd
 from harness.core.atomic import write_parquet_atomic
 from harness.core.errors import UserError
 from harness.predict.compute import compute_model
-from harness.predict.own_calibration import METHODS, OwnCalibration, calibrate_own, discrepancy, read_runs
+from harness.predict.own_calibration import METHODS, OwnCalibration, calibrate_own, read_runs
 from harness.predict.predictor import predict_rows
-from harness.report.testbed_validation import (
+from experiments.testbed_validation.validation import (
     SHARED,
     VARIANTS,
     _profiles,
@@ -25,6 +25,7 @@ from harness.report.testbed_validation import (
     run_cores,
     shared_compute,
     summary_lines,
+    variant_model,
 )
 from harness.report.validation import KEYS, format_validation, validate
 from harness.results.store import load_run
@@ -34,10 +35,10 @@ ALL_VARIANTS = (*VARIANTS, SHARED)
 
 
 def variant_compute(variant: str, prof: dict):
-    """compute(workload, group, local_s) of one compute variant (harness/report/testbed_validation.py's):
-    `alone` the profile measured alone, `contended` the one measured beside as many copies as the cell has
-    workers, `calibrated` that one scaled by the run's 1-worker cell over the profile alone, `shared` the profile
-    alone at the run's speed slowed by max(1, ranks / cores) (testbed_validation.SHARED)."""
+    """compute(workload, group, local_s) of one compute variant for a group of the calibration's runs: the testbed
+    validation's (experiments/testbed_validation/validation.variant_model: `alone`, `contended`, `run-scaled`) at
+    the group's layout, or `shared`, the profile alone at the run's speed slowed by max(1, ranks / cores)
+    (testbed_validation.SHARED); a profile missing is refused in one line."""
 
     def compute(workload: str, g, local_s: float):
         workers = g.nodes * g.per_node
@@ -50,12 +51,7 @@ def variant_compute(variant: str, prof: dict):
         if variant == SHARED:  # every rank of the run computes on the same machine's cores
             cores = run_cores(g.run)
             return shared_compute(compute_model(prof[(workload, 1)], batch=g.batch), local_s, workers, cores)
-        model = compute_model(prof[(workload, 1 if variant == "alone" else workers)], batch=g.batch)
-        if variant != "calibrated":
-            return model
-        alone = compute_model(prof[(workload, 1)], batch=g.batch)
-        f = local_s / alone.iteration_s
-        return model.scaled(f, device=f"calibrated x{f:.3f}")
+        return variant_model(variant, prof, workload, workers, g.batch, local_s)
 
     return compute
 
@@ -66,7 +62,7 @@ def predict_held(cal: OwnCalibration, held, compute) -> pd.DataFrame:
     runs = read_runs(held)
     parts = []
     for gk, g in runs.groups.items():
-        measured = load_run(g.run).summary if Path(g.run).exists() else None
+        measured = load_run(g.run).summary
         net = cal.network(g.network)
         for workload, cells in runs.cells[runs.cells["group"] == gk].groupby("workload"):
             model = compute(workload, g, runs.local[(g.run, g.network, workload)])
@@ -104,7 +100,7 @@ def intervals(cal: OwnCalibration, held, compute, t: pd.DataFrame, samples: int 
     """`t` with each cell's 10th-90th percentile prediction over the fit's uncertainty (bootstrap draws of the
     parameters) widened by what the fit still misses per method (its leave-one-workload-out errors), and whether
     the measurement falls inside."""
-    miss = discrepancy(cal)
+    miss = cal.discrepancy()
     draws = cal.draws(samples, seed=0)
     runs = read_runs(held)
     lows, highs = {}, {}

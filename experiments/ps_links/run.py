@@ -1,8 +1,9 @@
 """Bytes through each host's link per iteration and throughput, from a run of sweeps/testbed-ps.yaml
-(issue 16): the hierarchical parameter server (local_reduce 1) against the flat one (0), bsp-a2a and ddp.
+(issue 16): the hierarchical parameter server (local_reduce 1) against the flat one (0), bsp-a2a and ddp (the
+logic: experiments/ps_links/links.py). From the repository's root:
 
     ddlbench sweep sweeps/testbed-ps.yaml --output /tmp/testbed-ps --no-progress
-    python scripts/reports/testbed_ps_report.py /tmp/testbed-ps --out reports/testbed-ps
+    python -m experiments.ps_links.run /tmp/testbed-ps --out reports/testbed-ps
 
 Reads the summary rows (`net_bytes_json`: the node's interface counters, read by one rank per host around
 the loop, per iteration of warm-up and measurement; harness/results/netcheck.py) and each cell's
@@ -22,14 +23,9 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-# E402: run as a script, the harness is importable only after the repository root is put on sys.path above
-from harness.core.atomic import write_text_atomic  # noqa: E402
-from harness.core.errors import UserError  # noqa: E402
-from harness.report.ps_links import link_rows, markdown  # noqa: E402
+from experiments.ps_links.links import link_rows, markdown
+from harness.core.atomic import write_text_atomic
+from harness.core.errors import UserError
 
 
 def main(argv=None) -> int:

@@ -1,6 +1,6 @@
-"""The study's prediction report, the logic behind scripts/study_prediction.py (docs/ARCHITECTURE.md, "The study's
-wing"): the whole scaling curve, its calibration from one node, intervals, mechanisms and the report's tables and
-figures written into one folder.
+"""The study's prediction report, the logic behind experiments/study_prediction/run.py (docs/ARCHITECTURE.md, "The
+study's wing"): the whole scaling curve, its calibration from one node, intervals, mechanisms and the report's
+tables and figures written into one folder.
 
 The study's whole scaling curve, predicted: ResNet-50 / BERT-Base / BERT-Large x the seven methods (plus DDP
 and Horovod) x its three networks x 4, 8, 16 and 32 GPUs (1, 2, 4, 8 nodes of 4 GeForce GPUs; one dedicated
@@ -10,7 +10,7 @@ inputs of harness/study/inputs.py (each with its range and source). Every cell c
 inputs' ranges); a sensitivity table says which input moves which cells by how much (the study: Shi et al.,
 IEEE Network 2021).
 
-    python scripts/study_prediction.py --profiles reports/study-prediction/profiles \
+    python -m experiments.study_prediction.run --profiles reports/study-prediction/profiles \
         --calibrate harness/study/one_node.csv --out DIR
 
 With `--calibrate TABLE` (the study's one-node column, or a user's table or run directory of the same shape) a
@@ -57,7 +57,7 @@ from harness.study.two_node import calibrate_two_node, coverage, lowo_table as t
 from harness.predict.predictor import SEVEN_METHODS
 from harness.study.inputs import INPUTS
 from harness.report.prediction import save
-from harness.study.calibration_tables import (
+from experiments.study_prediction.calibration_tables import (
     cells_table,
     comparison_table,
     error_grid,
@@ -66,7 +66,7 @@ from harness.study.calibration_tables import (
     params_table,
     two_node_cells_table,
 )
-from harness.study.mechanisms import (
+from experiments.study_prediction.mechanisms import (
     gil_lines,
     mechanism_changes,
     mechanism_table,
@@ -74,7 +74,7 @@ from harness.study.mechanisms import (
     van_lines,
     width_table,
 )
-from harness.study.curve_report import (
+from experiments.study_prediction.curve_report import (
     best_methods,
     best_table,
     curve_figure,
@@ -86,6 +86,8 @@ from harness.study.curve_report import (
 )
 
 METHODS = list(SEVEN_METHODS) + list(EXTRA)
+COMMAND = "python -m experiments.study_prediction.run"
+"""How the report is run (its `--help` and the command report.md names), from the repository's root."""
 
 
 def main(argv=None) -> int:
@@ -111,7 +113,7 @@ def main(argv=None) -> int:
 
 
 def _arguments(argv) -> tuple[argparse.Namespace, tuple[int, ...]]:
-    ap = argparse.ArgumentParser(prog="python scripts/study_prediction.py")
+    ap = argparse.ArgumentParser(prog=COMMAND)
     ap.add_argument("--profiles", type=Path, help="directory with profile-<workload>.parquet")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--samples", type=int, default=SAMPLES, help="input samples behind each interval")
@@ -235,34 +237,13 @@ def _write(a, got: dict, one, cal, wall: float, cpu: float) -> None:
     widths = interval_summary(prof)
     write_parquet_atomic(effects, a.out / "mechanisms.parquet")
     (a.out / "mechanisms.md").write_text(mechanism_table(effects) + "\n")
-    startup = startup_rows()
-    bench = _microbench(a.microbench or a.out)
     if one:
         write_parquet_atomic(uncal, a.out / "uncalibrated.parquet")
         _write_fit(one.table(), one.cells, one.lowo, a.out, "calibration")
     if one is not cal:
         write_parquet_atomic(one_only, a.out / "one-node-only.parquet")
         _write_fit(cal.table()[lambda t: t["block"] != "one node"], cal.cells, cal.lowo, a.out, "two-node")
-    (a.out / "report.md").write_text(
-        _readme(
-            prof,
-            frames.get("flops"),
-            found,
-            widths,
-            sens,
-            sizes,
-            a,
-            wall,
-            cpu,
-            effects,
-            startup,
-            bench,
-            one,
-            uncal,
-            cal,
-            one_only,
-        )
-    )
+    (a.out / "report.md").write_text(_readme(a, got, one, cal, found, widths, wall, cpu))
     print(
         f"{len(df)} predictions ({len(prof)} per compute source, {a.samples} samples each) in {wall:.0f} s "
         f"({cpu:.0f} s CPU in this process); intervals: median width {widths['median']:.0%}, "
@@ -444,27 +425,30 @@ def _two_node_lines(two, prof, one_only) -> list[str]:
     return lines
 
 
-def _readme(
-    prof,
-    flops,
-    found,
-    widths,
-    sens,
-    sizes,
-    a,
-    wall,
-    cpu,
-    effects,
-    startup,
-    bench,
-    cal=None,
-    uncal=None,
-    two=None,
-    one_only=None,
-) -> str:
-    if flops is not None:
-        both = prof.merge(flops, on=["workload", "network", "workers", "scheme"], suffixes=("", "_f"))
-        d = (both["throughput_median_f"] / both["throughput_median"] - 1).abs()
+def _readme(a, got: dict, one, cal, found: list[str], widths: dict, wall: float, cpu: float) -> str:
+    """report.md: what the study's curve is and how it was made, the calibrations where made (`one`, and `cal`
+    when the transports were fitted on top of it), the findings, intervals, mechanisms, tables and what is not
+    modelled; `got` is _curves's, `found` and `widths` the findings and interval widths written beside it."""
+    prof = got["frames"]["profile"]
+    sizes = sorted(prof["workers"].unique())
+    lines = [
+        *_header_lines(a, one, sizes, wall, cpu),
+        *(_calibration_lines(one, got["uncal"], prof) if one else []),
+        *(_two_node_lines(cal, prof, got["one_only"]) if cal is not None and cal is not one else []),
+        *_findings_lines(prof, found, sizes),
+        *_interval_lines(prof, widths, a.samples),
+        *_mechanism_lines(got["effects"], startup_rows()),
+        *_table_lines(prof, sizes, got["sens"]),
+        *_microbench_lines(_microbench(a.microbench or a.out)),
+        *_compute_lines(prof, got["frames"].get("flops")),
+        *NOT_MODELLED,
+    ]
+    return "\n".join(lines)
+
+
+def _header_lines(a, cal, sizes: list, wall: float, cpu: float) -> list[str]:
+    """The title, the command and what the predictions rest on (`cal`: the one-node calibration, or None), the
+    cluster and the methods as the study ran them."""
     used = (
         'the study\'s one-node column (4 GPUs, below) fixed the parameters of "Calibrated from one node"; none '
         "of its measured 8-32 GPU throughputs was used"
@@ -472,12 +456,12 @@ def _readme(
         else "none of the study's measured multi-GPU throughputs was used"
     )
     cmd = (
-        f"python scripts/study_prediction.py --profiles {a.profiles or '(none)'}"
+        f"{COMMAND} --profiles {a.profiles or '(none)'}"
         + (f" --calibrate {a.calibrate}" if a.calibrate else "")
         + (f" --two-node {a.two_node}" if a.two_node else "")
         + f" --out {a.out}"
     )
-    lines = [
+    return [
         "# The study's scaling curve, predicted",
         "",
         f"Generated by `{cmd}` ({wall:.0f} s wall, {cpu:.0f} s CPU in the main process). Nothing here was measured "
@@ -503,8 +487,12 @@ def _readme(
         "(`interference.py`); BytePS's ZeroMQ van, one I/O thread per process, without RDMA; NCCL over IPoIB as "
         "one TCP stream per ring edge; Horovod's negotiation growing with the ring (linear Gatherv).",
         "",
-        *(_calibration_lines(cal, uncal, prof) if cal else []),
-        *(_two_node_lines(two, prof, one_only) if two is not None and two is not cal else []),
+    ]
+
+
+def _findings_lines(prof: pd.DataFrame, found: list[str], sizes: list) -> list[str]:
+    """The findings stated from the prediction, and the best method per size with the runner-up's interval."""
+    return [
         "## Findings, stated from the prediction",
         "",
         *[f"- {f}" for f in found],
@@ -516,9 +504,15 @@ def _readme(
             for n in sizes
             for line in (f"### {n} GPUs", "", best_table(best_methods(prof, list(SEVEN_METHODS)), n), "")
         ],
+    ]
+
+
+def _interval_lines(prof: pd.DataFrame, widths: dict, samples: int) -> list[str]:
+    """What an interval is and how wide they are, per network and method."""
+    return [
         "## Intervals",
         "",
-        f"Each cell's `pred_low`-`pred_high` holds the 10th-90th percentiles of the prediction over {a.samples} "
+        f"Each cell's `pred_low`-`pred_high` holds the 10th-90th percentiles of the prediction over {samples} "
         f"Latin-hypercube samples of every uncertain input inside its stated range (log-uniform where the range "
         f"spans more than 2x), widened to hold the nominal prediction. Width relative to the prediction: median "
         f"{widths['median']:.0%}, 90th percentile {widths['p90']:.0%}, widest {widths['max']:.0%} "
@@ -526,6 +520,12 @@ def _readme(
         "",
         width_table(prof, list(SEVEN_METHODS)),
         "",
+    ]
+
+
+def _mechanism_lines(effects: pd.DataFrame, startup: list[dict]) -> list[str]:
+    """What each mechanism of the 2019 stacks does to the ranking, and the per-collective start-up at scale."""
+    return [
         "## What each mechanism does to the ranking",
         "",
         "The 2019 stacks' own costs this model adds, each taken out alone (`MECHANISMS` in "
@@ -548,6 +548,12 @@ def _readme(
         "",
         startup_table(startup),
         "",
+    ]
+
+
+def _table_lines(prof: pd.DataFrame, sizes: list, sens: pd.DataFrame | None) -> list[str]:
+    """The figures' names, a table per size and, where run, the sensitivity corners."""
+    lines = [
         "## Figures",
         "",
         *[f"- `curves-{wl}.png`, `efficiency-{wl}.png`" for wl in WORKLOADS],
@@ -565,6 +571,12 @@ def _readme(
             sensitivity_table(sens),
             "",
         ]
+    return lines
+
+
+def _microbench_lines(bench: dict) -> list[str]:
+    """The microbenchmarks behind the new inputs, where their JSON was found (_microbench)."""
+    lines = []
     if bench:
         lines += ["## Microbenchmarks behind the new inputs (this machine)", ""]
         if "gil" in bench:
@@ -581,7 +593,15 @@ def _readme(
                 *[f"- {x}" for x in van_lines(bench["van"])],
                 "",
             ]
-    lines += [
+    return lines
+
+
+def _compute_lines(prof: pd.DataFrame, flops: pd.DataFrame | None) -> list[str]:
+    """How compute was made, and how far the curve from FLOP counts is from the profile's where predicted."""
+    if flops is not None:
+        both = prof.merge(flops, on=["workload", "network", "workers", "scheme"], suffixes=("", "_f"))
+        d = (both["throughput_median_f"] / both["throughput_median"] - 1).abs()
+    return [
         "## Compute",
         "",
         "`ddlbench profile` of the full models on a CPU (`profiles/`), every per-layer time scaled by one factor "
@@ -596,21 +616,25 @@ def _readme(
             "from FLOP counts, a second opinion on the compute split.)"
         ),
         "",
-        "## Not modelled (read the predictions with these in mind)",
-        "",
-        "- The servers' summation order under ByteScheduler-PS (`BYTEPS_SERVER_ENABLE_SCHEDULE=1`).",
-        "- NCCL's protocol choice (LL/LL128/Simple) beyond a ring for large and a tree for small messages.",
-        "- Rank 0's own GIL under ByteScheduler (its queue holds ready events polled through ctypes, which give "
-        "the GIL up: its hooks pay a hand-off each, not a forced switch); the other ranks set the pace.",
-        "- The interference pass is first-order: one slowdown for the overlapped share, not a kernel-by-kernel "
-        "account of who holds which SMs.",
-        "- Which Python the study ran: its code asks for Python 3.6+ (ddl-benchmarks README), whose GIL forces "
-        "switches every 5 ms; ByteScheduler's own Docker image ran Python 2.7, whose GIL hands over every 100 "
-        "bytecodes (public reports of the plugin from that image: bytedance/byteps issues 339 and 370, 7-30% "
-        "behind Horovod on one machine).",
-        "",
     ]
-    return "\n".join(lines)
+
+
+NOT_MODELLED = [
+    "## Not modelled (read the predictions with these in mind)",
+    "",
+    "- The servers' summation order under ByteScheduler-PS (`BYTEPS_SERVER_ENABLE_SCHEDULE=1`).",
+    "- NCCL's protocol choice (LL/LL128/Simple) beyond a ring for large and a tree for small messages.",
+    "- Rank 0's own GIL under ByteScheduler (its queue holds ready events polled through ctypes, which give "
+    "the GIL up: its hooks pay a hand-off each, not a forced switch); the other ranks set the pace.",
+    "- The interference pass is first-order: one slowdown for the overlapped share, not a kernel-by-kernel "
+    "account of who holds which SMs.",
+    "- Which Python the study ran: its code asks for Python 3.6+ (ddl-benchmarks README), whose GIL forces "
+    "switches every 5 ms; ByteScheduler's own Docker image ran Python 2.7, whose GIL hands over every 100 "
+    "bytecodes (public reports of the plugin from that image: bytedance/byteps issues 339 and 370, 7-30% "
+    "behind Horovod on one machine).",
+    "",
+]
+"""The report's last section: what the model leaves out."""
 
 
 if __name__ == "__main__":

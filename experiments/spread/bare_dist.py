@@ -10,7 +10,7 @@ methods, as the harness's `bsp-a2a` and `ddp` do their work:
 Each iteration is timed with perf_counter on every rank; the slowest rank's time per iteration is what the
 harness reports too (harness/gate/compare.py, iteration_throughputs).
 
-    python -m torch.distributed.run --standalone --nproc-per-node 2 -m harness.doctor.timing.bare_dist \
+    python -m torch.distributed.run --standalone --nproc-per-node 2 -m experiments.spread.bare_dist \
         --workload resnet50-tiny --method bsp --warmup 3 --iters 12 --out times.json
 
 Rank 0 writes {"workload", "method", "workers", "global_batch", "iter_s": [slowest rank's seconds per iteration]}.

@@ -3,7 +3,7 @@
 A history can see a regression only as far as its series' spread allows (harness/history/blind.py). This
 measures how much of that spread is the harness's own: runs of a small sweep exactly as a user records them
 (`ddlbench sweep` in a fresh process, one run after another) alternated with runs of the bare loop doing the same
-work (harness/doctor/timing/bare_dist.py: same model, batch, world size, gloo and thread count, started by
+work (experiments/spread/bare_dist.py: same model, batch, world size, gloo and thread count, started by
 torch.distributed.run), harness-bare then bare-harness, so that a drift of the machine lands on both sides.
 
     rows, summary = alternate(out, "resnet50-tiny", ("bsp-a2a", "ddp"), rounds=6)
@@ -45,7 +45,8 @@ VARIANTS = {
 """Harness settings to change one thing at a time: the warm zygote (`cold`), a short warm-up (`warmup-10`), ranks
 free to move between cores (`pin`: each CPU worker on a core of its own, harness/rank/worker.py pin_cores)."""
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository's root, put first on the bare loop's PYTHONPATH (it runs as `-m experiments.spread.bare_dist`)."""
 
 
 def _env(extra: dict | None = None) -> dict:
@@ -97,7 +98,7 @@ def bare_run(workload: str, schemes, warmup: int, iters: int, work: Path) -> dic
             done = subprocess.run(
                 [
                     *(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"),
-                    *("-m", "harness.doctor.timing.bare_dist", "--workload", workload, "--method", BARE_METHOD[scheme]),
+                    *("-m", "experiments.spread.bare_dist", "--workload", workload, "--method", BARE_METHOD[scheme]),
                     *("--warmup", str(warmup), "--iters", str(iters), "--threads", "1", "--out", str(out)),
                 ],
                 env=_env(),

@@ -1,14 +1,15 @@
 """ddlbench's own stacks calibrated on the emulated testbed from the one-host and two-host runs, checked on the
-three-host run held back (issue 51; reports/own-calibration/). The inputs, on a quiet machine (about 25 min):
+three-host run held back (issue 51; reports/own-calibration/; the logic: experiments/own_calibration/validation.py).
+The inputs, on a quiet machine (about 25 min), from the repository's root:
 
-    bash scripts/reports/own_calibration_measure.sh IN    # S1 (1 host, 2 workers), S2, S3, profiles, commbench
-    python scripts/reports/own_calibration.py --fit IN/S1 --fit IN/S2 --held IN/S3 \
+    bash experiments/own_calibration/measure.sh IN    # S1 (1 host, 2 workers), S2, S3, profiles, commbench
+    python -m experiments.own_calibration.run --fit IN/S1 --fit IN/S2 --held IN/S3 \
         --profile IN/profile-*.parquet --commbench IN/CB-3h-200mbit --commbench IN/CB-3h-1gbit \
         --out reports/own-calibration
 
 The fit reads only the one-host and two-host runs (and the profiles, as every compute variant does); the
 three-host cells are predicted from the fitted parameters and compared. `--commbench` (commbench at the held-back
-scale) feeds the uncalibrated predictor the report puts beside it (harness/report/testbed_validation.py).
+scale) feeds the uncalibrated predictor the report puts beside it (experiments/testbed_validation/validation.py).
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from experiments.own_calibration.validation import run
 from harness.core.errors import UserError
-from harness.report.own_validation import run
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python scripts/reports/own_calibration.py")
+    ap = argparse.ArgumentParser(prog="python -m experiments.own_calibration.run")
     ap.add_argument(
         "--fit", type=Path, action="extend", nargs="+", required=True, help="run directory fitted (1 and 2 hosts)"
     )

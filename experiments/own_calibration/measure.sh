@@ -2,9 +2,9 @@
 # The inputs of reports/own-calibration/ (issue 51), measured one after another on a quiet machine:
 # the one-host run (2 workers on loopback), the 2- and 3-host testbed sweeps, the profiles alone and beside
 # 1 and 2 copies, and commbench at each hosts x rate (for the uncalibrated predictor the report compares with).
-#   bash scripts/reports/own_calibration_measure.sh OUT
+#   bash experiments/own_calibration/measure.sh OUT     # from the repository's root
 set -euo pipefail
-out=${1:?usage: own_calibration_measure.sh OUT}
+out=${1:?usage: experiments/own_calibration/measure.sh OUT}
 mkdir -p "$out"
 stamp() { echo "$(date -u +%H:%M:%S) load $(cut -d' ' -f1 /proc/loadavg) $*" | tee -a "$out/log.txt"; }
 stamp start

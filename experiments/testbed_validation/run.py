@@ -1,6 +1,7 @@
 """Validate the predictor on the emulated testbed (issue 8): predict every cell of
 testbed sweeps (2 and 3 hosts, two link rates, every method that runs) from inputs measured apart
-from those cells, and compare cell by cell.
+from those cells, and compare cell by cell (the logic: experiments/testbed_validation/validation.py). Run from
+the repository's root:
 
     ddlbench sweep sweeps/testbed-study-2host.yaml --output S2      # and -3host.yaml -> S3
     ddlbench testbed up --hosts 2 --rate 200mbit
@@ -8,7 +9,7 @@ from those cells, and compare cell by cell.
     ...                                                            # each (hosts, rate) of the sweeps
     ddlbench profile bert-base-tiny --batch 8 -o prof-bert-1.parquet
     ddlbench profile bert-base-tiny --batch 8 --concurrent 2 -o prof-bert-2.parquet     # and 3
-    python scripts/reports/testbed_validation.py --run S2 --run S3 --commbench CB-2h-200mbit ... \
+    python -m experiments.testbed_validation.run --run S2 --run S3 --commbench CB-2h-200mbit ... \
         --profile prof-bert-1.parquet ... --out reports/study-prediction/testbed
 
 The hierarchical parameter server at 2 hosts x 2 workers (issue 16: `local_reduce` 0 and 1, a dedicated
@@ -26,7 +27,7 @@ quiet machine: the sweep ~20 min, the commbench runs ~10, the profiles ~3):
     ddlbench commbench --workers 2 --min-size 4K --max-size 32M --output CB-loopback   # inside a host
     ddlbench profile bert-base-tiny --batch 2 -o prof-bb2-1.parquet
     ddlbench profile bert-base-tiny --batch 2 --concurrent 4 -o prof-bb2-4.parquet
-    python scripts/reports/testbed_validation.py --run SPS --commbench CB-ps-200mbit --commbench CB-ps-1gbit \
+    python -m experiments.testbed_validation.run --run SPS --commbench CB-ps-200mbit --commbench CB-ps-1gbit \
         --intra-commbench CB-loopback --profile prof-bb2-1.parquet --profile prof-bb2-4.parquet \
         --out reports/study-prediction/testbed-ps
 
@@ -44,7 +45,7 @@ Inputs, none of them taken from the cells being predicted:
 - compute: `ddlbench profile` of each workload at the sweep's batch, in three variants:
   `contended`: measured while as many copies compute as the cell has workers (the emulated hosts share
   this machine's cores, which a real cluster's would not);
-  `calibrated`: the contended profile scaled by the sweep's own 1-worker `local` cell over the profile
+  `run-scaled`: the contended profile scaled by the sweep's own 1-worker `local` cell over the profile
   measured alone (the "one measured single-device throughput" of docs/ARCHITECTURE.md: it carries the speed
   this shared VM had while the sweep ran, which drifts by tens of percent over an hour);
   `alone`: the profile measured as the only process (ignores that the hosts share 2 cores).
@@ -55,15 +56,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.core.errors import UserError
-from harness.report.testbed_validation import (
-    report_parser,
-    run,
-)
+from experiments.testbed_validation.validation import report_parser, run
 
 
 def main(argv=None) -> int:
     ap = report_parser(
-        "python scripts/reports/testbed_validation.py",
+        "python -m experiments.testbed_validation.run",
         "testbed sweep run directory",
         "`ddlbench commbench --testbed` run directory (one per hosts x rate)",
         "`ddlbench profile` table (alone, and --concurrent N for N hosts)",

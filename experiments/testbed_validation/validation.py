@@ -1,6 +1,6 @@
-"""The predictor against the emulated testbed (scripts/reports/testbed_validation.py has the commands): every measured
-cell of testbed sweeps predicted from inputs measured apart from those cells, on its own layout, in three compute
-variants, and compared cell by cell."""
+"""The predictor against the emulated testbed (experiments/testbed_validation/run.py has the commands): every
+measured cell of testbed sweeps predicted from inputs measured apart from those cells, on its own layout, in three
+compute variants, and compared cell by cell."""
 
 from __future__ import annotations
 
@@ -31,7 +31,11 @@ from harness.testbed.netns import parse_rate
 METHODS = ["ddp", *SEVEN_METHODS]
 
 
-VARIANTS = ("calibrated", "contended", "alone")
+RUN_SCALED = "run-scaled"
+"""The compute variant at the run's own speed: the contended profile scaled by the run's 1-worker `local` cell over
+the profile measured alone (not a calibration: `ddlbench predict --calibrate` fits the stacks, this scales compute)."""
+VARIANTS = (RUN_SCALED, "contended", "alone")
+"""The compute variants every cell is predicted in (variant_model), besides SHARED."""
 SHARED = "shared"
 """A fourth compute variant, from first principles (issue 51): the profile measured alone at the run's own speed
 (its 1-worker cell), slowed by the share of the machine's cores each rank gets when the emulated hosts' ranks
@@ -195,7 +199,13 @@ def predict_runs(
                 alone = compute_model(prof[(workload, 1)], batch=batch)
                 model = shared_compute(alone, float(local["iter_s_median"].iloc[0]), int(workers), cores_of)
             else:
-                model = _compute(variant, prof, workload, int(workers), batch, local, net)
+                if variant == RUN_SCALED and local.empty:
+                    raise UserError(
+                        f"{workload} on {net} has no 1-worker `local` cell to scale compute with: sweep with the "
+                        f"baseline on"
+                    )
+                local_s = None if local.empty else float(local["iter_s_median"].iloc[0])
+                model = variant_model(variant, prof, workload, int(workers), batch, local_s)
             pred = pd.concat(
                 [
                     predict_rows(
@@ -244,18 +254,17 @@ def _column(v: pd.DataFrame, rows: pd.DataFrame, keys: list[str], col: str):
     return left.merge(right, how="left")[col].values
 
 
-def _compute(variant: str, prof: dict, workload: str, workers: int, batch: int, local: pd.DataFrame, net):
-    """The compute model of one variant (see the module docstring)."""
+def variant_model(variant: str, prof: dict, workload: str, workers: int, batch: int, local_s: float | None):
+    """The compute model of one of VARIANTS for a cell of `workers` ranks: `alone` the profile measured alone,
+    `contended` the one measured beside as many copies as the cell has workers, RUN_SCALED that one scaled by the
+    run's 1-worker cell (its iteration, `local_s`) over the profile alone. `prof`: (workload, concurrent) -> profile
+    table."""
     model = compute_model(prof[(workload, 1 if variant == "alone" else workers)], batch=batch)
-    if variant != "calibrated":
+    if variant != RUN_SCALED:
         return model
-    if local.empty:
-        raise UserError(
-            f"{workload} on {net} has no 1-worker `local` cell to calibrate with: sweep with the baseline on"
-        )
     alone = compute_model(prof[(workload, 1)], batch=batch)
-    factor = float(local["iter_s_median"].iloc[0]) / alone.iteration_s
-    return model.scaled(factor, device=f"calibrated x{factor:.3f}")
+    factor = local_s / alone.iteration_s
+    return model.scaled(factor, device=f"{RUN_SCALED} x{factor:.3f}")
 
 
 def summary_lines(t: pd.DataFrame) -> list[str]:
@@ -299,8 +308,9 @@ def run(runs, commbench, profiles, out: Path, intra_commbench=None) -> dict[str,
 
 
 def report_parser(prog: str, run_help: str, commbench_help: str, profile_help: str) -> argparse.ArgumentParser:
-    """The arguments of a predicted-beside-measured report (this script, scripts/reports/beyond_report.py): the
-    measured runs, the commbench runs and profiles the prediction is made from, the report directory.
+    """The arguments of a predicted-beside-measured report (experiments/testbed_validation/run.py,
+    experiments/beyond/run.py): the measured runs, the commbench runs and profiles the prediction is made from, the
+    report directory.
     The help texts say which runs and tables the calling script needs."""
     ap = argparse.ArgumentParser(prog=prog)
     ap.add_argument("--run", type=Path, action="append", required=True, help=run_help)

@@ -1,4 +1,4 @@
-"""Per-link bytes of parameter-server cells on the testbed (scripts/reports/testbed_ps_report.py writes the report):
+"""Per-link bytes of parameter-server cells on the testbed (experiments/ps_links/run.py writes the report):
 what each host's link carried per iteration, against what the placement predicts."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.core.errors import UserError  # noqa: E402
+from harness.core.errors import UserError
 
 MB = 1e6
 
@@ -112,7 +112,7 @@ def markdown(df: pd.DataFrame, run_dir: Path) -> str:
         "# Bytes per host link: hierarchical vs flat parameter server vs all-reduce (testbed)",
         "",
         f"From `{run_dir.name}` (`ddlbench sweep sweeps/testbed-ps.yaml`), written by "
-        "`scripts/reports/testbed_ps_report.py`. Per worker host: bytes received (rx) and sent (tx) through its "
+        "`python -m experiments.ps_links.run`. Per worker host: bytes received (rx) and sent (tx) through its "
         "testbed link per iteration (warm-up and measured iterations; interface counters), in MB and "
         "in gradients; `expected` is the gradients each way a PS cell with a dedicated server host "
         "should move: 1 with local reduce, one per worker on the host without. Throughput is the "

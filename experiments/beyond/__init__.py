@@ -1,0 +1,1 @@
+"""DeAR and FSDP on the emulated testbed, measured and predicted (README.md here)."""

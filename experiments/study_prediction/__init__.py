@@ -1,0 +1,1 @@
+"""The study's prediction report (README.md here): its whole scaling curve, calibration and tables."""

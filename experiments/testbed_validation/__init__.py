@@ -1,0 +1,1 @@
+"""The predictor against the emulated testbed, cell by cell (README.md here)."""

@@ -39,9 +39,10 @@ import argparse
 import ast
 import re
 import sys
-import tomllib
 from collections import deque
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "workloads")

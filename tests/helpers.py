@@ -19,13 +19,13 @@ import torch
 
 from harness.contracts.backend import BACKENDS, recipe
 from harness.contracts.cell import CellSpec
-from harness.grouping.cost import MB
+from harness.contracts.recipes.local import LocalRecipe
 from harness.contracts.training import make_optimizer, set_precision
 from harness.experiment.cells import resolve
-from harness.spawner.cell import launch_cell
-from harness.contracts.recipes.local import LocalRecipe
-from harness.sim.model import ComputeModel
+from harness.grouping.cost import MB
 from harness.sim.links import Cluster, get_link
+from harness.sim.model import ComputeModel
+from harness.spawner.cell import launch_cell
 from workloads import WORKLOADS
 
 TESTS = Path(__file__).resolve().parent

@@ -17,7 +17,6 @@ from typing import Any, Callable, Mapping, TypeVar
 from harness.contracts.capabilities import check_words
 from harness.core.registry import Registry
 
-
 RECIPE_TYPES: list[type] = []
 """Every launcher's recipe type (harness/contracts/recipes/<launcher>.py), registered by `recipe_type`."""
 

@@ -35,6 +35,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from harness.core.errors import UserError
+from harness.gate.keys import MATCH_KEYS, cell_key, cell_label, pair_resolved
 from harness.gate.stats import (
     DEFAULT_GATE,
     GateConfig,
@@ -45,8 +47,6 @@ from harness.gate.stats import (
     machine_prior,
     significance,
 )
-from harness.gate.keys import MATCH_KEYS, pair_resolved, cell_key, cell_label
-from harness.core.errors import UserError
 from harness.results.summarize import row_host_heap
 
 __all__ = [

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from harness.measure.stats import busbw_factor
 from harness.grouping.cost import fit_alpha_beta
+from harness.measure.stats import busbw_factor
 from harness.report.data import match_predicted, measured, ok, predicted, with_series
 from harness.report.figures import _no_data, _panels, _series_order, _unit, plt, scheme_colors
 

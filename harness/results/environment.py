@@ -28,9 +28,9 @@ import pandas as pd
 import torch
 
 from harness.core.atomic import write_parquet_atomic
+from harness.core.schema import SCHEMA_VERSION
 from harness.results import gpu_env, machine_load
 from harness.results.files import read_table
-from harness.core.schema import SCHEMA_VERSION
 from harness.results.fingerprints import (
     fingerprint,
     fingerprint_keys,  # noqa: F401

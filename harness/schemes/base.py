@@ -18,10 +18,10 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
-from harness.measure.timer import ForwardWaits, make_clock
 from harness.contracts.backend import providers
 from harness.contracts.capabilities import check_words
 from harness.core.registry import Registry
+from harness.measure.timer import ForwardWaits, make_clock
 from harness.schemes.knobs import Knob, Knobs
 
 

@@ -23,9 +23,9 @@ import time
 
 import torch
 
+from harness.grouping.rules import partition
 from harness.measure.collective import probe_gradient_sync
 from harness.schemes.base import Scheme
-from harness.grouping.rules import partition
 
 MB = 1 << 20
 TRACE_VAR = "DDLBENCH_BS_TRACE"

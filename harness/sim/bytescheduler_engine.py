@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING
 
 from harness.grouping.cost import MB
 from harness.sim.bucketed import allreduce, collective_channel
-from harness.sim.interference import gpu_comm_facts
 from harness.sim.des import Event, Fifo, Sim
+from harness.sim.interference import gpu_comm_facts
 from harness.sim.model import ELEM_BYTES, Outcome
 from harness.sim.ps import ParameterServers, ps_parts
 
 if TYPE_CHECKING:  # annotations only
-    from harness.sim.model import ComputeModel
     from harness.sim.links import Cluster
+    from harness.sim.model import ComputeModel
 
 
 ENGINE_HANDOFF_S = 0.08e-3

@@ -27,8 +27,8 @@ from harness.sim.des import Event, Sim
 from harness.sim.model import Outcome
 
 if TYPE_CHECKING:  # annotations only
-    from harness.sim.model import ComputeModel
     from harness.sim.links import Cluster
+    from harness.sim.model import ComputeModel
 
 
 def dear_groups(layer_bytes: list[int], bucket_bytes: float, nearby_layers: int = 0) -> list[list[int]]:

@@ -14,8 +14,8 @@ import math
 from harness.grouping.cost import MB
 from harness.grouping.rules import assign_servers, partition
 from harness.sim.des import Event, Fifo, Sim
-from harness.sim.model import ELEM_BYTES
 from harness.sim.links import Cluster, Link
+from harness.sim.model import ELEM_BYTES
 
 SERVER_GBYTE_S = 10.0
 """A server's summing rate, GB of pushes read per second (the PS models' default `server_gbyte_s`)."""

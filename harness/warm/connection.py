@@ -23,8 +23,8 @@ import threading
 import time
 from pathlib import Path
 
-from harness.warm.child import ignored_signals
 from harness.procs.kill import kill_group
+from harness.warm.child import ignored_signals
 
 SPAWN_TIMEOUT_S = 60.0
 """How long a spawn may take to be answered (the zygote forks and waits for the child's set-up)."""

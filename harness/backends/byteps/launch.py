@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle, argv_words, step_cpus
 from harness.backends.byteps.roles import shared_env
-from harness.launchers.identity import from_slurm
+from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle, argv_words, step_cpus
 from harness.contracts.recipes.srun import SrunContext, Step, env_items
+from harness.launchers.identity import from_slurm
 
 
 def srun_plan(ctx: SrunContext) -> list[Step]:

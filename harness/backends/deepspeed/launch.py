@@ -13,14 +13,13 @@ compiles them again).
 
 from __future__ import annotations
 
-from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle, argv_words, step_cpus
 from harness.backends.deepspeed.transport import extensions_dir
+from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle, argv_words, step_cpus
 from harness.contracts.recipes.srun import SrunContext, Step, all_ranks_step
 from harness.procs.argv import launcher_exe, worker_argv
 from harness.procs.env import base_env
 from harness.procs.framework import prepare_cell_dir, run_supervised
 from harness.procs.ports import free_port
-
 
 NODES_REFUSAL = (
     "backend deepspeed starts its ranks with its own launch program (deepspeed), which the multi-node "

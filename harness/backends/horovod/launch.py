@@ -20,16 +20,16 @@ import dataclasses
 import socket
 from collections.abc import Mapping
 
-from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle, argv_words
-from harness.core.errors import CellFailed
-from harness.contracts.identity import RankIdentity
 from harness.contracts.hostlist import expand_tasks_per_node
-from harness.launchers.identity import from_slurm
+from harness.contracts.identity import RankIdentity
+from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle, argv_words
 from harness.contracts.recipes.srun import SrunContext, Step, beside_python, env_items
+from harness.core.errors import CellFailed
+from harness.launchers.identity import from_slurm
+from harness.networks.netif import iface_towards
 from harness.procs.argv import launcher_exe, python_argv, worker_argv
 from harness.procs.env import base_env
 from harness.procs.framework import prepare_cell_dir, run_supervised
-from harness.networks.netif import iface_towards
 
 MB = 1 << 20
 LAUNCH_VAR = "DDLBENCH_HOROVOD_LAUNCH"

@@ -31,8 +31,8 @@ def run_compare(
 
     # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
     from harness.gate.baselines import load_rounds, resolve, run_identity
-    from harness.gate.compare import compare_rounds, compared_backends, gate_exit_code
     from harness.gate.comparable import check_environments
+    from harness.gate.compare import compare_rounds, compared_backends, gate_exit_code
     from harness.gate.markdown import to_markdown
 
     currents = [current] if isinstance(current, str) else list(current)

@@ -12,7 +12,6 @@ from harness.doctor.timing.host_state import Parts
 from harness.doctor.timing.paired import PAIRS
 from harness.doctor.timing.summary import Summary, no_time
 
-
 STUDY = ("resnet50", "bert-base", "bert-large", "gpt2-small")
 """The real workloads at their registered (the study's) batch and sequence length."""
 PROFILED = ("resnet50", "bert-base", "bert-large")

@@ -21,6 +21,12 @@ import statistics
 import warnings
 
 import pytest
+
+from harness.contracts.backend import BACKENDS
+from harness.contracts.cell import CellSpec
+from harness.experiment.cells import resolve
+from harness.schemes import SCHEMES
+from harness.spawner.cell import launch_cell
 from helpers import (
     SMALL,
     STEPS,
@@ -30,12 +36,6 @@ from helpers import (
     reference,
     run_and_load,
 )
-
-from harness.contracts.backend import BACKENDS
-from harness.contracts.cell import CellSpec
-from harness.experiment.cells import resolve
-from harness.spawner.cell import launch_cell
-from harness.schemes import SCHEMES
 
 pytestmark = pytest.mark.gpu
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import rank_pids, stopped_in_one_line
 
 from harness.contracts.cell import CellSpec
 from harness.experiment.cells import resolve
@@ -24,6 +23,7 @@ from harness.gate.compare import compare_rounds
 from harness.results import store
 from harness.results.store import load_run
 from harness.warm.spawn import warm_ranks
+from helpers import rank_pids, stopped_in_one_line
 
 pytestmark = pytest.mark.slow
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from helpers import ROOT
 
 INSTALLER = ROOT / "scripts" / "install_frameworks.sh"

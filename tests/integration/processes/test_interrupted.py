@@ -22,9 +22,9 @@ import pandas as pd
 import psutil
 import pytest
 from click.testing import CliRunner
-from helpers import rank_pids, stopped_in_one_line
 
 from harness.cli.main import cli
+from helpers import rank_pids, stopped_in_one_line
 
 pytestmark = pytest.mark.slow
 

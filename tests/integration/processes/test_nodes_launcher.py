@@ -23,7 +23,6 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from helpers import SMALL, STEPS, check, rank_pids, shared_reference
 
 from harness.contracts.cell import CellSpec
 from harness.core.errors import UserError
@@ -31,6 +30,7 @@ from harness.core.schema import SUMMARY_COLUMNS
 from harness.experiment.cells import resolve
 from harness.launchers.nodes.env import cell_nodes, node_job, rank_nodes
 from harness.testbed import netns
+from helpers import SMALL, STEPS, check, rank_pids, shared_reference
 
 WL = "bert-base-tiny"
 TORCH_SCHEMES = [

@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+
 from helpers import ROOT, netns_sbatch, require
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]

@@ -23,24 +23,24 @@ import pandas as pd
 import pytest
 import torch
 from click.testing import CliRunner
-from helpers import ROOT, SMALL, STEPS, check, reference
 
 from harness.contracts.cell import CellSpec
-from harness.core.errors import UserError
-from harness.experiment.cells import resolve
-from harness.experiment.options import RunOptions
-from harness.experiment.dispatch import launcher_for, run_sweep, sweep_cells
-from harness.experiment.sweep import expand, sweep_from_dict
-from harness.jobs.sweep_jobs import plan_jobs
-from harness.spawner.cell import place_one_box
 from harness.contracts.recipes.srun import (
     Allocation,
     place,
     server_hosts_in,
 )
+from harness.core.errors import UserError
+from harness.experiment.cells import resolve
+from harness.experiment.dispatch import launcher_for, run_sweep, sweep_cells
+from harness.experiment.options import RunOptions
+from harness.experiment.sweep import expand, sweep_from_dict
+from harness.jobs.sweep_jobs import plan_jobs
 from harness.launchers.testbed import launcher as tb
 from harness.report import ps_links
+from harness.spawner.cell import place_one_box
 from harness.testbed import placement as pl
+from helpers import ROOT, SMALL, STEPS, check, reference
 
 PS = ["bsp-ps", "wfbp-ps", "bytescheduler-ps"]
 WL = "bert-base-tiny"

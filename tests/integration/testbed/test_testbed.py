@@ -19,11 +19,11 @@ import time
 import psutil
 import pytest
 from click.testing import CliRunner
-from helpers import ROOT, live_children, stopped_in_one_line
 
 from harness.commbench import testbed as measure
 from harness.core.errors import UserError
 from harness.testbed import netns, state
+from helpers import ROOT, live_children, stopped_in_one_line
 
 
 def _ours_left() -> list[str]:

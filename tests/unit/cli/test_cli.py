@@ -7,9 +7,9 @@ import click
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from helpers import ROOT
 
 from harness.cli.main import cli
+from helpers import ROOT
 
 
 def invoke(*args):

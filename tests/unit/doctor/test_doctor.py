@@ -11,13 +11,13 @@ import subprocess
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from helpers import ROOT, require
 
-from harness.contracts.backend import BACKENDS
 from harness.cli.main import cli
+from harness.contracts.backend import BACKENDS
 from harness.doctor.gpu_checks import GPU_CHECKS, gpu_check_status
 from harness.doctor.network import hostname_verdict
 from harness.doctor.smoke import SmokeConfig, plan, schemes_for
+from helpers import ROOT, require
 
 FACT_KEYS = {"python", "torch", "gpus", "network", "backends", "slurm", "testbed", "deepspeed_ops", "device"}
 SMOKE_TIMEOUT_S = 240

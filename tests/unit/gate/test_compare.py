@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from harness.cli.main import cli
 from harness.core.errors import UserError
+from harness.gate.comparable import check_environments
 from harness.gate.compare import (
     GateConfig,
     compare_runs,
@@ -26,7 +27,6 @@ from harness.gate.compare import (
     iteration_throughputs,
     significance,
 )
-from harness.gate.comparable import check_environments
 from harness.gate.markdown import to_markdown
 
 BATCH = 8  # per worker

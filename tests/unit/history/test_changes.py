@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli.main import cli
+from harness.history import scan as scan_module
 from harness.history import store, synthetic
 from harness.history.rows import run_rows
-from harness.history import scan as scan_module
 from harness.history.scan import scan
 
 CELLS = ["resnet50-tiny:ddp", "bert-base-tiny:bsp-a2a"]

@@ -9,13 +9,12 @@ import sys
 
 import pytest
 
-from helpers import ROOT
-
 from harness.contracts.launcher import LAUNCHERS, LaunchRequest
 from harness.core.errors import UserError
 from harness.experiment.sweep import sweep_from_dict
 from harness.launchers.choose import ORDER, by_name, choose_launcher, load
 from harness.procs import supervisor as w
+from helpers import ROOT
 
 FOLDERS = sorted(p.parent.name for p in (ROOT / "harness" / "launchers").glob("*/launcher.py"))
 """Every launcher's folder (harness/launchers/<name>/launcher.py), read from the tree, not listed here."""

@@ -19,11 +19,11 @@ import pytest
 
 from harness.contracts.backend import recipe
 from harness.contracts.cell import CellSpec
-from harness.launchers.identity import from_environ
 from harness.contracts.recipes.srun import SHIM_MODULE, Allocation, SrunContext, SrunRecipe
-from harness.rank.srun_task import main as shim_main
+from harness.launchers.identity import from_environ
 from harness.launchers.srun.tasks import task_env, warm_tasks
 from harness.procs.argv import WORKER_MODULE, python_argv, worker_argv
+from harness.rank.srun_task import main as shim_main
 from harness.warm.client import zygote_env
 from harness.warm.connection import ZygoteConnection
 from harness.warm.listen import TOKEN_VAR

@@ -10,7 +10,6 @@ import time
 
 import pytest
 import torch
-from helpers import in_flight_peak
 from scipy import (
     stats as st,  # the reference for describe()'s CI; the harness itself does not import it
 )
@@ -33,6 +32,7 @@ from harness.measure.timer import (
 )
 from harness.schemes import SCHEMES, SchemeContext
 from harness.schemes.base import Scheme
+from helpers import in_flight_peak
 
 
 # --- a fake CUDA: one stream with its own timeline, events that count synchronisations ---------------

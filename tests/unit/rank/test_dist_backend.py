@@ -22,8 +22,8 @@ from click.testing import CliRunner
 
 from harness.backends.torch_dist import handles
 from harness.backends.torch_dist import transport as tt
-from harness.commbench.driver import CommbenchSpec, run_commbench
 from harness.cli.main import cli
+from harness.commbench.driver import CommbenchSpec, run_commbench
 from harness.contracts import devices
 from harness.contracts.cell import CellSpec
 from harness.contracts.training import bounded

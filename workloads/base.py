@@ -13,9 +13,9 @@ import functools
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode

@@ -14,9 +14,9 @@ import contextlib
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 from harness.doctor import facts, gpu_probe, render, smoke
 from harness.results.files import check_output_dir

@@ -13,8 +13,9 @@ model (harness.sim.model) beside it: see docs/ARCHITECTURE.md, "Scheme".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import torch
 

@@ -90,7 +90,7 @@ class Knobs:
         return _spec(cls)
 
     @classmethod
-    def resolve(cls, given: dict | None, scheme: str) -> "Knobs":
+    def resolve(cls, given: dict | None, scheme: str) -> Knobs:
         """Validated knobs from user input (a sweep file, --knob, or a recorded CellSpec.knobs)."""
         given = dict(given or {})
         spec = cls.spec()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 
 class Event:
@@ -24,7 +24,7 @@ class Event:
 
     __slots__ = ("sim", "time", "_waiters")
 
-    def __init__(self, sim: "Sim"):
+    def __init__(self, sim: Sim):
         self.sim = sim
         self.time: float | None = None
         self._waiters: list[Callable[[], None]] = []

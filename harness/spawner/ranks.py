@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from harness.contracts.cell import CellSpec
 from harness.core.errors import CellFailed

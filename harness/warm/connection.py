@@ -39,7 +39,7 @@ class PoolDead(RuntimeError):
 class WarmProc:
     """One rank forked by a zygote: a drop-in for the subset of subprocess.Popen the launchers use."""
 
-    def __init__(self, args: list[str], link: "ZygoteConnection | None" = None):
+    def __init__(self, args: list[str], link: ZygoteConnection | None = None):
         self.args = args
         self.pid: int | None = None
         self.returncode: int | None = None

@@ -206,8 +206,8 @@ class _Task:
         self._tensor = tensor
         self._ready = self._started = self._finished = False
         self._lock_before_finish = threading.Condition(threading.Lock())
-        self.desc = "rank {} step {} task {} {}".format(1, 7, self.op, self.name)
-        _LOG.debug("{} was created".format(self.desc))
+        self.desc = f"rank {1} step {7} task {self.op} {self.name}"
+        _LOG.debug(f"{self.desc} was created")
 
     def partition_done(self):
         with self._done_count_lock:

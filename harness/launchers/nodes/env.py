@@ -15,8 +15,8 @@ Read, in this order (a flag of `ddlbench sweep` wins over every variable):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from harness.contracts.cell import CellSpec, server_placement
 from harness.core.errors import UserError

@@ -384,7 +384,7 @@ def test_installer_builds_cpu_horovod_without_nccl_in_the_cpu_cache(tmp_path):
     assert not any(v.startswith(("HOROVOD_GPU_OPERATIONS", "HOROVOD_NCCL", "HOROVOD_CUDA")) for v in build_env), out
     assert "HOROVOD_WITH_MPI=1" in build_env
     # the cache folder of CPU wheels with this installer's patches (a wheel with fewer is rebuilt)
-    py = "py%d%d" % sys.version_info[:2]
+    py = "py{}{}".format(*sys.version_info[:2])
     cache = Path(os.path.expanduser("~/.cache/ddlbench")) / "wheels" / f"horovod-{HOROVOD_VERSION}"
     expected = cache / f"torch{torch.__version__.split('+')[0]}-{py}-cpu-mpi-gloo-p{_patch_module().PATCH_LEVEL}"
     assert _wheel_cache(out) == str(expected), out

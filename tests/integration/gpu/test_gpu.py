@@ -65,7 +65,7 @@ def test_every_scheme_is_lossless_on_two_gpus(tmp_path, monkeypatch, scheme):
     backend = entry.backends[0]
     missing = BACKENDS.get(backend).available()
     if missing:
-        warnings.warn(f"NOT RUN: {scheme} on 2 GPUs: {missing}")
+        warnings.warn(f"NOT RUN: {scheme} on 2 GPUs: {missing}", stacklevel=1)
         pytest.skip(f"NOT RUN: {missing}")
     wl = "bert-base-tiny"
     cell = CellSpec(

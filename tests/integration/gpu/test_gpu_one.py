@@ -57,7 +57,7 @@ def usable(scheme: str) -> str:
         if BACKENDS.get(backend).available() is None:
             return backend
     why = "; ".join(BACKENDS.get(b).available() for b in SCHEMES.get(scheme).backends)
-    warnings.warn(f"NOT RUN: {scheme} on this GPU: {why}")
+    warnings.warn(f"NOT RUN: {scheme} on this GPU: {why}", stacklevel=1)
     pytest.skip(f"NOT RUN: {why}")
 
 

@@ -507,7 +507,7 @@ def test_backend_launch_styles_give_each_rank_its_place(jobs, tmp_path, backend,
     """The srun launcher's per-backend start (harness.launchers.srun.launcher), with a probe instead of the worker:
     every rank must learn its rank from its framework and all-reduce with the others."""
     if backend == "horovod" and importlib.util.find_spec("horovod") is None:
-        warnings.warn("SKIPPING the Horovod launch probe: horovod is not installed")
+        warnings.warn("SKIPPING the Horovod launch probe: horovod is not installed", stacklevel=1)
         pytest.skip("horovod not installed (scripts/install_frameworks.sh horovod)")
     (tmp_path / "probe.py").write_text(PROBE)
     out = tmp_path / "cell"

@@ -106,7 +106,7 @@ def test_cuda_clock_reads_events_after_the_device_passed_them_and_never_waits_in
     timer.start_window()
     assert s.syncs == 1, "one anchor before the window"
     s.reached = -1.0  # the device falls behind: nothing issued from now on has finished
-    for i in range(3):
+    for _ in range(3):
         timer.begin()
         s.now += 0.010  # forward kernels
         with waits.waiting():

@@ -15,6 +15,7 @@ is recorded here too.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import platform
@@ -115,10 +116,8 @@ def collect(
         "slurm_nodelist": os.environ.get("SLURM_JOB_NODELIST", ""),
     }
     if cuda:
-        try:
+        with contextlib.suppress(Exception):  # built without nccl
             row["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
-        except Exception:  # built without nccl
-            pass
     row.update(gpu_env.collect(device))  # driver, cuDNN, topology, NCCL_*, precision, GPU models ('' on CPU)
     row.update(extra or {})
     row["fingerprint"] = fingerprint(row)

@@ -147,11 +147,10 @@ class ByteSchedulerRun:
         in_bytes = 0.0
         remaining = len(self.parts)
         while remaining:
-            if not heap:
-                if len(r.ready_seq) <= agreed_upto:
-                    while len(r.ready_seq) <= agreed_upto:
-                        yield r.news
-                    yield self.handoff  # woken, the thread takes the GIL back from the training thread
+            if not heap and len(r.ready_seq) <= agreed_upto:
+                while len(r.ready_seq) <= agreed_upto:
+                    yield r.news
+                yield self.handoff  # woken, the thread takes the GIL back from the training thread
             snapshot = len(r.ready_seq)
             if self.consensus:
                 self.consensus_calls += 1

@@ -14,6 +14,7 @@ one's).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -71,10 +72,8 @@ class WarmProc:
         if self._link is not None and self._link.remote:
             self._link.signal(self.pid, sig, group=False)
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, sig)
-        except ProcessLookupError:
-            pass
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
@@ -190,10 +189,8 @@ class ZygoteConnection:
         with self._lock:
             if self._dead:
                 return
-            try:
+            with contextlib.suppress(OSError):
                 self._send({"op": "signal", "pid": pid, "sig": int(sig), "group": group})
-            except OSError:
-                pass
 
     def _read(self) -> None:
         """The reader thread: answers and exit statuses, until the zygote's socket closes."""
@@ -243,10 +240,8 @@ class ZygoteConnection:
 
     def close(self, why: str = "the warm pool was closed") -> None:
         """Close the socket (the zygote then kills every child and exits) and end the reader."""
-        try:
+        with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.sock.close()
         if self._reader is not None:
             self._reader.join(timeout=10)

@@ -171,7 +171,7 @@ def _sweep_file(tmp: Path, name: str, schemes, **extra) -> Path:
 
 def _start(k: int, sweep: Path, out: Path, env: dict, *args: str) -> subprocess.Popen:
     argv = [sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--output", str(out), "--no-progress", *args]
-    log = open(f"{out}.node{k}.log", "a")
+    log = open(f"{out}.node{k}.log", "a")  # noqa: SIM115 - the node's process writes it
     return subprocess.Popen(
         netns.host_command(k, argv),
         env={**os.environ, **env},

@@ -113,7 +113,7 @@ def tcp_zygote(tmp_path):
     """A zygote serving over TCP as on a node of an allocation (here: this box), and its token."""
     token = "t" * 64
     env = {**zygote_env(), TOKEN_VAR: token, "SLURMD_NODENAME": "n7", "NODE_ONLY": "from-the-node"}
-    log = open(tmp_path / "zygote.log", "w")
+    log = open(tmp_path / "zygote.log", "w")  # noqa: SIM115 - the zygote writes it
     proc = subprocess.Popen(
         [*python_argv(), "-m", "harness.warm.zygote", "--tcp", str(tmp_path)],
         env=env,

@@ -67,7 +67,7 @@ def diagnose(
             for line in render.smoke_lines(results):
                 say(line)
     checks = gpu_probe.run_gpu_checks(found["gpus"]["count"] if cfg.device == "cuda" else 0)
-    for line in [""] + render.gpu_lines(checks) + [""]:
+    for line in ["", *render.gpu_lines(checks), ""]:
         say(line)
     wall_s = time.monotonic() - t0
     for line in (

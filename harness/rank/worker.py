@@ -169,7 +169,7 @@ def run_worker(cell: CellSpec, me: RankIdentity, out: Path) -> dict | None:
     # a traced cell (docs/ARCHITECTURE.md, "Traces"); untraced, nothing of it exists
     tracer = Tracer(cell.trace_iters, me.rank) if cell.trace_iters else None
     traced = tracer.transport(transport) if tracer and transport else transport
-    log = lambda msg: print(f"[rank {me.rank}] {msg}", flush=True)  # noqa: E731
+    log = lambda msg: print(f"[rank {me.rank}] {msg}", flush=True)
     ctx = SchemeContext(
         transport=traced,
         rank=me.rank,

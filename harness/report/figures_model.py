@@ -37,7 +37,7 @@ def commbench_fits(cb: pd.DataFrame) -> pd.DataFrame:
     commbench stored them, else fitted here on the per-size median times."""
     rows = []
     if cb is None or cb.empty:
-        return pd.DataFrame(columns=SERIES_KEYS + ["alpha_s", "beta_s_per_byte", "inv_beta_gbit_s", "sizes", "fit"])
+        return pd.DataFrame(columns=[*SERIES_KEYS, "alpha_s", "beta_s_per_byte", "inv_beta_gbit_s", "sizes", "fit"])
     cb = cb.assign(network=cb["network"].fillna("unknown").astype(str))
     for key, d in cb.groupby(SERIES_KEYS, sort=True):
         med = d.groupby("size_bytes")["time_s"].median()

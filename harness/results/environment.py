@@ -93,7 +93,7 @@ def collect(
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "git_commit": git_commit(),
         # the code the workers import: the spawner (harness/spawner/cell.py) starts them with -P and this package first
         # on PYTHONPATH, so a stray harness/ in the working directory cannot shadow it

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.errors import UserError
-from harness.core.fields import field_docs  # noqa: F401  (this module's interface too)
+from harness.core.fields import field_docs
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,7 @@ class ByteSchedulerRun:
             yield st.cycle_sync_s
             take, self.pending = self.pending, []
             buf: list = []
-            for nbytes, ev in take + [(None, None)]:
+            for nbytes, ev in [*take, (None, None)]:
                 if buf and (nbytes is None or sum(b for b, _ in buf) + nbytes > st.fusion_bytes):
                     size = sum(b for b, _ in buf)
                     extra = 2 * st.copy_s(size) if len(buf) > 1 else 0.0

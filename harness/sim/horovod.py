@@ -32,7 +32,7 @@ def horovod(c, cluster, knobs, p2p=None) -> Outcome:
                 yield ab.time_s(n / 8)  # the readiness bit vector
             take, ready_q[:] = list(ready_q), []
             buf, size = [], 0
-            for i in take + [None]:
+            for i in [*take, None]:
                 if i is None or (buf and size + c.grad_bytes[i] > threshold):
                     if buf:
                         fused.append(len(buf))

@@ -49,7 +49,7 @@ def become_rank(req: dict, log_fd: int, status_w: int, zygote_pid: int, inherite
     """Set up, tell the zygote (closing `status_w`), run the module; never returns."""
     try:
         setup(req, log_fd, zygote_pid, inherited)
-    except BaseException as e:  # noqa: BLE001 - whatever it was, the spawn fails with it
+    except BaseException as e:  # whatever it was, the spawn fails with it
         try:
             os.write(status_w, f"{type(e).__name__}: {e}".encode())
         finally:
@@ -198,7 +198,7 @@ def run(module: str, argv: list[str]) -> int:
         code = mod.main(argv)
     except SystemExit as e:
         code = e.code
-    except BaseException:  # noqa: BLE001 - as an uncaught exception in a fresh interpreter
+    except BaseException:  # as an uncaught exception in a fresh interpreter
         traceback.print_exc()
         code = 1
     if code is not None and not isinstance(code, int):

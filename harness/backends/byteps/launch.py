@@ -27,19 +27,19 @@ def srun_plan(ctx: SrunContext) -> list[Step]:
     return [
         Step(
             "scheduler",
-            tuple(sched + ["env", "DMLC_ROLE=scheduler", "bpslaunch"]),
+            tuple([*sched, "env", "DMLC_ROLE=scheduler", "bpslaunch"]),
             (workers[0],),
             env_items(env),
             main=False,
         ),
         Step(
             "servers",
-            tuple(serv + ["env", "DMLC_ROLE=server", "bpslaunch"]),
+            tuple([*serv, "env", "DMLC_ROLE=server", "bpslaunch"]),
             tuple(servers),
             env_items(env),
             main=False,
         ),
-        Step("workers", tuple(work + [*ctx.shim("byteps"), "--", *ctx.command]), tuple(workers), env_items(env)),
+        Step("workers", tuple([*work, *ctx.shim("byteps"), "--", *ctx.command]), tuple(workers), env_items(env)),
     ]
 
 

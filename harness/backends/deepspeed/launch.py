@@ -46,7 +46,8 @@ def launch_local(cell, cell_dir, placement=None):
         "127.0.0.1",
         "--no_local_rank",
         "--module",
-    ] + worker_argv(cell_dir)[1:]
+        *worker_argv(cell_dir)[1:],
+    ]
     # gloo on the cell's network (loopback on one box), whatever the hostname resolves to
     env = base_env(cell.threads, "deepspeed", {**launch_env(cell), **cell.network_vars(1)})
     return run_supervised(argv, env, cell.timeout_s, cell_dir, "deepspeed launch program")

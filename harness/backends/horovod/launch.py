@@ -170,7 +170,7 @@ def srun_plan(ctx: SrunContext) -> list[Step]:
         "HOROVOD_GLOO_RENDEZVOUS_ADDR": ctx.rendezvous[0],
         "HOROVOD_GLOO_RENDEZVOUS_PORT": str(ctx.rendezvous[1]),
     }
-    argv = ctx.srun(workers, ctx.cpus, ctx.name, ctx.out) + [*ctx.shim("horovod"), "--", *ctx.command]
+    argv = [*ctx.srun(workers, ctx.cpus, ctx.name, ctx.out), *ctx.shim("horovod"), "--", *ctx.command]
     return [Step("workers", tuple(argv), tuple(workers), env_items(env))]
 
 

@@ -94,7 +94,7 @@ class PSClient:
             return WorkHandle(works, after, sent=2)
         if self.agg is None:  # alone in its group: straight to the server
             sends, pull = self._push(k, buf)
-            return WorkHandle(sends + [pull], after, sent=2)
+            return WorkHandle([*sends, pull], after, sent=2)
         return OwnerHandle(self.agg, self.agg.contribute(k, buf), after)
 
     def describe(self) -> dict:

@@ -108,6 +108,6 @@ class Run:
             self.summary.update(n, status="running", estimate_s=round(estimate_s))
         try:
             return True, self.parts.run(name, fn, *args, state=True)
-        except Exception as e:  # noqa: BLE001 - a stage's failure is a verdict, and the later stages still run
+        except Exception as e:  # a stage's failure is a verdict, and the later stages still run
             self.fail(rows, name, e)
             return False, None

@@ -162,11 +162,11 @@ def test_retry_failed_reruns_only_the_failed_cells(tmp_path, monkeypatch):
 
     res = CliRunner().invoke(cli, ["sweep", str(sweep), "--retry-failed", "--no-progress"])
     assert res.exit_code == 2 and "--resume" in res.output
-    assert CliRunner().invoke(cli, argv + ["--resume"]).exit_code == 1  # plain resume: a failure is a result
+    assert CliRunner().invoke(cli, [*argv, "--resume"]).exit_code == 1  # plain resume: a failure is a result
     assert pd.read_parquet(run / "summary.parquet").set_index("scheme").loc["bsp-a2a", "status"] == "failed"
 
-    assert CliRunner().invoke(cli, argv + ["--resume", "--allow-failed-cells"]).exit_code == 0  # batch jobs
-    res = CliRunner().invoke(cli, argv + ["--resume", "--retry-failed"])
+    assert CliRunner().invoke(cli, [*argv, "--resume", "--allow-failed-cells"]).exit_code == 0  # batch jobs
+    res = CliRunner().invoke(cli, [*argv, "--resume", "--retry-failed"])
     assert res.exit_code == 0, res.output
     s = pd.read_parquet(run / "summary.parquet").set_index("scheme")
     assert (s["status"] == "ok").all() and len(s) == 2

@@ -198,7 +198,7 @@ def _assert_lossless(out_dir: Path, world: int) -> None:
     ranks = [torch.load(out_dir / f"rank{r}.pt") for r in range(world)]
     assert [r["world"] for r in ranks] == [world] * world
     ref_ns: dict = {}
-    exec(COMMON, ref_ns)  # noqa: S102 - our own source, shared with the workers
+    exec(COMMON, ref_ns)  # our own source, shared with the workers
     with torch.random.fork_rng():  # the reference seeds torch: leave this process's RNG as it was
         expected = ref_ns["reference"](world)
         init = {n: p.detach() for n, p in ref_ns["make_model"](0).named_parameters()}
@@ -347,7 +347,7 @@ def test_a_missing_framework_skips_loudly_but_fails_where_ci_requires_it(monkeyp
     how = "bash scripts/install_frameworks.sh horovod"
     monkeypatch.delenv("DDLBENCH_REQUIRE_FRAMEWORKS", raising=False)
     monkeypatch.setenv("CI", "true")
-    with pytest.raises(pytest.skip.Exception, match="FRAMEWORK MISSING.*install_frameworks.sh horovod"):
+    with pytest.raises(pytest.skip.Exception, match=r"FRAMEWORK MISSING.*install_frameworks.sh horovod"):
         _must_have("`horovod` is not installed", how)
     monkeypatch.setenv("DDLBENCH_REQUIRE_FRAMEWORKS", "1")
     with pytest.raises(pytest.fail.Exception, match="DDLBENCH_REQUIRE_FRAMEWORKS=1 make this a failure"):

@@ -311,7 +311,7 @@ def test_resume_restores_a_cut_raw_part_without_measuring_it_again(tmp_path):
     _cut(cut)
     (run / "cells" / "notes").mkdir()
     (run / "cells" / "notes" / "summary.parquet").write_bytes(b"not a table")
-    res = CliRunner().invoke(cli, argv + ["--resume", "--retry-failed"])
+    res = CliRunner().invoke(cli, [*argv, "--resume", "--retry-failed"])
     assert res.exit_code == 0, res.output
     assert f"{cut} is torn: restored from {run / 'raw.parquet'} (nothing measured again)" in res.stderr
     named = [line for line in res.stderr.splitlines() if str(run / "cells" / "notes") in line]

@@ -281,7 +281,7 @@ def test_rank_enters_the_network_namespace_it_is_given(pool, tmp_path):
         )
         assert p.wait(timeout=30) == 0, (tmp_path / "n.log").read_text()
         assert json.loads((tmp_path / "n.json").read_text())["netns"] == os.readlink(path)
-        with pytest.raises(OSError, match="setns|No such file"):
+        with pytest.raises(OSError, match=r"setns|No such file"):
             pool.spawn("warm_probe", [], probe_env(), tmp_path / "x.log", netns=str(tmp_path / "none"))
     finally:
         holder.kill()

@@ -134,7 +134,7 @@ def test_every_method_crosses_two_nodes_one_task_each(on_fast):
         ].to_string()
     )
     assert state == "COMPLETED", out
-    assert sorted(df["scheme"]) == sorted(TORCH_SCHEMES + ["horovod", "zero2"])
+    assert sorted(df["scheme"]) == sorted([*TORCH_SCHEMES, "horovod", "zero2"])
     assert (df["status"] == "ok").all(), df[["scheme", "reason"]]
     assert (df["nodes"] == 2).all()
     # the profile's interface named by every rank, and the bytes went through it

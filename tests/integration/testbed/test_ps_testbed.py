@@ -70,7 +70,7 @@ def test_server_hosts_rule(servers, nodes, hosts, mode, want):
 
 
 def test_dedicated_without_a_spare_host_is_refused():
-    with pytest.raises(UserError, match="needs a host without workers.*testbed of 2 hosts with workers on 2"):
+    with pytest.raises(UserError, match=r"needs a host without workers.*testbed of 2 hosts with workers on 2"):
         pl.rank_hosts(4, 1, 2, 2, mode="dedicated")
     alloc = Allocation("7", ("n1", "n2"), 2, (2, 2))
     cell = resolve(
@@ -131,8 +131,8 @@ def test_sweep_axis_cell_ids_and_refusals():
         resolve(CellSpec(workload=WL, scheme="ddp", workers=2, device="cpu", server_hosts="dedicated"))
     with pytest.raises(UserError, match="not one of auto, dedicated, colocated"):
         resolve(CellSpec(workload=WL, scheme="bsp-ps", workers=2, device="cpu", server_hosts="elsewhere"))
-    spec, profiles = tb.parse_testbed({"hosts": 2, "rate": "1gbit"}, None)
-    with pytest.raises(UserError, match="needs a host without workers"):  # 2 hosts, both with workers
+    _spec, _profiles = tb.parse_testbed({"hosts": 2, "rate": "1gbit"}, None)
+    with pytest.raises(UserError, match=r"needs a host without workers"):  # 2 hosts, both with workers
         cfg = sweep_from_dict(
             {
                 "workloads": [WL],
@@ -145,7 +145,7 @@ def test_sweep_axis_cell_ids_and_refusals():
             }
         )
         sweep_cells(cfg, launcher_for(cfg, RunOptions()))
-    with pytest.raises(UserError, match="worker_hosts must be an integer in 1..2"):
+    with pytest.raises(UserError, match=r"worker_hosts must be an integer in 1..2"):
         tb.parse_testbed({"hosts": 2, "rate": "1gbit", "worker_hosts": 3}, None)
 
 

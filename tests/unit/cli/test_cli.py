@@ -20,10 +20,10 @@ def _commands(group: click.Group, prefix=()):
     ctx = click.Context(group)
     for name in group.list_commands(ctx):  # the top group loads its commands when asked (harness/cli/main.py)
         cmd = group.get_command(ctx, name)
-        assert cmd is not None and cmd.name == name, f"`ddlbench {' '.join(prefix + (name,))}` does not load"
-        yield prefix + (name,), cmd
+        assert cmd is not None and cmd.name == name, f"`ddlbench {' '.join((*prefix, name))}` does not load"
+        yield (*prefix, name), cmd
         if isinstance(cmd, click.Group):
-            yield from _commands(cmd, prefix + (name,))
+            yield from _commands(cmd, (*prefix, name))
 
 
 def test_every_command_has_help_and_is_in_the_readme():

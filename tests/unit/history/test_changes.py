@@ -60,7 +60,7 @@ def test_a_step_is_found_at_its_commit_and_confirmed_after_two_more_runs(tmp_pat
         )
     ):
         store.append(run_rows(t, repo=root), history)
-        found, ch = _changes(history)
+        _found, ch = _changes(history)
         if k == 0:  # one run at the new level is an outlier until a second agrees
             assert ch.empty
             continue

@@ -214,7 +214,7 @@ HEAP_CHANGED = "host heap"
 """How the note of a cell incomparable because its host heap changed begins (the verdict line reads it)."""
 
 
-def _compare_cell(key, b_side, c_side, cfg: GateConfig, rounds: bool) -> dict:
+def _compare_cell(key, b_side, c_side, cfg: GateConfig, rounds: bool) -> dict:  # noqa: C901 - one return per verdict
     b_rows, b_failed, b_x = _samples(b_side, key)
     c_rows, c_failed, c_x = _samples(c_side, key)
     ref = c_rows[0] if c_rows else b_rows[0]

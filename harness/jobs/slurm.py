@@ -35,7 +35,7 @@ JOBS_FILE = "slurm-jobs.json"
 # ----------------------------------------------------------------------------------------- submit
 
 
-def submit_sweep(
+def submit_sweep(  # noqa: C901 - the flags' checks in a row, then the submission
     sweep_file: str | Path,
     *,
     nodes: int,

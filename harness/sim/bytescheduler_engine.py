@@ -138,7 +138,7 @@ class ByteSchedulerRun:
                 if nbytes is not None:
                     buf.append((nbytes, ev))
 
-    def scheduler(self, r: Round):
+    def scheduler(self, r: Round):  # noqa: C901 - schemes/bytescheduler.py's _run_round step for step
         """ByteSchedulerEngine._run_round, step for step (see the module docstring)."""
         agreed_upto = 0  # ready_seq[:agreed_upto] has been agreed
         heap: list[int] = []  # urgencies of agreed-ready, unsent partitions

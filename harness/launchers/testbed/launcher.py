@@ -91,7 +91,7 @@ def _mapping(value, where: str, fields: type) -> dict:
     return value
 
 
-def parse_testbed(
+def parse_testbed(  # noqa: C901 - one check per field of the sweep file's blocks
     testbed: dict | None, networks: dict | None, network: str = "loopback"
 ) -> tuple[TestbedSpec, list[EmulatedNetwork]]:
     """Check the sweep file's `testbed:` and `networks:` blocks; return the spec and the profiles, in

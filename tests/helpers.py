@@ -19,13 +19,13 @@ import torch
 
 from harness.contracts.backend import BACKENDS, recipe
 from harness.contracts.cell import CellSpec
-from harness.grouping.cost import MB
+from harness.contracts.recipes.local import LocalRecipe
 from harness.contracts.training import make_optimizer, set_precision
 from harness.experiment.cells import resolve
-from harness.spawner.cell import launch_cell
-from harness.contracts.recipes.local import LocalRecipe
-from harness.sim.model import ComputeModel
+from harness.grouping.cost import MB
 from harness.sim.links import Cluster, get_link
+from harness.sim.model import ComputeModel
+from harness.spawner.cell import launch_cell
 from workloads import WORKLOADS
 
 TESTS = Path(__file__).resolve().parent
@@ -41,7 +41,7 @@ def require(condition: bool, reason: str) -> None:
         return
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"required for CI but missing: {reason}")
-    warnings.warn(f"NOT RUN: {reason}")
+    warnings.warn(f"NOT RUN: {reason}", stacklevel=1)
     pytest.skip(f"NOT RUN: {reason}")
 
 
@@ -184,7 +184,7 @@ def check(params: list[dict], ref: dict, workload: str) -> None:
     assert set(first) == set(ref)
     if WORKLOADS.get(workload).per_sample_norm:
         for name, t in first.items():
-            torch.testing.assert_close(t, ref[name], rtol=1e-4, atol=1e-6, msg=lambda m: f"{name}: {m}")
+            torch.testing.assert_close(t, ref[name], rtol=1e-4, atol=1e-6, msg=lambda m: f"{name}: {m}")  # noqa: B023 - called at once
         return
     # BatchNorm over 2-sample shards amplifies float rounding (3 ranks sum in another order than one
     # process) step after step; the measure that tells lossless from lossy is then the discrepancy
@@ -212,7 +212,7 @@ def in_flight_peak(trace) -> int:
 def need_gpus(n: int) -> None:
     have = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if have < n:
-        warnings.warn(f"NOT RUN: this GPU check needs {n} CUDA device(s), this machine has {have}")
+        warnings.warn(f"NOT RUN: this GPU check needs {n} CUDA device(s), this machine has {have}", stacklevel=1)
         pytest.skip(f"NOT RUN: needs {n} CUDA device(s), found {have}")
 
 

@@ -7,5 +7,5 @@ on the device. One file per model family; each registers its names here.
     model = spec.build(); batch = spec.make_batch(8, seq_len=64, device="cpu", seed=0)
 """
 
+from workloads import bert, densenet, gpt2, inception, resnet, vgg  # noqa: F401  (registration side effects)
 from workloads.base import WORKLOADS, WorkloadSpec, register  # noqa: F401
-from workloads import bert, densenet, gpt2, inception, resnet, vgg  # noqa: F401,E402  (registration side effects)

@@ -13,9 +13,9 @@ import functools
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -127,7 +127,7 @@ def _import(module_name: str, path: str):
         module = _import_once(module_name, path, last=True)
     top = sys.modules[module_name.split(".")[0]]
     # the folder it was found in: a package's folder's parent, a module file's folder
-    found = list(top.__path__)[0] if hasattr(top, "__path__") else getattr(top, "__file__", None)
+    found = next(iter(top.__path__)) if hasattr(top, "__path__") else getattr(top, "__file__", None)
     if found and Path(found).resolve().parent == Path(cwd).resolve():  # through '' or `python -m`'s cwd
         _export(cwd)
     return module

@@ -15,7 +15,7 @@ the smallest size at which every stride-2 "valid" convolution divides exactly an
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F

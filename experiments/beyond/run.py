@@ -86,7 +86,7 @@ def render(runs: list[Path], commbench: list[Path], profiles: list[Path], out: P
     if missing:
         text += [f"Not in this run (no cells): {', '.join(missing)}.", ""]
     text += side_by_side(t)
-    text += ["## Prediction error per method", ""] + testbed_validation.summary_lines(t)
+    text += ["## Prediction error per method", "", *testbed_validation.summary_lines(t)]
     (out / "README.md").write_text("\n".join(text) + "\n")
     return tables
 

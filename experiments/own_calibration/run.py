@@ -40,7 +40,7 @@ def main(argv=None) -> int:
         results = run(a.fit, a.held, a.profile, a.commbench, a.out, a.samples)
     except UserError as e:
         raise SystemExit(f"error: {e}") from None
-    for variant, (cal, t, b) in results.items():
+    for variant, (_cal, t, b) in results.items():
         before = f"; uncalibrated {b.attrs['median_ape_pct']:.1f} %" if b is not None else ""
         print(
             f"compute {variant}: calibrated median APE {t.attrs['median_ape_pct']:.1f} % over {len(t)} cells, "

@@ -12,11 +12,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.core.atomic import write_parquet_atomic
-from harness.core.errors import UserError
-from harness.predict.compute import compute_model
-from harness.predict.own_calibration import METHODS, OwnCalibration, calibrate_own, read_runs
-from harness.predict.predictor import predict_rows
 from experiments.testbed_validation.validation import (
     SHARED,
     VARIANTS,
@@ -27,6 +22,11 @@ from experiments.testbed_validation.validation import (
     summary_lines,
     variant_model,
 )
+from harness.core.atomic import write_parquet_atomic
+from harness.core.errors import UserError
+from harness.predict.compute import compute_model
+from harness.predict.own_calibration import METHODS, OwnCalibration, calibrate_own, read_runs
+from harness.predict.predictor import predict_rows
 from harness.report.validation import KEYS, format_validation, validate
 from harness.results.store import load_run
 
@@ -170,7 +170,7 @@ def run(fit_runs, held, profiles, commbench, out: Path, samples: int = 32, lowo:
             format_validation(t),
             "",
         ]
-        text += ranking_lines(t, b) + [""]
+        text += [*ranking_lines(t, b), ""]
         if cal.lowo is not None:
             lo = cal.lowo.assign(abs_pct=100 * cal.lowo["error"].abs())
             text += [

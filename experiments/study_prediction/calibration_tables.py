@@ -101,7 +101,7 @@ def comparison_table(cal: pd.DataFrame, raw: pd.DataFrame, methods: list[str]) -
     """Per size: the best method per (workload, network) row calibrated and uncalibrated, and how far the
     calibrated curve moved each method (median change of its cells)."""
     key = ["workload", "network", "workers", "scheme"]
-    both = cal[key + ["throughput_median"]].merge(raw[key + ["throughput_median"]], on=key, suffixes=("", "_raw"))
+    both = cal[[*key, "throughput_median"]].merge(raw[[*key, "throughput_median"]], on=key, suffixes=("", "_raw"))
     both = both[both["scheme"].isin(methods)]
     both["change"] = both["throughput_median"] / both["throughput_median_raw"] - 1
     lines = [

@@ -56,7 +56,7 @@ def startup_table(rows: list[dict]) -> str:
         "table | their cluster | NCCL 2.4 tuning latency |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
-    us = lambda s: f"{s * 1e6:.0f} us"  # noqa: E731
+    us = lambda s: f"{s * 1e6:.0f} us"
     for r in rows:
         lines.append(
             f"| {r['network']} | {r['workers']} | {us(r['nccl_s'])} | {us(r['negotiation_s'])} | "

@@ -38,25 +38,6 @@ from pathlib import Path
 import pandas as pd
 from rich.progress import Progress
 
-from harness.core.atomic import write_parquet_atomic
-from harness.core.errors import UserError
-from harness.study.curve import (
-    EXTRA,
-    SAMPLES,
-    WORKLOADS,
-    compute_models,
-    mechanism_effects,
-    predict_curve,
-    sensitivity,
-    with_intervals,
-)
-from harness.predict.fitting import MAX_MISFIT
-from harness.study.calibration import calibrate, lowo_summary, read_one_node
-from harness.study.cluster import FAMILIES, GPUS_PER_NODE, check_size, startup_rows
-from harness.study.two_node import calibrate_two_node, coverage, lowo_table as two_node_lowo
-from harness.predict.predictor import SEVEN_METHODS
-from harness.study.inputs import INPUTS
-from harness.report.prediction import save
 from experiments.study_prediction.calibration_tables import (
     cells_table,
     comparison_table,
@@ -65,14 +46,6 @@ from experiments.study_prediction.calibration_tables import (
     outside_lines,
     params_table,
     two_node_cells_table,
-)
-from experiments.study_prediction.mechanisms import (
-    gil_lines,
-    mechanism_changes,
-    mechanism_table,
-    startup_table,
-    van_lines,
-    width_table,
 )
 from experiments.study_prediction.curve_report import (
     best_methods,
@@ -84,6 +57,34 @@ from experiments.study_prediction.curve_report import (
     sensitivity_table,
     size_table,
 )
+from experiments.study_prediction.mechanisms import (
+    gil_lines,
+    mechanism_changes,
+    mechanism_table,
+    startup_table,
+    van_lines,
+    width_table,
+)
+from harness.core.atomic import write_parquet_atomic
+from harness.core.errors import UserError
+from harness.predict.fitting import MAX_MISFIT
+from harness.predict.predictor import SEVEN_METHODS
+from harness.report.prediction import save
+from harness.study.calibration import calibrate, lowo_summary, read_one_node
+from harness.study.cluster import FAMILIES, GPUS_PER_NODE, check_size, startup_rows
+from harness.study.curve import (
+    EXTRA,
+    SAMPLES,
+    WORKLOADS,
+    compute_models,
+    mechanism_effects,
+    predict_curve,
+    sensitivity,
+    with_intervals,
+)
+from harness.study.inputs import INPUTS
+from harness.study.two_node import calibrate_two_node, coverage
+from harness.study.two_node import lowo_table as two_node_lowo
 
 METHODS = list(SEVEN_METHODS) + list(EXTRA)
 COMMAND = "python -m experiments.study_prediction.run"

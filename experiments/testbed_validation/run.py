@@ -55,8 +55,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.core.errors import UserError
 from experiments.testbed_validation.validation import report_parser, run
+from harness.core.errors import UserError
 
 
 def main(argv=None) -> int:

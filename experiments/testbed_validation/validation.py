@@ -19,8 +19,7 @@ from harness.predict.commbench_fit import (
     testbed_burst_bytes,
 )
 from harness.predict.compute import compute_model
-from harness.predict.predictor import Network, predict_rows
-from harness.predict.predictor import SEVEN_METHODS
+from harness.predict.predictor import SEVEN_METHODS, Network, predict_rows
 from harness.report.prediction import save, validation_scatter
 from harness.report.validation import KEYS, format_validation, validate
 from harness.results.store import load_run
@@ -156,7 +155,7 @@ def _networks(cells: pd.DataFrame, cb: dict, burst: float, intra_paths: list[Pat
     return out
 
 
-def predict_runs(
+def predict_runs(  # noqa: C901 - one input per branch, each a compute variant or network of the check
     runs: list,
     commbench: list[Path],
     profiles: list[Path],
@@ -246,7 +245,7 @@ def predict_runs(
 def _column(v: pd.DataFrame, rows: pd.DataFrame, keys: list[str], col: str):
     """`col` of the row of `rows` that matches each validated cell on `keys`."""
     on = [k for k in keys if k in rows]
-    right = rows[on + [col]].drop_duplicates(on)
+    right = rows[[*on, col]].drop_duplicates(on)
     left = v[on].copy()
     for k in on:  # seq_len: NaN (float) for an image workload on one side, None (object) on the other
         if pd.api.types.is_numeric_dtype(left[k]) != pd.api.types.is_numeric_dtype(right[k]):
@@ -302,7 +301,7 @@ def run(runs, commbench, profiles, out: Path, intra_commbench=None) -> dict[str,
             out / f"predicted-vs-measured-{variant}.png",
         )
         text += [f"## compute {variant}: median APE {t.attrs['median_ape_pct']:.1f} % over {len(t)} cells", ""]
-        text += summary_lines(t) + ["", format_validation(t), ""]
+        text += [*summary_lines(t), "", format_validation(t), ""]
     (out / "validation.md").write_text("\n".join(text) + "\n")
     return tables
 

@@ -16,8 +16,8 @@ import math
 import re
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from harness.core.errors import UserError
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from harness.sim.model import Model
 from harness.schemes import SCHEMES
+from harness.sim.model import Model
 
 REFERENCE = "ddp"
 """The reference every recommendation is measured against: DDP with its default knobs."""

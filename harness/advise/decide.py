@@ -49,11 +49,11 @@ class Estimate:
     n: int
 
     @classmethod
-    def of(cls, samples) -> "Estimate":
+    def of(cls, samples) -> Estimate:
         d = describe(samples)
         return cls(d["mean"], d["ci95_low"], d["ci95_high"], d["n"])
 
-    def overlaps(self, other: "Estimate") -> bool:
+    def overlaps(self, other: Estimate) -> bool:
         return not (self.high_s < other.low_s or other.high_s < self.low_s)
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pandas as pd
 
 from harness.advise.candidates import Layout
-from harness.core.atomic import write_parquet_atomic
 from harness.commbench.driver import commbench_cell, measure, network_of
-from harness.measure.sizes import parse_size, sizes_between
-from harness.core.errors import CellFailed, UserError
 from harness.contracts.launcher import Launcher
+from harness.core.atomic import write_parquet_atomic
+from harness.core.errors import CellFailed, UserError
+from harness.measure.sizes import parse_size, sizes_between
 from harness.predict.commbench_fit import read_commbench
 from harness.predict.profiler import measure_profile
 from harness.results.files import read_table

@@ -13,8 +13,8 @@ from harness.advise.candidates import Candidate, Layout
 from harness.core.errors import UserError
 from harness.predict.commbench_fit import links_from_commbench, testbed_burst_bytes
 from harness.predict.predictor import Network, predict_rows
-from harness.sim.model import ComputeModel
 from harness.sim.links import Cluster, get_link
+from harness.sim.model import ComputeModel
 from harness.sim.ps import SERVER_GBYTE_S
 
 PREDICTED_COLUMNS = [

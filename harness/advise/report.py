@@ -133,8 +133,8 @@ def render(
             f"time ratio {v.ratio:.3f} (95% CI {v.low:.3f}-{v.high:.3f}) over {v.rounds} pairs: "
             + ("**statistically tied**." if v.tied else "the winner is faster beyond doubt."),
         ]
-    out += ["", "## Why the winner wins", ""] + why(rec, pred)
-    out += ["", "## Predicted ranking of the candidates not measured", ""] + rest_table(pred, set(meas["label"]))
+    out += ["", "## Why the winner wins", "", *why(rec, pred)]
+    out += ["", "## Predicted ranking of the candidates not measured", "", *rest_table(pred, set(meas["label"]))]
     if skipped:
         out += [
             "",

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
@@ -183,7 +183,7 @@ def _refine_one(measured: list[Measured], ms: Measuring) -> bool:
         return False
     best = min(ok, key=lambda m: m.estimate.mean_s)
     key = lambda m: (
-        not (m is best or m.candidate.is_reference or m.estimate.overlaps(best.estimate)),  # noqa: E731
+        not (m is best or m.candidate.is_reference or m.estimate.overlaps(best.estimate)),
         m.estimate.mean_s,
     )
     for m in sorted(ok, key=key):

@@ -29,23 +29,23 @@ import pandas as pd
 import torch
 import yaml
 
+from harness import backends
 from harness.advise.budget import DEFAULT_BUDGET, Budget, Outcome, Pace, parse_duration
 from harness.advise.candidates import Candidate, Layout, candidates, reference, shortlist, sweep_mapping
 from harness.advise.observed import commbench_table, profile_table
-from harness.advise.shortlist import Measuring, Policy, alternated_rounds, frame, measure_all
-from harness.advise.runner import counting, keep_spent, spent_before, sweep_runner
 from harness.advise.predicted import measured_network, predict_candidates, preset_network
-from harness.predict.calibration import require_converged
-from harness.predict.own_calibration import calibrate_stacks
 from harness.advise.recommend import recommend
 from harness.advise.report import render
-from harness import backends
+from harness.advise.runner import counting, keep_spent, spent_before, sweep_runner
+from harness.advise.shortlist import Measuring, Policy, alternated_rounds, frame, measure_all
 from harness.commbench.driver import testbed_or_here
 from harness.contracts.cell import per_worker_node
 from harness.contracts.launcher import Launcher
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError, signals_raise
+from harness.predict.calibration import require_converged
 from harness.predict.compute import compute_model
+from harness.predict.own_calibration import calibrate_stacks
 from harness.results.files import check_output_dir
 from harness.results.paths import default_run_dir
 from harness.results.store import holds_run
@@ -251,7 +251,7 @@ def run_advise(spec: AdviseSpec) -> tuple[Path, str]:
             Outcome(spec.budget_s),
         )
         measured = measure_all(short, ms)
-        rec, verdict = _decide(measured, ms, keep, policy)
+        rec, _verdict = _decide(measured, ms, keep, policy)
         ms.outcome.used_s = budget.used_s()
         keep_spent(keep, budget)
     meas = frame(measured)

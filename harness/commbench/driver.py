@@ -24,8 +24,8 @@ from harness.contracts.cell import CellSpec, per_worker_node
 from harness.contracts.launcher import Launcher
 from harness.core.errors import CellFailed, Interrupted, RunFailed, UserError, signals_raise
 from harness.experiment.cells import check_capacity, resolve_device, warn
-from harness.experiment.options import RunOptions
 from harness.experiment.dispatch import launcher_for
+from harness.experiment.options import RunOptions
 from harness.measure.sizes import COLLECTIVES, parse_size, sizes_between
 from harness.results.files import check_output_dir
 from harness.results.lock import run_lock

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from harness.measure.stats import busbw_factor
-from harness.grouping.cost import fit_alpha_beta
 from harness.core.schema import COMMBENCH_COLUMNS, SCHEMA_VERSION
+from harness.grouping.cost import fit_alpha_beta
+from harness.measure.stats import busbw_factor
 
 if TYPE_CHECKING:  # annotations only
     from harness.contracts.cell import CellSpec

@@ -11,12 +11,12 @@ question asked before the load is a RuntimeError that says so.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from harness.contracts.capabilities import check_words
 from harness.core.registry import Registry
-
 
 RECIPE_TYPES: list[type] = []
 """Every launcher's recipe type (harness/contracts/recipes/<launcher>.py), registered by `recipe_type`."""

@@ -82,7 +82,7 @@ class CellSpec(CellSettings):
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "CellSpec":
+    def from_json(cls, text: str) -> CellSpec:
         return cls(**json.loads(text))
 
     @property
@@ -98,7 +98,7 @@ class CellSpec(CellSettings):
         name = self.workload.replace(":", ".")  # a Python-path workload (pkg.mod:build): no ':' in paths
         return f"{name}.{self.scheme}.{self.backend}.w{self.workers}{ps}{low}.{digest}"
 
-    def with_(self, **changes) -> "CellSpec":
+    def with_(self, **changes) -> CellSpec:
         return replace(self, **changes)
 
     def network_vars(self, nodes: int | None = None) -> dict[str, str]:

@@ -7,9 +7,10 @@ start, what wraps the run. Generic: it knows no launcher and no backend."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Mapping
+from typing import Any
 
 from harness.contracts.cell import CellSpec
 from harness.contracts.placement import Placement
@@ -72,7 +73,7 @@ class Launcher:
     """Whether a zygote on this box starts with the run (ddlbench's own spawner starts the ranks here,
     harness/warm/spawn.py); False: the ranks start elsewhere (srun: forked by a zygote on each node,
     harness/launchers/srun/warm.py), so none is started here."""
-    session: Callable[[], ContextManager[Any]] = contextlib.nullcontext
+    session: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
     """Entered around the run's cells, under the run's lock (the node leader's store, every node joined; the
     testbed's lease); `launch` is called only inside it."""
     networks: tuple[Network, ...] = ()

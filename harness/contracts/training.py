@@ -9,7 +9,7 @@ import faulthandler
 import os
 import sys
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

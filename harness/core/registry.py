@@ -5,7 +5,8 @@ Registering a name twice is an error; an unknown name is a UserError listing the
 
 from __future__ import annotations
 
-from typing import Generic, Iterator, TypeVar
+from collections.abc import Iterator
+from typing import Generic, TypeVar
 
 from harness.core.errors import UserError
 

@@ -14,9 +14,9 @@ import contextlib
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 from harness.doctor import facts, gpu_probe, render, smoke
 from harness.results.files import check_output_dir
@@ -67,7 +67,7 @@ def diagnose(
             for line in render.smoke_lines(results):
                 say(line)
     checks = gpu_probe.run_gpu_checks(found["gpus"]["count"] if cfg.device == "cuda" else 0)
-    for line in [""] + render.gpu_lines(checks) + [""]:
+    for line in ["", *render.gpu_lines(checks), ""]:
         say(line)
     wall_s = time.monotonic() - t0
     for line in (

@@ -20,9 +20,9 @@ import torch.distributed as dist
 
 from harness import backends
 from harness.backends.deepspeed import extensions_dir
-from harness.doctor.network import hostname_facts, interfaces, run_tool
 from harness.contracts.hostlist import expand_hostlist, expand_tasks_per_node
 from harness.core.errors import UserError
+from harness.doctor.network import hostname_facts, interfaces, run_tool
 from harness.results.environment import cpu_model
 from harness.testbed import netns
 from harness.testbed.checks import check_system

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
 from harness.contracts.devices import process_group_backend, rank_device, tensor_backend
+from harness.contracts.training import set_precision
 from harness.doctor.gpu_checks import gpu_check_status
 from harness.measure.timer import IterationTimer, make_clock
-from harness.contracts.training import set_precision
 
 TOLERANCE = 0.05
 """Events and the synchronised wall clock agree within 5% (as the GPU test module asks)."""

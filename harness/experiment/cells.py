@@ -134,12 +134,12 @@ def check_knob_values(scheme: str, knobs: dict) -> None:
     """Numeric knobs are sizes, times or switches: finite and >= 0 (a negative bucket or credit would
     reach the scheme as nonsense, NaN would never compare)."""
     for name, value in knobs.items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if not math.isfinite(value) or value < 0:
-                raise UserError(
-                    f"knob {name}={value!r} of scheme {scheme!r} must be a finite number >= 0; "
-                    f"fix it in --knob or the sweep file"
-                )
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if numeric and (not math.isfinite(value) or value < 0):
+            raise UserError(
+                f"knob {name}={value!r} of scheme {scheme!r} must be a finite number >= 0; "
+                f"fix it in --knob or the sweep file"
+            )
 
 
 def warn(note: str | None) -> None:

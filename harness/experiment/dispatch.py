@@ -21,13 +21,13 @@ from harness.contracts.launcher import Launcher, LaunchRequest
 from harness.core.errors import UserError
 from harness.experiment.cells import check_capacity, resolve, warn
 from harness.experiment.execute import record_result, run_cells, write_environment
-from harness.launchers.identity import from_environ
-from harness.rank.worker import run_worker
-from harness.results.store import cell_dir
 from harness.experiment.options import RunOptions
 from harness.experiment.sweep import SweepConfig, expand, load_sweep
 from harness.launchers.choose import choose_launcher, this_box
+from harness.launchers.identity import from_environ
+from harness.rank.worker import run_worker
 from harness.results.files import check_output_dir
+from harness.results.store import cell_dir
 
 
 def launcher_for(cfg: SweepConfig | None, options: RunOptions, title: str = "") -> Launcher:

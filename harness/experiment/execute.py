@@ -17,22 +17,22 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.core.atomic import write_parquet_atomic, write_text_atomic
 from harness import backends
 from harness.contracts.cell import CellSpec
-from harness.contracts.launcher import Launcher, LaunchCell, LaunchRequest
-from harness.core.errors import CellFailed, Interrupted, signals_raise
-from harness.warm import spawn
+from harness.contracts.launcher import LaunchCell, Launcher, LaunchRequest
 from harness.contracts.placement import Placement
+from harness.core.atomic import write_parquet_atomic, write_text_atomic
+from harness.core.errors import CellFailed, Interrupted, signals_raise
+from harness.experiment.cells import warn
+from harness.experiment.options import RunOptions
+from harness.launchers.choose import this_box
 from harness.procs.logs import log_tail
 from harness.results import environment, machine_load, store
 from harness.results.files import unwritable
 from harness.results.lock import run_lock
 from harness.results.repair import repair_parts
 from harness.results.summarize import failed_row, raw_rows, summary_row
-from harness.experiment.cells import warn
-from harness.experiment.options import RunOptions
-from harness.launchers.choose import this_box
+from harness.warm import spawn
 from workloads import WORKLOADS
 
 

@@ -24,12 +24,12 @@ from pathlib import Path
 import yaml
 
 from harness import backends
-from harness.gate.baselines import check_name
-from harness.experiment.cells import resolve
 from harness.contracts.cell import CellSettings, CellSpec
-from harness.core.errors import UserError
-from harness.schemes import SCHEMES
 from harness.contracts.training import DTYPES
+from harness.core.errors import UserError
+from harness.experiment.cells import resolve
+from harness.gate.baselines import check_name
+from harness.schemes import SCHEMES
 
 
 @dataclass(frozen=True)

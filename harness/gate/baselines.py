@@ -27,10 +27,10 @@ from pathlib import Path
 import pandas as pd
 
 from harness.core.atomic import write_json_atomic, write_parquet_atomic
+from harness.core.errors import UserError
+from harness.gate.comparable import check_environments
 from harness.gate.compare import measured_cells
 from harness.gate.keys import cell_key
-from harness.gate.comparable import check_environments
-from harness.core.errors import UserError
 from harness.results.files import check_output_dir, unwritable
 from harness.results.machine_load import busy_reason
 from harness.results.paths import RESULTS_ROOT

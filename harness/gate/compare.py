@@ -35,6 +35,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from harness.core.errors import UserError
+from harness.gate.keys import MATCH_KEYS, cell_key, cell_label, pair_resolved
 from harness.gate.stats import (
     DEFAULT_GATE,
     GateConfig,
@@ -45,8 +47,6 @@ from harness.gate.stats import (
     machine_prior,
     significance,
 )
-from harness.gate.keys import MATCH_KEYS, pair_resolved, cell_key, cell_label
-from harness.core.errors import UserError
 from harness.results.summarize import row_host_heap
 
 __all__ = [
@@ -214,7 +214,7 @@ HEAP_CHANGED = "host heap"
 """How the note of a cell incomparable because its host heap changed begins (the verdict line reads it)."""
 
 
-def _compare_cell(key, b_side, c_side, cfg: GateConfig, rounds: bool) -> dict:
+def _compare_cell(key, b_side, c_side, cfg: GateConfig, rounds: bool) -> dict:  # noqa: C901 - one return per verdict
     b_rows, b_failed, b_x = _samples(b_side, key)
     c_rows, c_failed, c_x = _samples(c_side, key)
     ref = c_rows[0] if c_rows else b_rows[0]

@@ -96,8 +96,7 @@ def pair_resolved(idx: dict, other: dict) -> dict:
     for key, row in idx.items():
         open_at = [i for i in _RESOLVED_AT if key[i] is None]
         if open_at and key not in other:
-            same = lambda k: all(a == b for i, (a, b) in enumerate(zip(k, key)) if i not in open_at)  # noqa: E731
-            twins = [k for k in other if same(k)]
+            twins = [k for k in other if all(a == b for i, (a, b) in enumerate(zip(k, key)) if i not in open_at)]
             if len(twins) == 1 and twins[0] not in idx:
                 key = twins[0]
         out[key] = row

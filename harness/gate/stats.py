@@ -59,7 +59,7 @@ def significance(a, b, cfg: GateConfig = DEFAULT_GATE) -> tuple[bool | None, flo
         return None, math.nan, "none"
     lo_a, hi_a = ci_of_mean(a, cfg.ci_level)
     lo_b, hi_b = ci_of_mean(b, cfg.ci_level)
-    return (hi_a < lo_b or hi_b < lo_a), math.nan, f"ci{int(round(cfg.ci_level * 100))}"
+    return (hi_a < lo_b or hi_b < lo_a), math.nan, f"ci{round(cfg.ci_level * 100)}"
 
 
 def decide(base, cur, cfg: GateConfig = DEFAULT_GATE) -> dict:

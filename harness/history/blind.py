@@ -125,8 +125,8 @@ def thresholds(
         eps = 1 + noise * rng.standard_normal((n, ITERS))
 
         def found(d: float) -> bool:
-            m = base * np.where(where, 1 - d, 1.0)
-            return _found(m, list(m[:, None] * eps), runs, k, sim_cfg)
+            m = base * np.where(where, 1 - d, 1.0)  # noqa: B023 - called at once, in the loop that binds it
+            return _found(m, list(m[:, None] * eps), runs, k, sim_cfg)  # noqa: B023 - called at once
 
         if not found(top):
             out.append(math.inf)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import math
-from functools import lru_cache
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import ruptures as rpt
@@ -81,7 +81,7 @@ def _any_change(series: list[np.ndarray], k: float) -> float:
     return float(np.mean([bool(change_points(z, k * math.log(z.size))) for z in series]))
 
 
-@lru_cache(maxsize=None)
+@cache
 def simulate(n: int, false_rate: float) -> float:
     """The smallest factor k (to 0.1) at which at most `false_rate` of SERIES normal-noise series of length n
     have a change point (bisection: the rate falls as k grows)."""

@@ -20,8 +20,8 @@ import datetime
 import fcntl
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 import pyarrow as pa

@@ -22,11 +22,11 @@ import yaml
 
 from harness.core.atomic import write_json_atomic
 from harness.core.errors import UserError
+from harness.experiment.sweep import load_sweep
 from harness.jobs.client import cpus_per_node, job_states, slurm_tool, submit
 from harness.jobs.sweep_jobs import parse_time_min, part_yaml, plan_jobs, render_submit
 from harness.results.merge import cell_statuses, merge_runs, run_dirs
 from harness.results.paths import default_run_dir
-from harness.experiment.sweep import load_sweep
 
 JOBS_FILE = "slurm-jobs.json"
 """Submitted jobs of a run directory, and the last state seen for each."""
@@ -35,7 +35,7 @@ JOBS_FILE = "slurm-jobs.json"
 # ----------------------------------------------------------------------------------------- submit
 
 
-def submit_sweep(
+def submit_sweep(  # noqa: C901 - the flags' checks in a row, then the submission
     sweep_file: str | Path,
     *,
     nodes: int,

@@ -22,12 +22,12 @@ from pathlib import Path
 import yaml
 
 from harness import backends
-from harness.core.errors import UserError
 from harness.contracts.backend import every
 from harness.contracts.recipes.sbatch import SWEEP_STYLE, SbatchRecipe, SbatchSpec
+from harness.core.errors import UserError
+from harness.experiment.sweep import expand, sweep_from_dict
 from harness.launchers.choose import batch_script
 from harness.schemes import SCHEMES
-from harness.experiment.sweep import expand, sweep_from_dict
 
 STARTUP_S = 300
 """Added to a job's default time limit: Python start-up and the sweep's own bookkeeping."""

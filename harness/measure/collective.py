@@ -98,7 +98,7 @@ def time_sizes(
         samples = []
         for rep in range(warmup + reps):
             t.barrier()
-            took = timed(lambda: _once(t, collective, big, size, rank), device)
+            took = timed(lambda: _once(t, collective, big, size, rank), device)  # noqa: B023 - called at once
             if rep >= warmup:
                 samples.append(took * scale)
         times[size] = samples

@@ -13,7 +13,7 @@ discarded; a barrier and one synchronisation (the timer's anchor) precede the fi
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

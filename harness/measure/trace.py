@@ -31,10 +31,10 @@ from torch.optim.optimizer import (
     register_optimizer_step_pre_hook,
 )
 
+from harness.contracts.devices import tensor_backend
 from harness.core.atomic import write_json_atomic
 from harness.measure.trace_json import chrome_trace
 from harness.measure.trace_scheme import TracedScheme
-from harness.contracts.devices import tensor_backend
 from harness.measure.trace_transport import CommRecord, CompletionWatcher, EventDone, TracedTransport, now
 
 

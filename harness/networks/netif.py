@@ -16,6 +16,7 @@ host entered with `nsenter --net`).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import shutil
@@ -206,10 +207,8 @@ def refuse_loopback(iface: str, addr: str) -> None:
     """Raise UserError when a multi-node rendezvous `addr` is reached through the loopback device
     `iface`: the other nodes would be told to connect to this node's 127.x address."""
     loop_addr = False
-    try:
+    with contextlib.suppress(ValueError):
         loop_addr = ipaddress.ip_address(addr).is_loopback
-    except ValueError:
-        pass
     if iface == LOOPBACK_IFACE or loop_addr:
         raise UserError(
             f"the rendezvous address {addr} is reached through the loopback device ({iface}) on a multi-node "

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
+import tomllib
 from scipy.stats import median_abs_deviation
 
 from harness.core.errors import UserError

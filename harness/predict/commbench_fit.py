@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.measure.sizes import PART, parse_size
 from harness.core.errors import UserError
 from harness.grouping.cost import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta
+from harness.measure.sizes import PART, parse_size
 from harness.sim.links import AlphaBeta, Cluster, Link
 from harness.sim.ps import ps_link_from_pushpull
 from harness.testbed.state import TBF_BURST
-
 
 ALLREDUCE_NAMES = {"allreduce", "all_reduce", "all-reduce"}
 P2P_NAMES = {"sendrecv", "send_recv", "p2p", "send-recv"}
@@ -135,7 +134,7 @@ def _size_text(nbytes: float) -> str:
 
 
 def links_from_commbench(
-    source, burst_bytes: float = 0.0, ps_layout: "Cluster | None" = None, server_gbyte_s: float = 10.0
+    source, burst_bytes: float = 0.0, ps_layout: Cluster | None = None, server_gbyte_s: float = 10.0
 ) -> tuple[Link, Link | None, dict[int, AlphaBeta]]:
     """(all-reduce link, point-to-point link or None, measured all-reduce fits by worker count) from a
     commbench table or the files/run directories holding one (`read_commbench`).
@@ -175,7 +174,7 @@ def links_from_commbench(
     return link, p2p_link, ar
 
 
-def _ps_link(df: pd.DataFrame, layout: "Cluster | None", server_gbyte_s: float, link: Link) -> Link | None:
+def _ps_link(df: pd.DataFrame, layout: Cluster | None, server_gbyte_s: float, link: Link) -> Link | None:
     """The parameter-server link fitted to the push-pull rows at the layout's worker count (None
     without a layout or such rows). Carries `link`'s token bucket."""
     if layout is None:

@@ -25,8 +25,8 @@ central differences where no search did (`_fit_jacobian`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 from scipy.optimize import least_squares

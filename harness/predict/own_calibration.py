@@ -42,18 +42,18 @@ methods' cells, and the servers' parameters keep their sourced values (the push-
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 import yaml
 
 from harness.core.errors import UserError
+from harness.predict.calibration import Bounded, leave_one_workload_out, misses, read_bounded
 from harness.predict.commbench_fit import links_from_commbench, read_commbench, testbed_burst_bytes
 from harness.predict.compute import compute_model
-from harness.predict.calibration import Bounded, leave_one_workload_out, misses, read_bounded
 from harness.predict.fitting import Block, Cells, Fit, fit_params
 from harness.predict.predictor import Network, predict_rows
 from harness.predict.profiler import counted_profile
@@ -616,4 +616,3 @@ def commbench_networks(source, runs: Runs) -> dict:
         g = Group(str(p), str(label), workers, 1, 1 if pushpull else 0, "colocated", math.nan, shaped, "cpu", 0)
         out[str(label)] = (Network(str(label), link, link, fits, p2p), g)
     return out
-

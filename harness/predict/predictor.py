@@ -20,9 +20,8 @@ from harness.core.schema import SCHEMA_VERSION, SUMMARY_COLUMNS
 from harness.schemes import SCHEMES, SchemeEntry
 from harness.sim.costs import with_optimizer
 from harness.sim.interference import contended
-from harness.sim.model import ComputeModel, Model, NoModel, Outcome
 from harness.sim.links import Cluster, Link
-
+from harness.sim.model import ComputeModel, Model, NoModel, Outcome
 
 SEVEN_METHODS = ("bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps")
 """The study's seven lossless methods, in its order (docs/ARCHITECTURE.md, "Predictor"): the one list that the
@@ -32,7 +31,7 @@ predictor (`--schemes study`), the study's wing, the reports and advise's valida
 def modelled() -> dict[str, SchemeEntry]:
     """Every registered scheme that has a simulation model, the study's seven first (then by name)."""
     have = {name: e for name, e in SCHEMES.items() if isinstance(e.model, Model)}
-    first = [n for n in ("local",) + SEVEN_METHODS if n in have]
+    first = [n for n in ("local", *SEVEN_METHODS) if n in have]
     return {n: have[n] for n in first + [n for n in have if n not in first]}
 
 

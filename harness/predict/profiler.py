@@ -95,7 +95,7 @@ def time_iterations(
             clock.sync(m3)  # the one synchronisation of the iteration
             if it < warmup:
                 continue
-            sec = lambda m: clock.elapsed(m0, m)  # noqa: E731
+            sec = lambda m: clock.elapsed(m0, m)  # noqa: B023 - used at once, in this iteration
             t1, t2, t3 = sec(m1), sec(m2), sec(m3)
             events = [(sec(m), j) for m, j in layer_marks]
             fwd_runs.append(charge_forward(events, 0.0, t1, len(own)))
@@ -107,7 +107,7 @@ def time_iterations(
     finally:
         hooks.remove()
     stat = statistics.mean if reduce == "mean" else statistics.median
-    med = lambda runs: [stat(r[k] for r in runs) for k in range(len(runs[0]))]  # noqa: E731
+    med = lambda runs: [stat(r[k] for r in runs) for k in range(len(runs[0]))]
     return {
         "layer_forward_s": med(fwd_runs),
         "ready_s": med(ready_runs),
@@ -279,9 +279,8 @@ def run_profile(
         raise UserError("--iters, --threads and --concurrent must be >= 1 and --warmup >= 0; fix the option")
     if device not in ("cpu", "cuda"):
         raise UserError(f"unknown device {device!r}: use cpu or cuda")
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise UserError("device cuda was selected but CUDA is not available here; use --device cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError("device cuda was selected but CUDA is not available here; use --device cpu")
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r}: use {' or '.join(DTYPES)}; fix --dtype")
     batch, seq_len = check_shape(WORKLOADS.get(workload), batch, seq_len)

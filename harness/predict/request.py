@@ -14,6 +14,7 @@ import pandas as pd
 from harness.core.atomic import write_parquet_atomic
 from harness.core.errors import UserError
 from harness.experiment.sweep import knob_value
+from harness.predict.calibration import require_converged
 from harness.predict.cluster_file import is_cluster_file, read_cluster_file
 from harness.predict.clusters import CLUSTERS, ClusterEntry, one_calibration
 from harness.predict.commbench_fit import (
@@ -22,7 +23,6 @@ from harness.predict.commbench_fit import (
     testbed_burst_bytes,
 )
 from harness.predict.compute import compute_model, get_device
-from harness.predict.calibration import require_converged
 from harness.predict.own_clusters import fitted_clusters, networks_cluster
 from harness.predict.predictor import (
     Network,
@@ -118,7 +118,8 @@ def parse_method_knobs(pairs) -> dict:
     return out
 
 
-def check_inputs(spec: PredictSpec) -> tuple[list, dict[str, ClusterEntry]]:
+# complex by design (C901): one check per option, each its own one-line error
+def check_inputs(spec: PredictSpec) -> tuple[list, dict[str, ClusterEntry]]:  # noqa: C901
     """Everything `spec` asks checked before any work (FLOP counting takes seconds per workload); returns the
     profile tables and the clusters, each read once."""
     if spec.dtype != "fp32":  # docs/ARCHITECTURE.md, "Precision"

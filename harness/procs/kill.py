@@ -3,6 +3,7 @@ a process group by SIGKILL, or a framework's launch program and every descendant
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -14,10 +15,8 @@ def kill_group(pid: int) -> None:
     """SIGKILL the process group `pid` leads (a rank, the warm-rank zygote), or `pid` alone when it leads
     none yet (a child between fork and setsid)."""
     for kill in (os.killpg, os.kill):
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def kill_tree(proc: subprocess.Popen) -> None:
@@ -36,12 +35,8 @@ def kill_tree(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.kill()
     for p in kids:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
-        except psutil.NoSuchProcess:
-            pass
     psutil.wait_procs(kids, timeout=10)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass

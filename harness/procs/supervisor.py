@@ -16,9 +16,9 @@ import json
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from harness.core.atomic import write_json_atomic
 

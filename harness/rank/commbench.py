@@ -11,15 +11,15 @@ from pathlib import Path
 
 import torch
 
-from harness.measure import host_heap
-from harness.core.atomic import write_json_atomic
 from harness import backends
 from harness.contracts.cell import CellSpec
-from harness.measure.sizes import push_pull_keys
-from harness.measure.collective import check_allreduce, slowest, time_sizes
 from harness.contracts.devices import check_group_backend, rank_device
-from harness.launchers.identity import from_environ
 from harness.contracts.training import crash_stacks, exit_now
+from harness.core.atomic import write_json_atomic
+from harness.launchers.identity import from_environ
+from harness.measure import host_heap
+from harness.measure.collective import check_allreduce, slowest, time_sizes
+from harness.measure.sizes import push_pull_keys
 
 
 def run_rank(cell: CellSpec, out: Path) -> None:

@@ -17,8 +17,8 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from harness import backends
 from harness.contracts.backend import every

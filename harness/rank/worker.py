@@ -20,19 +20,9 @@ from pathlib import Path
 
 import torch
 
-from harness.core.atomic import write_json_atomic
 from harness import backends
 from harness.contracts.cell import CellSpec
 from harness.contracts.devices import check_group_backend, device_name, rank_device
-from harness.core.errors import UserError
-from harness.launchers.identity import RankIdentity, from_environ
-from harness.procs.env import PLACED_AT_VAR, RANK_START_VAR
-from harness.measure import host_heap
-from harness.measure.loop import run_loop
-from harness.measure.trace import Tracer
-from harness.networks.netif import counter_delta, read_counters
-from harness.results.gpu_env import gpu_models
-from harness.schemes import SCHEMES, SchemeContext
 from harness.contracts.training import (
     DTYPES,
     autocast_loss,
@@ -42,6 +32,16 @@ from harness.contracts.training import (
     make_optimizer,
     set_precision,
 )
+from harness.core.atomic import write_json_atomic
+from harness.core.errors import UserError
+from harness.launchers.identity import RankIdentity, from_environ
+from harness.measure import host_heap
+from harness.measure.loop import run_loop
+from harness.measure.trace import Tracer
+from harness.networks.netif import counter_delta, read_counters
+from harness.procs.env import PLACED_AT_VAR, RANK_START_VAR
+from harness.results.gpu_env import gpu_models
+from harness.schemes import SCHEMES, SchemeContext
 from workloads import WORKLOADS
 from workloads.base import count_params, flops_per_sample, grad_bytes
 
@@ -169,7 +169,7 @@ def run_worker(cell: CellSpec, me: RankIdentity, out: Path) -> dict | None:
     # a traced cell (docs/ARCHITECTURE.md, "Traces"); untraced, nothing of it exists
     tracer = Tracer(cell.trace_iters, me.rank) if cell.trace_iters else None
     traced = tracer.transport(transport) if tracer and transport else transport
-    log = lambda msg: print(f"[rank {me.rank}] {msg}", flush=True)  # noqa: E731
+    log = lambda msg: print(f"[rank {me.rank}] {msg}", flush=True)
     ctx = SchemeContext(
         transport=traced,
         rank=me.rank,

@@ -16,9 +16,9 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")  # no display: the report is files (must precede pyplot)
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
 from harness.report.data import (
     failed,
@@ -26,7 +26,7 @@ from harness.report.data import (
     measured,
     networks,
     ok,
-    schemes,  # noqa: E402
+    schemes,
     with_series,
 )
 
@@ -116,7 +116,7 @@ def throughput_vs_workers(summary: pd.DataFrame) -> plt.Figure:
             here = s[(s["workload"] == wl) & (s["network"] == net)]
             lines = here[here["scheme"] != "local"]
             ws = sorted(allm.loc[(allm["workload"] == wl) & (allm["network"] == net), "workers"].unique())
-            dx = _dodge(names, ws + [1])
+            dx = _dodge(names, [*ws, 1])
             for name in [n for n in names if n in set(lines["series"])]:
                 d = lines[lines["series"] == name].sort_values("workers")
                 x = d["workers"] + dx[name]

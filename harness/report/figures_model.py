@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from harness.measure.stats import busbw_factor
 from harness.grouping.cost import fit_alpha_beta
+from harness.measure.stats import busbw_factor
 from harness.report.data import match_predicted, measured, ok, predicted, with_series
 from harness.report.figures import _no_data, _panels, _series_order, _unit, plt, scheme_colors
 
@@ -37,7 +37,7 @@ def commbench_fits(cb: pd.DataFrame) -> pd.DataFrame:
     commbench stored them, else fitted here on the per-size median times."""
     rows = []
     if cb is None or cb.empty:
-        return pd.DataFrame(columns=SERIES_KEYS + ["alpha_s", "beta_s_per_byte", "inv_beta_gbit_s", "sizes", "fit"])
+        return pd.DataFrame(columns=[*SERIES_KEYS, "alpha_s", "beta_s_per_byte", "inv_beta_gbit_s", "sizes", "fit"])
     cb = cb.assign(network=cb["network"].fillna("unknown").astype(str))
     for key, d in cb.groupby(SERIES_KEYS, sort=True):
         med = d.groupby("size_bytes")["time_s"].median()

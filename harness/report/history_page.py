@@ -19,14 +19,14 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # no display: the page is a file (must precede pyplot)
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import pandas as pd
 
-from harness.core.atomic import write_text_atomic  # noqa: E402
-from harness.history.blind import series_blind  # noqa: E402
-from harness.history.markdown import blind_markdown, changes_markdown  # noqa: E402
-from harness.history.scan import Scan, scan  # noqa: E402
-from harness.report.figures import scheme_colors  # noqa: E402
+from harness.core.atomic import write_text_atomic
+from harness.history.blind import series_blind
+from harness.history.markdown import blind_markdown, changes_markdown
+from harness.history.scan import Scan, scan
+from harness.report.figures import scheme_colors
 
 STYLE = """body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;font-size:13px}
 td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}tr.open td{background:#fff0f0}

@@ -209,7 +209,7 @@ def environment_table(env: pd.DataFrame, summary: pd.DataFrame | None = None) ->
         c for c in env.columns if c not in order and c not in ("schema_version", "run", "package_path", "libraries")
     ]
     fields = [f for f in order if f in env] + extra
-    out = {"field": ["machine"] + fields}
+    out = {"field": ["machine", *fields]}
     for i, (_, r) in enumerate(env.iterrows()):
         name = str(r.get("run", r.get("run_id", i)))
         out[name] = [verdict(r)] + [("" if pd.isna(r.get(f)) else str(r.get(f))) or "-" for f in fields]

@@ -99,7 +99,7 @@ def _kind(e: dict) -> str | None:
     return None
 
 
-def timeline(trace: dict, rank: int | None = None):
+def timeline(trace: dict, rank: int | None = None):  # noqa: C901 - one figure, one branch per kind of event
     """The figure of one cell's trace (the slowest rank unless `rank` is given)."""
     rank = slowest_rank(trace) if rank is None else rank
     mine = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e["pid"] == rank]

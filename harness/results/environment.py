@@ -15,6 +15,7 @@ is recorded here too.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import platform
@@ -28,9 +29,9 @@ import pandas as pd
 import torch
 
 from harness.core.atomic import write_parquet_atomic
+from harness.core.schema import SCHEMA_VERSION
 from harness.results import gpu_env, machine_load
 from harness.results.files import read_table
-from harness.core.schema import SCHEMA_VERSION
 from harness.results.fingerprints import (
     fingerprint,
     fingerprint_keys,  # noqa: F401
@@ -92,7 +93,7 @@ def collect(
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "git_commit": git_commit(),
         # the code the workers import: the spawner (harness/spawner/cell.py) starts them with -P and this package first
         # on PYTHONPATH, so a stray harness/ in the working directory cannot shadow it
@@ -115,10 +116,8 @@ def collect(
         "slurm_nodelist": os.environ.get("SLURM_JOB_NODELIST", ""),
     }
     if cuda:
-        try:
+        with contextlib.suppress(Exception):  # built without nccl
             row["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
-        except Exception:  # built without nccl
-            pass
     row.update(gpu_env.collect(device))  # driver, cuDNN, topology, NCCL_*, precision, GPU models ('' on CPU)
     row.update(extra or {})
     row["fingerprint"] = fingerprint(row)

@@ -16,8 +16,8 @@ import fcntl
 import os
 import shlex
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from harness.core.errors import UserError
 from harness.results.files import unwritable

@@ -95,7 +95,7 @@ def _command(pid: int, name: str, width: int = 48) -> str:
     words = _argv(pid)
     if not words:
         return name
-    text = " ".join([Path(words[0]).name] + words[1:])
+    text = " ".join([Path(words[0]).name, *words[1:]])
     return text if len(text) <= width else text[: width - 3] + "..."
 
 

@@ -44,7 +44,7 @@ def run_dirs(paths: tuple[str, ...]) -> list[Path]:
     return out
 
 
-def merge_runs(sources: list[Path], merged: Path) -> Path:
+def merge_runs(sources: list[Path], merged: Path) -> Path:  # noqa: C901 - refusals in a row, then the merge
     """Merge the finished cells of several run directories into `merged` and consolidate its tables.
     A cell present twice keeps its ok measurement over a failed one, else the later directory's."""
     merged = merged.resolve()

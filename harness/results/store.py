@@ -20,11 +20,11 @@ import pandas as pd
 
 from harness.core.atomic import write_parquet_atomic
 from harness.core.errors import UserError
+from harness.core.schema import SCHEMA_VERSION
 from harness.procs.argv import CELL_FILE
 from harness.results.files import read_table, unwritable
 from harness.results.paths import RESULTS_ROOT
 from harness.results.summarize import add_scaling
-from harness.core.schema import SCHEMA_VERSION
 
 TABLES = ("raw", "summary", "environment", "commbench")
 REBUILT = ("summary", "raw")

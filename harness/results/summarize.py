@@ -13,10 +13,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from harness.core.schema import RAW_COLUMNS, SCHEMA_VERSION, SUMMARY_COLUMNS
 from harness.measure.stats import describe, slowest_rank
 from harness.results.netcheck import network_columns
 from harness.results.peaks import ImpossibleMFU, mfu, peak_tflops, single_model
-from harness.core.schema import RAW_COLUMNS, SCHEMA_VERSION, SUMMARY_COLUMNS
 
 PHASES = ("forward_s", "forward_wait_s", "backward_s", "comm_wait_s", "optimizer_s")
 """forward_wait_s: absent from runs before it was measured (their forward_s includes those waits): NaN."""

@@ -13,15 +13,16 @@ model (harness.sim.model) beside it: see docs/ARCHITECTURE.md, "Scheme".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import torch
 
-from harness.measure.timer import ForwardWaits, make_clock
 from harness.contracts.backend import providers
 from harness.contracts.capabilities import check_words
 from harness.core.registry import Registry
+from harness.measure.timer import ForwardWaits, make_clock
 from harness.schemes.knobs import Knob, Knobs
 
 

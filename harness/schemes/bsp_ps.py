@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from harness.sim.bucketed import bsp_ps
-from harness.sim.model import Model
-from harness.sim.ps import SERVER_GBYTE_S
 from harness.schemes.base import register
 from harness.schemes.bucketed import BucketSync
 from harness.schemes.knobs import Grid, Knobs, Range
+from harness.sim.bucketed import bsp_ps
+from harness.sim.model import Model
+from harness.sim.ps import SERVER_GBYTE_S
 
 
 @dataclass(frozen=True)

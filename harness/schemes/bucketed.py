@@ -14,10 +14,10 @@ import statistics
 
 import torch
 
+from harness.grouping.rules import partition
 from harness.measure.collective import probe_gradient_sync
 from harness.measure.timer import make_clock
 from harness.schemes.base import Scheme
-from harness.grouping.rules import partition
 
 MB = 1 << 20
 

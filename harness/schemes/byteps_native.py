@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.sim.model import NoModel
 from harness.schemes.base import Scheme, register
+from harness.sim.model import NoModel
 
 
 class BytePSNative(Scheme):

@@ -23,9 +23,9 @@ import time
 
 import torch
 
+from harness.grouping.rules import partition
 from harness.measure.collective import probe_gradient_sync
 from harness.schemes.base import Scheme
-from harness.grouping.rules import partition
 
 MB = 1 << 20
 TRACE_VAR = "DDLBENCH_BS_TRACE"
@@ -166,7 +166,7 @@ class ByteSchedulerEngine(Scheme):
         except BaseException as e:  # the main thread re-raises it; the cell fails instead of hanging
             self.error = e
 
-    def _run_round(self, r: _Round) -> None:
+    def _run_round(self, r: _Round) -> None:  # noqa: C901 - read beside its simulation, sim/bytescheduler_engine.py
         t = self.ctx.transport
         consensus = not self.use_ps and self.workers > 1
         pending = list(self.by_priority)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from harness.sim.bytescheduler import bytescheduler_a2a
-from harness.sim.model import Model
 from harness.schemes.base import register
 from harness.schemes.bytescheduler import ByteSchedulerEngine
 from harness.schemes.knobs import Grid, Knobs, Range
+from harness.sim.bytescheduler import bytescheduler_a2a
+from harness.sim.model import Model
 
 
 @dataclass(frozen=True)

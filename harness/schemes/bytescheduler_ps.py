@@ -3,13 +3,13 @@
 from dataclasses import dataclass
 from typing import Annotated
 
-from harness.sim.bytescheduler import bytescheduler_ps
-from harness.sim.model import Model
-from harness.sim.ps import SERVER_GBYTE_S
 from harness.schemes.base import register
 from harness.schemes.bytescheduler import ByteSchedulerEngine
 from harness.schemes.bytescheduler_a2a import ByteSchedulerKnobs
 from harness.schemes.knobs import Range
+from harness.sim.bytescheduler import bytescheduler_ps
+from harness.sim.model import Model
+from harness.sim.ps import SERVER_GBYTE_S
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from harness.sim.bucketed import ddp as ddp_model
-from harness.sim.model import Model
 from harness.schemes.base import Scheme, register
 from harness.schemes.knobs import Grid, Knobs, Range
+from harness.sim.bucketed import ddp as ddp_model
+from harness.sim.model import Model
 
 
 @dataclass(frozen=True)

@@ -32,12 +32,12 @@ from typing import Annotated
 import torch
 
 from harness.grouping.cost import MB
+from harness.schemes.base import Scheme, register
+from harness.schemes.knobs import Grid, Knobs, Range
 from harness.sim.dear import dear as dear_model
 from harness.sim.dear import dear_groups
 from harness.sim.layer_hooks import owners
 from harness.sim.model import Model
-from harness.schemes.base import Scheme, register
-from harness.schemes.knobs import Grid, Knobs, Range
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,11 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from harness.core.errors import UserError
+from harness.schemes.base import Scheme, register
+from harness.schemes.knobs import Grid, Knobs, Range
 from harness.sim.fsdp import block_units
 from harness.sim.fsdp import fsdp as fsdp_model
 from harness.sim.model import Model
-from harness.schemes.base import Scheme, register
-from harness.schemes.knobs import Grid, Knobs, Range
 
 WRAPS = ("block", "model")
 

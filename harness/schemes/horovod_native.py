@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from harness.core.errors import UserError
-from harness.sim.horovod import horovod
-from harness.sim.model import Model
 from harness.schemes.base import Scheme, register
 from harness.schemes.knobs import Grid, Knobs, Range
+from harness.sim.horovod import horovod
+from harness.sim.model import Model
 
 MB = 1 << 20
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.errors import UserError
-from harness.core.fields import field_docs  # noqa: F401  (this module's interface too)
+from harness.core.fields import field_docs
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class Knobs:
         return _spec(cls)
 
     @classmethod
-    def resolve(cls, given: dict | None, scheme: str) -> "Knobs":
+    def resolve(cls, given: dict | None, scheme: str) -> Knobs:
         """Validated knobs from user input (a sweep file, --knob, or a recorded CellSpec.knobs)."""
         given = dict(given or {})
         spec = cls.spec()

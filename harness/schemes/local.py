@@ -1,8 +1,8 @@
 """`local`: one worker, no communication. The sweep's measured X_1 and compute-only iteration."""
 
+from harness.schemes.base import Scheme, register
 from harness.sim.bucketed import local as local_model
 from harness.sim.model import Model
-from harness.schemes.base import Scheme, register
 
 
 class Local(Scheme):

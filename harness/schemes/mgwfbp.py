@@ -12,15 +12,15 @@ import statistics
 from dataclasses import dataclass
 from typing import Annotated
 
-from harness.results.alpha_beta import fit_from_run
-from harness.measure.collective import time_sizes
 from harness.grouping.cost import ALPHA_BETA_PROBE_SIZES, fit_alpha_beta
 from harness.grouping.rules import merge_plan
-from harness.sim.bucketed import mgwfbp
-from harness.sim.model import Model
+from harness.measure.collective import time_sizes
+from harness.results.alpha_beta import fit_from_run
 from harness.schemes.base import register
 from harness.schemes.bucketed import BucketSync
 from harness.schemes.knobs import Grid, Knobs, Range
+from harness.sim.bucketed import mgwfbp
+from harness.sim.model import Model
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """`wfbp-a2a` (wait-free backprop): each tensor's all-reduce starts as soon as its gradient is ready,
 overlapping communication with the rest of backward; the optimizer waits for all of them."""
 
-from harness.sim.bucketed import wfbp_a2a
-from harness.sim.model import Model
 from harness.schemes.base import register
 from harness.schemes.bucketed import BucketSync
+from harness.sim.bucketed import wfbp_a2a
+from harness.sim.model import Model
 
 
 class WfbpA2A(BucketSync):

@@ -1,12 +1,12 @@
 """`wfbp-ps`: each gradient's partitions are pushed to the servers as soon as the gradient is ready;
 the optimizer waits for all pulls."""
 
-from harness.sim.bucketed import wfbp_ps
-from harness.sim.model import Model
-from harness.sim.ps import SERVER_GBYTE_S
 from harness.schemes.base import register
 from harness.schemes.bsp_ps import PSKnobs
 from harness.schemes.bucketed import BucketSync
+from harness.sim.bucketed import wfbp_ps
+from harness.sim.model import Model
+from harness.sim.ps import SERVER_GBYTE_S
 
 
 class WfbpPS(BucketSync):

@@ -20,10 +20,10 @@ from typing import Annotated
 
 import torch
 
-from harness.sim.model import NoModel
+from harness.contracts.training import DTYPES
 from harness.schemes.base import Scheme, register
 from harness.schemes.knobs import Grid, Knobs, Range
-from harness.contracts.training import DTYPES
+from harness.sim.model import NoModel
 
 MB = 1 << 20
 

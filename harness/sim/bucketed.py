@@ -24,8 +24,8 @@ from harness.sim.model import ELEM_BYTES, Outcome
 from harness.sim.ps import ParameterServers, ps_parts
 
 if TYPE_CHECKING:  # annotations only: the compute model's module reads profile tables (pandas)
-    from harness.sim.model import ComputeModel
     from harness.sim.links import Cluster
+    from harness.sim.model import ComputeModel
 
 
 def collective_channel(sim: Sim, ab, log: bool = False) -> Fifo:

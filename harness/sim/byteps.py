@@ -29,8 +29,8 @@ from harness.sim.model import Outcome
 
 if TYPE_CHECKING:  # annotations only
     from harness.sim.costs import BytePSCosts
-    from harness.sim.model import ComputeModel
     from harness.sim.links import Cluster
+    from harness.sim.model import ComputeModel
 
 PARTITION_SHIFT = 16
 """A partition's key: the tensor's declared index shifted by 16 bits, plus the partition index (global.cc)."""

@@ -12,8 +12,8 @@ from harness.sim.bytescheduler_engine import ByteSchedulerRun
 from harness.sim.model import Outcome
 
 if TYPE_CHECKING:  # annotations only
-    from harness.sim.model import ComputeModel
     from harness.sim.links import Cluster
+    from harness.sim.model import ComputeModel
 
 
 def bytescheduler(c: ComputeModel, cluster: Cluster, knobs: dict, use_ps: bool = False, p2p=None) -> Outcome:

@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING
 
 from harness.grouping.cost import MB
 from harness.sim.bucketed import allreduce, collective_channel
-from harness.sim.interference import gpu_comm_facts
 from harness.sim.des import Event, Fifo, Sim
+from harness.sim.interference import gpu_comm_facts
 from harness.sim.model import ELEM_BYTES, Outcome
 from harness.sim.ps import ParameterServers, ps_parts
 
 if TYPE_CHECKING:  # annotations only
-    from harness.sim.model import ComputeModel
     from harness.sim.links import Cluster
+    from harness.sim.model import ComputeModel
 
 
 ENGINE_HANDOFF_S = 0.08e-3
@@ -127,7 +127,7 @@ class ByteSchedulerRun:
             yield st.cycle_sync_s
             take, self.pending = self.pending, []
             buf: list = []
-            for nbytes, ev in take + [(None, None)]:
+            for nbytes, ev in [*take, (None, None)]:
                 if buf and (nbytes is None or sum(b for b, _ in buf) + nbytes > st.fusion_bytes):
                     size = sum(b for b, _ in buf)
                     extra = 2 * st.copy_s(size) if len(buf) > 1 else 0.0
@@ -138,7 +138,7 @@ class ByteSchedulerRun:
                 if nbytes is not None:
                     buf.append((nbytes, ev))
 
-    def scheduler(self, r: Round):
+    def scheduler(self, r: Round):  # noqa: C901 - schemes/bytescheduler.py's _run_round step for step
         """ByteSchedulerEngine._run_round, step for step (see the module docstring)."""
         agreed_upto = 0  # ready_seq[:agreed_upto] has been agreed
         heap: list[int] = []  # urgencies of agreed-ready, unsent partitions
@@ -147,11 +147,10 @@ class ByteSchedulerRun:
         in_bytes = 0.0
         remaining = len(self.parts)
         while remaining:
-            if not heap:
-                if len(r.ready_seq) <= agreed_upto:
-                    while len(r.ready_seq) <= agreed_upto:
-                        yield r.news
-                    yield self.handoff  # woken, the thread takes the GIL back from the training thread
+            if not heap and len(r.ready_seq) <= agreed_upto:
+                while len(r.ready_seq) <= agreed_upto:
+                    yield r.news
+                yield self.handoff  # woken, the thread takes the GIL back from the training thread
             snapshot = len(r.ready_seq)
             if self.consensus:
                 self.consensus_calls += 1

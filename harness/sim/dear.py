@@ -27,8 +27,8 @@ from harness.sim.des import Event, Sim
 from harness.sim.model import Outcome
 
 if TYPE_CHECKING:  # annotations only
-    from harness.sim.model import ComputeModel
     from harness.sim.links import Cluster
+    from harness.sim.model import ComputeModel
 
 
 def dear_groups(layer_bytes: list[int], bucket_bytes: float, nearby_layers: int = 0) -> list[list[int]]:
@@ -39,10 +39,7 @@ def dear_groups(layer_bytes: list[int], bucket_bytes: float, nearby_layers: int 
     cur: list[int] = []
     size = 0
     for j, b in enumerate(layer_bytes):
-        if nearby_layers > 0:
-            fits = len(cur) < nearby_layers
-        else:
-            fits = not cur or size + b < bucket_bytes
+        fits = len(cur) < nearby_layers if nearby_layers > 0 else (not cur or size + b < bucket_bytes)
         if not fits:
             groups.append(cur)
             cur, size = [], 0

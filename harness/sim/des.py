@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 
 class Event:
     """Fires once, at a simulated time; processes waiting on it then resume."""
 
-    __slots__ = ("sim", "time", "_waiters")
+    __slots__ = ("_waiters", "sim", "time")
 
-    def __init__(self, sim: "Sim"):
+    def __init__(self, sim: Sim):
         self.sim = sim
         self.time: float | None = None
         self._waiters: list[Callable[[], None]] = []
@@ -119,7 +119,7 @@ class Fifo:
     `burst` bytes while the resource idles, and bytes covered by tokens pass at `peak` bytes/s (the
     unshaped path's speed) instead of `rate`. burst = 0 is a plain link: bytes / rate."""
 
-    __slots__ = ("sim", "name", "free_at", "busy_s", "rate", "burst", "peak", "tokens", "t_tokens", "log")
+    __slots__ = ("burst", "busy_s", "free_at", "log", "name", "peak", "rate", "sim", "t_tokens", "tokens")
 
     def __init__(
         self,
@@ -191,7 +191,7 @@ def busy_within(fifos, lo: float, hi: float) -> tuple[float, float]:
     spans = sorted(iv for f in fifos if f.log for iv in f.log)
     inside = total = 0.0
     cur_s = cur_e = None
-    for s, e in spans + [(math.inf, math.inf)]:
+    for s, e in [*spans, (math.inf, math.inf)]:
         if cur_e is not None and s > cur_e:
             total += cur_e - cur_s
             inside += max(0.0, min(cur_e, hi) - max(cur_s, lo))

@@ -29,8 +29,8 @@ from harness.sim.des import Event, Sim
 from harness.sim.model import Outcome
 
 if TYPE_CHECKING:  # annotations only
-    from harness.sim.model import ComputeModel
     from harness.sim.links import Cluster
+    from harness.sim.model import ComputeModel
 
 _INDEX = re.compile(r"^\d+$")
 

@@ -10,7 +10,7 @@ from harness.sim.des import Sim
 from harness.sim.model import Outcome
 
 
-def horovod(c, cluster, knobs, p2p=None) -> Outcome:
+def horovod(c, cluster, knobs, p2p=None) -> Outcome:  # noqa: C901 - Horovod's background loop step for step
     """Horovod's background loop: every cycle it negotiates which tensors are ready on all ranks (one
     small coordination all-reduce, the response cache's bit vector), fuses them in ready order into
     buffers of at most the fusion threshold, and enqueues their all-reduces; the optimizer waits."""
@@ -32,7 +32,7 @@ def horovod(c, cluster, knobs, p2p=None) -> Outcome:
                 yield ab.time_s(n / 8)  # the readiness bit vector
             take, ready_q[:] = list(ready_q), []
             buf, size = [], 0
-            for i in take + [None]:
+            for i in [*take, None]:
                 if i is None or (buf and size + c.grad_bytes[i] > threshold):
                     if buf:
                         fused.append(len(buf))

@@ -146,15 +146,15 @@ class AlphaBeta:
     (the link bucket divided by the bytes each link carries per message byte); 0 = none."""
     beta_peak_s_per_byte: float = 0.0
     """Time per message byte while the bucket lasts."""
-    planning: "AlphaBeta | None" = None
+    planning: AlphaBeta | None = None
     """What mgwfbp's start-up probe would fit here (a least-squares line over 4 KB..16 MB), when that
     differs from the cost itself (a shaped link: the bucket pulls the fitted alpha to ~0); the
     simulated mgwfbp plans with it, as the real scheme does. None = this alpha/beta."""
-    small: "AlphaBeta | None" = None
+    small: AlphaBeta | None = None
     """A second algorithm the library picks where it is faster (NCCL's tree for small messages across
     nodes, Sanders et al. "Two-tree algorithms for full bandwidth broadcast, reduction and scan", 2009):
     a message costs the cheaper of the two lines. None = this line only."""
-    parts: "tuple[AlphaBeta, AlphaBeta] | None" = None
+    parts: tuple[AlphaBeta, AlphaBeta] | None = None
     """(the node's own path, the wire between nodes) where a ring across nodes runs step by step at the slower
     of the two: this line's alpha and beta are the larger of the parts'. A GPU shared with compute slows the
     node's path (its hops through host memory, the kernels), not the wire (harness/sim/interference.py).
@@ -272,5 +272,5 @@ class Cluster:
             return math.inf
         return self.host.bytes_per_s / (g + 1 if n > 1 else g)
 
-    def with_(self, **kw) -> "Cluster":
+    def with_(self, **kw) -> Cluster:
         return replace(self, **kw)

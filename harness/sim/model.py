@@ -11,8 +11,8 @@ every rank's). `knobs` is a plain dict of the scheme's knobs plus the model's ow
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 from harness.core.errors import UserError
 
@@ -84,7 +84,7 @@ class ComputeModel:
             prev = max(prev, self.ready_s[i])
         return out
 
-    def scaled(self, factor: float, batch: int | None = None, device: str | None = None) -> "ComputeModel":
+    def scaled(self, factor: float, batch: int | None = None, device: str | None = None) -> ComputeModel:
         return replace(
             self,
             ready_s=tuple(t * factor for t in self.ready_s),
@@ -95,13 +95,13 @@ class ComputeModel:
             device=device or self.device,
         )
 
-    def scaled_backward(self, factor: float) -> "ComputeModel":
+    def scaled_backward(self, factor: float) -> ComputeModel:
         """The backward alone `factor` times as long (the gradients' ready times with it)."""
         return replace(
             self, ready_s=tuple(t * factor for t in self.ready_s), backward_total_s=self.backward_total_s * factor
         )
 
-    def calibrated(self, samples_per_s: float, batch: int, device: str) -> "ComputeModel":
+    def calibrated(self, samples_per_s: float, batch: int, device: str) -> ComputeModel:
         """Scaled so that one worker runs `batch` samples at `samples_per_s`."""
         if samples_per_s <= 0:
             raise UserError(f"throughput must be > 0 samples/s, got {samples_per_s}")

@@ -14,8 +14,8 @@ import math
 from harness.grouping.cost import MB
 from harness.grouping.rules import assign_servers, partition
 from harness.sim.des import Event, Fifo, Sim
-from harness.sim.model import ELEM_BYTES
 from harness.sim.links import Cluster, Link
+from harness.sim.model import ELEM_BYTES
 
 SERVER_GBYTE_S = 10.0
 """A server's summing rate, GB of pushes read per second (the PS models' default `server_gbyte_s`)."""
@@ -170,13 +170,13 @@ class ParameterServers:
 
         def pull():
             ends = [self.staged(n, share, self.n_down[n].reserve_bytes(share)) for n in remote]
-            end = max([self.n_up[home].reserve_bytes(share * len(remote)) if remote else sim.now] + ends) + lat
+            end = max([self.n_up[home].reserve_bytes(share * len(remote)) if remote else sim.now, *ends]) + lat
             sim.at(end - sim.now, done.fire)
 
         def add():
             sim.at(self.s_cpu[server].reserve(self._server_s(copies, nbytes)) - sim.now, pull)
 
-        sim.at(max(outs + [inn]) + lat - sim.now, add)
+        sim.at(max([*outs, inn]) + lat - sim.now, add)
 
     def _server_s(self, copies: int, nbytes: float) -> float:
         """A server's CPU for one key: sum `copies` pushes, and receive and send one message per copy."""

@@ -10,11 +10,12 @@ SIGKILLed (the parent-death signal, harness/procs/trampoline.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from harness.contracts.cell import CellSpec
 from harness.core.errors import CellFailed
@@ -41,7 +42,7 @@ def run_ranks(
     try:
         for r, rank in ranks.items():
             path = cell_dir / f"rank{r}.log"
-            log = open(path, "w")
+            log = open(path, "w")  # noqa: SIM115 - the rank writes it until the end; closed below
             logs.append(log)
             procs[r] = spawn.start(rank, path, log)
         _watch(procs, cell.timeout_s, cell_dir, abort, poll_s)
@@ -84,12 +85,8 @@ def _watch(
 def _kill(procs: list[subprocess.Popen]) -> None:
     for p in procs:
         if p.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
     for p in procs:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass

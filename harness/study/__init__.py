@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from harness.predict.clusters import CLUSTERS, ClusterEntry
 from harness.core.errors import UserError
+from harness.predict.clusters import CLUSTERS, ClusterEntry
 from harness.study import calibration, two_node
 from harness.study.cluster import FAMILIES, GPUS_PER_NODE, PRESET_PREFIX, check_size
 from harness.study.curve import predict_curve, with_intervals

@@ -32,8 +32,8 @@ from harness.sim.bucketed import allreduce
 from harness.sim.bytescheduler_engine import ByteSchedulerRun, Round
 from harness.sim.costs import OPTIMIZERS
 from harness.sim.des import Event
-from harness.study.gil import Spinner
 from harness.sim.model import ELEM_BYTES
+from harness.study.gil import Spinner
 
 
 class PluginRun(ByteSchedulerRun):

@@ -31,22 +31,21 @@ run directory of the harness gives the same from its summary (workers 1 and 4; s
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import tomllib
 
 from harness.core.errors import UserError
-from harness.predict.compute import compute_model
 from harness.predict.calibration import Bounded, OfItsCluster, leave_one_workload_out, misses
+from harness.predict.compute import compute_model
 from harness.predict.fitting import Block, Cells, Fit, Param, fit_params
-from harness.predict.predictor import predict_rows
+from harness.predict.predictor import SEVEN_METHODS, predict_rows
 from harness.predict.profiler import counted_profile
-from harness.study.curve import WORKLOADS, study_compute
 from harness.study.cluster import GPUS_PER_NODE, study_network
-from harness.predict.predictor import SEVEN_METHODS
+from harness.study.curve import WORKLOADS, study_compute
 from harness.study.inputs import INPUTS, StudyValues
 
 COLUMNS = ["workload", "batch", "network", "scheme", "gpus", "throughput", "std"]
@@ -70,9 +69,11 @@ class StudyBlock:
 
 
 BLOCK_KEYS = {"methods", "search", "held", "scan", "network"}
+BLOCKS_FILE = Path(__file__).with_name("calibration.toml")
+"""The study's calibrations as data (shipped with the package: pyproject.toml, package-data)."""
 
 
-def read_blocks(path: Path = Path(__file__).with_name("calibration.toml")) -> dict[str, dict[str, StudyBlock]]:
+def read_blocks(path: Path = BLOCKS_FILE) -> dict[str, dict[str, StudyBlock]]:
     """{"one-node": {block: StudyBlock}, "two-node": {...}} in the file's order, each parameter an input of the
     study's cluster (INPUTS) with the bounds the file gives it; a file that breaks the shape raises ValueError."""
     doc = tomllib.loads(path.read_text())

@@ -16,14 +16,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from harness.grouping.cost import MB
 from harness.core.errors import UserError
-from harness.predict.predictor import Network
-from harness.predict.predictor import SEVEN_METHODS
-from harness.study.inputs import INPUTS, StudyValues, Values
+from harness.grouping.cost import MB
+from harness.predict.predictor import SEVEN_METHODS, Network
 from harness.sim.costs import BytePSCosts, Stack
 from harness.sim.links import AlphaBeta, Link, slower_of
 from harness.study.bytescheduler_plugin import PluginRun
+from harness.study.inputs import INPUTS, StudyValues, Values
 from harness.study.mgwfbp import study_merge
 
 FAMILIES = ("ib-100g", "ipoib-100g", "eth-10g")

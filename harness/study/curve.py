@@ -17,12 +17,11 @@ import numpy as np
 import pandas as pd
 
 from harness.predict.compute import compute_model
-from harness.predict.predictor import predict_rows
+from harness.predict.predictor import SEVEN_METHODS, predict_rows
 from harness.predict.profiler import counted_profile
-from harness.study.cluster import FAMILIES, GPUS_PER_NODE, NODE_COUNTS, study_network
-from harness.predict.predictor import SEVEN_METHODS
-from harness.study.inputs import INPUTS, StudyValues, Values
 from harness.sim.costs import Stack, optimizer_s
+from harness.study.cluster import FAMILIES, GPUS_PER_NODE, NODE_COUNTS, study_network
+from harness.study.inputs import INPUTS, StudyValues, Values
 
 WORKLOADS = ("resnet50", "bert-base", "bert-large")
 EXTRA = ("ddp", "horovod")
@@ -41,10 +40,7 @@ def compute_models(profiles: Path | None, compute: str) -> list:
     models = []
     for wl in WORKLOADS:
         f = profiles / f"profile-{wl}.parquet" if profiles else None
-        if compute == "profile" and f is not None and f.exists():
-            table = pd.read_parquet(f)
-        else:
-            table = counted_profile(wl)
+        table = pd.read_parquet(f) if compute == "profile" and f is not None and f.exists() else counted_profile(wl)
         models.append(compute_model(table, "study-gpu", mode=compute))
     return models
 
@@ -259,7 +255,7 @@ def mechanism_effects(
     rows = []
     for name, without in zip(MECHANISMS, runs):
         best1 = _best(without, methods)
-        both = base.merge(without[key + ["throughput_median"]], on=key, suffixes=("", "_without"))
+        both = base.merge(without[[*key, "throughput_median"]], on=key, suffixes=("", "_without"))
         both = both[both["scheme"].isin(methods)]
         both["change"] = both["throughput_median"] / both["throughput_median_without"] - 1
         for n in sorted(base["workers"].unique()):

@@ -31,12 +31,13 @@ Adding an input: its table in the stack's file, a float field of the same name i
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from string import Template
 from typing import get_type_hints
+
+import tomllib
 
 from harness.predict.inputs import Input, Inputs
 

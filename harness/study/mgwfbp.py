@@ -54,5 +54,5 @@ def study_merge(deltas: list[float], numels: list[int], alpha: float, beta: floa
             groups.append(group)
             group = []
         taoc = max(taoc + tc[l], next_ready)
-    groups.append(group + [0])
+    groups.append([*group, 0])
     return [[L - 1 - l for l in g] for g in groups]

@@ -47,9 +47,9 @@ import numpy as np
 import pandas as pd
 
 from harness.core.errors import UserError
+from harness.predict.calibration import OfItsCluster, leave_one_workload_out, misses
 from harness.predict.fitting import Block, Cells, Fit, fit_params
 from harness.predict.predictor import SEVEN_METHODS, predict_rows
-from harness.predict.calibration import OfItsCluster, leave_one_workload_out, misses
 from harness.study.calibration import BLOCKS, Calibration, calibration_models, fitted_cells, read_one_node, table_cells
 from harness.study.cluster import FAMILIES, GPUS_PER_NODE, study_network
 from harness.study.curve import WORKLOADS, study_compute
@@ -321,14 +321,14 @@ def coverage(pred: pd.DataFrame, cells: pd.DataFrame, held: pd.DataFrame | None 
         for c in ("pred_low", "pred_high")
     )
     inside = (lo <= fitted["measured"].to_numpy()) & (fitted["measured"].to_numpy() <= hi)
-    out = {"fitted_cells": int(len(fitted)), "fitted_inside": float(inside.mean()) if len(fitted) else math.nan}
+    out = {"fitted_cells": len(fitted), "fitted_inside": float(inside.mean()) if len(fitted) else math.nan}
     if held is not None and len(held):
         k = list(zip(held["workload"], held["network"], held["scheme"]))
         rows = at.loc[k]
         rel_lo = (rows["pred_low"] / rows["throughput_median"]).to_numpy()
         rel_hi = (rows["pred_high"] / rows["throughput_median"]).to_numpy()
         p, m = held["predicted"].to_numpy(), held["measured"].to_numpy()
-        out.update(held_cells=int(len(held)), held_inside=float(((p * rel_lo <= m) & (m <= p * rel_hi)).mean()))
+        out.update(held_cells=len(held), held_inside=float(((p * rel_lo <= m) & (m <= p * rel_hi)).mean()))
     width = (at["pred_high"] - at["pred_low"]) / at["throughput_median"]
     out["median_width"] = float(width.median())
     return out

@@ -36,7 +36,7 @@ def lease(what: str):
         finally:
             _LEASE["depth"] -= 1
         return
-    f = open(st.LEASE_PATH, "a+")
+    f = open(st.LEASE_PATH, "a+")  # noqa: SIM115 - held, with its lock, for the whole lease
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -21,8 +21,8 @@ Rules (the pure `rank_hosts` decides, `testbed_placement` turns it into argv pre
 from __future__ import annotations
 
 from harness.contracts.cell import CellSpec, server_placement
-from harness.core.errors import UserError
 from harness.contracts.placement import Placement
+from harness.core.errors import UserError
 from harness.testbed import netns
 from harness.testbed.state import TestbedState
 

@@ -107,7 +107,7 @@ class TestbedState:
             )
         return self.hosts[host_index]
 
-    def same_config(self, other: "TestbedState") -> bool:
+    def same_config(self, other: TestbedState) -> bool:
         """True if `other` describes the same network (ignores when it was built)."""
         a, b = asdict(self), asdict(other)
         for k in ("created_unix", "created_at"):

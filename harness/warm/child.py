@@ -15,6 +15,7 @@ runs, what it prints goes to its log.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import io
@@ -48,7 +49,7 @@ def become_rank(req: dict, log_fd: int, status_w: int, zygote_pid: int, inherite
     """Set up, tell the zygote (closing `status_w`), run the module; never returns."""
     try:
         setup(req, log_fd, zygote_pid, inherited)
-    except BaseException as e:  # noqa: BLE001 - whatever it was, the spawn fails with it
+    except BaseException as e:  # whatever it was, the spawn fails with it
         try:
             os.write(status_w, f"{type(e).__name__}: {e}".encode())
         finally:
@@ -65,10 +66,8 @@ def setup(req: dict, log_fd: int, zygote_pid: int, inherited: tuple[int, ...]) -
         os._exit(ORPHANED)
     default_signals(req.get("ignored", ()))
     for fd in inherited:  # the zygote's socket, wake-up pipe and selector
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
     if req.get("netns"):
         enter_netns(req["netns"])
     old_path = os.environ.get("PYTHONPATH", "")
@@ -106,15 +105,11 @@ def default_signals(ignored=()) -> None:
     for sig in signal.valid_signals():
         if sig in (signal.SIGKILL, signal.SIGSTOP):
             continue
-        try:
+        with contextlib.suppress(OSError, RuntimeError, ValueError):
             signal.signal(sig, signal.SIG_DFL)
-        except (OSError, RuntimeError, ValueError):
-            pass
     for sig in ignored:
-        try:
+        with contextlib.suppress(OSError, RuntimeError, ValueError):
             signal.signal(sig, signal.SIG_IGN)
-        except (OSError, RuntimeError, ValueError):
-            pass
     if signal.SIGINT not in ignored:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
@@ -145,10 +140,8 @@ def sync_sys_path(old: str, new: str) -> None:
 def redirect(log_fd: int) -> None:
     """stdin from /dev/null, stdout and stderr to the log, unbuffered."""
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -205,15 +198,13 @@ def run(module: str, argv: list[str]) -> int:
         code = mod.main(argv)
     except SystemExit as e:
         code = e.code
-    except BaseException:  # noqa: BLE001 - as an uncaught exception in a fresh interpreter
+    except BaseException:  # as an uncaught exception in a fresh interpreter
         traceback.print_exc()
         code = 1
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
     return code or 0

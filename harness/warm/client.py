@@ -200,7 +200,7 @@ class WarmPool:
             self.proc.wait(timeout=10)
         shutil.rmtree(self._dir, ignore_errors=True)
 
-    def __enter__(self) -> "WarmPool":
+    def __enter__(self) -> WarmPool:
         return self
 
     def __exit__(self, *exc) -> None:

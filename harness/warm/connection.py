@@ -14,6 +14,7 @@ one's).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -23,8 +24,8 @@ import threading
 import time
 from pathlib import Path
 
-from harness.warm.child import ignored_signals
 from harness.procs.kill import kill_group
+from harness.warm.child import ignored_signals
 
 SPAWN_TIMEOUT_S = 60.0
 """How long a spawn may take to be answered (the zygote forks and waits for the child's set-up)."""
@@ -39,7 +40,7 @@ class PoolDead(RuntimeError):
 class WarmProc:
     """One rank forked by a zygote: a drop-in for the subset of subprocess.Popen the launchers use."""
 
-    def __init__(self, args: list[str], link: "ZygoteConnection | None" = None):
+    def __init__(self, args: list[str], link: ZygoteConnection | None = None):
         self.args = args
         self.pid: int | None = None
         self.returncode: int | None = None
@@ -69,10 +70,8 @@ class WarmProc:
         if self._link is not None and self._link.remote:
             self._link.signal(self.pid, sig, group=False)
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, sig)
-        except ProcessLookupError:
-            pass
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
@@ -188,10 +187,8 @@ class ZygoteConnection:
         with self._lock:
             if self._dead:
                 return
-            try:
+            with contextlib.suppress(OSError):
                 self._send({"op": "signal", "pid": pid, "sig": int(sig), "group": group})
-            except OSError:
-                pass
 
     def _read(self) -> None:
         """The reader thread: answers and exit statuses, until the zygote's socket closes."""
@@ -241,10 +238,8 @@ class ZygoteConnection:
 
     def close(self, why: str = "the warm pool was closed") -> None:
         """Close the socket (the zygote then kills every child and exits) and end the reader."""
-        try:
+        with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.sock.close()
         if self._reader is not None:
             self._reader.join(timeout=10)

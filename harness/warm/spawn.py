@@ -22,9 +22,10 @@ import atexit
 import contextlib
 import subprocess
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import TypeVar
 
 from harness.procs.argv import WORKER_MODULE, python_argv
 from harness.procs.env import RANK_START_VAR
@@ -53,7 +54,7 @@ class _Warm:
     """The active `warm_ranks` block: whether it is on, and its pool once started (a block nested in an
     enabled one forks from the outer block's pool, but keeps and closes its own launcher resources)."""
 
-    def __init__(self, enabled: bool, parent: "_Warm | None" = None):
+    def __init__(self, enabled: bool, parent: _Warm | None = None):
         self.enabled = enabled
         self.parent = parent
         self.resources: dict[str, object] = {}

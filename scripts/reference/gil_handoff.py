@@ -206,8 +206,8 @@ class _Task:
         self._tensor = tensor
         self._ready = self._started = self._finished = False
         self._lock_before_finish = threading.Condition(threading.Lock())
-        self.desc = "rank {} step {} task {} {}".format(1, 7, self.op, self.name)
-        _LOG.debug("{} was created".format(self.desc))
+        self.desc = f"rank {1} step {7} task {self.op} {self.name}"
+        _LOG.debug(f"{self.desc} was created")
 
     def partition_done(self):
         with self._done_count_lock:
@@ -240,7 +240,7 @@ def python_costs(n: int) -> dict:
 
     def done():  # the poller on a finished handle: get, poll, callback under a lock, grad.set_
         q.put((p_last, grad, 5, None, None))
-        p, gr, h, ctx, cb = q.get()
+        _p, gr, _h, _ctx, _cb = q.get()
         LIBC_KEEP.getpid()
         with lock:
             pass
@@ -297,7 +297,7 @@ def _per_call(fn, n: int, batch: int) -> float:
 
 def _stats(xs: list[float]) -> dict:
     s = sorted(xs)
-    q = lambda f: s[min(len(s) - 1, int(f * len(s)))]  # noqa: E731
+    q = lambda f: s[min(len(s) - 1, int(f * len(s)))]
     return {"median_s": statistics.median(s), "mean_s": statistics.fmean(s), "p10_s": q(0.1), "p90_s": q(0.9)}
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.core.atomic import write_parquet_atomic
 from harness.commbench.driver import commbench_cell, measure
+from harness.core.atomic import write_parquet_atomic
 from harness.grouping.cost import ALPHA_BETA_PROBE_SIZES
 
 

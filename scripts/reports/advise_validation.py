@@ -33,7 +33,6 @@ import pandas as pd
 import yaml
 
 from harness.advise.shortlist import Policy
-from harness.advise.workflow import AdviseSpec, run_advise
 from harness.advise.validation import (
     BATCH,
     METHODS,
@@ -45,8 +44,9 @@ from harness.advise.validation import (
     regret_row,
     render,
 )
-from harness.experiment.options import RunOptions
+from harness.advise.workflow import AdviseSpec, run_advise
 from harness.experiment.dispatch import run_sweep_file
+from harness.experiment.options import RunOptions
 from harness.results.scrub import machine_paths, scrubbed_copy
 from harness.results.store import load_run
 from harness.testbed import netns

@@ -19,8 +19,8 @@ from pathlib import Path
 import pandas as pd
 
 from harness.core.atomic import write_parquet_atomic
-from harness.predict.compute import compute_model
 from harness.predict.commbench_fit import links_from_commbench
+from harness.predict.compute import compute_model
 from harness.predict.predictor import Network, predict_rows, resolve_methods
 from harness.report.prediction import save, validation_scatter
 from harness.report.validation import format_validation, validate

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle
-from harness.procs.argv import argv_words, step_cpus
 from harness.backends.byteps.roles import shared_env
-from harness.launchers.identity import from_slurm
+from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle
 from harness.contracts.recipes.srun import SrunContext, Step
+from harness.launchers.identity import from_slurm
+from harness.procs.argv import argv_words, step_cpus
 
 
 def srun_plan(ctx: SrunContext) -> list[Step]:
@@ -28,19 +28,19 @@ def srun_plan(ctx: SrunContext) -> list[Step]:
     return [
         Step(
             "scheduler",
-            tuple(sched + ["env", "DMLC_ROLE=scheduler", "bpslaunch"]),
+            tuple([*sched, "env", "DMLC_ROLE=scheduler", "bpslaunch"]),
             (workers[0],),
             env,
             main=False,
         ),
         Step(
             "servers",
-            tuple(serv + ["env", "DMLC_ROLE=server", "bpslaunch"]),
+            tuple([*serv, "env", "DMLC_ROLE=server", "bpslaunch"]),
             tuple(servers),
             env,
             main=False,
         ),
-        Step("workers", tuple(work + [*ctx.shim("byteps"), "--", *ctx.command]), tuple(workers), env),
+        Step("workers", tuple([*work, *ctx.shim("byteps"), "--", *ctx.command]), tuple(workers), env),
     ]
 
 

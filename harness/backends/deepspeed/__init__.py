@@ -2,25 +2,25 @@
 what the ranks run, launch.py how launchers start it (the `deepspeed` launcher on one box)."""
 
 from harness.backends.deepspeed.launch import (
+    NODES_REFUSAL,
     SBATCH_EXAMPLES,
     SBATCH_STYLES,
     SBATCH_SWEEPS,
-    NODES_REFUSAL,
     launch_env,
     launch_local,
     srun_plan,
 )
-from harness.contracts.backend import BackendEntry, BackendLaunch
-from harness.contracts.recipes.sbatch import SbatchRecipe
-from harness.contracts.recipes.nodes import NodesRecipe
-from harness.contracts.recipes.srun import SrunRecipe
-from harness.contracts.recipes.local import LocalRecipe
 from harness.backends.deepspeed.transport import (
     available,
     extensions_dir,
     start,
     versions,
 )
+from harness.contracts.backend import BackendEntry, BackendLaunch
+from harness.contracts.recipes.local import LocalRecipe
+from harness.contracts.recipes.nodes import NodesRecipe
+from harness.contracts.recipes.sbatch import SbatchRecipe
+from harness.contracts.recipes.srun import SrunRecipe
 
 __all__ = ["extensions_dir"]
 

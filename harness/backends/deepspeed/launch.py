@@ -13,14 +13,13 @@ compiles them again).
 
 from __future__ import annotations
 
-from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle
 from harness.backends.deepspeed.transport import extensions_dir
+from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle
 from harness.contracts.recipes.srun import SrunContext, Step
 from harness.procs.argv import argv_words, launcher_exe, step_cpus, worker_argv
 from harness.procs.env import base_env
 from harness.procs.framework import prepare_cell_dir, run_supervised
 from harness.procs.ports import free_port
-
 
 NODES_REFUSAL = (
     "backend deepspeed starts its ranks with its own launch program (deepspeed), which the multi-node "
@@ -47,7 +46,8 @@ def launch_local(cell, cell_dir, placement=None):
         "127.0.0.1",
         "--no_local_rank",
         "--module",
-    ] + worker_argv(cell_dir)[1:]
+        *worker_argv(cell_dir)[1:],
+    ]
     # gloo on the cell's network (loopback on one box), whatever the hostname resolves to
     env = base_env(cell.threads, "deepspeed", {**launch_env(cell), **cell.network_vars(1)})
     return run_supervised(argv, env, cell.timeout_s, cell_dir, "deepspeed launch program")

@@ -4,11 +4,11 @@ transport.py is what the ranks run, launch.py how launchers start it (horovodrun
 from harness.backends.horovod import launch, placed
 from harness.backends.horovod.transport import available, device_check, start, versions
 from harness.contracts.backend import BackendEntry, BackendLaunch
-from harness.contracts.recipes.sbatch import SbatchRecipe
-from harness.contracts.recipes.nodes import NodesRecipe
-from harness.contracts.recipes.testbed import PlacedRecipe
-from harness.contracts.recipes.srun import SrunRecipe
 from harness.contracts.recipes.local import LocalRecipe
+from harness.contracts.recipes.nodes import NodesRecipe
+from harness.contracts.recipes.sbatch import SbatchRecipe
+from harness.contracts.recipes.srun import SrunRecipe
+from harness.contracts.recipes.testbed import PlacedRecipe
 
 ENTRY = BackendEntry(
     name="horovod",

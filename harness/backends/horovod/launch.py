@@ -20,16 +20,16 @@ import dataclasses
 import socket
 from collections.abc import Mapping
 
-from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle
-from harness.core.errors import CellFailed
-from harness.contracts.identity import RankIdentity
 from harness.contracts.hostlist import expand_tasks_per_node
-from harness.launchers.identity import from_slurm
+from harness.contracts.identity import RankIdentity
+from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle
 from harness.contracts.recipes.srun import SrunContext, Step
+from harness.core.errors import CellFailed
+from harness.launchers.identity import from_slurm
+from harness.networks.netif import iface_towards
 from harness.procs.argv import argv_words, launcher_exe, python_argv, worker_argv
 from harness.procs.env import base_env
 from harness.procs.framework import prepare_cell_dir, run_supervised
-from harness.networks.netif import iface_towards
 
 MB = 1 << 20
 LAUNCH_VAR = "DDLBENCH_HOROVOD_LAUNCH"
@@ -170,7 +170,7 @@ def srun_plan(ctx: SrunContext) -> list[Step]:
         "HOROVOD_GLOO_RENDEZVOUS_ADDR": ctx.rendezvous[0],
         "HOROVOD_GLOO_RENDEZVOUS_PORT": str(ctx.rendezvous[1]),
     }
-    argv = ctx.srun(workers, ctx.cpus, ctx.name, ctx.out) + [*ctx.shim("horovod"), "--", *ctx.command]
+    argv = [*ctx.srun(workers, ctx.cpus, ctx.name, ctx.out), *ctx.shim("horovod"), "--", *ctx.command]
     return [Step("workers", tuple(argv), tuple(workers), env)]
 
 

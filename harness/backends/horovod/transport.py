@@ -25,7 +25,7 @@ INSTALL = "bash scripts/install_frameworks.sh horovod"
 
 
 class _HvdHandle(Handle):
-    __slots__ = ("hvd", "handle", "into")
+    __slots__ = ("handle", "hvd", "into")
 
     def __init__(self, hvd, handle, into: torch.Tensor | None = None):
         self.hvd, self.handle, self.into = hvd, handle, into

@@ -1,9 +1,6 @@
 """Backend `torch`: torch.distributed (gloo on CPU, nccl on GPU) and a parameter server over gloo
 point-to-point. transport.py is what the ranks run, ps.py the server, launch.py how launchers start it."""
 
-from harness.contracts.backend import BackendEntry, BackendLaunch
-from harness.contracts.recipes.sbatch import SbatchRecipe
-from harness.contracts.recipes.srun import SrunRecipe
 from harness.backends.torch_dist.launch import (
     SBATCH_EXAMPLES,
     SBATCH_STYLES,
@@ -17,6 +14,9 @@ from harness.backends.torch_dist.transport import (
     start,
     versions,
 )
+from harness.contracts.backend import BackendEntry, BackendLaunch
+from harness.contracts.recipes.sbatch import SbatchRecipe
+from harness.contracts.recipes.srun import SrunRecipe
 
 __all__ = ["TorchTransport", "init_process_group", "serve", "start", "versions"]
 

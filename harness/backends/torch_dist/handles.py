@@ -23,7 +23,7 @@ def wait_done(works) -> None:
 
 
 class WorkHandle(Handle):
-    __slots__ = ("works", "after", "sent", "poll")
+    __slots__ = ("after", "poll", "sent", "works")
 
     def __init__(self, works, after=None, sent: int | None = None, poll: bool = False):
         self.works = works

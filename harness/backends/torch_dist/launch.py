@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from harness.contracts.recipes.sbatch import REFERENCE_COMMAND, SbatchStyle
-from harness.procs.argv import argv_words, step_cpus
 from harness.launchers.identity import from_slurm
+from harness.procs.argv import argv_words, step_cpus
 
 
 def torch_task_env(environ: Mapping[str, str]) -> dict[str, str | None]:

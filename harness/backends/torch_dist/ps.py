@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 import torch.distributed as dist
 
-from harness.contracts.transport import Handle
 from harness.backends.torch_dist.handles import DeferredHandle, WorkHandle
 from harness.backends.torch_dist.ps_layout import PSLayout
 from harness.backends.torch_dist.ps_node import (
@@ -28,6 +27,7 @@ from harness.backends.torch_dist.ps_node import (
 )
 from harness.backends.torch_dist.ps_server import ACK_TAG, CONTROL_TAG, STOP, send_table
 from harness.backends.torch_dist.staging import Staged, Stager
+from harness.contracts.transport import Handle
 
 
 class PSClient:
@@ -94,7 +94,7 @@ class PSClient:
             return WorkHandle(works, after, sent=2)
         if self.agg is None:  # alone in its group: straight to the server
             sends, pull = self._push(k, buf)
-            return WorkHandle(sends + [pull], after, sent=2)
+            return WorkHandle([*sends, pull], after, sent=2)
         return OwnerHandle(self.agg, self.agg.contribute(k, buf), after)
 
     def describe(self) -> dict:

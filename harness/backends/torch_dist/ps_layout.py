@@ -30,7 +30,7 @@ class PSLayout:
     """owners[k][g]: the worker that pushes key k for group g (sums its group's copies first)."""
 
     @classmethod
-    def build(cls, numel: list[int], servers: int, node_of_worker: list[int], local_reduce: bool) -> "PSLayout":
+    def build(cls, numel: list[int], servers: int, node_of_worker: list[int], local_reduce: bool) -> PSLayout:
         """`node_of_worker[w]` is worker w's node (any labels; the same on every worker)."""
         if local_reduce:
             labels = sorted(set(node_of_worker), key=node_of_worker.index)

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from harness.contracts.transport import Handle
 from harness.backends.torch_dist.ps_server import receive_pushes
+from harness.contracts.transport import Handle
 
 LOCAL_CONTROL_TAG = (1 << 30) + 1
 """Header channel from a peer to the owner of a key in its node group."""

@@ -17,7 +17,7 @@ stop messages fail ("Connection closed by peer", issue 24) and lost a measured c
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist

@@ -15,11 +15,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from harness.contracts.transport import Handle, Transport
 from harness.backends.interfaces import choose_interface
 from harness.backends.torch_dist import ps, ps_server
 from harness.backends.torch_dist.handles import WorkHandle
 from harness.contracts.devices import process_group_backend, tensor_backend
+from harness.contracts.transport import Handle, Transport
 
 
 def rendezvous_store(me, timeout: datetime.timedelta) -> dist.TCPStore:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import click
 
-
 _DIR = click.option(
     "--dir",
     "root",

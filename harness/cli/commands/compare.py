@@ -31,8 +31,8 @@ def run_compare(
 
     # lazy: what runs the command, not what declares it (docs/ARCHITECTURE.md, "Commands")
     from harness.gate.baselines import load_rounds, resolve, run_identity
-    from harness.gate.compare import compare_rounds, compared_backends, gate_exit_code
     from harness.gate.comparable import check_environments
+    from harness.gate.compare import compare_rounds, compared_backends, gate_exit_code
     from harness.gate.markdown import to_markdown
 
     currents = [current] if isinstance(current, str) else list(current)
@@ -74,7 +74,9 @@ def parse_step(ctx, param, value):
     try:
         step = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
-        raise click.BadParameter(f"{value!r} is not a step: give a percentage, e.g. 10% (or the fraction 0.10)")
+        raise click.BadParameter(
+            f"{value!r} is not a step: give a percentage, e.g. 10% (or the fraction 0.10)"
+        ) from None
     if not 0 < step < 1:
         raise click.BadParameter(
             f"{value!r} is not a step between 0 and 100%: give e.g. 10% (a bare number is a fraction: 0.10)"

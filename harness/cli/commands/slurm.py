@@ -15,7 +15,6 @@ import click
 
 from harness.cli.options import append_history, history_option, output_option
 
-
 # -------------------------------------------------------------------------------------------- CLI
 
 

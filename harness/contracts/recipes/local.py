@@ -3,8 +3,9 @@ differently from the default; a backend that gives none gets this type's default
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 from harness.contracts.backend import recipe_type
 

@@ -15,8 +15,9 @@ itself:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from harness.contracts.backend import recipe_type
 

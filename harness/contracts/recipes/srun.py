@@ -11,9 +11,10 @@ imports the srun launcher's folder: a backend builds its recipe from here (docs/
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping, Protocol
+from typing import Any, ClassVar, Protocol
 
 from harness.contracts.backend import recipe_type
 

@@ -4,8 +4,9 @@ differently from the default; a backend that gives none gets this type's default
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from harness.contracts.backend import recipe_type
 

@@ -47,7 +47,7 @@ class Bare:
         self.data = self.spec.make_batch(self.batch, seq_len=self.seq_len, device=self.device, seed=seed + 1000)
         self.dtype = "fp32"
 
-    def use(self, dtype: str) -> "Bare":
+    def use(self, dtype: str) -> Bare:
         set_precision(dtype)  # fp32 = no TF32, as the harness's cells run
         self.dtype = dtype
         return self

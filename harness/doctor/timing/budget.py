@@ -77,7 +77,7 @@ class Budget:
         self.reserve_s = reserve_s
 
     @classmethod
-    def of(cls, seconds: float, reserve_s: float = RESERVE_S) -> "Budget":
+    def of(cls, seconds: float, reserve_s: float = RESERVE_S) -> Budget:
         return cls(time.time() + seconds, reserve_s)
 
     def left(self) -> float:

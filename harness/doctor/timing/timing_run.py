@@ -12,7 +12,6 @@ from harness.doctor.timing.host_state import Parts
 from harness.doctor.timing.paired import PAIRS
 from harness.doctor.timing.summary import Summary, no_time
 
-
 STUDY = ("resnet50", "bert-base", "bert-large", "gpt2-small")
 """The real workloads at their registered (the study's) batch and sequence length."""
 PROFILED = ("resnet50", "bert-base", "bert-large")
@@ -109,6 +108,6 @@ class Run:
             self.summary.update(n, status="running", estimate_s=round(estimate_s))
         try:
             return True, self.parts.run(name, fn, *args, state=True)
-        except Exception as e:  # noqa: BLE001 - a stage's failure is a verdict, and the later stages still run
+        except Exception as e:  # a stage's failure is a verdict, and the later stages still run
             self.fail(rows, name, e)
             return False, None

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.contracts.backend import recipe
 from harness.contracts.cell import CellSpec
 from harness.contracts.launcher import Launcher, LauncherEntry, register
 from harness.contracts.placement import Placement
-from harness.contracts.backend import recipe
 from harness.contracts.recipes.local import LocalRecipe
 from harness.spawner.cell import launch_cell, place_one_box
 

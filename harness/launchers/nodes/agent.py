@@ -12,8 +12,8 @@ from pathlib import Path
 from harness.contracts.cell import CellSpec
 from harness.core.errors import CellFailed
 from harness.launchers.nodes.env import NodeJob
-from harness.launchers.nodes.ranks import POLL_S, rank_env, run_ranks
 from harness.launchers.nodes.meeting import Heart, NodesFailed, _get, _put
+from harness.launchers.nodes.ranks import POLL_S, rank_env, run_ranks
 
 
 def run_agent(store, job: NodeJob, scratch: Path) -> int:

@@ -15,8 +15,8 @@ Read, in this order (a flag of `ddlbench sweep` wins over every variable):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from harness.contracts.cell import CellSpec, server_placement
 from harness.core.errors import UserError
@@ -65,7 +65,7 @@ def _nproc(value, what: str) -> int:
     return _int(value, what, 1)
 
 
-def from_scheduler(env: Mapping[str, str]) -> dict:
+def from_scheduler(env: Mapping[str, str]) -> dict:  # noqa: C901 - one `if` per scheduler variable read
     """The fields the scheduler's variables give (an empty dict when none of them is set). Pure."""
     got: dict = {}
     if "SKYPILOT_NODE_RANK" in env or "SKYPILOT_NUM_NODES" in env:

@@ -9,14 +9,14 @@ import socket
 import time
 from pathlib import Path
 
-from harness.contracts.cell import CellSpec
 from harness.contracts.backend import recipe
+from harness.contracts.cell import CellSpec
+from harness.contracts.recipes.nodes import NodesRecipe
 from harness.core.atomic import write_json_atomic
 from harness.core.errors import CellFailed, UserError
 from harness.launchers.nodes.env import NodeJob, rank_nodes
-from harness.launchers.nodes.ranks import POLL_S, rank_env, run_ranks
-from harness.contracts.recipes.nodes import NodesRecipe
 from harness.launchers.nodes.meeting import BEAT_S, GRACE_S, LOST_S, Heart, NodesFailed, _get, _put, address_towards
+from harness.launchers.nodes.ranks import POLL_S, rank_env, run_ranks
 from harness.procs.logs import log_tail
 from harness.procs.ports import free_port
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.contracts.cell import CellSpec
 from harness.contracts import backend
-from harness.warm.spawn import RankStart
+from harness.contracts.cell import CellSpec
 from harness.procs.argv import WORKER_MODULE, write_cell
 from harness.procs.env import base_env, placed_now
 from harness.spawner.ranks import run_ranks as spawn_ranks
+from harness.warm.spawn import RankStart
 
 POLL_S = 0.1
 """How often a node looks at its ranks and the store while it supervises or waits."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from harness.contracts.recipes.srun import SHIM_MODULE, Allocation, Step
 from harness.core.errors import CellFailed, UserError
@@ -166,5 +166,5 @@ class SrunCellContext:
         """The plain plan: one srun step whose tasks are every rank (workers, then servers), each running
         `prefix + command`; ranks read SLURM_* (or what the `prefix` shim sets)."""
         hosts = self.workers + self.servers
-        argv = self.srun(hosts, self.cpus, self.name, self.out) + [*prefix, *self.command]
+        argv = [*self.srun(hosts, self.cpus, self.name, self.out), *prefix, *self.command]
         return [Step("workers", tuple(argv), tuple(hosts), self.common_env())]

@@ -19,10 +19,10 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 
-from harness.core.errors import UserError
 from harness.contracts.hostlist import expand_hostlist, expand_tasks_per_node
 from harness.contracts.identity import RankIdentity
 from harness.contracts.rendezvous import port_for_job
+from harness.core.errors import UserError
 
 SCONTROL_TIMEOUT_S = 10.0
 """Longest wait for one scontrol call (the controller's MessageTimeout defaults to 10 s)."""

@@ -25,6 +25,7 @@ runs the steps, watches them and stops them (docs/ARCHITECTURE.md, "Launching").
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -32,18 +33,17 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
+from harness.contracts.backend import rank_env, recipe
+from harness.contracts.hostlist import expand_tasks_per_node
+from harness.contracts.launcher import Launcher, LauncherEntry, register
+from harness.contracts.recipes.srun import Allocation, SrunRecipe, Step
 from harness.core.atomic import write_json_atomic
 from harness.core.errors import CellFailed, UserError
-from harness.warm import spawn
 from harness.launchers.srun import tasks as srun_tasks
 from harness.launchers.srun import warm as srun_warm
-from harness.contracts.launcher import Launcher, LauncherEntry, register
-from harness.contracts.backend import rank_env, recipe
-from harness.contracts.recipes.srun import Allocation, SrunRecipe, Step
-from harness.contracts.hostlist import expand_tasks_per_node
 from harness.launchers.srun.context import SrunCellContext, nodes_for, place, server_hosts_in
 from harness.launchers.srun.env import hostnames, node_addr
 from harness.launchers.srun.steps import cell_port, failure_reason
@@ -53,6 +53,7 @@ from harness.procs.env import placed_now
 from harness.procs.logs import log_tail
 from harness.procs.ports import usable_port
 from harness.procs.supervisor import Ended, Proc, watch
+from harness.warm import spawn
 
 STOP_GRACE_S = 10.0
 """After SIGTERM, how long srun may take to end its step before the step is scancel'led and srun killed."""
@@ -102,10 +103,8 @@ def _this_node(nodes: tuple[str, ...], use_scontrol: bool) -> str:
     """The first node, when its address is this host's (salloc runs its command on the submit host,
     which may be that node; in slurm/local every node is this host); else ""."""
     mine = {"127.0.0.1", "localhost", socket.gethostname(), socket.getfqdn()}
-    try:
+    with contextlib.suppress(OSError):
         mine |= {socket.gethostbyname(socket.gethostname())}
-    except OSError:
-        pass
     first = nodes[0] if nodes else ""
     if first and (first in mine or (use_scontrol and node_addr(first) in mine)):
         return first
@@ -173,7 +172,7 @@ def _run_steps(steps: list[Step], cell, cell_dir: Path) -> None:
             env = step_environment(os.environ, step)
             if step.hosts:
                 env["SLURM_HOSTFILE"] = str(_hostfile(step, cell_dir))
-            log = open(cell_dir / ("srun.log" if step.main else f"srun.{step.role}.log"), "a")
+            log = open(cell_dir / ("srun.log" if step.main else f"srun.{step.role}.log"), "a")  # noqa: SIM115 - closed after the step
             logs.append(log)
             procs.append(
                 (
@@ -267,10 +266,8 @@ def _stop(procs) -> None:
         if p.poll() is None:
             _scancel_step(step)
             _signal(p, signal.SIGKILL)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 def _signal(p: subprocess.Popen, sig: int) -> None:

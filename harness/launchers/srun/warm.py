@@ -22,6 +22,7 @@ ends with it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import socket
@@ -30,9 +31,9 @@ import sys
 import time
 from pathlib import Path
 
+from harness.contracts.recipes.srun import Allocation
 from harness.core.errors import CellFailed
 from harness.launchers.srun.env import node_addr
-from harness.contracts.recipes.srun import Allocation
 from harness.launchers.srun.tasks import Task, task_env
 from harness.procs.crash import with_rank_error
 from harness.procs.logs import log_tail
@@ -213,7 +214,5 @@ def _kill(procs: list[WarmProc]) -> None:
         p.kill_group()
     deadline = time.monotonic() + 10
     for p in procs:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass

@@ -29,13 +29,13 @@ from pathlib import Path
 
 import torch
 
-from harness.core.atomic import write_json_atomic
+from harness.contracts.backend import recipe
 from harness.contracts.cell import CellSpec
-from harness.core.errors import UserError
 from harness.contracts.launcher import Launcher, LauncherEntry, LaunchRequest, Network, register
 from harness.contracts.placement import Placement
-from harness.contracts.backend import recipe
 from harness.contracts.recipes.testbed import PlacedRecipe
+from harness.core.atomic import write_json_atomic
+from harness.core.errors import UserError
 from harness.networks.profiles import rate_label
 from harness.procs.argv import WORKER_MODULE
 from harness.spawner.cell import launch_cell
@@ -91,7 +91,7 @@ def _mapping(value, where: str, fields: type) -> dict:
     return value
 
 
-def parse_testbed(
+def parse_testbed(  # noqa: C901 - one check per field of the sweep file's blocks
     testbed: dict | None, networks: dict | None, network: str = "loopback"
 ) -> tuple[TestbedSpec, list[EmulatedNetwork]]:
     """Check the sweep file's `testbed:` and `networks:` blocks; return the spec and the profiles, in

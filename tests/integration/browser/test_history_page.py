@@ -13,11 +13,11 @@ from __future__ import annotations
 import shutil
 
 from click.testing import CliRunner
-from helpers import require
 
 from harness.cli.main import cli
 from harness.history import store, synthetic
 from harness.history.rows import run_rows
+from helpers import require
 
 CELLS = ["resnet50-tiny:ddp", "resnet50-tiny:bsp-a2a", "bert-base-tiny:ddp"]
 

@@ -21,6 +21,12 @@ import statistics
 import warnings
 
 import pytest
+
+from harness.contracts.backend import BACKENDS
+from harness.contracts.cell import CellSpec
+from harness.experiment.cells import resolve
+from harness.schemes import SCHEMES
+from harness.spawner.cell import launch_cell
 from helpers import (
     SMALL,
     STEPS,
@@ -30,12 +36,6 @@ from helpers import (
     reference,
     run_and_load,
 )
-
-from harness.contracts.backend import BACKENDS
-from harness.contracts.cell import CellSpec
-from harness.experiment.cells import resolve
-from harness.spawner.cell import launch_cell
-from harness.schemes import SCHEMES
 
 pytestmark = pytest.mark.gpu
 
@@ -65,7 +65,7 @@ def test_every_scheme_is_lossless_on_two_gpus(tmp_path, monkeypatch, scheme):
     backend = entry.backends[0]
     missing = BACKENDS.get(backend).available()
     if missing:
-        warnings.warn(f"NOT RUN: {scheme} on 2 GPUs: {missing}")
+        warnings.warn(f"NOT RUN: {scheme} on 2 GPUs: {missing}", stacklevel=1)
         pytest.skip(f"NOT RUN: {missing}")
     wl = "bert-base-tiny"
     cell = CellSpec(

@@ -31,17 +31,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from helpers import SMALL, STEPS, check, need_gpus, reference, run_and_load
 
 from harness.contracts.backend import BACKENDS
 from harness.contracts.cell import CellSpec
 from harness.contracts.training import make_optimizer, set_precision
-from harness.doctor.timing import gpu_timing
 from harness.doctor.gpu_probe import fp32_without_tf32
+from harness.doctor.timing import gpu_timing
 from harness.experiment.cells import resolve
-from harness.spawner.cell import launch_cell
 from harness.measure.loop import run_loop
 from harness.schemes import SCHEMES, SchemeContext
+from harness.spawner.cell import launch_cell
+from helpers import SMALL, STEPS, check, need_gpus, reference, run_and_load
 from workloads import WORKLOADS
 
 pytestmark = pytest.mark.gpu
@@ -57,7 +57,7 @@ def usable(scheme: str) -> str:
         if BACKENDS.get(backend).available() is None:
             return backend
     why = "; ".join(BACKENDS.get(b).available() for b in SCHEMES.get(scheme).backends)
-    warnings.warn(f"NOT RUN: {scheme} on this GPU: {why}")
+    warnings.warn(f"NOT RUN: {scheme} on this GPU: {why}", stacklevel=1)
     pytest.skip(f"NOT RUN: {why}")
 
 

@@ -82,8 +82,8 @@ def test_the_shortlist_is_the_top_k_plus_ddp_default():
         Candidate("wfbp-a2a", "torch"),
         Candidate("mgwfbp", "torch", SCHEMES.get("mgwfbp").knob_class.grid()[0]),
     ]
-    assert shortlist(others + [ref], 2) == others[:2] + [ref]
-    assert shortlist([ref] + others, 2) == [ref, others[0]]
+    assert shortlist([*others, ref], 2) == [*others[:2], ref]
+    assert shortlist([ref, *others], 2) == [ref, others[0]]
     assert ref.is_reference and ref.label == "ddp"
     assert not Candidate("ddp", "torch", {**ref.knobs, "bucket_cap_mb": 5.0}).is_reference
 
@@ -104,7 +104,7 @@ def test_the_shortlist_passes_over_variants_the_model_cannot_tell_apart():
     times = [0.1268] * 6 + [0.1269, 0.1283, 0.1283, 0.1343, 0.1339]
     assert shortlist(ranked, 4, times, same_within=0.03) == [ps[0], mg[0], ref, mg[1]]  # DDP default counts
     assert shortlist(ranked, 5, times, same_within=0.03) == [ps[0], mg[0], ref, mg[1], dear]
-    assert shortlist(ranked, 4) == ranked[:4] + [ref]  # without predictions: the plain top k
+    assert shortlist(ranked, 4) == [*ranked[:4], ref]  # without predictions: the plain top k
 
 
 def test_a_candidates_sweep_file_expands_to_exactly_its_cell():

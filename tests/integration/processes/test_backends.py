@@ -17,17 +17,17 @@ from __future__ import annotations
 import functools
 import os
 
-import helpers as _lossless  # the lossless check (tests/helpers.py)
 import pytest
 import torch
 from click.testing import CliRunner
-from helpers import SMALL, check, must_have, run_backend
 
-from harness.contracts.backend import BACKENDS
+import helpers as _lossless  # the lossless check (tests/helpers.py)
 from harness.backends.byteps import byteps_role_env, slurm_layout
+from harness.contracts.backend import BACKENDS
 from harness.contracts.cell import CellSpec
 from harness.core.errors import UserError
 from harness.experiment.cells import resolve
+from helpers import SMALL, check, must_have, run_backend
 
 STEPS = int(os.environ.get("LOSSLESS_STEPS", "5"))  # > the bucketed schemes' 2 profiling iterations
 ZERO_STEPS = 3  # ZeRO has no profiling phase; fewer steps keep the file's wall time down

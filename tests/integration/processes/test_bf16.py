@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import SMALL, STEPS, initial
 
 from harness.contracts.backend import BACKENDS
 from harness.contracts.cell import CellSpec
@@ -27,6 +26,7 @@ from harness.experiment.cells import resolve
 from harness.experiment.sweep import expand, sweep_from_dict
 from harness.launchers.local.launcher import launch_one_box
 from harness.schemes import SCHEMES
+from helpers import SMALL, STEPS, initial
 from workloads import WORKLOADS
 
 TOL = 5e-2

@@ -13,9 +13,9 @@ import sys
 
 import pandas as pd
 import pytest
-from helpers import ROOT, STEPS, check, reference, run_and_load
 
 from harness.contracts.cell import CellSpec
+from helpers import ROOT, STEPS, check, reference, run_and_load
 from workloads import WORKLOADS
 
 EXAMPLE = "examples.byom_model:build"

@@ -11,12 +11,12 @@ import sys
 
 import pytest
 import torch
-from helpers import SMALL, STEPS, check, must_have, run_and_load, run_backend, shared_reference
 
 from harness.contracts.cell import CellSpec
 from harness.core.errors import UserError
 from harness.schemes import SCHEMES
 from harness.sim.dear import dear_groups
+from helpers import SMALL, STEPS, check, must_have, run_and_load, run_backend, shared_reference
 
 CASES = [("bert-base-tiny", 2), ("resnet50-tiny", 3)]
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from helpers import ROOT, TESTS
 
 pytestmark = pytest.mark.slow

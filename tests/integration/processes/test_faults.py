@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import rank_pids, stopped_in_one_line
 
 from harness.contracts.cell import CellSpec
 from harness.experiment.cells import resolve
@@ -24,6 +23,7 @@ from harness.gate.compare import compare_rounds
 from harness.results import store
 from harness.results.store import load_run
 from harness.warm.spawn import warm_ranks
+from helpers import rank_pids, stopped_in_one_line
 
 pytestmark = pytest.mark.slow
 
@@ -162,11 +162,11 @@ def test_retry_failed_reruns_only_the_failed_cells(tmp_path, monkeypatch):
 
     res = CliRunner().invoke(cli, ["sweep", str(sweep), "--retry-failed", "--no-progress"])
     assert res.exit_code == 2 and "--resume" in res.output
-    assert CliRunner().invoke(cli, argv + ["--resume"]).exit_code == 1  # plain resume: a failure is a result
+    assert CliRunner().invoke(cli, [*argv, "--resume"]).exit_code == 1  # plain resume: a failure is a result
     assert pd.read_parquet(run / "summary.parquet").set_index("scheme").loc["bsp-a2a", "status"] == "failed"
 
-    assert CliRunner().invoke(cli, argv + ["--resume", "--allow-failed-cells"]).exit_code == 0  # batch jobs
-    res = CliRunner().invoke(cli, argv + ["--resume", "--retry-failed"])
+    assert CliRunner().invoke(cli, [*argv, "--resume", "--allow-failed-cells"]).exit_code == 0  # batch jobs
+    res = CliRunner().invoke(cli, [*argv, "--resume", "--retry-failed"])
     assert res.exit_code == 0, res.output
     s = pd.read_parquet(run / "summary.parquet").set_index("scheme")
     assert (s["status"] == "ok").all() and len(s) == 2

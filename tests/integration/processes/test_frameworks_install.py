@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from helpers import ROOT
 
 INSTALLER = ROOT / "scripts" / "install_frameworks.sh"
@@ -197,7 +198,7 @@ def _assert_lossless(out_dir: Path, world: int) -> None:
     ranks = [torch.load(out_dir / f"rank{r}.pt") for r in range(world)]
     assert [r["world"] for r in ranks] == [world] * world
     ref_ns: dict = {}
-    exec(COMMON, ref_ns)  # noqa: S102 - our own source, shared with the workers
+    exec(COMMON, ref_ns)  # our own source, shared with the workers
     with torch.random.fork_rng():  # the reference seeds torch: leave this process's RNG as it was
         expected = ref_ns["reference"](world)
         init = {n: p.detach() for n, p in ref_ns["make_model"](0).named_parameters()}
@@ -346,7 +347,7 @@ def test_a_missing_framework_skips_loudly_but_fails_where_ci_requires_it(monkeyp
     how = "bash scripts/install_frameworks.sh horovod"
     monkeypatch.delenv("DDLBENCH_REQUIRE_FRAMEWORKS", raising=False)
     monkeypatch.setenv("CI", "true")
-    with pytest.raises(pytest.skip.Exception, match="FRAMEWORK MISSING.*install_frameworks.sh horovod"):
+    with pytest.raises(pytest.skip.Exception, match=r"FRAMEWORK MISSING.*install_frameworks.sh horovod"):
         _must_have("`horovod` is not installed", how)
     monkeypatch.setenv("DDLBENCH_REQUIRE_FRAMEWORKS", "1")
     with pytest.raises(pytest.fail.Exception, match="DDLBENCH_REQUIRE_FRAMEWORKS=1 make this a failure"):
@@ -383,7 +384,7 @@ def test_installer_builds_cpu_horovod_without_nccl_in_the_cpu_cache(tmp_path):
     assert not any(v.startswith(("HOROVOD_GPU_OPERATIONS", "HOROVOD_NCCL", "HOROVOD_CUDA")) for v in build_env), out
     assert "HOROVOD_WITH_MPI=1" in build_env
     # the cache folder of CPU wheels with this installer's patches (a wheel with fewer is rebuilt)
-    py = "py%d%d" % sys.version_info[:2]
+    py = "py{}{}".format(*sys.version_info[:2])
     cache = Path(os.path.expanduser("~/.cache/ddlbench")) / "wheels" / f"horovod-{HOROVOD_VERSION}"
     expected = cache / f"torch{torch.__version__.split('+')[0]}-{py}-cpu-mpi-gloo-p{_patch_module().PATCH_LEVEL}"
     assert _wheel_cache(out) == str(expected), out

@@ -9,9 +9,9 @@ import json
 
 import pandas as pd
 import pytest
-from helpers import ROOT
 
 from harness.doctor.timing import checkout_pairs, gpu_timing
+from helpers import ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -22,9 +22,9 @@ import pandas as pd
 import psutil
 import pytest
 from click.testing import CliRunner
-from helpers import rank_pids, stopped_in_one_line
 
 from harness.cli.main import cli
+from helpers import rank_pids, stopped_in_one_line
 
 pytestmark = pytest.mark.slow
 
@@ -146,7 +146,7 @@ def test_sigterm_while_a_cell_runs_is_one_line_and_the_run_goes_on(tmp_path, nam
             proc.communicate(timeout=30)
     line = stopped_in_one_line(err, proc.returncode)
     assert line.endswith(case.says.format(run=run)), line
-    gone, alive = psutil.wait_procs(children, timeout=15)
+    _gone, alive = psutil.wait_procs(children, timeout=15)
     assert not alive, f"processes outlived the stopped command: {alive}"
     if case.again is None:
         assert not any(run.glob("*.parquet")), "a stopped command wrote its output"

@@ -18,9 +18,9 @@ is shown to tell rounding from a lost gradient.
 from __future__ import annotations
 
 import pytest
-from helpers import SMALL, STEPS, check, run_and_load, shared_reference
 
 from harness.contracts.cell import CellSpec
+from helpers import SMALL, STEPS, check, run_and_load, shared_reference
 
 SCHEMES_2W = ["ddp", "bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps"]
 

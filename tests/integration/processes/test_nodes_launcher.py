@@ -23,7 +23,6 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from helpers import SMALL, STEPS, check, rank_pids, shared_reference
 
 from harness.contracts.cell import CellSpec
 from harness.core.errors import UserError
@@ -31,6 +30,7 @@ from harness.core.schema import SUMMARY_COLUMNS
 from harness.experiment.cells import resolve
 from harness.launchers.nodes.env import cell_nodes, node_job, rank_nodes
 from harness.testbed import netns
+from helpers import SMALL, STEPS, check, rank_pids, shared_reference
 
 WL = "bert-base-tiny"
 TORCH_SCHEMES = [
@@ -171,7 +171,7 @@ def _sweep_file(tmp: Path, name: str, schemes, **extra) -> Path:
 
 def _start(k: int, sweep: Path, out: Path, env: dict, *args: str) -> subprocess.Popen:
     argv = [sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--output", str(out), "--no-progress", *args]
-    log = open(f"{out}.node{k}.log", "a")
+    log = open(f"{out}.node{k}.log", "a")  # noqa: SIM115 - the node's process writes it
     return subprocess.Popen(
         netns.host_command(k, argv),
         env={**os.environ, **env},

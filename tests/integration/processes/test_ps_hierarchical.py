@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import SMALL, STEPS, check, run_and_load, shared_reference
 
 from harness.backends.torch_dist.ps_layout import PSLayout
 from harness.contracts.cell import CellSpec
+from helpers import SMALL, STEPS, check, run_and_load, shared_reference
 
 
 def test_layout_one_push_per_node_and_the_duty_spread_over_local_ranks():

@@ -11,9 +11,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from helpers import TESTS
-
 from harness.procs.ports import free_port
+from helpers import TESTS
 
 PROBE = TESTS / "ps_stop_probe.py"
 ROUNDS = 30

@@ -50,15 +50,19 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(UserError, match=rf"being written by pid {holder.pid} \(ddlbench sweep holder.yaml\)"):
-            with run_lock(tmp_path):
-                pass
+        with (
+            pytest.raises(UserError, match=rf"being written by pid {holder.pid} \(ddlbench sweep holder.yaml\)"),
+            run_lock(tmp_path),
+        ):
+            pass
     finally:
         holder.kill()
         holder.wait()
-    with run_lock(tmp_path):  # the kernel dropped the dead holder's lock: nothing to clean up
-        with run_lock(tmp_path):  # re-entrant within one process
-            pass
+    with (
+        run_lock(tmp_path),  # the kernel dropped the dead holder's lock: nothing to clean up
+        run_lock(tmp_path),  # re-entrant within one process
+    ):
+        pass
 
 
 def test_an_existing_run_needs_resume_or_overwrite(tmp_path):
@@ -307,7 +311,7 @@ def test_resume_restores_a_cut_raw_part_without_measuring_it_again(tmp_path):
     _cut(cut)
     (run / "cells" / "notes").mkdir()
     (run / "cells" / "notes" / "summary.parquet").write_bytes(b"not a table")
-    res = CliRunner().invoke(cli, argv + ["--resume", "--retry-failed"])
+    res = CliRunner().invoke(cli, [*argv, "--resume", "--retry-failed"])
     assert res.exit_code == 0, res.output
     assert f"{cut} is torn: restored from {run / 'raw.parquet'} (nothing measured again)" in res.stderr
     named = [line for line in res.stderr.splitlines() if str(run / "cells" / "notes") in line]

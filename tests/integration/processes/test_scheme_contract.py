@@ -13,14 +13,14 @@ import os
 import sys
 
 import pytest
-from helpers import BERTISH, ROOT, TESTS, cluster
 
 from harness.contracts.cell import CellSpec
 from harness.core.errors import UserError
 from harness.predict.predictor import Network, predict_rows, resolve_methods, simulate
 from harness.schemes import SCHEMES, Scheme
-from harness.sim.model import Model, NoModel
 from harness.sim.links import get_link
+from harness.sim.model import Model, NoModel
+from helpers import BERTISH, ROOT, TESTS, cluster
 
 NO_MODEL_ALLOWED = {"zero0", "zero1", "zero2", "zero3", "byteps"}
 """Framework natives whose own schedules are not simulated: they must say why (NoModel(reason))."""

@@ -25,14 +25,14 @@ import psutil
 import pytest
 import torch
 import yaml
-from helpers import rank_pids
 
 from harness.cli.entry import forks_here
-from harness.experiment.options import RunOptions
 from harness.experiment.dispatch import run_sweep_file
+from harness.experiment.options import RunOptions
 from harness.warm import spawn
 from harness.warm.client import ZYGOTE_MODULE
 from harness.warm.spawn import RankStart, netns_of, warm_ranks
+from helpers import rank_pids
 
 pytestmark = pytest.mark.slow
 SWEEP = dict(

@@ -29,19 +29,19 @@ import pandas as pd
 import psutil
 import pytest
 import torch
-from helpers import TESTS, live_children
 
 from harness.contracts.cell import CellSpec
+from harness.contracts.placement import Placement
 from harness.core.errors import CellFailed
 from harness.experiment.cells import resolve
-from harness.contracts.placement import Placement
-from harness.spawner import cell as spawner_cell
-from harness.spawner import ranks as spawner_ranks
 from harness.procs.argv import PACKAGE_ROOT, WORKER_MODULE, python_argv
 from harness.procs.env import base_env
 from harness.procs.ports import free_port
 from harness.results.summarize import add_scaling, summary_row
+from harness.spawner import cell as spawner_cell
+from harness.spawner import ranks as spawner_ranks
 from harness.warm.client import DIR_PREFIX, LOST, PoolDead, WarmPool, remove_stale_dirs
+from helpers import TESTS, live_children
 
 pytestmark = pytest.mark.slow
 
@@ -281,7 +281,7 @@ def test_rank_enters_the_network_namespace_it_is_given(pool, tmp_path):
         )
         assert p.wait(timeout=30) == 0, (tmp_path / "n.log").read_text()
         assert json.loads((tmp_path / "n.json").read_text())["netns"] == os.readlink(path)
-        with pytest.raises(OSError, match="setns|No such file"):
+        with pytest.raises(OSError, match=r"setns|No such file"):
             pool.spawn("warm_probe", [], probe_env(), tmp_path / "x.log", netns=str(tmp_path / "none"))
     finally:
         holder.kill()

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import LOCAL_SLURM_CPUS, NETNS_DOWN, NETNS_LAYOUT, NETNS_STATE, NETNS_UP, ROOT, require
 
 from harness.testbed import netns as testbed
+from helpers import LOCAL_SLURM_CPUS, NETNS_DOWN, NETNS_LAYOUT, NETNS_STATE, NETNS_UP, ROOT, require
 
 HERE = Path(__file__).resolve().parent
 UP, DOWN = ROOT / "slurm" / "local" / "up.sh", ROOT / "slurm" / "local" / "down.sh"

@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+
 from helpers import ROOT, netns_sbatch, require
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -133,7 +134,7 @@ def test_every_method_crosses_two_nodes_one_task_each(on_fast):
         ].to_string()
     )
     assert state == "COMPLETED", out
-    assert sorted(df["scheme"]) == sorted(TORCH_SCHEMES + ["horovod", "zero2"])
+    assert sorted(df["scheme"]) == sorted([*TORCH_SCHEMES, "horovod", "zero2"])
     assert (df["status"] == "ok").all(), df[["scheme", "reason"]]
     assert (df["nodes"] == 2).all()
     # the profile's interface named by every rank, and the bytes went through it

@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import LOCAL_SLURM_CPUS, ROOT
 
-from harness.jobs.client import cancel, job_state, submit, wait_job
-from harness.contracts.recipes.sbatch import SbatchSpec
-from harness.launchers.sbatch.script import render_sbatch
 from harness.contracts.hostlist import expand_hostlist
+from harness.contracts.recipes.sbatch import SbatchSpec
+from harness.jobs.client import cancel, job_state, submit, wait_job
+from harness.launchers.sbatch.script import render_sbatch
 from harness.launchers.srun.env import port_for_job
+from helpers import LOCAL_SLURM_CPUS, ROOT
 
 pytestmark = pytest.mark.root
 

@@ -19,6 +19,8 @@ import sys
 import time
 
 import pytest
+
+from harness.testbed import netns as testbed
 from helpers import (
     NETNS_LAYOUT,
     NETNS_UP,
@@ -26,8 +28,6 @@ from helpers import (
     netns_sbatch,
     require,
 )
-
-from harness.testbed import netns as testbed
 
 pytestmark = pytest.mark.root
 

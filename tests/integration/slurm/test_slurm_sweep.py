@@ -29,15 +29,15 @@ import psutil
 import pytest
 import yaml
 from click.testing import CliRunner
-from helpers import ROOT, rank_pids, stopped_in_one_line
 
 from harness.cli.main import cli
 from harness.contracts.backend import recipe
 from harness.contracts.cell import CellSpec
 from harness.contracts.launcher import LaunchRequest
+from harness.contracts.recipes.srun import Allocation, SrunRecipe
 from harness.core.errors import UserError
-from harness.jobs.client import cancel, job_state, wait_job
 from harness.experiment.sweep import sweep_from_dict
+from harness.jobs.client import cancel, job_state, wait_job
 from harness.jobs.sweep_jobs import (
     SweepJob,
     example_scripts,
@@ -48,11 +48,11 @@ from harness.jobs.sweep_jobs import (
 )
 from harness.launchers.choose import by_name, choose_launcher
 from harness.launchers.local.launcher import launch_one_box
-from harness.launchers.srun.launcher import step_environment
-from harness.contracts.recipes.srun import Allocation, SrunRecipe
 from harness.launchers.srun.context import SrunCellContext, nodes_for, place
+from harness.launchers.srun.launcher import step_environment
 from harness.launchers.srun.steps import cell_port, failure_reason
 from harness.rank.srun_task import task_env
+from helpers import ROOT, rank_pids, stopped_in_one_line
 
 DATA = ROOT / "tests" / "data"
 JOB_TIMEOUT_S = 420  # one job of two CPU cells; generous because the 2 cores here are shared
@@ -508,7 +508,7 @@ def test_backend_launch_styles_give_each_rank_its_place(jobs, tmp_path, backend,
     """The srun launcher's per-backend start (harness.launchers.srun.launcher), with a probe instead of the worker:
     every rank must learn its rank from its framework and all-reduce with the others."""
     if backend == "horovod" and importlib.util.find_spec("horovod") is None:
-        warnings.warn("SKIPPING the Horovod launch probe: horovod is not installed")
+        warnings.warn("SKIPPING the Horovod launch probe: horovod is not installed", stacklevel=2)
         pytest.skip("horovod not installed (scripts/install_frameworks.sh horovod)")
     (tmp_path / "probe.py").write_text(PROBE)
     out = tmp_path / "cell"

@@ -21,20 +21,20 @@ import pandas as pd
 import pytest
 import torch
 from click.testing import CliRunner
-from helpers import SMALL, STEPS, check, reference
 
 from harness.contracts.cell import CellSpec
+from harness.contracts.recipes.srun import Allocation
 from harness.core.errors import UserError
 from harness.experiment.cells import resolve
-from harness.experiment.options import RunOptions
 from harness.experiment.dispatch import launcher_for, run_sweep, sweep_cells
+from harness.experiment.options import RunOptions
 from harness.experiment.sweep import expand, sweep_from_dict
 from harness.jobs.sweep_jobs import plan_jobs
-from harness.spawner.cell import place_one_box
-from harness.contracts.recipes.srun import Allocation
 from harness.launchers.srun.context import place, server_hosts_in
 from harness.launchers.testbed import launcher as tb
+from harness.spawner.cell import place_one_box
 from harness.testbed import placement as pl
+from helpers import SMALL, STEPS, check, reference
 
 PS = ["bsp-ps", "wfbp-ps", "bytescheduler-ps"]
 WL = "bert-base-tiny"
@@ -64,7 +64,7 @@ def test_server_hosts_rule(servers, nodes, hosts, mode, want):
 
 
 def test_dedicated_without_a_spare_host_is_refused():
-    with pytest.raises(UserError, match="needs a host without workers.*testbed of 2 hosts with workers on 2"):
+    with pytest.raises(UserError, match=r"needs a host without workers.*testbed of 2 hosts with workers on 2"):
         pl.rank_hosts(4, 1, 2, 2, mode="dedicated")
     alloc = Allocation("7", ("n1", "n2"), 2, (2, 2))
     cell = resolve(
@@ -125,7 +125,7 @@ def test_sweep_axis_cell_ids_and_refusals():
         resolve(CellSpec(workload=WL, scheme="ddp", workers=2, device="cpu", server_hosts="dedicated"))
     with pytest.raises(UserError, match="not one of auto, dedicated, colocated"):
         resolve(CellSpec(workload=WL, scheme="bsp-ps", workers=2, device="cpu", server_hosts="elsewhere"))
-    spec, profiles = tb.parse_testbed({"hosts": 2, "rate": "1gbit"}, None)
+    _spec, _profiles = tb.parse_testbed({"hosts": 2, "rate": "1gbit"}, None)
     with pytest.raises(UserError, match="needs a host without workers"):  # 2 hosts, both with workers
         cfg = sweep_from_dict(
             {
@@ -139,7 +139,7 @@ def test_sweep_axis_cell_ids_and_refusals():
             }
         )
         sweep_cells(cfg, launcher_for(cfg, RunOptions()))
-    with pytest.raises(UserError, match="worker_hosts must be an integer in 1..2"):
+    with pytest.raises(UserError, match=r"worker_hosts must be an integer in 1\.\.2"):
         tb.parse_testbed({"hosts": 2, "rate": "1gbit", "worker_hosts": 3}, None)
 
 

@@ -15,15 +15,16 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 from click.testing import CliRunner
-from helpers import ROOT, live_children, stopped_in_one_line
 
 from harness.commbench import testbed as measure
 from harness.core.errors import UserError
 from harness.testbed import netns, state
+from helpers import ROOT, live_children, stopped_in_one_line
 
 
 def _ours_left() -> list[str]:
@@ -73,14 +74,14 @@ def test_parse_rate_refuses(given, says):
 
 
 def test_refuses_meaningless_rate_and_host_counts_before_touching_anything():
-    before = os.path.exists(state.STATE_PATH) and open(state.STATE_PATH).read()
+    before = os.path.exists(state.STATE_PATH) and Path(state.STATE_PATH).read_text()
     with pytest.raises(UserError, match=r"2 CPU cores, not the emulated link.*--force"):
         netns.up(2, "5gbit")
     with pytest.raises(UserError, match=r"2\.\.16"):
         netns.up(1, "500mbit")
     with pytest.raises(UserError, match=r"2\.\.16"):
         netns.up(17, "500mbit")
-    assert (os.path.exists(state.STATE_PATH) and open(state.STATE_PATH).read()) == before
+    assert (os.path.exists(state.STATE_PATH) and Path(state.STATE_PATH).read_text()) == before
 
 
 def test_state_round_trips_through_json():
@@ -117,7 +118,7 @@ one takes 0.5 s at 500 Mbit/s (the defaults, 5 after 2, are what `ddlbench testb
 def test_up_status_idempotent_and_busbw_at_500mbit(clean_machine):
     s = netns.up(2, "500mbit")
     assert netns.status() == s
-    assert json.load(open(state.STATE_PATH))["rate_mbit"] == 500.0
+    assert json.loads(Path(state.STATE_PATH).read_text())["rate_mbit"] == 500.0
     again = netns.up(2, 500)
     assert again.created_unix == s.created_unix  # same config: nothing rebuilt
 
@@ -250,9 +251,8 @@ def test_a_testbed_in_use_is_not_reshaped_or_taken_by_another_run(clean_machine)
             r = CliRunner().invoke(cli, argv)
             assert r.exit_code == 2 and f"pid {holder.pid} (a colleague sweep)" in r.output, r.output
             assert len(r.output.strip().splitlines()) == 1
-        with pytest.raises(UserError, match="in use by pid"):
-            with netns.lease("a second sweep"):
-                pass
+        with pytest.raises(UserError, match="in use by pid"), netns.lease("a second sweep"):
+            pass
     finally:
         holder.kill()
         holder.wait()

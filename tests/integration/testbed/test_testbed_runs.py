@@ -21,10 +21,10 @@ import pytest
 from click.testing import CliRunner
 
 from harness.contracts.cell import CellSpec
-from harness.core.errors import UserError
-from harness.experiment.options import RunOptions
 from harness.contracts.launcher import LaunchRequest
+from harness.core.errors import UserError
 from harness.experiment.dispatch import on_network, run_sweep
+from harness.experiment.options import RunOptions
 from harness.experiment.sweep import sweep_from_dict
 from harness.launchers.choose import choose_launcher
 from harness.launchers.testbed.launcher import parse_testbed
@@ -342,6 +342,7 @@ def test_horovod_runs_across_two_hosts_losslessly(clean_machine, tmp_path, monke
     """2 hosts x 2 workers: Horovod's rendezvous on host 0, its ranks in their hosts, parameters equal on
     every rank and to single-process training, and the gradient crossed the shaped link."""
     import torch
+
     from helpers import SMALL, STEPS, check, reference
 
     monkeypatch.setenv("DDLBENCH_STEPS", str(STEPS))

@@ -147,6 +147,6 @@ def test_a_resumed_advise_takes_every_try_on_disk_and_counts_the_time_spent_befo
 
 
 def test_two_candidates_the_budget_could_not_tell_apart_are_called_a_tie_at_the_budget():
-    rec, _, box = advise(45.0)
+    rec, _, _box = advise(45.0)
     assert rec.budget.ended and rec.verdict is None and rec.budget.rounds_skipped == 3
     assert f"tie at the budget: {rec.winner.candidate.label} and {rec.runner_up.candidate.label}" in rec.line()

@@ -7,9 +7,9 @@ import click
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from helpers import ROOT
 
 from harness.cli.main import cli
+from helpers import ROOT
 
 
 def invoke(*args):
@@ -20,10 +20,10 @@ def _commands(group: click.Group, prefix=()):
     ctx = click.Context(group)
     for name in group.list_commands(ctx):  # the top group loads its commands when asked (harness/cli/main.py)
         cmd = group.get_command(ctx, name)
-        assert cmd is not None and cmd.name == name, f"`ddlbench {' '.join(prefix + (name,))}` does not load"
-        yield prefix + (name,), cmd
+        assert cmd is not None and cmd.name == name, f"`ddlbench {' '.join((*prefix, name))}` does not load"
+        yield (*prefix, name), cmd
         if isinstance(cmd, click.Group):
-            yield from _commands(cmd, prefix + (name,))
+            yield from _commands(cmd, (*prefix, name))
 
 
 def test_every_command_has_help_and_is_in_the_readme():
@@ -32,6 +32,8 @@ def test_every_command_has_help_and_is_in_the_readme():
         assert (cmd.help or "").strip(), f"`ddlbench {' '.join(path)}` has no help text"
         res = invoke(*path, "--help")
         assert res.exit_code == 0
+        if cmd.hidden:  # an old name kept for users' scripts (`history calibrate`): the README names the new one
+            continue
         assert f"ddlbench {' '.join(path)}" in readme, f"`ddlbench {' '.join(path)}` is not in README.md"
 
 

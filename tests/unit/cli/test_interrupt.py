@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
 
 from harness.history import store, synthetic
+from helpers import ROOT
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

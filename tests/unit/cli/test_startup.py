@@ -8,10 +8,9 @@ import json
 import subprocess
 import sys
 
-from helpers import ROOT
-
 from harness.cli import catalog
 from harness.cli.main import COMMANDS
+from helpers import ROOT
 
 PROBE = """
 import sys

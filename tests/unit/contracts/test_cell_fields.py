@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.cli.commands.run import command as run_command
-from harness.cli.options import SERVERS_HELP, RUN_DEFAULTS, RUN_FIELDS, SPELLING
+from harness.cli.options import RUN_DEFAULTS, RUN_FIELDS, SERVERS_HELP, SPELLING
 from harness.contracts.cell import CellSettings, CellSpec
 from harness.experiment.sweep import SweepConfig, sweep_from_dict
 from harness.schemes.knobs import field_docs

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
 
 from harness.doctor.timing import gpu_report
 from harness.doctor.timing.budget import Budget
 from harness.doctor.timing.summary import FILES, Summary
+from helpers import ROOT
 
 DRIVER = """
 import sys

@@ -11,9 +11,9 @@ import subprocess
 import sys
 
 import pandas as pd
-from helpers import ROOT
 
 from experiments.ps_links.links import link_rows
+from helpers import ROOT
 
 
 def test_link_report_reads_counters_per_host(tmp_path):

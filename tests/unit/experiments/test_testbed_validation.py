@@ -11,11 +11,11 @@ import sys
 
 import pandas as pd
 import pytest
-from helpers import ROOT
 
 from experiments.testbed_validation import validation as testbed_validation
 from harness.core.errors import UserError
 from harness.report.validation import format_validation
+from helpers import ROOT
 
 
 def test_committed_testbed_validation_reproduces_and_meets_its_target():

@@ -115,7 +115,7 @@ def test_bad_names_are_refused(bad):
 def test_overwrite_needs_force(tmp_path):
     run = fake_run(tmp_path / "run1")
     save_baseline("b", run, root=tmp_path)
-    with pytest.raises(UserError, match="already exists.*--force"):
+    with pytest.raises(UserError, match=r"already exists.*--force"):
         save_baseline("b", run, root=tmp_path)
     save_baseline("b", run, root=tmp_path, force=True)
     assert not list(tmp_path.glob(".b.tmp*"))
@@ -146,7 +146,7 @@ def test_cli_save_list_and_compare_by_name(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     r = runner.invoke(cli, ["baseline", "list"])
     assert r.exit_code == 0
-    line = [ln for ln in r.output.splitlines() if ln.startswith("main-cpu")][0]
+    line = next(ln for ln in r.output.splitlines() if ln.startswith("main-cpu"))
     assert "fp-a" in line and "1/2" in line and "run1" in line
     r = runner.invoke(cli, ["baseline", "save", "bad name", "run1"])
     assert r.exit_code == 2 and r.output.startswith("error: baseline name 'bad name' is not allowed")

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from harness.cli.main import cli
 from harness.core.errors import UserError
+from harness.gate.comparable import check_environments
 from harness.gate.compare import (
     GateConfig,
     compare_runs,
@@ -26,7 +27,6 @@ from harness.gate.compare import (
     iteration_throughputs,
     significance,
 )
-from harness.gate.comparable import check_environments
 from harness.gate.markdown import to_markdown
 
 BATCH = 8  # per worker
@@ -205,7 +205,7 @@ def test_failed_new_and_incomparable_statuses():
     assert status_of(table, "e ddp N=2") == "incomparable"  # gone from the current run
     assert status_of(table, "f ddp N=2") == "new"
     assert gate_exit_code(table) == 1  # because of the failed cell
-    assert list(table["status"])[0] == "failed"  # failures first
+    assert next(iter(table["status"])) == "failed"  # failures first
     md = to_markdown(table)
     assert "| cell | baseline X | current X | ratio | detects | p-value | status |" in md
     assert "FAIL" in md.splitlines()[0]
@@ -300,7 +300,7 @@ def test_a_baseline_with_the_old_run_level_fingerprint_still_compares():
 
 def test_a_missing_environment_table_is_refused():
     a = make_run({"a:ddp": [0.1] * 6})["environment"]
-    with pytest.raises(UserError, match="the current run has no environment.parquet"):
+    with pytest.raises(UserError, match=r"the current run has no environment.parquet"):
         check_environments(a, pd.DataFrame(), {"torch"})
 
 
@@ -328,7 +328,7 @@ def runs(tmp_path):
 
 
 def test_cli_exit_status_and_job_summary(runs, tmp_path, monkeypatch):
-    base, same, slow, other = runs
+    base, same, slow, _other = runs
     summary_file = tmp_path / "step_summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
     r = CliRunner().invoke(cli, ["compare", str(base), str(same)])

@@ -112,7 +112,7 @@ def test_blind_above_warns_and_fail_on_blind_fails(tmp_path):
     (cur,) = synthetic.series_runs(1, CELLS, spread=0.05, seed=5, first=8)
     run = synthetic.write_run_dir(cur, tmp_path / "current")
     res = invoke("compare", "--history", h, run, "--blind-above", "10%")
-    assert "Detectable steps" in res.output and "5% needs" in res.output or "5%: none" in res.output, res.output
+    assert ("Detectable steps" in res.output and "5% needs" in res.output) or "5%: none" in res.output, res.output
     warned = [line for line in res.output.splitlines() if line.startswith("**Warning:")]
     assert len(warned) == len(CELLS) and all("blind below 10%" in w for w in warned), res.output
     gate_code = res.exit_code

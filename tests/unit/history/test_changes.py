@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli.main import cli
+from harness.history import scan as scan_module
 from harness.history import store, synthetic
 from harness.history.rows import run_rows
-from harness.history import scan as scan_module
 from harness.history.scan import scan
 
 CELLS = ["resnet50-tiny:ddp", "bert-base-tiny:bsp-a2a"]
@@ -60,7 +60,7 @@ def test_a_step_is_found_at_its_commit_and_confirmed_after_two_more_runs(tmp_pat
         )
     ):
         store.append(run_rows(t, repo=root), history)
-        found, ch = _changes(history)
+        _found, ch = _changes(history)
         if k == 0:  # one run at the new level is an outlier until a second agrees
             assert ch.empty
             continue

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pandas as pd
 from click.testing import CliRunner
-from helpers import ROOT
 
 from harness.cli.main import cli
 from harness.history import store, synthetic
 from harness.history.rows import SCHEMA_VERSION, run_rows
+from helpers import ROOT
 
 CELLS = ["resnet50-tiny:ddp", "bert-base-tiny:bsp-a2a", "resnet50-tiny:wfbp-a2a"]
 

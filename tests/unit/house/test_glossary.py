@@ -63,7 +63,7 @@ def test_modules_named_after_a_word_are_the_ones_its_row_lists():
 
 def test_a_planted_module_with_a_glossary_word_for_a_name_fails(tmp_path):
     """Not vacuous: a second `run.py` (another meaning of "run") in a copy of the tree is found."""
-    for word, listed in _rows().items():
+    for listed in _rows().values():
         for m in listed:
             target = tmp_path / m
             if m.endswith("/"):

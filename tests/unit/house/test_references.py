@@ -39,7 +39,7 @@ FILES = (
     ".html",
     ".log",
 )
-PATH = re.compile(r"(?<![\w./-])((?:%s)/[\w./<>*-]*[\w>*/])" % "|".join(FULL + LAYERS))
+PATH = re.compile(r"(?<![\w./-])((?:" + "|".join(FULL + LAYERS) + r")/[\w./<>*-]*[\w>*/])")
 DOTTED = re.compile(r"(?<![\w./-])(harness(?:\.\w+){2,})")
 ELSEWHERE = {
     "harness/entry.py": "where a checkout from before issue 33 keeps its entry point (doctor/timing/checkout_pairs.py)",

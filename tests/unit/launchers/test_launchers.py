@@ -9,13 +9,12 @@ import sys
 
 import pytest
 
-from helpers import ROOT
-
 from harness.contracts.launcher import LAUNCHERS, LaunchRequest
 from harness.core.errors import UserError
 from harness.experiment.sweep import sweep_from_dict
 from harness.launchers.choose import ORDER, by_name, choose_launcher, load
 from harness.procs import supervisor as w
+from helpers import ROOT
 
 FOLDERS = sorted(p.parent.name for p in (ROOT / "harness" / "launchers").glob("*/launcher.py"))
 """Every launcher's folder (harness/launchers/<name>/launcher.py), read from the tree, not listed here."""
@@ -42,7 +41,7 @@ def test_the_testbed_is_chosen_by_name_as_every_launcher_and_refuses_a_sweeps_ow
     in one line, as under a file's `testbed:` (the rows' label is the testbed's emulated-<rate>)."""
     assert "testbed" in by_name()
     cfg = sweep_from_dict({"workloads": ["resnet50-tiny"], "network": "ipoib"})
-    with pytest.raises(UserError, match="^`network: ipoib` labels loopback sweeps; on the testbed the label is"):
+    with pytest.raises(UserError, match=r"^`network: ipoib` labels loopback sweeps; on the testbed the label is"):
         choose_launcher(LaunchRequest({}, sweep=cfg), "testbed")
 
 

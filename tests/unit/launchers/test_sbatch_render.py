@@ -16,15 +16,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
 
 from harness import backends
+from harness.contracts.hostlist import expand_hostlist, expand_tasks_per_node
+from harness.contracts.recipes.sbatch import SbatchSpec
 from harness.core.errors import UserError
 from harness.launchers.identity import from_environ
-from harness.contracts.recipes.sbatch import SbatchSpec
 from harness.launchers.sbatch.script import launch_styles, render_sbatch
-from harness.contracts.hostlist import expand_hostlist, expand_tasks_per_node
 from harness.launchers.srun.env import from_slurm, port_for_job
+from helpers import ROOT
 
 DATA = ROOT / "tests" / "data"
 backends.load()  # run as a script (--regenerate) too, where tests/conftest.py has not loaded them

@@ -19,12 +19,12 @@ import pytest
 
 from harness.contracts.backend import recipe
 from harness.contracts.cell import CellSpec
-from harness.launchers.identity import from_environ
 from harness.contracts.recipes.srun import SHIM_MODULE, Allocation, SrunRecipe
+from harness.launchers.identity import from_environ
 from harness.launchers.srun.context import SrunCellContext
-from harness.rank.srun_task import main as shim_main
 from harness.launchers.srun.tasks import task_env, warm_tasks
 from harness.procs.argv import WORKER_MODULE, python_argv, worker_argv
+from harness.rank.srun_task import main as shim_main
 from harness.warm.client import zygote_env
 from harness.warm.connection import ZygoteConnection
 from harness.warm.listen import TOKEN_VAR
@@ -114,7 +114,7 @@ def tcp_zygote(tmp_path):
     """A zygote serving over TCP as on a node of an allocation (here: this box), and its token."""
     token = "t" * 64
     env = {**zygote_env(), TOKEN_VAR: token, "SLURMD_NODENAME": "n7", "NODE_ONLY": "from-the-node"}
-    log = open(tmp_path / "zygote.log", "w")
+    log = open(tmp_path / "zygote.log", "w")  # noqa: SIM115 - the zygote writes it
     proc = subprocess.Popen(
         [*python_argv(), "-m", "harness.warm.zygote", "--tcp", str(tmp_path)],
         env=env,

@@ -10,7 +10,6 @@ import time
 
 import pytest
 import torch
-from helpers import in_flight_peak
 from scipy import (
     stats as st,  # the reference for describe()'s CI; the harness itself does not import it
 )
@@ -33,6 +32,7 @@ from harness.measure.timer import (
 )
 from harness.schemes import SCHEMES, SchemeContext
 from harness.schemes.base import Scheme
+from helpers import in_flight_peak
 
 
 # --- a fake CUDA: one stream with its own timeline, events that count synchronisations ---------------
@@ -106,7 +106,7 @@ def test_cuda_clock_reads_events_after_the_device_passed_them_and_never_waits_in
     timer.start_window()
     assert s.syncs == 1, "one anchor before the window"
     s.reached = -1.0  # the device falls behind: nothing issued from now on has finished
-    for i in range(3):
+    for _ in range(3):
         timer.begin()
         s.now += 0.010  # forward kernels
         with waits.waiting():

@@ -9,9 +9,9 @@ import json
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from helpers import ROOT
 
 from harness.cli.main import cli
+from helpers import ROOT
 
 EXAMPLE = ROOT / "examples" / "cluster-25g.toml"
 PRED = ["predict", "--workload", "bert-base", "--device-preset", "study-gpu", "--compute", "flops"]

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import toy
 
 from harness.core.errors import UserError
 from harness.predict.own_calibration import (
     METHODS,
-    OwnModel,
     Group,
+    OwnModel,
     Runs,
     calibrate_own,
     read_runs,
 )
+from helpers import toy
 
 WORKLOADS = {
     # few large tensors, a long backward: communication hides behind compute where a method lets it

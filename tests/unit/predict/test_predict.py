@@ -5,16 +5,16 @@ pytest -q tests/unit/predict/test_predict.py -s      # -s prints the speed of th
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 
 import pandas as pd
 import pytest
-from helpers import BERTISH, cluster, toy
 
+from harness.core.schema import SUMMARY_COLUMNS
 from harness.grouping.cost import MB
 from harness.grouping.rules import merge_plan
-from harness.core.schema import SUMMARY_COLUMNS
 from harness.predict.commbench_fit import fit_commbench, link_from_allreduce
 from harness.predict.predictor import (
     SEVEN_METHODS,
@@ -27,6 +27,7 @@ from harness.predict.predictor import (
 from harness.report.validation import validate
 from harness.sim.bucketed import ddp_buckets
 from harness.sim.links import AlphaBeta, Cluster, Link, get_link
+from helpers import BERTISH, cluster, toy
 
 A2A = ["bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "ddp", "horovod"]
 
@@ -82,7 +83,7 @@ def test_commbench_fit_round_trips_through_the_ring_model():
 # --- methods ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", A2A + ["local"])
+@pytest.mark.parametrize("name", [*A2A, "local"])
 def test_a_single_worker_predicts_no_communication(name):
     c = BERTISH
     out = simulate(name, c, cluster(1, 1, inter="eth-10g"))
@@ -153,7 +154,7 @@ def test_bytescheduler_credit_window_matters():
 def test_more_parameter_servers_are_not_slower(name):
     c = BERTISH
     times = [simulate(name, c, cluster(4, 4, inter="ib-100g", servers=s)).iter_s for s in (1, 2, 4, 8, 16)]
-    assert all(b <= a + 1e-9 for a, b in zip(times, times[1:])), times
+    assert all(b <= a + 1e-9 for a, b in itertools.pairwise(times)), times
     assert times[-1] < times[0]
 
 
@@ -228,7 +229,7 @@ def test_shaped_fit_ignores_the_bucket_and_averages_small_messages():
                 {"collective": "allreduce", "workers": 2, "size_bytes": size, "rep": rep, "time_s": t, "network": "tb"}
             )
     df = pd.DataFrame(rows)
-    ((ab, peak),) = fit_shaped(df, burst).values()
+    ((ab, _peak),) = fit_shaped(df, burst).values()
     assert ab.alpha_s == pytest.approx(1.5e-3)  # the mean, not the median 0.5 ms
     assert ab.beta_s_per_byte == pytest.approx(beta, rel=1e-6)
     naive = fit_commbench(df)["allreduce"][2]

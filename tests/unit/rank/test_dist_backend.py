@@ -22,8 +22,8 @@ from click.testing import CliRunner
 
 from harness.backends.torch_dist import handles
 from harness.backends.torch_dist import transport as tt
-from harness.commbench.driver import CommbenchSpec, run_commbench
 from harness.cli.main import cli
+from harness.commbench.driver import CommbenchSpec, run_commbench
 from harness.contracts import devices
 from harness.contracts.cell import CellSpec
 from harness.contracts.training import bounded
@@ -112,7 +112,7 @@ def test_tensor_backend_reads_get_backend(raw, kind, used):
 
 
 def test_a_cuda_cell_not_on_nccl_fails_unless_gloo_was_asked():
-    with pytest.raises(UserError, match="reduce over 'gloo', not NCCL.*--dist-backend gloo"):
+    with pytest.raises(UserError, match=r"reduce over 'gloo', not NCCL.*--dist-backend gloo"):
         devices.check_group_backend("cuda", "auto", "gloo")
     with pytest.raises(UserError, match="not NCCL"):
         devices.check_group_backend("cuda", "auto", "horovod-gloo")

@@ -13,12 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from helpers import ROOT
 from matplotlib.collections import LineCollection
 
 from harness.cli.main import cli
-from harness.experiment.options import RunOptions
 from harness.experiment.dispatch import launcher_for, sweep_cells
+from harness.experiment.options import RunOptions
 from harness.experiment.sweep import load_sweep
 from harness.report import breakdown as B
 from harness.report import figures as F
@@ -28,6 +27,7 @@ from harness.report import tables as T
 from harness.report.data import merge
 from harness.report.render import Page, to_markdown, write_report
 from harness.results.store import RunTables, load_run
+from helpers import ROOT
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SCHEMES = ["ddp", "wfbp-a2a", "bsp-ps"]
@@ -351,7 +351,7 @@ def test_report_of_a_real_run(real_run, tmp_path):
 
     assert "No commbench table" in md and "None: every cell finished." in md
     fig = F.throughput_vs_workers(t.summary)
-    assert len(fig.axes) == 1 and [ln.get_label() for ln in fig.axes[0].get_lines()][0] == "ddp"
+    assert len(fig.axes) == 1 and next(ln.get_label() for ln in fig.axes[0].get_lines()) == "ddp"
     assert len(fig.axes[0].get_lines()) == 3  # ddp, the measured local at N=1, ideal
 
 
@@ -443,11 +443,11 @@ def study_like(slow_spread: float, bert_eff: float) -> pd.DataFrame:
 
 
 def test_findings_are_computed_from_the_numbers():
-    text1, best = FD.finding_intensity(study_like(slow_spread=1.6, bert_eff=0.4))
+    text1, _best = FD.finding_intensity(study_like(slow_spread=1.6, bert_eff=0.4))
     assert text1.startswith("Finding 1") and "holds here (2 of 2 settings)" in text1
     assert "bert-base-tiny 0.40 (ddp) vs resnet50-tiny 0.80 (ddp)" in text1
     assert "(100 FLOP/byte per worker)" in text1 and "(800 FLOP/byte)" in text1  # 1e9 * 8 / 8e7 and / 1e7
-    text2, sp = FD.finding_architecture(study_like(slow_spread=1.6, bert_eff=0.4))
+    text2, _sp = FD.finding_architecture(study_like(slow_spread=1.6, bert_eff=0.4))
     assert "holds here" in text2 and "larger on emulated-200mbit than on emulated-2gbit in 2 of 2" in text2
     assert "1.60x the slowest (bsp-ps)" in text2
     # numbers that contradict the study say so

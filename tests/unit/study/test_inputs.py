@@ -10,12 +10,12 @@ from __future__ import annotations
 import ast
 import json
 import shutil
-import tomllib
 from dataclasses import fields
 from pathlib import Path
 from typing import get_type_hints
 
 import pytest
+import tomllib
 
 from harness.study import calibration, cluster
 from harness.study.inputs import FOLDER, GROUPS, INPUTS, SOURCES, StudyValues, load
@@ -147,7 +147,7 @@ def test_a_source_several_inputs_cite_is_written_once():
     for key, text in shared.items():
         citing = [i.name for i in INPUTS if text in i.source]
         assert len(citing) >= 2, (key, citing)
-        assert sum(r.count("${%s}" % key) for r in raw.values()) == len(citing), key
+        assert sum(r.count(f"${{{key}}}") for r in raw.values()) == len(citing), key
 
 
 def test_the_plugins_python_costs_in_the_sources_are_the_microbenchmarks():

@@ -18,9 +18,9 @@ from click.testing import CliRunner
 
 from harness.cli.main import cli
 from harness.core.errors import UserError
-from harness.study import calibration as sc
 from harness.predict.fitting import Block, Cells, Param, fit_params
 from harness.predict.predictor import SEVEN_METHODS
+from harness.study import calibration as sc
 from harness.study.inputs import INPUTS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -182,7 +182,7 @@ def test_a_table_the_model_cannot_reproduce_does_not_converge_and_predicts_nothi
 def test_the_fitter_recovers_a_smooth_model_and_says_what_the_cells_do_not_determine():
     a, b = Param("a", 0.1, 10.0, (1.0, 0.5, 2.0)), Param("b", 0.0, 5.0, (1.0, 0.0, 5.0))
     truth = {"a": 3.0, "b": 2.0}
-    model = lambda v, keys: {k: v["a"] * (1 + k) for k in keys}  # noqa: E731 - b moves nothing
+    model = lambda v, keys: {k: v["a"] * (1 + k) for k in keys}
     cells = Cells({k: truth["a"] * (1 + k) for k in range(5)}, {k: 0.02 * truth["a"] * (1 + k) for k in range(5)})
     fit = fit_params([Block("ab", (a, b), tuple(range(5)))], model, cells, {"a": 1.0, "b": 1.0})
     assert fit.converged and math.isclose(fit.values["a"], 3.0, rel_tol=1e-3)

@@ -25,11 +25,9 @@ file gives no framework run on ddlbench's own stacks as the runs calibrated them
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 
-import tomllib
-
+from harness.core.config import Kind, checked, load_document, unknown_keys
 from harness.core.errors import UserError
 from harness.predict.clusters import ClusterEntry
 from harness.predict.own_calibration import OwnCalibration, calibrate_stacks
@@ -48,6 +46,35 @@ STACK_FIELDS = {
 }
 """The stack costs a file may set: every plain number or switch of `Stack` (not `comm_scale`, which the
 interference pass sets, nor the callables and nested costs a wing's stack carries)."""
+NOT_TOML = "cluster file {path} is not TOML ({error}): fix its syntax"
+CLUSTER = Kind(
+    "toml",
+    {
+        "missing": "cluster file {path} does not exist: write one (examples/cluster-25g.toml shows every key)",
+        "undecodable": NOT_TOML,
+        "syntax": NOT_TOML,
+        "unknown": "{where}: unknown key {unknown} (known: {known})",
+        "label": "{where}: label must be a non-empty string, got {value!r}",
+        "integer": "{what} must be an integer >= 1, got {value!r}",
+        "choice": "{where}: {key} must be one of {choices}, got {value!r}",
+        "table": "{where}: [{key}] must be a table",
+        "links": "{where}: [links] needs inter and intra (each a preset name or a table of {link_keys})",
+        "preset": "{where}: unknown link preset {value!r}: known presets are {presets} (or a table of {link_keys})",
+        "link": "{where} must be a link preset name or a table of {link_keys}",
+        "link_needs": "{where} needs rate_gbit_s and latency_s",
+        "rate": "{where}.rate_gbit_s must be > 0",
+        "number": "{what} must be a finite number >= {low:g}, got {value!r}",
+        "switch": "{what} must be true or false, got {value!r}",
+        "stack": "{where} must be a table of stack costs ({stack_fields})",
+        "method": "{where} must be a table (stack = NAME, knobs = {{...}})",
+        "method_stack": "{where}: stack {value!r} is not defined: add [stacks.{value}] or pick one of {stacks}",
+        "knobs": "{where}: knobs must be a table, e.g. knobs = {{ bucket_cap_mb = 50 }}",
+        "knob": "{where}: {error}",
+        "nodes": "--nodes {nodes}: {where} is modelled up to max_nodes = {max_nodes}",
+    },
+)
+"""A cluster file: TOML, each problem's line (harness/core/config.py: one loader, one error style)."""
+LISTED = {"link_keys": ", ".join(sorted(LINK_KEYS)), "stack_fields": ", ".join(sorted(STACK_FIELDS))}
 
 
 def is_cluster_file(name: str) -> bool:
@@ -55,34 +82,26 @@ def is_cluster_file(name: str) -> bool:
     return name.endswith(".toml")
 
 
-# complex by design (C901): one check per key of the file, each its own one-line error
-def read_cluster_file(path: str | Path) -> ClusterEntry:  # noqa: C901
+def read_cluster_file(path: str | Path) -> ClusterEntry:
     """The cluster the file describes, as the predictor asks it; a UserError naming the file and key otherwise."""
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"cluster file {path} does not exist: write one (examples/cluster-25g.toml shows every key)")
-    try:
-        doc = tomllib.loads(path.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"cluster file {path} is not TOML ({e}): fix its syntax") from None
+    doc = load_document(path, CLUSTER)
     where = f"cluster file {path}"
-    _known(doc, TOP_KEYS, where)
+    unknown_keys(doc, TOP_KEYS, CLUSTER, where=where)
     label = doc.get("label", path.stem)
     if not isinstance(label, str) or not label.strip():
-        raise UserError(f"{where}: label must be a non-empty string, got {label!r}")
+        CLUSTER.fail("label", where=where, value=label)
     g = _int(doc.get("gpus_per_node"), f"{where}: gpus_per_node")
     max_nodes = _int(doc.get("max_nodes", MAX_NODES), f"{where}: max_nodes")
     servers = 0 if doc.get("servers", 0) == 0 else _int(doc["servers"], f"{where}: servers")
     choice = {k: doc.get(k, v[0]) for k, v in CHOICES.items()}
     for key, value in choice.items():
         if value not in CHOICES[key]:
-            raise UserError(f"{where}: {key} must be one of {', '.join(CHOICES[key])}, got {value!r}")
+            CLUSTER.fail("choice", where=where, key=key, choices=", ".join(CHOICES[key]), value=value)
     links = _table(doc, "links", where)
-    _known(links, {"inter", "intra"}, f"{where}: [links]")
+    unknown_keys(links, {"inter", "intra"}, CLUSTER, where=f"{where}: [links]")
     if set(links) != {"inter", "intra"}:
-        raise UserError(
-            f"{where}: [links] needs inter and intra (each a preset name or a table of {', '.join(sorted(LINK_KEYS))})"
-        )
+        CLUSTER.fail("links", where=where, **LISTED)
     inter, intra = (_link(links[k], f"{where}: links.{k}") for k in ("inter", "intra"))
     stacks = {name: _stack(body, f"{where}: stacks.{name}") for name, body in _table(doc, "stacks", where).items()}
     method_stacks, file_knobs = _methods(_table(doc, "methods", where), stacks, where)
@@ -90,7 +109,7 @@ def read_cluster_file(path: str | Path) -> ClusterEntry:  # noqa: C901
 
     def check_nodes(nodes: int) -> None:
         if nodes > max_nodes:
-            raise UserError(f"--nodes {nodes}: {where} is modelled up to max_nodes = {max_nodes}")
+            CLUSTER.fail("nodes", nodes=nodes, where=where, max_nodes=max_nodes)
 
     def curve(models, node_counts, methods, knobs, calibration: OwnCalibration | None = None):
         net = network
@@ -126,67 +145,51 @@ def _methods(methods: dict, stacks: dict, where: str) -> tuple[dict, dict]:
     for method, body in methods.items():
         at = f"{where}: methods.{method}"
         if not isinstance(body, dict):
-            raise UserError(f"{at} must be a table (stack = NAME, knobs = {{...}})")
-        _known(body, {"stack", "knobs"}, at)
+            CLUSTER.fail("method", where=at)
+        unknown_keys(body, {"stack", "knobs"}, CLUSTER, where=at)
         if "stack" in body:
             if body["stack"] not in stacks:
-                raise UserError(
-                    f"{at}: stack {body['stack']!r} is not defined: add [stacks.{body['stack']}] or "
-                    f"pick one of {', '.join(stacks) or 'none defined'}"
-                )
+                CLUSTER.fail("method_stack", where=at, value=body["stack"], stacks=", ".join(stacks) or "none defined")
             method_stacks[method] = stacks[body["stack"]]
         knobs = body.get("knobs", {})
         if not isinstance(knobs, dict):
-            raise UserError(f"{at}: knobs must be a table, e.g. knobs = {{ bucket_cap_mb = 50 }}")
+            CLUSTER.fail("knobs", where=at)
         try:
             method_knobs(method, knobs)
         except UserError as e:
-            raise UserError(f"{at}: {e}") from None
+            CLUSTER.fail("knob", where=at, error=e)
         file_knobs[method] = dict(knobs)
     return method_stacks, file_knobs
-
-
-def _known(table: dict, keys: set, where: str) -> None:
-    unknown = sorted(set(table) - keys)
-    if unknown:
-        raise UserError(f"{where}: unknown key {', '.join(unknown)} (known: {', '.join(sorted(keys))})")
 
 
 def _table(doc: dict, key: str, where: str) -> dict:
     value = doc.get(key, {})
     if not isinstance(value, dict):
-        raise UserError(f"{where}: [{key}] must be a table")
+        CLUSTER.fail("table", where=where, key=key)
     return value
 
 
 def _int(value, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f"{what} must be an integer >= 1, got {value!r}")
-    return value
+    return checked(value, (int,), CLUSTER, "integer", low=1, what=what)
 
 
 def _number(value, what: str, low: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < low:
-        raise UserError(f"{what} must be a finite number >= {low:g}, got {value!r}")
-    return float(value)
+    return float(checked(value, (int, float), CLUSTER, "number", low=low, finite=True, what=what))
 
 
 def _link(value, where: str) -> Link:
     if isinstance(value, str):
         if value not in LINKS:
-            raise UserError(
-                f"{where}: unknown link preset {value!r}: known presets are {', '.join(sorted(LINKS))} "
-                f"(or a table of {', '.join(sorted(LINK_KEYS))})"
-            )
+            CLUSTER.fail("preset", where=where, value=value, presets=", ".join(sorted(LINKS)), **LISTED)
         return LINKS[value]
     if not isinstance(value, dict):
-        raise UserError(f"{where} must be a link preset name or a table of {', '.join(sorted(LINK_KEYS))}")
-    _known(value, LINK_KEYS, where)
+        CLUSTER.fail("link", where=where, **LISTED)
+    unknown_keys(value, LINK_KEYS, CLUSTER, where=where)
     if "rate_gbit_s" not in value or "latency_s" not in value:
-        raise UserError(f"{where} needs rate_gbit_s and latency_s")
+        CLUSTER.fail("link_needs", where=where)
     rate = _number(value["rate_gbit_s"], f"{where}.rate_gbit_s")
     if rate == 0:
-        raise UserError(f"{where}.rate_gbit_s must be > 0")
+        CLUSTER.fail("rate", where=where)
     return Link(
         where.rsplit(" ", 1)[-1],
         rate,
@@ -198,14 +201,12 @@ def _link(value, where: str) -> Link:
 
 def _stack(body, where: str) -> Stack:
     if not isinstance(body, dict):
-        raise UserError(f"{where} must be a table of stack costs ({', '.join(sorted(STACK_FIELDS))})")
-    _known(body, set(STACK_FIELDS), where)
+        CLUSTER.fail("stack", where=where, **LISTED)
+    unknown_keys(body, STACK_FIELDS, CLUSTER, where=where)
     out = {}
     for key, value in body.items():
         if STACK_FIELDS[key] == "bool":
-            if not isinstance(value, bool):
-                raise UserError(f"{where}.{key} must be true or false, got {value!r}")
-            out[key] = value
+            out[key] = checked(value, (bool,), CLUSTER, "switch", what=f"{where}.{key}")
         else:
             out[key] = _number(value, f"{where}.{key}")
     return Stack(**out)

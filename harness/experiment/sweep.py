@@ -26,6 +26,7 @@ import yaml
 from harness import backends
 from harness.contracts.cell import CellSettings, CellSpec
 from harness.contracts.training import DTYPES
+from harness.core.config import Kind, checked, load_document, unknown_keys
 from harness.core.errors import UserError
 from harness.experiment.cells import resolve
 from harness.gate.baselines import check_name
@@ -121,42 +122,40 @@ _ITEM_TYPES = {
 
 _LEAST = {"servers": 1}
 """Lower bounds of list items checked when the file is read (the others' when its cells are resolved)."""
+UNREADABLE = "cannot read sweep file {path}: {error}; check its permissions and that it is a text (YAML) file"
+SWEEP = Kind(
+    "yaml",
+    {
+        "missing": "sweep file {path} does not exist or is not a file; give the path of a YAML sweep file",
+        "unreadable": UNREADABLE,
+        "undecodable": UNREADABLE,
+        "syntax": "sweep file {path} is not valid YAML{at}: fix its syntax",
+        "empty": "sweep file {path} is empty: give at least `workloads:` (see sweeps/quick.yaml)",
+        "mapping": "{source} must be a mapping of settings (name:, workloads:, ...), not {type}",
+        "unknown": "unknown key(s) {unknown} in {source}: known keys are {known}",
+        "knobs": "`knobs: {{{scheme}: {value!r}}}` in {source} must map each scheme to {{knob: value}}, e.g. "
+        "knobs: {{ddp: {{bucket_cap_mb: [1, 25]}}}}",
+        "list_empty": "`{key}:` in {source} is empty: give at least one value, e.g. {key}: [{example}]",
+        "item": "`{key}:` in {source} must hold {what}, got {value!r}; fix the sweep file",
+        "scalar": "`{key}: {value!r}` in {source} must be {what}; fix the sweep file",
+    },
+)
+"""A sweep file: YAML, each problem's line (harness/core/config.py: one loader, one error style)."""
 
 
 def load_sweep(path: str | Path) -> SweepConfig:
     p = Path(path)
-    if not p.is_file():
-        raise UserError(f"sweep file {p} does not exist or is not a file; give the path of a YAML sweep file")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(
-            f"cannot read sweep file {p}: {getattr(e, 'strerror', None) or e}; check its "
-            f"permissions and that it is a text (YAML) file"
-        ) from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise UserError(f"sweep file {p} is not valid YAML{where}: fix its syntax") from None
-    if data is None:
-        raise UserError(f"sweep file {p} is empty: give at least `workloads:` (see sweeps/quick.yaml)")
-    return sweep_from_dict(data, source=str(p))
+    return sweep_from_dict(load_document(p, SWEEP), source=str(p))
 
 
 def sweep_from_dict(data, source: str = "sweep") -> SweepConfig:
     if not isinstance(data, dict):
-        raise UserError(f"{source} must be a mapping of settings (name:, workloads:, ...), not {type(data).__name__}")
-    known = {f.name for f in dataclasses.fields(SweepConfig)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise UserError(f"unknown key(s) {', '.join(unknown)} in {source}: known keys are {', '.join(sorted(known))}")
+        SWEEP.fail("mapping", source=source, type=type(data).__name__)
+    unknown_keys(data, (f.name for f in dataclasses.fields(SweepConfig)), SWEEP, source=source)
     clean = {k: _checked(k, v, source) for k, v in data.items()}
     for scheme, knobs in clean.get("knobs", {}).items():
         if not isinstance(knobs, dict):
-            raise UserError(
-                f"`knobs: {{{scheme}: {knobs!r}}}` in {source} must map each scheme to "
-                f"{{knob: value}}, e.g. knobs: {{ddp: {{bucket_cap_mb: [1, 25]}}}}"
-            )
+            SWEEP.fail("knobs", scheme=scheme, value=knobs, source=source)
     if "name" in clean:
         check_name(clean["name"], "sweep name")
     return SweepConfig(**clean)
@@ -168,15 +167,12 @@ def _checked(key: str, value, source: str):
         items = tuple(value) if isinstance(value, (list, tuple)) else (value,)
         kind, what = _ITEM_TYPES[key]
         if not items:
-            raise UserError(f"`{key}:` in {source} is empty: give at least one value, e.g. {key}: [{_EXAMPLES[key]}]")
-        bad = [v for v in items if not isinstance(v, kind) or isinstance(v, bool) or v < _LEAST.get(key, v)]
-        if bad:
-            raise UserError(f"`{key}:` in {source} must hold {what}, got {bad[0]!r}; fix the sweep file")
+            SWEEP.fail("list_empty", key=key, source=source, example=_EXAMPLES[key])
+        for v in items:
+            checked(v, (kind,), SWEEP, "item", low=_LEAST.get(key), key=key, source=source, what=what)
         return items
     kinds, what = _TYPES[key]
-    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        raise UserError(f"`{key}: {value!r}` in {source} must be {what}; fix the sweep file")
-    return value
+    return checked(value, kinds, SWEEP, "scalar", key=key, source=source, what=what)
 
 
 _EXAMPLES = {

@@ -37,8 +37,7 @@ from pathlib import Path
 from string import Template
 from typing import get_type_hints
 
-import tomllib
-
+from harness.core.config import Kind, checked, load_document
 from harness.predict.inputs import Input, Inputs
 
 FOLDER = Path(__file__).with_name("inputs")
@@ -47,6 +46,23 @@ SOURCES = "sources"
 """The file of sources several inputs cite (`[sources]`, key -> text), named in a source as ${key}."""
 KEYS = ("value", "low", "high", "unit", "kind", "what", "source")
 """What each input's table holds, no more and no less."""
+STUDY = Kind(
+    "toml",
+    {
+        "stray": "{folder}: {stray}.toml is read by no one; its inputs go into one of {groups} (and a field of that "
+        "dataclass in harness/study/inputs.py)",
+        "order": "{where} holds {held}; {typ} has the fields {declared}: the two list the same inputs in the "
+        "same order",
+        "keys": "{where} [{name}]: an input holds {keys}; missing {missing}, unknown {unknown}",
+        "source_key": "{where} [{name}]: its source names ${{{key}}}, not a key of {sources}.toml ({shared})",
+        "source_dollar": "{where} [{name}]: a $ in its source names no source ({error}); write a literal $ as $$",
+        "number": "input {name}: {key} = {value!r} is not a number",
+    },
+    error=ValueError,
+)
+"""The study's data files: TOML, each problem's line, raised as ValueError when this module is imported
+(harness/core/config.py: one loader, one error style). A shipped file that is missing or not TOML raises Python's
+own exception: no template."""
 
 
 @dataclass(frozen=True)
@@ -205,28 +221,26 @@ GROUPS: dict[str, type] = get_type_hints(StudyValues)
 
 
 def _number(name: str, key: str, x) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise ValueError(f"input {name}: {key} = {x!r} is not a number")
-    return float(x)
+    return float(checked(x, (int, float), STUDY, "number", name=name, key=key))
 
 
 def _input(name: str, table: dict, shared: dict[str, str], where: str) -> Input:
     if not isinstance(table, dict) or set(table) != set(KEYS):
         have = set(table) if isinstance(table, dict) else set()
-        raise ValueError(
-            f"{where} [{name}]: an input holds {', '.join(KEYS)}; missing "
-            f"{sorted(set(KEYS) - have)}, unknown {sorted(have - set(KEYS))}"
+        STUDY.fail(
+            "keys",
+            where=where,
+            name=name,
+            keys=", ".join(KEYS),
+            missing=sorted(set(KEYS) - have),
+            unknown=sorted(have - set(KEYS)),
         )
     try:
         source = Template(table["source"]).substitute(shared)
     except KeyError as e:
-        raise ValueError(
-            f"{where} [{name}]: its source names ${{{e.args[0]}}}, not a key of {SOURCES}.toml ({', '.join(shared)})"
-        ) from None
+        STUDY.fail("source_key", where=where, name=name, key=e.args[0], sources=SOURCES, shared=", ".join(shared))
     except ValueError as e:
-        raise ValueError(
-            f"{where} [{name}]: a $ in its source names no source ({e}); write a literal $ as $$"
-        ) from None
+        STUDY.fail("source_dollar", where=where, name=name, error=e)
     return Input(
         name,
         *(_number(name, k, table[k]) for k in ("value", "low", "high")),
@@ -242,21 +256,15 @@ def load(folder: Path = FOLDER) -> Inputs:
     A file that is not a group's, or whose inputs are not its dataclass's fields in their order, is refused."""
     stray = sorted({p.stem for p in folder.glob("*.toml")} - {*GROUPS, SOURCES})
     if stray:
-        raise ValueError(
-            f"{folder}: {', '.join(stray)}.toml is read by no one; its inputs go into one of "
-            f"{', '.join(GROUPS)} (and a field of that dataclass in harness/study/inputs.py)"
-        )
-    shared = tomllib.loads((folder / f"{SOURCES}.toml").read_text())["sources"]
+        STUDY.fail("stray", folder=folder, stray=", ".join(stray), groups=", ".join(GROUPS))
+    shared = load_document(folder / f"{SOURCES}.toml", STUDY)["sources"]
     items = []
     for group, typ in GROUPS.items():
         where = f"{folder.name}/{group}.toml"
-        tables = tomllib.loads((folder / f"{group}.toml").read_text())
+        tables = load_document(folder / f"{group}.toml", STUDY)
         declared = [f.name for f in fields(typ)]
         if list(tables) != declared:
-            raise ValueError(
-                f"{where} holds {', '.join(tables)}; {typ.__name__} has the fields "
-                f"{', '.join(declared)}: the two list the same inputs in the same order"
-            )
+            STUDY.fail("order", where=where, held=", ".join(tables), typ=typ.__name__, declared=", ".join(declared))
         items += [_input(name, t, shared, where) for name, t in tables.items()]
     return Inputs(items)
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from harness.core.schema import RAW_COLUMNS, SCHEMA_VERSION, SUMMARY_COLUMNS
 from harness.measure.stats import describe, slowest_rank
+from harness.measure.stoprule import relative_half_width
 from harness.results.netcheck import network_columns
 from harness.results.peaks import ImpossibleMFU, mfu, peak_tflops, single_model
 
@@ -147,6 +148,7 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
             "iter_s_ci95_high": d["ci95_high"],
             "iter_s_cv": d["cv"],
             "samples": d["n"],
+            **stop_columns(cell, result, iter_s),
             "throughput_median": tp["median"],
             "throughput_mean": tp["mean"],
             "throughput_ci95_low": tp["ci95_low"],
@@ -177,6 +179,19 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
         }
     )
     return row
+
+
+def stop_columns(cell, result: dict, iter_s: list[float]) -> dict:
+    """How the cell stopped (harness/measure/stoprule.py): its precision target, the relative half-width of
+    its median's 95% CI reached over `iter_s` (the slowest rank's iterations) and the reason; a fixed cell
+    (no --precision) is `fixed` with neither figure, as rows were before the stop rule. Pure."""
+    if cell.precision is None:
+        return {"precision_target": math.nan, "precision_reached": math.nan, "stop_reason": "fixed"}
+    return {
+        "precision_target": float(cell.precision),
+        "precision_reached": relative_half_width(iter_s),
+        "stop_reason": str(result.get("effective", {}).get("stop_reason", "fixed")),
+    }
 
 
 def host_bound(device: str, device_lag_s: float, iter_s: float) -> bool | None:

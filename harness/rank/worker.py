@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import math
 import os
 import random
 import socket
@@ -47,14 +48,17 @@ from harness.schemes import SCHEMES, SchemeContext
 from workloads import WORKLOADS
 from workloads.base import count_params, flops_per_sample, grad_bytes
 
+JITTER_MIN_S = 0.001
+"""The shortest sleep of the `jitter` fault (_fault)."""
+
 
 def _fault(cell: CellSpec, rank: int):
     """Fault injection for tests: DDLBENCH_FAULT=crash|hang|segv:RANK:ITER (only for the matching rank;
     segv reads address 0 in native code, a real segmentation fault), or
     slow:RANK:SECONDS[:SCHEME], a sleep in every iteration of that rank (of that scheme's cells only when
     named): an injected regression, to show what the gate catches (README, "Reports and the CI regression
-    gate"); jitter:RANK:SECONDS[:SCHEME], a random sleep of 0 to SECONDS (uniform, seeded by the rank) in every
-    iteration: an injected noisy rank, which the stop rule measures longer (README, "Measuring")."""
+    gate"); jitter:RANK:SECONDS[:SCHEME], a random sleep of 1 ms to SECONDS (log-uniform, seeded by the rank) in
+    every iteration: an injected noisy rank, which the stop rule measures longer (README, "Measuring")."""
     spec = os.environ.get("DDLBENCH_FAULT", "")
     if not spec or spec.startswith(("shutdown:", "dropgrad:")):  # _shutdown_fault, _dropped_gradient
         return None
@@ -64,8 +68,8 @@ def _fault(cell: CellSpec, rank: int):
     if kind == "slow":
         return lambda _i: time.sleep(float(it))
     if kind == "jitter":
-        draw = random.Random(rank).uniform
-        return lambda _i: time.sleep(draw(0.0, float(it)))
+        draw, low, high = random.Random(rank).uniform, math.log(JITTER_MIN_S), math.log(float(it))
+        return lambda _i: time.sleep(math.exp(draw(low, high)))
 
     def fault(i: int) -> None:
         if i == int(it):

@@ -194,6 +194,19 @@ def stop_columns(cell, result: dict, iter_s: list[float]) -> dict:
     }
 
 
+def short_of_precision(summary: pd.DataFrame) -> list[str]:
+    """One line per cell that stopped at a bound (`max-iters`, `max-time`) before its median was as precise as
+    asked (README, "Measuring"); none for rows without a stop rule or from before it. Pure."""
+    if "stop_reason" not in summary:
+        return []
+    short = summary[summary["stop_reason"].isin(["max-iters", "max-time"])]
+    return [
+        f"{r['cell_id']}: precision not reached, its median +-{r['precision_reached']:.1%} of +-"
+        f"{r['precision_target']:.1%} asked ({r['stop_reason']} after {int(r['samples'])} iterations)"
+        for _, r in short.iterrows()
+    ]
+
+
 def host_bound(device: str, device_lag_s: float, iter_s: float) -> bool | None:
     """True when the device stays less than HOST_BOUND_LAG of an iteration behind the host; None on the CPU,
     where the host is the device, and for runs from before the device lag was recorded. Pure."""

@@ -7,11 +7,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from harness.contracts.cell import CellSpec, check_stop_rule, parse_precision, stop_bounds
 from harness.core.errors import UserError
+from harness.gate.compare import RESULT_COLUMNS
+from harness.gate.markdown import to_markdown
 from harness.measure.stoprule import BlockDecision, StopRule, median_ci, relative_half_width
+from harness.results.summarize import short_of_precision
 
 
 def test_the_median_interval_is_the_binomial_order_statistics():
@@ -99,3 +103,19 @@ def test_a_fixed_cell_keeps_its_id_and_a_precision_cell_gets_its_own():
     assert precise.cell_id != fixed.cell_id
     assert precise.with_(max_iters=99).cell_id != precise.cell_id
     assert CellSpec.from_json(precise.to_json()) == precise
+
+
+def test_a_cell_short_of_its_precision_is_one_line_in_show_and_compare():
+    summary = pd.DataFrame(
+        [
+            dict(cell_id="a", stop_reason="reached", precision_reached=0.01, precision_target=0.02, samples=30),
+            dict(cell_id="b", stop_reason="max-iters", precision_reached=0.041, precision_target=0.02, samples=300),
+            dict(cell_id="c", stop_reason="fixed", precision_reached=math.nan, precision_target=math.nan, samples=10),
+        ]
+    )
+    lines = short_of_precision(summary)
+    assert lines == ["b: precision not reached, its median +-4.1% of +-2.0% asked (max-iters after 300 iterations)"]
+    assert short_of_precision(summary.drop(columns="stop_reason")) == []  # a run from before the stop rule
+    table = pd.DataFrame(columns=RESULT_COLUMNS)
+    table.attrs["short_of_precision"] = lines
+    assert "Precision not reached in the current run(s): b: precision not reached" in to_markdown(table)

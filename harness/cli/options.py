@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from harness.contracts.cell import DIST_BACKENDS, SERVER_HOSTS, CellSettings, CellSpec
+from harness.contracts.cell import DIST_BACKENDS, SERVER_HOSTS, CellSettings, CellSpec, parse_precision
 from harness.core.errors import UserError
 from harness.core.fields import field_docs
 from harness.experiment.options import RunOptions
@@ -32,11 +32,25 @@ RUN_FIELDS = (
     "server_hosts",
 )
 """The CellSpec fields `ddlbench run` takes as options (knobs come as --knob NAME=VALUE)."""
-SPELLING = {"timeout_s": "--timeout"}
+SPELLING = {"timeout_s": "--timeout", "max_time_s": "--max-time"}
 """Options not spelt --<field-name>."""
 RUN_DEFAULTS = {"scheme": "ddp", "workers": 2}
 """Defaults of `run` that differ from the cell's: a single command should compare something."""
 CHOICES = {"server_hosts": SERVER_HOSTS, "dist_backend": DIST_BACKENDS}
+
+
+class Precision(click.ParamType):
+    """`--precision P`: a fraction (0.02) or a percentage ("2%"), as a fraction; anything else is one line,
+    exit 2 (harness/contracts/cell.parse_precision)."""
+
+    name = "P"
+
+    def convert(self, value, param, ctx):
+        return value if value is None else parse_precision(value)
+
+
+TYPES = {"precision": Precision()}
+"""Options whose values are read by a parser of their own, not by their field's annotation."""
 SERVERS_HELP = (
     "Parameter-server processes of a PS scheme's cell, at least 1 (default: one per worker node, as the "
     "study ran BytePS)"
@@ -74,12 +88,34 @@ def cell_options(command):
             continue
         default = RUN_DEFAULTS.get(name, declared[name])
         required = default is dataclasses.MISSING
-        kind = click.Choice(CHOICES[name]) if name in CHOICES else _kind(hints[name])
+        kind = click.Choice(CHOICES[name]) if name in CHOICES else TYPES.get(name) or _kind(hints[name])
         given = {"required": True} if required else {"default": default, "show_default": default is not None}
         command = click.option(
             SPELLING.get(name, "--" + name.replace("_", "-")), name, type=kind, help=docs[name], **given
         )(command)
     return command
+
+
+STOP_OPTIONS = ("precision", "min_iters", "max_iters", "max_time_s")
+"""The stop rule's options (harness/contracts/cell.STOP_RULE), as `run` has them, for `sweep`."""
+
+
+def stop_rule_options(command):
+    """Decorate `sweep` with `run`'s stop-rule options (--precision, --min-iters, --max-iters, --max-time),
+    handed to the command as `stop`: {field: value} of those given, each replacing the sweep file's."""
+    docs, hints = field_docs(CellSpec), typing.get_type_hints(CellSpec)
+
+    @functools.wraps(command)
+    def with_stop(*args, **kwargs):
+        stop = {name: kwargs.pop(name) for name in STOP_OPTIONS}
+        return command(*args, stop={k: v for k, v in stop.items() if v is not None}, **kwargs)
+
+    for name in reversed(STOP_OPTIONS):
+        kind = TYPES.get(name) or _kind(hints[name])
+        spelt = SPELLING.get(name, "--" + name.replace("_", "-"))
+        text = f"{docs[name]} Replaces the sweep file's `{name}:`."
+        with_stop = click.option(spelt, name, type=kind, default=None, help=text)(with_stop)
+    return with_stop
 
 
 def parse_knobs(pairs: tuple[str, ...]) -> dict:

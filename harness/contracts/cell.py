@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field, replace
 
 from harness.core.errors import UserError
@@ -39,6 +40,16 @@ class CellSettings:
     network: str = "loopback"
     """Network profile (loopback, auto, eth, ipoib, ib-rdma, a site's or a sweep's) or declared label
     (emulated-500mbit, a sweep's `labels:`), recorded in the row (docs/ARCHITECTURE.md, "Networks")."""
+    precision: float | None = None
+    """Stop rule: measure in blocks until the 95% CI of the median iteration (slowest rank) is within +-this
+    fraction of it: 0.02 or "2%"; none = exactly `iters` iterations, as always (README, "Measuring")."""
+    min_iters: int | None = None
+    """With precision: fewest measured iterations (default: iters)."""
+    max_iters: int | None = None
+    """With precision: most measured iterations (default: 10 x min-iters)."""
+    max_time_s: float | None = None
+    """With precision: no new block after this many seconds of measuring (default: 300, at most half the
+    cell's timeout)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +103,9 @@ class CellSpec(CellSettings):
         for name in ("server_hosts", "dist_backend"):  # defaults: ids of cells from before the field stay
             if key[name] == "auto":
                 del key[name]
+        if key["precision"] is None:  # a fixed cell's id stays what it was before the stop rule
+            for name in STOP_RULE:
+                del key[name]
         digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
         ps = f".s{self.servers}" if self.servers else ""
         low = f".{self.dtype}" if self.dtype != "fp32" else ""  # fp32 ids stay as they were
@@ -115,6 +129,68 @@ def per_worker_node(servers: int, nodes: int) -> int:
     (0) one per worker node, the study's layout and BytePS's advice (one server per worker machine). The one
     default of `--servers` in every command and of a sweep file's `servers:` (README, "Parameter servers"). Pure."""
     return servers or nodes
+
+
+STOP_RULE = ("precision", "min_iters", "max_iters", "max_time_s")
+"""The settings of a cell's stop rule (README, "Measuring"); all absent from a fixed cell's id."""
+DEFAULT_MAX_TIME_S = 300.0
+"""Seconds of measuring after which a precision cell starts no new block, unless --max-time says otherwise."""
+
+
+def parse_precision(value, where: str = "--precision") -> float:
+    """A precision target as a fraction in (0, 1]: a number (0.02) or a string, "0.02" or "2%"; anything
+    else (0, negative, over 100%, not a number, a list) is a UserError in one line. Pure."""
+    text = value.strip() if isinstance(value, str) else value
+    if isinstance(value, bool) or not isinstance(text, (int, float, str)):
+        raise UserError(f"{where} {value!r} is not a precision: give one fraction like 0.02 or a percentage like 2%")
+    try:
+        p = float(text[:-1]) / 100 if isinstance(text, str) and text.endswith("%") else float(text)
+    except ValueError:
+        raise UserError(
+            f"{where} {value!r} is not a number: write a fraction like 0.02 or a percentage like 2%"
+        ) from None
+    if not math.isfinite(p) or p <= 0 or p > 1:
+        raise UserError(
+            f"{where} {value!r} is outside (0, 100%]: the median's 95% CI must be within +-P of it, "
+            f"P > 0; write e.g. 0.02 or 2%"
+        )
+    return p
+
+
+def check_stop_rule(cell: CellSettings) -> None:
+    """Refuse a stop rule that cannot run, in one line (UserError): bounds without a precision, bounds below
+    1 or crossed, a time limit that is not below the cell's timeout. Pure."""
+    if cell.precision is None:
+        given = [name for name in STOP_RULE[1:] if getattr(cell, name) is not None]
+        if given:
+            raise UserError(
+                f"{given[0]} bounds the stop rule of --precision; give --precision P too, or drop it "
+                f"(without a precision a cell runs exactly `iters` iterations)"
+            )
+        return
+    parse_precision(cell.precision)
+    for name in ("min_iters", "max_iters"):
+        v = getattr(cell, name)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise UserError(f"{name} must be an integer >= 1, got {v!r}; fix the option or sweep file")
+    low, high, _ = stop_bounds(cell)
+    if high < low:
+        raise UserError(f"max_iters {high} is below min_iters {low}; raise --max-iters or lower --min-iters")
+    t = cell.max_time_s
+    if t is not None and (not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0 or t >= cell.timeout_s):
+        raise UserError(
+            f"max_time_s must be seconds > 0 and below the cell's timeout ({cell.timeout_s:g} s), got {t!r}; "
+            f"lower --max-time or raise --timeout"
+        )
+
+
+def stop_bounds(cell: CellSettings) -> tuple[int, int, float]:
+    """(min iterations, max iterations, max seconds) of a precision cell's stop rule, defaults filled: min =
+    the cell's `iters`, max = 10 x min, time = 300 s but at most half the cell's timeout (README, "Measuring"). Pure."""
+    low = cell.min_iters if cell.min_iters is not None else cell.iters
+    high = cell.max_iters if cell.max_iters is not None else 10 * low
+    t = cell.max_time_s if cell.max_time_s is not None else min(DEFAULT_MAX_TIME_S, cell.timeout_s / 2)
+    return low, high, float(t)
 
 
 DIST_BACKENDS = ("auto", "nccl", "gloo")

@@ -70,6 +70,10 @@ SUMMARY_STATS = [
     "iter_s_ci95_high",  # 95% CI of the mean: mean -/+ t_{0.975,n-1} s/sqrt(n)
     "iter_s_cv",  # coefficient of variation: std / mean
     "samples",  # measured iterations behind the statistics
+    # the stop rule (harness/measure/stoprule.py; README, "Measuring")
+    "precision_target",  # --precision: the median's 95% CI asked within +-this fraction; NaN: a fixed cell
+    "precision_reached",  # the half-width of the median's 95% CI (order statistics) over the median; NaN: fixed
+    "stop_reason",  # reached | max-iters | max-time | fixed (no --precision: exactly `iters`); "": older run
     # throughput X = global_batch / t_iter, per iteration, then summarised
     "throughput_median",
     "throughput_mean",

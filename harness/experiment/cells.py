@@ -12,7 +12,7 @@ from dataclasses import replace
 import torch
 
 from harness import backends
-from harness.contracts.cell import SERVER_HOSTS, CellSpec, per_worker_node
+from harness.contracts.cell import SERVER_HOSTS, CellSpec, check_stop_rule, per_worker_node
 from harness.contracts.devices import check_dist_backend
 from harness.contracts.training import DTYPES
 from harness.core.errors import UserError
@@ -51,6 +51,7 @@ def resolve(cell: CellSpec, networks: dict | None = None, labels: tuple = ()) ->
             f"timeout must be a finite number of seconds > 0, got {cell.timeout_s!r} (a cell "
             f"without a limit could hang forever); fix --timeout or timeout_s"
         )
+    check_stop_rule(cell)
     batch, seq = check_shape(wl, cell.batch, cell.seq_len)
     if not isinstance(cell.network, str) or not cell.network.strip():
         raise UserError(

@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from harness import backends
-from harness.contracts.cell import CellSettings, CellSpec
+from harness.contracts.cell import CellSettings, CellSpec, parse_precision
 from harness.contracts.training import DTYPES
 from harness.core.config import Kind, checked, load_document, unknown_keys
 from harness.core.errors import UserError
@@ -171,6 +171,13 @@ def _checked(key: str, value, source: str):
         for v in items:
             checked(v, (kind,), SWEEP, "item", low=_LEAST.get(key), key=key, source=source, what=what)
         return items
+    if key == "precision":  # one target per sweep: not an axis
+        if isinstance(value, (list, tuple, dict)):
+            raise UserError(
+                f"`precision: {value!r}` in {source} is not an axis: give one target, e.g. precision: 2%, "
+                f"and run a sweep per target"
+            )
+        return None if value is None else parse_precision(value, f"`precision:` in {source}")
     kinds, what = _TYPES[key]
     return checked(value, kinds, SWEEP, "scalar", key=key, source=source, what=what)
 
@@ -304,10 +311,14 @@ def with_overrides(
     server_hosts: str | None = None,
     dtype: str | None = None,
     servers: int = 0,
+    stop: dict | None = None,
 ) -> SweepConfig:
     """The command line's replacements of the file's `trace:` (docs/ARCHITECTURE.md, "Traces"),
-    `server_hosts:`, `servers:` and `dtype:` (docs/ARCHITECTURE.md, "Precision"); None (0 for servers) keeps
-    the file's."""
+    `server_hosts:`, `servers:`, `dtype:` (docs/ARCHITECTURE.md, "Precision") and the stop rule's settings
+    (`stop`: {field: value} of --precision, --min-iters, --max-iters, --max-time given; README, "Measuring");
+    None (0 for servers) keeps the file's."""
+    if stop:
+        cfg = dataclasses.replace(cfg, **stop)
     if trace is not None:
         cfg = dataclasses.replace(cfg, trace=trace)
     if server_hosts:

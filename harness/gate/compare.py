@@ -47,7 +47,7 @@ from harness.gate.stats import (
     machine_prior,
     significance,
 )
-from harness.results.summarize import row_host_heap
+from harness.results.summarize import row_host_heap, short_of_precision
 
 __all__ = [
     "DEFAULT_GATE",
@@ -197,6 +197,9 @@ def compare_rounds(base: Rounds, cur: Rounds, cfg: GateConfig = DEFAULT_GATE) ->
     df = df.sort_values("status", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
     df.attrs["machine_spread"] = math.sqrt(prior[0]) if judged and prior[0] > 0 else math.nan
     df.attrs["machine_df"] = prior[1] if judged else math.nan
+    df.attrs["short_of_precision"] = [
+        line for summary, _ in cur for line in short_of_precision(measured_cells(summary))
+    ]
     return df
 
 

@@ -89,6 +89,9 @@ def to_markdown(table: pd.DataFrame, cfg: GateConfig = DEFAULT_GATE, title: str 
             f"| {r['cell']} | {_fmt(r['baseline_x'], '.1f')} | {_fmt(r['current_x'], '.1f')} | "
             f"{_fmt(r['ratio'], '.3f')} | {_fmt(detects, '.2f')} | {p} | {r['status']} | {note} |"
         )
+    short = table.attrs.get("short_of_precision", [])
+    if short:  # the stop rule (README, "Measuring"): a bound came first
+        lines += ["", f"Precision not reached in the current run(s): {'; '.join(short)}."]
     if by_runs:
         rb = int(table["runs_baseline"].max())
         rc = int(table["runs_current"].max())

@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import math
 import os
+import random
 import socket
 import sys
 import time
@@ -21,7 +23,7 @@ from pathlib import Path
 import torch
 
 from harness import backends
-from harness.contracts.cell import CellSpec
+from harness.contracts.cell import CellSpec, stop_bounds
 from harness.contracts.devices import check_group_backend, device_name, rank_device
 from harness.contracts.training import (
     DTYPES,
@@ -36,7 +38,8 @@ from harness.core.atomic import write_json_atomic
 from harness.core.errors import UserError
 from harness.launchers.identity import RankIdentity, from_environ
 from harness.measure import host_heap
-from harness.measure.loop import run_loop
+from harness.measure.loop import run_loop, run_until_precise
+from harness.measure.stoprule import BlockDecision, StopRule
 from harness.measure.trace import Tracer
 from harness.networks.netif import counter_delta, read_counters
 from harness.procs.env import PLACED_AT_VAR, RANK_START_VAR
@@ -45,13 +48,17 @@ from harness.schemes import SCHEMES, SchemeContext
 from workloads import WORKLOADS
 from workloads.base import count_params, flops_per_sample, grad_bytes
 
+JITTER_MIN_S = 0.001
+"""The shortest sleep of the `jitter` fault (_fault)."""
+
 
 def _fault(cell: CellSpec, rank: int):
     """Fault injection for tests: DDLBENCH_FAULT=crash|hang|segv:RANK:ITER (only for the matching rank;
     segv reads address 0 in native code, a real segmentation fault), or
     slow:RANK:SECONDS[:SCHEME], a sleep in every iteration of that rank (of that scheme's cells only when
     named): an injected regression, to show what the gate catches (README, "Reports and the CI regression
-    gate")."""
+    gate"); jitter:RANK:SECONDS[:SCHEME], a random sleep of 1 ms to SECONDS (log-uniform, seeded by the rank) in
+    every iteration: an injected noisy rank, which the stop rule measures longer (README, "Measuring")."""
     spec = os.environ.get("DDLBENCH_FAULT", "")
     if not spec or spec.startswith(("shutdown:", "dropgrad:")):  # _shutdown_fault, _dropped_gradient
         return None
@@ -60,6 +67,9 @@ def _fault(cell: CellSpec, rank: int):
         return None
     if kind == "slow":
         return lambda _i: time.sleep(float(it))
+    if kind == "jitter":
+        draw, low, high = random.Random(rank).uniform, math.log(JITTER_MIN_S), math.log(float(it))
+        return lambda _i: time.sleep(math.exp(draw(low, high)))
 
     def fault(i: int) -> None:
         if i == int(it):
@@ -131,6 +141,29 @@ def _iterations(cell: CellSpec, scheme) -> tuple[int, int]:
     return (0, steps) if steps else (max(cell.warmup, profiled), cell.iters)
 
 
+def _measure(cell: CellSpec, me: RankIdentity, transport, run: tuple, iters: int, device, barrier):
+    """(samples, measured iterations, how it stopped) of the timing loop: `iters` iterations as always, or
+    with a precision the stop rule's blocks (harness/measure/stoprule.py), every rank to the same iteration
+    ({} for a fixed cell). `run`: the model, scheme, loss function, batch and warm-up iterations."""
+    decision = _decision(cell, me, transport)
+    fault = _fault(cell, me.rank)
+    if decision is None:
+        return run_loop(*run, iters, device, barrier, fault), iters, {}
+    samples, reason = run_until_precise(*run, decision, device, barrier, fault)
+    return samples, len(samples), {"stop_reason": reason, "precision": decision.rule.precision}
+
+
+def _decision(cell: CellSpec, me: RankIdentity, transport) -> BlockDecision | None:
+    """The stop rule's block decision of a precision cell (None: a fixed cell, or a lossless test's exact
+    DDLBENCH_STEPS), deciding over the cell's own process group (README, "Measuring")."""
+    if cell.precision is None or os.environ.get("DDLBENCH_STEPS"):
+        return None
+    rule = StopRule(cell.precision, *stop_bounds(cell))
+    if transport is None:  # one rank: its own times are the slowest
+        return BlockDecision(rule, me.rank, lambda x: [x], lambda v: v)
+    return BlockDecision(rule, me.rank, transport.gather_object, transport.broadcast_object)
+
+
 PIN_VAR = "DDLBENCH_PIN_RANKS"
 """1: each CPU worker runs on cores of its own (the spread study: experiments/spread/spread.py, variant `pin`)."""
 
@@ -191,7 +224,8 @@ def run_worker(cell: CellSpec, me: RankIdentity, out: Path) -> dict | None:
     if tracer is not None:
         scheme, barrier = tracer.attach(fwd, model, scheme, barrier)
     started = startup_s(time.time())  # the first warm-up iteration starts now
-    samples = run_loop(fwd, scheme, loss_fn, batch, warmup, iters, device, barrier, _fault(cell, me.rank))
+    run = (fwd, scheme, loss_fn, batch, warmup)
+    samples, iters, stop = _measure(cell, me, transport, run, iters, device, barrier)
     net = _net_bytes(before, read_counters() if counting else {}, warmup + iters)
     # one worker still pushes and pulls through its servers; one all-reduce rank moves nothing
     comm_only = scheme.probe_comm() if (transport is not None and (cell.workers > 1 or cell.servers)) else 0.0
@@ -221,7 +255,7 @@ def run_worker(cell: CellSpec, me: RankIdentity, out: Path) -> dict | None:
     result = (
         None
         if me.rank != 0
-        else _result(cell, me, entry, scheme, backend, facts, gathered, plan, precision, warmup, iters)
+        else _result(cell, me, entry, scheme, backend, facts, gathered, plan, precision, warmup, iters, stop)
     )
     if result is not None:  # before the group is torn down: NCCL's teardown can hang
         write_json_atomic(out / "result.json", result)
@@ -273,7 +307,8 @@ def _net_bytes(before: dict, after: dict, iterations: int) -> dict:
     return {name: [rx / iterations, tx / iterations] for name, (rx, tx) in delta.items() if rx or tx}
 
 
-def _result(cell, me, entry, scheme, backend, facts, gathered, plan, precision, warmup, iters) -> dict:
+def _result(cell, me, entry, scheme, backend, facts, gathered, plan, precision, warmup, iters, stop) -> dict:
+    """Rank 0's result.json; `stop`: how a precision cell's stop rule ended ({} for a fixed cell)."""
     return {
         "cell": json.loads(cell.to_json()),
         "ranks": gathered,
@@ -286,7 +321,7 @@ def _result(cell, me, entry, scheme, backend, facts, gathered, plan, precision, 
         "plan": plan,
         "versions": backend.versions(),
         "dist": {"source": me.source, "nodes": me.nodes, "local_world_size": me.local_world_size, **me.extra},
-        "effective": {"warmup": warmup, "iters": iters},
+        "effective": {"warmup": warmup, "iters": iters, **stop},
     }
 
 

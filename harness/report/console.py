@@ -14,6 +14,7 @@ from harness.core.errors import Interrupted
 from harness.report.tables import summary_table
 from harness.results.machine_load import busy_runs
 from harness.results.store import load_run
+from harness.results.summarize import short_of_precision
 
 
 def print_summary(summary: pd.DataFrame, title: str = "", env: pd.DataFrame | None = None) -> None:
@@ -30,6 +31,8 @@ def print_summary(summary: pd.DataFrame, title: str = "", env: pd.DataFrame | No
     for _, r in failed.iterrows():
         click.echo(f"failed {r['cell_id']}: {r['reason']}")
     for line in network_warnings(summary):
+        click.echo(f"warning: {line}", err=True)
+    for line in short_of_precision(summary):  # the stop rule (README, "Measuring")
         click.echo(f"warning: {line}", err=True)
 
 

@@ -28,6 +28,7 @@ from harness.report import timeline as TL
 from harness.report.data import merge, predicted
 from harness.report.findings import findings
 from harness.results.machine_load import busy_runs
+from harness.results.summarize import short_of_precision
 
 
 @dataclass
@@ -127,7 +128,7 @@ def _intro(page: Page, names: list[str], notes: list[str], s: pd.DataFrame, envi
     )
     for n in notes:
         page.p(f"Note: {n}.")
-    checks = busy_runs(environment) + (T.sanity_checks(s) if not s.empty else [])
+    checks = busy_runs(environment) + (T.sanity_checks(s) if not s.empty else []) + short_of_precision(s)
     if checks:
         page.h("Checks")
         for c in checks:

@@ -15,6 +15,7 @@ import pandas as pd
 
 from harness.core.schema import RAW_COLUMNS, SCHEMA_VERSION, SUMMARY_COLUMNS
 from harness.measure.stats import describe, slowest_rank
+from harness.measure.stoprule import relative_half_width
 from harness.results.netcheck import network_columns
 from harness.results.peaks import ImpossibleMFU, mfu, peak_tflops, single_model
 
@@ -147,6 +148,7 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
             "iter_s_ci95_high": d["ci95_high"],
             "iter_s_cv": d["cv"],
             "samples": d["n"],
+            **stop_columns(cell, result, iter_s),
             "throughput_median": tp["median"],
             "throughput_mean": tp["mean"],
             "throughput_ci95_low": tp["ci95_low"],
@@ -177,6 +179,32 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
         }
     )
     return row
+
+
+def stop_columns(cell, result: dict, iter_s: list[float]) -> dict:
+    """How the cell stopped (harness/measure/stoprule.py): its precision target, the relative half-width of
+    its median's 95% CI reached over `iter_s` (the slowest rank's iterations) and the reason; a fixed cell
+    (no --precision) is `fixed` with neither figure, as rows were before the stop rule. Pure."""
+    if cell.precision is None:
+        return {"precision_target": math.nan, "precision_reached": math.nan, "stop_reason": "fixed"}
+    return {
+        "precision_target": float(cell.precision),
+        "precision_reached": relative_half_width(iter_s),
+        "stop_reason": str(result.get("effective", {}).get("stop_reason", "fixed")),
+    }
+
+
+def short_of_precision(summary: pd.DataFrame) -> list[str]:
+    """One line per cell that stopped at a bound (`max-iters`, `max-time`) before its median was as precise as
+    asked (README, "Measuring"); none for rows without a stop rule or from before it. Pure."""
+    if "stop_reason" not in summary:
+        return []
+    short = summary[summary["stop_reason"].isin(["max-iters", "max-time"])]
+    return [
+        f"{r['cell_id']}: precision not reached, its median +-{r['precision_reached']:.1%} of +-"
+        f"{r['precision_target']:.1%} asked ({r['stop_reason']} after {int(r['samples'])} iterations)"
+        for _, r in short.iterrows()
+    ]
 
 
 def host_bound(device: str, device_lag_s: float, iter_s: float) -> bool | None:

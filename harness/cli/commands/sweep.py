@@ -18,6 +18,7 @@ from harness.cli.options import (
     nodes_option,
     run_options,
     servers_option,
+    stop_rule_options,
     trace_option,
 )
 from harness.cli.runs_cells import FINISH, RunsCells
@@ -58,6 +59,7 @@ from harness.launchers.choose import ORDER
 )
 @servers_option("; replaces the sweep file's `servers:`")
 @click.option("--dtype", help="Compute dtype of every cell, fp32 or bf16; replaces the sweep file's `dtype:`.")
+@stop_rule_options
 @nodes_option
 @history_option()
 @click.pass_context
@@ -73,6 +75,7 @@ def command(
     server_hosts,
     servers,
     dtype,
+    stop,
     join_timeout_s,
     history,
     **node_flags,
@@ -87,7 +90,12 @@ def command(
     from harness.report.console import finish_run
 
     cfg = with_overrides(
-        load_sweep(sweep_file), trace=ctx.meta.get(TRACE_META), server_hosts=server_hosts, servers=servers, dtype=dtype
+        load_sweep(sweep_file),
+        trace=ctx.meta.get(TRACE_META),
+        server_hosts=server_hosts,
+        servers=servers,
+        dtype=dtype,
+        stop=stop,
     )
     options = dataclasses.replace(
         options,

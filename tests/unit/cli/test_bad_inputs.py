@@ -66,6 +66,10 @@ SWEEPS = {  # file name -> body (each expands to at most the baseline and one 1-
     "dtype_fp16": "workloads: [resnet50-tiny]\nworkers: [1]\ndtype: [fp32, fp16]\n",
     "dtype_empty": "workloads: [resnet50-tiny]\ndtype: []\n",
     "dtype_number": "workloads: [resnet50-tiny]\ndtype: [32]\n",
+    "precision_list": "workloads: [resnet50-tiny]\nworkers: [1]\nprecision: [0.02, 0.05]\n",
+    "precision_word": "workloads: [resnet50-tiny]\nworkers: [1]\nprecision: abc\n",
+    "precision_zero": "workloads: [resnet50-tiny]\nworkers: [1]\nprecision: 0\n",
+    "max_iters_alone": "workloads: [resnet50-tiny]\nworkers: [1]\nmax_iters: 50\n",
 }
 
 CASES = [
@@ -162,6 +166,22 @@ CASES = [
     ("sweep {t}/scheme_nowhere.yaml --output {t}/new", ["scheme 'ddp' runs on none of the sweep's backends"]),
     ("sweep {t}/servers_huge.yaml --output {t}/new", ["100000 parameter servers"]),
     ("sweep {t}/dtype_fp16.yaml --output {t}/new", ["unknown dtype 'fp16'", "`dtype:`"]),
+    # the stop rule (README, "Measuring")
+    (RES + " --precision 0", ["--precision '0'", "outside (0, 100%]"]),
+    (RES + " --precision -0.02", ["--precision '-0.02'", "outside (0, 100%]"]),
+    (RES + " --precision 150%", ["--precision '150%'", "outside (0, 100%]"]),
+    (RES + " --precision 2", ["--precision '2'", "outside (0, 100%]", "2%"]),
+    (RES + " --precision abc", ["--precision 'abc' is not a number", "2%"]),
+    (RES + " --precision nan", ["--precision 'nan'", "outside"]),
+    (RES + " --min-iters 20", ["min_iters bounds the stop rule", "--precision"]),
+    (RES + " --precision 2% --min-iters 0", ["min_iters must be an integer >= 1"]),
+    (RES + " --precision 2% --min-iters 50 --max-iters 20", ["max_iters 20 is below min_iters 50"]),
+    (RES + " --precision 2% --max-time 900", ["max_time_s", "below the cell's timeout (600 s)"]),
+    ("sweep {t}/precision_list.yaml --output {t}/new", ["is not an axis", "precision: 2%"]),
+    ("sweep {t}/precision_word.yaml --output {t}/new", ["`precision:` in", "'abc' is not a number"]),
+    ("sweep {t}/precision_zero.yaml --output {t}/new", ["`precision:` in", "outside (0, 100%]"]),
+    ("sweep {t}/max_iters_alone.yaml --output {t}/new", ["max_iters bounds the stop rule"]),
+    ("sweep {t}/ok.yaml --output {t}/new --precision 0%", ["--precision '0%'", "outside"]),
     ("sweep {t}/dtype_empty.yaml --output {t}/new", ["`dtype:`", "is empty"]),
     ("sweep {t}/dtype_number.yaml --output {t}/new", ["`dtype:`", "fp32 and/or bf16", "got 32"]),
     ("sweep {t}/servers_huge.yaml --dtype fp16 --output {t}/new", ["unknown dtype 'fp16'"]),

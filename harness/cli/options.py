@@ -220,6 +220,12 @@ def nodes_option(f):
             ("--nproc-per-node", int, "Workers per node (default: the scheduler's, else one per GPU, one on CPU)."),
             ("--master-addr", str, "Node 0's address, where the c10d store listens."),
             ("--master-port", int, "The store's port (default 29400)."),
+            (
+                "--secret-file",
+                click.Path(dir_okay=False),
+                "The job secret, the same file on every node: node 0 signs each cell with it and the others "
+                "run only what it signed (else DDLBENCH_JOB_SECRET; without either the store is open).",
+            ),
         )
     ):
         f = click.option(name, type=kind, help=text)(f)

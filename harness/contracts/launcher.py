@@ -29,7 +29,7 @@ class LaunchRequest:
     `network`, `device`), or None for a single cell."""
     flags: Mapping[str, Any] = field(default_factory=dict)
     """The command line's launcher flags (--nnodes, --node-rank, --nproc-per-node, --master-addr,
-    --master-port, --join-timeout), None where not given."""
+    --master-port, --join-timeout, --secret-file), None where not given."""
     title: str = ""
     """What the run is, for messages and leases (`ddlbench sweep NAME -> DIR`)."""
 

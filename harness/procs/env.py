@@ -23,6 +23,8 @@ OUR_RANK_VARS = (
     "TORCHELASTIC_RUN_ID",
 )
 """Our own launcher's rank variables: a framework's launch program sets its own, ours must not leak into the ranks."""
+SECRET_VAR = "DDLBENCH_JOB_SECRET"
+"""A multi-node job's secret (harness/launchers/nodes/secret.py): the driver's alone, never a rank's."""
 PLACED_AT_VAR = "DDLBENCH_PLACED_AT"
 """time.time() when the launcher began placing the cell's ranks (docs/ARCHITECTURE.md, "Warm ranks"):
 every launcher sets it, the worker records `startup_s` from it."""
@@ -36,9 +38,9 @@ def placed_now() -> dict[str, str]:
 
 
 def base_env(threads: int, launcher: str, extra: dict | None = None) -> dict:
-    """This process's environment without our own rank variables, plus thread counts and the launcher's
-    name (recorded as the rank's source)."""
-    env = {k: v for k, v in os.environ.items() if k not in OUR_RANK_VARS}
+    """This process's environment without our own rank variables and the job secret, plus thread counts and
+    the launcher's name (recorded as the rank's source)."""
+    env = {k: v for k, v in os.environ.items() if k not in OUR_RANK_VARS and k != SECRET_VAR}
     env.update(
         OMP_NUM_THREADS=str(threads),
         MKL_NUM_THREADS=str(threads),

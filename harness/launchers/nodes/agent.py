@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import time
 from pathlib import Path
@@ -14,15 +15,18 @@ from harness.core.errors import CellFailed
 from harness.launchers.nodes.env import NodeJob
 from harness.launchers.nodes.meeting import Heart, NodesFailed, _get, _put
 from harness.launchers.nodes.ranks import POLL_S, rank_env, run_ranks
+from harness.launchers.nodes.secret import CellRefused, open_sealed
 
 
-def run_agent(store, job: NodeJob, scratch: Path) -> int:
+def run_agent(store, job: NodeJob, scratch: Path, secret: bytes | None = None) -> int:
     """Nodes 1..: start the ranks each cell gives this node and report, until the leader says the end
-    (exit status 0 when the sweep finished, 1 when it was ended); NodesFailed when node 0 is gone."""
+    (exit status 0 when the sweep finished, 1 when it was ended); NodesFailed when node 0 is gone;
+    CellRefused, nothing run, for a cell/N this node cannot trust (harness/launchers/nodes/secret.py)."""
     k = job.node_rank
     heart = None
+    nonce = secrets.token_hex(16)
     try:
-        _put(store, f"node/{k}", {"host": socket.gethostname(), "cores": os.cpu_count()})
+        _put(store, f"node/{k}", {"host": socket.gethostname(), "cores": os.cpu_count(), "nonce": nonce})
         heart = Heart(store, job)
         n = 0
         while True:
@@ -34,7 +38,7 @@ def run_agent(store, job: NodeJob, scratch: Path) -> int:
                 if heart.broken:
                     raise NodesFailed(f"node {k}: lost node 0 ({heart.broken}); this node's ranks were ended")
                 time.sleep(POLL_S)
-            _run_cell(store, heart, k, n, scratch)
+            _run_cell(store, heart, k, n, scratch, _opened(store, job, n, secret, nonce))
             n += 1
     except (RuntimeError, OSError) as e:  # the store's connection broke: node 0 is gone
         raise NodesFailed(
@@ -46,9 +50,22 @@ def run_agent(store, job: NodeJob, scratch: Path) -> int:
             heart.stop()
 
 
-def _run_cell(store, heart: Heart, k: int, n: int, scratch: Path) -> None:
-    """Node k's part of cell n: its ranks, ended when the cell fails anywhere; its outcome in done/n/k."""
-    plan = _get(store, f"cell/{n}")
+def _opened(store, job: NodeJob, n: int, secret: bytes | None, nonce: str) -> dict:
+    """cell/n, its signature checked before it is parsed; a refusal is reported to node 0 (which ends the
+    sweep after this row) and raised."""
+    k = job.node_rank
+    try:
+        return open_sealed(secret, store.get(f"cell/{n}"), n, k, nonce, f"{job.master_addr}:{job.master_port}")
+    except CellRefused as e:
+        if not store.check([f"fail/{n}"]):
+            _put(store, f"fail/{n}", {"reason": str(e)})
+        _put(store, f"done/{n}/{k}", {"ok": False, "reason": str(e), "log_tail": "", "refused": True})
+        raise
+
+
+def _run_cell(store, heart: Heart, k: int, n: int, scratch: Path, plan: dict) -> None:
+    """Node k's part of cell n (`plan`, cell/n opened): its ranks, ended when the cell fails anywhere; its
+    outcome in done/n/k."""
     cell = CellSpec.from_json(json.dumps(plan["cell"]))
     nodes = plan["nodes"]
     mine = [r for r, node in enumerate(nodes) if node == k]

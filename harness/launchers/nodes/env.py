@@ -11,6 +11,7 @@ Read, in this order (a flag of `ddlbench sweep` wins over every variable):
   SKYPILOT_NUM_NODES, SKYPILOT_NUM_GPUS_PER_NODE (0 on CPU nodes: one rank per node);
 - a plain node list: --nnodes, --node-rank, --master-addr, --master-port, --nproc-per-node, as
   `torchrun --nnodes` takes them.
+The job secret (--secret-file, else DDLBENCH_JOB_SECRET) is read apart: harness/launchers/nodes/secret.py.
 """
 
 from __future__ import annotations

@@ -8,18 +8,20 @@ per cell). The other nodes are agents: they start the ranks a cell gives them, e
 fails anywhere, and report back; their logs stay in `<output>.node<K>/`.
 
 Store keys (values JSON):
-    node/K      node K joined: its host name and cores
+    node/K      node K joined: its host name, cores and nonce
     beat/K      a counter node K adds to every BEAT_S (liveness, both ways)
-    cell/N      the sweep's N-th cell: spec, rendezvous port, the node of every rank
+    cell/N      the sweep's N-th cell: spec, rendezvous port, the node of every rank; signed with the job
+                secret behind a header line (harness/launchers/nodes/secret.py), checked before it is read
     fail/N      the first failure of cell N anywhere; every node then ends the cell's ranks
-    done/N/K    node K's outcome of cell N: {"ok": bool, "reason", "log_tail"}
+    done/N/K    node K's outcome of cell N: {"ok": bool, "reason", "log_tail"}, "refused" when it refused cell/N
     end         the sweep is over: {"why": "done" | reason}
 
 Faults: a node that never joins ends the sweep after `join_timeout_s` with one line naming it (exit 1);
 a node lost mid-sweep (no heartbeat for LOST_S) fails the running cell with that reason and stops the
 sweep, every row measured so far kept (run it again with --resume when the node is back); the leader's
 death ends every agent and its ranks within seconds (the store connection breaks; ranks also carry the
-parent-death signal).
+parent-death signal); a node that refuses a cell/N (bad or missing signature) runs nothing of it, exits 2
+with one line, and ends the sweep after that row.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ from harness.contracts.cell import CellSpec
 from harness.contracts.launcher import Follows, Launcher, LauncherEntry, LaunchRequest, register
 from harness.core.errors import UserError
 from harness.launchers.nodes.agent import run_agent
-from harness.launchers.nodes.env import NodeJob, cell_nodes, node_job
+from harness.launchers.nodes.env import FLAG_NAMES, NodeJob, cell_nodes, node_job
 from harness.launchers.nodes.leader import Leader, check_cell
 from harness.launchers.nodes.meeting import open_store
+from harness.launchers.nodes.secret import read_secret, warn_open
 from harness.warm.spawn import warm_ranks
 
 JOIN_TIMEOUT_S = 300.0
@@ -46,7 +49,7 @@ JOIN_TIMEOUT_S = 300.0
 def _job(request: LaunchRequest) -> NodeJob | None:
     """The job this request runs in: the node-list flags, else the scheduler's variables; None outside one.
     Inside a Slurm allocation an outer scheduler's variables are not ours unless the flags say so."""
-    flags = {k: v for k, v in request.flags.items() if k != "join_timeout_s"}
+    flags = {k: v for k, v in request.flags.items() if k in FLAG_NAMES}
     if request.environ.get("SLURM_JOB_ID") and not any(v is not None for v in flags.values()):
         return None
     return node_job(request.environ, flags)
@@ -65,13 +68,14 @@ class _Leading:
     `launch` runs each cell through the leader; at the end, whatever ended it, every agent is told (and ends
     its ranks)."""
 
-    def __init__(self, job: NodeJob, join_timeout_s: float):
-        self.job, self.join_timeout_s = job, join_timeout_s
+    def __init__(self, job: NodeJob, join_timeout_s: float, secret: bytes | None):
+        self.job, self.join_timeout_s, self.secret = job, join_timeout_s, secret
         self.leader: Leader | None = None
 
     @contextlib.contextmanager
     def session(self):
-        self.leader = Leader(open_store(self.job, self.join_timeout_s), self.job, self.join_timeout_s)
+        store = open_store(self.job, self.join_timeout_s)
+        self.leader = Leader(store, self.job, self.join_timeout_s, self.secret)
         why = "done"
         try:
             yield
@@ -101,16 +105,19 @@ def make(request: LaunchRequest) -> Launcher:
             "--master-addr) or a scheduler's variables (Kubeflow PET_*, JobSet, SkyPilot)"
         )
     timeout = request.flags.get("join_timeout_s") or JOIN_TIMEOUT_S
+    secret = read_secret(request.flags.get("secret_file"), request.environ)
+    if secret is None:
+        warn_open(job.node_rank, f"{job.master_addr}:{job.master_port}")
     device = getattr(request.sweep, "device", "auto")
     job = dataclasses.replace(job, nproc_per_node=_per_node(job, device))
     if job.node_rank > 0:
 
         def serve(output: Path, cold: bool) -> int:
             with warm_ranks(not cold):
-                return run_agent(open_store(job, timeout), job, Path(f"{output}.node{job.node_rank}"))
+                return run_agent(open_store(job, timeout), job, Path(f"{output}.node{job.node_rank}"), secret)
 
         raise Follows(serve)
-    leading = _Leading(job, timeout)
+    leading = _Leading(job, timeout, secret)
     return Launcher(
         "nodes",
         leading.launch,

@@ -17,6 +17,7 @@ from harness.core.errors import CellFailed, UserError
 from harness.launchers.nodes.env import NodeJob, rank_nodes
 from harness.launchers.nodes.meeting import BEAT_S, GRACE_S, LOST_S, Heart, NodesFailed, _get, _put, address_towards
 from harness.launchers.nodes.ranks import POLL_S, rank_env, run_ranks
+from harness.launchers.nodes.secret import seal
 from harness.procs.logs import log_tail
 from harness.procs.ports import free_port
 
@@ -32,8 +33,8 @@ def check_cell(cell: CellSpec, job: NodeJob) -> None:
 class Leader:
     """Node 0: the launcher `run_cells` calls for each cell, over the store (see the module docstring)."""
 
-    def __init__(self, store, job: NodeJob, join_timeout_s: float):
-        self.store, self.job = store, job
+    def __init__(self, store, job: NodeJob, join_timeout_s: float, secret: bytes | None = None):
+        self.store, self.job, self.secret = store, job, secret
         self.n = 0
         self.lost: str | None = None
         self.gone: list[int] = []  # the nodes declared lost (no heartbeat): they will never say bye
@@ -41,6 +42,8 @@ class Leader:
         _put(store, "node/0", {"host": socket.gethostname(), "cores": os.cpu_count()})
         self.heart = Heart(store, job)
         self._join(join_timeout_s)
+        # every node's nonce, which each cell/N is signed with (harness/launchers/nodes/secret.py)
+        self.nonces = {k: str(_get(store, f"node/{k}").get("nonce", "")) for k in range(1, job.nnodes)}
 
     def _join(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -63,11 +66,8 @@ class Leader:
         n, self.n = self.n, self.n + 1
         nodes, where = rank_nodes(cell, self.job.nnodes, self.job.nproc_per_node)
         port = free_port(self.addr)
-        _put(
-            self.store,
-            f"cell/{n}",
-            {"cell": json.loads(cell.to_json()), "port": port, "nodes": nodes, "master": self.addr},
-        )
+        value = {"cell": json.loads(cell.to_json()), "port": port, "nodes": nodes, "master": self.addr}
+        self.store.set(f"cell/{n}", seal(self.secret, n, value, self.nonces))
         cell_dir = cell_dir.resolve()
         mine = [r for r, k in enumerate(nodes) if k == 0]
         try:
@@ -79,6 +79,7 @@ class Leader:
             if not self.store.check([f"fail/{n}"]):
                 _put(self.store, f"fail/{n}", {"reason": e.reason})
             self._settle(n)  # a node that went away is the reason, and ends the sweep after this row
+            self._note_refusals(n)
             if self.lost and self.lost not in e.reason:
                 raise CellFailed(f"{self.lost}; {e.reason}", e.log_tail) from None
             raise
@@ -95,6 +96,14 @@ class Leader:
             _put(self.store, f"fail/{n}", {"reason": self.lost})
             return self.lost
         return None
+
+    def _note_refusals(self, n: int) -> None:
+        """A node that refused cell n (harness/launchers/nodes/secret.py) has ended: like a lost node, it ends
+        the sweep after this row, and is not waited for."""
+        for k in range(1, self.job.nnodes):
+            if self.store.check([f"done/{n}/{k}"]) and _get(self.store, f"done/{n}/{k}").get("refused"):
+                self.gone = sorted({*self.gone, k})
+                self.lost = self.lost or _get(self.store, f"done/{n}/{k}")["reason"]
 
     def _check_lost(self) -> bool:
         """Whether a node's heartbeat has stopped (then `self.lost` says which, and how to go on)."""

@@ -6,7 +6,9 @@ every node, as Kubeflow's PyTorchJob/Trainer, JobSet, SkyPilot and `torchrun --n
 Pure: the scheduler's variables and where each rank runs. Real: two emulated hosts (network namespaces
 with their own addresses, a shaped 1 Gbit/s link), each running `ddlbench sweep` with its own PET_* (or
 SKYPILOT_*) variables: every torch scheme and DDP across the hosts, losslessly, with the rows the other
-launchers write; a node that never joins; a node lost mid-sweep, then --resume; the leader killed.
+launchers write; a node that never joins; a node lost mid-sweep, then --resume; the leader killed. The job
+secret (no root, both nodes on this box): a signed job runs, an open one warns once per node, a forged cell is
+refused in one line and runs nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+import torch.distributed as dist
 import yaml
 
 from harness.contracts.cell import CellSpec
@@ -29,8 +32,11 @@ from harness.core.errors import UserError
 from harness.core.schema import SUMMARY_COLUMNS
 from harness.experiment.cells import resolve
 from harness.launchers.nodes.env import cell_nodes, node_job, rank_nodes
+from harness.launchers.nodes.secret import seal
+from harness.procs.env import SECRET_VAR
+from harness.procs.ports import free_port
 from harness.testbed import netns
-from helpers import SMALL, STEPS, check, rank_pids, shared_reference
+from helpers import SMALL, STEPS, check, live_children, rank_pids, shared_reference
 
 WL = "bert-base-tiny"
 TORCH_SCHEMES = [
@@ -319,3 +325,68 @@ def test_the_leaders_death_ends_every_rank(hosts, tmp_path):
     _wait_for(lambda: not _ranks_of(out), 10, "no rank left on any node")
     assert time.monotonic() - t0 < 15
     assert "lost node 0" in _log(out, 1)
+
+
+# -- the job secret (harness/launchers/nodes/secret.py): two nodes on this box, no namespaces -----------------
+
+
+def _on_box(k: int, sweep: Path, out: Path, port: int, env: dict, *args: str) -> subprocess.Popen:
+    """Node k of a 2-node job whose nodes both run on this box (node 0 at 127.0.0.1:port)."""
+    argv = [sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--output", str(out), "--no-progress"]
+    argv += ["--nnodes", "2", "--node-rank", str(k), "--master-addr", "127.0.0.1", "--master-port", str(port)]
+    log = open(f"{out}.node{k}.log", "a")  # noqa: SIM115 - the node's process writes it
+    clean = {n: v for n, v in os.environ.items() if n != SECRET_VAR and not n.startswith(("PET_", "SKYPILOT_"))}
+    return subprocess.Popen(
+        [*argv, *args], env={**clean, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def _secret_file(tmp: Path, text: str = "s" * 40) -> Path:
+    f = tmp / "job.secret"
+    f.write_text(text + "\n")
+    f.chmod(0o600)
+    return f
+
+
+@pytest.mark.parametrize("signed", [True, False], ids=["signed", "open"])
+def test_a_job_runs_with_its_secret_and_an_open_one_warns_once(tmp_path, signed):
+    """The smallest job: a 1-worker cell on node 0, node 1 opening its cell/0 and running none of it. Signed:
+    node 0's secret from the variable, node 1's from the file. Open: each node says so in one line."""
+    sweep, out, port = _sweep_file(tmp_path, "secret", ["ddp"], workers=[1]), tmp_path / "run", free_port()
+    env = {SECRET_VAR: "s" * 40} if signed else {}
+    flags = ("--secret-file", str(_secret_file(tmp_path))) if signed else ()
+    procs = [_on_box(0, sweep, out, port, env), _on_box(1, sweep, out, port, {}, *flags)]
+    assert _wait(procs, timeout=300) == [0, 0], _log(out, 0)[-3000:] + _log(out, 1)[-3000:]
+    assert pd.read_parquet(out / "summary.parquet")["status"].tolist() == ["ok"]
+    for k in (0, 1):
+        warned = [line for line in _log(out, k).splitlines() if "no job secret" in line]
+        assert warned == ([] if signed else [warned[0]]), _log(out, k)
+        if not signed:
+            assert warned[0].startswith(f"warning: node {k}: ") and f"127.0.0.1:{port}" in warned[0]
+
+
+@pytest.mark.parametrize("forger", [None, b"f" * 40], ids=["unsigned", "wrong-secret"])
+def test_a_forged_cell_is_refused_in_one_line_and_nothing_runs(tmp_path, forger):
+    """The test holds node 0's store, as a stranger who reached its port would, and writes a cell/0 that puts
+    a rank on node 1: unsigned, or signed with another secret (for node 1's own nonce). Node 1 refuses it in
+    one line naming the store, exits 2, starts no rank, and tells node 0 why."""
+    sweep, out, port = _sweep_file(tmp_path, "forged", ["ddp"]), tmp_path / "run", free_port()
+    store = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
+    agent = _on_box(1, sweep, out, port, {}, "--secret-file", str(_secret_file(tmp_path)))
+    _wait_for(lambda: store.check(["node/1"]), 120, "node 1 joining")
+    nonce = json.loads(store.get("node/1"))["nonce"]
+    cell = json.loads(resolve(CellSpec(workload=WL, scheme="ddp", workers=2, device="cpu", **SMALL[WL])).to_json())
+    value = {"cell": cell, "port": free_port(), "nodes": [0, 1], "master": "127.0.0.1"}
+    store.set("cell/0", seal(forger, 0, value, {1: nonce}))
+    seen = []
+    while agent.poll() is None:
+        seen += rank_pids(tmp_path) + [p.pid for p in live_children(agent.pid, "-m harness.rank.worker")]
+        time.sleep(0.05)
+    log = _log(out, 1)
+    assert agent.returncode == 2, log
+    assert not seen and not list(tmp_path.rglob("rank*.log")), (seen, log)
+    errors = [line for line in log.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in log, log
+    assert errors[0].startswith(f"error: node 1 refused cell 0 from the store at 127.0.0.1:{port}: "), log
+    done = json.loads(store.get("done/0/1"))
+    assert done["refused"] and not done["ok"] and "refused cell 0" in json.loads(store.get("fail/0"))["reason"]

@@ -144,7 +144,7 @@ def _read(path: str) -> str:
 
 def build(layout: Layout, prefix: str, host_cpus: float | None, host_cores: int | None, hosts: int) -> None:
     """Create every host's groups with its share and cores (OSError when the kernel refuses)."""
-    for base in {layout.cpu, layout.cpuset} - {None}:
+    for base in {layout.cpu, layout.cpuset if host_cores else None} - {None}:
         top = f"{base}/ddlbench-{prefix}"
         os.makedirs(top, exist_ok=True)
         if layout.version == "v2":

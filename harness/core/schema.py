@@ -126,6 +126,12 @@ SUMMARY_STATS = [
     "net_bytes_per_iter",  # bytes (sent + received, all nodes) through `iface` per iteration
     "net_bytes_json",  # rank@host (one per node) -> interface -> [rx, tx] bytes per iteration, JSON
     "net_check",  # ok | wrong-interface | not checked (one box)
+    # the emulated hosts' processors (the testbed's CPU group per host, harness/testbed/cgroups.py); NaN: no share
+    "host_cpus",  # CPU share of every host, in cores (CFS quota / period)
+    "host_cores",  # cores of its own per host (cpuset)
+    "throttled_periods",  # CFS periods in which a host of the cell ran out of its share, summed over its hosts
+    "throttled_s",  # time its hosts' groups spent throttled during the cell, summed over its hosts, seconds
+    "throttled_json",  # host namespace -> [periods, seconds] throttled during the cell, JSON ("" without a share)
 ]
 
 SUMMARY_COLUMNS = SUMMARY_AXES + SUMMARY_STATS

@@ -176,6 +176,7 @@ def summary_row(run_id: str, cell, result: dict, sample_unit: str, wall_s: float
             "device_peak_tflops": peak_tflops(single_model(gpu), cell.dtype),
             "dist_backend": dist_backend(result["ranks"]),  # "" for a cell without communication
             **network_columns(result["ranks"], row["nodes"]),
+            **cpu_columns(result.get("dist", {})),
         }
     )
     return row
@@ -205,6 +206,23 @@ def short_of_precision(summary: pd.DataFrame) -> list[str]:
         f"{r['precision_target']:.1%} asked ({r['stop_reason']} after {int(r['samples'])} iterations)"
         for _, r in short.iterrows()
     ]
+
+
+def cpu_columns(dist: dict) -> dict:
+    """The emulated hosts' CPU share and the cell's throttling, as the testbed launcher recorded them in the
+    result's `dist` (NaN and "" where there was no share, as on every other launcher). Pure."""
+
+    def number(key: str) -> float:
+        v = dist.get(key)
+        return math.nan if v is None else float(v)
+
+    return {
+        "host_cpus": number("host_cpus"),
+        "host_cores": number("host_cores"),
+        "throttled_periods": number("throttled_periods"),
+        "throttled_s": number("throttled_s"),
+        "throttled_json": str(dist.get("throttled_json", "")),
+    }
 
 
 def host_bound(device: str, device_lag_s: float, iter_s: float) -> bool | None:

@@ -18,9 +18,11 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 from harness.core.errors import UserError
+from harness.testbed import cgroups
 from harness.testbed import state as st
 from harness.testbed.checks import (  # noqa: F401  (part of this module's interface)
     MAX_MEANINGFUL_RATE_MBIT,
@@ -96,6 +98,8 @@ def _is_live(s: TestbedState) -> bool:
     """True if every namespace exists and every link end carries its tbf at the recorded rate."""
     if not set(s.netns_names) <= set(_existing_netns()):
         return False
+    if not all(cgroups.exists(h.cgroups) for h in s.hosts):
+        return False
     want = round(s.rate_mbit * 1e6 / 8)
     for h in s.hosts:
         addrs = [
@@ -112,16 +116,31 @@ def _is_live(s: TestbedState) -> bool:
     return True
 
 
-def up(hosts: int, rate_mbit: float | str, prefix: str = "ddlb", force: bool = False) -> TestbedState:
+def up(
+    hosts: int,
+    rate_mbit: float | str,
+    prefix: str = "ddlb",
+    force: bool = False,
+    host_cpus: float | str | None = None,
+    host_cores: int | str | None = None,
+) -> TestbedState:
     """Build the testbed (or keep it, if the same one is already up); return its state.
 
-    A different configuration already up is torn down first (processes inside it are killed).
-    On any failure everything built so far is removed and a UserError says which step failed."""
+    `host_cpus`: every host's CPU share in cores (its own control group, harness/testbed/cgroups.py);
+    `host_cores`: cores of its own per host. Without a CPU controller in the kernel, one line says so and
+    the testbed is built without them. A different configuration already up is torn down first (processes
+    inside it are killed). On any failure everything built so far is removed and a UserError says which
+    step failed."""
     rate = parse_rate(rate_mbit)
     check_request(hosts, rate, force)
+    share = cgroups.parse_share(host_cpus, hosts)
+    cores = cgroups.parse_cores(host_cores, hosts, share)
     st.check_prefix(prefix)
     check_system()
-    want = st.plan(hosts, rate, prefix, forced=rate > MAX_MEANINGFUL_RATE_MBIT)
+    layout = cgroups.detect() if share is not None or cores is not None else None
+    if (share is not None or cores is not None) and layout is None:
+        _note_no_controller()
+    want = st.plan(hosts, rate, prefix, rate > MAX_MEANINGFUL_RATE_MBIT, share, cores, layout)
     with _locked():
         have = st.load()
         if have is not None and have.same_config(want) and _is_live(have):
@@ -129,6 +148,11 @@ def up(hosts: int, rate_mbit: float | str, prefix: str = "ddlb", force: bool = F
         _down_locked(prefix)
         try:
             _build(want)
+            if want.cgroup_version:
+                try:
+                    cgroups.build(layout, prefix, want.host_cpus, want.host_cores, hosts)
+                except OSError as e:
+                    raise _CmdFailed(f"creating the hosts' control groups under {layout.cpu}: {e}") from None
         except _CmdFailed as e:
             _down_locked(prefix)
             raise UserError(
@@ -137,6 +161,21 @@ def up(hosts: int, rate_mbit: float | str, prefix: str = "ddlb", force: bool = F
             ) from None
         st.save(want)
     return want
+
+
+_noted: list[str] = []
+
+
+def _note_no_controller() -> None:
+    """One line, once per process: the share is asked for and the kernel cannot give it."""
+    if not _noted:
+        _noted.append("no-cpu-controller")
+        print(
+            f"note: no CPU controller under {cgroups.root()} (cgroup v1 cpu or v2 cpu.max): the testbed "
+            f"runs without a CPU share per host",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def status() -> TestbedState | None:
@@ -171,6 +210,7 @@ def _down_locked(prefix: str | None) -> list[str]:
         if any(name.startswith(f"{p}-") for p in prefixes):
             _run(["ip", "link", "del", name], check=False)
             removed.append(f"link {name}")
+    removed += cgroups.remove(prefixes)
     if os.path.exists(st.STATE_PATH):
         os.remove(st.STATE_PATH)
         removed.append(f"state {st.STATE_PATH}")

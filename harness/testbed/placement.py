@@ -20,10 +20,12 @@ Rules (the pure `rank_hosts` decides, `testbed_placement` turns it into argv pre
 
 from __future__ import annotations
 
+import json
+
 from harness.contracts.cell import CellSpec, server_placement
 from harness.contracts.placement import Placement
 from harness.core.errors import UserError
-from harness.testbed import netns
+from harness.testbed import cgroups, netns
 from harness.testbed.state import TestbedState
 
 POLICIES = ("round-robin", "blocked")
@@ -159,11 +161,43 @@ def testbed_up() -> TestbedState:
     return s
 
 
+def cpu_columns(host_cpus: float | None, host_cores: int | None) -> dict:
+    """The environment row's record of the hosts' processors (None: no share, every core). Pure."""
+    return {"testbed_host_cpus": host_cpus, "testbed_host_cores": host_cores}
+
+
+def throttling(state: TestbedState) -> dict[str, tuple[int, float]]:
+    """Every host's CFS throttling so far (periods, seconds) by namespace, read from its cpu group's cpu.stat;
+    {} without a share."""
+    out = {}
+    for h in state.hosts:
+        got = cgroups.throttling(h.cgroups[0]) if h.cgroups else None
+        if got is not None:
+            out[h.netns] = got
+    return out
+
+
+def throttled_over(before: dict, after: dict, where: dict) -> dict:
+    """A cell's throttling from `throttling` before and after it, over the hosts its ranks ran on
+    (`where`: `describe`'s record): totals and, per host, [periods, seconds] as JSON. Pure."""
+    used = [h for h in dict.fromkeys(where.get("rank_hosts", ())) if h in before and h in after]
+    if not used:
+        return {}
+    per = {h: [after[h][0] - before[h][0], round(after[h][1] - before[h][1], 6)] for h in used}
+    return {
+        "throttled_periods": sum(p for p, _ in per.values()),
+        "throttled_s": sum(t for _, t in per.values()),
+        "throttled_json": json.dumps(per, sort_keys=True),
+    }
+
+
 def describe(cell: CellSpec, state: TestbedState, policy: str = "round-robin") -> dict:
-    """What the result records about where the ranks ran (rank -> host namespace)."""
+    """What the result records about where the ranks ran (rank -> host namespace) and each host's processors."""
     hosts = rank_hosts(cell.workers, cell.servers, cell.nodes, len(state.hosts), policy, cell.server_hosts)
     return {
         "testbed_hosts": len(state.hosts),
+        "host_cpus": state.host_cpus,
+        "host_cores": state.host_cores,
         "rate_mbit": state.rate_mbit,
         "placement": policy,
         "rank_hosts": [state.hosts[h].netns for h in hosts],

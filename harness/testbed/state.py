@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass
 
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError
+from harness.procs.cgjoin import join_prefix
+from harness.testbed.cgroups import Layout, host_dirs, procs_files
 
 STATE_PATH = "/run/ddlbench-testbed.json"
 """Where the state of the (single) testbed on this machine lives; /run is cleared on reboot, as are netns."""
@@ -62,6 +64,9 @@ class Host:
     """IPv4 address of `ifname` (no prefix length)."""
     bridge_port: str
     """The other veth end, a port of the bridge in the switch namespace."""
+    cgroups: tuple[str, ...] = ()
+    """The host's control groups (its cpu group first, then its cpuset group on cgroup v1 with cores of its
+    own), every process started on it joins them (harness/testbed/cgroups.py); () without a share."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,12 @@ class TestbedState:
     """tbf latency as given to tc, ms."""
     forced: bool = False
     """True if the rate exceeded the meaningful limit and `force=True` was given."""
+    host_cpus: float | None = None
+    """CPU share of every host, in cores' worth of CPU time (CFS quota / period); None: no share."""
+    host_cores: int | None = None
+    """Cores of its own per host (cpuset: host i on cores i*n..i*n+n-1); None: every core."""
+    cgroup_version: str = ""
+    """v1 | v2: the control groups holding the hosts' shares; "" without them."""
     created_unix: float = 0.0
     """When `up` built it, seconds since the epoch."""
     created_at: str = ""
@@ -96,8 +107,10 @@ class TestbedState:
     """Version of this JSON layout."""
 
     def nsenter(self, host_index: int) -> list[str]:
-        """The argv prefix that runs what follows inside host `host_index`'s network namespace."""
-        return ["nsenter", f"--net={self.host(host_index).netns_path}", "--"]
+        """The argv prefix that runs what follows inside host `host_index`'s network namespace, and in its
+        control groups when the hosts have a CPU share (procs/cgjoin.py)."""
+        h = self.host(host_index)
+        return ["nsenter", f"--net={h.netns_path}", "--", *join_prefix(procs_files(h.cgroups))]
 
     def host(self, host_index: int) -> Host:
         if not 0 <= host_index < len(self.hosts):
@@ -127,9 +140,21 @@ def check_prefix(prefix: str) -> None:
         )
 
 
-def plan(hosts: int, rate_mbit: float, prefix: str = "ddlb", forced: bool = False) -> TestbedState:
-    """The testbed that `up(hosts, rate_mbit, prefix)` builds; pure."""
+def plan(
+    hosts: int,
+    rate_mbit: float,
+    prefix: str = "ddlb",
+    forced: bool = False,
+    host_cpus: float | None = None,
+    host_cores: int | None = None,
+    layout: Layout | None = None,
+) -> TestbedState:
+    """The testbed that `up(hosts, rate_mbit, prefix)` builds; pure. A share or cores without `layout` (no
+    CPU controller) are dropped."""
     now = time.time()
+    if layout is None:
+        host_cpus = host_cores = None
+    limited = host_cpus is not None or host_cores is not None
     return TestbedState(
         prefix=prefix,
         rate_mbit=float(rate_mbit),
@@ -141,12 +166,16 @@ def plan(hosts: int, rate_mbit: float, prefix: str = "ddlb", forced: bool = Fals
                 ifname=f"{prefix}-eth0",
                 addr=f"{SUBNET_PREFIX}.{i + 1}",
                 bridge_port=f"{prefix}-p{i}",
+                cgroups=host_dirs(layout, prefix, i, bool(host_cores)) if limited else (),
             )
             for i in range(hosts)
         ),
         switch_netns=f"{prefix}-sw",
         bridge=f"{prefix}-br0",
         forced=forced,
+        host_cpus=host_cpus,
+        host_cores=host_cores,
+        cgroup_version=layout.version if limited else "",
         created_unix=now,
         created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
     )
@@ -165,7 +194,7 @@ def from_json(text: str) -> TestbedState:
     d = json.loads(text)
     if d.get("schema_version") != SCHEMA_VERSION:
         raise ValueError(f"testbed state schema {d.get('schema_version')} != {SCHEMA_VERSION}")
-    d["hosts"] = tuple(Host(**h) for h in d["hosts"])
+    d["hosts"] = tuple(Host(**{**h, "cgroups": tuple(h.get("cgroups", ()))}) for h in d["hosts"])
     return TestbedState(**d)
 
 

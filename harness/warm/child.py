@@ -2,12 +2,13 @@
 
 Everything a fresh `python -P -m MODULE ARGV` rank would get from its launcher and its interpreter's
 start-up, made again after the fork: its own session (the launcher kills it by process group), the
-parent-death signal (it dies with the zygote, as a local rank dies with the driver), the network
-namespace it was placed in (as `nsenter --net`), exactly the environment it was given (the C library's
-too: CUDA, NCCL and gloo read it later), the working directory, its log on fd 1 and 2 (unbuffered, as
-PYTHONUNBUFFERED would), a fresh interpreter's signal dispositions, and torch's intra-op thread count from
-the environment (torch and its OpenMP runtime read OMP_NUM_THREADS when the zygote imported them, not
-now). Then it runs MODULE.main(ARGV) and leaves with os._exit (as harness.contracts.training.exit_now does).
+parent-death signal (it dies with the zygote, as a local rank dies with the driver), the network namespace
+it was placed in (as `nsenter --net`) and its host's control groups (procs/cgjoin.py), exactly the
+environment it was given (the C library's too: CUDA, NCCL and gloo read it later), the working directory,
+its log on fd 1 and 2 (unbuffered, as PYTHONUNBUFFERED would), a fresh interpreter's signal dispositions,
+and torch's intra-op thread count from the environment (torch and its OpenMP runtime read OMP_NUM_THREADS
+when the zygote imported them, not now). Then it runs MODULE.main(ARGV) and leaves with os._exit (as
+harness.contracts.training.exit_now does).
 
 Set-up errors go back to the zygote through `status_w` (the spawn fails with them); once the module
 runs, what it prints goes to its log.
@@ -70,6 +71,9 @@ def setup(req: dict, log_fd: int, zygote_pid: int, inherited: tuple[int, ...]) -
             os.close(fd)
     if req.get("netns"):
         enter_netns(req["netns"])
+    for procs in req.get("cgroups") or ():  # the emulated host's CPU share (procs/cgjoin.py), before it runs
+        with open(procs, "w") as f:
+            f.write(f"{os.getpid()}\n")
     old_path = os.environ.get("PYTHONPATH", "")
     os.environ.clear()  # through putenv/unsetenv: the C library's environment follows
     os.environ.update(req["env"])

@@ -173,14 +173,16 @@ class WarmPool:
         log_path: str | Path,
         netns: str | None = None,
         cwd: str | Path | None = None,
+        cgroups: tuple[str, ...] = (),
     ) -> WarmProc:
         """Fork a rank running `module.main(args)` with exactly `env`, its output in `log_path` (truncated),
-        inside the network namespace file `netns` if given, in `cwd` (default: this process's)."""
+        inside the network namespace file `netns` if given, in the control groups whose procs files `cgroups`
+        lists (procs/cgjoin.py), in `cwd` (default: this process's)."""
         if self.alive:
             self._handshake()  # a pool started without waiting: its first spawn waits for the zygote
         if not self.alive or self.link is None:
             raise PoolDead((self.link.dead if self.link else "") or "the warm pool is closed or its zygote has exited")
-        return self.link.spawn(module, args, env, log_path, netns=netns, cwd=cwd)
+        return self.link.spawn(module, args, env, log_path, netns=netns, cwd=cwd, cgroups=cgroups)
 
     def close(self) -> None:
         """Kill every rank and the zygote; idempotent."""

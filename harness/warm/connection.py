@@ -148,10 +148,12 @@ class ZygoteConnection:
         cwd: str | Path | None = None,
         inherit: bool = False,
         unset: tuple = (),
+        cgroups: tuple[str, ...] = (),
     ) -> WarmProc:
         """Fork a rank running `module.main(args)` with exactly `env` (with `inherit`: the zygote's own
         environment updated by `env`, less `unset`), its output in `log_path` (truncated), inside the
-        network namespace file `netns` if given, in `cwd` (default: this process's)."""
+        network namespace file `netns` if given, in the control groups whose procs files `cgroups` lists
+        (procs/cgjoin.py), in `cwd` (default: this process's)."""
         proc = WarmProc([module, *args], self)
         req = {
             "op": "spawn",
@@ -160,6 +162,7 @@ class ZygoteConnection:
             "env": dict(env),
             "log": os.path.abspath(log_path),
             "netns": netns,
+            "cgroups": list(cgroups),
             "cwd": os.path.abspath(cwd or os.getcwd()),
             "inherit": inherit,
             "unset": list(unset),

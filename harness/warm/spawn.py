@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from harness.procs.argv import WORKER_MODULE, python_argv
+from harness.procs.cgjoin import split_prefix
 from harness.procs.env import RANK_START_VAR
 from harness.procs.trampoline import orphan_proof
 from harness.warm.client import PoolDead, WarmPool
@@ -137,10 +138,21 @@ def resource(key: str, make: Callable[[], T]) -> T | None:
 
 
 def netns_of(prefix: tuple) -> str | None:
-    """The network namespace path of an `nsenter --net=PATH --` prefix, else None."""
-    if len(prefix) == 3 and prefix[0] == _NSENTER and prefix[1].startswith("--net=") and prefix[2] == "--":
-        return prefix[1].removeprefix("--net=")
-    return None
+    """The network namespace path of an `nsenter --net=PATH --` prefix (followed or not by a join of control
+    groups, procs/cgjoin.py: the testbed's CPU share per host), else None."""
+    placed = _placed(prefix)
+    return placed[0] if placed else None
+
+
+def _placed(prefix: tuple) -> tuple[str | None, tuple[str, ...]] | None:
+    """(namespace path or None, control groups' procs files) of a prefix a forked rank can do itself: empty,
+    `nsenter --net=PATH --`, a cgjoin prefix, or the first followed by the second; else None."""
+    prefix = tuple(prefix)
+    netns = None
+    if len(prefix) >= 3 and prefix[0] == _NSENTER and prefix[1].startswith("--net=") and prefix[2] == "--":
+        netns, prefix = prefix[1].removeprefix("--net="), prefix[3:]
+    groups, rest = split_prefix(prefix)
+    return (netns, groups) if not rest else None
 
 
 def _warm_for(rank: RankStart) -> _Warm | None:
@@ -149,7 +161,7 @@ def _warm_for(rank: RankStart) -> _Warm | None:
         return None
     if threading.current_thread() is not threading.main_thread():
         return None
-    return block if (not rank.prefix or netns_of(rank.prefix)) else None
+    return block if _placed(rank.prefix) is not None else None
 
 
 def start(rank: RankStart, log_path: Path, log) -> subprocess.Popen:
@@ -158,10 +170,12 @@ def start(rank: RankStart, log_path: Path, log) -> subprocess.Popen:
     block = _warm_for(rank)
     if block is not None:
         env = {**rank.env, RANK_START_VAR: "warm"}
+        netns, groups = _placed(rank.prefix)
+        where = dict(netns=netns, cgroups=groups)
         try:
-            return block.get().spawn(rank.module, list(rank.args), env, log_path, netns=netns_of(rank.prefix))
+            return block.get().spawn(rank.module, list(rank.args), env, log_path, **where)
         except PoolDead:  # died between the check and the spawn: one more try with a new zygote
-            return block.get().spawn(rank.module, list(rank.args), env, log_path, netns=netns_of(rank.prefix))
+            return block.get().spawn(rank.module, list(rank.args), env, log_path, **where)
     return subprocess.Popen(
         rank.argv(),
         stdout=log,

@@ -18,7 +18,7 @@ sends the token it was given in DDLBENCH_ZYGOTE_TOKEN (connections without it ar
 reaches it through Slurm's own authenticated launch, never the network). Requests and replies are JSON
 lines:
     -> {"op": "spawn", "id": N, "module": M, "argv": [...], "env": {...}, "log": PATH, "netns": PATH|null,
-        "cwd": PATH|null, "inherit": BOOL, "unset": [...]}
+        "cgroups": [PATH...], "cwd": PATH|null, "inherit": BOOL, "unset": [...]}
     <- {"id": N, "pid": PID}  or  {"id": N, "error": "why"}       (the child is set up, or could not be)
     <- {"pid": PID, "exit": CODE, "at": T}      (Popen.returncode: -SIGNAL when killed; T: time.monotonic() at reaping)
     -> {"op": "signal", "pid": PID, "sig": S, "group": BOOL}   (to a child; its process group with group)

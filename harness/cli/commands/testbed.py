@@ -19,12 +19,19 @@ def _table(s: TestbedState) -> str:
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
     forced = "  (forced above the meaningful limit)" if s.forced else ""
+    cpu = []
+    if s.cgroup_version:
+        share = f"{s.host_cpus:g} CPU" if s.host_cpus is not None else "no CPU quota"
+        cores = f", {s.host_cores} core(s) of its own" if s.host_cores else ""
+        cpu = [f"every host: {share}{cores} (cgroup {s.cgroup_version}: {', '.join(s.hosts[0].cgroups)} for host 0)"]
+    join = " (joining its control groups first: procs/cgjoin.py)" if s.cgroup_version else ""
     return "\n".join(
         [
             f"testbed {s.prefix}: {len(s.hosts)} hosts on bridge {s.bridge} (netns {s.switch_netns}), "
             f"tbf {s.rate_mbit:g} Mbit/s both directions, up since {s.created_at}{forced}",
             *lines,
-            f"run on host i: {' '.join(s.nsenter(0)).replace('-h0', '-h<i>')} <command>",
+            *cpu,
+            f"run on host i: nsenter --net={s.hosts[0].netns_path.replace('-h0', '-h<i>')} -- <command>{join}",
         ]
     )
 
@@ -44,10 +51,20 @@ def command() -> None:
     help="Link rate in each direction: 500mbit, 1gbit, ... (a bare number is Mbit/s).",
 )
 @click.option("--force", is_flag=True, help="Allow rates above 2 Gbit/s, where the CPU, not the link, limits.")
-def up_cmd(hosts: int, rate: str, force: bool) -> None:
+@click.option(
+    "--host-cpus",
+    default=None,
+    help="CPU share of every host, in cores (e.g. 0.5): its own control group, CFS quota/period. Default: none.",
+)
+@click.option(
+    "--host-cores",
+    default=None,
+    help="Cores of its own per host (cpuset; host i on cores i*N..i*N+N-1). Default: every core.",
+)
+def up_cmd(hosts: int, rate: str, force: bool, host_cpus: str | None, host_cores: str | None) -> None:
     """Build the testbed (no change if the same one is already up; a different one is replaced)."""
     _refuse_while_in_use("reshape")
-    click.echo(_table(netns.up(hosts, rate, force=force)))
+    click.echo(_table(netns.up(hosts, rate, force=force, host_cpus=host_cpus, host_cores=host_cores)))
 
 
 def _refuse_while_in_use(doing: str) -> None:

@@ -1,7 +1,8 @@
 """Runs and sweeps on the emulated multi-host testbed (harness/testbed/netns.py).
 
     # sweeps/testbed-2host.yaml: one network
-    testbed: {hosts: 2, rate: 500mbit}          # optional: placement: round-robin | blocked
+    testbed: {hosts: 2, rate: 500mbit}          # optional: placement: round-robin | blocked,
+                                                #   host_cpus: 0.5 (a CPU share per host), host_cores: 1
     # sweeps/testbed-profiles.yaml: every cell on every named network, one run directory
     testbed: {hosts: 2}
     networks: {slow: {rate: 300mbit}, fast: {rate: 1gbit}}
@@ -39,7 +40,7 @@ from harness.core.errors import UserError
 from harness.networks.profiles import rate_label
 from harness.procs.argv import WORKER_MODULE
 from harness.spawner.cell import launch_cell
-from harness.testbed import netns
+from harness.testbed import cgroups, netns
 from harness.testbed import placement as pl
 from harness.testbed.state import MAX_HOSTS, MIN_HOSTS, TestbedState
 
@@ -63,6 +64,11 @@ class TestbedSpec:
     worker_hosts: int | None = None
     """Hosts that carry workers (default: all of them); fewer leaves the others to the parameter servers
     (`server_hosts: auto` then puts them there)."""
+    host_cpus: float | str | None = None
+    """CPU share of every host in cores (e.g. 0.5: its own control group, harness/testbed/cgroups.py);
+    omitted: no share."""
+    host_cores: int | None = None
+    """Cores of its own per host (cpuset); omitted: every core."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,8 @@ def parse_testbed(  # noqa: C901 - one check per field of the sweep file's block
             f"testbed worker_hosts must be an integer in 1..{hosts} (the testbed's hosts), got "
             f"{wh!r}; fix `testbed: {{worker_hosts: ...}}`"
         )
+    share = cgroups.parse_share(spec.host_cpus, hosts)
+    spec = dataclasses.replace(spec, host_cpus=share, host_cores=cgroups.parse_cores(spec.host_cores, hosts, share))
     _check_label(network)
     if networks is not None:
         if spec.rate is not None:
@@ -174,10 +182,14 @@ class TestbedLauncher:
     """Worker placement (placement.POLICIES)."""
     reconfigure: bool = True
     """Bring the testbed up / reshape it for each cell's rate (sweeps); False for `ddlbench run --testbed`."""
+    host_cpus: float | None = None
+    """Every host's CPU share when it brings the testbed up (TestbedSpec.host_cpus)."""
+    host_cores: int | None = None
+    """Cores of its own per host when it brings the testbed up."""
 
     def testbed_for(self, cell: CellSpec) -> TestbedState:
         if self.reconfigure:
-            return netns.up(self.hosts, cell.network_rate_mbit)
+            return netns.up(self.hosts, cell.network_rate_mbit, host_cpus=self.host_cpus, host_cores=self.host_cores)
         s = netns.status()
         if s is None or len(s.hosts) != self.hosts or s.rate_mbit != cell.network_rate_mbit:
             raise UserError(
@@ -188,8 +200,10 @@ class TestbedLauncher:
 
     def __call__(self, cell: CellSpec, cell_dir: Path, placement: Placement | None = None) -> Path:
         state = self.testbed_for(cell)
+        before = pl.throttling(state)
         result = self._launch(cell, cell_dir, state, WORKER_MODULE)
-        _record_placement(result, cell, pl.describe(cell, state, self.policy))
+        where = pl.describe(cell, state, self.policy)
+        _record_placement(result, cell, {**where, **pl.throttled_over(before, pl.throttling(state), where)})
         return result
 
     def run_module(
@@ -250,8 +264,9 @@ def make(request: LaunchRequest) -> Launcher:
         "testbed_placement": spec.placement,
         **({"testbed_worker_hosts": spec.worker_hosts} if spec.worker_hosts else {}),
         "testbed_networks": ",".join(f"{p.label}={p.rate_mbit:g}mbit" for p in profiles),
+        **pl.cpu_columns(spec.host_cpus, spec.host_cores),
     }
-    launch = TestbedLauncher(spec.hosts, spec.placement)
+    launch = TestbedLauncher(spec.hosts, spec.placement, host_cpus=spec.host_cpus, host_cores=spec.host_cores)
     return Launcher(
         "testbed",
         launch,
@@ -279,6 +294,7 @@ def _as_it_is(request: LaunchRequest) -> Launcher:
         launch,
         lambda w: pl.nodes_for(w, spec.hosts),
         lambda cell: place_cell(cell, spec),
+        pl.cpu_columns(s.host_cpus, s.host_cores),
         hosts=spec.hosts,
         networks=(Network(rate_label(s.rate_mbit), s.rate_mbit),),
         session=lambda: _leased(f"{request.title or 'ddlbench run'} --testbed"),

@@ -18,8 +18,13 @@ gate"; the tests are in harness/gate/stats.py, the Markdown in harness/gate/mark
   run's iterations suggest. X is the geometric mean of the run medians, the ratio X_current /
   X_baseline. Each row also says the smallest drop the gate could have called (`detects`).
 - **One run a side**: Mann-Whitney U (two-sided) on the per-iteration throughputs of the slowest rank
-  when both sides have at least `min_samples` (6) iterations, else non-overlapping 99% confidence
-  intervals of the mean; the table says the run-to-run spread was not known.
+  when both sides have at least `min_samples` (6) iterations; else, where both rows carry the precision
+  their stop rule reached (`precision_reached`, README "Measuring"), non-overlapping 95% confidence
+  intervals of the medians from it; else non-overlapping 99% confidence intervals of the mean. The table
+  says the run-to-run spread was not known.
+
+Each row's `uncertainty` says in words which uncertainty its verdict used (and, where both rows carry
+`precision_reached`, their medians' CIs).
 
 A ratio within the factor is `same` however significant; a significant-looking ratio from noise is
 `same` too. Throughput is higher-is-better, so `worse` means current < baseline / factor.
@@ -102,13 +107,14 @@ RESULT_COLUMNS = [
     "runs_current",
     "spread",
     "note",
+    "uncertainty",
     "sample_unit",
     "baseline_cell_id",
     "current_cell_id",
 ]
 """`detects`: the ratio below which this cell would have been called worse (rounds only); `spread`: the
 standard deviation of log run medians, pooled over both sides (about the run-to-run CV); `runs_*`: how
-many runs of each side measured the cell."""
+many runs of each side measured the cell; `uncertainty`: which uncertainty the verdict used, in words."""
 
 
 def measured_cells(summary: pd.DataFrame) -> pd.DataFrame:
@@ -240,6 +246,7 @@ def _compare_cell(key, b_side, c_side, cfg: GateConfig, rounds: bool) -> dict:  
         "runs_current": len(c_x),
         "spread": math.nan,
         "note": "",
+        "uncertainty": "",
     }
     b_med = [float(np.median(x)) for x in b_x]
     c_med = [float(np.median(x)) for x in c_x]
@@ -274,10 +281,21 @@ def _compare_cell(key, b_side, c_side, cfg: GateConfig, rounds: bool) -> dict:  
     if rounds:
         row["_rounds"] = (b_med, c_med)  # decided in compare_rounds, with the machine's spread
     else:
-        row.update(decide(b_x[0], c_x[0], cfg))
+        row.update(decide(b_x[0], c_x[0], cfg, reached=(_reached(b_rows), _reached(c_rows))))
     if b_failed:
         row["note"] = "; ".join(n for n in (row["note"], f"failed in {len(b_failed)} baseline runs") if n)
     return row
+
+
+def _reached(rows: list) -> float:
+    """The precision_reached of a side's one ok row (the run the samples are from); NaN where its summary
+    has none (a fixed cell, or a run from before the stop rule)."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    v = ok[0].get("precision_reached") if ok else None
+    try:
+        return math.nan if v is None else float(v)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 VERDICTS = ("worse", "failed", "improved", "same")  # a cell was judged; with none, nothing was compared

@@ -33,6 +33,19 @@ def _verdict(table: pd.DataFrame) -> str:
     return "FAIL: nothing compared (no cell of the current run matches a measured baseline cell)"
 
 
+def _uncertainty_line(table: pd.DataFrame, named: int = 4) -> str:
+    """Which uncertainty the verdicts used (the table's `uncertainty`), each with its cells (up to `named` by
+    name, else how many); "" when no cell was judged."""
+    if "uncertainty" not in table:
+        return ""
+    judged = table[table["uncertainty"].fillna("") != ""]
+    parts = []
+    for used, g in judged.groupby("uncertainty", sort=False):
+        cells = ", ".join(g["cell"]) if len(g) <= named else f"{len(g)} cells"
+        parts.append(f"{used}: {cells}")
+    return f"Uncertainty each verdict used: {'; '.join(parts)}." if parts else ""
+
+
 def to_markdown(table: pd.DataFrame, cfg: GateConfig = DEFAULT_GATE, title: str = "") -> str:
     """The gate's verdict as a Markdown table (GitHub job-summary ready)."""
     units = sorted({u for u in table.get("sample_unit", pd.Series(dtype=str)).dropna() if u})
@@ -42,7 +55,7 @@ def to_markdown(table: pd.DataFrame, cfg: GateConfig = DEFAULT_GATE, title: str 
     verdict = _verdict(table)
     tests = table.get("test", pd.Series(dtype=str)).fillna("")
     by_runs = tests.str.startswith("t ").any()
-    by_iters = tests.isin(["mann-whitney"]).any() or tests.str.startswith("ci").any()
+    by_iters = tests.isin(["mann-whitney", "median-ci95"]).any() or tests.str.startswith("ci").any()
     rule = []
     if by_runs:
         rule.append(
@@ -58,8 +71,10 @@ def to_markdown(table: pd.DataFrame, cfg: GateConfig = DEFAULT_GATE, title: str 
         rule.append(
             f"With one run a side: X = median throughput ({unit}/s) over iterations, slowest rank per "
             f"iteration; a change counts beyond x{cfg.factor:g} and if significant (Mann-Whitney U "
-            f"p < {cfg.alpha:g} with >= {cfg.min_samples} samples per side, else non-overlapping "
-            f"{cfg.ci_level:.0%} CIs of the mean). The run-to-run spread is unknown: iterations of one "
+            f"p < {cfg.alpha:g} with >= {cfg.min_samples} samples per side; else, where both rows carry "
+            f"the precision their stop rule reached, non-overlapping 95% CIs of the medians from it; else "
+            f"non-overlapping {cfg.ci_level:.0%} CIs of the mean; the line below the table says which). "
+            f"The run-to-run spread is unknown: iterations of one "
             f"run are not independent of its start-up and neighbours, so on a noisy machine compare "
             f"several runs (a baseline saved from 3 or more)."
         )
@@ -89,6 +104,9 @@ def to_markdown(table: pd.DataFrame, cfg: GateConfig = DEFAULT_GATE, title: str 
             f"| {r['cell']} | {_fmt(r['baseline_x'], '.1f')} | {_fmt(r['current_x'], '.1f')} | "
             f"{_fmt(r['ratio'], '.3f')} | {_fmt(detects, '.2f')} | {p} | {r['status']} | {note} |"
         )
+    used = _uncertainty_line(table)
+    if used:
+        lines += ["", used]
     short = table.attrs.get("short_of_precision", [])
     if short:  # the stop rule (README, "Measuring"): a bound came first
         lines += ["", f"Precision not reached in the current run(s): {'; '.join(short)}."]

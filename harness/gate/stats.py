@@ -1,10 +1,12 @@
 """The regression gate's tests, one cell at a time (docs/ARCHITECTURE.md, "Regression gate").
 
     decide(base_iteration_x, cur_iteration_x, cfg)     # one run a side: asv's rule on iterations
+    decide(base_x, cur_x, cfg, reached=(0.012, 0.009))  # the rows' precision_reached, where both carry it
     decide_rounds(base_run_medians, cur_run_medians, machine_prior(spreads), cells)   # several runs
 
 Both return a dict with status (worse / improved / same / incomparable), the throughputs, the ratio
-current / baseline and the p-value; harness/gate/compare.py matches cells and calls them.
+current / baseline, the p-value and `uncertainty` (which uncertainty the verdict used, in words);
+harness/gate/compare.py matches cells and calls them.
 """
 
 from __future__ import annotations
@@ -44,10 +46,30 @@ def ci_of_mean(x, level: float = 0.99) -> tuple[float, float]:
     return (m - half, m + half)
 
 
-def significance(a, b, cfg: GateConfig = DEFAULT_GATE) -> tuple[bool | None, float, str]:
+def median_interval(x, reached: float) -> tuple[float, float]:
+    """The 95% CI of a throughput sample's median from the row's `precision_reached` (README, "Measuring"):
+    the relative half-width p of its median iteration time's CI, so time within m (1 +- p) and throughput
+    (batch / time) within X / (1 + p) .. X / (1 - p), X the median throughput."""
+    med = float(np.median(np.asarray(x, dtype=float)))
+    return med / (1 + reached), (med / (1 - reached) if reached < 1 else math.inf)
+
+
+def usable_reached(reached) -> tuple[float, float] | None:
+    """(baseline, current) precision_reached when both are finite and >= 0, else None (the rows of a fixed
+    cell, or of one before the stop rule, carry NaN; fewer than 6 iterations, inf)."""
+    if reached is None:
+        return None
+    pb, pc = (math.nan if v is None else float(v) for v in reached)
+    return (pb, pc) if all(math.isfinite(v) and v >= 0 for v in (pb, pc)) else None
+
+
+def significance(a, b, cfg: GateConfig = DEFAULT_GATE, reached=None) -> tuple[bool | None, float, str]:
     """Is the difference between samples a and b significant?  -> (significant, p-value, test).
 
-    significant is None when there are too few samples for either test (fewer than 2 on a side)."""
+    Mann-Whitney U with `min_samples` or more a side; else, where `reached` holds both rows' precision_reached
+    (usable_reached), non-overlapping 95% CIs of the medians (median_interval, test `median-ci95`); else
+    non-overlapping CIs of the mean. significant is None when there are too few samples for any test
+    (fewer than 2 on a side; fewer than 1 with `reached`)."""
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
     if min(a.size, b.size) >= cfg.min_samples:
@@ -55,6 +77,11 @@ def significance(a, b, cfg: GateConfig = DEFAULT_GATE) -> tuple[bool | None, flo
             return False, 1.0, "mann-whitney"
         p = float(st.mannwhitneyu(a, b, alternative="two-sided").pvalue)
         return (p < cfg.alpha), p, "mann-whitney"
+    pair = usable_reached(reached)
+    if pair is not None and min(a.size, b.size) >= 1:
+        lo_a, hi_a = median_interval(a, pair[0])
+        lo_b, hi_b = median_interval(b, pair[1])
+        return (hi_a < lo_b or hi_b < lo_a), math.nan, "median-ci95"
     if min(a.size, b.size) < 2:
         return None, math.nan, "none"
     lo_a, hi_a = ci_of_mean(a, cfg.ci_level)
@@ -62,8 +89,21 @@ def significance(a, b, cfg: GateConfig = DEFAULT_GATE) -> tuple[bool | None, flo
     return (hi_a < lo_b or hi_b < lo_a), math.nan, f"ci{round(cfg.ci_level * 100)}"
 
 
-def decide(base, cur, cfg: GateConfig = DEFAULT_GATE) -> dict:
-    """One cell's verdict from the two per-iteration throughput samples (higher is better)."""
+def uncertainty(test: str, reached=None) -> str:
+    """Which uncertainty a one-run-a-side verdict used, in words (the table's `uncertainty`); with both rows'
+    precision_reached, their medians' 95% CIs are stated whichever test decided."""
+    pair = usable_reached(reached)
+    medians = f"medians' 95% CIs +-{pair[0]:.1%} / +-{pair[1]:.1%} (precision reached)" if pair else ""
+    if test == "mann-whitney":
+        return "; ".join(w for w in ("iterations (Mann-Whitney U)", medians) if w)
+    if test == "median-ci95":
+        return medians
+    return f"{test[2:]}% CIs of the mean" if test.startswith("ci") else ""
+
+
+def decide(base, cur, cfg: GateConfig = DEFAULT_GATE, reached=None) -> dict:
+    """One cell's verdict from the two per-iteration throughput samples (higher is better); `reached`: the
+    two rows' precision_reached (baseline, current), used where samples are too few for U (significance)."""
     base = np.asarray(base, dtype=float)
     cur = np.asarray(cur, dtype=float)
     out = {
@@ -73,8 +113,8 @@ def decide(base, cur, cfg: GateConfig = DEFAULT_GATE) -> dict:
         "n_current": int(cur.size),
     }
     out["ratio"] = out["current_x"] / out["baseline_x"] if out["baseline_x"] else math.nan
-    sig, p, test = significance(base, cur, cfg)
-    out.update(p_value=p, test=test)
+    sig, p, test = significance(base, cur, cfg, reached)
+    out.update(p_value=p, test=test, uncertainty=uncertainty(test, reached))
     if sig is None:
         return {**out, "status": "incomparable", "note": "fewer than 2 samples on a side"}
     return _verdict(out, sig, cfg, "not significant")
@@ -160,6 +200,7 @@ def decide_rounds(
         "current_x": float(math.exp(lc.mean())),
         "ratio": float(math.exp(diff)),
         "test": f"t {nb}+{nc} runs",
+        "uncertainty": "run-to-run spread (moderated t)",
         "runs_baseline": nb,
         "runs_current": nc,
         "spread": math.sqrt(ss / d) if d > 0 else math.nan,

@@ -28,6 +28,7 @@ from harness.gate.compare import (
     significance,
 )
 from harness.gate.markdown import to_markdown
+from harness.measure.stoprule import relative_half_width
 
 BATCH = 8  # per worker
 
@@ -180,6 +181,63 @@ def test_few_samples_fall_back_to_non_overlapping_cis():
     d = decide(a, b)
     assert d["test"] == "ci99" and math.isnan(d["p_value"]) and d["status"] == "worse"
     assert decide(a[:1], b[:1])["status"] == "incomparable"
+
+
+def stalled_times(rng, median_s: float) -> np.ndarray:
+    """30 iterations 5% around `median_s`, three of them stalled at 0.5 s (a pause): the mean's CI is wide,
+    the median's narrow."""
+    t = iter_times(rng, 30, median_s)
+    t[:3] = 0.5
+    return t
+
+
+def with_reached(run: dict, reached: float | None = None) -> dict:
+    """The run's rows as the stop rule writes them: `precision_reached` over each cell's slowest-rank times
+    (harness/results/summarize.stop_columns), or the given value."""
+    slowest = run["raw"].groupby(["cell_id", "iteration"])["iter_s"].max().groupby(level="cell_id")
+    got = {c: relative_half_width(t.to_numpy()) for c, t in slowest}
+    summary = run["summary"].assign(
+        precision_target=0.05,
+        precision_reached=[got[c] if reached is None else reached for c in run["summary"]["cell_id"]],
+        stop_reason="reached",
+    )
+    return {**run, "summary": summary}
+
+
+def test_rows_with_the_precision_they_reached_decide_with_it_when_samples_are_few():
+    """Too few samples for U (min_samples 50): the rows' own precision_reached (the medians' 95% CIs) decides,
+    where the CIs of the mean, widened by three stalled iterations, would not; the table says which."""
+    rng = np.random.default_rng(6)
+    base = make_run({"r:ddp": stalled_times(rng, 0.100)})
+    cur = make_run({"r:ddp": stalled_times(rng, 0.115)}, run_id="cur")
+    cfg = GateConfig(min_samples=50)
+    plain = gate(base, cur, cfg).iloc[0]
+    assert plain["test"] == "ci99" and plain["status"] == "same" and plain["note"] == "not significant"
+    assert plain["uncertainty"] == "99% CIs of the mean"
+    t = gate(with_reached(base), with_reached(cur), cfg)
+    r = t.iloc[0]
+    assert r["test"] == "median-ci95" and r["status"] == "worse" and gate_exit_code(t) == 1
+    assert r["uncertainty"].startswith("medians' 95% CIs +-") and "(precision reached)" in r["uncertainty"]
+    md = to_markdown(t, cfg)
+    assert "median-ci95" in md and "Uncertainty each verdict used: medians' 95% CIs +-" in md
+    assert "(precision reached): r ddp N=2." in md
+    loose = gate(with_reached(base, 0.3), with_reached(cur, 0.3), cfg).iloc[0]  # medians +-30%: they overlap
+    assert loose["test"] == "median-ci95" and loose["status"] == "same"
+    half = gate(with_reached(base), cur, cfg).iloc[0]  # only one row carries it: as before
+    assert half["test"] == "ci99" and half["status"] == "same"
+    fixed = gate(with_reached(base, math.nan), with_reached(cur, math.nan), cfg).iloc[0]  # fixed cells: NaN
+    assert fixed["test"] == "ci99" and fixed["uncertainty"] == "99% CIs of the mean"
+
+
+def test_with_samples_enough_u_decides_and_the_reached_precision_is_stated():
+    rng = np.random.default_rng(7)
+    base = make_run({"r:ddp": iter_times(rng, 30, 0.100)})
+    cur = make_run({"r:ddp": iter_times(rng, 30, 0.120)}, run_id="cur")
+    plain, r = gate(base, cur).iloc[0], gate(with_reached(base), with_reached(cur)).iloc[0]
+    assert r["test"] == plain["test"] == "mann-whitney" and r["status"] == plain["status"] == "worse"
+    assert r["p_value"] == plain["p_value"]
+    assert plain["uncertainty"] == "iterations (Mann-Whitney U)"
+    assert r["uncertainty"].startswith("iterations (Mann-Whitney U); medians' 95% CIs +-")
 
 
 def test_slowest_rank_per_iteration_is_the_sample():

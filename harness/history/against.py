@@ -19,6 +19,7 @@ would find and confirm in >= 90% of series of its noise and length) and what wou
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -51,6 +52,7 @@ def reference_rounds(rows: pd.DataFrame) -> list[tuple[pd.DataFrame, pd.DataFram
                     "sample_unit": r.sample_unit,
                     "global_batch": r.global_batch,
                     "host_heap": json.loads(r.fingerprint_fields or "{}").get("host_heap", "default"),
+                    "precision_reached": float(getattr(r, "precision_reached", math.nan)),
                 }
                 for r in run.itertuples()
             ]

@@ -33,10 +33,12 @@ keyed by length bucket, grid noise, the detector's settings, SERIES and VERSION:
 per (length bucket, noise level) its series hold, a few seconds each, once.
 
 **What would help** (`blind`, `Blind.advice`): the noise s of run medians is between-run noise and the
-iterations' own (1.2533 x within-run spread / sqrt(iterations): a median's standard error); more runs at this
-level lengthen the before-side (the smallest length bucket up to ADVICE_RUNS whose table brings the step to
-TARGET, 5%); more iterations per run shrink the iterations' part only, so when the between-run part alone is
-above the noise a 5% step needs, more iterations cannot help and the advice says so.
+iterations' own: a run median's relative sigma, from the precision its stop rule reached where the series' rows
+carry `precision_reached` (the 95% CI's relative half-width / 1.96; `run_sigma`), else guessed as 1.2533 x
+within-run spread / sqrt(iterations) (a median's standard error); more runs at this level lengthen the
+before-side (the smallest length bucket up to ADVICE_RUNS whose table brings the step to TARGET, 5%); more
+iterations per run (or a tighter --precision) shrink the iterations' part only, so when the between-run part
+alone is above the noise a 5% step needs, more iterations cannot help and the advice says so.
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ ADVICE_RUNS = 64
 """Longest series (runs before a step) the advice considers."""
 MEDIAN_SE = math.sqrt(math.pi / 2)
 """A median's standard error over the mean's (normal noise): 1.2533."""
+Z95 = 1.959964
+"""A 95% interval's half-width in sigmas: precision_reached / Z95 is a run median's relative sigma."""
 VERSION = 1
 """Of the simulation: part of every cache key."""
 SEED = 20261203
@@ -195,6 +199,10 @@ class Blind:
     """The between-run part of the noise (the iterations' part taken out)."""
     needed_noise: float = math.nan
     """The noise at which the step would be TARGET, at this length."""
+    own: float = math.nan
+    """A run median's relative sigma from the rows' precision_reached (run_sigma); nan: guessed from `within`."""
+    precision: float = math.nan
+    """The --precision that would bring the step to TARGET (only with `own`; nan: none can)."""
 
     @property
     def label(self) -> str:
@@ -214,7 +222,8 @@ class Blind:
         if self.more_runs is not None:
             ways.append(f"about {self.more_runs} more runs at this level")
         if self.iterations is not None:
-            ways.append(f"about {self.iterations} iterations per run (now {self.iters})")
+            aim = f"; --precision {self.precision:.1%}" if self.precision > 0 else ""
+            ways.append(f"about {self.iterations} iterations per run (now {self.iters}{aim})")
         if ways:
             return f"{TARGET:.0%} needs " + " or ".join(ways)
         if self.needed_noise == 0:  # no noise is low enough at this length: only a longer series helps
@@ -256,15 +265,22 @@ def _more_runs(runs: int, noise: float, cfg: DetectorConfig, cache_dir, series) 
 
 
 @lru_cache(maxsize=4096)
-def _advice(runs: int, noise: float, within: float, iters: int, cfg: DetectorConfig, cache_dir, series):
+def _advice(
+    runs: int, noise: float, within: float, iters: int, cfg: DetectorConfig, cache_dir, series, own: float = math.nan
+):
+    """(more runs, iterations per run, between-run noise, needed noise); `own`: a run median's relative sigma
+    from the rows' precision_reached, else guessed from `within` and `iters` (module docstring)."""
     more = _more_runs(runs, noise, cfg, cache_dir, series)
     need = _needed_noise(runs, cfg, cache_dir, series)
-    between, iterations = math.nan, None
-    if iters > 0 and math.isfinite(within):
-        own = MEDIAN_SE * within / math.sqrt(iters)
-        between = math.sqrt(max(noise**2 - own**2, 0.0))
-        if between < need and within > 0:
-            iterations = max(iters + 1, math.ceil((MEDIAN_SE * within) ** 2 / (need**2 - between**2)))
+    if math.isfinite(own):
+        per_iter = own**2 * iters  # sigma^2 x iterations: what does not shrink with more iterations
+    elif iters > 0 and math.isfinite(within):
+        own, per_iter = MEDIAN_SE * within / math.sqrt(iters), (MEDIAN_SE * within) ** 2
+    else:
+        return more, None, math.nan, need
+    between, iterations = math.sqrt(max(noise**2 - own**2, 0.0)), None
+    if between < need and own > 0 and iters > 0:
+        iterations = max(iters + 1, math.ceil(per_iter / (need**2 - between**2)))
     return more, iterations, between, need
 
 
@@ -276,18 +292,22 @@ def blind(
     cfg: DetectorConfig = DetectorConfig(),
     cache_dir=None,
     series: int | None = None,
+    own: float = math.nan,
 ) -> Blind:
-    """The detectable step of a series and what would bring it to TARGET (module docstring)."""
+    """The detectable step of a series and what would bring it to TARGET (module docstring); `own`: a run
+    median's relative sigma from the rows' precision_reached (run_sigma), nan to guess it from `within`."""
     step = detectable_step(runs, noise, cfg, cache_dir, series)
     after = after_runs(runs, cfg)
     if math.isnan(step) or step <= TARGET:
-        return Blind(runs, noise, step, after, within, iters)
-    rounded = float(f"{noise:.2g}")  # the advice's searches cached per noise to 2 figures
-    w = float(f"{within:.2g}") if math.isfinite(within) else math.nan
+        return Blind(runs, noise, step, after, within, iters, own=own)
+    two = lambda v: float(f"{v:.2g}") if math.isfinite(v) else math.nan  # the advice cached to 2 figures
     more, iterations, between, need = _advice(
-        runs, rounded, w, int(iters), cfg, str(cache_dir) if cache_dir else None, series
+        runs, two(noise), two(within), int(iters), cfg, str(cache_dir) if cache_dir else None, series, two(own)
     )
-    return Blind(runs, noise, step, after, within, iters, more, iterations, between, need)
+    precision = math.nan
+    if math.isfinite(own) and not math.isnan(between) and between < need:
+        precision = Z95 * math.sqrt(need**2 - between**2)
+    return Blind(runs, noise, step, after, within, iters, more, iterations, between, need, own, precision)
 
 
 def within_spread(samples) -> tuple[float, int]:
@@ -306,24 +326,59 @@ def within_spread(samples) -> tuple[float, int]:
     return float(np.median(cvs)), int(np.median(counts))
 
 
-BLIND_COLUMNS = ["series", "cell", "cell_key", "runs", "noise", "within", "iters", "step", "after", "label", "advice"]
+def run_sigma(samples, reached) -> float:
+    """A series' run median's relative sigma from its rows' precision_reached (module docstring): the median
+    over runs of precision_reached / Z95, a run without it (a fixed cell) counted by the guess 1.2533 x its
+    iterations' robust CV / sqrt(iterations); nan when no run carries precision_reached (then `blind` guesses
+    as before the stop rule)."""
+    reached = np.asarray([math.nan if v is None else float(v) for v in reached], float)
+    if not np.isfinite(reached).any():
+        return math.nan
+    sigmas = []
+    for s, p in zip(samples, reached):
+        if math.isfinite(p):
+            sigmas.append(p / Z95)
+            continue
+        w, n = within_spread([s])
+        if n > 0 and math.isfinite(w):
+            sigmas.append(MEDIAN_SE * w / math.sqrt(n))
+    return float(np.median(sigmas))
+
+
+BLIND_COLUMNS = [
+    "series",
+    "cell",
+    "cell_key",
+    "runs",
+    "noise",
+    "within",
+    "iters",
+    "step",
+    "after",
+    "label",
+    "advice",
+    "own",
+]
 
 
 def _within_by_series(history: Path, ok, sids: set, cache_dir: Path) -> dict:
-    """(within-run spread, iterations) per series, read from the samples only for series whose newest run or
-    length changed since `.cache/within.json` had them."""
+    """(within-run spread, iterations, a run median's sigma from precision_reached: run_sigma) per series, read
+    from the samples only for series whose newest run or length changed since `.cache/within.json` had them."""
     cache = cache_dir / "within.json"
     try:
         cached = json.loads(cache.read_text()) if cache.exists() else {}
     except ValueError:
         cached = {}
     sig = {sid: f"{len(g)}|{g['run_key'].iloc[-1]}" for sid, g in ok[ok["series"].isin(sids)].groupby("series")}
-    need = {sid for sid in sids if cached.get(sid, {}).get("sig") != sig.get(sid)}
+    stale = lambda sid: cached.get(sid, {}).get("sig") != sig.get(sid) or "own" not in cached.get(sid, {})
+    need = {sid for sid in sids if stale(sid)}
     if need:
-        rows, _ = store.read(history, columns=["run_key", "cell_key", "samples"], series=need)
+        rows, _ = store.read(history, columns=["run_key", "cell_key", "samples", "precision_reached"], series=need)
         for sid, g in rows.groupby("series"):
             w, n = within_spread(g["samples"])
-            cached[sid] = {"sig": sig.get(sid), "within": None if math.isnan(w) else w, "iters": n}
+            own = run_sigma(g["samples"], g.get("precision_reached", [math.nan] * len(g)))
+            none = lambda v: None if math.isnan(v) else v
+            cached[sid] = {"sig": sig.get(sid), "within": none(w), "iters": n, "own": none(own)}
         cache_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(cache, cached)
     return {sid: cached.get(sid, {}) for sid in sids}
@@ -353,7 +408,10 @@ def series_blind(history, found, cfg: DetectorConfig = DetectorConfig(), series=
             cfg,
             cache_dir,
             series,
+            math.nan if w.get("own") is None else float(w["own"]),
         )
-        out.append([r.series, r.cell, r.cell_key, b.runs, noise, b.within, b.iters, b.step, b.after, b.label, b.advice])
+        out.append(
+            [r.series, r.cell, r.cell_key, b.runs, noise, b.within, b.iters, b.step, b.after, b.label, b.advice, b.own]
+        )
     frame = pd.DataFrame(out, columns=BLIND_COLUMNS)
     return frame.sort_values("step", ascending=False, na_position="last", kind="stable").reset_index(drop=True)

@@ -9,6 +9,8 @@ import math
 
 import pandas as pd
 
+from harness.history.blind import Z95
+
 
 def _pct(v) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:+.1%}"
@@ -78,6 +80,9 @@ def blind_markdown(blind: pd.DataFrame, show_all: bool = False) -> str:
     for r in shown.itertuples():
         noise = "-" if math.isnan(r.noise) else f"{r.noise:.1%}"
         within = "-" if math.isnan(r.within) else f"{r.within:.1%} ({int(r.iters)})"
+        own = getattr(r, "own", math.nan)
+        if not math.isnan(own):  # the rows' precision_reached (harness/history/blind.py, run_sigma)
+            within = f"{'' if within == '-' else within + ', '}median +-{own * Z95:.1%} reached"
         lines.append(
             f"| {r.cell} [{r.series}] | {int(r.runs)} | {noise} | {within} | {_step(r.step)} | {r.advice or '-'} |"
         )

@@ -1,7 +1,7 @@
 """A run directory as history rows: one per measured cell, keyed by the gate's cell identity
 (harness/gate/keys.py), with the cell's environment fingerprint (fingerprint.py), the run's commit
-(commits.py), its time and load, the cell's median throughput with its 95% CI, status, and the
-per-iteration throughputs of the slowest rank (the samples the gate tests).
+(commits.py), its time and load, the cell's median throughput with its 95% CI and the precision its stop
+rule reached, status, and the per-iteration throughputs of the slowest rank (the samples the gate tests).
 
     rows = run_rows(load_run("results/<run-id>"), repo=".")
 """
@@ -52,12 +52,15 @@ COLUMNS = {
     "throughput_median": "float64",
     "throughput_ci95_low": "float64",
     "throughput_ci95_high": "float64",
+    "precision_reached": "float64",
     "samples": "object",
 }
 """One row per cell and run. `series` hashes the cell and the fingerprint (a new machine is a new series);
 `run_key` names the run wherever its tables were copied (run id and start time); `samples` holds the
 per-iteration throughputs of the slowest rank (empty for a failed cell); `load` is what busied the machine
-("" when quiet: harness/results/machine_load.busy_reason)."""
+("" when quiet: harness/results/machine_load.busy_reason); `precision_reached` is the relative half-width of
+the 95% CI of the run's median iteration time that its stop rule reached (README, "Measuring"), NaN for a fixed
+cell, a run from before the stop rule, or a store written before the column (read as NaN)."""
 REQUIRED = ("schema_version", "series", "cell_key", "fingerprint", "run_key", "throughput_median")
 """Columns without which a file is not a history file (it is named and skipped)."""
 
@@ -125,6 +128,7 @@ def run_rows(tables, repo=".", now: str | None = None) -> pd.DataFrame:
                 "throughput_median": float(np.median(x)) if len(x) else _number(r.get("throughput_median")),
                 "throughput_ci95_low": _number(r.get("throughput_ci95_low")),
                 "throughput_ci95_high": _number(r.get("throughput_ci95_high")),
+                "precision_reached": _number(r.get("precision_reached")),
                 "samples": np.asarray(x, dtype=float),
             }
         )

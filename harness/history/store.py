@@ -8,7 +8,8 @@
 A batch is written to a hidden temporary name in runs/ and renamed (harness/core/atomic.py), under a name no
 other writer can take (time, process id and a random uuid), so two CI jobs appending at once lose nothing and
 a reader never sees half a file. Adders take turns (`adding`: a lock on runs/), so a run given to two at once
-is added by one and found by the other. The files are read as one pyarrow dataset (`read`). A file that cannot
+is added by one and found by the other. The files are read as one pyarrow dataset (`read`); a number column
+newer than every file read (e.g. `precision_reached`) reads as NaN. A file that cannot
 be read (torn by a crash of a copy, not a history file, or written by a newer ddlbench) is named in a one-line
 problem and skipped; the rest stays readable. A run added twice all the same (two folders merged) is kept once.
 """
@@ -201,7 +202,8 @@ def read(history: str | Path, columns: list[str] | None = None, series=None) -> 
         return as_rows(pd.DataFrame()).loc[:, [c for c in COLUMNS if c in columns]], skipped
     rows = table.to_pandas()  # dictionaries unified: categoricals
     rows = rows.drop_duplicates(["run_key", "cell_key"], keep="first").reset_index(drop=True)
-    return rows, skipped
+    newer = [c for c in columns if c not in rows and COLUMNS.get(c) == "float64"]  # added since the files: NaN
+    return rows.assign(**dict.fromkeys(newer, float("nan"))), skipped
 
 
 def known_runs(history: str | Path) -> set[str]:

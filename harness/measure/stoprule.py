@@ -60,6 +60,11 @@ def relative_half_width(x, confidence: float = CONFIDENCE) -> float:
     return max(med - low, high - med) / med
 
 
+AUDIT_VAR = "DDLBENCH_STOP_AUDIT"
+"""1: every precision cell runs on past the point where its rule stops it, to its max-iters or max-time, and its
+result records that point (`audit_stopped_at`): the stop rule's honesty check (experiments/stop_rule/)."""
+
+
 @dataclass(frozen=True)
 class StopRule:
     """A precision cell's stop rule, its bounds filled (harness/contracts/cell.stop_bounds)."""
@@ -72,6 +77,10 @@ class StopRule:
     """Most measured iterations."""
     max_time_s: float
     """No new block once this many seconds have passed since the first measured iteration."""
+    audit: bool = False
+    """Run on past the first `reached` to a bound (max-iters or max-time), so that the median at the stop can be
+    held against the median at the end in the same ranks (AUDIT_VAR; the stop rule's honesty check,
+    experiments/stop_rule/)."""
 
     def next_block(self, done: int) -> int:
         """Iterations of the next block when `done` are measured: min_iters first, then half of them (at least
@@ -84,7 +93,7 @@ class StopRule:
         """After a block: `reached`, `max-iters`, `max-time`, or None to run another block. `slowest_iter_s`:
         every measured iteration's time so far (the slowest rank's)."""
         n = len(slowest_iter_s)
-        if n >= self.min_iters and relative_half_width(slowest_iter_s) <= self.precision:
+        if not self.audit and n >= self.min_iters and relative_half_width(slowest_iter_s) <= self.precision:
             return "reached"
         if n >= self.max_iters:
             return "max-iters"
@@ -111,14 +120,23 @@ class BlockDecision:
         self.slowest: list[float] = []
         """Rank 0: the slowest rank's time of each iteration measured so far."""
         self.t0 = math.nan
+        self.stopped_at: int | None = None
+        """With `rule.audit`: the measured iterations after the block where the rule would have stopped (None
+        until then), as rank 0 decided it, on every rank."""
 
     def start(self) -> None:
         self.t0 = self.clock()
 
     def decide(self, block_iter_s: list[float]) -> str | None:
         parts = self.gather(list(block_iter_s))
-        verdict = None
+        verdict, stopped_at = None, self.stopped_at
         if self.rank == 0:
             self.slowest += np.max(np.asarray(parts, dtype=float), axis=0).tolist()
             verdict = self.rule.decide(self.slowest, self.clock() - self.t0)
-        return self.broadcast(verdict)
+            n = len(self.slowest)
+            if self.rule.audit and stopped_at is None and n >= self.rule.min_iters:
+                stopped_at = n if relative_half_width(self.slowest) <= self.rule.precision else None
+        if not self.rule.audit:
+            return self.broadcast(verdict)
+        verdict, self.stopped_at = self.broadcast((verdict, stopped_at))
+        return verdict

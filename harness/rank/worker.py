@@ -39,7 +39,7 @@ from harness.core.errors import UserError
 from harness.launchers.identity import RankIdentity, from_environ
 from harness.measure import host_heap
 from harness.measure.loop import run_loop, run_until_precise
-from harness.measure.stoprule import BlockDecision, StopRule
+from harness.measure.stoprule import AUDIT_VAR, BlockDecision, StopRule
 from harness.measure.trace import Tracer
 from harness.networks.netif import counter_delta, read_counters
 from harness.procs.env import PLACED_AT_VAR, RANK_START_VAR
@@ -150,7 +150,10 @@ def _measure(cell: CellSpec, me: RankIdentity, transport, run: tuple, iters: int
     if decision is None:
         return run_loop(*run, iters, device, barrier, fault), iters, {}
     samples, reason = run_until_precise(*run, decision, device, barrier, fault)
-    return samples, len(samples), {"stop_reason": reason, "precision": decision.rule.precision}
+    stop = {"stop_reason": reason, "precision": decision.rule.precision}
+    if decision.rule.audit:  # where the rule would have stopped (the honesty check, experiments/stop_rule/)
+        stop["audit_stopped_at"] = decision.stopped_at
+    return samples, len(samples), stop
 
 
 def _decision(cell: CellSpec, me: RankIdentity, transport) -> BlockDecision | None:
@@ -158,7 +161,7 @@ def _decision(cell: CellSpec, me: RankIdentity, transport) -> BlockDecision | No
     DDLBENCH_STEPS), deciding over the cell's own process group (README, "Measuring")."""
     if cell.precision is None or os.environ.get("DDLBENCH_STEPS"):
         return None
-    rule = StopRule(cell.precision, *stop_bounds(cell))
+    rule = StopRule(cell.precision, *stop_bounds(cell), audit=os.environ.get(AUDIT_VAR) == "1")
     if transport is None:  # one rank: its own times are the slowest
         return BlockDecision(rule, me.rank, lambda x: [x], lambda v: v)
     return BlockDecision(rule, me.rank, transport.gather_object, transport.broadcast_object)

@@ -55,6 +55,13 @@ def _job(request: LaunchRequest) -> NodeJob | None:
     return node_job(request.environ, flags)
 
 
+def _warn_if_open(job: NodeJob, secret: bytes | None) -> None:
+    """Without a job secret, one warning naming the store's port, said as the store opens (a command refused
+    before it runs a cell opens none and says nothing of it)."""
+    if secret is None:
+        warn_open(job.node_rank, f"{job.master_addr}:{job.master_port}")
+
+
 def _per_node(job: NodeJob, device: str) -> int:
     """Workers a node runs: the scheduler's count, or (auto) one per GPU, one per CPU node."""
     if job.nproc_per_node:
@@ -74,6 +81,7 @@ class _Leading:
 
     @contextlib.contextmanager
     def session(self):
+        _warn_if_open(self.job, self.secret)
         store = open_store(self.job, self.join_timeout_s)
         self.leader = Leader(store, self.job, self.join_timeout_s, self.secret)
         why = "done"
@@ -106,13 +114,12 @@ def make(request: LaunchRequest) -> Launcher:
         )
     timeout = request.flags.get("join_timeout_s") or JOIN_TIMEOUT_S
     secret = read_secret(request.flags.get("secret_file"), request.environ)
-    if secret is None:
-        warn_open(job.node_rank, f"{job.master_addr}:{job.master_port}")
     device = getattr(request.sweep, "device", "auto")
     job = dataclasses.replace(job, nproc_per_node=_per_node(job, device))
     if job.node_rank > 0:
 
         def serve(output: Path, cold: bool) -> int:
+            _warn_if_open(job, secret)
             with warm_ranks(not cold):
                 return run_agent(open_store(job, timeout), job, Path(f"{output}.node{job.node_rank}"), secret)
 

@@ -119,3 +119,23 @@ def test_a_cell_short_of_its_precision_is_one_line_in_show_and_compare():
     table = pd.DataFrame(columns=RESULT_COLUMNS)
     table.attrs["short_of_precision"] = lines
     assert "Precision not reached in the current run(s): b: precision not reached" in to_markdown(table)
+
+
+def test_an_audited_rule_runs_on_to_its_bound_and_says_where_it_would_have_stopped():
+    """DDLBENCH_STOP_AUDIT=1 (the stop rule's honesty check): the rule that would stop after the first block runs
+    on to max-iters, and every rank learns the iteration it would have stopped at, once."""
+    rule = StopRule(precision=0.05, min_iters=6, max_iters=16, max_time_s=60.0, audit=True)
+    said = {}
+    d0 = BlockDecision(rule, 0, gather=lambda x: [x, x], broadcast=lambda v: said.setdefault("v", v))
+    d1 = BlockDecision(rule, 1, gather=lambda x: None, broadcast=lambda v: said["v"])
+    d0.start()
+    d1.start()
+    verdicts = []
+    for block in ([1.0] * 6, [1.0] * 5, [1.0] * 5):
+        verdicts.append((d0.decide(block), d1.decide(block)))
+        said.clear()
+    assert verdicts == [(None, None), (None, None), ("max-iters", "max-iters")]
+    assert d0.stopped_at == d1.stopped_at == 6
+    plain = BlockDecision(StopRule(0.05, 6, 16, 60.0), 0, gather=lambda x: [x], broadcast=lambda v: v)
+    plain.start()
+    assert plain.decide([1.0] * 6) == "reached" and plain.stopped_at is None

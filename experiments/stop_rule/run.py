@@ -90,7 +90,7 @@ def readme(t: pd.DataFrame, a: pd.DataFrame, wall: dict, p: str, sweep_file: Pat
         "# The stop rule: what it saves and how honest its stop is",
         "",
         f"`python -m experiments.stop_rule.run --sweep {sweep_file} --precision {p}` at commit {_commit()}, "
-        f"load average {load[0]:.2f} before and {load[1]:.2f} after (1 min).",
+        f"load average {load[0][0]:.2f} before and {load[1][0]:.2f} after (1 min).",
         "",
         "| variant | cells | iterations measured | sweep wall time |",
         "|---|---:|---:|---:|",
@@ -130,6 +130,7 @@ def main() -> None:
         "audited": sweep(a.sweep, a.out / "audited", a.precision, True),
     }
     after = loadavg()
+    (a.out / "wall.json").write_text(json.dumps({"wall_s": wall, "load_before": before, "load_after": after}))
     t = pd.concat([cells(a.out / v, v) for v in VARIANTS], ignore_index=True)
     aud = audit(a.out / "audited", p)
     t.to_csv(a.out / "cells.csv", index=False)

@@ -153,6 +153,8 @@ def _measure(cell: CellSpec, me: RankIdentity, transport, run: tuple, iters: int
     stop = {"stop_reason": reason, "precision": decision.rule.precision}
     if decision.rule.audit:  # where the rule would have stopped (the honesty check, experiments/stop_rule/)
         stop["audit_stopped_at"] = decision.stopped_at
+        if decision.stopped_at is not None:  # it did reach its precision; the iterations after are the audit's
+            stop["stop_reason"] = "reached"
     return samples, len(samples), stop
 
 

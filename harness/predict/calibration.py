@@ -95,6 +95,30 @@ class OfItsCluster:
         return None
 
 
+class FittedCells:
+    """The members every calibration computes the same way from its `fit` and its fitted `cells` (and `lowo`, its
+    leave-one-workload-out cells, or None): every value with the fitted ones in, the bootstrap's draws, one row per
+    parameter, and the discrepancy by the one rule (`misses`: leave-one-workload-out where run, else the fitted
+    cells). A calibration with more than one fit overrides `draws` and `table`."""
+
+    fit: Fit
+    cells: pd.DataFrame
+    lowo: pd.DataFrame | None
+
+    @property
+    def values(self) -> dict:
+        return dict(self.fit.values)
+
+    def draws(self, n: int, seed: int = 0) -> list[dict]:
+        return self.fit.draws(n, seed)
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame(self.fit.table())
+
+    def discrepancy(self) -> dict[str, np.ndarray]:
+        return misses(self.lowo if self.lowo is not None else self.cells)
+
+
 Calibrate = Callable[[tuple, dict], Calibration]
 """A cluster's door (`ClusterEntry.calibrate`): (the --calibrate sources as given, {workload: profile table})
 -> its calibration."""

@@ -51,7 +51,7 @@ import pandas as pd
 import yaml
 
 from harness.core.errors import UserError
-from harness.predict.calibration import Bounded, leave_one_workload_out, misses, read_bounded
+from harness.predict.calibration import Bounded, FittedCells, leave_one_workload_out, read_bounded
 from harness.predict.commbench_fit import links_from_commbench, read_commbench, testbed_burst_bytes
 from harness.predict.compute import compute_model
 from harness.predict.fitting import Block, Cells, Fit, fit_params
@@ -353,7 +353,7 @@ def profile_compute(profiles: dict | None = None) -> Callable:
 
 
 @dataclass
-class OwnCalibration:
+class OwnCalibration(FittedCells):
     """ddlbench's own stacks as the runs calibrated them (harness/predict/calibration.Calibration): it enters a
     prediction through the networks' stacks (`stacks`), the PS methods' knobs (`knobs`), the compute at the runs'
     speed (`compute`), and, where the request names no network, the networks the two-node run fitted."""
@@ -370,20 +370,9 @@ class OwnCalibration:
     """Networks a two-node `ddlbench commbench` gave instead of a two-node run: label -> (Network without
     stacks, the layout it was measured on as a Group)."""
 
-    @property
-    def values(self) -> dict:
-        return dict(self.fit.values)
-
-    def table(self) -> pd.DataFrame:
-        return pd.DataFrame(self.fit.table())
-
     def draws(self, n: int, seed: int = 0) -> list[dict]:
+        """n value sets: every value, the fitted ones drawn from the bootstrap."""
         return [{**self.fit.values, **d} for d in self.fit.draws(n, seed)]
-
-    def discrepancy(self) -> dict[str, np.ndarray]:
-        """Per method, the log-ratios the fit still misses: leave-one-workload-out where run, else the fitted
-        cells (harness/predict/calibration.misses, the rule every calibration draws its intervals' misses by)."""
-        return misses(self.lowo if self.lowo is not None else self.cells)
 
     @property
     def networks(self) -> list[str]:

@@ -39,7 +39,7 @@ import pandas as pd
 import tomllib
 
 from harness.core.errors import UserError
-from harness.predict.calibration import Bounded, OfItsCluster, leave_one_workload_out, misses
+from harness.predict.calibration import Bounded, FittedCells, OfItsCluster, leave_one_workload_out
 from harness.predict.compute import compute_model
 from harness.predict.fitting import Block, Cells, Fit, Param, fit_params
 from harness.predict.predictor import SEVEN_METHODS, predict_rows
@@ -241,7 +241,7 @@ class OneNode:
 
 
 @dataclass
-class Calibration(OfItsCluster):
+class Calibration(OfItsCluster, FittedCells):
     fit: Fit
     adam_share: float
     """The single-GPU BERT optimizer chosen (0 SGD, 1 Adam)."""
@@ -252,22 +252,6 @@ class Calibration(OfItsCluster):
     lowo: pd.DataFrame | None
     """Leave-one-workload-out: each workload's cells predicted by a fit to the others."""
     source: str
-
-    @property
-    def values(self) -> dict:
-        """Every input of the study's cluster, fitted ones in."""
-        return dict(self.fit.values)
-
-    def draws(self, n: int, seed: int = 0) -> list[dict]:
-        return self.fit.draws(n, seed)
-
-    def table(self) -> pd.DataFrame:
-        return pd.DataFrame(self.fit.table())
-
-    def discrepancy(self) -> dict[str, np.ndarray]:
-        """Per method, the log-ratios the fit still misses: its leave-one-workload-out errors where they were
-        run, else its fitted cells' residuals (harness/study/curve.with_intervals draws them)."""
-        return misses(self.lowo if self.lowo is not None else self.cells)
 
 
 def fitted_cells(fit: Fit, cells: Cells) -> pd.DataFrame:
@@ -345,6 +329,11 @@ def _held_out(df: pd.DataFrame, workloads: list[str], models: list, held: str, s
     fit, _, _ = fit_table(df, [w for w in workloads if w != held], models, starts=starts)
     cells = _cells(df, [held])
     got = OneNode([m for m in models if m.workload == held])(fit.values, list(cells.mean))
+    return held_out_rows(held, cells, got)
+
+
+def held_out_rows(held: str, cells: Cells, got: dict) -> pd.DataFrame:
+    """A fold's table: each held-out cell (workload, network, scheme) measured and predicted."""
     return pd.DataFrame(
         [
             {

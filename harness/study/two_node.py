@@ -43,14 +43,21 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from harness.core.errors import UserError
-from harness.predict.calibration import OfItsCluster, leave_one_workload_out, misses
+from harness.predict.calibration import FittedCells, OfItsCluster, leave_one_workload_out
 from harness.predict.fitting import Block, Cells, Fit, fit_params
 from harness.predict.predictor import SEVEN_METHODS, predict_rows
-from harness.study.calibration import BLOCKS, Calibration, calibration_models, fitted_cells, read_one_node, table_cells
+from harness.study.calibration import (
+    BLOCKS,
+    Calibration,
+    calibration_models,
+    fitted_cells,
+    held_out_rows,
+    read_one_node,
+    table_cells,
+)
 from harness.study.cluster import FAMILIES, GPUS_PER_NODE, study_network
 from harness.study.curve import WORKLOADS, study_compute
 from harness.study.inputs import StudyValues
@@ -207,19 +214,7 @@ def _fold(df, workloads, models, start, skip, starts, held) -> pd.DataFrame:
     fit, _ = fit_transports(df, [w for w in workloads if w != held], models, start, skip, starts)
     cells = cells_of(df, [held], skip)
     got = TwoNode([m for m in models if m.workload == held])(fit.values, list(cells.mean))
-    return pd.DataFrame(
-        [
-            {
-                "held_out": held,
-                "workload": k[0],
-                "network": k[1],
-                "scheme": k[2],
-                "measured": cells.mean[k],
-                "predicted": got[k],
-            }
-            for k in cells.mean
-        ]
-    )
+    return held_out_rows(held, cells, got)
 
 
 def lowo_table(lowo_rows: pd.DataFrame) -> pd.DataFrame:
@@ -232,7 +227,7 @@ def lowo_table(lowo_rows: pd.DataFrame) -> pd.DataFrame:
 
 
 @dataclass
-class TwoNodeCalibration(OfItsCluster):
+class TwoNodeCalibration(OfItsCluster, FittedCells):
     """The one-node calibration with the transports fitted on top from two nodes: what `ddlbench predict
     --calibrate ONE --calibrate TWO` and the study's report predict from."""
 
@@ -248,19 +243,9 @@ class TwoNodeCalibration(OfItsCluster):
     """Leave-one-workload-out on the two-node column."""
     source: str
 
-    @property
-    def values(self) -> dict:
-        """Every input of the study's cluster, both fits' parameters in."""
-        return dict(self.fit.values)
-
     def draws(self, n: int, seed: int = 0) -> list[dict]:
         """n value sets of every fitted parameter: each fit's bootstrap, drawn apart (their cells are apart)."""
         return [{**a, **b} for a, b in zip(self.one.draws(n, seed), self.fit.draws(n, seed + 1))]
-
-    def discrepancy(self) -> dict[str, np.ndarray]:
-        """Per method, the log-ratios the two-node fit still misses: the leave-one-workload-out errors where run,
-        else the fitted cells' residuals (harness/study/curve.with_intervals draws them)."""
-        return misses(self.lowo if self.lowo is not None else self.cells)
 
     def table(self) -> pd.DataFrame:
         two = pd.DataFrame(self.fit.table())

@@ -15,6 +15,7 @@ from harness.core.errors import UserError
 from harness.predict.calibration import (
     MISS_CLIP,
     Calibration,
+    FittedCells,
     OfItsCluster,
     leave_one_workload_out,
     misses,
@@ -60,25 +61,13 @@ def toy_rows(models, node_counts, methods, knobs, rate_gbit_s):
 
 
 @dataclass
-class ToyCalibration(OfItsCluster):
-    """The toy lab's network rate fitted to measured cells: every member the protocol asks."""
+class ToyCalibration(OfItsCluster, FittedCells):
+    """The toy lab's network rate fitted to measured cells: its fit and cells, the rest of the protocol from the
+    shared defaults (values, draws, table, the one discrepancy rule; every method of its cluster, no networks)."""
 
     fit: Fit
     cells: pd.DataFrame
     lowo: pd.DataFrame | None = None
-
-    @property
-    def values(self) -> dict:
-        return dict(self.fit.values)
-
-    def draws(self, n: int, seed: int = 0) -> list[dict]:
-        return self.fit.draws(n, seed)
-
-    def table(self) -> pd.DataFrame:
-        return pd.DataFrame(self.fit.table())
-
-    def discrepancy(self) -> dict[str, np.ndarray]:
-        return misses(self.lowo if self.lowo is not None else self.cells)
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,8 @@ def networks_cluster(
     def curve(models, node_counts, methods, knobs, calibration: OwnCalibration | None = None) -> pd.DataFrame:
         nets = networks()
         if calibration is not None:
-            nets = [replace(n, stacks=calibration.stacks()) for n in nets]
+            fitted = calibration.stacks()
+            nets = [replace(n, stacks=fitted) for n in nets]
             knobs = calibration.calibrated_knobs(methods, knobs)
         return predict_rows(
             models, nets, list(node_counts), per_node, methods, servers, allreduce, knobs, server_hosts=server_hosts
@@ -59,13 +60,13 @@ def fitted_clusters(
         n_servers = g.servers if defaults else servers
 
         def curve(models, node_counts, methods, knobs, calibration: OwnCalibration | None = None) -> pd.DataFrame:
-            frames = []
+            frames, network = [], cal.network(label)
             for n in node_counts:
                 share = g.server_share(n, n_servers or n)
                 frames.append(
                     predict_rows(
                         models,
-                        [cal.network(label)],
+                        [network],
                         [n],
                         per_node if per_node is not None else g.per_node,
                         methods,

@@ -99,6 +99,7 @@ HOROVOD_WORKER = COMMON + textwrap.dedent(
         opt.step()
     params = {n: p.detach().clone() for n, p in model.named_parameters()}
     torch.save({"world": world, "params": params}, f"{sys.argv[-1]}/rank{rank}.pt")
+    hvd.shutdown()
     """
 )
 
@@ -131,6 +132,10 @@ DEEPSPEED_WORKER = COMMON + textwrap.dedent(
         engine.step()
     params = {n: p.detach().cpu().clone() for n, p in engine.module.named_parameters()}
     torch.save({"world": world, "params": params}, f"{sys.argv[-1]}/rank{rank}.pt")
+    # a program ends its process group itself: left to the interpreter's exit, gloo's worker threads can
+    # outlive it and abort the process ("terminate called without an active exception")
+    dist.barrier()
+    dist.destroy_process_group()
     """
 )
 

@@ -32,9 +32,11 @@ from harness.core.errors import UserError
 CGROUP_ROOT_VAR = "DDLBENCH_CGROUP_ROOT"
 """Where the control groups are mounted, when not /sys/fs/cgroup."""
 DEFAULT_ROOT = "/sys/fs/cgroup"
-PERIOD_US = 100_000
-"""CFS bandwidth period: a share s gets s x 100 ms of CPU time per 100 ms of wall time."""
-MIN_SHARE = 0.01
+PERIOD_US = 10_000
+"""CFS bandwidth period: a share s gets s x 10 ms of CPU time per 10 ms of wall time. Short, so that a host's
+processor is slower rather than stop-and-go: with 100 ms (the kernel's default) a 0.4 share runs 40 ms then stalls
+60 ms, longer than a small workload's whole iteration, whose time then depends on where in the period it began."""
+MIN_SHARE = 0.1
 """The kernel's smallest quota is 1 ms per period (cpu.cfs_quota_us >= 1000)."""
 _V1_CPU_DIRS = ("cpu", "cpu,cpuacct", "cpuacct,cpu")
 

@@ -1,15 +1,17 @@
-"""ddlbench's own stacks calibrated on the emulated testbed from the one-host and two-host runs, checked on the
-three-host run held back (issue 51; reports/own-calibration/; the logic: experiments/own_calibration/validation.py).
-The inputs, on a quiet machine (about 25 min), from the repository's root:
+"""ddlbench's own stacks calibrated on the emulated testbed and checked on host counts held back
+(reports/own-calibration/; the logic: experiments/own_calibration/validation.py). The inputs, on a quiet machine
+(about 40 min, as root), from the repository's root; the regime of issue 60: one worker per host, each host a
+processor share of its own:
 
-    bash experiments/own_calibration/measure.sh IN    # S1 (1 host, 2 workers), S2, S3, profiles, commbench
-    python -m experiments.own_calibration.run --fit IN/S1 --fit IN/S2 --held IN/S3 \
-        --profile IN/profile-*.parquet --commbench IN/CB-3h-200mbit --commbench IN/CB-3h-1gbit \
-        --out reports/own-calibration
+    bash experiments/own_calibration/measure.sh IN    # S2, S3, S4, profiles, commbench at 2-4 hosts
+    python -m experiments.own_calibration.run --fit IN/S2 --held IN/S3 IN/S4 \
+        --profile IN/profile-*.parquet --commbench IN/CB-3h-* IN/CB-4h-* --out reports/own-calibration/share/report
 
-The fit reads only the one-host and two-host runs (and the profiles, as every compute variant does); the
-three-host cells are predicted from the fitted parameters and compared. `--commbench` (commbench at the held-back
+The fit reads only the two-host run (its 1-worker cells are the one-host measurement) and the profiles; the
+held-back cells are predicted from the fitted parameters and compared. `--commbench` (commbench at the held-back
 scale) feeds the uncalibrated predictor the report puts beside it (experiments/testbed_validation/validation.py).
+Issue 51's regime (a one-host run of 2 workers, hosts sharing the machine's cores) runs the same way with
+`--fit IN/S1 IN/S2 --held IN/S3` on reports/own-calibration/inputs.
 """
 
 from __future__ import annotations

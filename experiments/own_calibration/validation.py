@@ -13,56 +13,60 @@ import numpy as np
 import pandas as pd
 
 from experiments.testbed_validation.validation import (
+    HOST_SHARE,
     SHARED,
     VARIANTS,
     _profiles,
+    cell_compute,
     predict_runs,
     run_cores,
-    shared_compute,
     summary_lines,
-    variant_model,
 )
 from harness.core.atomic import write_parquet_atomic
-from harness.core.errors import UserError
-from harness.predict.compute import compute_model
-from harness.predict.own_calibration import METHODS, OwnCalibration, calibrate_own, read_runs
+from harness.predict.own_calibration import METHODS, OwnCalibration, Runs, calibrate_own, read_runs
 from harness.predict.predictor import predict_rows
 from harness.report.validation import KEYS, format_validation, validate
 from harness.results.store import load_run
 
 ALL_VARIANTS = (*VARIANTS, SHARED)
-"""The compute variants the calibration is checked in: the uncalibrated validation's three and processor sharing."""
+"""The compute variants the calibration is checked in: the uncalibrated validation's three and processor sharing;
+runs on hosts with a processor share of their own add HOST_SHARE (`variants`)."""
+
+
+def variants(runs) -> tuple[str, ...]:
+    """The compute variants for the runs (own_calibration.Runs): ALL_VARIANTS, and HOST_SHARE where every host had a
+    processor share of its own."""
+    shares = [g.host_cpus for g in runs.groups.values()]
+    return (*ALL_VARIANTS, HOST_SHARE) if shares and all(shares) else ALL_VARIANTS
 
 
 def variant_compute(variant: str, prof: dict):
     """compute(workload, group, local_s) of one compute variant for a group of the calibration's runs: the testbed
-    validation's (experiments/testbed_validation/validation.variant_model: `alone`, `contended`, `run-scaled`) at
-    the group's layout, or `shared`, the profile alone at the run's speed slowed by max(1, ranks / cores)
-    (testbed_validation.SHARED); a profile missing is refused in one line."""
+    validation's (experiments/testbed_validation/validation.cell_compute: `alone`, `contended`, `run-scaled`,
+    `shared`) at the group's layout."""
 
     def compute(workload: str, g, local_s: float):
-        workers = g.nodes * g.per_node
-        for conc in (1, workers):
-            if (workload, conc) not in prof:
-                raise UserError(
-                    f"no profile of {workload} measured with --concurrent {conc}: run `ddlbench profile "
-                    f"{workload} --batch {g.batch} --concurrent {conc}`"
-                )
-        if variant == SHARED:  # every rank of the run computes on the same machine's cores
-            cores = run_cores(g.run)
-            return shared_compute(compute_model(prof[(workload, 1)], batch=g.batch), local_s, workers, cores)
-        return variant_model(variant, prof, workload, workers, g.batch, local_s)
+        cores = None if g.host_cpus else run_cores(g.run)
+        return cell_compute(
+            variant, prof, workload, g.batch, local_s, g.nodes * g.per_node, g.per_node, g.host_cpus or None, cores
+        )
 
     return compute
 
 
-def predict_held(cal: OwnCalibration, held, compute) -> pd.DataFrame:
-    """Every method cell of the held-back runs predicted by the calibration (each network's fitted link, each
-    method's fitted stack, the cell's own layout), validated against its measurement."""
+def read_held(held) -> tuple[Runs, dict]:
+    """The held-back runs, read once: their cells (own_calibration.read_runs) and each run's summary."""
     runs = read_runs(held)
+    return runs, {g.run: load_run(g.run).summary for g in runs.groups.values()}
+
+
+def predict_held(cal: OwnCalibration, held: tuple[Runs, dict], compute) -> pd.DataFrame:
+    """Every method cell of the held-back runs (`read_held`) predicted by the calibration (each network's fitted
+    link, each method's fitted stack, the cell's own layout), validated against its measurement."""
+    runs, summaries = held
     parts = []
     for gk, g in runs.groups.items():
-        measured = load_run(g.run).summary
+        measured = summaries[g.run]
         net = cal.network(g.network)
         for workload, cells in runs.cells[runs.cells["group"] == gk].groupby("workload"):
             model = compute(workload, g, runs.local[(g.run, g.network, workload)])
@@ -96,13 +100,15 @@ def predict_held(cal: OwnCalibration, held, compute) -> pd.DataFrame:
     return t
 
 
-def intervals(cal: OwnCalibration, held, compute, t: pd.DataFrame, samples: int = 32) -> pd.DataFrame:
+def intervals(
+    cal: OwnCalibration, held: tuple[Runs, dict], compute, t: pd.DataFrame, samples: int = 32
+) -> pd.DataFrame:
     """`t` with each cell's 10th-90th percentile prediction over the fit's uncertainty (bootstrap draws of the
     parameters) widened by what the fit still misses per method (its leave-one-workload-out errors), and whether
     the measurement falls inside."""
     miss = cal.discrepancy()
     draws = cal.draws(samples, seed=0)
-    runs = read_runs(held)
+    runs = held[0]
     lows, highs = {}, {}
     for gk, g in runs.groups.items():
         for workload, cells in runs.cells[runs.cells["group"] == gk].groupby("workload"):
@@ -126,13 +132,14 @@ def intervals(cal: OwnCalibration, held, compute, t: pd.DataFrame, samples: int 
                     r = miss.get(m, np.zeros(1))
                     samples_s[m].append(x * float(np.exp(r[i % len(r)])))
             for m, xs in samples_s.items():
-                lows[(workload, g.network, m)] = float(np.quantile(xs, 0.1))
-                highs[(workload, g.network, m)] = float(np.quantile(xs, 0.9))
-    key = list(zip(t["workload"], t["network"], t["scheme"]))
+                lows[(workload, g.network, g.nodes, m)] = float(np.quantile(xs, 0.1))
+                highs[(workload, g.network, g.nodes, m)] = float(np.quantile(xs, 0.9))
+    key = list(zip(t["workload"], t["network"], t["hosts"], t["scheme"]))
     t = t.copy()
     t["pred_low_s"] = [lows.get(k, np.nan) for k in key]
     t["pred_high_s"] = [highs.get(k, np.nan) for k in key]
     t["inside"] = (t["measured_iter_s"] >= t["pred_low_s"]) & (t["measured_iter_s"] <= t["pred_high_s"])
+    t["width_pct"] = 100 * (t["pred_high_s"] - t["pred_low_s"]) / t["predicted_iter_s"]
     t.attrs.update(median_ape_pct=float(t["ape_pct"].median()), inside_pct=float(100 * t["inside"].mean()))
     return t
 
@@ -142,14 +149,16 @@ def run(fit_runs, held, profiles, commbench, out: Path, samples: int = 32, lowo:
     {variant: (calibration, calibrated table, uncalibrated table or None)}."""
     out.mkdir(parents=True, exist_ok=True)
     prof = _profiles(profiles)
-    before = predict_runs(held, commbench, profiles, variants=ALL_VARIANTS) if commbench else {}
+    held_runs = read_held(held)
+    checked = variants(held_runs[0])
+    before = predict_runs(held, commbench, profiles, variants=checked) if commbench else {}
     results, text = {}, []
-    for variant in ALL_VARIANTS:
+    for variant in checked:
         compute = variant_compute(variant, prof)
         cal = calibrate_own(fit_runs, compute, lowo=lowo)
-        if not cal.fit.converged:
-            raise UserError(f"compute {variant}: the calibration did not converge ({cal.fit.message})")
-        t = intervals(cal, held, compute, predict_held(cal, held, compute), samples)
+        if not cal.fit.converged:  # reported, not hidden: `predict --calibrate` refuses such a fit (require_converged)
+            text += [f"**compute {variant}: the fit did not converge** ({cal.fit.message})", ""]
+        t = intervals(cal, held_runs, compute, predict_held(cal, held_runs, compute), samples)
         params = cal.table()
         write_parquet_atomic(t, out / f"validation-{variant}.parquet")
         write_parquet_atomic(params.assign(cells=params["cells"].astype(str)), out / f"params-{variant}.parquet")
@@ -164,6 +173,8 @@ def run(fit_runs, held, profiles, commbench, out: Path, samples: int = 32, lowo:
             + f", {t.attrs['inside_pct']:.0f} % inside their intervals",
             "",
             *param_lines(params),
+            "",
+            *held_lines(t),
             "",
             *summary_lines(t),
             "",
@@ -180,6 +191,21 @@ def run(fit_runs, held, profiles, commbench, out: Path, samples: int = 32, lowo:
             ]
     (out / "validation.md").write_text("\n".join(text) + "\n")
     return results
+
+
+def held_lines(t: pd.DataFrame) -> list[str]:
+    """Per held-back host count: the cells' median absolute error, how many fall inside their intervals and the
+    intervals' median width (percent of the prediction): the three figures a choice between methods rests on."""
+    lines = [
+        "| hosts | cells | median APE % | inside their interval | median interval width, % of prediction |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for h, g in t.groupby("hosts"):
+        lines.append(
+            f"| {h} | {len(g)} | {g['ape_pct'].median():.1f} | {100 * g['inside'].mean():.0f} % "
+            f"| {g['width_pct'].median():.1f} |"
+        )
+    return lines
 
 
 def param_lines(params: pd.DataFrame) -> list[str]:
@@ -200,13 +226,13 @@ def ranking(t: pd.DataFrame, b: pd.DataFrame | None) -> pd.DataFrame:
     the uncalibrated model ranks first (what `ddlbench advise` measures first), with the measured cost of each
     pick over the fastest."""
     rows = []
-    for (w, net), g in t.groupby(["workload", "network"]):
+    for (hosts, w, net), g in t.groupby(["hosts", "workload", "network"]):
         meas = g.set_index("scheme")["measured_iter_s"]
         best = meas.idxmin()
-        row = {"workload": w, "network": net, "measured_best": best}
+        row = {"hosts": hosts, "workload": w, "network": net, "measured_best": best}
         picks = [("calibrated", g)]
         if b is not None:
-            picks.append(("uncalibrated", b[(b["workload"] == w) & (b["network"] == net)]))
+            picks.append(("uncalibrated", b[(b["hosts"] == hosts) & (b["workload"] == w) & (b["network"] == net)]))
         for name, frame in picks:
             if frame.empty:
                 continue
@@ -222,9 +248,9 @@ def ranking(t: pd.DataFrame, b: pd.DataFrame | None) -> pd.DataFrame:
 def ranking_lines(t: pd.DataFrame, b: pd.DataFrame | None) -> list[str]:
     r = ranking(t, b)
     lines = [
-        "| workload | network | measured fastest | calibrated first (measured slower by, fastest's rank) "
+        "| hosts | workload | network | measured fastest | calibrated first (measured slower by, fastest's rank) "
         "| uncalibrated first (measured slower by, fastest's rank) |",
-        "|---|---|---|---|---|",
+        "|---:|---|---|---|---|---|",
     ]
     for x in r.itertuples():
         cal = f"{x.calibrated_pick} (+{x.calibrated_pick_slower_pct:.1f} %, #{x.calibrated_rank_of_best})"
@@ -233,5 +259,5 @@ def ranking_lines(t: pd.DataFrame, b: pd.DataFrame | None) -> list[str]:
             if hasattr(x, "uncalibrated_pick") and isinstance(x.uncalibrated_pick, str)
             else "-"
         )
-        lines.append(f"| {x.workload} | {x.network} | {x.measured_best} | {cal} | {unc} |")
+        lines.append(f"| {x.hosts} | {x.workload} | {x.network} | {x.measured_best} | {cal} | {unc} |")
     return lines

@@ -35,6 +35,10 @@ RUN_SCALED = "run-scaled"
 the profile measured alone (not a calibration: `ddlbench predict --calibrate` fits the stacks, this scales compute)."""
 VARIANTS = (RUN_SCALED, "contended", "alone")
 """The compute variants every cell is predicted in (variant_model), besides SHARED."""
+HOST_SHARE = "host-share"
+"""A compute variant from first principles for hosts with a processor share of their own (`testbed up --host-cpus`,
+issue 60): the profile measured alone on a free core, slowed by 1 / min(1, share) (a host with 0.4 of a core
+computes 2.5x slower); it reads no 1-worker cell, whose time a CFS-throttled host measures with a spread of its own."""
 SHARED = "shared"
 """A fourth compute variant, from first principles (issue 51): the profile measured alone at the run's own speed
 (its 1-worker cell), slowed by the share of the machine's cores each rank gets when the emulated hosts' ranks
@@ -53,12 +57,24 @@ def run_cores(run) -> int | None:
     return int(env["cpu_count"].iloc[0])
 
 
-def shared_compute(alone, local_s: float, ranks: int, cores: int | None):
-    """The SHARED variant's compute model: `alone` at the run's speed, times max(1, ranks / cores)."""
+def shared_compute(alone, local_s: float, ranks: int, cores: float | None):
+    """The SHARED variant's compute model: `alone` at the run's speed (its 1-worker cell: one rank on `cores`),
+    slowed by the processor each of `ranks` single-threaded ranks computing at once on those `cores` gets against
+    the one rank of the 1-worker cell, which had min(1, cores): max(1, ranks / max(1, cores)). That is
+    max(1, ranks / cores) on a machine whose whole cores every host shares, and 1 for one rank on a host with a share
+    of its own (`testbed up --host-cpus`, where its 1-worker cell ran on the same share)."""
     if cores is None:
         raise UserError("the shared compute variant needs the machine's cores: the run's environment has no cpu_count")
-    f = local_s / alone.iteration_s * max(1.0, ranks / cores)
+    f = local_s / alone.iteration_s * max(1.0, ranks / max(1.0, cores))
     return alone.scaled(f, device=f"shared x{f:.3f}")
+
+
+def host_share(rows: pd.DataFrame) -> float | None:
+    """The processor share of each emulated host the cells `rows` ran on (their `host_cpus`), None without one."""
+    if "host_cpus" not in rows:
+        return None
+    v = pd.to_numeric(rows["host_cpus"], errors="coerce").dropna()
+    return float(v.iloc[0]) if len(v) and v.iloc[0] > 0 else None
 
 
 _ANY = Link("unused", 1.0, 0.0)  # a layout's links are not used when fitting the PS link
@@ -155,7 +171,7 @@ def _networks(cells: pd.DataFrame, cb: dict, burst: float, intra_paths: list[Pat
     return out
 
 
-def predict_runs(  # noqa: C901 - one input per branch, each a compute variant or network of the check
+def predict_runs(
     runs: list,
     commbench: list[Path],
     profiles: list[Path],
@@ -176,35 +192,27 @@ def predict_runs(  # noqa: C901 - one input per branch, each a compute variant o
     for (workers, net, workload), g in cells.groupby(["workers", "network", "workload"]):
         network, nodes, per_node, servers, where = networks[(workers, net)]
         batch = int(g["batch_per_worker"].iloc[0])
-        for conc in (1, int(workers)):
-            if (workload, conc) not in prof:
-                raise UserError(
-                    f"no profile of {workload} measured with --concurrent {conc}: run `ddlbench "
-                    f"profile {workload} --batch {batch} --concurrent {conc}`"
-                )
         local = measured[
             (measured["scheme"] == "local")
             & (measured["workload"] == workload)
             & (measured["network"] == net)
             & (measured["status"] == "ok")
         ]
+        if "run_id" in g and "run_id" in local:  # the 1-worker cell of the same run where it has one
+            same = local[local["run_id"].isin(set(g["run_id"]))]
+            local = same if len(same) else local
+        share = host_share(g)
         sets = _knob_sets(g)
         # local_reduce identifies a cell only where PS cells are predicted per value of it
         keys = KEYS + (["knob_local_reduce"] if any(knobs for _, knobs in sets) else [])
+        local_s = None if local.empty else float(local["iter_s_median"].iloc[0])
         for variant in variants:
-            if variant == SHARED:
-                if local.empty:
-                    raise UserError(f"{workload} on {net} has no 1-worker `local` cell for the shared variant")
-                alone = compute_model(prof[(workload, 1)], batch=batch)
-                model = shared_compute(alone, float(local["iter_s_median"].iloc[0]), int(workers), cores_of)
-            else:
-                if variant == RUN_SCALED and local.empty:
-                    raise UserError(
-                        f"{workload} on {net} has no 1-worker `local` cell to scale compute with: sweep with the "
-                        f"baseline on"
-                    )
-                local_s = None if local.empty else float(local["iter_s_median"].iloc[0])
-                model = variant_model(variant, prof, workload, int(workers), batch, local_s)
+            if variant in (SHARED, RUN_SCALED) and local_s is None:
+                raise UserError(
+                    f"{workload} on {net} has no 1-worker `local` cell to scale compute with ({variant}): sweep "
+                    f"with the baseline on"
+                )
+            model = cell_compute(variant, prof, workload, batch, local_s, int(workers), per_node, share, cores_of)
             pred = pd.concat(
                 [
                     predict_rows(
@@ -251,6 +259,44 @@ def _column(v: pd.DataFrame, rows: pd.DataFrame, keys: list[str], col: str):
         if pd.api.types.is_numeric_dtype(left[k]) != pd.api.types.is_numeric_dtype(right[k]):
             left[k], right[k] = pd.to_numeric(left[k]), pd.to_numeric(right[k])
     return left.merge(right, how="left")[col].values
+
+
+def cell_compute(
+    variant: str,
+    prof: dict,
+    workload: str,
+    batch: int,
+    local_s: float | None,
+    workers: int,
+    per_node: int,
+    share: float | None,
+    cores: int | None,
+):
+    """The compute model of a cell of `workers` ranks (`per_node` a host) in one compute variant, for the testbed's
+    validation and the own calibration's alike: VARIANTS as `variant_model`, SHARED as `shared_compute` (each host's
+    ranks on its `share` where the hosts had one, else every rank on the machine's `cores`); a profile missing is
+    refused in one line."""
+    # the ranks that compete for one processor: every rank of the machine, or a host's own where it has a share
+    competing = per_node if share else workers
+    for conc in (1, competing):
+        if (workload, conc) not in prof:
+            raise UserError(
+                f"no profile of {workload} measured with --concurrent {conc}: run `ddlbench profile {workload} "
+                f"--batch {batch} --concurrent {conc}`"
+            )
+    if variant == SHARED:
+        ranks, on = (per_node, share) if share else (workers, cores)
+        return shared_compute(compute_model(prof[(workload, 1)], batch=batch), local_s, ranks, on)
+    if variant == HOST_SHARE:
+        if not share:
+            raise UserError(
+                f"the {HOST_SHARE} compute variant needs hosts with a processor share (`testbed up --host-cpus`); "
+                f"these cells ran without one"
+            )
+        alone = compute_model(prof[(workload, 1)], batch=batch)
+        f = max(1.0, per_node) / min(1.0, share)
+        return alone.scaled(f, device=f"{HOST_SHARE} x{f:.3f}")
+    return variant_model(variant, prof, workload, competing, batch, local_s)
 
 
 def variant_model(variant: str, prof: dict, workload: str, workers: int, batch: int, local_s: float | None):

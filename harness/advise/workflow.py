@@ -45,7 +45,7 @@ from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError, signals_raise
 from harness.predict.calibration import require_converged
 from harness.predict.compute import compute_model
-from harness.predict.own_calibration import calibrate_stacks
+from harness.predict.own_calibration import calibrate_stacks, server_share
 from harness.results.files import check_output_dir
 from harness.results.paths import default_run_dir
 from harness.results.store import holds_run
@@ -182,7 +182,7 @@ def predictions(
         cores = own.shared_cores() if place.shared_cores else 0
 
         def extra(c: Candidate) -> dict:  # a server sharing this machine's cores gets its share of one
-            share = min(1.0, cores / (place.layout.workers + c.servers)) if cores and c.servers else 1.0
+            share = server_share(cores, place.layout.workers, c.servers) if c.servers else 1.0
             return own.knobs([c.scheme], share=share)
 
         fitted = "; ".join(

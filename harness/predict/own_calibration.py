@@ -119,20 +119,28 @@ class Group:
     batch: int
     cores: int = 0
     """Cores of the machine every rank and server of the group ran on, where they shared one (a one-node CPU run,
-    the emulated testbed's hosts); 0: each node has its own."""
+    the emulated testbed's hosts without a share of their own); 0: each node has its own."""
+    host_cpus: float = 0.0
+    """Each emulated host's processor share, in cores (`testbed up --host-cpus`), where it had one; 0: none."""
 
     @property
     def key(self) -> str:
         return f"{self.run}:{self.network}:{self.nodes}x{self.per_node}"
 
     def server_share(self, nodes: int | None = None, servers: int | None = None) -> float:
-        """The share of a core a parameter server gets at `nodes` (default the group's own) with `servers`: on a
-        machine whose cores every rank and server shares (`cores`), cores / (workers + servers) when they
-        outnumber them (processor sharing); 1 where each node has its own."""
-        if not self.cores:
-            return 1.0
-        n = (nodes or self.nodes) * self.per_node + (servers if servers is not None else (self.servers or 1))
-        return min(1.0, self.cores / n)
+        """The share of a core a parameter server gets at `nodes` (default the group's own) with `servers`
+        (`server_share`)."""
+        n = (nodes or self.nodes) * self.per_node
+        return server_share(self.cores, n, servers if servers is not None else (self.servers or 1))
+
+
+def server_share(cores: int, workers: int, servers: int) -> float:
+    """The share of a core a parameter server gets on a machine whose `cores` every one of `workers` ranks and
+    `servers` servers shares: cores / (workers + servers) when they outnumber them (processor sharing); 1 where
+    each node has its own (`cores` 0). Pure."""
+    if not cores:
+        return 1.0
+    return min(1.0, cores / (workers + servers))
 
 
 @dataclass
@@ -192,7 +200,8 @@ def read_runs(sources) -> Runs:
             s = s[s["status"] == "ok"]
         if s.empty:
             raise UserError(f"--calibrate {name}: no cell ended ok; measure it again (`ddlbench sweep`)")
-        for r in s[s["workers"] == 1].itertuples():
+        # the 1-worker cell without a method (a PS method's 1-worker cell pushes to its server: not compute alone)
+        for r in s[(s["workers"] == 1) & ~s["scheme"].isin(METHODS)].itertuples():
             local[(name, str(r.network), str(r.workload))] = float(r.iter_s_median)
         methods = s[(s["workers"] > 1) & s["scheme"].isin(METHODS)]
         for r in methods.itertuples():
@@ -202,6 +211,8 @@ def read_runs(sources) -> Runs:
             rate = float(rate) if rate is not None and pd.notna(rate) else math.nan
             servers = int(r.servers) if r.servers and r.servers > 0 else 0
             hosts = str(getattr(r, "server_hosts", "") or "")
+            share = getattr(r, "host_cpus", None)
+            share = float(share) if shaped and share is not None and pd.notna(share) and share > 0 else 0.0
             g = Group(
                 name,
                 str(r.network),
@@ -213,7 +224,9 @@ def read_runs(sources) -> Runs:
                 shaped and nodes > 1,
                 "cuda" if str(r.device).startswith("cuda") else "cpu",
                 int(r.batch_per_worker),
-                cores if (shaped or nodes == 1) and not str(r.device).startswith("cuda") else 0,
+                # hosts with a processor share of their own do not share the machine's cores
+                cores if (shaped or nodes == 1) and not share and not str(r.device).startswith("cuda") else 0,
+                share,
             )
             if (name, g.network, str(r.workload)) not in local:
                 raise UserError(
@@ -466,9 +479,7 @@ def _blocks(runs: Runs, cells: Cells) -> tuple[list[Block], dict]:
         start[name] = s.input.value
         stack_params.append(s.param())
     first = tuple(k for k in cells.mean if runs.groups[k[0]].nodes == 1 and k[2] in ALLREDUCE)
-    if not first:
-        first = tuple(k for k in cells.mean if k[2] in ALLREDUCE)  # no one-node run: the stack from two nodes
-    blocks.append(Block("stack", tuple(stack_params), first))
+    nets = []
     for net in sorted({g.network for g in two}):
         g = next(x for x in two if x.network == net)
         params = []
@@ -476,7 +487,18 @@ def _blocks(runs: Runs, cells: Cells) -> tuple[list[Block], dict]:
             start[f"{net}:{name}"] = s.input.value
             params.append(s.param(f"{net}:{name}"))
         ks = tuple(k for k in cells.mean if runs.groups[k[0]].network == net and runs.groups[k[0]].nodes > 1)
-        blocks.append(Block(f"network {net}", tuple(params), tuple(k for k in ks if k[2] in ALLREDUCE)))
+        nets.append(Block(f"network {net}", tuple(params), tuple(k for k in ks if k[2] in ALLREDUCE)))
+    if first:  # the stack from the one-node cells, then each network from its two-node cells
+        blocks += [Block("stack", tuple(stack_params), first), *nets]
+    else:  # one worker per node (a node's 1-worker cell is its run alone): the stack and the networks together,
+        # from the two-node cells, where the one cannot be fitted before the other
+        blocks.append(
+            Block(
+                "stack and networks",
+                tuple(stack_params) + tuple(p for b in nets for p in b.params),
+                tuple(k for k in cells.mean if k[2] in ALLREDUCE),
+            )
+        )
     ps_cells = tuple(k for k in cells.mean if runs.groups[k[0]].nodes > 1 and k[2] in PS)
     params = []
     for name, s in PS_SOURCES.items():

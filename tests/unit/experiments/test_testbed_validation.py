@@ -14,6 +14,7 @@ import pytest
 
 from experiments.testbed_validation import validation as testbed_validation
 from harness.core.errors import UserError
+from harness.predict.compute import compute_model
 from harness.report.validation import format_validation
 from helpers import ROOT
 
@@ -94,3 +95,25 @@ def test_testbed_reports_take_the_same_arguments(capsys):
         assert run.returncode == 2, module
         err = run.stderr
         assert "--run, --commbench, --profile" in err and f"python -m {module}" in err, err
+
+
+def test_hosts_with_a_share_of_their_own_compute_as_their_one_worker_cell_did():
+    """Issue 60's regime: one rank per host on a processor share of its own (`testbed up --host-cpus`). No rank
+    competes with another host's, so each variant reads the profile of the ranks per host (the contended profile
+    of 4 copies is not used at 4 hosts), processor sharing slows nothing against the 1-worker cell, and the
+    host-share variant is the free-core profile over the share."""
+    d = ROOT / "reports" / "own-calibration" / "share" / "inputs"
+    prof = {("w", c): pd.read_parquet(d / f"profile-bert-base-tiny-c{c}.parquet") for c in (1, 4)}
+    alone = compute_model(prof[("w", 1)], batch=8)
+    four = compute_model(prof[("w", 4)], batch=8)
+    cc = testbed_validation.cell_compute
+    local = 2.5 * alone.iteration_s
+    got = {v: cc(v, prof, "w", 8, local, 4, 1, 0.4, None).iteration_s for v in ("run-scaled", "shared", "alone")}
+    assert got["run-scaled"] == pytest.approx(local) and got["shared"] == pytest.approx(local)
+    assert got["alone"] == pytest.approx(alone.iteration_s)
+    assert cc("host-share", prof, "w", 8, None, 4, 1, 0.4, None).iteration_s == pytest.approx(alone.iteration_s / 0.4)
+    # the same cell on a machine whose 2 cores every host shares: 4 ranks, each half a core
+    assert cc("shared", prof, "w", 8, local, 4, 1, None, 2).iteration_s == pytest.approx(2 * local)
+    assert cc("contended", prof, "w", 8, local, 4, 1, None, 2).iteration_s == pytest.approx(four.iteration_s)
+    with pytest.raises(UserError, match="host-share compute variant needs hosts with a processor share"):
+        cc("host-share", prof, "w", 8, local, 4, 1, None, 2)

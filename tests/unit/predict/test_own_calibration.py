@@ -211,6 +211,49 @@ def test_a_server_sharing_the_machine_of_its_ranks_gets_its_share_of_the_cores()
     assert Group("r", "net", 2, 1, 1, "colocated", 1000.0, False, "cpu", 8).server_share(nodes=8) == 1.0
 
 
+def test_hosts_with_a_processor_share_of_their_own_do_not_share_the_machine_cores():
+    # the testbed's hosts with `--host-cpus`: each has its processor whatever the host count (issue 60's regime)
+    frames = synthetic(TRUTH, methods=("ddp", "bsp-ps"))
+    two = frames[1].assign(host_cpus=0.4)
+    two.attrs.update(name="two", shaped=True, cores=2)
+    runs = read_runs([two])
+    (g,) = runs.groups.values()
+    assert g.host_cpus == 0.4 and g.cores == 0
+    assert g.server_share(nodes=4) == 1.0  # the server's host share, the same at 2 hosts as at 4
+    plain = frames[1].copy()
+    plain.attrs.update(name="two", shaped=True, cores=2)
+    assert next(iter(read_runs([plain]).groups.values())).cores == 2  # the machine's cores shared by every host
+
+
+def test_a_ps_method_on_one_worker_is_not_taken_for_the_compute_alone():
+    # one worker per host: a 1-host PS cell pushes to its server; the 1-worker `local` cell is the compute
+    frames = synthetic(TRUTH, methods=("ddp", "bsp-ps"))
+    two = frames[1]
+    one_ps = two[two["scheme"] == "local"].assign(scheme="bsp-ps", servers=1, iter_s_median=99.0)
+    runs = read_runs([pd.concat([two, one_ps], ignore_index=True).rename_axis(None)])
+    assert all(v < 99.0 for v in runs.local.values())
+
+
+def test_runs_of_one_worker_per_host_fit_the_stacks_from_two_hosts_and_predict_four():
+    # the share regime: the one-host measurement is the 1-worker cells, every method cell at 2 hosts; the stack
+    # is then fitted from the two-host cells with the network, and 3 and 4 hosts follow as the truth gives them
+    two = synthetic(TRUTH)[1]
+    cal = calibrate_own([two], compute, lowo=False)
+    assert cal.fit.converged, cal.fit.message
+    assert cal.cells["error"].abs().max() < 0.03
+    from harness.predict.own_calibration import fitted_network, ps_knobs
+    from harness.predict.predictor import predict_rows
+
+    for hosts in (3, 4):
+        m = WORKLOADS["big"]
+        truth = predict_rows(
+            [m], [fitted_network(TRUTH, "net", hosts, False)], [hosts], 1, list(METHODS), 1, knobs=ps_knobs(TRUTH)
+        )
+        got = predict_rows([m], [cal.network("net")], [hosts], 1, list(METHODS), 1, knobs=cal.knobs(METHODS))
+        err = got["iter_s_median"].to_numpy() / truth["iter_s_median"].to_numpy() - 1
+        assert abs(err).max() < 0.05, (hosts, dict(zip(got["scheme"], err)))
+
+
 def test_a_cluster_file_runs_its_unframed_methods_on_the_calibrated_stacks():
     # the same compute both ways (--throughput), so that only the stacks differ
     args = [*PROFILES, "--throughput", "40", "--cluster", "examples/cluster-25g.toml", "--nodes", "2"]

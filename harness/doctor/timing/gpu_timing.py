@@ -240,8 +240,7 @@ def measure_profiles(run: Run, models: dict) -> None:
             str(run.out / "prediction"),
             "--samples",
             "8",
-            "--no-sensitivity",
-        ]  # coarse intervals
+        ]  # coarse intervals; no sensitivity corners (the report's default)
         ok, _ = run.stage(
             "prediction",
             [name],

@@ -8,6 +8,7 @@ same command again) completes once the fault is gone.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -186,4 +187,76 @@ def test_a_link_cut_during_a_two_host_cell_fails_it_naming_the_link_and_resume_c
     summary = pd.read_parquet(out / "summary.parquet")
     assert len(summary) == 2 and (summary["status"] == "ok").all(), summary[["cell_id", "reason"]]
     assert not summary["reason"].str.contains("link").any(), summary["reason"].tolist()
+    assert not _left_behind(str(out)), _left_behind(str(out))
+
+
+def _ranks_on(sweep: subprocess.Popen, host: str, besides: set[int] = frozenset(), deadline_s: float = 180) -> set[int]:
+    """The processes of the next cell on `host`: wait until its namespace holds processes other than
+    `besides` (the previous cell's ranks)."""
+    deadline = time.monotonic() + deadline_s
+    while not (now := set(_pids_in(host)) - besides):
+        assert sweep.poll() is None, sweep.communicate()
+        assert time.monotonic() < deadline, f"no new rank started on {host} within {deadline_s:g} s"
+        time.sleep(0.1)
+    return now
+
+
+def _tc(*args) -> list[dict]:
+    out = subprocess.run(["tc", "-n", "ddlb-h1", *args], capture_output=True, text=True, check=True).stdout
+    return json.loads(out) if out.strip().startswith("[") else []
+
+
+def _shallow_buffer_drops() -> tuple[int, int]:
+    """(packets sent, packets dropped) by the pfifo under host 1's tbf."""
+    qs = [q for q in _tc("-s", "-j", "qdisc", "show", "dev", "ddlb-eth0") if q.get("kind") == "pfifo"]
+    return (qs[0]["packets"], qs[0]["drops"]) if qs else (0, 0)
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_a_degraded_link_during_a_two_host_sweep_flags_the_cells_it_changed_under(clean_machine, tmp_path):
+    """This kernel has no netem (and no gact, red or sfq): loss is a shallow buffer under host 1's tbf (a
+    4-packet pfifo, which drops what a burst above the rate brings: loss under load), and the latency spike is
+    its rate cut to 20 Mbit/s (a 25x slower link: queueing delay and serialisation). The loss goes on during
+    the first cell and stays for the second, under which the rate is cut; the third runs on the testbed the
+    sweep rebuilt at its rate."""
+    sweep_file = _sweep_file(tmp_path, "degraded", ["ddp", "bsp-a2a", "wfbp-a2a"], iters=200)
+    out = tmp_path / "degraded-run"
+    sweep = _start("sweep", sweep_file, "--output", out)
+    try:
+        first = _ranks_on(sweep, "ddlb-h1")
+        time.sleep(3)
+        (tbf,) = [q for q in _tc("-j", "qdisc", "show", "dev", "ddlb-eth0") if q.get("kind") == "tbf"]
+        _tc("qdisc", "add", "dev", "ddlb-eth0", "parent", f"{tbf['handle']}1", "pfifo", "limit", "4")
+        second = _ranks_on(sweep, "ddlb-h1", besides=first)
+        sent, dropped = _shallow_buffer_drops()  # over the first cell's rest and the second's start
+        time.sleep(3)
+        _tc("qdisc", "change", "dev", "ddlb-eth0", "root", "tbf", "rate", "20mbit", "burst", "1mb", "latency", "50ms")
+        _ranks_on(sweep, "ddlb-h1", besides=first | second)
+        stdout, stderr = sweep.communicate(timeout=6 * CUT_TIMEOUT_S)
+    finally:
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+    assert sweep.returncode in (0, 1), (stdout, stderr)
+    summary = pd.read_parquet(out / "summary.parquet")
+    print(f"\nshallow buffer: {dropped} of {sent + dropped} packets dropped ({dropped / max(1, sent + dropped):.1%})")
+    for r in summary.itertuples():
+        print(f"{r.cell_id}: {r.status}, {r.iter_s_median:.3f} s/iter, wall {r.wall_s:.1f} s: {r.reason}")
+    assert len(summary) == 3 and summary["status"].isin(["ok", "failed"]).all()
+    assert (summary["status"].eq("ok") | summary["reason"].str.len().gt(0)).all()
+    changed = "host ddlb-h1's link changed during the cell"
+    spiked = summary[summary["reason"].str.contains(f"{changed} .*-> tbf .*rate=20mbit", regex=True)]
+    shallow = f"{changed} .*-> tbf .*rate=500mbit\\), pfifo .*limit=4"  # the pfifo added, the rate kept
+    lossy = summary[summary["reason"].str.contains(shallow, regex=True)]
+    clean = summary[~summary["reason"].str.contains("link")]
+    assert len(lossy) == len(spiked) == len(clean) == 1, summary["reason"].tolist()
+    for r in pd.concat([lossy, spiked]).itertuples():
+        assert r.status == "failed" or r.reason.startswith("warning: "), r.reason
+    assert clean["status"].iloc[0] == "ok", clean["reason"].tolist()
+    assert not _left_behind(str(out)), _left_behind(str(out))
+
+    again = _cli("sweep", sweep_file, "--output", out, "--resume", "--retry-failed", timeout=600)
+    assert again.returncode == 0, (again.stdout, again.stderr)
+    summary = pd.read_parquet(out / "summary.parquet")
+    assert len(summary) == 3 and (summary["status"] == "ok").all(), summary[["cell_id", "reason"]]
     assert not _left_behind(str(out)), _left_behind(str(out))

@@ -22,7 +22,8 @@ import pytest
 import yaml
 
 from harness.history import store, synthetic
-from helpers import ROOT
+from harness.launchers.srun.steps import failure_reason
+from helpers import LOCAL_SLURM_CPUS, ROOT, require
 
 CELLS = ["resnet50-tiny:ddp", "bert-base-tiny:bsp-a2a", "resnet50-tiny:wfbp-a2a"]
 
@@ -260,3 +261,101 @@ def test_a_degraded_link_during_a_two_host_sweep_flags_the_cells_it_changed_unde
     summary = pd.read_parquet(out / "summary.parquet")
     assert len(summary) == 3 and (summary["status"] == "ok").all(), summary[["cell_id", "reason"]]
     assert not _left_behind(str(out)), _left_behind(str(out))
+
+
+# -- Slurm: a node's slurmd lost during a multi-node sweep ------------------------------------------------
+
+SLURM_UP, SLURM_DOWN = ROOT / "slurm" / "local" / "up.sh", ROOT / "slurm" / "local" / "down.sh"
+SLURMD_PID = "/var/spool/ddlbench-slurm/run/slurmd-{node}.pid"
+"""Where slurm/local/up.sh's slurmd of each node writes its pid (SlurmdPidFile in the slurm.conf it writes)."""
+
+
+def test_a_step_that_could_not_start_on_a_node_names_the_node():
+    log = (
+        "srun: error: Task launch for StepId=2.1 failed on node n2: Communication connection failure\n"
+        "srun: error: Application launch failed: Communication connection failure\n"
+        "srun: error: n1: task 0: Killed\n"
+    )
+    reason, rank = failure_reason(log, 137)
+    assert reason.startswith("the workers step could not start on node n2 (Communication connection failure)")
+    assert "`scontrol show node n2`" in reason and rank == 0
+
+
+@pytest.fixture
+def local_slurm():
+    """slurm/local with 2 nodes for this test (up.sh keeps a healthy one of this shape), taken down after."""
+    res = subprocess.run(
+        [str(SLURM_UP), "--nodes", "2", "--cpus", str(LOCAL_SLURM_CPUS)], capture_output=True, text=True, timeout=900
+    )
+    if res.returncode == 3:  # apt-get could not install Slurm, or munge would not start
+        require(False, f"real-Slurm tests: up.sh could not provide Slurm: {res.stderr.strip().splitlines()[-1:]}")
+    assert res.returncode == 0, f"up.sh failed:\n{res.stdout}\n{res.stderr}"
+    try:
+        yield
+    finally:
+        subprocess.run([str(SLURM_DOWN)], capture_output=True, text=True, timeout=120)
+
+
+def _salloc_sweep(*args) -> list[str]:
+    return ["salloc", "-N2", "--ntasks-per-node=1", "--time=10", sys.executable, "-m", "harness.cli.main", *args]
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_a_nodes_slurmd_killed_during_a_cold_sweep_fails_the_next_cells_naming_it(local_slurm, tmp_path):
+    """Cold ranks: every cell is a step of its own, so the cells after n2's slurmd is killed cannot start there
+    (the running one goes on under its slurmstepd). Warm ranks are one step for the whole sweep (the zygotes),
+    which a lost slurmd does not end."""
+    sweep_file = _sweep_file(tmp_path, "lost", ["ddp", "bsp-a2a", "wfbp-a2a"], iters=300)
+    body = yaml.safe_load(sweep_file.read_text())
+    body.pop("testbed")
+    sweep_file.write_text(yaml.safe_dump({**body, "backends": ["torch"], "device": "cpu"}))
+    out = tmp_path / "lost-run"
+    argv = ["sweep", sweep_file, "--output", out, "--launcher", "srun", "--no-progress", "--cold"]
+    sweep = subprocess.Popen(
+        _salloc_sweep(*map(str, argv)),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not subprocess.run(["squeue", "-s", "-h"], capture_output=True, text=True).stdout.strip():
+            assert sweep.poll() is None, sweep.communicate()
+            assert time.monotonic() < deadline, "no step started within 120 s"
+            time.sleep(0.5)
+        time.sleep(8)  # the first cell's ranks are past their start
+        os.kill(int(Path(SLURMD_PID.format(node="n2")).read_text()), signal.SIGKILL)
+        stdout, stderr = sweep.communicate(timeout=6 * CUT_TIMEOUT_S)
+    finally:
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+    assert sweep.returncode == 1, (stdout, stderr)
+    summary = pd.read_parquet(out / "summary.parquet")
+    for r in summary.itertuples():
+        print(f"\n{r.cell_id}: {r.status}, wall {r.wall_s:.1f} s: {r.reason}")
+    assert len(summary) == 3
+    ran, lost = summary[summary["status"] == "ok"], summary[summary["status"] == "failed"]
+    assert len(ran) == 1 and len(lost) == 2, summary[["cell_id", "reason"]]
+    assert lost["reason"].str.startswith("the workers step could not start on node n2").all(), lost["reason"].tolist()
+    assert not _left_behind(str(out)), _left_behind(str(out))  # no rank; Slurm's own slurmstepd of n2's last
+    # step may wait for the slurmd that was killed: the cluster's restart below ends it
+
+    local = subprocess.run([str(SLURM_UP), "--nodes", "2", "--cpus", str(LOCAL_SLURM_CPUS)], capture_output=True)
+    assert local.returncode == 0, local.stderr  # n2 back: up.sh finds the cluster unhealthy and starts it again
+    again = subprocess.run(
+        _salloc_sweep(*map(str, [*argv, "--resume", "--retry-failed"])),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert again.returncode == 0, (again.stdout, again.stderr)
+    after = pd.read_parquet(out / "summary.parquet")
+    assert len(after) == 3 and (after["status"] == "ok").all(), after[["cell_id", "reason"]]
+    kept = after.set_index("cell_id").loc[ran["cell_id"], "iter_s_median"].tolist()
+    assert kept == ran["iter_s_median"].tolist(), "the measured cell was measured again"
+    assert not _left_behind(str(out)), _left_behind(str(out))
+    assert not subprocess.run(["pgrep", "-f", "slurmstepd"], capture_output=True, text=True).stdout.strip()

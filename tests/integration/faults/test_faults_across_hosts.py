@@ -300,20 +300,20 @@ def _salloc_sweep(*args) -> list[str]:
     return ["salloc", "-N2", "--ntasks-per-node=1", "--time=10", sys.executable, "-m", "harness.cli.main", *args]
 
 
-@pytest.mark.root
-@pytest.mark.slow
-def test_a_nodes_slurmd_killed_during_a_cold_sweep_fails_the_next_cells_naming_it(local_slurm, tmp_path):
-    """Cold ranks: every cell is a step of its own, so the cells after n2's slurmd is killed cannot start there
-    (the running one goes on under its slurmstepd). Warm ranks are one step for the whole sweep (the zygotes),
-    which a lost slurmd does not end."""
-    sweep_file = _sweep_file(tmp_path, "lost", ["ddp", "bsp-a2a", "wfbp-a2a"], iters=300)
+def _cold_sweep(tmp_path: Path, name: str) -> tuple[Path, list[str]]:
+    """A 3-cell two-node sweep of cold ranks under srun (every cell a step of its own): its file and argv."""
+    sweep_file = _sweep_file(tmp_path, name, ["ddp", "bsp-a2a", "wfbp-a2a"], iters=300)
     body = yaml.safe_load(sweep_file.read_text())
     body.pop("testbed")
     sweep_file.write_text(yaml.safe_dump({**body, "backends": ["torch"], "device": "cpu"}))
-    out = tmp_path / "lost-run"
-    argv = ["sweep", sweep_file, "--output", out, "--launcher", "srun", "--no-progress", "--cold"]
+    out = tmp_path / f"{name}-run"
+    return out, ["sweep", str(sweep_file), "--output", str(out), "--launcher", "srun", "--no-progress", "--cold"]
+
+
+def _during_first_step(argv: list[str], fault) -> tuple[subprocess.Popen, str, str]:
+    """Run `argv` in a two-node allocation; call `fault()` 8 s into its first step; wait for it to end."""
     sweep = subprocess.Popen(
-        _salloc_sweep(*map(str, argv)),
+        _salloc_sweep(*argv),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -327,11 +327,42 @@ def test_a_nodes_slurmd_killed_during_a_cold_sweep_fails_the_next_cells_naming_i
             assert time.monotonic() < deadline, "no step started within 120 s"
             time.sleep(0.5)
         time.sleep(8)  # the first cell's ranks are past their start
-        os.kill(int(Path(SLURMD_PID.format(node="n2")).read_text()), signal.SIGKILL)
+        fault()
         stdout, stderr = sweep.communicate(timeout=6 * CUT_TIMEOUT_S)
     finally:
         if sweep.poll() is None:
             os.killpg(sweep.pid, signal.SIGKILL)
+    return sweep, stdout, stderr
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_a_node_drained_during_a_cold_sweep_lets_the_allocation_finish(local_slurm, tmp_path):
+    """A drain stops new jobs on the node, not the steps of the allocation that holds it: the sweep completes
+    and the node stays drained until resumed."""
+    out, argv = _cold_sweep(tmp_path, "drained")
+    drain = ["scontrol", "update", "nodename=n2", "state=drain", "reason=ddlbench-fault-test"]
+    sweep, stdout, stderr = _during_first_step(argv, lambda: subprocess.run(drain, check=True))
+    try:
+        assert sweep.returncode == 0, (stdout, stderr)
+        summary = pd.read_parquet(out / "summary.parquet")
+        assert len(summary) == 3 and (summary["status"] == "ok").all(), summary[["cell_id", "reason"]]
+        node = subprocess.run(["sinfo", "-h", "-n", "n2", "-o", "%T"], capture_output=True, text=True).stdout
+        assert node.strip() == "drained", node
+        assert not _left_behind(str(out)), _left_behind(str(out))
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=n2", "state=resume"], check=False)
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_a_nodes_slurmd_killed_during_a_cold_sweep_fails_the_next_cells_naming_it(local_slurm, tmp_path):
+    """Cold ranks: every cell is a step of its own, so the cells after n2's slurmd is killed cannot start there
+    (the running one goes on under its slurmstepd). Warm ranks are one step for the whole sweep (the zygotes),
+    which a lost slurmd does not end."""
+    out, argv = _cold_sweep(tmp_path, "lost")
+    slurmd = int(Path(SLURMD_PID.format(node="n2")).read_text())
+    sweep, stdout, stderr = _during_first_step(argv, lambda: os.kill(slurmd, signal.SIGKILL))
     assert sweep.returncode == 1, (stdout, stderr)
     summary = pd.read_parquet(out / "summary.parquet")
     for r in summary.itertuples():
@@ -346,7 +377,7 @@ def test_a_nodes_slurmd_killed_during_a_cold_sweep_fails_the_next_cells_naming_i
     local = subprocess.run([str(SLURM_UP), "--nodes", "2", "--cpus", str(LOCAL_SLURM_CPUS)], capture_output=True)
     assert local.returncode == 0, local.stderr  # n2 back: up.sh finds the cluster unhealthy and starts it again
     again = subprocess.run(
-        _salloc_sweep(*map(str, [*argv, "--resume", "--retry-failed"])),
+        _salloc_sweep(*argv, "--resume", "--retry-failed"),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -358,4 +389,7 @@ def test_a_nodes_slurmd_killed_during_a_cold_sweep_fails_the_next_cells_naming_i
     kept = after.set_index("cell_id").loc[ran["cell_id"], "iter_s_median"].tolist()
     assert kept == ran["iter_s_median"].tolist(), "the measured cell was measured again"
     assert not _left_behind(str(out)), _left_behind(str(out))
-    assert not subprocess.run(["pgrep", "-f", "slurmstepd"], capture_output=True, text=True).stdout.strip()
+    deadline = time.monotonic() + 60  # the allocation's own slurmstepd end a moment after salloc returns
+    while subprocess.run(["pgrep", "-f", "slurmstepd"], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "a slurmstepd outlived its allocation by 60 s"
+        time.sleep(0.5)

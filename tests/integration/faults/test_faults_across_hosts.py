@@ -300,14 +300,16 @@ def _salloc_sweep(*args) -> list[str]:
     return ["salloc", "-N2", "--ntasks-per-node=1", "--time=10", sys.executable, "-m", "harness.cli.main", *args]
 
 
-def _cold_sweep(tmp_path: Path, name: str) -> tuple[Path, list[str]]:
-    """A 3-cell two-node sweep of cold ranks under srun (every cell a step of its own): its file and argv."""
+def _cold_sweep(tmp_path: Path, name: str, cold: bool = True) -> tuple[Path, list[str]]:
+    """A 3-cell two-node sweep of cold ranks under srun (every cell a step of its own; warm with `cold=False`:
+    one step of zygotes for the sweep): its file and argv."""
     sweep_file = _sweep_file(tmp_path, name, ["ddp", "bsp-a2a", "wfbp-a2a"], iters=300)
     body = yaml.safe_load(sweep_file.read_text())
     body.pop("testbed")
     sweep_file.write_text(yaml.safe_dump({**body, "backends": ["torch"], "device": "cpu"}))
     out = tmp_path / f"{name}-run"
-    return out, ["sweep", str(sweep_file), "--output", str(out), "--launcher", "srun", "--no-progress", "--cold"]
+    argv = ["sweep", str(sweep_file), "--output", str(out), "--launcher", "srun", "--no-progress"]
+    return out, argv + (["--cold"] if cold else [])
 
 
 def _during_first_step(argv: list[str], fault) -> tuple[subprocess.Popen, str, str]:
@@ -393,3 +395,17 @@ def test_a_nodes_slurmd_killed_during_a_cold_sweep_fails_the_next_cells_naming_i
     while subprocess.run(["pgrep", "-f", "slurmstepd"], capture_output=True).returncode == 0:
         assert time.monotonic() < deadline, "a slurmstepd outlived its allocation by 60 s"
         time.sleep(0.5)
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_a_nodes_slurmd_killed_during_a_warm_sweep_does_not_stop_it(local_slurm, tmp_path):
+    """Warm ranks: the sweep's zygotes are one step started before its first cell, and every cell's ranks are
+    forked from them, so a slurmd lost after they started ends nothing: every cell completes."""
+    out, argv = _cold_sweep(tmp_path, "warm-lost", cold=False)
+    slurmd = int(Path(SLURMD_PID.format(node="n2")).read_text())
+    sweep, stdout, stderr = _during_first_step(argv, lambda: os.kill(slurmd, signal.SIGKILL))
+    assert sweep.returncode == 0, (stdout, stderr)
+    summary = pd.read_parquet(out / "summary.parquet")
+    assert len(summary) == 3 and (summary["status"] == "ok").all(), summary[["cell_id", "reason"]]
+    assert not _left_behind(str(out)), _left_behind(str(out))

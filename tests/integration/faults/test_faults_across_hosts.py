@@ -1,9 +1,11 @@
 """Faults across hosts (README, "Faults tried"): the history store's disk filling during `history add`, a testbed
-link cut during a two-host cell, a link whose shaping changes under a two-host sweep. Each ends in one line
-with the conventional exit status, keeps every row measured, leaves no process behind, and `--resume` (or the
-same command again) completes once the fault is gone.
+link cut during a two-host cell, a link whose shaping changes under a two-host sweep, a Slurm node drained or its
+slurmd killed during a two-node sweep. Each ends in one line or a row's reason naming the link, host or node, with
+the conventional exit status, keeps every row measured, leaves no process behind, and `--resume` (or the same
+command again) completes once the fault is gone.
 
-    pytest -q tests/integration/faults/test_faults_across_hosts.py      # as root (tmpfs, namespaces)
+    pytest -q tests/integration/faults/test_faults_across_hosts.py   # as root (tmpfs, namespaces, slurm/local);
+                                                                      # about 8 minutes
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import fcntl
 import os
 import uuid
@@ -89,7 +90,8 @@ def append(rows: pd.DataFrame, history: str | Path) -> Path | None:
     try:
         return write_parquet_atomic(as_rows(rows), target)
     except OSError as e:
-        raise unwritable(e, f"history folder {path}", "make it writable or give another --history") from None
+        fix = "free space on its disk" if e.errno == errno.ENOSPC else "make it writable"
+        raise unwritable(e, f"history folder {path}", f"{fix} or give another --history") from None
 
 
 def files(history: str | Path) -> list[Path]:

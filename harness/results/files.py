@@ -89,6 +89,9 @@ def check_output_file(path: str | Path, option: str = "--output") -> Path:
 
 
 def unwritable(err: OSError, what: str, fix: str) -> UserError:
-    """An OSError met while writing results, as a one-line UserError: what, why (the OS), how to fix."""
+    """An OSError met while writing results, as a one-line UserError: what, why (the OS), how to fix. The why is
+    the C library's words for the errno where there is one (pyarrow's own text wraps them: "Error writing
+    bytes to file. Detail: [errno 28] ...")."""
     where = f" ({err.filename})" if err.filename else ""
-    return UserError(f"cannot write {what}{where}: {err.strerror or err}; {fix}")
+    why = os.strerror(err.errno) if err.errno else (err.strerror or err)
+    return UserError(f"cannot write {what}{where}: {why}; {fix}")

@@ -27,9 +27,21 @@ _TASK_EXIT = re.compile(r"task (\d+): Exited with exit code (\d+)")
 _TASK_SIGNAL = re.compile(r"task (\d+): (Killed|Terminated|Segmentation fault|Aborted|Bus error)")
 
 
+_LAUNCH_FAILED = re.compile(r"Task launch for StepId=\S+ failed on node (\S+): ([^\n]+)")
+
+
 def failure_reason(srun_log: str, code: int | None, role: str = "workers") -> tuple[str, int]:
-    """(reason, failing rank) from srun's own messages: the first task that exited non-zero, else the
-    first that a signal ended, else srun's exit status (pure)."""
+    """(reason, failing rank) from srun's own messages: a node the step could not start on (its slurmd
+    lost: the tasks srun then kills are its consequence), else the first task that exited non-zero, else
+    the first that a signal ended, else srun's exit status (pure)."""
+    m = _LAUNCH_FAILED.search(srun_log)
+    if m:
+        node, why = m.group(1), m.group(2).strip()
+        return (
+            f"the {role} step could not start on node {node} ({why}): its slurmd is down or unreachable; "
+            f"see `scontrol show node {node}`, then `--resume --retry-failed` once it is back",
+            0,
+        )
     m = _TASK_EXIT.search(srun_log)
     if m and m.group(2) != "0":
         rank = int(m.group(1))

@@ -36,11 +36,11 @@ from harness.contracts.launcher import Launcher, LauncherEntry, LaunchRequest, N
 from harness.contracts.placement import Placement
 from harness.contracts.recipes.testbed import PlacedRecipe
 from harness.core.atomic import write_json_atomic
-from harness.core.errors import UserError
+from harness.core.errors import CellFailed, UserError
 from harness.networks.profiles import rate_label
 from harness.procs.argv import WORKER_MODULE
 from harness.spawner.cell import launch_cell
-from harness.testbed import cgroups, netns
+from harness.testbed import cgroups, links, netns
 from harness.testbed import placement as pl
 from harness.testbed.state import MAX_HOSTS, MIN_HOSTS, TestbedState
 
@@ -199,11 +199,35 @@ class TestbedLauncher:
         return s
 
     def __call__(self, cell: CellSpec, cell_dir: Path, placement: Placement | None = None) -> Path:
+        """Run the cell on its hosts. Their links are read at its start and end (harness/testbed/links.py): a
+        link down at the start fails the cell at once, naming it; one that went down or was reshaped during
+        the cell is named in its failure, or flagged on its row as a warning when it completed (README,
+        "Faults tried")."""
         state = self.testbed_for(cell)
-        before = pl.throttling(state)
-        result = self._launch(cell, cell_dir, state, WORKER_MODULE)
         where = pl.describe(cell, state, self.policy)
-        _record_placement(result, cell, {**where, **pl.throttled_over(before, pl.throttling(state), where)})
+        used = list(dict.fromkeys(where["rank_hosts"]))
+        held = links.snapshot(state, used)
+        cut = links.down(held)
+        if cut:
+            raise CellFailed(
+                f"{'; '.join(cut)} at the cell's start: bring it up (`ip -n NETNS link set DEV up`) or rebuild "
+                f"the testbed (`ddlbench testbed down`), then `--resume --retry-failed`"
+            )
+        before = pl.throttling(state)
+        try:
+            result = self._launch(cell, cell_dir, state, WORKER_MODULE)
+        except CellFailed as e:
+            moved = links.changed(held, links.snapshot(state, used))
+            if moved:
+                raise CellFailed(f"{e.reason}; {'; '.join(moved)}", e.log_tail) from None
+            raise
+        moved = links.changed(held, links.snapshot(state, used))
+        _record_placement(
+            result,
+            cell,
+            {**where, **pl.throttled_over(before, pl.throttling(state), where)},
+            [f"{m}: its time is not the method's on this network" for m in moved],
+        )
         return result
 
     def run_module(
@@ -220,12 +244,15 @@ class TestbedLauncher:
             return launch_cell(cell, cell_dir, placement, module=module)
 
 
-def _record_placement(result_path: Path, cell: CellSpec, where: dict) -> None:
-    """Add the placement to rank 0's result. `dist.nodes` becomes the cell's: the worker derives it as
-    WORLD_SIZE // LOCAL_WORLD_SIZE, which is wrong once hosts carry unequal numbers of ranks (3 workers
-    on 2 hosts, or a parameter server beside the workers)."""
+def _record_placement(result_path: Path, cell: CellSpec, where: dict, warnings: list[str] = ()) -> None:
+    """Add the placement to rank 0's result, and `warnings` to its warnings (the row's reason then says them).
+    `dist.nodes` becomes the cell's: the worker derives it as WORLD_SIZE // LOCAL_WORLD_SIZE, which is wrong
+    once hosts carry unequal numbers of ranks (3 workers on 2 hosts, or a parameter server beside the
+    workers)."""
     result = json.loads(Path(result_path).read_text())
     result.setdefault("dist", {}).update(nodes=cell.nodes, launcher="testbed", **where)
+    if warnings:
+        result.setdefault("warnings", []).extend({"warning": w, "log": ""} for w in warnings)
     write_json_atomic(Path(result_path), result)
 
 

@@ -12,9 +12,7 @@ number measured over a link whose shaping changed is not the method's.
 
 from __future__ import annotations
 
-import json
-import subprocess
-
+from harness.testbed import netns
 from harness.testbed.state import TestbedState
 
 CMD_TIMEOUT_S = 10.0
@@ -22,10 +20,10 @@ CMD_TIMEOUT_S = 10.0
 
 
 def _json(argv: list[str]) -> list:
+    """netns.query_json, [] also where the command hangs or is missing: a link read never fails a cell itself."""
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=CMD_TIMEOUT_S).stdout.strip()
-        return json.loads(out) if out else []
-    except (subprocess.TimeoutExpired, OSError, ValueError):
+        return netns.query_json(argv, timeout_s=CMD_TIMEOUT_S)
+    except (netns.CmdFailed, OSError):
         return []
 
 
@@ -98,7 +96,7 @@ def changed(before: dict[str, dict], after: dict[str, dict]) -> list[str]:
         if now is None or was == now:
             continue
         what = []
-        for a, b in zip(_ends_of(was), _ends_of(now) if now else []):
+        for a, b in zip(_ends_of(was), _ends_of(now)):
             if a["state"] != b["state"]:
                 what.append(f"{a['name']} {a['state']} -> {b['state']}")
             if a["qdiscs"] != b["qdiscs"]:

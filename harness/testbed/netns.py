@@ -40,23 +40,25 @@ KILL_GRACE_S = 3.0
 """How long processes left in a namespace get between SIGTERM and SIGKILL on `down`."""
 
 
-class _CmdFailed(Exception):
+class CmdFailed(Exception):
     pass
 
 
-def _run(argv: list[str], check: bool = True) -> str:
+def _run(argv: list[str], check: bool = True, timeout_s: float = CMD_TIMEOUT_S) -> str:
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=CMD_TIMEOUT_S)
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        raise _CmdFailed(f"`{' '.join(argv)}` did not finish within {CMD_TIMEOUT_S:g} s") from None
+        raise CmdFailed(f"`{' '.join(argv)}` did not finish within {timeout_s:g} s") from None
     if check and p.returncode != 0:
         why = (p.stderr.strip() or p.stdout.strip() or f"exit status {p.returncode}").splitlines()[0]
-        raise _CmdFailed(f"`{' '.join(argv)}` failed: {why}")  # first line only: errors are one line
+        raise CmdFailed(f"`{' '.join(argv)}` failed: {why}")  # first line only: errors are one line
     return p.stdout
 
 
-def _json(argv: list[str]) -> list:
-    out = _run(argv, check=False).strip()
+def query_json(argv: list[str], timeout_s: float = CMD_TIMEOUT_S) -> list:
+    """What an `ip -j` or `tc -j` query prints, parsed; [] where it prints nothing or no JSON. CmdFailed when it
+    does not finish within `timeout_s`."""
+    out = _run(argv, check=False, timeout_s=timeout_s).strip()
     try:
         return json.loads(out) if out else []
     except ValueError:
@@ -64,7 +66,7 @@ def _json(argv: list[str]) -> list:
 
 
 def _existing_netns() -> list[str]:
-    return [d["name"] for d in _json(["ip", "-j", "netns", "list"])]
+    return [d["name"] for d in query_json(["ip", "-j", "netns", "list"])]
 
 
 def _build(s: TestbedState) -> None:
@@ -88,7 +90,7 @@ def _build(s: TestbedState) -> None:
 
 
 def _tbf_rate_bytes(netns: str, dev: str) -> int | None:
-    for q in _json(["tc", "-n", netns, "-j", "qdisc", "show", "dev", dev]):
+    for q in query_json(["tc", "-n", netns, "-j", "qdisc", "show", "dev", dev]):
         if q.get("kind") == "tbf" and q.get("root"):
             return q.get("options", {}).get("rate")
     return None
@@ -104,7 +106,7 @@ def _is_live(s: TestbedState) -> bool:
     for h in s.hosts:
         addrs = [
             a.get("local")
-            for d in _json(["ip", "-n", h.netns, "-j", "addr", "show", "dev", h.ifname])
+            for d in query_json(["ip", "-n", h.netns, "-j", "addr", "show", "dev", h.ifname])
             for a in d.get("addr_info", [])
         ]
         if h.addr not in addrs:
@@ -152,8 +154,8 @@ def up(
                 try:
                     cgroups.build(layout, prefix, want.host_cpus, want.host_cores, hosts)
                 except OSError as e:
-                    raise _CmdFailed(f"creating the hosts' control groups under {layout.cpu}: {e}") from None
-        except _CmdFailed as e:
+                    raise CmdFailed(f"creating the hosts' control groups under {layout.cpu}: {e}") from None
+        except CmdFailed as e:
             _down_locked(prefix)
             raise UserError(
                 f"testbed up failed and was rolled back: {e}; check that the kernel has veth, bridge and "
@@ -205,7 +207,7 @@ def _down_locked(prefix: str | None) -> list[str]:
     for n in names:
         _run(["ip", "netns", "del", n], check=False)
         removed.append(f"netns {n}")
-    for link in _json(["ip", "-j", "link", "show"]):
+    for link in query_json(["ip", "-j", "link", "show"]):
         name = link.get("ifname", "")
         if any(name.startswith(f"{p}-") for p in prefixes):
             _run(["ip", "link", "del", name], check=False)

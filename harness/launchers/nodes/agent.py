@@ -13,7 +13,7 @@ from pathlib import Path
 from harness.contracts.cell import CellSpec
 from harness.core.errors import CellFailed
 from harness.launchers.nodes.env import NodeJob
-from harness.launchers.nodes.meeting import Heart, NodesFailed, _get, _put
+from harness.launchers.nodes.meeting import Heart, NodesFailed, Notes, _get, _put
 from harness.launchers.nodes.ranks import POLL_S, rank_env, run_ranks
 from harness.launchers.nodes.secret import CellRefused, open_sealed
 
@@ -25,6 +25,7 @@ def run_agent(store, job: NodeJob, scratch: Path, secret: bytes | None = None) -
     k = job.node_rank
     heart = None
     nonce = secrets.token_hex(16)
+    notes = Notes(store, secret, k, nonce)
     try:
         _put(store, f"node/{k}", {"host": socket.gethostname(), "cores": os.cpu_count(), "nonce": nonce})
         heart = Heart(store, job)
@@ -38,7 +39,7 @@ def run_agent(store, job: NodeJob, scratch: Path, secret: bytes | None = None) -
                 if heart.broken:
                     raise NodesFailed(f"node {k}: lost node 0 ({heart.broken}); this node's ranks were ended")
                 time.sleep(POLL_S)
-            _run_cell(store, heart, k, n, scratch, _opened(store, job, n, secret, nonce))
+            _run_cell(notes, heart, k, n, scratch, _opened(notes, job, n, secret, nonce))
             n += 1
     except (RuntimeError, OSError) as e:  # the store's connection broke: node 0 is gone
         raise NodesFailed(
@@ -50,31 +51,33 @@ def run_agent(store, job: NodeJob, scratch: Path, secret: bytes | None = None) -
             heart.stop()
 
 
-def _opened(store, job: NodeJob, n: int, secret: bytes | None, nonce: str) -> dict:
+def _opened(notes: Notes, job: NodeJob, n: int, secret: bytes | None, nonce: str) -> dict:
     """cell/n, its signature checked before it is parsed; a refusal is reported to node 0 (which ends the
     sweep after this row) and raised."""
-    k = job.node_rank
+    k, store = job.node_rank, notes.store
     try:
         return open_sealed(secret, store.get(f"cell/{n}"), n, k, nonce, f"{job.master_addr}:{job.master_port}")
     except CellRefused as e:
         if not store.check([f"fail/{n}"]):
-            _put(store, f"fail/{n}", {"reason": str(e)})
-        _put(store, f"done/{n}/{k}", {"ok": False, "reason": str(e), "log_tail": "", "refused": True})
+            notes.put(f"fail/{n}", {"reason": str(e)})
+        notes.put(f"done/{n}/{k}", {"ok": False, "reason": str(e), "log_tail": "", "refused": True})
         raise
 
 
-def _run_cell(store, heart: Heart, k: int, n: int, scratch: Path, plan: dict) -> None:
+def _run_cell(notes: Notes, heart: Heart, k: int, n: int, scratch: Path, plan: dict) -> None:
     """Node k's part of cell n (`plan`, cell/n opened): its ranks, ended when the cell fails anywhere; its
     outcome in done/n/k."""
     cell = CellSpec.from_json(json.dumps(plan["cell"]))
     nodes = plan["nodes"]
     mine = [r for r, node in enumerate(nodes) if node == k]
+    notes.know(plan.get("nonces", {}))  # node 0's and every node's, as node 0 signed them
     out = {"ok": True, "reason": "", "log_tail": ""}
 
     def abort() -> str | None:
         if heart.broken:
             raise NodesFailed(f"node {k}: lost node 0 ({heart.broken}); this node's ranks were ended")
-        return _get(store, f"fail/{n}")["reason"] if store.check([f"fail/{n}"]) else None
+        note = notes.get(f"fail/{n}")
+        return note["reason"] if note else None
 
     try:
         run_ranks(
@@ -82,6 +85,6 @@ def _run_cell(store, heart: Heart, k: int, n: int, scratch: Path, plan: dict) ->
         )
     except CellFailed as e:
         out = {"ok": False, "reason": e.reason, "log_tail": e.log_tail}
-        if not store.check([f"fail/{n}"]):
-            _put(store, f"fail/{n}", {"reason": f"node {k}: {e.reason}"})
-    _put(store, f"done/{n}/{k}", out)
+        if not notes.store.check([f"fail/{n}"]):
+            notes.put(f"fail/{n}", {"reason": f"node {k}: {e.reason}"})
+    notes.put(f"done/{n}/{k}", out)

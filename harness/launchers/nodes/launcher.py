@@ -38,7 +38,7 @@ from harness.core.errors import UserError
 from harness.launchers.nodes.agent import run_agent
 from harness.launchers.nodes.env import FLAG_NAMES, NodeJob, cell_nodes, node_job
 from harness.launchers.nodes.leader import Leader, check_cell
-from harness.launchers.nodes.meeting import open_store
+from harness.launchers.nodes.meeting import open_store, store_address
 from harness.launchers.nodes.secret import read_secret, warn_open
 from harness.warm.spawn import warm_ranks
 
@@ -59,7 +59,8 @@ def _warn_if_open(job: NodeJob, secret: bytes | None) -> None:
     """Without a job secret, one warning naming the store's port, said as the store opens (a command refused
     before it runs a cell opens none and says nothing of it)."""
     if secret is None:
-        warn_open(job.node_rank, f"{job.master_addr}:{job.master_port}")
+        ip = store_address(job.master_addr) if job.node_rank == 0 else None
+        warn_open(job.node_rank, f"{job.master_addr}:{job.master_port}", f"{ip} only" if ip else "every address")
 
 
 def _per_node(job: NodeJob, device: str) -> int:

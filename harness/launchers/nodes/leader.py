@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import time
 from pathlib import Path
@@ -15,7 +16,17 @@ from harness.contracts.recipes.nodes import NodesRecipe
 from harness.core.atomic import write_json_atomic
 from harness.core.errors import CellFailed, UserError
 from harness.launchers.nodes.env import NodeJob, rank_nodes
-from harness.launchers.nodes.meeting import BEAT_S, GRACE_S, LOST_S, Heart, NodesFailed, _get, _put, address_towards
+from harness.launchers.nodes.meeting import (
+    BEAT_S,
+    GRACE_S,
+    LOST_S,
+    Heart,
+    NodesFailed,
+    Notes,
+    _get,
+    _put,
+    address_towards,
+)
 from harness.launchers.nodes.ranks import POLL_S, rank_env, run_ranks
 from harness.launchers.nodes.secret import seal
 from harness.procs.logs import log_tail
@@ -43,7 +54,11 @@ class Leader:
         self.heart = Heart(store, job)
         self._join(join_timeout_s)
         # every node's nonce, which each cell/N is signed with (harness/launchers/nodes/secret.py)
-        self.nonces = {k: str(_get(store, f"node/{k}").get("nonce", "")) for k in range(1, job.nnodes)}
+        # (node 0's own too: the nodes read it from each cell/N and check node 0's notes with it)
+        self.nonces = {0: secrets.token_hex(16)}
+        self.nonces.update({k: str(_get(store, f"node/{k}").get("nonce", "")) for k in range(1, job.nnodes)})
+        self.notes = Notes(store, secret, 0, self.nonces[0])
+        self.notes.know(self.nonces)
 
     def _join(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -77,7 +92,7 @@ class Leader:
             self._wait_others(n, cell, nodes)
         except CellFailed as e:
             if not self.store.check([f"fail/{n}"]):
-                _put(self.store, f"fail/{n}", {"reason": e.reason})
+                self.notes.put(f"fail/{n}", {"reason": e.reason})
             self._settle(n)  # a node that went away is the reason, and ends the sweep after this row
             self._note_refusals(n)
             if self.lost and self.lost not in e.reason:
@@ -90,10 +105,11 @@ class Leader:
         return result
 
     def _abort(self, n: int, nodes: list[int]) -> str | None:
-        if self.store.check([f"fail/{n}"]):
-            return _get(self.store, f"fail/{n}")["reason"]
+        note = self.notes.get(f"fail/{n}")
+        if note:
+            return note["reason"]
         if self._check_lost():
-            _put(self.store, f"fail/{n}", {"reason": self.lost})
+            self.notes.put(f"fail/{n}", {"reason": self.lost})
             return self.lost
         return None
 
@@ -101,9 +117,10 @@ class Leader:
         """A node that refused cell n (harness/launchers/nodes/secret.py) has ended: like a lost node, it ends
         the sweep after this row, and is not waited for."""
         for k in range(1, self.job.nnodes):
-            if self.store.check([f"done/{n}/{k}"]) and _get(self.store, f"done/{n}/{k}").get("refused"):
+            note = self.notes.get(f"done/{n}/{k}")
+            if note and note.get("refused"):
                 self.gone = sorted({*self.gone, k})
-                self.lost = self.lost or _get(self.store, f"done/{n}/{k}")["reason"]
+                self.lost = self.lost or note["reason"]
 
     def _check_lost(self) -> bool:
         """Whether a node's heartbeat has stopped (then `self.lost` says which, and how to go on)."""
@@ -131,8 +148,8 @@ class Leader:
         others = [k for k in range(1, self.job.nnodes)]
         while others:
             for k in list(others):
-                if self.store.check([f"done/{n}/{k}"]):
-                    out = _get(self.store, f"done/{n}/{k}")
+                out = self.notes.get(f"done/{n}/{k}")  # a stranger's is not read: still waiting
+                if out is not None:
                     if not out["ok"]:
                         raise CellFailed(f"node {k}: {out['reason']}", out.get("log_tail", ""))
                     others.remove(k)
@@ -140,7 +157,9 @@ class Leader:
             if why:
                 raise CellFailed(why, "")
             if time.monotonic() > deadline:
-                raise CellFailed(f"node(s) {others} did not report within {cell.timeout_s + GRACE_S:g} s", "")
+                raise CellFailed(
+                    f"node(s) {others} did not report within {cell.timeout_s + GRACE_S:g} s{self.notes.stranger()}", ""
+                )
             time.sleep(POLL_S)
 
     def finish(self, why: str = "done") -> None:

@@ -4,6 +4,7 @@ TCPStore on node 0, JSON values, and the heartbeat every node keeps in it."""
 from __future__ import annotations
 
 import datetime
+import ipaddress
 import json
 import os
 import socket
@@ -14,6 +15,7 @@ import torch.distributed as dist
 
 from harness.core.errors import RunFailed
 from harness.launchers.nodes.env import NodeJob
+from harness.launchers.nodes.secret import open_note, sign_note
 
 BEAT_S = 1.0
 """Seconds between heartbeats."""
@@ -35,15 +37,59 @@ def _get(store, key: str):
     return json.loads(store.get(key).decode())
 
 
-def open_store(job: NodeJob, timeout_s: float) -> dist.TCPStore:
-    """Node 0 hosts the store; the others connect (retrying until node 0 listens or `timeout_s`)."""
+def store_address(master_addr: str) -> str | None:
+    """The one address node 0's store listens on: `master_addr` itself when every address it names is this
+    node's own and none is a loopback address the other nodes cannot reach (an IP of this node, or a name
+    that resolves only to such IPs); a name that resolves to loopback here (Debian's 127.0.1.1 for the
+    hostname), to several addresses, to none, or to another host's gives None: every address, as torchrun's
+    store (README.md, "What listens"). A loopback address given as such (every node on one box) is kept."""
     try:
+        infos = socket.getaddrinfo(master_addr, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return None
+    ips = sorted({info[4][0] for info in infos})
+    if len(ips) != 1:
+        return None
+    ip = ipaddress.ip_address(ips[0])
+    if ip.is_loopback and ips[0] != master_addr:
+        return None  # a hostname resolving to loopback on node 0 only: the others arrive on another address
+    try:
+        with socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((ips[0], 0))  # only this node's own addresses bind
+    except OSError:
+        return None
+    return ips[0]
+
+
+def _listener(ip: str, port: int) -> socket.socket:
+    """A socket listening on `ip`:`port` alone, for the store to serve on (TCPStore's master_listen_fd)."""
+    s = socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((ip, port))
+    s.listen(socket.SOMAXCONN)
+    return s
+
+
+_LISTENERS: list[socket.socket] = []
+"""The stores' listening sockets, kept open as long as this process (the store serves on their descriptors)."""
+
+
+def open_store(job: NodeJob, timeout_s: float) -> dist.TCPStore:
+    """Node 0 hosts the store, on `store_address(master_addr)` alone where there is one, else on every address;
+    the others connect (retrying until node 0 listens or `timeout_s`)."""
+    lead = job.node_rank == 0
+    try:
+        fd = None
+        if lead and (ip := store_address(job.master_addr)) is not None:
+            _LISTENERS.append(_listener(ip, job.master_port))
+            fd = _LISTENERS[-1].fileno()
         return dist.TCPStore(
             job.master_addr,
             job.master_port,
-            is_master=job.node_rank == 0,
+            is_master=lead,
             timeout=datetime.timedelta(seconds=timeout_s),
             wait_for_workers=False,
+            master_listen_fd=fd,
         )
     except (RuntimeError, OSError, dist.DistStoreError) as e:
         who = "listen on" if job.node_rank == 0 else "reach node 0's store at"
@@ -52,6 +98,41 @@ def open_store(job: NodeJob, timeout_s: float) -> dist.TCPStore:
             f"{timeout_s:g} s ({str(e).splitlines()[0][:160]}); check the master address and port "
             f"({job.source}) and that node 0 is running `ddlbench sweep`"
         ) from None
+
+
+class Notes:
+    """done/N/K and fail/N as this node writes and reads them (harness/launchers/nodes/secret.py): signed with the
+    job secret and the writer's nonce; a note that fails its check is not read, and its key is kept in `forged`."""
+
+    def __init__(self, store, secret: bytes | None, me: int, nonce: str):
+        self.store, self.secret, self.me = store, secret, me
+        self.nonces = {str(me): nonce}
+        self.forged: list[str] = []
+
+    def know(self, nonces: dict) -> None:
+        """Other nodes' nonces (node 0 learns them as the nodes join, the others from each signed cell/N)."""
+        self.nonces.update({str(k): str(v) for k, v in nonces.items()})
+
+    def put(self, key: str, value: dict) -> None:
+        self.store.set(key, sign_note(self.secret, key, self.me, self.nonces[str(self.me)], value))
+
+    def get(self, key: str) -> dict | None:
+        """The note under `key`; None when there is none, or none this job's nodes wrote."""
+        if not self.store.check([key]):
+            return None
+        value = open_note(self.secret, self.store.get(key), key, self.nonces)
+        if value is None and key not in self.forged:
+            self.forged.append(key)
+        return value
+
+    def stranger(self) -> str:
+        """What a stranger wrote, for a failure's reason ("" when nothing)."""
+        if not self.forged:
+            return ""
+        return (
+            f"; {', '.join(self.forged)} in the store were not written by this job's nodes (refused, not read): "
+            f"keep strangers off the store's port, give every node the same job secret"
+        )
 
 
 class Heart:

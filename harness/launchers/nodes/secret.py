@@ -12,9 +12,16 @@ A cell/N as stored (`seal`): one header line, then the body, the JSON the leader
 
 The HMAC covers `cell/N` and the exact body bytes, so a recorded cell/0 written again as cell/1 fails; the
 body names every node's nonce, a random word each node sends when it joins (node/K), so a cell signed for
-an earlier job with the same secret fails on this one. Values only a secret holder writes are checked;
-node/K, beat/K, fail/N, done/N/K and `end` carry no code a node runs (a stranger can stop the job, not
-steer it).
+an earlier job with the same secret fails on this one.
+
+What the nodes write back and the rows keep, a cell's outcome (done/N/K) and a failure's reason (fail/N), is a
+note signed the same way by its writer (`sign_note`), with the writer's nonce (node 0's is in every cell/N):
+
+    ddlbench-note-v1 <writer> <HMAC-SHA256 hex | ->\n<body>
+
+and a note whose signature fails is not read (`open_note` gives None): a stranger cannot put an outcome or a
+reason in a row. node/K, beat/K, bye/K and `end` are plain JSON and carry nothing a row keeps or a node runs (a
+stranger can stop the job, not steer it).
 """
 
 from __future__ import annotations
@@ -115,10 +122,51 @@ def open_sealed(secret: bytes | None, raw: bytes, n: int, node: int, nonce: str,
     return value
 
 
-def warn_open(node: int, store: str) -> None:
-    """Without a secret: the one line saying the store is open (torchrun's trust model)."""
+NOTE = b"ddlbench-note-v1"
+"""The first word of every signed note (done/N/K, fail/N)."""
+
+
+def _note_mac(secret: bytes, key: str, nonce: str, body: bytes) -> bytes:
+    msg = NOTE + b"\n" + key.encode() + b"\n" + nonce.encode() + b"\n" + body
+    return hmac.new(secret, msg, hashlib.sha256).hexdigest().encode()
+
+
+def sign_note(secret: bytes | None, key: str, writer: int, nonce: str, value: dict) -> bytes:
+    """The note `value` as node `writer` (whose nonce is `nonce`) stores it under `key`: signed when there is a
+    secret."""
+    body = json.dumps(value, sort_keys=True).encode()
+    mac = _note_mac(secret, key, nonce, body) if secret else UNSIGNED
+    return NOTE + b" " + str(writer).encode() + b" " + mac + b"\n" + body
+
+
+def open_note(secret: bytes | None, raw: bytes, key: str, nonces: Mapping[str, str]) -> dict | None:
+    """The value of a note stored under `key`, or None when it is not one this job's nodes wrote: its writer's
+    nonce (`nonces`, by node) unknown, its signature missing or wrong (checked before the body is parsed), or
+    signed where the job has no secret."""
+    head, _, body = raw.partition(b"\n")
+    parts = head.split(b" ")
+    if len(parts) != 3 or parts[0] != NOTE:
+        return None
+    writer, mac = parts[1].decode(errors="replace"), parts[2]
+    if secret is None:
+        ok = mac == UNSIGNED
+    else:
+        nonce = nonces.get(writer)
+        ok = nonce is not None and mac != UNSIGNED and hmac.compare_digest(mac, _note_mac(secret, key, nonce, body))
+    if not ok:
+        return None
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def warn_open(node: int, store: str, listens: str = "every address") -> None:
+    """Without a secret: the one line saying the store is open (torchrun's trust model); `listens`: where node 0's
+    store listens (harness/launchers/nodes/meeting.store_address)."""
     print(
-        f"warning: node {node}: no job secret, so the nodes' store at {store} (node 0, every address) takes "
+        f"warning: node {node}: no job secret, so the nodes' store at {store} (node 0, {listens}) takes "
         f"anyone who reaches it, and the cells it hands out start code on every node (torchrun's trust "
         f"model); give every node the same --secret-file or {SECRET_VAR}",
         file=sys.stderr,

@@ -32,7 +32,7 @@ from harness.core.errors import UserError
 from harness.core.schema import SUMMARY_COLUMNS
 from harness.experiment.cells import resolve
 from harness.launchers.nodes.env import cell_nodes, node_job, rank_nodes
-from harness.launchers.nodes.secret import seal
+from harness.launchers.nodes.secret import open_note, seal
 from harness.procs.env import SECRET_VAR
 from harness.procs.ports import free_port
 from harness.testbed import netns
@@ -388,5 +388,8 @@ def test_a_forged_cell_is_refused_in_one_line_and_nothing_runs(tmp_path, forger)
     errors = [line for line in log.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "Traceback" not in log, log
     assert errors[0].startswith(f"error: node 1 refused cell 0 from the store at 127.0.0.1:{port}: "), log
-    done = json.loads(store.get("done/0/1"))
-    assert done["refused"] and not done["ok"] and "refused cell 0" in json.loads(store.get("fail/0"))["reason"]
+    # node 1's notes, signed with its secret and nonce: what node 0 would read (harness/launchers/nodes/secret.py)
+    key, nonces = _secret_file(tmp_path).read_bytes().strip(), {"1": nonce}
+    done = open_note(key, store.get("done/0/1"), "done/0/1", nonces)
+    assert done["refused"] and not done["ok"]
+    assert "refused cell 0" in open_note(key, store.get("fail/0"), "fail/0", nonces)["reason"]

@@ -26,7 +26,7 @@ from importlinter.domain.contract import Contract
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "workloads")
-HEAVY = ("matplotlib", "transformers", "torch.profiler")
+HEAVY = ("matplotlib", "transformers", "torch.profiler", "torch.distributed.fsdp")
 """Dependencies every install has that take seconds to import: a function may import them where it needs them."""
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
 CONTRACT_TYPES = {c.type_name: c for c in Contract.__subclasses__()}  # those imported above, by their type's name

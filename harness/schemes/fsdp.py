@@ -19,12 +19,11 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from harness.core.errors import UserError
 from harness.schemes.base import Scheme, register
@@ -32,6 +31,9 @@ from harness.schemes.knobs import Grid, Knobs, Range
 from harness.sim.fsdp import block_units
 from harness.sim.fsdp import fsdp as fsdp_model
 from harness.sim.model import Model
+
+if TYPE_CHECKING:
+    from torch.distributed.fsdp import MixedPrecisionPolicy
 
 WRAPS = ("block", "model")
 
@@ -60,6 +62,8 @@ class FSDP(Scheme):
         """The MixedPrecisionPolicy every fully_shard call gets: fp32 cell, FSDP2's default (no casts); bf16
         cell, torchtitan's (parameters all-gathered and computed in bf16, float inputs cast at the root,
         gradients reduce-scattered in fp32 into the fp32 shards; docs/ARCHITECTURE.md, "Precision")."""
+        from torch.distributed.fsdp import MixedPrecisionPolicy  # a second of imports the driver never needs
+
         if self.ctx.dtype == "bf16":
             return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         return MixedPrecisionPolicy()
@@ -68,6 +72,8 @@ class FSDP(Scheme):
         return "fp32"  # the policy's reduce_dtype in either cell
 
     def setup(self, model):
+        from torch.distributed.fsdp import fully_shard  # imported where used: see mp_policy
+
         t = self.ctx.transport
         dev = self.ctx.device
         elem = next(model.parameters()).element_size()

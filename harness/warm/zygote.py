@@ -54,9 +54,11 @@ PRELOAD_OPTIONAL = (
     "transformers.models.bert.modeling_bert",
     "transformers.models.gpt2.modeling_gpt2",
     "torch.profiler",
+    "torch.distributed.fsdp",
 )
-"""Imported when they can be: what the workloads (bert, gpt2) and the tracer import only as they build a
-model; without them a forked rank still spends about a second importing them."""
+"""Imported when they can be: what the workloads (bert, gpt2), the tracer and the fsdp scheme import only as they
+build a model or set up (the sweep and report commands never need them); without them a forked rank still spends
+about a second importing them."""
 CHILD_SETUP_S = 30.0
 """How long a forked child may take to set itself up (session, namespace, environment, log) before the
 spawn is answered with an error."""

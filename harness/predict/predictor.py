@@ -16,16 +16,13 @@ import pandas as pd
 
 from harness import backends
 from harness.core.errors import UserError
+from harness.core.methods import SEVEN_METHODS
 from harness.core.schema import SCHEMA_VERSION, SUMMARY_COLUMNS
 from harness.schemes import SCHEMES, SchemeEntry
 from harness.sim.costs import with_optimizer
 from harness.sim.interference import contended
 from harness.sim.links import Cluster, Link
 from harness.sim.model import ComputeModel, Model, NoModel, Outcome
-
-SEVEN_METHODS = ("bsp-a2a", "wfbp-a2a", "mgwfbp", "bytescheduler-a2a", "bsp-ps", "wfbp-ps", "bytescheduler-ps")
-"""The study's seven lossless methods, in its order (docs/ARCHITECTURE.md, "Predictor"): the one list that the
-predictor (`--schemes study`), the study's wing, the reports and advise's validation read."""
 
 
 def modelled() -> dict[str, SchemeEntry]:

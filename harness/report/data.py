@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from harness.core.methods import SEVEN_METHODS
 from harness.gate.keys import cell_key
-from harness.predict.predictor import SEVEN_METHODS
 
 PHASES = ("forward_s", "backward_s", "comm_wait_s", "optimizer_s")
 

@@ -48,3 +48,24 @@ def test_the_catalogue_is_what_the_registries_declare(tmp_path, monkeypatch):
     monkeypatch.delenv("DDLBENCH_SCHEME_MODULES")
     doctored.write_text(json.dumps({**stored, "sources_sha256": "0" * 64, "schemes": []}))
     assert catalog.declared()["schemes"] == stored["schemes"]  # stale: never read
+
+
+REPORT_PROBE = """
+import sys
+from click.testing import CliRunner
+import harness.cli.main as main
+res = CliRunner().invoke(main.cli, ["report", {run!r}, "-o", {out!r}])
+assert res.exit_code == 0, res.output
+print(",".join(sorted(m for m in ("torch", "harness.schemes", "harness.predict.predictor") if m in sys.modules)) or "-")
+"""
+
+
+def test_a_report_of_a_measured_run_imports_no_torch(tmp_path):
+    """`ddlbench report RUN` (the main job's second half) reads tables and draws: neither torch nor the schemes nor
+    the predictor are imported for it (seconds of a two-core machine's time)."""
+    run = ROOT / "results" / "baselines" / "cpu-tiny"
+    probe = REPORT_PROBE.format(run=str(run), out=str(tmp_path / "report"))
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "-", out.stdout
+    assert (tmp_path / "report" / "report.html").exists()

@@ -37,6 +37,12 @@ FAMILY = "ib-100g"
 """Every predicted setup runs on 100 Gb/s RDMA (InfiniBand or RoCE): the study's EDR verbs (inputs ib_*)."""
 GPUS_PER_NODE = 8
 """Every published machine holds 8 V100s (published_scaling.csv, gpus_per_node)."""
+TWO_NODE_PARAMS = HERE.parents[1] / "reports" / "study-prediction" / "two-node-params.parquet"
+"""The study's transports as its report fitted them to the two-node table (this folder's run.py with --two-node;
+harness/study/two_node.py), on top of the one-node fit."""
+FITTED_BLOCKS = ("NCCL over IB", "BytePS over RDMA")
+"""The fitted blocks that carry to a 100 Gb/s RDMA setup: the wire as NCCL and BytePS 0.2 saw it, BytePS's server
+and signalling costs. The one-node blocks stay nominal: they fit the study's GeForce cards and their PCIe node."""
 
 
 def read_published(path: Path = PUBLISHED) -> pd.DataFrame:
@@ -47,11 +53,20 @@ def read_setups(path: Path = SETUPS) -> pd.DataFrame:
     return pd.read_csv(path, dtype={"seq_len": "Int64"})
 
 
-def machine_values(intra: str) -> dict:
-    """The study's nominal inputs for a machine whose GPUs talk over `intra`: `study-pcie` keeps the study's PCIe
-    node (no peer-to-peer, through host memory); `nvlink2` puts NVLink 2.0 on NCCL's and BytePS's intra-node
-    edges and takes the host path away (harness/sim/links.LINKS["nvlink2"]: 150 GB/s per GPU)."""
-    v = INPUTS.nominal()
+def fitted_values(path: Path = TWO_NODE_PARAMS) -> dict:
+    """Input name -> value of the report's two-node fit, its FITTED_BLOCKS only; empty when it has not run."""
+    if not path.exists():
+        return {}
+    t = pd.read_parquet(path)
+    return {r.parameter: float(r.value) for r in t.itertuples() if r.block in FITTED_BLOCKS}
+
+
+def machine_values(intra: str, fitted: dict | None = None) -> dict:
+    """The study's nominal inputs, with `fitted` over them, for a machine whose GPUs talk over `intra`:
+    `study-pcie` keeps the study's PCIe node (no peer-to-peer, through host memory); `nvlink2` puts NVLink 2.0 on
+    NCCL's and BytePS's intra-node edges and takes the host path away (harness/sim/links.LINKS["nvlink2"]:
+    150 GB/s per GPU)."""
+    v = {**INPUTS.nominal(), **(fitted or {})}
     if intra == "study-pcie":
         return v
     if intra != "nvlink2":
@@ -94,9 +109,11 @@ COMPUTE_SPREAD = (0.5, 2.0)
 sequence length (not stated by most sources) would move."""
 
 
-def predicted_efficiency(m, method: str, gpus: int, base_gpus: int, intra: str, g: int = GPUS_PER_NODE) -> float:
+def predicted_efficiency(
+    m, method: str, gpus: int, base_gpus: int, intra: str, fitted: dict | None = None, g: int = GPUS_PER_NODE
+) -> float:
     """Throughput at `gpus` over (gpus / base_gpus) x throughput at `base_gpus` (1: the single GPU)."""
-    values = machine_values(intra)
+    values = machine_values(intra, fitted)
 
     def throughput(n_gpus: int) -> float:
         nodes = max(1, n_gpus // g)
@@ -119,11 +136,15 @@ def published_efficiency(pub: pd.DataFrame, row, base_gpus: int) -> float:
     return float(row.value) / (int(row.gpus) / base_gpus * float(base.value))
 
 
-def published_check(ids: list[str] | None = None, published: Path = PUBLISHED, setups: Path = SETUPS) -> pd.DataFrame:
-    """Every published row with a setup (or those of `ids`): published and predicted scaling efficiency, the
-    error (predicted - published, as a fraction), the prediction with one GPU's iteration halved and doubled
-    (COMPUTE_SPREAD), the stated setup and the substitutions."""
+def published_check(
+    ids: list[str] | None = None, published: Path = PUBLISHED, setups: Path = SETUPS, fitted: Path = TWO_NODE_PARAMS
+) -> pd.DataFrame:
+    """Every published row with a setup (or those of `ids`): published and predicted scaling efficiency (nominal
+    inputs), the error (predicted - published, as a fraction), the prediction with one GPU's iteration halved
+    and doubled (COMPUTE_SPREAD), with the study's fitted RDMA transports (`predicted_fitted`, NaN without the
+    report's fit), the stated setup and the substitutions."""
     pub, st = read_published(published), read_setups(setups)
+    fit = fitted_values(fitted)
     if ids is not None:
         st = st[st["id"].isin(ids)]
     by_id = pub.set_index("id", drop=False)
@@ -138,6 +159,7 @@ def published_check(ids: list[str] | None = None, published: Path = PUBLISHED, s
         m, base = models[key], int(s.base_gpus)
         pred = predicted_efficiency(m, s.method, gpus, base, s.intra)
         low, high = (predicted_efficiency(m.scaled(f), s.method, gpus, base, s.intra) for f in COMPUTE_SPREAD)
+        with_fit = predicted_efficiency(m, s.method, gpus, base, s.intra, fit) if fit else math.nan
         published_eff = published_efficiency(pub, row, int(s.base_gpus))
         out.append(
             {
@@ -152,6 +174,7 @@ def published_check(ids: list[str] | None = None, published: Path = PUBLISHED, s
                 "error": pred - published_eff,
                 "predicted_compute_half": low,
                 "predicted_compute_double": high,
+                "predicted_fitted": with_fit,
                 "setup": f"{row.gpu}, {row.gpus_per_node} per machine, {gpus} GPUs, {row.network} "
                 f"{row.network_gbit_s} Gb/s, {row.architecture}, {row.precision}; harness {s.workload} batch "
                 f"{s.batch}" + (f" seq {s.seq_len}" if not pd.isna(s.seq_len) else "") + f", method {s.method}",
@@ -189,14 +212,15 @@ def published_table_md(df: pd.DataFrame) -> str:
     """The check as Markdown: one row per prediction, then the substitutions once per distinct text."""
     lines = [
         "| system | model | method | GPUs | efficiency over | published | predicted | error (points) | "
-        "compute x0.5 / x2 |",
-        "|---|---|---|---:|---:|---:|---:|---:|---|",
+        "compute x0.5 / x2 | fitted RDMA |",
+        "|---|---|---|---:|---:|---:|---:|---:|---|---:|",
     ]
     for r in df.itertuples():
         base = "1 GPU" if r.efficiency_base_gpus == 1 else f"{r.efficiency_base_gpus} GPUs"
         lines.append(
             f"| {r.system} | {r.model} | {r.method} | {r.gpus} | {base} | {r.published:.1%} | {r.predicted:.1%} | "
-            f"{100 * r.error:+.1f} | {r.predicted_compute_half:.1%} / {r.predicted_compute_double:.1%} |"
+            f"{100 * r.error:+.1f} | {r.predicted_compute_half:.1%} / {r.predicted_compute_double:.1%} | "
+            f"{r.predicted_fitted:.1%} |"
         )
     mae = float(np.mean(np.abs(df["error"]))) if len(df) else math.nan
     lines += ["", f"Mean absolute error: {100 * mae:.1f} efficiency points over {len(df)} rows.", ""]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from experiments.study_prediction.published import (
+    fitted_values,
     published_check,
     published_table_md,
     read_published,
@@ -43,5 +44,8 @@ def test_the_check_predicts_finite_efficiencies():
     r = df.iloc[0]
     assert 0 < r.predicted <= 1.0 + 1e-9 and 0 < r.published <= 1.0
     assert math.isfinite(r.error) and r.setup and r.substitutions
+    assert 0 < r.predicted_compute_half <= 1.0 + 1e-9 and 0 < r.predicted_compute_double <= 1.0 + 1e-9
+    if fitted_values():  # the report's two-node fit is in the repository
+        assert 0 < r.predicted_fitted <= 1.0 + 1e-9
     table = published_table_md(df)
     assert "ByteScheduler" in table and "ResNet-50" in table

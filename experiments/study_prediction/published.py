@@ -190,7 +190,8 @@ def published_check(
 
 def unpredicted(published: Path = PUBLISHED, setups: Path = SETUPS) -> pd.DataFrame:
     """The published rows the model does not predict, with why (a model the harness lacks, a GPU count only in
-    an image, a maximum over setups not named, or the 8-GPU base a figure's efficiency is taken over)."""
+    an image, a maximum over setups not named, no base to take an efficiency over, or the 8-GPU base a figure's
+    efficiency is taken over)."""
     pub, st = read_published(published), read_setups(setups)
     rest = pub[~pub["id"].isin(st["id"])].copy()
     known = {"ResNet-50", "BERT-Large", "BERT-Base"}
@@ -202,7 +203,9 @@ def unpredicted(published: Path = PUBLISHED, setups: Path = SETUPS) -> pd.DataFr
             return f"the harness has no {r.model}"
         if not str(r.gpus).isdigit():
             return "the GPU count is only in a chart that is not in the repository"
-        return "the base of the efficiency (one machine)"
+        if r.gpus == str(GPUS_PER_NODE) and r.metric == "throughput":
+            return "the base of the efficiency (one machine)"
+        return "no single-GPU or one-machine throughput to take an efficiency over"
 
     rest["why_not"] = [why(r) for r in rest.itertuples()]
     return rest[["id", "system", "model", "gpus", "metric", "value", "why_not"]]

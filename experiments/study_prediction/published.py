@@ -25,6 +25,7 @@ from harness.predict.compute import compute_model
 from harness.predict.predictor import Network, predict_rows
 from harness.predict.profiler import counted_profile
 from harness.sim.links import LINKS
+from harness.sim.model import ComputeModel
 from harness.study.cluster import BYTESCHEDULER_PS_CREDIT_MB, links, nccl_allreduce, stacks
 from harness.study.inputs import INPUTS, StudyValues
 
@@ -93,7 +94,7 @@ def network(values: dict, nodes: int, g: int = GPUS_PER_NODE) -> tuple[Network, 
     return net, {"wfbp-ps": ps, "bsp-ps": ps, "bytescheduler-ps": {**ps, "credit_mb": BYTESCHEDULER_PS_CREDIT_MB}}
 
 
-def setup_compute(s) -> object:
+def setup_compute(s) -> ComputeModel:
     """One GPU as the setup states it: the harness's FLOP-counted workload at its batch and sequence length,
     calibrated to the stated single-GPU throughput; `grad_scale` scales the gradients' bytes (fp16: 0.5)."""
     seq = None if pd.isna(s.seq_len) else int(s.seq_len)
@@ -115,7 +116,8 @@ def predicted_efficiency(
     """Throughput at `gpus` over (gpus / base_gpus) x throughput at `base_gpus` (1: the single GPU)."""
     values = machine_values(intra, fitted)
 
-    def throughput(n_gpus: int) -> float:
+    def throughput(n_gpus: int) -> tuple[float, float]:
+        """(throughput at n_gpus, one GPU's throughput) in samples/s."""
         nodes = max(1, n_gpus // g)
         net, knobs = network(values, nodes, min(g, n_gpus))
         rows = predict_rows([m], [net], [nodes], min(g, n_gpus), [method], servers=nodes, knobs=knobs)

@@ -34,6 +34,12 @@ class Event:
     def fired(self) -> bool:
         return self.time is not None
 
+    @property
+    def waited(self) -> bool:
+        """Whether anything waits on it: an event that announces news and is then renewed for the next news
+        (`news, self.news = self.news, Event(sim); news.fire()`) need not be while nothing waits on it."""
+        return bool(self._waiters)
+
     def fire(self) -> None:
         if self.time is not None:
             return

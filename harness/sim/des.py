@@ -237,17 +237,19 @@ def busy_within(fifos, lo: float, hi: float) -> tuple[float, float]:
     """(seconds in [lo, hi] during which any of the logging `fifos` was busy, seconds any was busy at all):
     their jobs' intervals merged."""
     spans = sorted(iv for f in fifos if f.log for iv in f.log)
+    spans.append((math.inf, math.inf))
     inside = total = 0.0
     cur_s = cur_e = None
-    for s, e in [*spans, (math.inf, math.inf)]:
+    for s, e in spans:  # min() and max() written out, with the values they give
         if cur_e is not None and s > cur_e:
             total += cur_e - cur_s
-            inside += max(0.0, min(cur_e, hi) - max(cur_s, lo))
+            part = (hi if hi < cur_e else cur_e) - (lo if lo > cur_s else cur_s)
+            inside += part if part > 0.0 else 0.0
             cur_s = cur_e = None
         if s == math.inf:
             break
         if cur_s is None:
             cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
+        elif e > cur_e:
+            cur_e = e
     return inside, total

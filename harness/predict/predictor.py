@@ -89,12 +89,16 @@ def simulate(name: str, c: ComputeModel, cluster: Cluster, knobs: dict | None = 
     optimizer the cluster's stack runs (harness/sim/costs.with_optimizer) and, where the stack says they share a
     GPU, communication and compute slowing each other (harness/sim/interference.contended).
     The simulations are deterministic: the same arguments give the same outcome, kept (`_MEMO`) so that an
-    interval's samples and a sensitivity corner re-simulate only what their inputs change."""
+    interval's samples and a sensitivity corner re-simulate only what their inputs change; methods whose models
+    run the same simulation (`Model.runs`) share one."""
     mk = method_knobs(name, knobs)
-    key = (name, c, _cluster_key(cluster), json.dumps(mk, sort_keys=True, default=str), p2p)
+    model = _entry(name).model
+    runs = model.runs(cluster, mk) if model.runs is not None else None  # another method's very simulation
+    what = (name, json.dumps(mk, sort_keys=True, default=str)) if runs is None else runs
+    key = (what, c, _cluster_key(cluster), p2p)
     hit = _MEMO.get(key)
     if hit is None:
-        hit = contended(_entry(name).model.simulate, with_optimizer(c, cluster.stack), cluster, mk, p2p)
+        hit = contended(model.simulate, with_optimizer(c, cluster.stack), cluster, mk, p2p)
         if len(_MEMO) >= MEMO_SIZE:
             _MEMO.pop(next(iter(_MEMO)))
         _MEMO[key] = hit

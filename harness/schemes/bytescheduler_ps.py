@@ -7,7 +7,7 @@ from harness.schemes.base import register
 from harness.schemes.bytescheduler import ByteSchedulerEngine
 from harness.schemes.bytescheduler_a2a import ByteSchedulerKnobs
 from harness.schemes.knobs import Range
-from harness.sim.bytescheduler import bytescheduler_ps
+from harness.sim.bytescheduler import bytescheduler_ps, bytescheduler_ps_runs
 from harness.sim.model import Model
 from harness.sim.ps import SERVER_GBYTE_S
 
@@ -30,5 +30,5 @@ register(
     needs=("push_pull",),
     knobs=ByteSchedulerPSKnobs,
     parameter_server=True,
-    model=Model(bytescheduler_ps, {"server_gbyte_s": SERVER_GBYTE_S}),
+    model=Model(bytescheduler_ps, {"server_gbyte_s": SERVER_GBYTE_S}, runs=bytescheduler_ps_runs),
 )

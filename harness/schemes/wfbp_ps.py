@@ -4,7 +4,7 @@ the optimizer waits for all pulls."""
 from harness.schemes.base import register
 from harness.schemes.bsp_ps import PSKnobs
 from harness.schemes.bucketed import BucketSync
-from harness.sim.bucketed import wfbp_ps
+from harness.sim.bucketed import wfbp_ps, wfbp_ps_runs
 from harness.sim.model import Model
 from harness.sim.ps import SERVER_GBYTE_S
 
@@ -22,5 +22,5 @@ register(
     needs=("push_pull",),
     knobs=PSKnobs,
     parameter_server=True,
-    model=Model(wfbp_ps, {"server_gbyte_s": SERVER_GBYTE_S}),
+    model=Model(wfbp_ps, {"server_gbyte_s": SERVER_GBYTE_S}, runs=wfbp_ps_runs),
 )

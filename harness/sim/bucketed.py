@@ -255,6 +255,11 @@ def bsp_ps(c, cluster, knobs, p2p=None) -> Outcome:
     return _bucketed(c, cluster, None, knobs, p2p)
 
 
+def wfbp_ps_runs(cluster, knobs) -> tuple | None:
+    """What `wfbp_ps` runs on a BytePS stack (Model.runs): BytePS's pipeline, every tensor as it is ready."""
+    return ("byteps", False, knobs["partition_mb"]) if cluster.stack.byteps is not None else None
+
+
 def wfbp_ps(c, cluster, knobs, p2p=None) -> Outcome:
     if cluster.stack.byteps is not None:  # the study's: BytePS, every tensor as it is ready
         return byteps(c, cluster, knobs, fused=False)

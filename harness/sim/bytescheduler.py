@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from harness.sim.bucketed import wfbp_ps_runs
 from harness.sim.byteps import byteps
 from harness.sim.bytescheduler_engine import ByteSchedulerRun
 from harness.sim.model import Outcome
@@ -32,3 +33,8 @@ def bytescheduler_ps(c, cluster, knobs, p2p=None) -> Outcome:
     if cluster.stack.byteps is not None:
         return byteps(c, cluster, knobs, fused=False)
     return bytescheduler(c, cluster, knobs, True, p2p)
+
+
+def bytescheduler_ps_runs(cluster, knobs) -> tuple | None:
+    """What `bytescheduler_ps` runs (Model.runs): on BytePS, WFBP-PS's very simulation (its credit is not read)."""
+    return wfbp_ps_runs(cluster, knobs)

@@ -64,8 +64,9 @@ class Round:
         for k in new:
             self.is_ready[k] = True
         self.ready_seq.extend(new)
-        news, self.news = self.news, Event(self.sim)
-        news.fire()
+        if self.news.waited:  # a fresh event for the next news only once this one has news to tell (Event.waited)
+            news, self.news = self.news, Event(self.sim)
+            news.fire()
 
 
 class ByteSchedulerRun:
@@ -109,8 +110,9 @@ class ByteSchedulerRun:
         elif self.ticks:
             ev = Event(self.sim)
             self.pending.append((self.part_bytes[k], ev))
-            news, self.tick_news = self.tick_news, Event(self.sim)
-            news.fire()
+            if self.tick_news.waited:  # Event.waited
+                news, self.tick_news = self.tick_news, Event(self.sim)
+                news.fire()
         else:
             ev = allreduce(self.chan, self.ab, self.part_bytes[k])
         return ev, ev

@@ -130,6 +130,10 @@ class Model:
     """(compute, cluster, knobs, p2p link or None) -> Outcome."""
     extra_knobs: dict = field(default_factory=dict)
     """Knobs of the model alone (name -> default), beside the scheme's: e.g. a server's summing rate."""
+    runs: Callable[..., tuple | None] | None = None
+    """(cluster, knobs) -> the simulation `simulate` runs there, named with the knobs it reads, where another
+    method's model runs the very same one (the study's WFBP-PS and ByteScheduler-PS: BytePS's pipeline); the
+    predictor keeps one outcome for every method that names it. None, or a None answer: the method's own."""
 
 
 @dataclass(frozen=True)

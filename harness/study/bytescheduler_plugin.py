@@ -61,8 +61,9 @@ class PluginRun(ByteSchedulerRun):
                 allreduce(self.chan, self.ab, self.part_bytes[k]).on_fire(ev.fire)
                 return
             self.pending.append((self.part_bytes[k], ev))
-            news, self.tick_news = self.tick_news, Event(self.sim)
-            news.fire()
+            if self.tick_news.waited:  # a fresh event only once this one has a waiter to wake (Event.waited)
+                news, self.tick_news = self.tick_news, Event(self.sim)
+                news.fire()
 
         r.handed[k].on_fire(both)
         return ev, ev

@@ -44,8 +44,9 @@ class Spinner:
 
     def finish(self, n: int = 1) -> None:
         self.inflight -= n
-        window, self.window = self.window, Event(self.sim)
-        window.fire()
+        if self.window.waited:  # a fresh event only once this one has a waiter to wake (Event.waited)
+            window, self.window = self.window, Event(self.sim)
+            window.fire()
 
     @property
     def spinning(self) -> bool:

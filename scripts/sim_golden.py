@@ -33,7 +33,7 @@ GOLDEN = ROOT / "tests" / "data" / "sim_golden.json"
 PROFILES = ROOT / "reports" / "study-prediction" / "profiles"
 REL = 1e-9
 """How close a number must stay: the simulator's speed-ups keep its arithmetic, so only float noise may move."""
-TRUTH = {  # the two-node test's transports (tests/unit/study/test_two_node.py): each binds somewhere
+TRUTH = {  # a frozen copy of the two-node test's first truth (each binds somewhere): the grid must not move with it
     "ib_gbyte_s": 9.0,
     "host_path_gbyte_s": 20.0,
     "rdma_message_s": 5e-6,

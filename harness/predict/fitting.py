@@ -3,12 +3,7 @@
 A `Param` is one model input searched inside bounds (its sourced range, or wider where the source is a guess),
 in unit coordinates (log-spaced where the bounds span more than 10x). A `Block` is the parameters that a set of
 cells determines (ByteScheduler's costs from ByteScheduler's cells, ...): blocks are fitted one after another,
-each with the earlier blocks' values, then all together once (a polish from the blocks' answer). A block whose cost
-is rugged (`Block.scan`) is searched whole first: a Latin-hypercube scan of its range is the first generation of a
-differential evolution (scipy's, seeded, its own polish off) run GENERATIONS more; bounded least squares (trf) then
-starts from the best points found. A parameter its own block's cells leave free (a NIC rate above the host path
-that binds the ring) is searched again, within what those cells allow of it, by each later block searched whole
-whose cells move it (the PS cells over that NIC): what trades off across blocks is searched together.
+each with the earlier blocks' values, then all together once (a polish from the blocks' answer).
 
 The cost is least squares of each cell's log-ratio (predicted / measured) over its uncertainty: the cell's own
 run-to-run spread (std / mean) or the model's floor, whichever is larger. A simulation that fails for a set
@@ -16,19 +11,13 @@ of values gives every cell of it a large residual (BAD), so the search keeps awa
 
     fit = fit_params(blocks, predict, cells, start)   # predict(values, keys) -> {cell key: samples/s}
     fit.values, fit.converged, fit.table()             # the fitted values, one row per parameter
-    draws = fit.draws(32, seed=0)                      # the fit's uncertainty as value sets (the refits)
+    draws = fit.draws(32, seed=0)                      # the fit's uncertainty as value sets (bootstrap)
 
-Uncertainty comes from refitting resampled cells (`fit_params(refits=)`, REFITS by default): each cell replaced by
-its prediction at the optimum off by its residual there (at least its own uncertainty) in a random direction (a wild
-bootstrap, Rademacher signs), then every block fitted again by a local search: from the optimum, or, in a block
-whose cells leave a valley (a parameter free there, or carried in), from the points of its global search's first
-generation in turn (from the optimum again where that ends in a worse basin). Parameters that trade off (a
-host path against a NIC rate, a worker's cost against a server's) thus spread along what the cells allow instead of
-staying at the corner the fit stopped in; a parameter's interval is the 10-90% of its refitted values. A parameter
-the cells do not move near the optimum (its whole range changes no cell by a quarter of its uncertainty, scipy's
-Jacobian) is *not determined*: it keeps the part of its sourced range that the cells allow (a one-sided bound
-shows: a host path below some rate would throttle what was measured), and its sourced value if allowed. The refits
-run in forked processes where there are cores to spare, each from its own seed: the same seed gives the same draws.
+Uncertainty is a linearised wild bootstrap: the residuals at the optimum (at least each cell's own
+uncertainty), each flipped in sign at random (Rademacher), moved through the Jacobian as one Gauss-Newton step;
+a parameter the cells do not move near the optimum (its whole range changes no cell by a quarter of its
+uncertainty) is *not determined*: it keeps the part of its sourced range that the cells allow (a one-sided
+bound shows: a host path below some rate would throttle what was measured), and its sourced value if allowed.
 The Jacobian is scipy's own (`least_squares`' `jac`) where the last search ran over every cell of the fit;
 central differences where no search did (`_fit_jacobian`).
 """
@@ -36,13 +25,11 @@ central differences where no search did (`_fit_jacobian`).
 from __future__ import annotations
 
 import math
-import multiprocessing
-import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import differential_evolution, least_squares
+from scipy.optimize import least_squares
 from scipy.stats import qmc
 
 MODEL_FLOOR = 0.01
@@ -60,19 +47,6 @@ BAD = 1000.0
 its measurement is about 460)."""
 ALLOWED_POINTS = 9
 """Points of a parameter's sourced range tried when the cells do not determine it (`_allowed`)."""
-GENERATIONS = 1
-"""Differential-evolution generations after a block's scan (its first generation): a rate binds only below its
-path's slowest other part, so the scan's best points may sit on a plateau; a generation of trial points bred from
-the best and the spread of the others moves them towards the cells' valley for the cost of one more scan."""
-REFITS = 24
-"""Refits of resampled cells behind a fit's intervals: their 10th and 90th percentiles rest on 2 or 3 refits each."""
-REFIT_NFEV = 8
-"""Steps of a refit's local search (each one simulation and a Jacobian's worth): a refit starts at the optimum of
-cells that moved by their uncertainty, or on the global search's best points; one that has not come within the
-fit's cost (NEAR) in that many is restarted from the optimum (`_Refit`)."""
-NEAR = 1.0
-"""A refit started away from the optimum is kept when it costs at most this much more per cell (squared units of
-uncertainty) than the fitted values on its cells: it found the same valley, not a worse basin."""
 
 
 @dataclass(frozen=True)
@@ -116,9 +90,8 @@ class Block:
     cells: tuple
     """Keys of the cells this block's parameters are fitted to."""
     scan: int = 0
-    """A rugged cost (threads racing for a lock, thresholds): first search the block's range whole (this many
-    Latin-hypercube points, then GENERATIONS of differential evolution) and start the local searches from the best
-    points; 0 = start from the given values."""
+    """A rugged cost (threads racing for a lock, thresholds): first evaluate this many Latin-hypercube points of
+    the block's range and start the local searches from the best of them; 0 = start from the given values."""
 
 
 @dataclass
@@ -150,11 +123,7 @@ class Fit:
     predicted: dict = field(default_factory=dict)
     """key -> predicted samples/s at the fitted values."""
     allowed: dict = field(default_factory=dict)
-    """Parameters the cells do not determine -> the (low, high) of their sourced range the cells allow, widened to
-    the values the refits took (each fits its resampled cells: allowed by them too)."""
-    refitted: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    """Unit coordinates of every parameter (columns, in `params`' order) fitted again to each resampled set of
-    cells (rows): the fit's uncertainty; no rows where `fit_params(refits=0)` asked for the values only."""
+    """Parameters the cells do not determine -> the (low, high) of their sourced range the cells allow."""
 
     def determined(self) -> dict[str, bool]:
         """Whether the cells move each parameter: its whole search range changes some cell by REACH of its
@@ -174,42 +143,38 @@ class Fit:
         return out
 
     def unit_draws(self, n: int, seed: int = 0) -> np.ndarray:
-        """n draws of the unit coordinates (rows): the determined parameters' refitted values (n of the refits,
-        each at most once while there are enough, with replacement beyond), the others anywhere in what the cells
-        allow of their sourced range. Without refits the determined parameters stay at the optimum."""
+        """n bootstrap draws of the unit coordinates (rows), determined parameters only moved."""
         rng = np.random.default_rng(seed)
         u0 = np.array([p.unit_of(self.values[p.name]) for p in self.params])
-        det = np.array(list(self.determined().values()), dtype=bool)
+        det = np.array(list(self.determined().values()))
+        J = self.jacobian[:, det]
+        pinv = np.linalg.pinv(J, rcond=1e-6) if J.size else np.zeros((0, len(self.keys)))
         out = np.tile(u0, (n, 1))
-        if len(self.refitted):
-            rows = rng.choice(len(self.refitted), size=n, replace=n > len(self.refitted))
-            out[:, det] = self.refitted[rows][:, det]
-        for k in np.flatnonzero(~det):  # not determined: anywhere in what the cells allow of its sourced range
-            lo, hi = self._range(k)
-            out[:, k] = [self.params[k].unit_of(x) for x in lo + rng.random(n) * (hi - lo)]
+        for d in range(n):
+            # the data again with each cell off the fit by its residual, or by its own uncertainty where the fit
+            # is closer than that, in a random direction: one Gauss-Newton step from the optimum
+            flip = rng.choice([-1.0, 1.0], size=len(self.keys))
+            r_star = flip * np.maximum(np.abs(self.residuals), 1.0)
+            out[d, det] = np.clip(u0[det] - pinv @ r_star, 0.0, 1.0)
+            for k in np.flatnonzero(~det):  # not determined: anywhere in what the cells allow of its sourced range
+                p = self.params[k]
+                lo, hi = self.allowed.get(p.name) or (
+                    (p.sourced[1], p.sourced[2]) if math.isfinite(p.sourced[1]) else (p.low, p.high)
+                )
+                out[d, k] = p.unit_of(lo + rng.random() * (hi - lo))
         return out
-
-    def _range(self, k: int) -> tuple[float, float]:
-        """What an undetermined parameter's draws span: what the cells allow of its sourced range (its sourced
-        range where no cell was tried, its search bounds where it has no source)."""
-        p = self.params[k]
-        return self.allowed.get(p.name) or (
-            (p.sourced[1], p.sourced[2]) if math.isfinite(p.sourced[1]) else (p.low, p.high)
-        )
 
     def draws(self, n: int, seed: int = 0) -> list[dict]:
         """n value sets (the fitted parameters only) spread as the fit's uncertainty."""
         return [{p.name: p.value(u[k]) for k, p in enumerate(self.params)} for u in self.unit_draws(n, seed)]
 
     def table(self, n: int = 400, seed: int = 0) -> list[dict]:
-        """One row per parameter: value, 10th-90th percentile interval (of the refits where the cells determine it,
-        of `n` draws of what they allow where not), determined, sourced range, cells."""
+        """One row per parameter: value, 10th-90th percentile interval, determined, sourced range, cells."""
         draws = self.unit_draws(n, seed)
         det, cells = self.determined(), self.determining_cells()
         rows = []
         for k, p in enumerate(self.params):
-            us = self.refitted[:, k] if det[p.name] and len(self.refitted) else draws[:, k]
-            xs = np.array([p.value(u) for u in us])
+            xs = np.array([p.value(u) for u in draws[:, k]])
             v = self.values[p.name]
             lo, hi = p.sourced[1], p.sourced[2]
             rows.append(
@@ -244,43 +209,31 @@ def fit_params(
     max_nfev: int = 100,
     polish: bool = True,
     skip: int = 0,
-    refits: int = REFITS,
 ) -> Fit:
     """Fit each block's parameters to its cells in turn (later blocks see earlier blocks' values), then, with
     `polish`, all of them together once from there. `values`: every input at its starting value; `starts`:
-    tries per block (the first from `values`, the others at random, or the best points of the block's global
-    search), the best kept; `skip`: the first blocks are fitted already (their values are in `values`; the refits
-    fit them again too); `refits`: resampled sets of cells fitted again for the intervals (0: the values only, as
-    a leave-one-workload-out fold needs)."""
+    tries per block (the first from `values`, the others at random), the best kept; `skip`: the first blocks
+    are fitted already (their values are in `values`)."""
     rng = np.random.default_rng(seed)
     v = dict(values)
     evals, ok, msgs = 0, True, []
     last = None  # the last search: (its least_squares result, its parameters, its cells)
-    plan = {}  # block name -> (the parameters it searched, the unit points its refits start from: optimum first)
-    carried: list[Param] = []  # parameters their own block's cells left free, within what those cells allow
-    for j, b in enumerate(blocks[skip:], start=skip):
+    for b in blocks[skip:]:
         keys = [k for k in b.cells if k in cells.mean]
-        moved = [c for c in carried if b.scan and _moves(c, v, predict, cells, keys)]
-        evals += 2 * len(carried) if b.scan else 0
-        own = [p for p in b.params if p.search]
-        searched = own + moved
-        r, spread, n = _search(b.scan, searched, v, predict, cells, keys, rng, starts, max_nfev)
+        searched = [p for p in b.params if p.search]
+        u0 = np.array([p.unit_of(v[p.name]) for p in searched])
+        tries = [u0] + [rng.random(len(searched)) for _ in range(max(0, starts - 1))]
+        if b.scan:
+            points = [u0, *qmc.LatinHypercube(len(searched), rng=rng).random(b.scan)]
+            cost = [float(np.sum(_residuals(searched, v, predict, cells, keys, x) ** 2)) for x in points]
+            evals += len(points)
+            tries = [points[i] for i in np.argsort(cost)[: max(1, starts)]]
+        r, n = _solve(searched, v, predict, cells, keys, tries, max_nfev)
         evals += n
-        # where a parameter trades off here (one carried from an earlier block, or one of this block's own that these
-        # cells leave free and no later block takes on), the refits start across the global search's first
-        # generation (spread over the whole range), so that they spread along the valley; elsewhere from the optimum
-        # (a valley an earlier block's cells cannot see the end of is the later block's to explore, within bounds)
-        later = any(x.scan for x in blocks[j + 1 :])
-        free = np.max(np.abs(np.asarray(r.jac)), axis=0, initial=0.0) < REACH
-        valley = bool(moved) or (not later and bool(np.any(free[: len(own)])))
-        plan[b.name] = (searched, [r.x, *spread] if valley else [r.x])
         v.update({p.name: p.value(x) for p, x in zip(searched, r.x)})
         ok &= r.status > 0
         msgs.append(f"{b.name}: {r.message}")
         last = (r, searched, keys)
-        if later:
-            carried, n = _carry(carried, own, moved, v, predict, cells, keys, r)
-            evals += n
     params = [p for b in blocks for p in b.params]
     keys = list(dict.fromkeys(k for b in blocks for k in b.cells if k in cells.mean))
     if polish:
@@ -304,37 +257,7 @@ def fit_params(
     got, good = _verdict(predict, cells, v, keys, msgs)
     if not ok:
         msgs.append("the search stopped on its evaluation limit, not on a tolerance")
-    fit = Fit(params, v, keys, res, jac, ok and good, "; ".join(msgs), evals, got, free)
-    return _refitted(fit, _Refit(blocks, predict, cells, fit, plan, polish, seed), refits)
-
-
-def _search(scan: int, searched, v, predict, cells, keys, rng, starts: int, max_nfev: int):
-    """One block's search: (the best least_squares result, the global search's first generation best first (none
-    where the search was local), the simulations spent)."""
-    u0 = np.array([p.unit_of(v[p.name]) for p in searched])
-    tries = [u0] + [rng.random(len(searched)) for _ in range(max(0, starts - 1))]
-    evals = 0
-    if scan:
-        best, spread, evals = _global(searched, v, predict, cells, keys, u0, scan, rng)
-        tries = best[: max(1, starts)]
-    r, n = _solve(searched, v, predict, cells, keys, tries, max_nfev)
-    return r, spread if scan else [], evals + n
-
-
-def _carry(carried: list, own: list, moved: list, v, predict, cells, keys, r) -> tuple[list, int]:
-    """The parameters carried on after a block (`r` its search over `own` + `moved`): a parameter these cells leave
-    free here (a NIC rate above the host path that binds the ring) is searched again, within what these cells allow
-    of it, by the later blocks searched whole whose cells it moves (the PS cells over that NIC): what trades off
-    across two blocks is then searched, and refitted, together. A carried parameter these cells fix stops here."""
-    free = np.max(np.abs(np.asarray(r.jac)), axis=0, initial=0.0) < REACH
-    out = [c for c in carried if c not in moved] + [c for c, f in zip(moved, free[len(own) :]) if f]
-    evals = 0
-    for p, f in zip(own, free[: len(own)]):
-        if f:
-            narrowed, n = _narrowed(p, own + moved, v, predict, cells, keys, r)
-            evals += n
-            out += [narrowed] if narrowed.high > narrowed.low else []
-    return out, evals
+    return Fit(params, v, keys, res, jac, ok and good, "; ".join(msgs), evals, got, free)
 
 
 def _verdict(predict, cells: Cells, v: dict, keys: list, msgs: list) -> tuple[dict, bool]:
@@ -392,7 +315,7 @@ def _solve(params, values, predict, cells, keys, starts: list[np.ndarray], max_n
             max_nfev=max_nfev,
             method="trf",
         )
-        evals += r.nfev + (r.njev or 0) * len(u0)  # and the Jacobians' forward differences
+        evals += r.nfev
         if best is None or r.cost < best.cost:
             best = r
     return best, evals
@@ -455,146 +378,3 @@ def _allowed(params, values, predict, cells, keys, u, k) -> tuple[tuple[float, f
     if not ok:  # none of its sourced range fits the cells: the fitted value stands alone (a finding)
         return (fitted, fitted), fitted
     return (min(ok), max(ok)), min(ok, key=lambda x: abs(x - p.sourced[0]))
-
-
-def _global(params, values, predict, cells, keys, u0, scan: int, rng) -> tuple[list, list, int]:
-    """The block's range searched whole: `u0` and `scan` Latin-hypercube points are the first generation of a
-    differential evolution run GENERATIONS more (scipy's, its own polish off: the local search follows). Returns
-    its last population best first (the local search's starts), the first generation best first (spread over the
-    whole range: the refits' starts), and the simulations spent."""
-    first = np.vstack([u0, qmc.LatinHypercube(len(params), rng=rng).random(max(scan, 4))])
-    seen = []  # (cost, point) of every evaluation, the first generation first
-
-    def cost(u) -> float:
-        c = float(np.sum(_residuals(params, values, predict, cells, keys, u) ** 2))
-        seen.append((c, np.array(u, dtype=float)))
-        return c
-
-    r = differential_evolution(
-        cost, [(0.0, 1.0)] * len(params), maxiter=GENERATIONS, init=first, rng=rng, polish=False, tol=0.0
-    )
-    last = [r.population[i] for i in np.argsort(r.population_energies, kind="stable")]
-    spread = [u for _, u in sorted(seen[: len(first)], key=lambda cu: cu[0])]
-    return last, spread, r.nfev
-
-
-# --- the intervals: the cells resampled and fitted again ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Refit:
-    """One fit's refits: refit `i` fits every block again, by a local search over what the fit searched in it, to
-    the cells resampled with seed (seed, i): from the optimum, or where the block's cells leave a valley from the
-    i-th point of its global search's first generation (again from the optimum if that ends in a worse basin than
-    the fit's); a block fitted already (`skip`) from the fitted values."""
-
-    blocks: list
-    predict: Callable
-    cells: Cells
-    fit: Fit
-    plan: dict
-    """Block name -> (the parameters searched in it, the unit points its refits start from)."""
-    polish: bool
-    seed: int
-
-    def __call__(self, i: int) -> tuple[np.ndarray, int]:
-        cells = _resampled(self.fit, self.cells, np.random.default_rng([self.seed, i]))
-        v, evals = dict(self.fit.values), 0
-        for b in self.blocks:
-            keys = [k for k in b.cells if k in cells.mean]
-            searched, pool = self.plan.get(b.name) or ([p for p in b.params if p.search], [])
-            pool = pool or [np.array([p.unit_of(v[p.name]) for p in searched])]
-            r, n = _solve(searched, v, self.predict, cells, keys, [pool[i % len(pool)]], REFIT_NFEV)
-            evals += n
-            if i % len(pool) and 2 * r.cost > self._bound(keys):  # a worse basin than the fit's: from the optimum
-                r, n = _solve(searched, v, self.predict, cells, keys, [pool[0]], REFIT_NFEV)
-                evals += n
-            v.update({p.name: p.value(x) for p, x in zip(searched, r.x)})
-        if self.polish:
-            searched = [p for p in self.fit.params if p.search]
-            u0 = np.array([p.unit_of(v[p.name]) for p in searched])
-            r, n = _solve(searched, v, self.predict, cells, self.fit.keys, [u0], REFIT_NFEV)
-            evals += n
-            v.update({p.name: p.value(x) for p, x in zip(searched, r.x)})
-        return np.array([p.unit_of(v[p.name]) for p in self.fit.params]), evals
-
-    def _bound(self, keys) -> float:
-        """The most a refit of these cells may cost: what the fitted values cost on them (each cell off by its
-        residual, at least its uncertainty), and NEAR more per cell."""
-        at = dict(zip(self.fit.keys, self.fit.residuals))
-        return sum(max(abs(at.get(k, 0.0)), 1.0) ** 2 + NEAR for k in keys)
-
-
-def _refitted(fit: Fit, job: _Refit, refits: int) -> Fit:
-    """`fit` with its refits; the allowed range of an undetermined parameter widened to the values the refits took
-    (each fits its resampled cells: allowed by them too)."""
-    fit.refitted, n = _refit_all(job, refits)
-    fit.evaluations += n
-    for k, p in enumerate(fit.params):
-        if p.name in fit.allowed and p.search and len(fit.refitted):
-            xs = [p.value(x) for x in fit.refitted[:, k]]
-            fit.allowed[p.name] = (min(fit.allowed[p.name][0], *xs), max(fit.allowed[p.name][1], *xs))
-    return fit
-
-
-def _resampled(fit: Fit, cells: Cells, rng) -> Cells:
-    """The fitted cells again, each its prediction at the optimum off by its residual there (at least its own
-    uncertainty) in a random direction: a wild bootstrap (Rademacher signs). A cell that failed to simulate keeps
-    its measurement, moved by its uncertainty."""
-    flip = rng.choice([-1.0, 1.0], size=len(fit.keys))
-    mean, std = dict(cells.mean), dict(cells.std)
-    for i, k in enumerate(fit.keys):
-        at = fit.predicted.get(k, math.nan)
-        base, r = (at, abs(fit.residuals[i])) if at > 0 and math.isfinite(at) else (cells.mean[k], 0.0)
-        mean[k] = base * math.exp(flip[i] * max(r, 1.0) * cells.sigma(k))
-        std[k] = cells.std.get(k, 0.0) * mean[k] / cells.mean[k]
-    return Cells(mean, std)
-
-
-_REFIT: _Refit | None = None
-"""The refits running now (`_refit_all`), for its forked workers."""
-
-
-def _run_refit(i: int) -> tuple[np.ndarray, int]:
-    assert _REFIT is not None
-    return _REFIT(i)
-
-
-def _refit_all(job: _Refit, refits: int) -> tuple[np.ndarray, int]:
-    """The refits' unit coordinates (rows in order of their seeds) and the simulations spent. Two forked processes
-    where there are two cores and this process has no children of its own (a leave-one-workload-out's folds are
-    running: the cores are taken) and is not one (a pool's worker may not fork)."""
-    if refits <= 0:
-        return np.zeros((0, len(job.fit.params))), 0
-    here = multiprocessing.current_process()
-    if (os.cpu_count() or 1) > 1 and not here.daemon and not multiprocessing.active_children():
-        global _REFIT
-        _REFIT = job  # the forked workers inherit it (a closure does not pickle; a name in this module does)
-        try:
-            with multiprocessing.get_context("fork").Pool(2) as pool:
-                parts = pool.map(_run_refit, range(refits))
-        finally:
-            _REFIT = None
-    else:
-        parts = [job(i) for i in range(refits)]
-    return np.array([u for u, _ in parts]), sum(n for _, n in parts)
-
-
-def _moves(p: Param, values, predict, cells, keys) -> bool:
-    """Whether these cells move with `p` across its range (at its two ends, everything else at `values`)."""
-    ends = [_residuals([p], values, predict, cells, keys, [x]) for x in (0.0, 1.0)]
-    return bool(np.max(np.abs(ends[1] - ends[0]), initial=0.0) >= REACH)
-
-
-def _narrowed(p: Param, searched, values, predict, cells, keys, r) -> tuple[Param, int]:
-    """`p` with its search bounds narrowed to what these cells allow (of ALLOWED_POINTS across its bounds, those
-    whose cost stays within 1 of the block's optimum `r`), and the simulations that took."""
-    k = next(j for j, q in enumerate(searched) if q.name == p.name)
-    ok = []
-    for x in np.linspace(0.0, 1.0, ALLOWED_POINTS):
-        w = np.array(r.x, dtype=float)
-        w[k] = x
-        if float(np.sum(_residuals(searched, values, predict, cells, keys, w) ** 2)) <= 2 * r.cost + 1.0:
-            ok.append(p.value(x))
-    ok.append(p.value(r.x[k]))
-    return replace(p, low=min(ok), high=max(ok)), ALLOWED_POINTS

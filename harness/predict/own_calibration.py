@@ -54,7 +54,7 @@ from harness.core.errors import UserError
 from harness.predict.calibration import Bounded, FittedCells, leave_one_workload_out, read_bounded
 from harness.predict.commbench_fit import links_from_commbench, read_commbench, testbed_burst_bytes
 from harness.predict.compute import compute_model
-from harness.predict.fitting import REFITS, Block, Cells, Fit, fit_params
+from harness.predict.fitting import Block, Cells, Fit, fit_params
 from harness.predict.predictor import Network, predict_rows
 from harness.predict.profiler import counted_profile
 from harness.sim.costs import Stack
@@ -527,17 +527,13 @@ def _models(runs: Runs, compute: Callable) -> dict:
     return out
 
 
-def fit_runs(
-    runs: Runs, models: dict, workloads=None, starts: int = 2, polish: bool = True, refits: int = REFITS
-) -> tuple[Fit, Cells]:
-    """The stacks fitted to the runs' cells (of `workloads`, default every one); `refits` for the intervals (0 for
-    a leave-one-workload-out fold, which needs the values only)."""
+def fit_runs(runs: Runs, models: dict, workloads=None, starts: int = 2, polish: bool = True) -> tuple[Fit, Cells]:
     df = _fitted(runs)
     if workloads is not None:
         df = df[df["workload"].isin(workloads)]
     cells = _cells(df)
     blocks, start = _blocks(runs, cells)
-    fit = fit_params(blocks, OwnModel(runs, models), cells, start, starts=starts, polish=polish, refits=refits)
+    fit = fit_params(blocks, OwnModel(runs, models), cells, start, starts=starts, polish=polish)
     return fit, cells
 
 
@@ -572,7 +568,7 @@ def calibrate_own(sources, compute: Callable | None = None, lowo: bool = True, s
         return fit_runs(runs, models, starts=starts)[0]
 
     def fold(w: str) -> pd.DataFrame:
-        f, _ = fit_runs(runs, models, [x for x in workloads if x != w], starts=starts, refits=0)
+        f, _ = fit_runs(runs, models, [x for x in workloads if x != w], starts=starts)
         df = _fitted(runs)
         return _table(f.values, runs, models, df[df["workload"] == w]).assign(held_out=w)
 

@@ -41,7 +41,7 @@ import tomllib
 from harness.core.errors import UserError
 from harness.predict.calibration import Bounded, FittedCells, OfItsCluster, leave_one_workload_out
 from harness.predict.compute import compute_model
-from harness.predict.fitting import REFITS, Block, Cells, Fit, Param, fit_params
+from harness.predict.fitting import Block, Cells, Fit, Param, fit_params
 from harness.predict.predictor import SEVEN_METHODS, predict_rows
 from harness.predict.profiler import counted_profile
 from harness.study.cluster import GPUS_PER_NODE, study_network
@@ -297,13 +297,7 @@ SCAN = {name: b.scan for name, b in BLOCKS["one-node"].items() if b.scan}
 
 
 def fit_table(
-    df: pd.DataFrame,
-    workloads: list[str],
-    models: list,
-    starts: int = 2,
-    adam_shares=(0.0, 1.0),
-    polish: bool = False,
-    refits: int = REFITS,
+    df: pd.DataFrame, workloads: list[str], models: list, starts: int = 2, adam_shares=(0.0, 1.0), polish: bool = False
 ) -> tuple[Fit, float, dict]:
     """The fit to these workloads' cells, with the single-GPU optimizer that fits the all-reduce block best.
     The blocks are fitted in turn without a joint polish by default: the all-reduce cells depend on the
@@ -319,11 +313,11 @@ def fit_table(
     costs, first = {}, {}
     for share in adam_shares:
         first[share] = fit_params(
-            blocks[:1], predict, cells, {**start, "calib_adam_share": share}, starts=starts, polish=False, refits=0
+            blocks[:1], predict, cells, {**start, "calib_adam_share": share}, starts=starts, polish=False
         )
         costs[share] = float(np.sum(first[share].residuals ** 2))
     share = min(costs, key=costs.get)
-    fit = fit_params(blocks, predict, cells, first[share].values, starts=starts, polish=polish, skip=1, refits=refits)
+    fit = fit_params(blocks, predict, cells, first[share].values, starts=starts, polish=polish, skip=1)
     fit.evaluations += sum(f.evaluations for f in first.values())
     fit.message = f"{first[share].message}; {fit.message}"
     fit.converged = fit.converged and first[share].converged
@@ -332,7 +326,7 @@ def fit_table(
 
 def _held_out(df: pd.DataFrame, workloads: list[str], models: list, held: str, starts: int) -> pd.DataFrame:
     """One leave-one-workload-out fold: the other workloads' fit, the held-out workload's cells predicted."""
-    fit, _, _ = fit_table(df, [w for w in workloads if w != held], models, starts=starts, refits=0)
+    fit, _, _ = fit_table(df, [w for w in workloads if w != held], models, starts=starts)
     cells = _cells(df, [held])
     got = OneNode([m for m in models if m.workload == held])(fit.values, list(cells.mean))
     return held_out_rows(held, cells, got)

@@ -47,7 +47,7 @@ import pandas as pd
 
 from harness.core.errors import UserError
 from harness.predict.calibration import FittedCells, OfItsCluster, leave_one_workload_out
-from harness.predict.fitting import REFITS, Block, Cells, Fit, fit_params
+from harness.predict.fitting import Block, Cells, Fit, fit_params
 from harness.predict.predictor import SEVEN_METHODS, predict_rows
 from harness.study.calibration import (
     BLOCKS,
@@ -183,12 +183,10 @@ class TwoNode:
         return {k: x.get(k, math.nan) for k in keys}
 
 
-SCAN_PER_PARAM = 8
-"""Latin-hypercube points scanned per parameter before each transport block's search, the first generation of its
-global search (harness/predict/fitting.GENERATIONS more follow): a rate binds only below the rate of the path's
-slowest other part, so at its sourced value it often moves no cell and a local search alone stays there; the more
-parameters a block has, the more points it needs to find the basin. 12 without the generation after it; 8 with it
-spends a third more simulations and leaves the time to the refits."""
+SCAN_PER_PARAM = 12
+"""Latin-hypercube points scanned per parameter before each transport block's search: a rate binds only below the
+rate of the path's slowest other part, so at its sourced value it often moves no cell and a local search alone
+stays there; the more parameters a block has, the more points it needs to find the basin."""
 
 
 def blocks_for(cells: Cells) -> list[Block]:
@@ -201,26 +199,19 @@ def blocks_for(cells: Cells) -> list[Block]:
 
 
 def fit_transports(
-    df: pd.DataFrame,
-    workloads,
-    models: list,
-    start: dict,
-    skip: pd.DataFrame | None = None,
-    starts: int = 2,
-    refits: int = REFITS,
+    df: pd.DataFrame, workloads, models: list, start: dict, skip: pd.DataFrame | None = None, starts: int = 2
 ):
     """The transport blocks fitted to these workloads' two-node cells, every other input at `start` (the
-    one-node fit's values); `refits` for the intervals (0 for a leave-one-workload-out fold)."""
+    one-node fit's values)."""
     cells = cells_of(df, workloads, skip)
     predict = TwoNode([m for m in models if m.workload in workloads])
-    fit = fit_params(blocks_for(cells), predict, cells, dict(start), starts=starts, polish=False, refits=refits)
-    return fit, cells
+    return fit_params(blocks_for(cells), predict, cells, dict(start), starts=starts, polish=False), cells
 
 
 def _fold(df, workloads, models, start, skip, starts, held) -> pd.DataFrame:
     """One leave-one-workload-out fold: the transports fitted to the other workloads' cells, the held-out
     workload's cells predicted."""
-    fit, _ = fit_transports(df, [w for w in workloads if w != held], models, start, skip, starts, refits=0)
+    fit, _ = fit_transports(df, [w for w in workloads if w != held], models, start, skip, starts)
     cells = cells_of(df, [held], skip)
     got = TwoNode([m for m in models if m.workload == held])(fit.values, list(cells.mean))
     return held_out_rows(held, cells, got)

@@ -89,7 +89,8 @@ def readme(t: pd.DataFrame, a: pd.DataFrame, wall: dict, p: str, sweep_file: Pat
     lines = [
         "# The stop rule: what it saves and how honest its stop is",
         "",
-        f"`python -m experiments.stop_rule.run --sweep {sweep_file} --precision {p}` at commit {_commit()}, "
+        f"`python -m experiments.stop_rule.run --sweep {sweep_file} --precision {p}"
+        f"{'' if tuple(wall) == VARIANTS else ' --variants ' + ','.join(wall)}` at commit {_commit()}, "
         f"load average {load[0][0]:.2f} before and {load[1][0]:.2f} after (1 min).",
         "",
         "| variant | cells | iterations measured | sweep wall time |",
@@ -120,19 +121,22 @@ def main() -> None:
     ap.add_argument("--sweep", type=Path, default=Path("sweeps/quick.yaml"))
     ap.add_argument("--precision", default="5%")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help="which of fixed,precise,audited to run (a study-sized sweep audited to max-iters takes hours)",
+    )
     a = ap.parse_args()
     p = parse_precision(a.precision)
+    chosen = [v for v in VARIANTS if v in a.variants.split(",")]
     a.out.mkdir(parents=True, exist_ok=True)
     before = loadavg()
-    wall = {
-        "fixed": sweep(a.sweep, a.out / "fixed", None, False),
-        "precise": sweep(a.sweep, a.out / "precise", a.precision, False),
-        "audited": sweep(a.sweep, a.out / "audited", a.precision, True),
-    }
+    how = {"fixed": (None, False), "precise": (a.precision, False), "audited": (a.precision, True)}
+    wall = {v: sweep(a.sweep, a.out / v, *how[v]) for v in chosen}
     after = loadavg()
     (a.out / "wall.json").write_text(json.dumps({"wall_s": wall, "load_before": before, "load_after": after}))
-    t = pd.concat([cells(a.out / v, v) for v in VARIANTS], ignore_index=True)
-    aud = audit(a.out / "audited", p)
+    t = pd.concat([cells(a.out / v, v) for v in chosen], ignore_index=True)
+    aud = audit(a.out / "audited", p) if "audited" in chosen else pd.DataFrame()
     t.to_csv(a.out / "cells.csv", index=False)
     aud.to_csv(a.out / "audit.csv", index=False)
     (a.out / "README.md").write_text(readme(t, aud, wall, a.precision, a.sweep, (before, after)))

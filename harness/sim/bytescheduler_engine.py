@@ -64,9 +64,7 @@ class Round:
         for k in new:
             self.is_ready[k] = True
         self.ready_seq.extend(new)
-        if self.news.waited:  # a fresh event for the next news only once this one has news to tell (Event.waited)
-            news, self.news = self.news, Event(self.sim)
-            news.fire()
+        self.news = self.news.told()
 
 
 class ByteSchedulerRun:
@@ -110,9 +108,7 @@ class ByteSchedulerRun:
         elif self.ticks:
             ev = Event(self.sim)
             self.pending.append((self.part_bytes[k], ev))
-            if self.tick_news.waited:  # Event.waited
-                news, self.tick_news = self.tick_news, Event(self.sim)
-                news.fire()
+            self.tick_news = self.tick_news.told()
         else:
             ev = allreduce(self.chan, self.ab, self.part_bytes[k])
         return ev, ev

@@ -34,11 +34,16 @@ class Event:
     def fired(self) -> bool:
         return self.time is not None
 
-    @property
-    def waited(self) -> bool:
-        """Whether anything waits on it: an event that announces news and is then renewed for the next news
-        (`news, self.news = self.news, Event(sim); news.fire()`) need not be while nothing waits on it."""
-        return bool(self._waiters)
+    def told(self) -> Event:
+        """A news event's news told: whoever waits on it wakes, and the event for the next news is returned, a fresh
+        one (`self.news = self.news.told()`); itself, unfired, while nothing waits on it: news nobody hears costs no
+        event. Its waiters only queue their next steps (`Sim.process`), so none reads the attribute before it is
+        renewed."""
+        if not self._waiters:
+            return self
+        fresh = Event(self.sim)
+        self.fire()
+        return fresh
 
     def fire(self) -> None:
         if self.time is not None:

@@ -61,9 +61,7 @@ class PluginRun(ByteSchedulerRun):
                 allreduce(self.chan, self.ab, self.part_bytes[k]).on_fire(ev.fire)
                 return
             self.pending.append((self.part_bytes[k], ev))
-            if self.tick_news.waited:  # a fresh event only once this one has a waiter to wake (Event.waited)
-                news, self.tick_news = self.tick_news, Event(self.sim)
-                news.fire()
+            self.tick_news = self.tick_news.told()
 
         r.handed[k].on_fire(both)
         return ev, ev

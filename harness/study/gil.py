@@ -44,9 +44,7 @@ class Spinner:
 
     def finish(self, n: int = 1) -> None:
         self.inflight -= n
-        if self.window.waited:  # a fresh event only once this one has a waiter to wake (Event.waited)
-            window, self.window = self.window, Event(self.sim)
-            window.fire()
+        self.window = self.window.told()
 
     @property
     def spinning(self) -> bool:

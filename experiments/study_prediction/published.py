@@ -20,14 +20,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.grouping.cost import MB
 from harness.predict.compute import compute_model
 from harness.predict.predictor import Network, predict_rows
 from harness.predict.profiler import counted_profile
 from harness.sim.links import LINKS
 from harness.sim.model import ComputeModel
-from harness.study.cluster import BYTESCHEDULER_PS_CREDIT_MB, links, nccl_allreduce, stacks
-from harness.study.inputs import INPUTS, StudyValues
+from harness.study import cluster as study_cluster
+from harness.study.inputs import INPUTS
 
 HERE = Path(__file__).parent
 PUBLISHED = HERE / "published_scaling.csv"
@@ -84,14 +83,10 @@ def machine_values(intra: str, fitted: dict | None = None) -> dict:
 
 
 def network(values: dict, nodes: int, g: int = GPUS_PER_NODE) -> tuple[Network, dict]:
-    """The study's RDMA network at `nodes` x `g` GPUs for these input values, and the PS methods' knobs (as
-    harness/study/cluster.knobs sets them; that function refuses sizes outside the study's MG-WFBP table)."""
-    v = StudyValues.of(values)
-    inter, intra = links(v, FAMILY)
-    ab = nccl_allreduce(v, inter, intra, nodes, g)
-    net = Network(FAMILY, inter, intra, measured={nodes * g: ab}, stacks=stacks(v, FAMILY, nodes, g))
-    ps = {"partition_mb": v.byteps.byteps_partition_bytes / MB, "local_reduce": 1}
-    return net, {"wfbp-ps": ps, "bsp-ps": ps, "bytescheduler-ps": {**ps, "credit_mb": BYTESCHEDULER_PS_CREDIT_MB}}
+    """The study's RDMA network at `nodes` x `g` GPUs for these input values, and the PS methods' knobs
+    (harness/study/cluster.network and ps_knobs: any size; `study_network` also sets MG-WFBP's, whose table has
+    the study's sizes only)."""
+    return study_cluster.network(values, FAMILY, nodes, g), study_cluster.ps_knobs(values)
 
 
 def setup_compute(s) -> ComputeModel:

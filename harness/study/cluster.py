@@ -303,7 +303,6 @@ def knobs(v: Values, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict:
     v = StudyValues.of(v)
     check_size(nodes, g)
     alpha, beta = MGWFBP_TABLES[MGWFBP_TABLE_OF[family]][nodes * g]
-    ps = {"partition_mb": v.byteps.byteps_partition_bytes / MB, "local_reduce": 1}
     bs = v.bytescheduler
     return {
         "mgwfbp": {"alpha_s": alpha, "beta_s_per_mb": beta * MB},
@@ -311,19 +310,34 @@ def knobs(v: Values, family: str, nodes: int, g: int = GPUS_PER_NODE) -> dict:
             "partition_mb": bs.bs_partition_elems * FP32_BYTES / MB,
             "credit_mb": bs.bs_credit_elems * FP32_BYTES / MB,
         },
+        **ps_knobs(v),
+    }
+
+
+def ps_knobs(v: Values) -> dict:
+    """The PS methods' knobs as the study ran them, the same at every size (BytePS's partition, its local reduce;
+    ByteScheduler-PS's credit)."""
+    v = StudyValues.of(v)
+    ps = {"partition_mb": v.byteps.byteps_partition_bytes / MB, "local_reduce": 1}
+    return {
         "bsp-ps": dict(ps),
         "wfbp-ps": dict(ps),
         "bytescheduler-ps": {**ps, "credit_mb": BYTESCHEDULER_PS_CREDIT_MB},
     }
 
 
-def study_network(v: Values, family: str, nodes: int, g: int = GPUS_PER_NODE) -> StudyNetwork:
-    """The study's network `family` at `nodes` x `g` GPUs for input values `v`."""
+def network(v: Values, family: str, nodes: int, g: int = GPUS_PER_NODE) -> Network:
+    """The study's network `family` at `nodes` x `g` GPUs for input values `v`, at any size (its links, NCCL's
+    all-reduce, every method's stack); `study_network` adds the methods' knobs at the study's sizes."""
     v = StudyValues.of(v)
     inter, intra = links(v, family)
     ab = nccl_allreduce(v, inter, intra, nodes, g)
-    net = Network(family, inter, intra, measured={nodes * g: ab}, stacks=stacks(v, family, nodes, g))
-    return StudyNetwork(net, knobs(v, family, nodes, g), nodes)
+    return Network(family, inter, intra, measured={nodes * g: ab}, stacks=stacks(v, family, nodes, g))
+
+
+def study_network(v: Values, family: str, nodes: int, g: int = GPUS_PER_NODE) -> StudyNetwork:
+    """The study's network `family` at `nodes` x `g` GPUs for input values `v`, with its methods' knobs."""
+    return StudyNetwork(network(v, family, nodes, g), knobs(v, family, nodes, g), nodes)
 
 
 def startup_rows(v: Values | None = None) -> list[dict]:

@@ -78,26 +78,30 @@ def open_store(job: NodeJob, timeout_s: float) -> dist.TCPStore:
     """Node 0 hosts the store, on `store_address(master_addr)` alone where there is one, else on every address;
     the others connect (retrying until node 0 listens or `timeout_s`)."""
     lead = job.node_rank == 0
+    listener = None
     try:
-        fd = None
         if lead and (ip := store_address(job.master_addr)) is not None:
-            _LISTENERS.append(_listener(ip, job.master_port))
-            fd = _LISTENERS[-1].fileno()
-        return dist.TCPStore(
+            listener = _listener(ip, job.master_port)
+        store = dist.TCPStore(
             job.master_addr,
             job.master_port,
             is_master=lead,
             timeout=datetime.timedelta(seconds=timeout_s),
             wait_for_workers=False,
-            master_listen_fd=fd,
+            master_listen_fd=listener.fileno() if listener else None,
         )
     except (RuntimeError, OSError, dist.DistStoreError) as e:
-        who = "listen on" if job.node_rank == 0 else "reach node 0's store at"
+        if listener is not None:  # no store serves on it: the port is free again
+            listener.close()
+        who = "listen on" if lead else "reach node 0's store at"
         raise NodesFailed(
             f"node {job.node_rank} could not {who} {job.master_addr}:{job.master_port} within "
             f"{timeout_s:g} s ({str(e).splitlines()[0][:160]}); check the master address and port "
             f"({job.source}) and that node 0 is running `ddlbench sweep`"
         ) from None
+    if listener is not None:
+        _LISTENERS.append(listener)
+    return store
 
 
 class Notes:

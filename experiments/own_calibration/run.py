@@ -1,11 +1,13 @@
 """ddlbench's own stacks calibrated on the emulated testbed and checked on host counts held back
 (reports/own-calibration/; the logic: experiments/own_calibration/validation.py). The inputs, on a quiet machine
-(about 40 min, as root), from the repository's root; the regime of issue 60: one worker per host, each host a
-processor share of its own:
+(about 65 min for two rounds, as root), from the repository's root; the regime of issue 60: one worker per host,
+each host a processor share of its own:
 
-    bash experiments/own_calibration/measure.sh IN    # S2, S3, S4, profiles, commbench at 2-4 hosts
-    python -m experiments.own_calibration.run --fit IN/S2 --held IN/S3 IN/S4 \
+    ROUNDS=2 bash experiments/own_calibration/measure.sh IN   # S2 S3 S4, S2-r2 S3-r2 S4-r2, profiles, commbench
+    python -m experiments.own_calibration.run --fit IN/S2 IN/S2-r2 --held IN/S3 IN/S3-r2 IN/S4 IN/S4-r2 \
         --profile IN/profile-*.parquet --commbench IN/CB-3h-* IN/CB-4h-* --out reports/own-calibration/share/report
+
+The rounds of one sweep are read pooled (rounds.py).
 
 The fit reads only the two-host run (its 1-worker cells are the one-host measurement) and the profiles; the
 held-back cells are predicted from the fitted parameters and compared. `--commbench` (commbench at the held-back
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from experiments.own_calibration.rounds import pooled_sources, round_spread
 from experiments.own_calibration.validation import run
 from harness.core.errors import UserError
 
@@ -39,7 +42,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="report directory")
     a = ap.parse_args(argv)
     try:
-        results = run(a.fit, a.held, a.profile, a.commbench, a.out, a.samples)
+        # a sweep given in several rounds (measure.sh's S2 S2-r2 ...) is read as its rounds pooled
+        spread = round_spread([*a.fit, *a.held])
+        fit, held = pooled_sources(a.fit), pooled_sources(a.held)
+        results = run(fit, held, a.profile, a.commbench, a.out, a.samples, spread=spread)
     except UserError as e:
         raise SystemExit(f"error: {e}") from None
     for variant, (_cal, t, b) in results.items():

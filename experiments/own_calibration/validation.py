@@ -55,9 +55,11 @@ def variant_compute(variant: str, prof: dict):
 
 
 def read_held(held) -> tuple[Runs, dict]:
-    """The held-back runs, read once: their cells (own_calibration.read_runs) and each run's summary."""
+    """The held-back runs, read once: their cells (own_calibration.read_runs) and each run's summary (a run
+    directory's, or the table itself where a source is one: rounds pooled, experiments/own_calibration/rounds.py)."""
     runs = read_runs(held)
-    return runs, {g.run: load_run(g.run).summary for g in runs.groups.values()}
+    tables = {str(s.attrs.get("name")): s for s in held if isinstance(s, pd.DataFrame)}
+    return runs, {g.run: tables[g.run] if g.run in tables else load_run(g.run).summary for g in runs.groups.values()}
 
 
 def predict_held(cal: OwnCalibration, held: tuple[Runs, dict], compute) -> pd.DataFrame:
@@ -144,15 +146,19 @@ def intervals(
     return t
 
 
-def run(fit_runs, held, profiles, commbench, out: Path, samples: int = 32, lowo: bool = True) -> dict:
+def run(fit_runs, held, profiles, commbench, out: Path, samples: int = 32, lowo: bool = True, spread=None) -> dict:
     """Calibrate per compute variant, predict the held-back runs, write the report's tables; returns
-    {variant: (calibration, calibrated table, uncalibrated table or None)}."""
+    {variant: (calibration, calibrated table, uncalibrated table or None)}. `spread`: how far the rounds of each
+    sweep lie apart (rounds.round_spread), reported first where given."""
     out.mkdir(parents=True, exist_ok=True)
     prof = _profiles(profiles)
     held_runs = read_held(held)
     checked = variants(held_runs[0])
     before = predict_runs(held, commbench, profiles, variants=checked) if commbench else {}
     results, text = {}, []
+    if spread is not None and len(spread):
+        write_parquet_atomic(spread, out / "rounds.parquet")
+        text += [*spread_lines(spread), ""]
     for variant in checked:
         compute = variant_compute(variant, prof)
         cal = calibrate_own(fit_runs, compute, lowo=lowo)
@@ -191,6 +197,23 @@ def run(fit_runs, held, profiles, commbench, out: Path, samples: int = 32, lowo:
             ]
     (out / "validation.md").write_text("\n".join(text) + "\n")
     return results
+
+
+def spread_lines(spread: pd.DataFrame) -> list[str]:
+    """Per host count: how far the same cell's rounds lie apart (percent of their mean), the floor under any
+    prediction's error on this machine."""
+    lines = [
+        "## The same cells in interleaved rounds: how far apart (the machine's drift)",
+        "",
+        "| hosts | cells | rounds | median spread between rounds, % | 90th percentile | largest |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for h, g in spread.groupby("hosts"):
+        x = g["spread_pct"]
+        lines.append(
+            f"| {h} | {len(g)} | {int(g['rounds'].max())} | {x.median():.1f} | {x.quantile(0.9):.1f} | {x.max():.1f} |"
+        )
+    return lines
 
 
 def held_lines(t: pd.DataFrame) -> list[str]:

@@ -19,6 +19,7 @@ from harness.predict.commbench_fit import (
     testbed_burst_bytes,
 )
 from harness.predict.compute import compute_model
+from harness.predict.own_calibration import host_share_factor
 from harness.predict.predictor import SEVEN_METHODS, Network, predict_rows
 from harness.report.prediction import save, validation_scatter
 from harness.report.validation import KEYS, format_validation, validate
@@ -294,7 +295,7 @@ def cell_compute(
                 f"these cells ran without one"
             )
         alone = compute_model(prof[(workload, 1)], batch=batch)
-        f = max(1.0, per_node) / min(1.0, share)
+        f = host_share_factor(per_node, share)
         return alone.scaled(f, device=f"{HOST_SHARE} x{f:.3f}")
     return variant_model(variant, prof, workload, competing, batch, local_s)
 

@@ -157,7 +157,7 @@ class Runs:
     """The runs as given (for messages)."""
 
 
-def _summary(source) -> tuple[str, pd.DataFrame, bool, int]:
+def summary_of(source) -> tuple[str, pd.DataFrame, bool, int]:
     """(name, summary, shaped, cores) of a run directory (shaped: swept on the testbed; cores: its machine's, from
     its environment, 0 where not recorded) or a summary table (its attrs say them)."""
     if isinstance(source, pd.DataFrame):
@@ -194,7 +194,7 @@ def read_runs(sources) -> Runs:
     cell in every run and network it has method cells on."""
     rows, groups, local, names = [], {}, {}, []
     for src in sources:
-        name, s, shaped, cores = _summary(src)
+        name, s, shaped, cores = summary_of(src)
         names.append(name)
         if "status" in s:
             s = s[s["status"] == "ok"]
@@ -344,10 +344,19 @@ class OwnModel:
 # --- the fit --------------------------------------------------------------------------------------------------
 
 
+def host_share_factor(per_node: int, share: float) -> float:
+    """How much slower a rank computes on an emulated host with a processor share of its own (`testbed up
+    --host-cpus`) than alone on a free core: the host's `per_node` ranks share min(1, share) of a core. Pure."""
+    return max(1.0, per_node) / min(1.0, share)
+
+
 def profile_compute(profiles: dict | None = None) -> Callable:
     """compute(workload, group, local_iter_s) -> the workload's ComputeModel at the group's batch, its layer
     profile (`profiles`: workload -> `ddlbench profile` table; FLOP counts where none) scaled to the run's
-    1-worker iteration."""
+    1-worker iteration. On hosts with a processor share of their own, the profile (measured alone, on a free core)
+    slowed by the share instead (`host_share_factor`): the share is configured, and the profile repeats within 3 %
+    on this machine, while one 1-worker cell in a CFS-throttled host spread by 25 % between rounds of the same
+    sweep (reports/own-calibration/README.md)."""
 
     cache: dict = {}
 
@@ -360,6 +369,9 @@ def profile_compute(profiles: dict | None = None) -> Callable:
                 cache[(workload, g.batch)], "study-gpu", throughput=g.batch / local_s, batch=g.batch, mode="flops"
             )
         m = compute_model(table, batch=g.batch)
+        if g.host_cpus and g.device == "cpu":
+            f = host_share_factor(g.per_node, g.host_cpus)
+            return m.scaled(f, device=f"host share x{f:.3f}")
         return m.scaled(local_s / m.iteration_s, device=f"run x{local_s / m.iteration_s:.3f}")
 
     return compute
@@ -427,10 +439,14 @@ class OwnCalibration(FittedCells):
 
     def at_run_speed(self, m):
         """Compute model `m` scaled to the first run's 1-worker cell of its workload at its batch (the speed the
-        calibration saw); `m` itself where no run has one."""
+        calibration saw), or on hosts with a processor share of their own, a measured CPU profile slowed by that
+        share (`profile_compute`); `m` itself where no run has one."""
         for (run, net, w), s in self.runs.local.items():
             g = next((g for g in self.runs.groups.values() if g.run == run and g.network == net), None)
             if w == m.workload and g is not None and g.batch == m.batch:
+                if g.host_cpus and m.device == "cpu":  # a measured CPU profile, at the host's share
+                    f = host_share_factor(g.per_node, g.host_cpus)
+                    return m.scaled(f, device=f"{m.device} at the hosts' share")
                 return m.scaled(s / m.iteration_s, device=f"{m.device} at the run's speed")
         return m
 

@@ -17,6 +17,7 @@ from harness.predict.own_calibration import (
     OwnModel,
     Runs,
     calibrate_own,
+    profile_compute,
     read_runs,
 )
 from helpers import toy
@@ -223,6 +224,22 @@ def test_hosts_with_a_processor_share_of_their_own_do_not_share_the_machine_core
     plain = frames[1].copy()
     plain.attrs.update(name="two", shaped=True, cores=2)
     assert next(iter(read_runs([plain]).groups.values())).cores == 2  # the machine's cores shared by every host
+
+
+def test_hosts_with_a_share_compute_at_the_free_core_profile_slowed_by_the_share():
+    # issue 60: the share is configured and the free core's profile repeats within 3 %, while one 1-worker cell in
+    # a throttled host spread by 25 % between rounds: the share, not the cell, sets such a run's compute
+    table = pd.read_parquet(INPUTS / "profile-bert-base-tiny-c1.parquet")
+    compute = profile_compute({"bert-base-tiny": table})
+
+    def group(per_node=1, share=0.0):
+        return Group("r", "net", 2, per_node, 0, "colocated", 1000.0, True, "cpu", 8, host_cpus=share)
+
+    alone = table["forward_s"].sum() + table["backward_total_s"].iloc[0] + table["optimizer_s"].sum()
+    assert compute("bert-base-tiny", group(), 0.7).iteration_s == pytest.approx(0.7)  # no share: the run's speed
+    for local_s in (0.5, 0.7):  # whatever the 1-worker cell measured
+        assert compute("bert-base-tiny", group(share=0.4), local_s).iteration_s == pytest.approx(alone / 0.4, rel=0.05)
+    assert compute("bert-base-tiny", group(2, 0.8), 0.5).iteration_s == pytest.approx(alone * 2 / 0.8, rel=0.05)
 
 
 def test_a_ps_method_on_one_worker_is_not_taken_for_the_compute_alone():

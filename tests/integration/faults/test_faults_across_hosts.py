@@ -103,7 +103,7 @@ CUT_ENDED_WITHIN_S = 15
 apart), the next failed at its start, and the sweep wrote its tables."""
 RATE_CUT_TIMEOUT_S = 40
 """Each cell's timeout in the degraded-link test: what its cell under the 20 Mbit/s rate cut waits (it cannot do 200
-iterations at that rate; a reshaped link never ends a cell early), and twice what a healthy cell of it takes (10-19 s
+iterations at that rate; a reshaped link never ends a cell early), and twice what a healthy cell of it takes (13-20 s
 wall, start included, measured 2026-12-08 with and without a neighbour's 0.9 cores of load)."""
 
 

@@ -8,6 +8,7 @@ namespaces), supervised by ranks.run_ranks.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.contracts.cell import CellSpec
@@ -35,10 +36,15 @@ def _rank_env(cell: CellSpec, placement: Placement) -> dict:
 
 
 def launch_cell(
-    cell: CellSpec, cell_dir: Path, placement: Placement | None = None, module: str = WORKER_MODULE
+    cell: CellSpec,
+    cell_dir: Path,
+    placement: Placement | None = None,
+    module: str = WORKER_MODULE,
+    abort: Callable[[], str | None] = lambda: None,
 ) -> Path:
     """Run every rank of `cell` (`python -m MODULE --cell cell.json --out cell_dir`); return the path of
-    rank 0's result.json, or raise CellFailed."""
+    rank 0's result.json, or raise CellFailed (also when `abort()`, asked while the ranks run, gives a reason: a
+    launcher's own cause to end the cell, as the testbed's link watch gives)."""
     placement = placement or Placement(nodes=cell.nodes)  # a multi-node cell on one box: its ranks say which "node"
     cell_dir = cell_dir.resolve()
     spec_path = write_cell(cell, cell_dir)
@@ -66,7 +72,7 @@ def launch_cell(
         env.update(placed)
         prefix = tuple(placement.prefixes[r]) if r < len(placement.prefixes) else ()
         ranks[r] = RankStart(module, ("--cell", str(spec_path), "--out", str(cell_dir)), env, prefix)
-    run_ranks(cell, cell_dir, ranks)
+    run_ranks(cell, cell_dir, ranks, abort)
     if not result.exists():
         raise CellFailed("rank 0 finished without writing result.json", log_tail(cell_dir))
     return result

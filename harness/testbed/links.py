@@ -4,6 +4,8 @@ tried"): both veth ends up or not, and the qdiscs on each end (kind and options,
     before = links.snapshot(state, ["ddlb-h0", "ddlb-h1"])
     links.down(before)                    # ["host ddlb-h1's link is down (ddlb-eth0 in ddlb-h1: DOWN; ...)"]
     links.changed(before, links.snapshot(state, ...))   # ["host ddlb-h1's link changed during the cell: ..."]
+    watch = links.Watch(lambda: links.ports(state, ["ddlb-h0", "ddlb-h1"]))   # while the cell runs:
+    watch()                               # None, or why the cell ends (a link stayed down); watch.flaps
 
 A link cut (`ip link set ... down` on either end) or reshaped (`tc qdisc change ... tbf rate`, a child qdisc
 that drops) during a cell is visible here and nowhere else: the ranks only see their messages stall, and a
@@ -12,11 +14,18 @@ number measured over a link whose shaping changed is not the method's.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from harness.testbed import netns
 from harness.testbed.state import TestbedState
 
 CMD_TIMEOUT_S = 10.0
 """Limit of one ip/tc call (they take milliseconds)."""
+
+WATCH_EVERY_S = 1.0
+"""How often `Watch` reads a running cell's links: one `ip` call each time (milliseconds of the driver's CPU),
+and a link that goes down ends the cell within two reads."""
 
 
 def _json(argv: list[str]) -> list:
@@ -40,11 +49,11 @@ def _qdisc(q: dict) -> str:
     return f"{q.get('kind', '?')} ({where}{', ' + options if options else ''})"
 
 
-def _ends(netns: str) -> dict[str, dict]:
+def _ends(netns: str, shaping: bool = True) -> dict[str, dict]:
     """Every link of one namespace: {ifname: {"state": operstate, or DOWN when not administratively up,
-    "qdiscs": [kind (where, options)]}}."""
+    "qdiscs": [kind (where, options)], none read without `shaping`}}."""
     qdiscs: dict[str, list[str]] = {}
-    for q in _json(["tc", "-n", netns, "-j", "qdisc", "show"]):
+    for q in _json(["tc", "-n", netns, "-j", "qdisc", "show"]) if shaping else ():
         qdiscs.setdefault(q.get("dev", ""), []).append(_qdisc(q))
     out = {}
     for link in _json(["ip", "-n", netns, "-j", "link", "show"]):
@@ -72,6 +81,24 @@ def snapshot(state: TestbedState, hosts=None) -> dict[str, dict]:
             },
         }
     return out
+
+
+def ports(state: TestbedState, hosts=None) -> dict[str, dict]:
+    """{host namespace: its link's switch end {"name", "state"}} for `hosts` (default every host), read in one
+    `ip` call in the switch's namespace, so that `Watch` can read it every second. Either end of a veth pair
+    set down takes the other's carrier with it, so this end says whether the link carries traffic. {} where
+    the read failed (a namespace always has `lo`): unknown, not down."""
+    switch = _ends(state.switch_netns, shaping=False)
+    if not switch:
+        return {}
+    return {
+        h.netns: {
+            "name": f"{h.bridge_port} in {state.switch_netns}",
+            "state": switch.get(h.bridge_port, {"state": "ABSENT"})["state"],
+        }
+        for h in state.hosts
+        if hosts is None or h.netns in hosts
+    }
 
 
 def _ends_of(link: dict) -> list[dict]:
@@ -104,3 +131,48 @@ def changed(before: dict[str, dict], after: dict[str, dict]) -> list[str]:
                 what.append(f"{a['name']} {was_q} -> {now_q}")
         out.append(f"host {host}'s link changed during the cell ({'; '.join(what)})")
     return out
+
+
+class Watch:
+    """A running cell's links, read every `every_s` by the supervisor's wait loop (its `abort`,
+    procs/supervisor.py; docs/ARCHITECTURE.md, "Testbed"); `read` gives `ports`' answer.
+
+    A host's link that reads down at two reads in a row ends the cell: nothing crosses it, and its ranks would
+    otherwise wait in their collectives for the cell's whole timeout. One that reads down once and up at the
+    next read (a flap) does not: the ranks' TCP connections outlive an outage that short (they retransmit),
+    so the cell completes with a stall in its time, and `flaps` names it for the row, as a reshaped link is
+    named. Two reads also keep one odd read from ending a healthy cell; a flap shorter than `every_s` may go
+    unseen."""
+
+    def __init__(self, read: Callable[[], dict[str, dict]], every_s: float = WATCH_EVERY_S, clock=time.monotonic):
+        self.read, self.every_s, self.clock = read, every_s, clock
+        self.flaps: list[str] = []  # a phrase per time a host's link read down, then up at the next read
+        self._next = float("-inf")
+        self._down: dict[str, dict] = {}
+
+    def __call__(self) -> str | None:
+        """None, or why the cell ends; reads the links at most once per `every_s`."""
+        now = self.clock()
+        if now < self._next:
+            return None
+        self._next = now + self.every_s
+        ends = self.read()
+        if not ends:  # the read failed: nothing known, nothing changed
+            return None
+        down = {host: end for host, end in ends.items() if end["state"] != "UP"}
+        for host, end in self._down.items():
+            if host not in down:
+                self.flaps.append(
+                    f"host {host}'s link was down during the cell and up at the next read, {self.every_s:g} s "
+                    f"later ({end['name']}: {end['state']}, then UP)"
+                )
+        stayed = [host for host in down if host in self._down]
+        self._down = down
+        if not stayed:
+            return None
+        return "; ".join(
+            f"host {host}'s link went down during the cell ({down[host]['name']}: {down[host]['state']} at two "
+            f"reads {self.every_s:g} s apart), so the cell was ended rather than left to wait for its timeout "
+            "(bring the link up, then `--resume --retry-failed`)"
+            for host in stayed
+        )

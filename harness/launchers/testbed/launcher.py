@@ -202,7 +202,8 @@ class TestbedLauncher:
         """Run the cell on its hosts. Their links are read at its start and end (harness/testbed/links.py): a
         link down at the start fails the cell at once, naming it; one that went down or was reshaped during
         the cell is named in its failure, or flagged on its row as a warning when it completed (README,
-        "Faults tried")."""
+        "Faults tried"). While it runs they are read every second (`links.Watch`): a link that stays down ends
+        the cell then, not at its timeout."""
         state = self.testbed_for(cell)
         where = pl.describe(cell, state, self.policy)
         used = list(dict.fromkeys(where["rank_hosts"]))
@@ -214,14 +215,15 @@ class TestbedLauncher:
                 f"the testbed (`ddlbench testbed down`), then `--resume --retry-failed`"
             )
         before = pl.throttling(state)
+        watch = links.Watch(lambda: links.ports(state, used))
         try:
-            result = self._launch(cell, cell_dir, state, WORKER_MODULE)
+            result = self._launch(cell, cell_dir, state, WORKER_MODULE, watch)
         except CellFailed as e:
-            moved = links.changed(held, links.snapshot(state, used))
+            moved = links.changed(held, links.snapshot(state, used)) + watch.flaps
             if moved:
                 raise CellFailed(f"{e.reason}; {'; '.join(moved)}", e.log_tail) from None
             raise
-        moved = links.changed(held, links.snapshot(state, used))
+        moved = links.changed(held, links.snapshot(state, used)) + watch.flaps
         _record_placement(
             result,
             cell,
@@ -238,10 +240,10 @@ class TestbedLauncher:
         is rank 0's as written."""
         return self._launch(cell, cell_dir, pl.testbed_up(), module)
 
-    def _launch(self, cell: CellSpec, cell_dir: Path, state: TestbedState, module: str) -> Path:
+    def _launch(self, cell: CellSpec, cell_dir: Path, state: TestbedState, module: str, abort=lambda: None) -> Path:
         placement = pl.testbed_placement(cell, state, self.policy)
         with recipe(cell.backend, PlacedRecipe).session(cell, placement) as placement:
-            return launch_cell(cell, cell_dir, placement, module=module)
+            return launch_cell(cell, cell_dir, placement, module=module, abort=abort)
 
 
 def _record_placement(result_path: Path, cell: CellSpec, where: dict, warnings: list[str] = ()) -> None:

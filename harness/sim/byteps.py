@@ -19,6 +19,7 @@ scheduling is off unless BYTEPS_SCHEDULING_CREDIT is set, scheduled_queue.cc, wh
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from harness.grouping.cost import MB
@@ -60,6 +61,27 @@ def declared_order(names: tuple, n: int) -> list[int]:
     return index
 
 
+@functools.lru_cache(maxsize=64)
+def _keys(grad_bytes: tuple, names: tuple, fused: bool, part: int, servers: int) -> tuple[tuple, tuple]:
+    """((tensors, bytes, server) per partition, in push order within each tensor (BSP: the one fused tensor of
+    every gradient, declared after them); the keys each server holds). Cached: a model's partitions and their
+    djb2 placement are the same in every simulation of it at this partition size and server count, and a fit
+    runs thousands."""
+    n = len(grad_bytes)
+    declared = declared_order(names, n)
+    tensors = (
+        [(tuple(range(n)), int(sum(grad_bytes)), n)]
+        if fused
+        else [((i,), grad_bytes[i], declared[i]) for i in range(n)]
+    )
+    out = []
+    for members, nbytes, index in tensors:
+        for p in range(max(1, -(-nbytes // part))):
+            size = min(part, nbytes - p * part)
+            out.append((members, size, server_of((index << PARTITION_SHIFT) + p, servers)))
+    return tuple(out), tuple(sum(1 for k in out if k[2] == s) for s in range(servers))
+
+
 class _BytePSRun:
     def __init__(self, c: ComputeModel, cluster: Cluster, part_bytes: int, fused: bool):
         self.sim = sim = Sim()
@@ -92,66 +114,63 @@ class _BytePSRun:
         self.s_out = [Fifo(sim, f"server{s}-out", nic) for s in range(self.S)]
         self.s_lock = [Fifo(sim, f"server{s}-recv") for s in range(self.S)]
         self.s_sum = [Fifo(sim, f"server{s}-sum", self.cost.sum_bytes_per_s) for s in range(self.S)]
-        self.keys = self._keys(part_bytes)
+        names = getattr(c, "param_names", ())
+        self.keys, self.server_keys = _keys(tuple(c.grad_bytes), names, fused, part_bytes, self.S)
         self.marks: dict = {}
+        self.ring_s: dict = {}  # partition bytes -> its in-node ring's time (`_nccl`)
 
-    def _keys(self, part: int) -> list[tuple[list[int], int, int]]:
-        """(tensors, bytes, server) per partition, in push order within each tensor (BSP: the one fused
-        tensor of every gradient, declared after them)."""
-        c, n = self.c, len(self.c.numels)
-        declared = declared_order(getattr(c, "param_names", ()), n)
-        tensors = (
-            [(list(range(n)), c.total_grad_bytes, n)]
-            if self.fused
-            else [([i], c.grad_bytes[i], declared[i]) for i in range(n)]
-        )
-        out = []
-        for members, nbytes, index in tensors:
-            for p in range(max(1, -(-nbytes // part))):
-                size = min(part, nbytes - p * part)
-                out.append((members, size, server_of((index << PARTITION_SHIFT) + p, self.S)))
-        return out
-
-    def _nccl(self, nbytes: float) -> float:
+    def _nccl(self, nbytes: int) -> float:
         """A reduce-scatter or all-gather of nbytes among the node's g GPUs (through host memory): done when
         its ring is, and when the node's host path has carried its g - 1 hops of nbytes / g per GPU."""
         g, now = self.g, self.sim.now
-        ring = self.nccl.reserve(
-            self.cost.nccl_call_s + ((g - 1) * self.intra_hop + (g - 1) / g * nbytes / self.intra_rate) * self.scale
-        )
-        return max(ring, self._host(up=(g - 1) * nbytes, down=(g - 1) * nbytes)) - now
-
-    def _host(self, up: float = 0.0, down: float = 0.0) -> float:
-        return max(self.host_up.reserve_bytes(up) if up else 0.0, self.host_down.reserve_bytes(down) if down else 0.0)
+        ring_s = self.ring_s.get(nbytes)
+        if ring_s is None:  # a run's partitions have a few sizes: each one's ring time once
+            ring_s = self.cost.nccl_call_s + ((g - 1) * self.intra_hop + (g - 1) / g * nbytes / self.intra_rate) * (
+                self.scale
+            )
+            self.ring_s[nbytes] = ring_s
+        ring = self.nccl.reserve(ring_s)
+        hops = (g - 1) * nbytes
+        if not hops:
+            return ring - now
+        return max(ring, self.host_up.reserve_bytes(hops), self.host_down.reserve_bytes(hops)) - now
 
     def partition(self, size: int, server: int):
-        sim, cost, g = self.sim, self.cost, self.g
+        sim, cost, g, n = self.sim, self.cost, self.g, self.n
         yield self._nccl(size) + cost.signal_s  # REDUCE
-        if self.n > 1:
-            copied = max(self.d2h.reserve(size / g / cost.copy_bytes_per_s * self.scale), self._host(up=size))
+        if n > 1:
+            # the node's host path (an empty partition reserves none of it)
+            host_up, host_down = self.host_up, self.host_down
+            copied = max(
+                self.d2h.reserve(size / g / cost.copy_bytes_per_s * self.scale),
+                host_up.reserve_bytes(size) if size else 0.0,
+            )
             yield copied - sim.now + cost.signal_s  # COPYD2H
             pushed = max(
                 self.up.reserve_bytes(size),
                 self.conn_up[server].reserve_bytes(size),
-                self.s_in[server].reserve_bytes(self.n * size),
-                self._host(down=size),
+                self.s_in[server].reserve_bytes(n * size),
+                host_down.reserve_bytes(size) if size else 0.0,
                 self.van.reserve_bytes(size),
-                self.s_van[server].reserve_bytes(self.n * size),
+                self.s_van[server].reserve_bytes(n * size),
             )
             yield pushed - sim.now + self.link_lat + 2 * cost.message_s  # PUSH and its ack
-            recv = self.s_lock[server].reserve(self.n * cost.recv_s)
-            summed = self.s_sum[server].reserve_bytes(self.n * size, max(0.0, recv - sim.now))
+            recv = self.s_lock[server].reserve(n * cost.recv_s)
+            summed = self.s_sum[server].reserve_bytes(n * size, max(0.0, recv - sim.now))
             yield summed - sim.now  # n - 1 sums, 1 copy
             pulled = max(
-                self.s_out[server].reserve_bytes(self.n * size),
+                self.s_out[server].reserve_bytes(n * size),
                 self.down.reserve_bytes(size),
                 self.conn_down[server].reserve_bytes(size),
-                self._host(up=size),
-                self.s_van[server].reserve_bytes(self.n * size),
+                host_up.reserve_bytes(size) if size else 0.0,
+                self.s_van[server].reserve_bytes(n * size),
                 self.van.reserve_bytes(size),
             )
             yield pulled - sim.now + self.link_lat + 2 * cost.message_s  # PULL request, response
-            copied = max(self.h2d.reserve(size / g / cost.copy_bytes_per_s * self.scale), self._host(down=size))
+            copied = max(
+                self.h2d.reserve(size / g / cost.copy_bytes_per_s * self.scale),
+                host_down.reserve_bytes(size) if size else 0.0,
+            )
             yield copied - sim.now + cost.signal_s  # COPYH2D
         yield self._nccl(size) + cost.signal_s  # BROADCAST
 
@@ -192,7 +211,7 @@ class _BytePSRun:
             "partitions": len(self.keys),
             "servers": self.S,
             "engine": "byteps",
-            "server_keys": [sum(1 for k in self.keys if k[2] == s) for s in range(self.S)],
+            "server_keys": list(self.server_keys),
         }
         if self.nccl.log is not None:  # the GPU-side stages beside the backward
             plan.update(gpu_comm_facts([self.nccl, self.d2h, self.h2d], m["start"] + c.forward_s, m["wait"]))

@@ -355,7 +355,7 @@ def profile_compute(profiles: dict | None = None) -> Callable:
     profile (`profiles`: workload -> `ddlbench profile` table; FLOP counts where none) scaled to the run's
     1-worker iteration. On hosts with a processor share of their own, the profile (measured alone, on a free core)
     slowed by the share instead (`host_share_factor`): the share is configured, and the profile repeats within 3 %
-    on this machine, while one 1-worker cell in a CFS-throttled host spread by 25 % between rounds of the same
+    on this machine, while one 1-worker cell in a CFS-throttled host moved by up to 21 % between rounds of the same
     sweep (reports/own-calibration/README.md)."""
 
     cache: dict = {}

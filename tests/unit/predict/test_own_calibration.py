@@ -228,7 +228,7 @@ def test_hosts_with_a_processor_share_of_their_own_do_not_share_the_machine_core
 
 def test_hosts_with_a_share_compute_at_the_free_core_profile_slowed_by_the_share():
     # issue 60: the share is configured and the free core's profile repeats within 3 %, while one 1-worker cell in
-    # a throttled host spread by 25 % between rounds: the share, not the cell, sets such a run's compute
+    # a throttled host moved by up to 21 % between rounds: the share, not the cell, sets such a run's compute
     table = pd.read_parquet(INPUTS / "profile-bert-base-tiny-c1.parquet")
     compute = profile_compute({"bert-base-tiny": table})
 

@@ -7,7 +7,7 @@ each host a processor share of its own:
     python -m experiments.own_calibration.run --fit IN/S2 IN/S2-r2 --held IN/S3 IN/S3-r2 IN/S4 IN/S4-r2 \
         --profile IN/profile-*.parquet --commbench IN/CB-3h-* IN/CB-4h-* --out reports/own-calibration/share/report
 
-The rounds of one sweep are read pooled (rounds.py).
+The rounds of one sweep file are read pooled (harness/predict/rounds.py).
 
 The fit reads only the two-host run (its 1-worker cells are the one-host measurement) and the profiles; the
 held-back cells are predicted from the fitted parameters and compared. `--commbench` (commbench at the held-back
@@ -21,9 +21,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from experiments.own_calibration.rounds import pooled_sources, round_spread
 from experiments.own_calibration.validation import run
 from harness.core.errors import UserError
+from harness.predict.rounds import pooled_sources, round_spread
 
 
 def main(argv=None) -> int:

@@ -56,7 +56,7 @@ def variant_compute(variant: str, prof: dict):
 
 def read_held(held) -> tuple[Runs, dict]:
     """The held-back runs, read once: their cells (own_calibration.read_runs) and each run's summary (a run
-    directory's, or the table itself where a source is one: rounds pooled, experiments/own_calibration/rounds.py)."""
+    directory's, or the table itself where a source is one: rounds pooled, harness/predict/rounds.py)."""
     runs = read_runs(held)
     tables = {str(s.attrs.get("name")): s for s in held if isinstance(s, pd.DataFrame)}
     return runs, {g.run: tables[g.run] if g.run in tables else load_run(g.run).summary for g in runs.groups.values()}

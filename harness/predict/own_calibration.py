@@ -48,7 +48,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from harness.core.errors import UserError
 from harness.predict.calibration import Bounded, FittedCells, leave_one_workload_out, read_bounded
@@ -57,6 +56,7 @@ from harness.predict.compute import compute_model
 from harness.predict.fitting import Block, Cells, Fit, fit_params
 from harness.predict.predictor import Network, predict_rows
 from harness.predict.profiler import counted_profile
+from harness.predict.rounds import pooled_sources, summary_of
 from harness.sim.costs import Stack
 from harness.sim.links import Cluster as ClusterLayout
 from harness.sim.links import Link
@@ -157,43 +157,11 @@ class Runs:
     """The runs as given (for messages)."""
 
 
-def summary_of(source) -> tuple[str, pd.DataFrame, bool, int]:
-    """(name, summary, shaped, cores) of a run directory (shaped: swept on the testbed; cores: its machine's, from
-    its environment, 0 where not recorded) or a summary table (its attrs say them)."""
-    if isinstance(source, pd.DataFrame):
-        a = source.attrs
-        return str(a.get("name", "the table")), source, bool(a.get("shaped", False)), int(a.get("cores", 0))
-    p = Path(source)
-    f = p / "summary.parquet" if p.is_dir() else p
-    if not f.is_file() or f.suffix != ".parquet":
-        study = ""
-        if p.suffix in (".csv", ".parquet"):
-            study = " (a table of the study's columns calibrates the study's cluster: --cluster study-*)"
-        raise UserError(
-            f"--calibrate {p}: not a run directory of `ddlbench sweep` (no summary.parquet there); give the "
-            f"directory a sweep wrote with --output{study}"
-        )
-    shaped = False
-    sweep = f.parent / "sweep.yaml"
-    if sweep.is_file():
-        try:
-            shaped = bool((yaml.safe_load(sweep.read_text()) or {}).get("testbed"))
-        except yaml.YAMLError:
-            shaped = False
-    cores = 0
-    env = f.parent / "environment.parquet"
-    if env.is_file():
-        e = pd.read_parquet(env)
-        if "cpu_count" in e and len(e) and pd.notna(e["cpu_count"].iloc[0]):
-            cores = int(e["cpu_count"].iloc[0])
-    return str(p), pd.read_parquet(f), shaped, cores
-
-
 def read_runs(sources) -> Runs:
-    """The cells of one or more runs (directories or summary tables), checked: each workload needs its 1-worker
-    cell in every run and network it has method cells on."""
+    """The cells of one or more runs (directories or summary tables; the rounds of one sweep file pooled), checked:
+    each workload needs its 1-worker cell in every run and network it has method cells on."""
     rows, groups, local, names = [], {}, {}, []
-    for src in sources:
+    for src in pooled_sources(sources):  # rounds of one sweep file, read as one run (harness/predict/rounds.py)
         name, s, shaped, cores = summary_of(src)
         names.append(name)
         if "status" in s:

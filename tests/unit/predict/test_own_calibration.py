@@ -226,6 +226,21 @@ def test_hosts_with_a_processor_share_of_their_own_do_not_share_the_machine_core
     assert next(iter(read_runs([plain]).groups.values())).cores == 2  # the machine's cores shared by every host
 
 
+def test_predict_calibrate_reads_two_rounds_of_one_sweep_as_one_run():
+    # issue 60's inputs: the two-host sweep measured in two interleaved rounds. Given as two runs, they are one
+    # (harness/predict/rounds.py): each cell the median of its rounds, and the fit the report's converges
+    share = INPUTS.parent / "share" / "inputs"
+    prof = []
+    for w in ("bert-base-tiny", "resnet50-tiny"):
+        prof += ["--profile", str(share / f"profile-{w}-c1.parquet")]
+    r = _predict(
+        "--calibrate", str(share / "S2"), "--calibrate", str(share / "S2-r2"), *prof,
+        "--nodes", "4", "--schemes", "ddp,wfbp-ps",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "8 predictions" in r.output and "emulated-1gbit" in r.output and "emulated-200mbit" in r.output, r.output
+
+
 def test_hosts_with_a_share_compute_at_the_free_core_profile_slowed_by_the_share():
     # issue 60: the share is configured and the free core's profile repeats within 3 %, while one 1-worker cell in
     # a throttled host moved by up to 21 % between rounds: the share, not the cell, sets such a run's compute

@@ -1,7 +1,7 @@
-"""Rounds of one sweep pooled (experiments/own_calibration/rounds.py): the own calibration's report reads each host
-count's interleaved rounds as one table, and says how far the rounds lie apart.
+"""Rounds of one sweep file pooled (harness/predict/rounds.py): `predict --calibrate RUN --calibrate RUN-r2` and the
+own calibration's report read a sweep's interleaved rounds as one run, and say how far the rounds lie apart.
 
-pytest -q tests/unit/experiments/test_own_rounds.py
+pytest -q tests/unit/predict/test_rounds.py
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from experiments.own_calibration.rounds import grouped, pooled, pooled_sources, round_spread
 from harness.predict.own_calibration import read_runs
+from harness.predict.rounds import grouped, pooled, pooled_sources, round_spread
 
 
 def _run(tmp_path, folder: str, sweep: str, iters: dict[tuple[str, int], float], std: float = 0.01):

@@ -1,9 +1,9 @@
-"""Rounds of one sweep pooled into one table per shape (issue 60). This machine's speed drifts over minutes: the same
-1-worker cell on the same processor share took 0.52 s in one run and 0.70 s in the next (reports/own-calibration/
-README.md). So `measure.sh` runs the 2-, 3- and 4-host sweeps in interleaved rounds (S2 S3 S4, S2-r2 S3-r2 S4-r2)
-and the report reads, per host count, every round's cells pooled: each cell's iteration the median of its rounds'
-medians, its spread the rounds' own spread and the spread between them. The difference between rounds is also
-reported: it is the floor under any prediction's error on this machine (`round_spread`).
+"""Runs of one sweep file measured in rounds, read as one run (docs/ARCHITECTURE.md, "Calibration"; issue 60). A
+cell on a CFS-throttled host moved by up to a fifth between two rounds of the same sweep, measured minutes apart
+(reports/own-calibration/README.md), so `experiments/own_calibration/measure.sh` runs each sweep in interleaved rounds
+and `predict --calibrate RUN --calibrate RUN-r2` reads them pooled: each cell's iteration the median of its rounds'
+medians, its spread the rounds' own spread and the spread between them. Rounds are runs whose sweep files are the
+same (`sweep_key`). How far the rounds lie apart (`round_spread`) is the floor under any check of a prediction.
 
     pooled_sources([IN/S2, IN/S2-r2, IN/S3, IN/S3-r2])   # -> [table of S2's rounds, table of S3's rounds]
 """
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from harness.predict.own_calibration import summary_of
+from harness.core.errors import UserError
 
 CELL = [
     "workload",
@@ -40,6 +40,38 @@ MEANS = ("forward_s", "forward_wait_s", "backward_s", "comm_wait_s", "optimizer_
 """Pooled as the rounds' mean (the breakdown the report shows)."""
 
 
+def summary_of(source) -> tuple[str, pd.DataFrame, bool, int]:
+    """(name, summary, shaped, cores) of a run directory (shaped: swept on the testbed; cores: its machine's, from
+    its environment, 0 where not recorded) or a summary table (its attrs say them)."""
+    if isinstance(source, pd.DataFrame):
+        a = source.attrs
+        return str(a.get("name", "the table")), source, bool(a.get("shaped", False)), int(a.get("cores", 0))
+    p = Path(source)
+    f = p / "summary.parquet" if p.is_dir() else p
+    if not f.is_file() or f.suffix != ".parquet":
+        study = ""
+        if p.suffix in (".csv", ".parquet"):
+            study = " (a table of the study's columns calibrates the study's cluster: --cluster study-*)"
+        raise UserError(
+            f"--calibrate {p}: not a run directory of `ddlbench sweep` (no summary.parquet there); give the "
+            f"directory a sweep wrote with --output{study}"
+        )
+    shaped = False
+    sweep = f.parent / "sweep.yaml"
+    if sweep.is_file():
+        try:
+            shaped = bool((yaml.safe_load(sweep.read_text()) or {}).get("testbed"))
+        except yaml.YAMLError:
+            shaped = False
+    cores = 0
+    env = f.parent / "environment.parquet"
+    if env.is_file():
+        e = pd.read_parquet(env)
+        if "cpu_count" in e and len(e) and pd.notna(e["cpu_count"].iloc[0]):
+            cores = int(e["cpu_count"].iloc[0])
+    return str(p), pd.read_parquet(f), shaped, cores
+
+
 def sweep_name(path: Path) -> str:
     """The name in a run directory's sweep.yaml (the same for every round of one sweep file); its folder's name
     where it has none."""
@@ -51,18 +83,31 @@ def sweep_name(path: Path) -> str:
     return str(name or Path(path).name)
 
 
-def grouped(paths) -> list[list[Path]]:
-    """The run directories grouped by sweep (rounds of one sweep together), in the order first given."""
-    groups: dict[str, list[Path]] = {}
-    for p in paths:
-        groups.setdefault(sweep_name(p), []).append(Path(p))
+def sweep_key(path: Path) -> str:
+    """What makes run directories rounds of one sweep: the same sweep file (its sweep.yaml, as parsed, in a canonical
+    dump); a directory without a readable one is a sweep of its own (its path)."""
+    f = Path(path) / "sweep.yaml"
+    try:
+        body = yaml.safe_load(f.read_text()) if f.is_file() else None
+    except yaml.YAMLError:
+        body = None
+    return yaml.safe_dump(body, sort_keys=True) if isinstance(body, dict) else f"path:{Path(path).resolve()}"
+
+
+def grouped(sources) -> list[list]:
+    """The sources grouped as rounds of one sweep file (run directories with the same sweep file together; a table
+    alone), in the order first given."""
+    groups: dict[str, list] = {}
+    for i, p in enumerate(sources):
+        key = f"table:{i}" if isinstance(p, pd.DataFrame) else sweep_key(Path(p))
+        groups.setdefault(key, []).append(p if isinstance(p, pd.DataFrame) else Path(p))
     return list(groups.values())
 
 
 def pooled(paths: list[Path]) -> pd.DataFrame:
     """One table of the cells of several rounds of one sweep (the ok cells; a cell that ended ok in only some rounds
     pools those), with `rounds` the number pooled. Its attrs name it, as the first round with `+rN` (N rounds), and
-    carry the first round's `shaped` and `cores` (harness/predict/own_calibration.summary_of)."""
+    carry the first round's `shaped` and `cores` (`summary_of`)."""
     parts, shaped, cores = [], False, 0
     for i, p in enumerate(paths):
         _name, s, sh, c = summary_of(p)
@@ -93,10 +138,10 @@ def pooled(paths: list[Path]) -> pd.DataFrame:
     return out
 
 
-def pooled_sources(paths) -> list:
-    """The sources for own_calibration.read_runs: a sweep given once as its run directory, a sweep given in several
-    rounds as their pooled table (`pooled`)."""
-    return [g[0] if len(g) == 1 else pooled(g) for g in grouped(paths)]
+def pooled_sources(sources) -> list:
+    """The sources for own_calibration.read_runs: a sweep given once as itself (a run directory or a table), a sweep
+    file run in several rounds as their pooled table (`pooled`)."""
+    return [g[0] if len(g) == 1 else pooled(g) for g in grouped(sources)]
 
 
 def round_spread(paths) -> pd.DataFrame:
@@ -104,7 +149,7 @@ def round_spread(paths) -> pd.DataFrame:
     (percent), with the sweep's host count; the cells of a sweep given once are left out."""
     rows = []
     for g in grouped(paths):
-        if len(g) < 2:
+        if len(g) < 2:  # given once (a table is never a round)
             continue
         parts = []
         for i, p in enumerate(g):

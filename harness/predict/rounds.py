@@ -104,10 +104,9 @@ def grouped(sources) -> list[list]:
     return list(groups.values())
 
 
-def pooled(paths: list[Path]) -> pd.DataFrame:
-    """One table of the cells of several rounds of one sweep (the ok cells; a cell that ended ok in only some rounds
-    pools those), with `rounds` the number pooled. Its attrs name it, as the first round with `+rN` (N rounds), and
-    carry the first round's `shaped` and `cores` (`summary_of`)."""
+def _rounds(paths: list[Path]) -> tuple[pd.DataFrame, list[str], bool, int]:
+    """The ok cells of every round, one table with each row's round (`_round`); the columns that identify a cell
+    there; whether any round was shaped and the first cores recorded (`summary_of`)."""
     parts, shaped, cores = [], False, 0
     for i, p in enumerate(paths):
         _name, s, sh, c = summary_of(p)
@@ -116,7 +115,14 @@ def pooled(paths: list[Path]) -> pd.DataFrame:
             s = s[s["status"] == "ok"]
         parts.append(s.assign(_round=i))
     d = pd.concat(parts, ignore_index=True)
-    keys = [c for c in CELL if c in d]
+    return d, [c for c in CELL if c in d], shaped, cores
+
+
+def pooled(paths: list[Path]) -> pd.DataFrame:
+    """One table of the cells of several rounds of one sweep (the ok cells; a cell that ended ok in only some rounds
+    pools those), with `rounds` the number pooled. Its attrs name it, as the first round with `+rN` (N rounds), and
+    carry the first round's `shaped` and `cores` (`summary_of`)."""
+    d, keys, shaped, cores = _rounds(paths)
     rows = []
     for _k, g in d.groupby(keys, dropna=False, sort=False):
         row = g.iloc[0].to_dict()
@@ -151,14 +157,7 @@ def round_spread(paths) -> pd.DataFrame:
     for g in grouped(paths):
         if len(g) < 2:  # given once (a table is never a round)
             continue
-        parts = []
-        for i, p in enumerate(g):
-            _name, s, _sh, _c = summary_of(p)
-            if "status" in s:
-                s = s[s["status"] == "ok"]
-            parts.append(s.assign(_round=i))
-        d = pd.concat(parts, ignore_index=True)
-        keys = [c for c in CELL if c in d]
+        d, keys, _shaped, _cores = _rounds(g)
         for k, c in d.groupby(keys, dropna=False, sort=False):
             if len(c) < 2:
                 continue
